@@ -1,0 +1,57 @@
+# amp — the targets people type. CMake does the building in build/.
+#   make run        install missing Debian packages, build, run the main job
+#   make test       install missing Debian packages, build, run the whole suite
+#   make test-asan  the whole suite under AddressSanitizer + UBSan (+ LeakSanitizer)
+#   make bench      run the benchmarks and regenerate docs/BENCHMARKS.md
+#   make install PREFIX=/usr/local
+#   make fuzz       libFuzzer targets, 60 s each (clang)
+
+PREFIX ?= /usr/local
+JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
+BUILD  ?= build
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build run test test-asan bench install fuzz clean docs
+
+all: build
+
+deps:
+	@scripts/deps.sh build test run
+
+build:
+	@scripts/deps.sh build test
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) > $(BUILD).configure.log 2>&1 || (cat $(BUILD).configure.log; exit 1)
+	@cmake --build $(BUILD) -j $(JOBS)
+
+run:
+	@scripts/deps.sh build test run
+	@$(MAKE) --no-print-directory build
+	./$(BUILD)/amp formats
+
+test:
+	@scripts/deps.sh build test
+	@$(MAKE) --no-print-directory build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-asan:
+	@scripts/deps.sh build test
+	@$(MAKE) --no-print-directory build BUILD=build-asan CMAKE_FLAGS="-DAMP_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DAMP_BUILD_BENCH=OFF"
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  AMP_ASAN=1 ctest --output-on-failure -j $(JOBS)
+
+bench:
+	@scripts/deps.sh build test bench
+	@$(MAKE) --no-print-directory build
+	scripts/bench.sh $(BUILD)
+
+install:
+	@$(MAKE) --no-print-directory build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+fuzz:
+	@scripts/deps.sh build test fuzz
+	@CC=clang $(MAKE) --no-print-directory build BUILD=build-fuzz CMAKE_FLAGS="-DAMP_FUZZ=ON -DAMP_BUILD_TESTS=OFF -DAMP_BUILD_BENCH=OFF -DCMAKE_C_COMPILER=clang"
+	scripts/fuzz.sh build-fuzz 60
+
+clean:
+	rm -rf build build-asan build-fuzz build*.configure.log

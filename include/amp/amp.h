@@ -1,0 +1,12 @@
+/* amp — automatic mixed precision training and inference for C.
+ * One include for the whole public API. */
+#ifndef AMP_AMP_H
+#define AMP_AMP_H
+
+#include "amp/base.h"
+#include "amp/numeric.h"
+#include "amp/autocast.h"
+#include "amp/autograd.h"
+#include "amp/ops.h"
+
+#endif

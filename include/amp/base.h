@@ -1,0 +1,101 @@
+/* amp/base.h — status codes, errors, dtypes, CPU path selection, version.
+ *
+ * Errors: the library never aborts or exits on bad input. A function returns
+ * NULL or a negative amp_status, and amp_last_error() (thread-local) says what
+ * and where, e.g. "amp_matmul: [4,3] @ [5,2]: inner dimensions 3 and 5 differ".
+ */
+#ifndef AMP_BASE_H
+#define AMP_BASE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AMP_VERSION_MAJOR 0
+#define AMP_VERSION_MINOR 1
+#define AMP_VERSION_PATCH 0
+#define AMP_VERSION "0.1.0"
+
+/* ---- status and errors ---------------------------------------------------- */
+typedef enum {
+    AMP_OK = 0,
+    AMP_ERR_ARG = -1,         /* invalid argument (NULL, out of range, ...) */
+    AMP_ERR_SHAPE = -2,       /* shapes do not agree */
+    AMP_ERR_DTYPE = -3,       /* dtype not accepted */
+    AMP_ERR_NOMEM = -4,       /* allocation failed */
+    AMP_ERR_IO = -5,          /* file could not be opened/read/written */
+    AMP_ERR_FORMAT = -6,      /* file or string is malformed */
+    AMP_ERR_STATE = -7,       /* call not valid in the current state */
+    AMP_ERR_UNSUPPORTED = -8, /* not supported (e.g. CPU path missing) */
+    AMP_ERR_RANGE = -9        /* numeric value out of range / non-finite */
+} amp_status;
+
+/* Message of the most recent error on this thread ("" if none). The text names
+ * the public function, the argument and the problem. */
+const char *amp_last_error(void);
+/* Status of the most recent error on this thread (AMP_OK if none). */
+amp_status amp_last_status(void);
+void amp_clear_error(void);
+const char *amp_status_name(amp_status st);
+
+/* ---- dtypes ------------------------------------------------------------ */
+typedef enum {
+    AMP_F32 = 0,
+    AMP_F16,
+    AMP_BF16,
+    AMP_F8E4M3, /* OCP E4M3FN: no inf, NaN = S.1111.111, max 448 */
+    AMP_F8E5M2, /* IEEE-like: max 57344, has inf */
+    AMP_F64,
+    AMP_I32,
+    AMP_I64,
+    AMP_U8,
+    AMP_DTYPE_COUNT
+} amp_dtype;
+
+size_t amp_dtype_size(amp_dtype dt);          /* bytes per element, 0 if invalid */
+const char *amp_dtype_name(amp_dtype dt);     /* "f32", "f16", "bf16", ... */
+bool amp_dtype_valid(amp_dtype dt);
+bool amp_dtype_is_float(amp_dtype dt);        /* f32 f16 bf16 f8* f64 */
+bool amp_dtype_is_half(amp_dtype dt);         /* f16 bf16 */
+/* Accepts "f32"/"float32"/"float"/"fp32", "f16"/"float16"/"half"/"fp16",
+ * "bf16"/"bfloat16", "f8e4m3"/"float8_e4m3fn", "f8e5m2"/"float8_e5m2",
+ * "f64"/"float64"/"double", "i32"/"int32", "i64"/"int64", "u8"/"uint8". */
+amp_status amp_dtype_parse(const char *s, amp_dtype *out);
+
+/* ---- CPU code paths ---------------------------------------------------- */
+/* Kernels are compiled for each path in their own translation units and chosen
+ * at start-up by cpuid. The environment variable AMP_CPU=scalar|avx2|avx512
+ * forces a path; asking for one the CPU lacks makes amp_init() fail with a
+ * message and leaves the best supported path active. */
+typedef enum {
+    AMP_CPU_SCALAR = 0,
+    AMP_CPU_AVX2,   /* AVX2 + FMA + F16C */
+    AMP_CPU_AVX512, /* AVX-512 F/BW/VL/DQ + F16C + FMA */
+    AMP_CPU_PATH_COUNT
+} amp_cpu_path;
+
+/* Initialise the library: detect the CPU and apply AMP_CPU. Called implicitly
+ * by anything that dispatches; call it yourself to see an AMP_CPU error. */
+amp_status amp_init(void);
+amp_cpu_path amp_cpu_active(void);
+bool amp_cpu_supported(amp_cpu_path p);
+amp_cpu_path amp_cpu_best(void);
+/* Switch the active path (process-wide). Error if the CPU lacks it. */
+amp_status amp_cpu_select(amp_cpu_path p);
+const char *amp_cpu_path_name(amp_cpu_path p);
+amp_status amp_cpu_path_parse(const char *s, amp_cpu_path *out);
+
+/* Threads used by kernels (OpenMP). 0 = OpenMP's default. */
+void amp_set_num_threads(int n);
+int amp_get_num_threads(void);
+
+const char *amp_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,169 @@
+/* amp/ops.h — the differentiable operators (forward + backward).
+ *
+ * PyTorch's semantics and defaults. Inputs may be f32, f16 or bf16 (f64 where
+ * noted); half inputs are computed in f32 and the result rounded once to the
+ * output dtype; sums accumulate in f32 (global reductions in double).
+ * Binary ops broadcast and promote like PyTorch (f16 with f32 -> f32, f16 with
+ * bf16 -> f32, a scalar argument never promotes).
+ *
+ * Every op checks shapes and dtypes; on a mismatch it returns NULL and
+ * amp_last_error() names the op, the argument and the shapes
+ * ("amp_matmul: [4,3] @ [5,2]: inner dimensions 3 and 5 differ"). An op given
+ * a NULL input returns NULL (so a chain reports the first failure).
+ * Ops consult autocast (amp/autocast.h) on entry. */
+#ifndef AMP_OPS_H
+#define AMP_OPS_H
+
+#include "amp/autograd.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- dtype, views, shape ----------------------------------------------------
+ * Views share storage where the strides allow; otherwise they copy. */
+amp_tensor *amp_to(amp_tensor *x, amp_dtype dt);                      /* cast; grad casts back */
+amp_tensor *amp_contiguous(amp_tensor *x);
+amp_tensor *amp_clone(amp_tensor *x);
+amp_tensor *amp_reshape(amp_tensor *x, int ndim, const int64_t *shape); /* one -1 allowed */
+amp_tensor *amp_flatten(amp_tensor *x, int start_dim, int end_dim);
+amp_tensor *amp_transpose(amp_tensor *x, int dim0, int dim1);
+amp_tensor *amp_permute(amp_tensor *x, const int *dims);               /* ndim entries */
+/* Elements start, start+step, ... < end along dim (negative start/end count
+ * from the end and are clamped, as Python slicing). step >= 1. */
+amp_tensor *amp_slice(amp_tensor *x, int dim, int64_t start, int64_t end, int64_t step);
+amp_tensor *amp_expand(amp_tensor *x, int ndim, const int64_t *shape); /* -1 keeps a size */
+amp_tensor *amp_squeeze(amp_tensor *x, int dim);
+amp_tensor *amp_unsqueeze(amp_tensor *x, int dim);
+amp_tensor *amp_cat(amp_tensor *const *xs, int n, int dim);
+amp_tensor *amp_stack(amp_tensor *const *xs, int n, int dim);
+
+/* ---- matrix products (all through the one GEMM entry point) ------------- */
+amp_tensor *amp_matmul(amp_tensor *a, amp_tensor *b);  /* torch.matmul: 1-D, 2-D, batched, broadcast */
+amp_tensor *amp_mm(amp_tensor *a, amp_tensor *b);      /* 2-D only */
+amp_tensor *amp_bmm(amp_tensor *a, amp_tensor *b);     /* 3-D, equal batch */
+amp_tensor *amp_linear(amp_tensor *x, amp_tensor *w, amp_tensor *b); /* x·wᵀ + b; b may be NULL */
+amp_tensor *amp_addmm(amp_tensor *input, amp_tensor *a, amp_tensor *b, double beta, double alpha);
+amp_tensor *amp_baddbmm(amp_tensor *input, amp_tensor *a, amp_tensor *b, double beta, double alpha);
+amp_tensor *amp_dot(amp_tensor *a, amp_tensor *b);     /* 1-D · 1-D -> scalar */
+
+/* ---- convolution and pooling (NCHW) --------------------------------------- */
+typedef struct {
+    int64_t stride[2];   /* 0 means 1 */
+    int64_t padding[2];  /* zero padding */
+    int64_t dilation[2]; /* 0 means 1 */
+    int64_t groups;      /* 0 means 1 */
+} amp_conv_params;
+/* x [N,C,H,W], w [O,C/groups,kh,kw], b [O] or NULL. */
+amp_tensor *amp_conv2d(amp_tensor *x, amp_tensor *w, amp_tensor *b, const amp_conv_params *p);
+/* x [N,C,L], w [O,C/groups,k], b [O] or NULL; uses index 0 of the params. */
+amp_tensor *amp_conv1d(amp_tensor *x, amp_tensor *w, amp_tensor *b, const amp_conv_params *p);
+
+typedef struct {
+    int64_t kernel[2];
+    int64_t stride[2];   /* 0 means the kernel size (PyTorch's default) */
+    int64_t padding[2];
+    int64_t dilation[2]; /* max pool only; 0 means 1 */
+    bool ceil_mode;
+    bool exclude_pad;    /* avg pool: !count_include_pad (default false = include) */
+} amp_pool_params;
+/* indices (optional, may be NULL): receives an i64 tensor of flat h*W+w
+ * positions, like torch's return_indices. */
+amp_tensor *amp_max_pool2d(amp_tensor *x, const amp_pool_params *p, amp_tensor **indices);
+amp_tensor *amp_avg_pool2d(amp_tensor *x, const amp_pool_params *p);
+amp_tensor *amp_adaptive_avg_pool2d(amp_tensor *x, int64_t out_h, int64_t out_w);
+
+/* ---- activations --------------------------------------------------------- */
+amp_tensor *amp_relu(amp_tensor *x);
+typedef enum { AMP_GELU_ERF = 0, AMP_GELU_TANH = 1 } amp_gelu_approx;
+amp_tensor *amp_gelu(amp_tensor *x, amp_gelu_approx approx);
+amp_tensor *amp_silu(amp_tensor *x);
+amp_tensor *amp_sigmoid(amp_tensor *x);
+amp_tensor *amp_tanh(amp_tensor *x);
+amp_tensor *amp_softplus(amp_tensor *x, double beta, double threshold); /* torch: 1, 20 */
+amp_tensor *amp_prelu(amp_tensor *x, amp_tensor *weight); /* weight [1] or [C] (dim 1) */
+/* Zeroes with probability p and scales kept values by 1/(1-p) when training;
+ * the identity when !training. g NULL = default generator. */
+amp_tensor *amp_dropout(amp_tensor *x, double p, bool training, amp_generator *g);
+
+/* ---- elementwise ---------------------------------------------------------- */
+amp_tensor *amp_add(amp_tensor *a, amp_tensor *b);
+amp_tensor *amp_sub(amp_tensor *a, amp_tensor *b);
+amp_tensor *amp_mul(amp_tensor *a, amp_tensor *b);
+amp_tensor *amp_div(amp_tensor *a, amp_tensor *b);
+amp_tensor *amp_add_scalar(amp_tensor *a, double s);
+amp_tensor *amp_sub_scalar(amp_tensor *a, double s);  /* a - s */
+amp_tensor *amp_rsub_scalar(amp_tensor *a, double s); /* s - a */
+amp_tensor *amp_mul_scalar(amp_tensor *a, double s);
+amp_tensor *amp_div_scalar(amp_tensor *a, double s);  /* a / s */
+amp_tensor *amp_pow(amp_tensor *a, double exponent);
+amp_tensor *amp_pow_tensor(amp_tensor *a, amp_tensor *b);
+amp_tensor *amp_exp(amp_tensor *x);
+amp_tensor *amp_log(amp_tensor *x);
+amp_tensor *amp_log1p(amp_tensor *x);
+amp_tensor *amp_sqrt(amp_tensor *x);
+amp_tensor *amp_rsqrt(amp_tensor *x);
+amp_tensor *amp_reciprocal(amp_tensor *x);
+amp_tensor *amp_neg(amp_tensor *x);
+amp_tensor *amp_abs(amp_tensor *x);
+/* Use -INFINITY / INFINITY for a missing bound. Gradient 1 inside [lo, hi]. */
+amp_tensor *amp_clamp(amp_tensor *x, double lo, double hi);
+amp_tensor *amp_addcmul(amp_tensor *input, amp_tensor *t1, amp_tensor *t2, double value); /* input + value*t1*t2 */
+amp_tensor *amp_addcdiv(amp_tensor *input, amp_tensor *t1, amp_tensor *t2, double value); /* input + value*t1/t2 */
+
+/* ---- reductions ----------------------------------------------------------
+ * dims: ndims entries (negative count from the end); ndims 0 (dims may be
+ * NULL) reduces over all dimensions. */
+amp_tensor *amp_sum(amp_tensor *x, const int *dims, int ndims, bool keepdim);
+amp_tensor *amp_mean(amp_tensor *x, const int *dims, int ndims, bool keepdim);
+amp_tensor *amp_prod(amp_tensor *x, int dim, bool keepdim);
+amp_tensor *amp_cumsum(amp_tensor *x, int dim);
+/* Values of the max along dim; indices (optional) receives i64 argmax
+ * (first occurrence). Gradient flows to the argmax. */
+amp_tensor *amp_max(amp_tensor *x, int dim, bool keepdim, amp_tensor **indices);
+/* p-norm over dims (p = 2 is the Euclidean norm). */
+amp_tensor *amp_norm(amp_tensor *x, double p, const int *dims, int ndims, bool keepdim);
+
+/* ---- normalisation, softmax, embedding ------------------------------------ */
+amp_tensor *amp_softmax(amp_tensor *x, int dim);
+amp_tensor *amp_log_softmax(amp_tensor *x, int dim);
+/* Normalises over the last normalized_ndim dims; weight/bias of that shape
+ * (may be NULL). torch eps default 1e-5. */
+amp_tensor *amp_layer_norm(amp_tensor *x, int normalized_ndim, amp_tensor *weight, amp_tensor *bias, double eps);
+/* x [N,C,...]. weight/bias/running stats [C], f32 (may be NULL). Training:
+ * batch statistics in f32, running_mean/var updated in place with momentum
+ * (unbiased variance, as torch); eval: running statistics. Output dtype is
+ * x's dtype. torch defaults: momentum 0.1, eps 1e-5. */
+amp_tensor *amp_batch_norm(amp_tensor *x, amp_tensor *running_mean, amp_tensor *running_var, amp_tensor *weight,
+                           amp_tensor *bias, bool training, double momentum, double eps);
+amp_tensor *amp_group_norm(amp_tensor *x, int64_t groups, amp_tensor *weight, amp_tensor *bias, double eps);
+/* weight [V,D], indices i32/i64 of any shape -> [..., D]. */
+amp_tensor *amp_embedding(amp_tensor *weight, amp_tensor *indices);
+
+/* ---- losses ------------------------------------------------------------------ */
+typedef enum { AMP_REDUCTION_MEAN = 0, AMP_REDUCTION_SUM = 1, AMP_REDUCTION_NONE = 2 } amp_reduction;
+typedef struct {
+    amp_reduction reduction;
+    int64_t ignore_index;   /* cross_entropy / nll_loss; torch default -100 */
+    double label_smoothing; /* cross_entropy; default 0 */
+    double beta;            /* smooth_l1; torch default 1.0 */
+    bool log_target;        /* kl_div */
+    amp_tensor *weight;     /* per-class weights (cross_entropy, nll_loss) or NULL */
+    amp_tensor *pos_weight; /* binary_cross_entropy_with_logits, or NULL */
+} amp_loss_opts;
+/* torch's defaults; pass NULL to any loss for these. */
+#define AMP_LOSS_DEFAULTS ((amp_loss_opts){AMP_REDUCTION_MEAN, -100, 0.0, 1.0, false, NULL, NULL})
+/* logits [N,C] (or [C]), target i64/i32 class indices [N]. */
+amp_tensor *amp_cross_entropy(amp_tensor *logits, amp_tensor *target, const amp_loss_opts *o);
+amp_tensor *amp_nll_loss(amp_tensor *logp, amp_tensor *target, const amp_loss_opts *o);
+amp_tensor *amp_mse_loss(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o);
+amp_tensor *amp_l1_loss(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o);
+amp_tensor *amp_smooth_l1_loss(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o);
+amp_tensor *amp_binary_cross_entropy_with_logits(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o);
+/* input is log-probabilities; target probabilities (or log, with log_target). */
+amp_tensor *amp_kl_div(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

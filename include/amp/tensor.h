@@ -1,0 +1,133 @@
+/* amp/tensor.h — tensors, the counting allocator, scopes, random generators.
+ *
+ * Ownership, in one paragraph. Every function returning a new amp_tensor*
+ * hands out one reference. Inside a scope (amp_scope_begin) that reference
+ * belongs to the innermost scope and is dropped by amp_scope_end unless the
+ * caller took it with amp_tensor_keep. Outside any scope the caller owns it
+ * and drops it with amp_tensor_free. Views share storage; storage lives as
+ * long as any tensor (or saved autograd state) uses it. */
+#ifndef AMP_TENSOR_H
+#define AMP_TENSOR_H
+
+#include "amp/base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AMP_MAX_DIMS 8
+/* Shape literal: amp_tensor_zeros(AMP_F32, 2, AMP_SHAPE(3, 4)) */
+#define AMP_SHAPE(...) ((const int64_t[]){__VA_ARGS__})
+
+typedef struct amp_tensor amp_tensor;
+
+typedef enum { AMP_DEVICE_CPU = 0 } amp_device;
+
+/* ---- memory accounting --------------------------------------------------- */
+typedef enum {
+    AMP_MEM_PARAM = 0,  /* model parameters (and their half copies) */
+    AMP_MEM_GRAD,       /* .grad of leaf tensors */
+    AMP_MEM_OPTIM,      /* optimizer state, fp32 master weights */
+    AMP_MEM_ACTIVATION, /* forward intermediates (kept for backward) */
+    AMP_MEM_CAST_CACHE, /* autocast's casts of fp32 parameters */
+    AMP_MEM_WORKSPACE,  /* kernel scratch, backward temporaries */
+    AMP_MEM_DATA,       /* tensors the user created (inputs, labels, ...) */
+    AMP_MEM_CATEGORY_COUNT
+} amp_mem_category;
+
+typedef struct {
+    size_t live[AMP_MEM_CATEGORY_COUNT]; /* bytes in use now */
+    size_t peak[AMP_MEM_CATEGORY_COUNT]; /* max of live[c] since last reset */
+    size_t live_total, peak_total;       /* peak_total: max of the sum */
+    uint64_t allocs, frees;
+} amp_mem_stats;
+
+amp_mem_stats amp_memory_stats(void);
+void amp_memory_reset_peak(void);
+const char *amp_mem_category_name(amp_mem_category c);
+/* Category for tensors created on this thread until the matching pop (nests).
+ * Without one, user-created tensors count as DATA and op outputs as
+ * ACTIVATION; the autograd engine uses WORKSPACE for backward temporaries. */
+void amp_mem_push_category(amp_mem_category c);
+void amp_mem_pop_category(void);
+/* Move a tensor's storage to another category (e.g. a model marks params). */
+amp_status amp_tensor_set_category(amp_tensor *t, amp_mem_category c);
+
+/* ---- creation ------------------------------------------------------------ */
+amp_tensor *amp_tensor_empty(amp_dtype dt, int ndim, const int64_t *shape);
+amp_tensor *amp_tensor_zeros(amp_dtype dt, int ndim, const int64_t *shape);
+amp_tensor *amp_tensor_ones(amp_dtype dt, int ndim, const int64_t *shape);
+amp_tensor *amp_tensor_full(amp_dtype dt, int ndim, const int64_t *shape, double value);
+/* [start, end) with step, like torch.arange; 1-D. */
+amp_tensor *amp_tensor_arange(double start, double end, double step, amp_dtype dt);
+/* Copies data (laid out contiguously, row-major, in dtype dt). */
+amp_tensor *amp_tensor_from_data(const void *data, amp_dtype dt, int ndim, const int64_t *shape);
+/* Wraps user memory without copying; the caller keeps it alive and
+ * unchanged-in-size for the tensor's lifetime. Not counted by the allocator. */
+amp_tensor *amp_tensor_borrow(void *data, amp_dtype dt, int ndim, const int64_t *shape);
+
+/* ---- random ----------------------------------------------------------------
+ * Counter-based (Philox4x32-10): element i of a call uses counter offset+i, so
+ * results do not depend on the number of threads. Each call advances the
+ * generator's offset by the number of values drawn. */
+typedef struct {
+    uint64_t seed;
+    uint64_t offset;
+} amp_generator;
+
+amp_generator amp_generator_make(uint64_t seed);
+/* The default generator (per process) used when a NULL generator is passed. */
+amp_generator *amp_default_generator(void);
+void amp_manual_seed(uint64_t seed);
+amp_tensor *amp_tensor_randn(amp_dtype dt, int ndim, const int64_t *shape, amp_generator *g);
+amp_tensor *amp_tensor_uniform(amp_dtype dt, int ndim, const int64_t *shape, double lo, double hi, amp_generator *g);
+amp_tensor *amp_tensor_bernoulli(amp_dtype dt, int ndim, const int64_t *shape, double p, amp_generator *g);
+/* Fill an existing tensor in place (no autograd): uniform / normal. */
+amp_status amp_tensor_uniform_(amp_tensor *t, double lo, double hi, amp_generator *g);
+amp_status amp_tensor_normal_(amp_tensor *t, double mean, double std, amp_generator *g);
+/* A random permutation of 0..n-1 (Fisher-Yates driven by the generator). */
+amp_status amp_randperm(int64_t n, int64_t *out, amp_generator *g);
+
+/* ---- ownership ------------------------------------------------------------- */
+void amp_tensor_free(amp_tensor *t);            /* drop the caller's reference */
+amp_tensor *amp_tensor_keep(amp_tensor *t);     /* take it out of its scope; returns t */
+amp_tensor *amp_tensor_retain(amp_tensor *t);   /* one more reference (free it too) */
+
+typedef struct amp_scope amp_scope;
+/* Tensors created on this thread until the matching end belong to the scope. */
+amp_scope *amp_scope_begin(void);
+/* Drops every reference the scope holds. Must be the innermost open scope. */
+amp_status amp_scope_end(amp_scope *s);
+
+/* ---- inspection ------------------------------------------------------------ */
+amp_dtype amp_tensor_dtype(const amp_tensor *t);
+int amp_tensor_ndim(const amp_tensor *t);
+int64_t amp_tensor_dim(const amp_tensor *t, int i); /* negative i counts from the end */
+const int64_t *amp_tensor_shape(const amp_tensor *t);
+const int64_t *amp_tensor_strides(const amp_tensor *t); /* in elements */
+int64_t amp_tensor_numel(const amp_tensor *t);
+size_t amp_tensor_nbytes(const amp_tensor *t);     /* numel * element size */
+bool amp_tensor_is_contiguous(const amp_tensor *t);
+amp_device amp_tensor_device(const amp_tensor *t);
+/* Pointer to element [0,...,0]. Use with amp_tensor_strides for views. */
+void *amp_tensor_data(const amp_tensor *t);
+/* Value of a one-element tensor / of the element at idx, as double. */
+double amp_tensor_item(const amp_tensor *t);
+double amp_tensor_get(const amp_tensor *t, const int64_t *idx);
+amp_status amp_tensor_set(amp_tensor *t, const int64_t *idx, double v);
+/* Copy all elements out, row-major, converted to dt (RNE for narrow floats). */
+amp_status amp_tensor_copy_out(const amp_tensor *t, void *dst, amp_dtype dt);
+/* Shape as text, "[4,3]", into buf; returns buf. */
+char *amp_shape_str(const amp_tensor *t, char *buf, size_t n);
+void amp_tensor_print(const amp_tensor *t, const char *label);
+
+/* ---- in-place, not recorded by autograd ------------------------------------ */
+amp_status amp_tensor_fill_(amp_tensor *t, double v);
+amp_status amp_tensor_zero_(amp_tensor *t);
+/* dst[...] = src[...] converted to dst's dtype; src broadcast to dst's shape. */
+amp_status amp_tensor_copy_(amp_tensor *dst, const amp_tensor *src);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

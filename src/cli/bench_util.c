@@ -1,0 +1,156 @@
+#include "cli/bench_util.h"
+
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "amp/amp.h"
+
+double bench_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double bench_median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double bench_time(void (*fn)(void *), void *arg, int min_reps, double min_seconds) {
+    fn(arg); /* warm-up */
+    enum { MAX_SAMPLES = 4096 };
+    static _Thread_local double samples[MAX_SAMPLES];
+    int n = 0;
+    double start = bench_now();
+    while (n < MAX_SAMPLES && (n < min_reps || bench_now() - start < min_seconds)) {
+        double t0 = bench_now();
+        fn(arg);
+        samples[n++] = bench_now() - t0;
+    }
+    return bench_median(samples, n);
+}
+
+typedef struct {
+    char *dst, *src;
+    size_t bytes;
+} memcpy_arg;
+
+static void run_memcpy(void *p) {
+    memcpy_arg *a = p;
+#pragma omp parallel
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        size_t chunk = (a->bytes / (size_t)nt + 63) & ~(size_t)63;
+        size_t lo = (size_t)t * chunk, hi = lo + chunk > a->bytes ? a->bytes : lo + chunk;
+        if (lo < hi) memcpy(a->dst + lo, a->src + lo, hi - lo);
+    }
+}
+
+double bench_memcpy_gbps(size_t bytes) {
+    memcpy_arg a = {aligned_alloc(64, (bytes + 63) & ~(size_t)63), aligned_alloc(64, (bytes + 63) & ~(size_t)63), bytes};
+    memset(a.src, 1, bytes);
+    memset(a.dst, 0, bytes);
+    double t = bench_time(run_memcpy, &a, 5, 0.3);
+    free(a.dst);
+    free(a.src);
+    return 2.0 * (double)bytes / t / 1e9;
+}
+
+typedef struct {
+    float *a, *b, *c;
+    size_t n;
+} triad_arg;
+
+static void run_triad(void *p) {
+    triad_arg *t = p;
+    float *restrict a = t->a;
+    const float *restrict b = t->b, *restrict c = t->c;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < t->n; i++) a[i] = b[i] + 3.0f * c[i];
+}
+
+double bench_triad_gbps(size_t n) {
+    triad_arg t = {aligned_alloc(64, n * 4), aligned_alloc(64, n * 4), aligned_alloc(64, n * 4), n};
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        t.a[i] = 0;
+        t.b[i] = 1;
+        t.c[i] = 2;
+    }
+    double s = bench_time(run_triad, &t, 5, 0.3);
+    free(t.a);
+    free(t.b);
+    free(t.c);
+    return 3.0 * 4.0 * (double)n / s / 1e9;
+}
+
+int bench_write_json(const char *path, const cJSON *root) {
+    if (!path) return 0;
+    char *text = cJSON_Print(root);
+    if (!text) {
+        fprintf(stderr, "amp: error: cannot serialise JSON for %s\n", path);
+        return -1;
+    }
+    size_t len = strlen(path) + 32;
+    char *tmp = malloc(len);
+    snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+    if (f) ok = (fflush(f) == 0) && ok && fsync(fileno(f)) == 0, ok = (fclose(f) == 0) && ok;
+    if (ok) ok = rename(tmp, path) == 0;
+    if (!ok) {
+        fprintf(stderr, "amp: error: cannot write %s\n", path);
+        unlink(tmp);
+    }
+    free(tmp);
+    cJSON_free(text);
+    return ok ? 0 : -1;
+}
+
+static void cpu_model(char *buf, size_t n) {
+    snprintf(buf, n, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) == 0) {
+            char *c = strchr(line, ':');
+            if (c) {
+                c++;
+                while (*c == ' ') c++;
+                c[strcspn(c, "\n")] = 0;
+                snprintf(buf, n, "%s", c);
+            }
+            break;
+        }
+    }
+    fclose(f);
+}
+
+cJSON *bench_machine_json(void) {
+    char model[256];
+    cpu_model(model, sizeof model);
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "cpu", model);
+    cJSON_AddNumberToObject(m, "cores", (double)sysconf(_SC_NPROCESSORS_ONLN));
+    cJSON_AddNumberToObject(m, "threads", amp_get_num_threads());
+    cJSON_AddStringToObject(m, "cpu_path", amp_cpu_path_name(amp_cpu_active()));
+    cJSON_AddStringToObject(m, "amp_version", amp_version());
+    return m;
+}
+
+void bench_print_machine(void) {
+    char model[256];
+    cpu_model(model, sizeof model);
+    printf("machine: %s, %ld cores, %d threads, cpu path %s, amp %s\n", model, sysconf(_SC_NPROCESSORS_ONLN),
+           amp_get_num_threads(), amp_cpu_path_name(amp_cpu_active()), amp_version());
+}

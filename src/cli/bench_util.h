@@ -1,0 +1,29 @@
+/* Shared pieces of the `amp bench` subcommands: timing, memcpy bandwidth,
+ * JSON output (cJSON), and the markdown-ish tables they print. */
+#ifndef AMP_CLI_BENCH_UTIL_H
+#define AMP_CLI_BENCH_UTIL_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+
+/* Monotonic wall clock in seconds. */
+double bench_now(void);
+/* Median of n samples (sorts in place). */
+double bench_median(double *v, int n);
+/* Runs fn(arg) repeatedly: warm-up, then at least min_reps runs and at least
+ * min_seconds of total time; returns the median seconds per run. */
+double bench_time(void (*fn)(void *), void *arg, int min_reps, double min_seconds);
+/* memcpy bandwidth (GB/s, counting read + write bytes) over a buffer of the
+ * given size, using the current OpenMP thread count. */
+double bench_memcpy_gbps(size_t bytes);
+/* Triad a[i] = b[i] + s*c[i] bandwidth in GB/s (3 arrays of n floats). */
+double bench_triad_gbps(size_t n);
+
+/* Writes root to path atomically (temp file + rename); returns 0 or -1 and
+ * prints an error. Does nothing when path is NULL. */
+int bench_write_json(const char *path, const cJSON *root);
+/* Machine description object: cpu model, cores, threads, path, amp version. */
+cJSON *bench_machine_json(void);
+void bench_print_machine(void);
+
+#endif

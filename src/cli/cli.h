@@ -1,0 +1,35 @@
+/* The amp command: one file per subcommand, one table in main.c. */
+#ifndef AMP_CLI_H
+#define AMP_CLI_H
+
+#include <stdio.h>
+
+#include "amp/amp.h"
+
+/* Exit codes of every subcommand. */
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+
+typedef struct {
+    const char *name;
+    const char *summary;
+    int (*run)(int argc, char **argv); /* argv[0] is the subcommand name */
+    void (*usage)(FILE *f);
+} cli_command;
+
+/* Helpers shared by the subcommands (cli_util.c). */
+int cli_usage_error(void (*usage)(FILE *), const char *fmt, ...);
+int cli_fail(const char *fmt, ...);
+int cli_is_help(const char *arg);
+/* Strict number parsing: the whole string must be a number in range. */
+int cli_parse_long(const char *s, long lo, long hi, long *out);
+int cli_parse_double(const char *s, double *out);
+
+int cmd_formats(int argc, char **argv);
+void cmd_formats_usage(FILE *f);
+int cmd_bench(int argc, char **argv);
+void cmd_bench_usage(FILE *f);
+/* bench parts: argv[0] is the part name; each handles its own --help. */
+int cmd_bench_convert(int argc, char **argv);
+int cmd_bench_gemm(int argc, char **argv);
+
+#endif

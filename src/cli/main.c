@@ -1,0 +1,55 @@
+/* amp — automatic mixed precision for C: the command line. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static const cli_command g_commands[] = {
+    {"formats", "number formats: bits, range, precision; --convert X", cmd_formats, cmd_formats_usage},
+    {"bench", "benchmarks: convert, gemm (make bench runs them all)", cmd_bench, cmd_bench_usage},
+};
+#define N_COMMANDS (sizeof g_commands / sizeof g_commands[0])
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: amp [--version] [--help] COMMAND [ARGS]\n\n"
+               "automatic mixed precision training and inference for C\n\ncommands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-10s %s\n", g_commands[i].name, g_commands[i].summary);
+    fprintf(f, "\n'amp COMMAND --help' documents every flag of a command.\n"
+               "environment: AMP_CPU=scalar|avx2|avx512 forces a kernel path; OMP_NUM_THREADS sets threads.\n"
+               "exit codes: 0 success, 1 runtime failure, 2 bad usage.\n");
+}
+
+static void print_version(void) {
+    printf("amp %s\n", amp_version());
+    printf("cpu path: %s (supported:", amp_cpu_path_name(amp_cpu_active()));
+    for (int p = 0; p < AMP_CPU_PATH_COUNT; p++)
+        if (amp_cpu_supported((amp_cpu_path)p)) printf(" %s", amp_cpu_path_name((amp_cpu_path)p));
+    printf(")\nthreads: %d\n", amp_get_num_threads());
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) return cli_usage_error(usage, "no command given");
+    if (amp_init() != AMP_OK) return cli_fail("%s", amp_last_error());
+    const char *cmd = argv[1];
+    if (cli_is_help(cmd) || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return CLI_OK;
+    }
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        print_version();
+        return CLI_OK;
+    }
+    for (size_t i = 0; i < N_COMMANDS; i++) {
+        if (strcmp(cmd, g_commands[i].name) == 0) {
+            for (int a = 2; a < argc; a++) {
+                if (strcmp(argv[a], "--") == 0) break;
+                if (cli_is_help(argv[a])) {
+                    g_commands[i].usage(stdout);
+                    return CLI_OK;
+                }
+            }
+            return g_commands[i].run(argc - 1, argv + 1);
+        }
+    }
+    return cli_usage_error(usage, "unknown command '%s'", cmd);
+}

@@ -1,0 +1,21 @@
+/* Internal: dispatch helpers. A kernel family keeps a table of function
+ * pointers indexed by amp_cpu_path; AMP_DISPATCH picks the entry for the
+ * active path, falling back to lower paths whose entry is set. */
+#ifndef AMP_CORE_CPU_H
+#define AMP_CORE_CPU_H
+
+#include "amp/base.h"
+
+/* Returns the table entry for the active path, or the nearest lower one that
+ * is non-NULL (the scalar entry must always be set). */
+#define AMP_DISPATCH(table)                                                  \
+    ({                                                                       \
+        int amp_dp_ = (int)amp_cpu_active();                                 \
+        while (amp_dp_ > 0 && !(table)[amp_dp_]) amp_dp_--;                  \
+        (table)[amp_dp_];                                                    \
+    })
+
+/* Split n items among OpenMP threads only when there is enough work. */
+#define AMP_PARALLEL_MIN 32768
+
+#endif

@@ -1,0 +1,43 @@
+/* The one GEMM entry point. Every matrix product in amp (matmul, mm, bmm,
+ * linear forward and backward, addmm, baddbmm, conv2d via im2col, attention)
+ * goes through amp_gemm; nothing calls around it.
+ *
+ *   for b in [0, batch):  C_b = alpha * op(A_b) @ op(B_b) + beta * C_b
+ *
+ * Row-major. op(A_b) is m x k, op(B_b) is k x n, C_b is m x n.
+ *   A_b = a + b*stride_a elements; stored m x k (lda >= k) when !trans_a,
+ *         k x m (lda >= m) when trans_a. Same for B with k x n / n x k.
+ *   stride 0 broadcasts one matrix over the batch (e.g. shared weights).
+ * Inputs A and B: f32, f16 or bf16 (each its own dtype). C: f32, f16 or bf16.
+ * Products and sums are in f32 (half inputs are widened exactly while packing);
+ * a half C is rounded once (RNE) on store. beta == 0 means C is not read.
+ */
+#ifndef AMP_KERNELS_CPU_GEMM_H
+#define AMP_KERNELS_CPU_GEMM_H
+
+#include "amp/base.h"
+
+typedef struct {
+    bool trans_a, trans_b;
+    int64_t m, n, k;
+    float alpha, beta;
+    const void *a;
+    amp_dtype a_dtype;
+    int64_t lda, stride_a;
+    const void *b;
+    amp_dtype b_dtype;
+    int64_t ldb, stride_b;
+    void *c;
+    amp_dtype c_dtype;
+    int64_t ldc, stride_c;
+    int64_t batch; /* 0 is taken as 1 */
+} amp_gemm_args;
+
+/* Validates the arguments (error names "amp_gemm" and the bad field), then
+ * runs the fastest path for the active CPU path. */
+amp_status amp_gemm(const amp_gemm_args *g);
+
+/* The plain triple loop (f32 accumulation in k order), kept for tests. */
+amp_status amp_gemm_reference(const amp_gemm_args *g);
+
+#endif

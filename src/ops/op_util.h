@@ -1,0 +1,54 @@
+/* Internal helpers for writing ops. An op in amp looks like this:
+ *
+ *   amp_tensor *amp_mul(amp_tensor *a, amp_tensor *b) {
+ *       static const char *fn = "amp_mul";
+ *       if (!amp__arg(fn, a, "a") || !amp__arg(fn, b, "b")) return NULL;  // NULL in, NULL out
+ *       if (!amp__check_float(fn, a, "a") || ...) return NULL;
+ *       amp_tensor *in[2] = {a, b};
+ *       int mask = amp__autocast(AMP_OP_MUL, in, 2);                      // autocast category
+ *       if (mask < 0) return NULL;
+ *       ... compute out from in[0], in[1] (f32 math, result rounded once) ...
+ *       if (amp__needs_grad(2, in)) { node = amp__node_new(...); save; attach }
+ *       amp__autocast_done(in, 2, mask);
+ *       return out;
+ *   }
+ *
+ * Saved tensors must be the (possibly cast) in[] entries, not the originals.
+ * Kernels that are hot (elementwise, reductions, softmax, norms) live in
+ * src/kernels/cpu/ with a plain reference loop beside any fast path; matrix
+ * products go through amp_gemm (src/kernels/cpu/gemm.h) only. */
+#ifndef AMP_OPS_OP_UTIL_H
+#define AMP_OPS_OP_UTIL_H
+
+#include "amp/autocast.h"
+#include "amp/ops.h"
+#include "amp/op_table.h"
+#include "autograd/node.h"
+#include "tensor/tensor_impl.h"
+
+/* NULL check for an op argument: returns false and sets "fn: name is NULL"
+ * (keeping an earlier error's text as the cause). */
+bool amp__arg(const char *fn, const amp_tensor *t, const char *name);
+/* f32, f16 or bf16 (and f64 when allow_f64). Message names fn and name. */
+bool amp__check_float(const char *fn, const amp_tensor *t, const char *name);
+bool amp__check_float64ok(const char *fn, const amp_tensor *t, const char *name);
+/* i32 or i64 (class indices, embedding ids). */
+bool amp__check_index(const char *fn, const amp_tensor *t, const char *name);
+bool amp__check_ndim(const char *fn, const amp_tensor *t, const char *name, int lo, int hi);
+
+/* PyTorch type promotion for two float dtypes: equal -> same; f16 with bf16
+ * -> f32; otherwise the wider (f64 > f32 > f16/bf16). Integers promote to the
+ * float side. */
+amp_dtype amp__promote(amp_dtype a, amp_dtype b);
+/* Broadcast two shapes; error "fn: shapes [..] and [..] do not broadcast". */
+amp_status amp__broadcast_shapes(const char *fn, const amp_tensor *a, const amp_tensor *b, int *ndim, int64_t *shape);
+/* Strides of t viewed at the broadcast shape (0 on broadcast dims). */
+void amp__broadcast_strides(const amp_tensor *t, int ndim, const int64_t *shape, int64_t *stride);
+
+/* Views as autograd-aware ops (views.c); used by other ops too. */
+amp_tensor *amp__reshape_view(const char *fn, amp_tensor *x, int ndim, const int64_t *shape);
+
+/* Scalars as tensors of the given dtype, zero-d, unscoped in the engine. */
+amp_tensor *amp__scalar_tensor(amp_dtype dt, double v);
+
+#endif

@@ -1,0 +1,556 @@
+/* Tensors: creation, ownership, inspection, element access, conversion. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "amp/numeric.h"
+#include "autograd/node.h"
+#include "tensor/tensor_impl.h"
+
+_Thread_local int amp__engine_depth;
+
+/* ---- shapes ---------------------------------------------------------------- */
+int64_t amp__numel(int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    return n;
+}
+
+void amp__contig_strides(int ndim, const int64_t *shape, int64_t *stride) {
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        stride[i] = s;
+        s *= shape[i] > 0 ? shape[i] : 1;
+    }
+}
+
+bool amp__same_shape(const amp_tensor *a, const amp_tensor *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+char *amp__shape_fmt(int ndim, const int64_t *shape, char *buf, size_t n) {
+    size_t pos = 0;
+    pos += (size_t)snprintf(buf + pos, n - pos, "[");
+    for (int i = 0; i < ndim && pos < n; i++)
+        pos += (size_t)snprintf(buf + pos, n - pos, i ? ",%lld" : "%lld", (long long)shape[i]);
+    if (pos < n) snprintf(buf + pos, n - pos, "]");
+    return buf;
+}
+
+amp_status amp__check_shape(const char *fn, int ndim, const int64_t *shape, amp_dtype dt) {
+    if (!amp_dtype_valid(dt)) return amp_error(AMP_ERR_DTYPE, "%s: dtype %d is not a valid amp_dtype", fn, (int)dt);
+    if (ndim < 0 || ndim > AMP_MAX_DIMS)
+        return amp_error(AMP_ERR_ARG, "%s: ndim %d is outside [0, %d]", fn, ndim, AMP_MAX_DIMS);
+    if (ndim > 0 && !shape) return amp_error(AMP_ERR_ARG, "%s: shape is NULL with ndim %d", fn, ndim);
+    uint64_t total = amp_dtype_size(dt);
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0)
+            return amp_error(AMP_ERR_ARG, "%s: size %lld of dim %d is negative", fn, (long long)shape[i], i);
+        if (shape[i] > 0 && total > ((uint64_t)1 << 62) / (uint64_t)shape[i])
+            return amp_error(AMP_ERR_ARG, "%s: shape is too large (byte count overflows)", fn);
+        total *= (uint64_t)(shape[i] ? shape[i] : 1);
+    }
+    return AMP_OK;
+}
+
+amp_status amp__norm_dim(const char *fn, int dim, int ndim, int *out) {
+    int d = dim < 0 ? dim + ndim : dim;
+    if (d < 0 || d >= (ndim ? ndim : 1))
+        return amp_error(AMP_ERR_ARG, "%s: dim %d is out of range for a %d-d tensor", fn, dim, ndim);
+    *out = d;
+    return AMP_OK;
+}
+
+/* ---- creation and ownership -------------------------------------------------- */
+static amp_tensor *tensor_struct(void) {
+    amp_tensor *t = calloc(1, sizeof *t);
+    if (!t) return amp_error_null(AMP_ERR_NOMEM, "amp: out of memory (tensor struct)");
+    atomic_init(&t->refcount, 1);
+    t->scope_slot = -1;
+    return t;
+}
+
+static amp_storage *storage_new(size_t nbytes, amp_mem_category c) {
+    amp_storage *s = calloc(1, sizeof *s);
+    if (!s) return amp_error_null(AMP_ERR_NOMEM, "amp: out of memory (storage struct)");
+    s->data = amp__alloc(nbytes, c);
+    if (!s->data) {
+        free(s);
+        return NULL;
+    }
+    s->nbytes = nbytes;
+    s->cat = c;
+    atomic_init(&s->refcount, 1);
+    return s;
+}
+
+static void storage_release(amp_storage *s) {
+    if (!s) return;
+    if (atomic_fetch_sub(&s->refcount, 1) != 1) return;
+    if (!s->borrowed) amp__free(s->data, s->nbytes, s->cat);
+    free(s);
+}
+
+amp_tensor *amp__tensor_new(const char *fn, amp_dtype dt, int ndim, const int64_t *shape, amp_mem_category c,
+                            unsigned flags) {
+    if (amp__check_shape(fn, ndim, shape, dt) != AMP_OK) return NULL;
+    amp_tensor *t = tensor_struct();
+    if (!t) return NULL;
+    t->dtype = dt;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+    amp__contig_strides(ndim, t->shape, t->stride);
+    size_t nbytes = (size_t)amp__numel(ndim, t->shape) * amp_dtype_size(dt);
+    t->storage = storage_new(nbytes, c);
+    if (!t->storage) {
+        free(t);
+        return NULL;
+    }
+    if (!(flags & AMP_NEW_UNSCOPED)) amp__scope_register(t);
+    return t;
+}
+
+amp_tensor *amp__empty_out(const char *fn, amp_dtype dt, int ndim, const int64_t *shape) {
+    amp_mem_category c = amp__mem_current(amp__engine_depth ? AMP_MEM_WORKSPACE : AMP_MEM_ACTIVATION);
+    return amp__tensor_new(fn, dt, ndim, shape, c, 0);
+}
+
+amp_tensor *amp__empty_like(const char *fn, const amp_tensor *t, amp_dtype dt) {
+    return amp__empty_out(fn, dt, t->ndim, t->shape);
+}
+
+amp_tensor *amp__view(const amp_tensor *t, int ndim, const int64_t *shape, const int64_t *stride, int64_t offset) {
+    amp_tensor *v = tensor_struct();
+    if (!v) return NULL;
+    v->dtype = t->dtype;
+    v->ndim = ndim;
+    for (int i = 0; i < ndim; i++) {
+        v->shape[i] = shape[i];
+        v->stride[i] = stride[i];
+    }
+    v->offset = offset;
+    v->storage = t->storage;
+    atomic_fetch_add(&t->storage->refcount, 1);
+    amp__scope_register(v);
+    return v;
+}
+
+amp_tensor *amp__alias(const amp_tensor *t) {
+    amp_tensor *v = tensor_struct();
+    if (!v) return NULL;
+    v->dtype = t->dtype;
+    v->ndim = t->ndim;
+    memcpy(v->shape, t->shape, sizeof v->shape);
+    memcpy(v->stride, t->stride, sizeof v->stride);
+    v->offset = t->offset;
+    v->storage = t->storage;
+    atomic_fetch_add(&t->storage->refcount, 1);
+    return v;
+}
+
+static amp_tensor *user_new(const char *fn, amp_dtype dt, int ndim, const int64_t *shape) {
+    return amp__tensor_new(fn, dt, ndim, shape, amp__mem_current(AMP_MEM_DATA), 0);
+}
+
+amp_tensor *amp_tensor_empty(amp_dtype dt, int ndim, const int64_t *shape) {
+    return user_new("amp_tensor_empty", dt, ndim, shape);
+}
+
+amp_tensor *amp_tensor_zeros(amp_dtype dt, int ndim, const int64_t *shape) {
+    amp_tensor *t = user_new("amp_tensor_zeros", dt, ndim, shape);
+    if (t) memset(t->storage->data, 0, t->storage->nbytes);
+    return t;
+}
+
+amp_tensor *amp_tensor_ones(amp_dtype dt, int ndim, const int64_t *shape) {
+    amp_tensor *t = user_new("amp_tensor_ones", dt, ndim, shape);
+    if (t) amp_tensor_fill_(t, 1.0);
+    return t;
+}
+
+amp_tensor *amp_tensor_full(amp_dtype dt, int ndim, const int64_t *shape, double value) {
+    amp_tensor *t = user_new("amp_tensor_full", dt, ndim, shape);
+    if (t) amp_tensor_fill_(t, value);
+    return t;
+}
+
+amp_tensor *amp_tensor_arange(double start, double end, double step, amp_dtype dt) {
+    if (step == 0 || !isfinite(step) || !isfinite(start) || !isfinite(end))
+        return amp_error_null(AMP_ERR_ARG, "amp_tensor_arange: start %g, end %g, step %g: need finite values and step != 0",
+                              start, end, step);
+    double cnt = ceil((end - start) / step);
+    if (cnt < 0) cnt = 0;
+    if (cnt > 1e15) return amp_error_null(AMP_ERR_ARG, "amp_tensor_arange: %g elements is too many", cnt);
+    int64_t n = (int64_t)cnt;
+    amp_tensor *t = user_new("amp_tensor_arange", dt, 1, &n);
+    if (!t) return NULL;
+    for (int64_t i = 0; i < n; i++) amp__store((char *)t->storage->data + (size_t)i * amp_dtype_size(dt), dt, start + (double)i * step);
+    return t;
+}
+
+amp_tensor *amp_tensor_from_data(const void *data, amp_dtype dt, int ndim, const int64_t *shape) {
+    if (!data) return amp_error_null(AMP_ERR_ARG, "amp_tensor_from_data: data is NULL");
+    amp_tensor *t = user_new("amp_tensor_from_data", dt, ndim, shape);
+    if (t) memcpy(t->storage->data, data, t->storage->nbytes);
+    return t;
+}
+
+amp_tensor *amp_tensor_borrow(void *data, amp_dtype dt, int ndim, const int64_t *shape) {
+    if (!data) return amp_error_null(AMP_ERR_ARG, "amp_tensor_borrow: data is NULL");
+    if (amp__check_shape("amp_tensor_borrow", ndim, shape, dt) != AMP_OK) return NULL;
+    amp_tensor *t = tensor_struct();
+    if (!t) return NULL;
+    amp_storage *s = calloc(1, sizeof *s);
+    if (!s) {
+        free(t);
+        return amp_error_null(AMP_ERR_NOMEM, "amp_tensor_borrow: out of memory");
+    }
+    t->dtype = dt;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+    amp__contig_strides(ndim, t->shape, t->stride);
+    s->data = data;
+    s->nbytes = (size_t)amp__numel(ndim, t->shape) * amp_dtype_size(dt);
+    s->borrowed = true;
+    s->cat = AMP_MEM_DATA;
+    atomic_init(&s->refcount, 1);
+    t->storage = s;
+    amp__scope_register(t);
+    return t;
+}
+
+void amp__release(amp_tensor *t) {
+    if (!t) return;
+    if (atomic_fetch_sub(&t->refcount, 1) != 1) return;
+    if (t->grad) amp__release(t->grad);
+    if (t->grad_fn) amp__node_release(t->grad_fn);
+    storage_release(t->storage);
+    free(t);
+}
+
+void amp_tensor_free(amp_tensor *t) {
+    if (!t) return;
+    if (t->scope) amp__scope_forget(t);
+    amp__release(t);
+}
+
+amp_tensor *amp_tensor_keep(amp_tensor *t) {
+    if (t && t->scope) amp__scope_forget(t);
+    return t;
+}
+
+amp_tensor *amp_tensor_retain(amp_tensor *t) {
+    if (t) atomic_fetch_add(&t->refcount, 1);
+    return t;
+}
+
+amp_status amp_tensor_set_category(amp_tensor *t, amp_mem_category c) {
+    if (!t) return amp_error(AMP_ERR_ARG, "amp_tensor_set_category: t is NULL");
+    if ((int)c < 0 || c >= AMP_MEM_CATEGORY_COUNT)
+        return amp_error(AMP_ERR_ARG, "amp_tensor_set_category: category %d is not valid", (int)c);
+    amp_storage *s = t->storage;
+    if (s->borrowed) return AMP_OK;
+    amp__mem_move(s->nbytes, s->cat, c);
+    s->cat = c;
+    return AMP_OK;
+}
+
+/* ---- inspection -------------------------------------------------------------- */
+amp_dtype amp_tensor_dtype(const amp_tensor *t) { return t ? t->dtype : AMP_DTYPE_COUNT; }
+int amp_tensor_ndim(const amp_tensor *t) { return t ? t->ndim : -1; }
+
+int64_t amp_tensor_dim(const amp_tensor *t, int i) {
+    if (!t) return -1;
+    int d = i < 0 ? i + t->ndim : i;
+    if (d < 0 || d >= t->ndim) return -1;
+    return t->shape[d];
+}
+
+const int64_t *amp_tensor_shape(const amp_tensor *t) { return t ? t->shape : NULL; }
+const int64_t *amp_tensor_strides(const amp_tensor *t) { return t ? t->stride : NULL; }
+int64_t amp_tensor_numel(const amp_tensor *t) { return t ? amp__numel(t->ndim, t->shape) : 0; }
+size_t amp_tensor_nbytes(const amp_tensor *t) { return t ? (size_t)amp_tensor_numel(t) * amp_dtype_size(t->dtype) : 0; }
+amp_device amp_tensor_device(const amp_tensor *t) { return t ? t->storage->device : AMP_DEVICE_CPU; }
+void *amp_tensor_data(const amp_tensor *t) { return t ? amp__data(t) : NULL; }
+
+bool amp_tensor_is_contiguous(const amp_tensor *t) {
+    if (!t) return false;
+    int64_t s = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] != 1 && t->stride[i] != s) return false;
+        s *= t->shape[i];
+    }
+    return true;
+}
+
+char *amp_shape_str(const amp_tensor *t, char *buf, size_t n) {
+    if (!buf || n == 0) return buf;
+    if (!t) {
+        snprintf(buf, n, "(null)");
+        return buf;
+    }
+    return amp__shape_fmt(t->ndim, t->shape, buf, n);
+}
+
+/* ---- element access --------------------------------------------------------- */
+double amp__load(const void *p, amp_dtype dt) {
+    switch (dt) {
+    case AMP_F32: return *(const float *)p;
+    case AMP_F16: return amp_f16_to_f32(*(const uint16_t *)p);
+    case AMP_BF16: return amp_bf16_to_f32(*(const uint16_t *)p);
+    case AMP_F8E4M3: return amp_e4m3_to_f32(*(const uint8_t *)p);
+    case AMP_F8E5M2: return amp_e5m2_to_f32(*(const uint8_t *)p);
+    case AMP_F64: return *(const double *)p;
+    case AMP_I32: return *(const int32_t *)p;
+    case AMP_I64: return (double)*(const int64_t *)p;
+    case AMP_U8: return *(const uint8_t *)p;
+    default: return NAN;
+    }
+}
+
+static double clamp_int(double v, double lo, double hi) {
+    if (isnan(v)) return 0;
+    v = trunc(v);
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+void amp__store(void *p, amp_dtype dt, double v) {
+    switch (dt) {
+    case AMP_F32: *(float *)p = amp_f64_to_f32(v); break;
+    case AMP_F16: *(uint16_t *)p = amp_f64_to_f16(v); break;
+    case AMP_BF16: *(uint16_t *)p = amp_f64_to_bf16(v); break;
+    case AMP_F8E4M3:
+    case AMP_F8E5M2: amp_convert(p, dt, &v, AMP_F64, 1, 0); break;
+    case AMP_F64: *(double *)p = v; break;
+    case AMP_I32: *(int32_t *)p = (int32_t)clamp_int(v, -2147483648.0, 2147483647.0); break;
+    case AMP_I64: *(int64_t *)p = (int64_t)clamp_int(v, -9223372036854775808.0, 9223372036854774784.0); break;
+    case AMP_U8: *(uint8_t *)p = (uint8_t)clamp_int(v, 0, 255); break;
+    default: break;
+    }
+}
+
+void *amp__elem_ptr(const amp_tensor *t, int64_t flat) {
+    int64_t off = t->offset;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        int64_t s = t->shape[i];
+        off += (flat % s) * t->stride[i];
+        flat /= s;
+    }
+    return (char *)t->storage->data + (size_t)off * amp_dtype_size(t->dtype);
+}
+
+double amp_tensor_item(const amp_tensor *t) {
+    if (!t) {
+        amp_error(AMP_ERR_ARG, "amp_tensor_item: t is NULL");
+        return NAN;
+    }
+    if (amp_tensor_numel(t) != 1) {
+        char b[AMP_SHAPE_BUF];
+        amp_error(AMP_ERR_SHAPE, "amp_tensor_item: tensor of shape %s has %lld elements, not 1",
+                  amp__shape_fmt(t->ndim, t->shape, b, sizeof b), (long long)amp_tensor_numel(t));
+        return NAN;
+    }
+    return amp__load(amp__data(t), t->dtype);
+}
+
+static void *index_ptr(const char *fn, const amp_tensor *t, const int64_t *idx) {
+    if (!t) return amp_error_null(AMP_ERR_ARG, "%s: t is NULL", fn);
+    if (t->ndim > 0 && !idx) return amp_error_null(AMP_ERR_ARG, "%s: idx is NULL", fn);
+    int64_t off = t->offset;
+    for (int i = 0; i < t->ndim; i++) {
+        if (idx[i] < 0 || idx[i] >= t->shape[i])
+            return amp_error_null(AMP_ERR_ARG, "%s: index %lld is out of range for dim %d of size %lld", fn,
+                                  (long long)idx[i], i, (long long)t->shape[i]);
+        off += idx[i] * t->stride[i];
+    }
+    return (char *)t->storage->data + (size_t)off * amp_dtype_size(t->dtype);
+}
+
+double amp_tensor_get(const amp_tensor *t, const int64_t *idx) {
+    void *p = index_ptr("amp_tensor_get", t, idx);
+    return p ? amp__load(p, t->dtype) : NAN;
+}
+
+amp_status amp_tensor_set(amp_tensor *t, const int64_t *idx, double v) {
+    void *p = index_ptr("amp_tensor_set", t, idx);
+    if (!p) return amp_last_status();
+    amp__store(p, t->dtype, v);
+    return AMP_OK;
+}
+
+/* ---- strided conversion ----------------------------------------------------- */
+/* Iterate rows (innermost dim) of two same-shape tensors. */
+amp_status amp__copy_convert(amp_tensor *dst, const amp_tensor *src) {
+    int64_t n = amp_tensor_numel(dst);
+    if (n == 0) return AMP_OK;
+    if (amp_tensor_is_contiguous(dst) && amp_tensor_is_contiguous(src)) {
+        if (dst->dtype == src->dtype) {
+            memmove(amp__data(dst), amp__data(src), (size_t)n * amp_dtype_size(dst->dtype));
+            return AMP_OK;
+        }
+        return amp_convert(amp__data(dst), dst->dtype, amp__data(src), src->dtype, (size_t)n, 0);
+    }
+    int nd = dst->ndim;
+    int64_t inner = nd ? dst->shape[nd - 1] : 1;
+    int64_t ds = nd ? dst->stride[nd - 1] : 1, ss = nd ? src->stride[nd - 1] : 1;
+    int64_t rows = n / inner;
+    size_t des = amp_dtype_size(dst->dtype), ses = amp_dtype_size(src->dtype);
+    int64_t idx[AMP_MAX_DIMS] = {0};
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t doff = dst->offset, soff = src->offset;
+        for (int i = 0; i < nd - 1; i++) {
+            doff += idx[i] * dst->stride[i];
+            soff += idx[i] * src->stride[i];
+        }
+        char *dp = (char *)dst->storage->data + (size_t)doff * des;
+        const char *sp = (const char *)src->storage->data + (size_t)soff * ses;
+        if (ds == 1 && ss == 1) {
+            if (dst->dtype == src->dtype)
+                memmove(dp, sp, (size_t)inner * des);
+            else {
+                amp_status st = amp_convert(dp, dst->dtype, sp, src->dtype, (size_t)inner, 0);
+                if (st != AMP_OK) return st;
+            }
+        } else if (dst->dtype == src->dtype) {
+            for (int64_t j = 0; j < inner; j++) memcpy(dp + (size_t)(j * ds) * des, sp + (size_t)(j * ss) * ses, des);
+        } else {
+            for (int64_t j = 0; j < inner; j++)
+                amp__store(dp + (size_t)(j * ds) * des, dst->dtype, amp__load(sp + (size_t)(j * ss) * ses, src->dtype));
+        }
+        for (int i = nd - 2; i >= 0; i--) {
+            if (++idx[i] < dst->shape[i]) break;
+            idx[i] = 0;
+        }
+    }
+    return AMP_OK;
+}
+
+float *amp__to_f32(const amp_tensor *t) {
+    int64_t n = amp_tensor_numel(t);
+    float *buf = amp__ws_alloc((size_t)n * sizeof(float));
+    if (!buf) return NULL;
+    int64_t shape1 = n;
+    amp_tensor tmp;
+    memset(&tmp, 0, sizeof tmp);
+    amp_storage st;
+    memset(&st, 0, sizeof st);
+    st.data = buf;
+    tmp.dtype = AMP_F32;
+    tmp.storage = &st;
+    /* same shape as t, contiguous */
+    tmp.ndim = t->ndim;
+    memcpy(tmp.shape, t->shape, sizeof tmp.shape);
+    amp__contig_strides(t->ndim, tmp.shape, tmp.stride);
+    AMP_UNUSED(shape1);
+    if (amp__copy_convert(&tmp, t) != AMP_OK) {
+        amp__ws_free(buf, (size_t)n * sizeof(float));
+        return NULL;
+    }
+    return buf;
+}
+
+const float *amp__f32_view(const amp_tensor *t, bool *owned) {
+    if (t->dtype == AMP_F32 && amp_tensor_is_contiguous(t)) {
+        *owned = false;
+        return (const float *)amp__data(t);
+    }
+    *owned = true;
+    return amp__to_f32(t);
+}
+
+void amp__f32_done(const amp_tensor *t, const float *p, bool owned) {
+    if (owned) amp__ws_free((void *)p, (size_t)amp_tensor_numel(t) * sizeof(float));
+}
+
+void amp__from_f32(amp_tensor *out, const float *src) {
+    size_t n = (size_t)amp_tensor_numel(out);
+    if (out->dtype == AMP_F32)
+        memcpy(amp__data(out), src, n * sizeof(float));
+    else
+        amp_convert(amp__data(out), out->dtype, src, AMP_F32, n, 0);
+}
+
+amp_status amp_tensor_copy_out(const amp_tensor *t, void *dst, amp_dtype dt) {
+    if (!t) return amp_error(AMP_ERR_ARG, "amp_tensor_copy_out: t is NULL");
+    if (!dst) return amp_error(AMP_ERR_ARG, "amp_tensor_copy_out: dst is NULL");
+    if (!amp_dtype_valid(dt)) return amp_error(AMP_ERR_DTYPE, "amp_tensor_copy_out: dtype %d is not valid", (int)dt);
+    amp_tensor tmp;
+    memset(&tmp, 0, sizeof tmp);
+    amp_storage st;
+    memset(&st, 0, sizeof st);
+    st.data = dst;
+    tmp.dtype = dt;
+    tmp.storage = &st;
+    tmp.ndim = t->ndim;
+    memcpy(tmp.shape, t->shape, sizeof tmp.shape);
+    amp__contig_strides(t->ndim, tmp.shape, tmp.stride);
+    amp_status s = amp__copy_convert(&tmp, t);
+    if (s != AMP_OK) return amp_error(s, "amp_tensor_copy_out: %s", amp_last_error());
+    return AMP_OK;
+}
+
+/* ---- in place --------------------------------------------------------------- */
+amp_status amp_tensor_fill_(amp_tensor *t, double v) {
+    if (!t) return amp_error(AMP_ERR_ARG, "amp_tensor_fill_: t is NULL");
+    unsigned char one[8];
+    amp__store(one, t->dtype, v);
+    size_t es = amp_dtype_size(t->dtype);
+    int64_t n = amp_tensor_numel(t);
+    if (amp_tensor_is_contiguous(t)) {
+        char *p = amp__data(t);
+        for (int64_t i = 0; i < n; i++) memcpy(p + (size_t)i * es, one, es);
+    } else {
+        for (int64_t i = 0; i < n; i++) memcpy(amp__elem_ptr(t, i), one, es);
+    }
+    return AMP_OK;
+}
+
+amp_status amp_tensor_zero_(amp_tensor *t) {
+    if (!t) return amp_error(AMP_ERR_ARG, "amp_tensor_zero_: t is NULL");
+    return amp_tensor_fill_(t, 0.0);
+}
+
+amp_status amp_tensor_copy_(amp_tensor *dst, const amp_tensor *src) {
+    if (!dst) return amp_error(AMP_ERR_ARG, "amp_tensor_copy_: dst is NULL");
+    if (!src) return amp_error(AMP_ERR_ARG, "amp_tensor_copy_: src is NULL");
+    if (amp__same_shape(dst, src)) return amp__copy_convert(dst, src);
+    /* broadcast src to dst's shape with zero strides */
+    if (src->ndim > dst->ndim) goto bad;
+    int64_t shape[AMP_MAX_DIMS], stride[AMP_MAX_DIMS];
+    int off = dst->ndim - src->ndim;
+    for (int i = 0; i < dst->ndim; i++) {
+        int si = i - off;
+        int64_t s = si >= 0 ? src->shape[si] : 1;
+        if (s != dst->shape[i] && s != 1) goto bad;
+        shape[i] = dst->shape[i];
+        stride[i] = (si >= 0 && s == dst->shape[i]) ? src->stride[si] : 0;
+    }
+    amp_tensor tmp = *src;
+    tmp.ndim = dst->ndim;
+    memcpy(tmp.shape, shape, sizeof shape);
+    memcpy(tmp.stride, stride, sizeof stride);
+    return amp__copy_convert(dst, &tmp);
+bad:;
+    char a[AMP_SHAPE_BUF], b[AMP_SHAPE_BUF];
+    return amp_error(AMP_ERR_SHAPE, "amp_tensor_copy_: src shape %s does not broadcast to dst shape %s",
+                     amp__shape_fmt(src->ndim, src->shape, a, sizeof a), amp__shape_fmt(dst->ndim, dst->shape, b, sizeof b));
+}
+
+void amp_tensor_print(const amp_tensor *t, const char *label) {
+    char b[AMP_SHAPE_BUF];
+    if (!t) {
+        printf("%s: (null)\n", label ? label : "tensor");
+        return;
+    }
+    printf("%s: %s %s%s\n", label ? label : "tensor", amp_dtype_name(t->dtype), amp__shape_fmt(t->ndim, t->shape, b, sizeof b),
+           t->requires_grad ? " requires_grad" : "");
+    int64_t n = amp_tensor_numel(t);
+    int64_t show = n < 64 ? n : 64;
+    printf("  [");
+    for (int64_t i = 0; i < show; i++) printf(i ? ", %.6g" : "%.6g", amp__load(amp__elem_ptr(t, i), t->dtype));
+    printf(n > show ? ", ...]\n" : "]\n");
+}

@@ -1,0 +1,110 @@
+/* Internal: the tensor and storage structs and the helpers every layer above
+ * uses (allocation with accounting, element access, strided iteration). */
+#ifndef AMP_TENSOR_IMPL_H
+#define AMP_TENSOR_IMPL_H
+
+#include <stdatomic.h>
+
+#include "amp/tensor.h"
+#include "core/error.h"
+
+struct amp_node;
+struct amp_scope;
+
+typedef struct amp_storage {
+    void *data;
+    size_t nbytes;
+    atomic_int refcount;
+    amp_mem_category cat;
+    bool borrowed; /* user memory: not freed, not counted */
+    amp_device device;
+} amp_storage;
+
+struct amp_tensor {
+    amp_dtype dtype;
+    int ndim;
+    int64_t shape[AMP_MAX_DIMS];
+    int64_t stride[AMP_MAX_DIMS]; /* elements */
+    int64_t offset;               /* elements from storage->data */
+    amp_storage *storage;
+    atomic_int refcount;
+    bool requires_grad;
+    amp_tensor *grad;         /* owned, leaf tensors */
+    struct amp_node *grad_fn; /* owned reference; NULL for leaves */
+    int out_index;
+    struct amp_scope *scope; /* scope holding the creation reference */
+    int64_t scope_slot;
+    uint32_t flags;
+};
+
+/* tensor flags */
+#define AMP_TF_NONE 0u
+
+/* ---- allocation (alloc.c) ---------------------------------------------- */
+/* 64-byte aligned, counted under c. NULL + error on failure. */
+void *amp__alloc(size_t nbytes, amp_mem_category c);
+void amp__free(void *p, size_t nbytes, amp_mem_category c);
+void amp__mem_move(size_t nbytes, amp_mem_category from, amp_mem_category to);
+/* Category for the next allocation: the pushed one, else fallback. */
+amp_mem_category amp__mem_current(amp_mem_category fallback);
+/* Scratch memory counted as WORKSPACE. */
+static inline void *amp__ws_alloc(size_t nbytes) { return amp__alloc(nbytes, AMP_MEM_WORKSPACE); }
+static inline void amp__ws_free(void *p, size_t nbytes) { amp__free(p, nbytes, AMP_MEM_WORKSPACE); }
+
+/* ---- creation (tensor.c) -------------------------------------------------
+ * amp__tensor_new: contiguous, uninitialised, category c; registered in the
+ * current scope unless the thread is inside the autograd engine or
+ * AMP_NEW_UNSCOPED is given. fn names the public caller for errors. */
+#define AMP_NEW_UNSCOPED 1u
+amp_tensor *amp__tensor_new(const char *fn, amp_dtype dt, int ndim, const int64_t *shape, amp_mem_category c,
+                            unsigned flags);
+/* New op output: category = pushed category or ACTIVATION. */
+amp_tensor *amp__empty_out(const char *fn, amp_dtype dt, int ndim, const int64_t *shape);
+/* Same shape as t. */
+amp_tensor *amp__empty_like(const char *fn, const amp_tensor *t, amp_dtype dt);
+/* A view of t's storage with its own shape/strides/offset (no autograd). */
+amp_tensor *amp__view(const amp_tensor *t, int ndim, const int64_t *shape, const int64_t *stride, int64_t offset);
+/* A detached alias sharing storage, unscoped (used for saved tensors). */
+amp_tensor *amp__alias(const amp_tensor *t);
+void amp__release(amp_tensor *t);        /* drop one reference (internal) */
+void amp__scope_register(amp_tensor *t); /* give the creation ref to the scope */
+void amp__scope_forget(amp_tensor *t);   /* take it back (keep / free) */
+/* Thread state: >0 while the autograd engine runs (no scoping, no grad). */
+extern _Thread_local int amp__engine_depth;
+
+/* ---- shapes ---------------------------------------------------------------- */
+int64_t amp__numel(int ndim, const int64_t *shape);
+void amp__contig_strides(int ndim, const int64_t *shape, int64_t *stride);
+bool amp__same_shape(const amp_tensor *a, const amp_tensor *b);
+/* Validate a shape for a public creation function: ndim in [0,8], sizes >= 0,
+ * byte count representable. */
+amp_status amp__check_shape(const char *fn, int ndim, const int64_t *shape, amp_dtype dt);
+/* Normalise a possibly negative dim for a tensor of rank ndim; error names fn. */
+amp_status amp__norm_dim(const char *fn, int dim, int ndim, int *out);
+/* "[4,3]" */
+char *amp__shape_fmt(int ndim, const int64_t *shape, char *buf, size_t n);
+#define AMP_SHAPE_BUF 160
+
+/* ---- element access -------------------------------------------------------- */
+static inline void *amp__data(const amp_tensor *t) {
+    return (char *)t->storage->data + (size_t)t->offset * amp_dtype_size(t->dtype);
+}
+double amp__load(const void *p, amp_dtype dt);
+void amp__store(void *p, amp_dtype dt, double v);
+/* Flat row-major index -> element pointer for any strides. */
+void *amp__elem_ptr(const amp_tensor *t, int64_t flat);
+
+/* Copy src into dst elementwise, converting dtype (RNE). Shapes equal. Any
+ * strides on either side. */
+amp_status amp__copy_convert(amp_tensor *dst, const amp_tensor *src);
+/* Contiguous f32 buffer with t's values (WORKSPACE; free with amp__ws_free
+ * and nbytes numel*4). For an f32 contiguous t, still a copy. */
+float *amp__to_f32(const amp_tensor *t);
+/* Read-only f32 view: t's data pointer if t is contiguous f32 (*owned = false),
+ * else a converted copy (*owned = true). Release with amp__f32_done. */
+const float *amp__f32_view(const amp_tensor *t, bool *owned);
+void amp__f32_done(const amp_tensor *t, const float *p, bool owned);
+/* Write n = numel(out) f32 values into contiguous out, rounding to its dtype. */
+void amp__from_f32(amp_tensor *out, const float *src);
+
+#endif

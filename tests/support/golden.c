@@ -1,0 +1,95 @@
+#include "golden.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_support.h"
+
+typedef struct {
+    char *name;
+    amp_dtype dt;
+    int ndim;
+    int64_t shape[AMP_MAX_DIMS];
+    const unsigned char *data;
+} golden_rec;
+
+struct golden_file {
+    unsigned char *buf;
+    size_t len;
+    int n;
+    golden_rec *recs;
+};
+
+static int rd(const unsigned char *buf, size_t len, size_t *pos, void *dst, size_t n) {
+    if (*pos + n > len) return -1;
+    memcpy(dst, buf + *pos, n);
+    *pos += n;
+    return 0;
+}
+
+golden_file *golden_open(const char *name) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", AMP_TEST_DATA_DIR, name);
+    size_t len;
+    unsigned char *buf = (unsigned char *)test_read_file(path, &len);
+    if (!buf) fail_msg("golden: cannot read %s", path);
+    if (len < 12 || memcmp(buf, "AMPGOLD1", 8) != 0) fail_msg("golden: %s is not an AMPGOLD1 file", path);
+    golden_file *g = calloc(1, sizeof *g);
+    g->buf = buf;
+    g->len = len;
+    size_t pos = 8;
+    uint32_t count = 0;
+    rd(buf, len, &pos, &count, 4);
+    g->recs = calloc(count ? count : 1, sizeof *g->recs);
+    for (uint32_t i = 0; i < count; i++) {
+        golden_rec *r = &g->recs[i];
+        uint16_t nl = 0;
+        uint8_t dt = 0, nd = 0;
+        if (rd(buf, len, &pos, &nl, 2)) fail_msg("golden: %s truncated", path);
+        r->name = calloc(1, nl + 1u);
+        if (rd(buf, len, &pos, r->name, nl) || rd(buf, len, &pos, &dt, 1) || rd(buf, len, &pos, &nd, 1))
+            fail_msg("golden: %s truncated", path);
+        if (nd > AMP_MAX_DIMS || dt >= AMP_DTYPE_COUNT) fail_msg("golden: %s: bad record %s", path, r->name);
+        r->dt = (amp_dtype)dt;
+        r->ndim = nd;
+        int64_t numel = 1;
+        for (int k = 0; k < nd; k++) {
+            if (rd(buf, len, &pos, &r->shape[k], 8)) fail_msg("golden: %s truncated", path);
+            numel *= r->shape[k];
+        }
+        size_t nbytes = (size_t)numel * amp_dtype_size(r->dt);
+        if (pos + nbytes > len) fail_msg("golden: %s truncated in %s", path, r->name);
+        r->data = buf + pos;
+        pos += nbytes;
+        g->n++;
+    }
+    return g;
+}
+
+void golden_close(golden_file *g) {
+    if (!g) return;
+    for (int i = 0; i < g->n; i++) free(g->recs[i].name);
+    free(g->recs);
+    free(g->buf);
+    free(g);
+}
+
+static golden_rec *find(golden_file *g, const char *record) {
+    for (int i = 0; i < g->n; i++)
+        if (strcmp(g->recs[i].name, record) == 0) return &g->recs[i];
+    return NULL;
+}
+
+bool golden_has(golden_file *g, const char *record) { return find(g, record) != NULL; }
+
+amp_tensor *golden_tensor(golden_file *g, const char *record) {
+    golden_rec *r = find(g, record);
+    if (!r) fail_msg("golden: no record '%s'", record);
+    amp_tensor *t = amp_tensor_from_data(r->data, r->dt, r->ndim, r->shape);
+    if (!t) fail_msg("golden: %s: %s", record, amp_last_error());
+    return t;
+}
+
+int golden_count(golden_file *g) { return g->n; }
+const char *golden_name(golden_file *g, int i) { return i >= 0 && i < g->n ? g->recs[i].name : NULL; }

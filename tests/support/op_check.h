@@ -1,0 +1,45 @@
+/* Helpers for operator tests: inputs from the test's own PRNG, values as
+ * double, comparison against float64 reference loops written in the test, and
+ * gradient checks against central finite differences of that reference. */
+#ifndef AMP_TEST_OP_CHECK_H
+#define AMP_TEST_OP_CHECK_H
+
+#include "test_support.h"
+
+/* A tensor of normal(0, scale) values (test PRNG, exact in dt: values are
+ * generated in double and rounded to dt; read them back with tc_values). */
+amp_tensor *tc_randn(test_rng *r, amp_dtype dt, int ndim, const int64_t *shape, double scale);
+/* Uniform in [lo, hi). */
+amp_tensor *tc_uniform(test_rng *r, amp_dtype dt, int ndim, const int64_t *shape, double lo, double hi);
+/* All elements, row-major, as double (malloc'd; free it). */
+double *tc_values(const amp_tensor *t);
+
+/* Relative tolerance for results stored in dt: f32 1e-5, f16 ~1e-3, bf16 ~8e-3
+ * (one rounding of the output) times factor. */
+double tc_rtol(amp_dtype dt, double factor);
+
+/* Asserts |got[i] - want[i]| <= atol + rtol*|want[i]| for all i; the message
+ * names what, the index and both values. */
+void tc_assert_close_n(const double *got, const double *want, int64_t n, double rtol, double atol, const char *what);
+/* Compare a tensor's values with a double array. */
+void tc_assert_tensor(const amp_tensor *t, const double *want, double rtol, double atol, const char *what);
+void tc_assert_shape(const amp_tensor *t, int ndim, const int64_t *shape, const char *what);
+
+/* Reference forward: inputs[k] holds input k's values as double (row-major),
+ * writes out_numel values to out. */
+typedef void (*tc_ref_fn)(const double *const *inputs, double *out, void *ctx);
+
+/* Gradient check. out was computed by amp from inputs[0..n) (those that
+ * require grad are checked). A random upstream gradient R (seeded) is pushed
+ * through amp_backward_ex; each checked input's .grad is compared with the
+ * central difference of sum(ref(x) * R) in double (step h relative to |x|).
+ * Clears the inputs' grads afterwards. */
+void tc_gradcheck(amp_tensor *out, amp_tensor *const *inputs, int n, tc_ref_fn ref, void *ctx, double rtol, double atol,
+                  const char *what);
+
+/* Asserts that op returned NULL and that amp_last_error() mentions needle
+ * (e.g. the op name). Clears the error. */
+#define tc_assert_fails(expr, needle) tc_assert_fails_impl((expr) == NULL, needle, #expr, __FILE__, __LINE__)
+void tc_assert_fails_impl(bool was_null, const char *needle, const char *expr, const char *file, int line);
+
+#endif

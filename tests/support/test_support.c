@@ -1,0 +1,98 @@
+#include "test_support.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+void amp_test_prepare(void) {
+    if (amp_init() != AMP_OK) {
+        const char *env = getenv("AMP_CPU");
+        fprintf(stderr, "skipping: %s\n", amp_last_error());
+        if (env && *env) exit(77);
+        exit(1);
+    }
+}
+
+uint64_t test_rng_u64(test_rng *r) {
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+uint32_t test_rng_u32(test_rng *r) { return (uint32_t)(test_rng_u64(r) >> 32); }
+
+double test_rng_uniform(test_rng *r) { return (double)(test_rng_u64(r) >> 11) * (1.0 / 9007199254740992.0); }
+
+double test_rng_range(test_rng *r, double lo, double hi) { return lo + (hi - lo) * test_rng_uniform(r); }
+
+double test_rng_normal(test_rng *r) {
+    double u1 = test_rng_uniform(r), u2 = test_rng_uniform(r);
+    if (u1 < 1e-300) u1 = 1e-300;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+void test_assert_close(double a, double b, double rtol, double atol, const char *what, const char *file, int line) {
+    double tol = atol + rtol * fabs(b);
+    if (isnan(a) && isnan(b)) return;
+    if (isinf(a) && isinf(b) && (a > 0) == (b > 0)) return;
+    if (!(fabs(a - b) <= tol)) {
+        fail_msg("%s:%d: %s: got %.9g, expected %.9g (|diff| %.3g > tol %.3g)", file, line, what ? what : "value", a, b,
+                 fabs(a - b), tol);
+    }
+}
+
+char *test_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    size_t got;
+    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap + 1);
+        }
+    }
+    fclose(f);
+    buf[n] = 0;
+    if (len) *len = n;
+    return buf;
+}
+
+int test_run_cli(const char *extra_env, const char *args, char **out, char **err) {
+    char outp[] = "/tmp/amp_test_outXXXXXX", errp[] = "/tmp/amp_test_errXXXXXX";
+    int fo = mkstemp(outp), fe = mkstemp(errp);
+    if (fo < 0 || fe < 0) return -1;
+    close(fo);
+    close(fe);
+    size_t need = strlen(args) + strlen(AMP_CLI_PATH) + (extra_env ? strlen(extra_env) : 0) + 256;
+    char *cmd = malloc(need);
+    snprintf(cmd, need, "%s %s %s < /dev/null > %s 2> %s", extra_env ? extra_env : "", AMP_CLI_PATH, args, outp, errp);
+    int st = system(cmd);
+    free(cmd);
+    char *o = test_read_file(outp, NULL), *e = test_read_file(errp, NULL);
+    unlink(outp);
+    unlink(errp);
+    if (out) *out = o; else free(o);
+    if (err) *err = e; else free(e);
+    if (st == -1 || !WIFEXITED(st)) return -1;
+    return WEXITSTATUS(st);
+}
+
+char *test_mkdtemp(void) {
+    char tmpl[] = "/tmp/amp_test_dirXXXXXX";
+    char *d = mkdtemp(tmpl);
+    return d ? strdup(d) : NULL;
+}
+
+void test_rmtree(const char *path) {
+    if (!path) return;
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", path);
+}

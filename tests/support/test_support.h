@@ -1,0 +1,52 @@
+/* Shared helpers for the cmocka test programs. Each tests/test_*.c is one
+ * executable; write its main as:
+ *
+ *   int main(void) {
+ *       const struct CMUnitTest tests[] = { cmocka_unit_test(t_x), ... };
+ *       return amp_test_run(tests);
+ *   }
+ *
+ * A file containing the marker AMP_TEST_PER_CPU_PATH is run by CTest once per
+ * CPU path with AMP_CPU set; amp_test_run exits 77 (skipped) when this CPU
+ * lacks the requested path. */
+#ifndef AMP_TEST_SUPPORT_H
+#define AMP_TEST_SUPPORT_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "amp/amp.h"
+
+/* Check AMP_CPU (exit 77 if the CPU lacks it), then run the group. */
+#define amp_test_run(tests) (amp_test_prepare(), cmocka_run_group_tests(tests, NULL, NULL))
+void amp_test_prepare(void);
+
+/* A small independent PRNG for test inputs (splitmix64), not the library's. */
+typedef struct {
+    uint64_t s;
+} test_rng;
+uint64_t test_rng_u64(test_rng *r);
+uint32_t test_rng_u32(test_rng *r);
+double test_rng_uniform(test_rng *r);             /* [0,1) */
+double test_rng_range(test_rng *r, double lo, double hi);
+double test_rng_normal(test_rng *r);              /* Box-Muller */
+
+/* |a-b| <= atol + rtol*|b|, with a message naming what was compared. */
+#define assert_close(a, b, rtol, atol, what) test_assert_close((double)(a), (double)(b), rtol, atol, what, __FILE__, __LINE__)
+void test_assert_close(double a, double b, double rtol, double atol, const char *what, const char *file, int line);
+
+/* Run the amp CLI (AMP_CLI_PATH) with a shell-quoted argument string; stdin is
+ * /dev/null; stdout/stderr captured (malloc'd, NUL-terminated; free them).
+ * extra_env (may be NULL) is prepended, e.g. "AMP_CPU=scalar". Returns the
+ * exit status, or -1 if the process did not exit normally. */
+int test_run_cli(const char *extra_env, const char *args, char **out, char **err);
+/* Read a whole file (malloc'd, NUL-terminated); NULL if it cannot be read. */
+char *test_read_file(const char *path, size_t *len);
+/* A fresh empty temporary directory (malloc'd path); removed by test_rmtree. */
+char *test_mkdtemp(void);
+void test_rmtree(const char *path);
+
+#endif

@@ -1,0 +1,202 @@
+/* The autograd engine, exercised through the shape ops (cast, slice, cat,
+ * expand, transpose...) whose gradients are exact, so every expected value
+ * here is an exact number. */
+#include <string.h>
+
+#include "op_check.h"
+
+static amp_tensor *leaf(amp_dtype dt, int n, const double *vals) {
+    amp_tensor *t = amp_tensor_empty(dt, 1, AMP_SHAPE(n));
+    for (int i = 0; i < n; i++) amp_tensor_set(t, AMP_SHAPE(i), vals[i]);
+    assert_int_equal(amp_tensor_set_requires_grad(t, true), AMP_OK);
+    return t;
+}
+
+static amp_tensor *vec(amp_dtype dt, int n, const double *vals) {
+    amp_tensor *t = amp_tensor_empty(dt, 1, AMP_SHAPE(n));
+    for (int i = 0; i < n; i++) amp_tensor_set(t, AMP_SHAPE(i), vals[i]);
+    return t;
+}
+
+static void expect_grad(const amp_tensor *x, const double *want, const char *what) {
+    amp_tensor *g = amp_tensor_grad(x);
+    if (!g) fail_msg("%s: no grad", what);
+    assert_int_equal(amp_tensor_dtype(g), amp_tensor_dtype(x));
+    tc_assert_tensor(g, want, 0, 0, what);
+}
+
+static void t_diamond(void **state) {
+    (void)state;
+    amp_scope *s = amp_scope_begin();
+    amp_tensor *x = amp_tensor_keep(leaf(AMP_F32, 3, (double[]){1, 2, 3}));
+    amp_tensor *a = amp_slice(x, 0, 0, 2, 1); /* x0 x1 */
+    amp_tensor *b = amp_slice(x, 0, 1, 3, 1); /* x1 x2 */
+    amp_tensor *parts[2] = {a, b};
+    amp_tensor *y = amp_cat(parts, 2, 0); /* x0 x1 x1 x2 */
+    assert_string_equal(amp_tensor_grad_fn_name(y), "amp_cat");
+    amp_tensor *g = vec(AMP_F32, 4, (double[]){1, 2, 3, 4});
+    assert_int_equal(amp_backward_ex(y, g, false), AMP_OK);
+    expect_grad(x, (double[]){1, 5, 4}, "diamond");
+    amp_scope_end(s);
+    amp_tensor_free(x);
+}
+
+static void t_used_twice_and_accumulate(void **state) {
+    (void)state;
+    amp_scope *s = amp_scope_begin();
+    amp_tensor *x = leaf(AMP_F32, 2, (double[]){5, 6});
+    amp_tensor *parts[3] = {x, x, x};
+    amp_tensor *y = amp_stack(parts, 3, 0); /* [3,2] */
+    amp_tensor *g = amp_tensor_arange(1, 7, 1, AMP_F32);
+    amp_tensor *g2 = amp_reshape(g, 2, AMP_SHAPE(3, 2));
+    assert_int_equal(amp_backward_ex(y, g2, false), AMP_OK);
+    expect_grad(x, (double[]){1 + 3 + 5, 2 + 4 + 6}, "used three times");
+    /* a second graph accumulates into the same .grad */
+    amp_tensor *z = amp_cat(parts, 2, 0);
+    amp_tensor *gz = amp_tensor_ones(AMP_F32, 1, AMP_SHAPE(4));
+    assert_int_equal(amp_backward_ex(z, gz, false), AMP_OK);
+    expect_grad(x, (double[]){9 + 2, 12 + 2}, "accumulated across two backwards");
+    /* clearing */
+    assert_int_equal(amp_tensor_set_grad(x, NULL), AMP_OK);
+    assert_null(amp_tensor_grad(x));
+    amp_scope_end(s);
+}
+
+static void t_retain_and_double_backward(void **state) {
+    (void)state;
+    amp_scope *s = amp_scope_begin();
+    amp_tensor *x = leaf(AMP_F32, 2, (double[]){1, 2});
+    amp_tensor *y = amp_to(x, AMP_F16);
+    amp_tensor *z = amp_clone(y);
+    amp_tensor *g = amp_tensor_ones(AMP_F16, 1, AMP_SHAPE(2));
+    assert_int_equal(amp_backward_ex(z, g, true), AMP_OK);
+    assert_int_equal(amp_backward_ex(z, g, false), AMP_OK); /* retained: works */
+    expect_grad(x, (double[]){2, 2}, "retain_graph");
+    amp_status st = amp_backward_ex(z, g, false);
+    assert_int_equal(st, AMP_ERR_STATE);
+    assert_non_null(strstr(amp_last_error(), "already freed"));
+    assert_non_null(strstr(amp_last_error(), "amp_clone"));
+    amp_clear_error();
+    expect_grad(x, (double[]){2, 2}, "failed backward changes nothing");
+    amp_scope_end(s);
+}
+
+static void t_half_cast_gives_f32_grad(void **state) {
+    (void)state;
+    amp_scope *s = amp_scope_begin();
+    amp_tensor *w = leaf(AMP_F32, 3, (double[]){0.1, 0.2, 0.3});
+    amp_tensor *h = amp_to(w, AMP_F16);
+    assert_int_equal(amp_tensor_dtype(h), AMP_F16);
+    amp_tensor *b = amp_to(w, AMP_BF16);
+    amp_tensor *parts[2] = {h, h};
+    amp_tensor *y = amp_cat(parts, 2, 0);
+    amp_tensor *gy = vec(AMP_F16, 6, (double[]){0.5, 1, 2, 0.25, 4, 8});
+    assert_int_equal(amp_backward_ex(y, gy, false), AMP_OK);
+    expect_grad(w, (double[]){0.75, 5, 10}, "f32 leaf through f16");
+    amp_tensor *gb = vec(AMP_BF16, 3, (double[]){1, 1, 1});
+    assert_int_equal(amp_backward_ex(b, gb, false), AMP_OK);
+    expect_grad(w, (double[]){1.75, 6, 11}, "f32 leaf through bf16");
+    /* a half leaf gets a half grad */
+    amp_tensor *hl = leaf(AMP_BF16, 2, (double[]){1, 2});
+    amp_tensor *hf = amp_to(hl, AMP_F32);
+    amp_tensor *g32 = vec(AMP_F32, 2, (double[]){1.0 / 3, 3});
+    assert_int_equal(amp_backward_ex(hf, g32, false), AMP_OK);
+    amp_tensor *hg = amp_tensor_grad(hl);
+    assert_int_equal(amp_tensor_dtype(hg), AMP_BF16);
+    assert_true(amp_tensor_get(hg, AMP_SHAPE(0)) == amp_bf16_to_f32(amp_f32_to_bf16(1.0f / 3)));
+    amp_scope_end(s);
+}
+
+static void t_no_grad(void **state) {
+    (void)state;
+    amp_scope *s = amp_scope_begin();
+    amp_tensor *x = leaf(AMP_F32, 2, (double[]){1, 2});
+    amp_no_grad_begin();
+    assert_false(amp_grad_enabled());
+    amp_tensor *y = amp_to(x, AMP_F16);
+    amp_no_grad_begin(); /* nests */
+    amp_no_grad_end();
+    assert_false(amp_grad_enabled());
+    amp_no_grad_end();
+    assert_true(amp_grad_enabled());
+    assert_false(amp_tensor_requires_grad(y));
+    assert_null(amp_tensor_grad_fn_name(y));
+    assert_int_equal(amp_backward_ex(y, y, false), AMP_ERR_STATE);
+    assert_non_null(strstr(amp_last_error(), "does not require grad"));
+    amp_clear_error();
+    amp_tensor *d = amp_detach(x);
+    assert_false(amp_tensor_requires_grad(d));
+    assert_ptr_equal(amp_tensor_data(d), amp_tensor_data(x));
+    amp_scope_end(s);
+}
+
+static void t_views_backward(void **state) {
+    (void)state;
+    amp_scope *s = amp_scope_begin();
+    amp_tensor *x = amp_tensor_arange(0, 6, 1, AMP_F32);
+    amp_tensor *m = amp_tensor_keep(amp_reshape(x, 2, AMP_SHAPE(2, 3)));
+    amp_tensor *p = amp_contiguous(m); /* make a leaf copy */
+    amp_tensor *L = amp_tensor_keep(amp_detach(p));
+    amp_tensor_set_requires_grad(L, true);
+    amp_tensor *t = amp_transpose(L, 0, 1); /* [3,2] */
+    amp_tensor *e = amp_expand(amp_unsqueeze(t, 0), 3, AMP_SHAPE(4, 3, 2));
+    amp_tensor *sl = amp_slice(e, 2, 1, 2, 1); /* [4,3,1]: column j=1 of t = row 1 of L */
+    amp_tensor *f = amp_flatten(sl, 0, -1);    /* 12 */
+    amp_tensor *g = amp_tensor_arange(1, 13, 1, AMP_F32);
+    assert_int_equal(amp_backward_ex(f, g, false), AMP_OK);
+    /* f[k*3 + i] = L[1][i]; grad L[1][i] = sum_k (k*3 + i + 1) = 4(i+1) + 18 */
+    expect_grad(L, (double[]){0, 0, 0, 22, 26, 30}, "transpose/expand/slice/flatten");
+    amp_scope_end(s);
+    amp_tensor_free(m);
+    amp_tensor_free(L);
+}
+
+static void t_graph_memory_freed(void **state) {
+    (void)state;
+    amp_tensor *x = leaf(AMP_F32, 1000, (double[1000]){0});
+    size_t base = amp_memory_stats().live_total;
+    for (int it = 0; it < 3; it++) {
+        amp_scope *s = amp_scope_begin();
+        amp_tensor *h = amp_to(x, AMP_F16);
+        amp_tensor *parts[2] = {h, h};
+        amp_tensor *y = amp_cat(parts, 2, 0);
+        amp_tensor *g = amp_tensor_ones(AMP_F16, 1, AMP_SHAPE(2000));
+        assert_int_equal(amp_backward_ex(y, g, false), AMP_OK);
+        amp_scope_end(s);
+        /* only x's grad (4000 bytes) remains */
+        assert_int_equal(amp_memory_stats().live_total, base + 4000);
+    }
+    assert_true(amp_tensor_get(amp_tensor_grad(x), AMP_SHAPE(999)) == 6);
+    amp_tensor_free(x);
+    assert_int_equal(amp_memory_stats().live_total, base - 4000);
+}
+
+static void t_errors(void **state) {
+    (void)state;
+    amp_scope *s = amp_scope_begin();
+    amp_tensor *x = leaf(AMP_F32, 3, (double[]){1, 2, 3});
+    amp_tensor *y = amp_clone(x);
+    assert_int_equal(amp_tensor_set_requires_grad(y, false), AMP_ERR_STATE);
+    assert_non_null(strstr(amp_last_error(), "not a leaf"));
+    assert_int_equal(amp_backward(y), AMP_ERR_SHAPE); /* not one element */
+    assert_non_null(strstr(amp_last_error(), "amp_backward"));
+    amp_tensor *bad = amp_tensor_ones(AMP_F32, 1, AMP_SHAPE(4));
+    assert_int_equal(amp_backward_ex(y, bad, false), AMP_ERR_SHAPE);
+    assert_int_equal(amp_backward(NULL), AMP_ERR_ARG);
+    /* leaf root: grad is the upstream gradient */
+    amp_tensor *g = amp_tensor_full(AMP_F32, 1, AMP_SHAPE(3), 2);
+    assert_int_equal(amp_backward_ex(x, g, false), AMP_OK);
+    expect_grad(x, (double[]){2, 2, 2}, "leaf root");
+    amp_clear_error();
+    amp_scope_end(s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(t_diamond),          cmocka_unit_test(t_used_twice_and_accumulate),
+        cmocka_unit_test(t_retain_and_double_backward), cmocka_unit_test(t_half_cast_gives_f32_grad),
+        cmocka_unit_test(t_no_grad),          cmocka_unit_test(t_views_backward),
+        cmocka_unit_test(t_graph_memory_freed), cmocka_unit_test(t_errors),
+    };
+    return amp_test_run(tests);
+}
