@@ -4,16 +4,23 @@
  * bf16  bfloat16: 1/8/7, fp32's exponent range, has inf.
  * e4m3  OCP float8 E4M3FN: 1/4/3, bias 7, no infinities, NaN = S.1111.111,
  *       max 448. Overflow gives NaN; the _sat variant clamps to ±448 (as
- *       Transformer Engine casts do).
+ *       Transformer Engine casts do; ±inf too, like CUDA's .satfinite).
  * e5m2  OCP float8 E5M2: 1/5/2, bias 15, IEEE-like, max 57344, has inf.
- *       Overflow gives ±inf; the _sat variant clamps to ±57344.
+ *       Overflow gives ±inf; the _sat variant clamps to ±57344 (±inf too).
  * tf32  fp32 with a 10-bit mantissa (the low 13 bits rounded away).
  *
  * All f32 -> narrow conversions round to nearest, ties to even; handle ±0,
  * produce and consume subnormals; NaN stays NaN (quiet, sign kept) and never
  * becomes inf. Overflow follows IEEE: a value rounds to inf only when it is at
  * or beyond the midpoint between the largest finite value and the next power
- * of the format (e.g. 65520 for f16).
+ * of the format (e.g. 65520 for f16; 61440 for e5m2; for e4m3, beyond 464
+ * gives NaN and 464 itself rounds to 448).
+ *
+ * NaN payloads: every path (scalar, AVX2, AVX-512) gives the same bits, those
+ * of the x86 F16C instructions: narrowing keeps the top mantissa bits and sets
+ * the quiet bit (e4m3 has the single NaN S.1111.111); widening shifts the
+ * mantissa up and sets the quiet bit. Results never depend on the caller's
+ * floating-point environment (rounding mode, FTZ/DAZ).
  */
 #ifndef AMP_NUMERIC_H
 #define AMP_NUMERIC_H
@@ -45,8 +52,12 @@ float amp_f32_round_tf32(float x);
 /* ---- stochastic rounding ----------------------------------------------- */
 /* Rounds x to one of its two neighbouring representable values, up with
  * probability equal to the distance from the lower one over the gap, using
- * the caller's random bits (uniform 32-bit). E[result] = x. NaN/inf pass
- * through; exactly representable values are returned unchanged. */
+ * the caller's random bits (uniform 32-bit): away from zero iff rbits is below
+ * the discarded fraction scaled to 2^32 (so the probability is exact to
+ * 2^-32). E[result] = x. NaN/inf pass through; exactly representable values
+ * are returned unchanged. Overflow: past the largest finite value the upper
+ * neighbour is inf (f16: x in (65504, 65536) becomes inf with probability
+ * (|x| - 65504) / 32; |x| >= 65536 is always inf). */
 uint16_t amp_f32_to_bf16_sr(float x, uint32_t rbits);
 uint16_t amp_f32_to_f16_sr(float x, uint32_t rbits);
 /* Array forms: element i uses random bits derived from (seed, counter + i) by a
