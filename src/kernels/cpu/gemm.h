@@ -10,7 +10,12 @@
  *   stride 0 broadcasts one matrix over the batch (e.g. shared weights).
  * Inputs A and B: f32, f16 or bf16 (each its own dtype). C: f32, f16 or bf16.
  * Products and sums are in f32 (half inputs are widened exactly while packing);
- * a half C is rounded once (RNE) on store. beta == 0 means C is not read.
+ * a half C is rounded once (RNE) on store. beta == 0 means C is not read;
+ * alpha == 0 (or k == 0) means C = beta * C and A, B are not read (as BLAS).
+ * C must not overlap A or B, nor (batch > 1) the other batch items' C.
+ * Runs on the OpenMP threads (amp_set_num_threads); the result of every
+ * element does not depend on the thread count. Packing buffers are cached
+ * per calling thread (freed when that thread exits).
  */
 #ifndef AMP_KERNELS_CPU_GEMM_H
 #define AMP_KERNELS_CPU_GEMM_H
