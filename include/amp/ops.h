@@ -73,7 +73,8 @@ amp_tensor *amp_max_pool2d(amp_tensor *x, const amp_pool_params *p, amp_tensor *
 amp_tensor *amp_avg_pool2d(amp_tensor *x, const amp_pool_params *p);
 amp_tensor *amp_adaptive_avg_pool2d(amp_tensor *x, int64_t out_h, int64_t out_w);
 
-/* ---- activations --------------------------------------------------------- */
+/* ---- activations ---------------------------------------------------------
+ * f32, f16, bf16 and f64 (computed in double). */
 amp_tensor *amp_relu(amp_tensor *x);
 typedef enum { AMP_GELU_ERF = 0, AMP_GELU_TANH = 1 } amp_gelu_approx;
 amp_tensor *amp_gelu(amp_tensor *x, amp_gelu_approx approx);
@@ -83,10 +84,13 @@ amp_tensor *amp_tanh(amp_tensor *x);
 amp_tensor *amp_softplus(amp_tensor *x, double beta, double threshold); /* torch: 1, 20 */
 amp_tensor *amp_prelu(amp_tensor *x, amp_tensor *weight); /* weight [1] or [C] (dim 1) */
 /* Zeroes with probability p and scales kept values by 1/(1-p) when training;
- * the identity when !training. g NULL = default generator. */
+ * the identity when !training. g NULL = default generator. The mask is
+ * Philox on (g->seed, g->offset + i), independent of the thread count; a
+ * training call advances g->offset by numel(x). */
 amp_tensor *amp_dropout(amp_tensor *x, double p, bool training, amp_generator *g);
 
-/* ---- elementwise ---------------------------------------------------------- */
+/* ---- elementwise ----------------------------------------------------------
+ * f32, f16, bf16 and f64 (computed in double; autocast passes f64 through). */
 amp_tensor *amp_add(amp_tensor *a, amp_tensor *b);
 amp_tensor *amp_sub(amp_tensor *a, amp_tensor *b);
 amp_tensor *amp_mul(amp_tensor *a, amp_tensor *b);
@@ -151,16 +155,23 @@ typedef struct {
     amp_tensor *weight;     /* per-class weights (cross_entropy, nll_loss) or NULL */
     amp_tensor *pos_weight; /* binary_cross_entropy_with_logits, or NULL */
 } amp_loss_opts;
-/* torch's defaults; pass NULL to any loss for these. */
+/* torch's defaults; pass NULL to any loss for these. Start changed options
+ * from this macro: a zeroed struct means ignore_index 0 and beta 0. */
 #define AMP_LOSS_DEFAULTS ((amp_loss_opts){AMP_REDUCTION_MEAN, -100, 0.0, 1.0, false, NULL, NULL})
-/* logits [N,C] (or [C]), target i64/i32 class indices [N]. */
+/* logits [N,C] (or [C]), target i64/i32 class indices [N] (0-d for [C]);
+ * also [N,C,d1,...] with target [N,d1,...] as torch. 'mean' divides by the
+ * summed weight of the non-ignored targets (NaN when there are none). */
 amp_tensor *amp_cross_entropy(amp_tensor *logits, amp_tensor *target, const amp_loss_opts *o);
 amp_tensor *amp_nll_loss(amp_tensor *logp, amp_tensor *target, const amp_loss_opts *o);
+/* Pointwise losses broadcast input and target; 'mean' averages over all
+ * elements. bce_with_logits: pos_weight broadcasts over the loss (e.g. [C]).
+ * kl_div: input is log-probabilities; target probabilities (or log, with
+ * log_target); 'mean' is torch's default 'mean' over all elements, not
+ * 'batchmean' (use SUM and divide by the batch size for that). */
 amp_tensor *amp_mse_loss(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o);
 amp_tensor *amp_l1_loss(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o);
 amp_tensor *amp_smooth_l1_loss(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o);
 amp_tensor *amp_binary_cross_entropy_with_logits(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o);
-/* input is log-probabilities; target probabilities (or log, with log_target). */
 amp_tensor *amp_kl_div(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o);
 
 #ifdef __cplusplus

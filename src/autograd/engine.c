@@ -33,8 +33,11 @@ amp_status amp_tensor_set_requires_grad(amp_tensor *t, bool rg) {
 
 bool amp_tensor_requires_grad(const amp_tensor *t) { return t && t->requires_grad; }
 bool amp_tensor_is_leaf(const amp_tensor *t) { return t && !t->grad_fn; }
-amp_tensor *amp_tensor_grad(const amp_tensor *t) { return t ? t->grad : NULL; }
-const char *amp_tensor_grad_fn_name(const amp_tensor *t) { return t && t->grad_fn ? t->grad_fn->name : NULL; }
+amp_tensor *amp_tensor_grad(const amp_tensor *t) { return t ? t->grad : amp_error_null(AMP_ERR_ARG, "amp_tensor_grad: t is NULL"); }
+const char *amp_tensor_grad_fn_name(const amp_tensor *t) {
+    if (!t) return amp_error_null(AMP_ERR_ARG, "amp_tensor_grad_fn_name: t is NULL");
+    return t->grad_fn ? t->grad_fn->name : NULL;
+}
 
 amp_status amp_tensor_set_grad(amp_tensor *t, const amp_tensor *grad) {
     if (!t) return amp_error(AMP_ERR_ARG, "amp_tensor_set_grad: t is NULL");
@@ -237,10 +240,16 @@ static int vec_push(node_vec *v, amp_node *n) {
     return 0;
 }
 
-amp_status amp_backward(amp_tensor *root) { return amp_backward_ex(root, NULL, false); }
+static amp_status backward_impl(const char *fn, amp_tensor *root, const amp_tensor *grad, bool retain_graph);
+
+amp_status amp_backward(amp_tensor *root) { return backward_impl("amp_backward", root, NULL, false); }
 
 amp_status amp_backward_ex(amp_tensor *root, const amp_tensor *grad, bool retain_graph) {
-    const char *fn = "amp_backward";
+    return backward_impl("amp_backward_ex", root, grad, retain_graph);
+}
+
+/* fn: the public entry point, named in errors */
+static amp_status backward_impl(const char *fn, amp_tensor *root, const amp_tensor *grad, bool retain_graph) {
     if (!root) return amp_error(AMP_ERR_ARG, "%s: root is NULL (did the forward fail? %s)", fn, amp_last_error());
     if (!root->requires_grad)
         return amp_error(AMP_ERR_STATE, "%s: the tensor does not require grad (no input of the ops that produced it "
@@ -396,9 +405,20 @@ amp_tensor *amp__sum_to_shape(const amp_tensor *g, int ndim, const int64_t *shap
         int ti = i - off;
         tstride[i] = (ti >= 0 && shape[ti] == g->shape[i]) ? cs[ti] : 0;
     }
-    bool owned;
-    const float *pg = amp__f32_view(g, &owned);
-    if (!pg) {
+    bool owned = false;
+    const float *pg = NULL;
+    const double *pd = NULL; /* f64 gradients are summed from their double values */
+    amp_tensor *gd = NULL;
+    if (g->dtype == AMP_F64 && amp_tensor_is_contiguous(g)) {
+        pd = amp__data(g);
+    } else if (g->dtype == AMP_F64) {
+        gd = amp__tensor_new("amp_backward", AMP_F64, g->ndim, g->shape, AMP_MEM_WORKSPACE, AMP_NEW_UNSCOPED);
+        if (gd && amp__copy_convert(gd, g) == AMP_OK) pd = amp__data(gd);
+    } else {
+        pg = amp__f32_view(g, &owned);
+    }
+    if (!pg && !pd) {
+        amp__release(gd);
         free(acc);
         return NULL;
     }
@@ -406,7 +426,7 @@ amp_tensor *amp__sum_to_shape(const amp_tensor *g, int ndim, const int64_t *shap
     int64_t idx[AMP_MAX_DIMS] = {0};
     int64_t t = 0;
     for (int64_t f = 0; f < n; f++) {
-        acc[t] += pg[f];
+        acc[t] += pd ? pd[f] : pg[f];
         for (int i = g->ndim - 1; i >= 0; i--) {
             idx[i]++;
             t += tstride[i];
@@ -415,9 +435,12 @@ amp_tensor *amp__sum_to_shape(const amp_tensor *g, int ndim, const int64_t *shap
             idx[i] = 0;
         }
     }
-    amp__f32_done(g, pg, owned);
+    if (pg) amp__f32_done(g, pg, owned);
+    amp__release(gd);
     amp_tensor *out = amp__tensor_new("amp_backward", g->dtype, ndim, shape, amp__mem_current(AMP_MEM_WORKSPACE), 0);
-    if (out) {
+    if (out && g->dtype == AMP_F64) {
+        memcpy(amp__data(out), acc, (size_t)tn * sizeof(double));
+    } else if (out) {
         float *tmp = amp__ws_alloc((size_t)(tn ? tn : 1) * sizeof(float));
         if (!tmp) {
             amp__release(out);

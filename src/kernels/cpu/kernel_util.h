@@ -1,0 +1,59 @@
+/* Internal: small helpers shared by the plain-C kernel families (reduce,
+ * softmax, norm) and the per-CPU-path build scheme they use. */
+#ifndef AMP_KERNELS_CPU_KERNEL_UTIL_H
+#define AMP_KERNELS_CPU_KERNEL_UTIL_H
+
+#include <stdint.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "core/cpu.h"
+
+/* Widest column chunk a kernel working on (outer, len, inner) keeps
+ * accumulators for (on the stack). */
+#define AMP_K_CHUNK 2048
+
+static inline int64_t amp_k_min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Column chunk width for an (outer, len, inner) kernel that works on chunks
+ * of the inner dim: wide chunks keep row accesses contiguous; narrower ones
+ * give every thread work when outer is small. The result never changes the
+ * arithmetic (each column is processed in the same order), only the split. */
+static inline int64_t amp_k_col_chunk(int64_t outer, int64_t inner) {
+    int nt = 1;
+#ifdef _OPENMP
+    nt = omp_get_max_threads();
+#endif
+    int64_t cw = inner;
+    if (outer < nt) cw = (inner + nt - 1) / nt;
+    cw = (cw + 63) / 64 * 64;
+    if (cw > AMP_K_CHUNK) cw = AMP_K_CHUNK;
+    if (cw > inner) cw = inner;
+    return cw > 0 ? cw : 1;
+}
+
+/* ---- one source, one build per CPU path ------------------------------------------
+ * A family's loops live in a .inc file that is included once per path: by
+ * the family's portable .c file (baseline x86-64) and by its *_avx2.c and
+ * *_avx512.c twins, each compiled with its path's target flags (see
+ * CMakeLists.txt). Before the include the file defines AMP_KPATH (scalar,
+ * avx2 or avx512; AMP_KPATH_AVX512 too in the AVX-512 build); KP(name) then
+ * names the path's copy (name_avx512, ...). The .c file keeps a table of the
+ * three and dispatches on amp_cpu_active(). */
+#define AMP_KP_CAT_(a, b) a##_##b
+#define AMP_KP_CAT(a, b) AMP_KP_CAT_(a, b)
+#define AMP_KP_CAT3_(a, b, c) a##b##c
+#define AMP_KP_CAT3(a, b, c) AMP_KP_CAT3_(a, b, c)
+#ifdef AMP_KPATH
+#define KP(name) AMP_KP_CAT(name, AMP_KPATH)
+/* the path's half <-> f32 array conversions (numeric/convert_impl.h) */
+#define AMP_KP_CV AMP_KP_CAT3(amp_cv_, AMP_KPATH, _kernels)
+#endif
+
+/* Rows longer than this are not staged through a stack buffer: kernels that
+ * widen half rows one at a time accept len <= AMP_K_ROW_MAX. */
+#define AMP_K_ROW_MAX 8192
+
+#endif

@@ -1,0 +1,3 @@
+/* norm.inc built for AVX2 + FMA + F16C. */
+#define AMP_KPATH avx2
+#include "kernels/cpu/norm.inc"

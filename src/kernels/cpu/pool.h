@@ -1,0 +1,34 @@
+/* 2-D pooling kernels on f32 planes (NCHW: N*C independent planes of H x W).
+ * Window of output (oh, ow): rows oh*sh - ph + i*dh (i < kh), columns
+ * likewise; positions outside the input are padding. */
+#ifndef AMP_KERNELS_CPU_POOL_H
+#define AMP_KERNELS_CPU_POOL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct {
+    int64_t H, W, OH, OW;
+    int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+} amp_pool_geom;
+
+/* y = max over each window; idx = flat h*W + w of the max (the first one;
+ * a NaN wins, as in PyTorch). A window with no input position (possible
+ * only when dilation steps over the input) gives -inf and index -1. */
+void amp_max_pool2d_f32(const float *x, float *y, int64_t *idx, int64_t planes, const amp_pool_geom *g);
+/* dx = 0, then dx[idx] += dy per plane (idx -1 skipped). */
+void amp_max_pool2d_backward_f32(const float *dy, const int64_t *idx, float *dx, int64_t planes, const amp_pool_geom *g);
+/* Average over each window (no dilation). Divisor as PyTorch: the window
+ * clipped to the padded input when count_include_pad, else the window
+ * clipped to the input. */
+void amp_avg_pool2d_f32(const float *x, float *y, int64_t planes, const amp_pool_geom *g, bool count_include_pad);
+void amp_avg_pool2d_backward_f32(const float *dy, float *dx, int64_t planes, const amp_pool_geom *g,
+                                 bool count_include_pad);
+/* Adaptive average: output (oh, ow) averages rows [floor(oh*H/OH),
+ * ceil((oh+1)*H/OH)) and the same for columns. */
+void amp_adaptive_avg_pool2d_f32(const float *x, float *y, int64_t planes, int64_t H, int64_t W, int64_t OH,
+                                 int64_t OW);
+void amp_adaptive_avg_pool2d_backward_f32(const float *dy, float *dx, int64_t planes, int64_t H, int64_t W, int64_t OH,
+                                          int64_t OW);
+
+#endif

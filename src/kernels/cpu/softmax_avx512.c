@@ -1,0 +1,4 @@
+/* softmax.inc built for AVX-512 (the exp pass on vmath_avx512.h). */
+#define AMP_KPATH avx512
+#define AMP_KPATH_AVX512 1
+#include "kernels/cpu/softmax.inc"

@@ -1,0 +1,106 @@
+/* Internal: vectorisable f32 math (exp, the logistic function, tanh, the
+ * normal CDF) shared by the kernel families (elementwise, softmax) and by
+ * every CPU path.
+ *
+ * Each function is plain C: IEEE multiplies, adds, divides, compares and
+ * integer bit operations, no FMA (the build compiles C11 with
+ * -ffp-contract=off), so GCC vectorises loops calling it for any target and
+ * every build evaluates the same sequence of correctly rounded operations.
+ * vmath_avx512.h has AVX-512 versions that evaluate exactly the same
+ * operations (a few steps by single instructions with the same result:
+ * vrndscaleps for the round-to-nearest, vscalefps for the two-step 2^n), so
+ * all paths give the same bits; tests/test_kernel_paths.c compares them. */
+#ifndef AMP_KERNELS_CPU_VMATH_H
+#define AMP_KERNELS_CPU_VMATH_H
+
+#include <math.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define VM_INLINE static inline __attribute__((always_inline))
+#else
+#define VM_INLINE static inline
+#endif
+
+/* ---- vectorisable f32 exp, sigmoid, tanh and normal CDF ------------------------------------------------------
+ * Plain C that GCC vectorises inside `omp simd` loops (libm's expf/erfcf are
+ * calls, one element at a time). Selects pick between constants only and the
+ * arithmetic is unconditional, so that loops with them if-convert. */
+
+/* exp(x) = 2^n e^r, n = round(x log2 e), |r| <= ln2/2 (Cody-Waite split of
+ * ln2); e^r by its degree-7 Taylor polynomial (truncation < 6e-9 relative).
+ * Within 2 ulp of exp over the whole range: overflow to inf above 88.72,
+ * gradual underflow (2^n applied in two halves), 0 far below, NaN stays NaN. */
+VM_INLINE float vm_expf(float x) {
+    float xc = x > 100.0f ? 100.0f : x; /* still overflows to inf; NaN passes */
+    xc = xc < -104.0f ? -104.0f : xc;
+    float fn = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
+    float r = xc - fn * 0.693359375f;                                   /* exact: 9-bit constant */
+    r = r - fn * -2.12194440e-4f;
+    float p = 1.984126984e-4f;
+    p = p * r + 1.388888889e-3f;
+    p = p * r + 8.333333333e-3f;
+    p = p * r + 4.166666667e-2f;
+    p = p * r + 1.666666667e-1f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    /* the scale from a NaN-free copy of n (converting NaN to int is
+     * undefined); a NaN x still gives NaN through p */
+    int32_t n = (int32_t)(fn == fn ? fn : 0.0f), n1 = n / 2, n2 = n - n1; /* each in [-75, 72] */
+    union { uint32_t i; float f; } s1 = {.i = (uint32_t)(n1 + 127) << 23}, s2 = {.i = (uint32_t)(n2 + 127) << 23};
+    return (p * s1.f) * s2.f;
+}
+
+/* The logistic function 1 / (1 + exp(-x)), as exp(x) / (1 + exp(x)) for
+ * x < 0 so that it keeps its relative accuracy down to the denormals. */
+VM_INLINE float vm_sigmoidf(float x) {
+    float e = vm_expf(-fabsf(x));
+    float s = 1.0f / (1.0f + e), num = x < 0.0f ? e : 1.0f;
+    return num * s;
+}
+
+/* tanh: an odd polynomial (degree 11, least-squares fit of tanh(x)/x in
+ * x^2, relative error 1.3e-8) below |x| = 0.625, 1 - 2/(1 + exp(2|x|))
+ * above (no cancellation there: tanh >= 0.55); the sign copied from x. */
+VM_INLINE float vm_tanhf(float x) {
+    float a = fabsf(x), t = a * a;
+    float p = -0.005772202046132548f;
+    p = p * t + 0.020692378769468736f;
+    p = p * t - 0.05375282467037401f;
+    p = p * t + 0.13331528597171044f;
+    p = p * t - 0.3333327797534768f;
+    p = p * t + 0.999999997264233f;
+    float small = a * p;
+    float big = 1.0f - 2.0f / (1.0f + vm_expf(2.0f * a));
+    return copysignf(a < 0.625f ? small : big, x);
+}
+
+/* The standard normal CDF Phi(x) = erfc(-x/sqrt2) / 2, with erfc from
+ * Numerical Recipes' erfcc: for z = |x|/sqrt2 and t = 1/(1 + z/2),
+ * erfc(z) = t exp(-z^2 + P(t)) with a fractional error below 1.2e-7
+ * everywhere, so the tail Phi(x << 0) keeps its relative accuracy (gelu at
+ * x << 0; torch's 0.5 (1 + erf(x/sqrt2)) cancels there). The exponent
+ * P(t) - x^2/2 is rounded once in f32, which costs a relative error of about
+ * 3e-8 x^2 in the tail (4e-7 at x = -3, 7e-6 at x = -12; 4e-7 at most for
+ * |x| < 3). Phi(x) = 1 - Phi(-x). */
+VM_INLINE float vm_phif(float x) {
+    float a = fabsf(x) * 0.70710678118654752440f;
+    float t = 1.0f / (1.0f + 0.5f * a);
+    float p = 0.17087277f;
+    p = p * t - 0.82215223f;
+    p = p * t + 1.48851587f;
+    p = p * t - 1.13520398f;
+    p = p * t + 0.27886807f;
+    p = p * t - 0.18628806f;
+    p = p * t + 0.09678418f;
+    p = p * t + 0.37409196f;
+    p = p * t + 1.00002368f;
+    p = p * t - 1.26551223f;
+    float s = p + (-0.5f * x) * x; /* exp flushes it to 0 far out (x^2 may be inf) */
+    float half_erfc = 0.5f * t * vm_expf(s);
+    float base = x < 0.0f ? 0.0f : 1.0f, sgn = x < 0.0f ? 1.0f : -1.0f;
+    return base + sgn * half_erfc;
+}
+
+#endif

@@ -1,0 +1,150 @@
+/* Activations: relu, gelu (erf and tanh forms), silu, sigmoid, tanh,
+ * softplus, prelu, dropout. Kernels: src/kernels/cpu/elementwise.c; helpers:
+ * ops/elementwise.h. f32, f16, bf16 and f64 inputs. */
+#include "ops/elementwise.h"
+
+#include <math.h>
+#include <string.h>
+
+amp_tensor *amp_relu(amp_tensor *x) {
+    return amp__ew_unary("amp_relu", AMP_OP_RELU, x, true, AMP_EW_RELU, NULL, AMP_EW_G_RELU, NULL, AMP_EW_SAVE_OUTPUT);
+}
+
+amp_tensor *amp_gelu(amp_tensor *x, amp_gelu_approx approx) {
+    static const char *fn = "amp_gelu";
+    if (approx != AMP_GELU_ERF && approx != AMP_GELU_TANH)
+        return amp_error_null(AMP_ERR_ARG, "%s: approx %d is not AMP_GELU_ERF (0) or AMP_GELU_TANH (1)", fn, (int)approx);
+    bool t = approx == AMP_GELU_TANH;
+    return amp__ew_unary(fn, AMP_OP_GELU, x, true, t ? AMP_EW_GELU_TANH : AMP_EW_GELU_ERF, NULL,
+                         t ? AMP_EW_G_GELU_TANH : AMP_EW_G_GELU_ERF, NULL, AMP_EW_SAVE_INPUT);
+}
+
+amp_tensor *amp_silu(amp_tensor *x) {
+    return amp__ew_unary("amp_silu", AMP_OP_SILU, x, true, AMP_EW_SILU, NULL, AMP_EW_G_SILU, NULL, AMP_EW_SAVE_INPUT);
+}
+
+amp_tensor *amp_sigmoid(amp_tensor *x) {
+    return amp__ew_unary("amp_sigmoid", AMP_OP_SIGMOID, x, true, AMP_EW_SIGMOID, NULL, AMP_EW_G_SIGMOID, NULL,
+                         AMP_EW_SAVE_OUTPUT);
+}
+
+amp_tensor *amp_tanh(amp_tensor *x) {
+    return amp__ew_unary("amp_tanh", AMP_OP_TANH, x, true, AMP_EW_TANH, NULL, AMP_EW_G_TANH, NULL, AMP_EW_SAVE_OUTPUT);
+}
+
+amp_tensor *amp_softplus(amp_tensor *x, double beta, double threshold) {
+    static const char *fn = "amp_softplus";
+    if (!amp__arg(fn, x, "x")) return NULL;
+    if (!(beta != 0) || isnan(beta) || isinf(beta))
+        return amp_error_null(AMP_ERR_ARG, "%s: beta = %g must be finite and non-zero", fn, beta);
+    if (isnan(threshold)) return amp_error_null(AMP_ERR_ARG, "%s: threshold is NaN", fn);
+    amp_ew_params p = {.s0 = beta, .s1 = threshold};
+    return amp__ew_unary(fn, AMP_OP_SOFTPLUS, x, true, AMP_EW_SOFTPLUS, &p, AMP_EW_G_SOFTPLUS, &p, AMP_EW_SAVE_INPUT);
+}
+
+/* ---- prelu ------------------------------------------------------------------------------------ */
+/* weight viewed at x's rank: [1,C,1,...] (C > 1 weights) or all ones. */
+static void weight_view(const amp_tensor *w, int xndim, const int64_t *xshape, amp_tensor *v) {
+    *v = *w;
+    v->ndim = xndim;
+    int64_t wn = amp_tensor_numel(w);
+    for (int d = 0; d < xndim; d++) {
+        v->shape[d] = 1;
+        v->stride[d] = 0;
+    }
+    if (wn > 1) {
+        v->shape[1] = xshape[1];
+        v->stride[1] = w->stride[0];
+    }
+}
+
+static amp_status prelu_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    const amp_tensor *g = gout[0], *x = n->saved[0], *w = n->saved[1];
+    amp_tensor wv;
+    weight_view(w, x->ndim, x->shape, &wv);
+    if (n->inputs[0].needs_grad) {
+        gin[0] = amp__ew_grad(n, 0, AMP_EW_G_PRELU_X, NULL, 3, (const amp_tensor *[]){g, x, &wv});
+        if (!gin[0]) return amp_last_status();
+    }
+    if (n->inputs[1].needs_grad) {
+        /* sum over everything but the channel dim, then back to w's shape */
+        bool f64 = g->dtype == AMP_F64 || x->dtype == AMP_F64;
+        amp_tensor *full = amp__ew_apply("amp_backward", AMP_EW_G_PRELU_W, NULL, f64 ? AMP_F64 : AMP_F32, 2,
+                                         (const amp_tensor *[]){g, x}, g->ndim, g->shape);
+        if (!full) return amp_last_status();
+        amp_tensor *s = amp__sum_to_shape(full, wv.ndim, wv.shape);
+        amp__release(full);
+        if (!s) return amp_last_status();
+        int64_t st[AMP_MAX_DIMS];
+        amp__contig_strides(w->ndim, w->shape, st);
+        gin[1] = amp__view(s, w->ndim, w->shape, st, s->offset);
+        amp__release(s);
+        if (!gin[1]) return amp_last_status();
+    }
+    return AMP_OK;
+}
+
+amp_tensor *amp_prelu(amp_tensor *x, amp_tensor *weight) {
+    static const char *fn = "amp_prelu";
+    if (!amp__arg(fn, x, "x") || !amp__arg(fn, weight, "weight")) return NULL;
+    if (!amp__check_float64ok(fn, x, "x") || !amp__check_float64ok(fn, weight, "weight")) return NULL;
+    char a[AMP_SHAPE_BUF], b[AMP_SHAPE_BUF];
+    if (weight->ndim > 1)
+        return amp_error_null(AMP_ERR_SHAPE, "%s: weight must be 0-d or 1-d, got shape %s", fn,
+                              amp__shape_fmt(weight->ndim, weight->shape, a, sizeof a));
+    int64_t wn = amp_tensor_numel(weight);
+    int64_t channels = x->ndim >= 2 ? x->shape[1] : 1;
+    if (wn != 1 && wn != channels)
+        return amp_error_null(AMP_ERR_SHAPE,
+                              "%s: weight %s has %lld elements; expected 1 or the %lld channels (dim 1) of x %s", fn,
+                              amp__shape_fmt(weight->ndim, weight->shape, a, sizeof a), (long long)wn,
+                              (long long)channels, amp__shape_fmt(x->ndim, x->shape, b, sizeof b));
+    amp_tensor *in[2] = {x, weight};
+    int mask = amp__autocast(AMP_OP_PRELU, in, 2);
+    if (mask < 0) return NULL;
+    amp_tensor wv;
+    weight_view(in[1], in[0]->ndim, in[0]->shape, &wv);
+    amp_dtype dt = amp__ew_result_type(in, 2);
+    amp_tensor *out = amp__ew_apply(fn, AMP_EW_PRELU, NULL, dt, 2, (const amp_tensor *[]){in[0], &wv}, in[0]->ndim,
+                                    in[0]->shape);
+    if (out && amp__needs_grad(2, in)) {
+        amp_node *n = amp__node_new(fn, prelu_backward, 2, in, 0);
+        if (!n) {
+            amp_tensor_free(out);
+            out = NULL;
+        } else {
+            amp__node_save(n, in[0]);
+            amp__node_save(n, in[1]);
+            amp__node_attach(n, out);
+        }
+    }
+    amp__autocast_done(in, 2, mask);
+    return out;
+}
+
+/* ---- dropout ---------------------------------------------------------------------------------- */
+amp_tensor *amp_dropout(amp_tensor *x, double p, bool training, amp_generator *g) {
+    static const char *fn = "amp_dropout";
+    if (!amp__arg(fn, x, "x") || !amp__check_float64ok(fn, x, "x")) return NULL;
+    if (!(p >= 0.0 && p <= 1.0)) return amp_error_null(AMP_ERR_ARG, "%s: p = %g is outside [0, 1]", fn, p);
+    if (!training || p == 0.0) {
+        amp_tensor *in[1] = {x};
+        int mask = amp__autocast(AMP_OP_DROPOUT, in, 1);
+        if (mask < 0) return NULL;
+        amp_tensor *out = amp__ew_identity(fn, in[0]);
+        amp__autocast_done(in, 1, mask);
+        return out;
+    }
+    if (p == 1.0) { /* torch: input * 0 */
+        amp_ew_params z = {.s0 = 0.0};
+        return amp__ew_unary(fn, AMP_OP_DROPOUT, x, true, AMP_EW_MUL_S, &z, AMP_EW_MUL_S, &z, AMP_EW_SAVE_NONE);
+    }
+    if (!g) g = amp_default_generator();
+    /* the mask is a function of (seed, offset + i): the backward regenerates
+     * it instead of saving it, and no thread count changes it */
+    amp_ew_params q = {.s0 = 1.0 - p, .seed = g->seed, .offset = g->offset};
+    q.thresh = (uint64_t)ceil(p * 4294967296.0);
+    amp_tensor *out = amp__ew_unary(fn, AMP_OP_DROPOUT, x, true, AMP_EW_DROPOUT, &q, AMP_EW_G_DROPOUT, &q, AMP_EW_SAVE_NONE);
+    if (out) g->offset += (uint64_t)amp_tensor_numel(out);
+    return out;
+}

@@ -1,0 +1,353 @@
+/* conv2d and conv1d (NCHW / NCL): im2col + amp_gemm, per group.
+ *
+ * Forward, per block of images and per group g (Og = O/G outputs, Cg = C/G
+ * inputs, K = Cg*kh*kw, S = OH*OW):
+ *   out[n, g] (Og x S) = W_g (Og x K) · col[n, g] (K x S)      (+ bias, beta = 1)
+ * one GEMM call per group, batched over the block's images (W shared, stride
+ * 0). A 1x1 kernel with stride 1 and no padding reads x itself as col.
+ * Backward (col recomputed, not saved):
+ *   dcol[n, g] = W_gᵀ · dY[n, g]   then col2im -> dx      (trans_a)
+ *   dW_g      += dY[:, g] · col[:, g]ᵀ   over a block's images at once: the
+ *                columns side by side ([K, nb*S]) and dY permuted to [O, nb*S],
+ *                so k = nb*S                              (trans_b, beta = 1 after the first block)
+ *   db[o]      = sum over n and S of dY.
+ * conv1d is the same with H = 1 (kernel 1 x k). Columns stay in x's dtype
+ * (half columns are widened by the GEMM while packing). */
+#include <string.h>
+
+#include "amp/numeric.h"
+#include "kernels/cpu/conv.h"
+#include "kernels/cpu/gemm.h"
+#include "ops/op_util.h"
+
+/* Column buffers are made for blocks of images of at most this many bytes. */
+static size_t g_block_bytes = (size_t)64 << 20;
+
+size_t amp__conv_set_block_bytes(size_t bytes) {
+    size_t old = g_block_bytes;
+    g_block_bytes = bytes;
+    return old;
+}
+
+typedef struct {
+    bool unbatched;
+    int64_t N, C, O, G;
+    amp_conv_geom g; /* per group: g.C = C / G */
+} conv_ctx;
+
+static inline bool is_pointwise(const amp_conv_geom *g) {
+    return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
+}
+
+static int64_t block_images(const conv_ctx *c, size_t esize) {
+    size_t per = (size_t)(c->C * c->g.kh * c->g.kw * c->g.OH * c->g.OW) * esize;
+    if (per == 0) return c->N > 0 ? c->N : 1;
+    int64_t nb = (int64_t)(g_block_bytes / per);
+    if (nb < 1) nb = 1;
+    if (nb > c->N) nb = c->N;
+    return nb;
+}
+
+static amp_tensor *contig_ws(const char *fn, const amp_tensor *t) {
+    amp_tensor *c = amp__tensor_new(fn, t->dtype, t->ndim, t->shape, amp__mem_current(AMP_MEM_WORKSPACE), AMP_NEW_UNSCOPED);
+    if (c && amp__copy_convert(c, t) != AMP_OK) {
+        amp__release(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* out[n, o, :] = b[o] in out's dtype (exact: out's dtype is at least as wide). */
+static void fill_bias(amp_tensor *out, const amp_tensor *b, int64_t N, int64_t O, int64_t S) {
+    size_t es = amp_dtype_size(out->dtype);
+    char *p = amp__data(out);
+    for (int64_t o = 0; o < O; o++) {
+        double v = amp__load((const char *)amp__data(b) + (size_t)(o * b->stride[0]) * amp_dtype_size(b->dtype), b->dtype);
+        unsigned char bits[8];
+        amp__store(bits, out->dtype, v);
+        for (int64_t n = 0; n < N; n++) {
+            char *row = p + (size_t)((n * O + o) * S) * es;
+            if (es == 4) {
+                uint32_t u;
+                memcpy(&u, bits, 4);
+                for (int64_t s = 0; s < S; s++) ((uint32_t *)row)[s] = u;
+            } else {
+                uint16_t u;
+                memcpy(&u, bits, 2);
+                for (int64_t s = 0; s < S; s++) ((uint16_t *)row)[s] = u;
+            }
+        }
+    }
+}
+
+static amp_status conv_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin);
+
+static amp_tensor *conv_impl(const char *fn, amp_op_id op, amp_tensor *x, amp_tensor *w, amp_tensor *b,
+                             const amp_conv_params *p, bool one_d) {
+    if (!amp__arg(fn, x, "x") || !amp__arg(fn, w, "w")) return NULL;
+    if (!amp__check_float(fn, x, "x") || !amp__check_float(fn, w, "w")) return NULL;
+    if (b && !amp__check_float(fn, b, "b")) return NULL;
+    const int sp = one_d ? 1 : 2; /* spatial dims */
+    char s1[AMP_SHAPE_BUF], s2[AMP_SHAPE_BUF];
+    if (x->ndim != sp + 1 && x->ndim != sp + 2)
+        return amp_error_null(AMP_ERR_SHAPE, "%s: x must be %d-d (unbatched) or %d-d (batched), got shape %s", fn, sp + 1,
+                              sp + 2, amp__shape_fmt(x->ndim, x->shape, s1, sizeof s1));
+    if (w->ndim != sp + 2)
+        return amp_error_null(AMP_ERR_SHAPE, "%s: w must be %d-d [out, in/groups, %s], got shape %s", fn, sp + 2,
+                              one_d ? "k" : "kh, kw", amp__shape_fmt(w->ndim, w->shape, s1, sizeof s1));
+    /* parameters (index 0 only for conv1d) */
+    amp_conv_params q = p ? *p : (amp_conv_params){{0, 0}, {0, 0}, {0, 0}, 0};
+    for (int i = 0; i < sp; i++) {
+        if (q.stride[i] < 0 || q.padding[i] < 0 || q.dilation[i] < 0)
+            return amp_error_null(AMP_ERR_ARG, "%s: stride %lld, padding %lld, dilation %lld: none may be negative", fn,
+                                  (long long)q.stride[i], (long long)q.padding[i], (long long)q.dilation[i]);
+        if (q.stride[i] == 0) q.stride[i] = 1;
+        if (q.dilation[i] == 0) q.dilation[i] = 1;
+    }
+    if (q.groups < 0) return amp_error_null(AMP_ERR_ARG, "%s: groups %lld is negative", fn, (long long)q.groups);
+    if (q.groups == 0) q.groups = 1;
+    amp_tensor *in[3] = {x, w, b};
+    int mask = amp__autocast(op, in, 3);
+    if (mask < 0) return NULL;
+    x = in[0], w = in[1], b = in[2];
+    amp_tensor *out = NULL, *xc = NULL, *wc = NULL;
+    conv_ctx c;
+    memset(&c, 0, sizeof c);
+    c.unbatched = x->ndim == sp + 1;
+    int xo = c.unbatched ? 0 : 1; /* index of C in x */
+    c.N = c.unbatched ? 1 : x->shape[0];
+    c.C = x->shape[xo];
+    c.O = w->shape[0];
+    c.G = q.groups;
+    amp_conv_geom *g = &c.g;
+    if (one_d) {
+        g->H = 1, g->W = x->shape[xo + 1];
+        g->kh = 1, g->kw = w->shape[2];
+        g->sh = 1, g->sw = q.stride[0];
+        g->ph = 0, g->pw = q.padding[0];
+        g->dh = 1, g->dw = q.dilation[0];
+    } else {
+        g->H = x->shape[xo + 1], g->W = x->shape[xo + 2];
+        g->kh = w->shape[2], g->kw = w->shape[3];
+        g->sh = q.stride[0], g->sw = q.stride[1];
+        g->ph = q.padding[0], g->pw = q.padding[1];
+        g->dh = q.dilation[0], g->dw = q.dilation[1];
+    }
+    amp__shape_fmt(x->ndim, x->shape, s1, sizeof s1);
+    amp__shape_fmt(w->ndim, w->shape, s2, sizeof s2);
+    if (c.C % c.G != 0 || c.O % c.G != 0) {
+        amp_error(AMP_ERR_SHAPE, "%s: groups %lld must divide the %lld input and %lld output channels (x %s, w %s)", fn,
+                  (long long)c.G, (long long)c.C, (long long)c.O, s1, s2);
+        goto done;
+    }
+    if (w->shape[1] * c.G != c.C) {
+        amp_error(AMP_ERR_SHAPE, "%s: x %s has %lld channels but w %s expects %lld (in/groups %lld x groups %lld)", fn, s1,
+                  (long long)c.C, s2, (long long)(w->shape[1] * c.G), (long long)w->shape[1], (long long)c.G);
+        goto done;
+    }
+    if (b && (b->ndim != 1 || b->shape[0] != c.O)) {
+        amp_error(AMP_ERR_SHAPE, "%s: b has shape %s; expected [%lld] for w %s", fn,
+                  amp__shape_fmt(b->ndim, b->shape, s1, sizeof s1), (long long)c.O, s2);
+        goto done;
+    }
+    int64_t eh = g->H + 2 * g->ph - g->dh * (g->kh - 1) - 1, ew = g->W + 2 * g->pw - g->dw * (g->kw - 1) - 1;
+    if (eh < 0 || ew < 0 || g->kh < 1 || g->kw < 1) {
+        amp_error(AMP_ERR_SHAPE, "%s: x %s (padded %lld x %lld) is smaller than the dilated kernel %lld x %lld of w %s", fn,
+                  s1, (long long)(g->H + 2 * g->ph), (long long)(g->W + 2 * g->pw), (long long)(g->dh * (g->kh - 1) + 1),
+                  (long long)(g->dw * (g->kw - 1) + 1), s2);
+        goto done;
+    }
+    g->OH = eh / g->sh + 1;
+    g->OW = ew / g->sw + 1;
+    g->C = c.C / c.G;
+    int64_t oshape[4];
+    int ond = 0;
+    if (!c.unbatched) oshape[ond++] = c.N;
+    oshape[ond++] = c.O;
+    if (!one_d) oshape[ond++] = g->OH;
+    oshape[ond++] = g->OW;
+    amp_dtype odt = amp__promote(x->dtype, w->dtype);
+    if (b) odt = amp__promote(odt, b->dtype);
+    out = amp__empty_out(fn, odt, ond, oshape);
+    if (!out) goto done;
+    const amp_tensor *ux = x, *uw = w;
+    if (!amp_tensor_is_contiguous(x) && !(ux = xc = contig_ws(fn, x))) goto fail;
+    if (!amp_tensor_is_contiguous(w) && !(uw = wc = contig_ws(fn, w))) goto fail;
+    const int64_t S = g->OH * g->OW, Og = c.O / c.G, Kg = g->C * g->kh * g->kw;
+    const size_t xes = amp_dtype_size(x->dtype);
+    if (b) fill_bias(out, b, c.N, c.O, S);
+    if (amp_tensor_numel(out) > 0) {
+        const bool pw = is_pointwise(g);
+        const int64_t nb = pw ? c.N : block_images(&c, xes);
+        void *col = NULL;
+        size_t col_bytes = 0;
+        if (!pw) {
+            col_bytes = (size_t)(nb * c.C * g->kh * g->kw * S) * xes;
+            col = amp__ws_alloc(col_bytes);
+            if (!col) goto fail;
+        }
+        amp_conv_geom gall = *g;
+        gall.C = c.C;
+        amp_status st = AMP_OK;
+        for (int64_t n0 = 0; n0 < c.N && st == AMP_OK; n0 += nb) {
+            int64_t cnt = c.N - n0 < nb ? c.N - n0 : nb;
+            const char *cp;
+            if (pw) {
+                cp = (const char *)amp__data(ux) + (size_t)(n0 * c.C * S) * xes;
+            } else {
+                for (int64_t i = 0; i < cnt; i++)
+                    amp_im2col((const char *)amp__data(ux) + (size_t)((n0 + i) * c.C * g->H * g->W) * xes,
+                               (char *)col + (size_t)(i * c.C * g->kh * g->kw * S) * xes, S, &gall, (int)xes);
+                cp = col;
+            }
+            for (int64_t gi = 0; gi < c.G && st == AMP_OK; gi++) {
+                amp_gemm_args ga = {
+                    .m = Og, .n = S, .k = Kg, .alpha = 1.0f, .beta = b ? 1.0f : 0.0f,
+                    .a = (const char *)amp__data(uw) + (size_t)(gi * Og * Kg) * amp_dtype_size(w->dtype),
+                    .a_dtype = w->dtype, .lda = Kg > 0 ? Kg : 1, .stride_a = 0,
+                    .b = cp + (size_t)(gi * Kg * S) * xes, .b_dtype = x->dtype, .ldb = S > 0 ? S : 1,
+                    .stride_b = c.C * g->kh * g->kw * S,
+                    .c = (char *)amp__data(out) + (size_t)((n0 * c.O + gi * Og) * S) * amp_dtype_size(odt),
+                    .c_dtype = odt, .ldc = S > 0 ? S : 1, .stride_c = c.O * S, .batch = cnt};
+                st = amp_gemm(&ga);
+            }
+        }
+        if (col) amp__ws_free(col, col_bytes);
+        if (st != AMP_OK) goto fail;
+    }
+    if (amp__needs_grad(3, in)) {
+        amp_node *nd = amp__node_new(fn, conv_backward, 3, in, sizeof(conv_ctx));
+        if (!nd) goto fail;
+        amp__node_save(nd, x);
+        amp__node_save(nd, w);
+        *(conv_ctx *)nd->ctx = c;
+        amp__node_attach(nd, out);
+    }
+    goto done;
+fail:
+    amp_tensor_free(out);
+    out = NULL;
+done:
+    amp__release(xc);
+    amp__release(wc);
+    amp__autocast_done(in, 3, mask);
+    return out;
+}
+
+static amp_status conv_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    const conv_ctx *c = n->ctx;
+    const amp_conv_geom *g = &c->g;
+    const char *fn = n->name;
+    const amp_tensor *x = n->saved[0], *w = n->saved[1];
+    amp_tensor *xc = NULL, *wc = NULL, *dx = NULL, *dw = NULL, *db = NULL;
+    void *col = NULL, *dcol = NULL;
+    float *dyp = NULL;
+    size_t col_bytes = 0, dcol_bytes = 0, dyp_bytes = 0;
+    amp_status st = AMP_OK;
+    bool owned;
+    const float *dy = amp__f32_view(gout[0], &owned);
+    if (!dy) return amp_last_status();
+    const amp_tensor *ux = x, *uw = w;
+    if (!amp_tensor_is_contiguous(x) && !(ux = xc = contig_ws(fn, x))) goto fail;
+    if (!amp_tensor_is_contiguous(w) && !(uw = wc = contig_ws(fn, w))) goto fail;
+    const int64_t S = g->OH * g->OW, Og = c->O / c->G, Kg = g->C * g->kh * g->kw, Kall = c->C * g->kh * g->kw;
+    const size_t xes = amp_dtype_size(x->dtype), wes = amp_dtype_size(w->dtype);
+    const bool pw = is_pointwise(g);
+    const bool need_x = n->inputs[0].needs_grad, need_w = n->inputs[1].needs_grad, need_b = n->inputs[2].needs_grad;
+    amp_conv_geom gall = *g;
+    gall.C = c->C;
+    if (need_x) {
+        dx = amp__tensor_new(fn, AMP_F32, x->ndim, x->shape, amp__mem_current(AMP_MEM_WORKSPACE), 0);
+        if (!dx) goto fail;
+        memset(amp__data(dx), 0, amp_tensor_nbytes(dx));
+    }
+    if (need_w) {
+        dw = amp__tensor_new(fn, AMP_F32, w->ndim, w->shape, amp__mem_current(AMP_MEM_WORKSPACE), 0);
+        if (!dw) goto fail;
+        memset(amp__data(dw), 0, amp_tensor_nbytes(dw));
+    }
+    if (need_b) {
+        db = amp__tensor_new(fn, AMP_F32, 1, &c->O, amp__mem_current(AMP_MEM_WORKSPACE), 0);
+        if (!db) goto fail;
+        amp_conv_bias_grad_f32(dy, c->N, c->O, S, amp__data(db));
+    }
+    if ((need_x || need_w) && c->N > 0 && S > 0 && Kg > 0 && Og > 0) {
+        const int64_t nb = block_images(c, 4);
+        if (need_w) {
+            col_bytes = (size_t)(nb * Kall * S) * xes;
+            dyp_bytes = (size_t)(nb * c->O * S) * sizeof(float);
+            if (!(col = amp__ws_alloc(col_bytes)) || !(dyp = amp__ws_alloc(dyp_bytes))) goto fail;
+        }
+        if (!pw && need_x) {
+            dcol_bytes = (size_t)(nb * Kall * S) * sizeof(float);
+            if (!(dcol = amp__ws_alloc(dcol_bytes))) goto fail;
+        }
+        for (int64_t n0 = 0; n0 < c->N; n0 += nb) {
+            int64_t cnt = c->N - n0 < nb ? c->N - n0 : nb;
+            const float *dyb = dy + n0 * c->O * S;
+            if (need_x) {
+                /* dcol[n, g] = W_gᵀ · dY[n, g]; pointwise: straight into dx */
+                float *dst = pw ? (float *)amp__data(dx) + n0 * c->C * S : dcol;
+                for (int64_t gi = 0; gi < c->G; gi++) {
+                    amp_gemm_args ga = {.trans_a = true, .m = Kg, .n = S, .k = Og, .alpha = 1.0f, .beta = 0.0f,
+                                        .a = (const char *)amp__data(uw) + (size_t)(gi * Og * Kg) * wes,
+                                        .a_dtype = w->dtype, .lda = Kg, .stride_a = 0,
+                                        .b = dyb + gi * Og * S, .b_dtype = AMP_F32, .ldb = S, .stride_b = c->O * S,
+                                        .c = dst + gi * Kg * S, .c_dtype = AMP_F32, .ldc = S, .stride_c = Kall * S,
+                                        .batch = cnt};
+                    if ((st = amp_gemm(&ga)) != AMP_OK) goto fail;
+                }
+                if (!pw)
+                    for (int64_t i = 0; i < cnt; i++)
+                        amp_col2im_f32((const float *)dcol + i * Kall * S,
+                                       (float *)amp__data(dx) + (n0 + i) * c->C * g->H * g->W, &gall);
+            }
+            if (need_w) {
+                /* the block's columns side by side, col [Kall, cnt*S], and dY
+                 * permuted to dyp [O, cnt*S]: dW_g += dyp_g · col_gᵀ is one
+                 * product per block with k = cnt*S */
+                const int64_t L = cnt * S;
+                for (int64_t i = 0; i < cnt; i++)
+                    amp_im2col((const char *)amp__data(ux) + (size_t)((n0 + i) * c->C * g->H * g->W) * xes,
+                               (char *)col + (size_t)(i * S) * xes, L, &gall, (int)xes);
+                if (cnt > 1)
+                    for (int64_t o = 0; o < c->O; o++)
+                        for (int64_t i = 0; i < cnt; i++)
+                            memcpy(dyp + o * L + i * S, dyb + (i * c->O + o) * S, sizeof(float) * (size_t)S);
+                amp_gemm_args ga = {.trans_b = true, .m = Og, .n = Kg, .k = L, .alpha = 1.0f,
+                                    .beta = n0 == 0 ? 0.0f : 1.0f, .a = cnt > 1 ? dyp : dyb, .a_dtype = AMP_F32, .lda = L,
+                                    .stride_a = Og * L, .b = col, .b_dtype = x->dtype, .ldb = L, .stride_b = Kg * L,
+                                    .c = amp__data(dw), .c_dtype = AMP_F32, .ldc = Kg, .stride_c = Og * Kg,
+                                    .batch = c->G};
+                if ((st = amp_gemm(&ga)) != AMP_OK) goto fail;
+            }
+        }
+    }
+    gin[0] = dx;
+    gin[1] = dw;
+    gin[2] = db;
+    dx = dw = db = NULL;
+    goto out;
+fail:
+    if (st == AMP_OK) st = amp_last_status();
+    if (st == AMP_OK) st = AMP_ERR_NOMEM;
+out:
+    if (col) amp__ws_free(col, col_bytes);
+    if (dcol) amp__ws_free(dcol, dcol_bytes);
+    if (dyp) amp__ws_free(dyp, dyp_bytes);
+    amp__f32_done(gout[0], dy, owned);
+    amp__release(xc);
+    amp__release(wc);
+    amp__release(dx);
+    amp__release(dw);
+    amp__release(db);
+    return st;
+}
+
+amp_tensor *amp_conv2d(amp_tensor *x, amp_tensor *w, amp_tensor *b, const amp_conv_params *p) {
+    return conv_impl("amp_conv2d", AMP_OP_CONV2D, x, w, b, p, false);
+}
+
+amp_tensor *amp_conv1d(amp_tensor *x, amp_tensor *w, amp_tensor *b, const amp_conv_params *p) {
+    return conv_impl("amp_conv1d", AMP_OP_CONV1D, x, w, b, p, true);
+}

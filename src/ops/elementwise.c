@@ -1,0 +1,343 @@
+/* Elementwise math: add, sub, mul, div (broadcasting, type promotion), the
+ * scalar forms, pow, exp, log, log1p, sqrt, rsqrt, reciprocal, neg, abs,
+ * clamp, addcmul, addcdiv; and the helpers activation.c shares
+ * (ops/elementwise.h). Kernels: src/kernels/cpu/elementwise.c. */
+#include "ops/elementwise.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "amp/numeric.h"
+
+/* ---- shared helpers ------------------------------------------------------------------ */
+amp_tensor *amp__ew_apply(const char *fn, amp_ew_op op, const amp_ew_params *p, amp_dtype out_dt, int nin,
+                          const amp_tensor *const *in, int ndim, const int64_t *shape) {
+    amp_tensor *out = amp__empty_out(fn, out_dt, ndim, shape);
+    if (!out) return NULL;
+    amp_ew_operand opd[AMP_EW_MAX_IN];
+    for (int k = 0; k < nin; k++) {
+        opd[k].data = amp__data(in[k]);
+        opd[k].dtype = in[k]->dtype;
+        amp__broadcast_strides(in[k], ndim, shape, opd[k].stride);
+    }
+    amp_ew_run(op, p, ndim, shape, amp__data(out), out_dt, nin, opd);
+    return out;
+}
+
+static bool same_shape_as(const amp_tensor *g, int ndim, const int64_t *shape) {
+    return g->ndim == ndim && memcmp(g->shape, shape, sizeof(int64_t) * (size_t)ndim) == 0;
+}
+
+amp_tensor *amp__ew_grad(const amp_node *n, int i, amp_ew_op op, const amp_ew_params *p, int nin,
+                         const amp_tensor *const *ops) {
+    const amp_edge *e = &n->inputs[i];
+    const amp_tensor *g = ops[0];
+    if (same_shape_as(g, e->ndim, e->shape))
+        return amp__ew_apply("amp_backward", op, p, e->dtype, nin, ops, g->ndim, g->shape);
+    bool f64 = e->dtype == AMP_F64;
+    for (int k = 0; k < nin; k++) f64 = f64 || ops[k]->dtype == AMP_F64;
+    amp_tensor *full = amp__ew_apply("amp_backward", op, p, f64 ? AMP_F64 : AMP_F32, nin, ops, g->ndim, g->shape);
+    if (!full) return NULL;
+    amp_tensor *r = amp__sum_to_shape(full, e->ndim, e->shape);
+    amp__release(full);
+    return r;
+}
+
+amp_tensor *amp__ew_pass(const amp_node *n, int i, const amp_tensor *g) {
+    const amp_edge *e = &n->inputs[i];
+    if (same_shape_as(g, e->ndim, e->shape)) return amp__alias(g);
+    return amp__sum_to_shape(g, e->ndim, e->shape);
+}
+
+static amp_status done(amp_tensor *t) { return t ? AMP_OK : amp_last_status(); }
+
+/* torch's result type: zero-dim tensors do not promote tensors with dims
+ * (f16[4] * f32 scalar tensor -> f16); among the dimensioned ones (or among
+ * zero-dim ones when all are) ordinary promotion (f16 with bf16 -> f32). */
+amp_dtype amp__ew_result_type(amp_tensor *const *in, int n) {
+    amp_dtype dims = AMP_DTYPE_COUNT, zero = AMP_DTYPE_COUNT;
+    for (int k = 0; k < n; k++) {
+        amp_dtype *acc = in[k]->ndim > 0 ? &dims : &zero;
+        *acc = *acc == AMP_DTYPE_COUNT ? in[k]->dtype : amp__promote(*acc, in[k]->dtype);
+    }
+    return dims != AMP_DTYPE_COUNT ? dims : zero;
+}
+
+/* ---- one-input ops ------------------------------------------------------------------------ */
+typedef struct {
+    amp_ew_op grad_op;
+    amp_ew_params gp;
+    amp_ew_save save;
+} unary_ctx;
+
+static amp_status unary_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    unary_ctx *c = n->ctx;
+    if (c->save == AMP_EW_SAVE_NONE && c->grad_op == AMP_EW_COPY) {
+        gin[0] = amp__ew_pass(n, 0, gout[0]);
+    } else {
+        const amp_tensor *ops[2] = {gout[0], n->saved[0]};
+        gin[0] = amp__ew_grad(n, 0, c->grad_op, &c->gp, c->save == AMP_EW_SAVE_NONE ? 1 : 2, ops);
+    }
+    return done(gin[0]);
+}
+
+static bool check_x(const char *fn, const amp_tensor *x, const char *name, bool allow_f64) {
+    return allow_f64 ? amp__check_float64ok(fn, x, name) : amp__check_float(fn, x, name);
+}
+
+amp_tensor *amp__ew_unary(const char *fn, amp_op_id id, amp_tensor *x, bool allow_f64, amp_ew_op op,
+                          const amp_ew_params *p, amp_ew_op grad_op, const amp_ew_params *gp, amp_ew_save save) {
+    if (!amp__arg(fn, x, "x") || !check_x(fn, x, "x", allow_f64)) return NULL;
+    amp_tensor *in[1] = {x};
+    int mask = amp__autocast(id, in, 1);
+    if (mask < 0) return NULL;
+    amp_tensor *out = amp__ew_apply(fn, op, p, in[0]->dtype, 1, (const amp_tensor *const *)in, in[0]->ndim, in[0]->shape);
+    if (out && amp__needs_grad(1, in)) {
+        amp_node *n = amp__node_new(fn, unary_backward, 1, in, sizeof(unary_ctx));
+        if (!n) {
+            amp_tensor_free(out);
+            out = NULL;
+        } else {
+            unary_ctx *c = n->ctx;
+            c->grad_op = grad_op;
+            if (gp) c->gp = *gp;
+            c->save = save;
+            if (save == AMP_EW_SAVE_INPUT) amp__node_save(n, in[0]);
+            if (save == AMP_EW_SAVE_OUTPUT) amp__node_save(n, out);
+            amp__node_attach(n, out);
+        }
+    }
+    amp__autocast_done(in, 1, mask);
+    return out;
+}
+
+static amp_status identity_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    gin[0] = amp__ew_pass(n, 0, gout[0]);
+    return done(gin[0]);
+}
+
+amp_tensor *amp__ew_identity(const char *fn, amp_tensor *x) {
+    amp_tensor *out = amp__view(x, x->ndim, x->shape, x->stride, x->offset);
+    if (out && amp__needs_grad(1, &x)) {
+        amp_node *n = amp__node_new(fn, identity_backward, 1, &x, 0);
+        if (!n) {
+            amp_tensor_free(out);
+            return NULL;
+        }
+        amp__node_attach(n, out);
+    }
+    return out;
+}
+
+#define P1(a) (&(amp_ew_params){.s0 = (a)})
+
+amp_tensor *amp_exp(amp_tensor *x) {
+    return amp__ew_unary("amp_exp", AMP_OP_EXP, x, true, AMP_EW_EXP, NULL, AMP_EW_G_MUL_OUT, NULL, AMP_EW_SAVE_OUTPUT);
+}
+amp_tensor *amp_log(amp_tensor *x) {
+    return amp__ew_unary("amp_log", AMP_OP_LOG, x, true, AMP_EW_LOG, NULL, AMP_EW_G_DIV, NULL, AMP_EW_SAVE_INPUT);
+}
+amp_tensor *amp_log1p(amp_tensor *x) {
+    return amp__ew_unary("amp_log1p", AMP_OP_LOG1P, x, true, AMP_EW_LOG1P, NULL, AMP_EW_G_LOG1P, NULL, AMP_EW_SAVE_INPUT);
+}
+amp_tensor *amp_sqrt(amp_tensor *x) {
+    return amp__ew_unary("amp_sqrt", AMP_OP_SQRT, x, true, AMP_EW_SQRT, NULL, AMP_EW_G_SQRT, NULL, AMP_EW_SAVE_OUTPUT);
+}
+amp_tensor *amp_rsqrt(amp_tensor *x) {
+    return amp__ew_unary("amp_rsqrt", AMP_OP_RSQRT, x, true, AMP_EW_RSQRT, NULL, AMP_EW_G_RSQRT, NULL, AMP_EW_SAVE_OUTPUT);
+}
+amp_tensor *amp_reciprocal(amp_tensor *x) {
+    return amp__ew_unary("amp_reciprocal", AMP_OP_RECIPROCAL, x, true, AMP_EW_RECIP, NULL, AMP_EW_G_RECIP, NULL,
+                         AMP_EW_SAVE_OUTPUT);
+}
+amp_tensor *amp_neg(amp_tensor *x) {
+    return amp__ew_unary("amp_neg", AMP_OP_NEG, x, true, AMP_EW_NEG, NULL, AMP_EW_MUL_S, P1(-1.0), AMP_EW_SAVE_NONE);
+}
+amp_tensor *amp_abs(amp_tensor *x) {
+    return amp__ew_unary("amp_abs", AMP_OP_ABS, x, true, AMP_EW_ABS, NULL, AMP_EW_G_ABS, NULL, AMP_EW_SAVE_INPUT);
+}
+
+/* Scalars never promote: the result keeps a's dtype; the scalar enters the
+ * f32 (f64) computation rounded to it, as torch's opmath. */
+amp_tensor *amp_add_scalar(amp_tensor *a, double s) {
+    return amp__ew_unary("amp_add_scalar", AMP_OP_ADD, a, true, AMP_EW_ADD_S, P1(s), AMP_EW_COPY, NULL, AMP_EW_SAVE_NONE);
+}
+amp_tensor *amp_sub_scalar(amp_tensor *a, double s) {
+    /* x + (-s) == x - s exactly in IEEE arithmetic */
+    return amp__ew_unary("amp_sub_scalar", AMP_OP_SUB, a, true, AMP_EW_ADD_S, P1(-s), AMP_EW_COPY, NULL, AMP_EW_SAVE_NONE);
+}
+amp_tensor *amp_rsub_scalar(amp_tensor *a, double s) {
+    return amp__ew_unary("amp_rsub_scalar", AMP_OP_SUB, a, true, AMP_EW_RSUB_S, P1(s), AMP_EW_MUL_S, P1(-1.0),
+                         AMP_EW_SAVE_NONE);
+}
+amp_tensor *amp_mul_scalar(amp_tensor *a, double s) {
+    return amp__ew_unary("amp_mul_scalar", AMP_OP_MUL, a, true, AMP_EW_MUL_S, P1(s), AMP_EW_MUL_S, P1(s), AMP_EW_SAVE_NONE);
+}
+amp_tensor *amp_div_scalar(amp_tensor *a, double s) {
+    return amp__ew_unary("amp_div_scalar", AMP_OP_DIV, a, true, AMP_EW_DIV_S, P1(s), AMP_EW_DIV_S, P1(s), AMP_EW_SAVE_NONE);
+}
+amp_tensor *amp_pow(amp_tensor *a, double exponent) {
+    return amp__ew_unary("amp_pow", AMP_OP_POW, a, true, AMP_EW_POW_S, P1(exponent), AMP_EW_G_POW_S, P1(exponent),
+                         AMP_EW_SAVE_INPUT);
+}
+
+/* A bound as torch sees it: converted to x's dtype (half bounds round). */
+static double bound_in(double v, amp_dtype dt) {
+    if (isnan(v) || isinf(v)) return v;
+    switch (dt) {
+    case AMP_F32: return (double)(float)v;
+    case AMP_F16: return amp_f16_to_f32(amp_f64_to_f16(v));
+    case AMP_BF16: return amp_bf16_to_f32(amp_f64_to_bf16(v));
+    default: return v;
+    }
+}
+
+amp_tensor *amp_clamp(amp_tensor *x, double lo, double hi) {
+    static const char *fn = "amp_clamp";
+    if (!amp__arg(fn, x, "x") || !amp__check_float64ok(fn, x, "x")) return NULL;
+    /* torch: min(max(x, lo), hi); lo > hi gives hi everywhere; a NaN bound
+     * gives NaN everywhere; the gradient is 1 where lo <= x <= hi. */
+    amp_ew_params p = {.s0 = bound_in(lo, x->dtype), .s1 = bound_in(hi, x->dtype)};
+    amp_ew_op op = (isnan(lo) || isnan(hi)) ? AMP_EW_NAN_FILL : AMP_EW_CLAMP;
+    return amp__ew_unary(fn, AMP_OP_CLAMP, x, true, op, &p, AMP_EW_G_CLAMP, &p, AMP_EW_SAVE_INPUT);
+}
+
+/* ---- two-input ops ------------------------------------------------------------------------------ */
+typedef enum { BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV, BIN_POW } bin_kind;
+
+typedef struct {
+    bin_kind kind;
+} bin_ctx;
+
+static amp_status binary_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    bin_kind k = ((bin_ctx *)n->ctx)->kind;
+    const amp_tensor *g = gout[0], *a = n->saved[0], *b = n->saved[1];
+    for (int i = 0; i < 2; i++) {
+        if (!n->inputs[i].needs_grad) continue;
+        switch (k) {
+        case BIN_ADD: gin[i] = amp__ew_pass(n, i, g); break;
+        case BIN_SUB:
+            gin[i] = i == 0 ? amp__ew_pass(n, i, g)
+                            : amp__ew_grad(n, i, AMP_EW_MUL_S, P1(-1.0), 1, (const amp_tensor *[]){g});
+            break;
+        case BIN_MUL: gin[i] = amp__ew_grad(n, i, AMP_EW_G_MUL_OUT, NULL, 2, (const amp_tensor *[]){g, i == 0 ? b : a}); break;
+        case BIN_DIV:
+            gin[i] = i == 0 ? amp__ew_grad(n, i, AMP_EW_G_DIV, NULL, 2, (const amp_tensor *[]){g, b})
+                            : amp__ew_grad(n, i, AMP_EW_G_DIV_B, NULL, 3, (const amp_tensor *[]){g, a, b});
+            break;
+        case BIN_POW:
+            gin[i] = amp__ew_grad(n, i, i == 0 ? AMP_EW_G_POW_A : AMP_EW_G_POW_B, NULL, 3, (const amp_tensor *[]){g, a, b});
+            break;
+        }
+        if (!gin[i]) return amp_last_status();
+    }
+    return AMP_OK;
+}
+
+static amp_tensor *binary(const char *fn, amp_op_id id, bin_kind kind, amp_ew_op op, amp_tensor *a, amp_tensor *b) {
+    if (!amp__arg(fn, a, "a") || !amp__arg(fn, b, "b")) return NULL;
+    if (!amp__check_float64ok(fn, a, "a") || !amp__check_float64ok(fn, b, "b")) return NULL;
+    amp_tensor *in[2] = {a, b};
+    int mask = amp__autocast(id, in, 2);
+    if (mask < 0) return NULL;
+    amp_tensor *out = NULL;
+    int ndim;
+    int64_t shape[AMP_MAX_DIMS];
+    if (amp__broadcast_shapes(fn, in[0], in[1], &ndim, shape) == AMP_OK) {
+        amp_dtype dt = amp__ew_result_type(in, 2);
+        out = amp__ew_apply(fn, op, NULL, dt, 2, (const amp_tensor *const *)in, ndim, shape);
+    }
+    if (out && amp__needs_grad(2, in)) {
+        amp_node *n = amp__node_new(fn, binary_backward, 2, in, sizeof(bin_ctx));
+        if (!n) {
+            amp_tensor_free(out);
+            out = NULL;
+        } else {
+            ((bin_ctx *)n->ctx)->kind = kind;
+            /* add/sub need only shapes (kept by the node's edges) */
+            bool save = kind != BIN_ADD && kind != BIN_SUB;
+            amp__node_save(n, save ? in[0] : NULL);
+            amp__node_save(n, save ? in[1] : NULL);
+            amp__node_attach(n, out);
+        }
+    }
+    amp__autocast_done(in, 2, mask);
+    return out;
+}
+
+amp_tensor *amp_add(amp_tensor *a, amp_tensor *b) { return binary("amp_add", AMP_OP_ADD, BIN_ADD, AMP_EW_ADD, a, b); }
+amp_tensor *amp_sub(amp_tensor *a, amp_tensor *b) { return binary("amp_sub", AMP_OP_SUB, BIN_SUB, AMP_EW_SUB, a, b); }
+amp_tensor *amp_mul(amp_tensor *a, amp_tensor *b) { return binary("amp_mul", AMP_OP_MUL, BIN_MUL, AMP_EW_MUL, a, b); }
+amp_tensor *amp_div(amp_tensor *a, amp_tensor *b) { return binary("amp_div", AMP_OP_DIV, BIN_DIV, AMP_EW_DIV, a, b); }
+amp_tensor *amp_pow_tensor(amp_tensor *a, amp_tensor *b) {
+    return binary("amp_pow_tensor", AMP_OP_POW, BIN_POW, AMP_EW_POW, a, b);
+}
+
+/* ---- addcmul / addcdiv ------------------------------------------------------------------------------ */
+typedef struct {
+    bool div;
+    double value;
+} addc_ctx;
+
+static amp_status addc_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    addc_ctx *c = n->ctx;
+    const amp_tensor *g = gout[0], *t1 = n->saved[0], *t2 = n->saved[1];
+    amp_ew_params p = {.s0 = c->value};
+    for (int i = 0; i < 3; i++) {
+        if (!n->inputs[i].needs_grad) continue;
+        if (i == 0)
+            gin[i] = amp__ew_pass(n, i, g);
+        else if (!c->div)
+            gin[i] = amp__ew_grad(n, i, AMP_EW_G_SCALED_MUL, &p, 2, (const amp_tensor *[]){g, i == 1 ? t2 : t1});
+        else if (i == 1)
+            gin[i] = amp__ew_grad(n, i, AMP_EW_G_SCALED_DIV, &p, 2, (const amp_tensor *[]){g, t2});
+        else
+            gin[i] = amp__ew_grad(n, i, AMP_EW_G_ADDCDIV_T2, &p, 3, (const amp_tensor *[]){g, t1, t2});
+        if (!gin[i]) return amp_last_status();
+    }
+    return AMP_OK;
+}
+
+static amp_tensor *addc(const char *fn, amp_op_id id, bool div, amp_tensor *input, amp_tensor *t1, amp_tensor *t2,
+                        double value) {
+    if (!amp__arg(fn, input, "input") || !amp__arg(fn, t1, "tensor1") || !amp__arg(fn, t2, "tensor2")) return NULL;
+    if (!amp__check_float64ok(fn, input, "input") || !amp__check_float64ok(fn, t1, "tensor1") ||
+        !amp__check_float64ok(fn, t2, "tensor2"))
+        return NULL;
+    amp_tensor *in[3] = {input, t1, t2};
+    int mask = amp__autocast(id, in, 3);
+    if (mask < 0) return NULL;
+    amp_tensor *out = NULL;
+    /* broadcast all three: (input, t1) first, then that shape with t2 */
+    amp_tensor s01;
+    memset(&s01, 0, sizeof s01);
+    int ndim;
+    int64_t shape[AMP_MAX_DIMS];
+    if (amp__broadcast_shapes(fn, in[0], in[1], &s01.ndim, s01.shape) == AMP_OK &&
+        amp__broadcast_shapes(fn, &s01, in[2], &ndim, shape) == AMP_OK) {
+        amp_dtype dt = amp__ew_result_type(in, 3);
+        amp_ew_params p = {.s0 = value};
+        out = amp__ew_apply(fn, div ? AMP_EW_ADDCDIV : AMP_EW_ADDCMUL, &p, dt, 3, (const amp_tensor *const *)in, ndim, shape);
+    }
+    if (out && amp__needs_grad(3, in)) {
+        amp_node *n = amp__node_new(fn, addc_backward, 3, in, sizeof(addc_ctx));
+        if (!n) {
+            amp_tensor_free(out);
+            out = NULL;
+        } else {
+            *(addc_ctx *)n->ctx = (addc_ctx){div, value};
+            amp__node_save(n, in[1]);
+            amp__node_save(n, in[2]);
+            amp__node_attach(n, out);
+        }
+    }
+    amp__autocast_done(in, 3, mask);
+    return out;
+}
+
+amp_tensor *amp_addcmul(amp_tensor *input, amp_tensor *t1, amp_tensor *t2, double value) {
+    return addc("amp_addcmul", AMP_OP_ADDCMUL, false, input, t1, t2, value);
+}
+amp_tensor *amp_addcdiv(amp_tensor *input, amp_tensor *t1, amp_tensor *t2, double value) {
+    return addc("amp_addcdiv", AMP_OP_ADDCDIV, true, input, t1, t2, value);
+}

@@ -1,0 +1,476 @@
+/* Losses: cross_entropy, nll_loss (class indices), and the pointwise losses
+ * mse, l1, smooth_l1, binary_cross_entropy_with_logits, kl_div.
+ *
+ * PyTorch's formulas and defaults (amp_loss_opts NULL = AMP_LOSS_DEFAULTS):
+ *  - class losses take input [C] with a 0-d target, [N, C] with target [N],
+ *    or [N, C, d1...] with target [N, d1...]. Targets equal to ignore_index
+ *    contribute nothing; 'mean' divides by the summed weight of the
+ *    non-ignored targets (NaN when there are none, as torch).
+ *  - cross_entropy with label smoothing e over C classes is
+ *      (1 - e) * nll + (e / C) * smooth,  smooth_i = -sum_c w_c * logp_ic,
+ *    both reduced the same way (ignored targets give 0; 'mean' divides both
+ *    by the summed target weights), exactly as torch.
+ *  - pointwise losses broadcast input and target; 'mean' is the mean over all
+ *    elements (kl_div too: torch's default 'mean', not 'batchmean').
+ * Per-element terms are computed in f32, sums in double; the result has the
+ * input's dtype (promoted with the target's for pointwise losses). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/cpu/reduce.h"
+#include "kernels/cpu/softmax.h"
+#include "ops/f32_util.h"
+
+static const amp_loss_opts *get_opts(const char *fn, const amp_loss_opts *o, amp_loss_opts *tmp) {
+    if (!o) {
+        *tmp = AMP_LOSS_DEFAULTS;
+        return tmp;
+    }
+    if ((int)o->reduction < AMP_REDUCTION_MEAN || (int)o->reduction > AMP_REDUCTION_NONE)
+        return amp_error_null(AMP_ERR_ARG, "%s: reduction %d is not one of AMP_REDUCTION_MEAN, _SUM, _NONE", fn,
+                              (int)o->reduction);
+    return o;
+}
+
+/* An f32 tensor wrapper over a buffer (no ownership; for amp__copy_convert
+ * and amp__sum_to_shape). */
+static void wrap_f32(amp_tensor *t, amp_storage *st, float *buf, int ndim, const int64_t *shape) {
+    memset(t, 0, sizeof *t);
+    memset(st, 0, sizeof *st);
+    st->data = buf;
+    t->dtype = AMP_F32;
+    t->storage = st;
+    t->ndim = ndim;
+    memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
+    amp__contig_strides(ndim, t->shape, t->stride);
+}
+
+/* ============================ class-index losses ============================ */
+typedef struct {
+    int64_t N, C, L; /* input seen as (N, C, L) */
+    int64_t ignore_index;
+    double smoothing; /* cross_entropy only */
+    double W;         /* summed weight of the non-ignored targets */
+    amp_reduction reduction;
+    bool ce; /* cross_entropy (input = logits) vs nll_loss (input = log-probs) */
+} cls_ctx;
+
+static int64_t target_at(const amp_tensor *t, int64_t flat) {
+    const void *p = amp__elem_ptr(t, flat);
+    return t->dtype == AMP_I64 ? *(const int64_t *)p : (int64_t) * (const int32_t *)p;
+}
+
+/* Contiguous i64 copy of the targets (workspace). */
+static int64_t *targets_i64(const amp_tensor *t, int64_t n) {
+    int64_t *v = amp__ws_alloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    if (!v) return NULL;
+    for (int64_t i = 0; i < n; i++) v[i] = target_at(t, i);
+    return v;
+}
+
+/* Upstream gradient per sample: g[i] (none), g (sum) or g / W (mean). */
+static double sample_grad(const cls_ctx *c, const float *g, int64_t i) {
+    switch (c->reduction) {
+    case AMP_REDUCTION_NONE: return g[i];
+    case AMP_REDUCTION_SUM: return g[0];
+    default: return g[0] / c->W;
+    }
+}
+
+static amp_status cls_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    cls_ctx *c = n->ctx;
+    const amp_tensor *x = n->saved[0], *tg = n->saved[1], *w = n->saved[2];
+    int64_t N = c->N, C = c->C, L = c->L, ns = N * L;
+    amp_tensor *gx = amp__f32_grad(x->ndim, x->shape, true);
+    if (!gx) return amp_last_status();
+    int64_t *t = targets_i64(tg, ns);
+    bool og = false, ow = false;
+    const float *pg = t ? amp__f32_view(gout[0], &og) : NULL;
+    const float *pw = (pg && w) ? amp__f32_view(w, &ow) : NULL;
+    float *p = NULL; /* softmax of the logits */
+    size_t pb = (size_t)(N * C * L) * sizeof(float);
+    if (pg && (!w || pw) && c->ce) {
+        bool ox;
+        const float *px = amp__f32_view(x, &ox);
+        p = px ? amp__ws_alloc(pb) : NULL;
+        if (p) amp_k_softmax(px, N, C, L, p, false);
+        if (px) amp__f32_done(x, px, ox);
+    }
+    if (!pg || (w && !pw) || (c->ce && !p)) {
+        if (pg) amp__f32_done(gout[0], pg, og);
+        if (pw) amp__f32_done(w, pw, ow);
+        amp__ws_free(t, (size_t)(ns ? ns : 1) * sizeof(int64_t));
+        amp__release(gx);
+        return amp_last_status();
+    }
+    float *q = amp__data(gx);
+    double a = 1.0 - c->smoothing, b = c->smoothing / (double)C, wsum = 0;
+    if (c->ce && b != 0)
+        for (int64_t k = 0; k < C; k++) wsum += pw ? pw[k] : 1.0;
+    for (int64_t nn = 0; nn < N; nn++) {
+        for (int64_t l = 0; l < L; l++) {
+            int64_t i = nn * L + l, ti = t[i];
+            if (ti == c->ignore_index) continue;
+            double gi = sample_grad(c, pg, i);
+            double wt = pw ? pw[ti] : 1.0;
+            float *qc = q + nn * C * L + l;
+            if (!c->ce) {
+                qc[ti * L] = (float)(-wt * gi);
+                continue;
+            }
+            const float *pc = p + nn * C * L + l;
+            for (int64_t k = 0; k < C; k++) {
+                double pk = pc[k * L];
+                double d = a * wt * (pk - (k == ti ? 1.0 : 0.0));
+                if (b != 0) d += b * (pk * wsum - (pw ? pw[k] : 1.0));
+                qc[k * L] = (float)(gi * d);
+            }
+        }
+    }
+    amp__f32_done(gout[0], pg, og);
+    if (pw) amp__f32_done(w, pw, ow);
+    amp__ws_free(p, pb);
+    amp__ws_free(t, (size_t)(ns ? ns : 1) * sizeof(int64_t));
+    gin[0] = gx;
+    return AMP_OK;
+}
+
+static amp_tensor *class_loss(const char *fn, amp_op_id op, bool ce, amp_tensor *x, amp_tensor *target,
+                              const amp_loss_opts *opts) {
+    const char *xname = ce ? "logits" : "input";
+    if (!amp__check_float(fn, x, xname) || !amp__arg(fn, target, "target")) return NULL;
+    amp_loss_opts defaults;
+    const amp_loss_opts *o = get_opts(fn, opts, &defaults);
+    if (!o) return NULL;
+    if (!amp__check_index(fn, target, "target")) return NULL;
+    if (!amp__check_ndim(fn, x, xname, 1, AMP_MAX_DIMS)) return NULL;
+    /* expected target shape: x's shape without the class dim */
+    int cdim = x->ndim == 1 ? 0 : 1;
+    int64_t tshape[AMP_MAX_DIMS];
+    int tnd = 0;
+    for (int i = 0; i < x->ndim; i++)
+        if (i != cdim) tshape[tnd++] = x->shape[i];
+    char xb[AMP_SHAPE_BUF], tb[AMP_SHAPE_BUF], eb[AMP_SHAPE_BUF];
+    amp__shape_fmt(x->ndim, x->shape, xb, sizeof xb);
+    if (target->ndim != tnd || memcmp(target->shape, tshape, sizeof(int64_t) * (size_t)tnd) != 0)
+        return amp_error_null(AMP_ERR_SHAPE, "%s: target has shape %s; expected %s for %s of shape %s", fn,
+                              amp__shape_fmt(target->ndim, target->shape, tb, sizeof tb),
+                              amp__shape_fmt(tnd, tshape, eb, sizeof eb), xname, xb);
+    int64_t C = x->shape[cdim], N = x->ndim == 1 ? 1 : x->shape[0], L = amp__numel(x->ndim > 2 ? x->ndim - 2 : 0, x->shape + 2);
+    if (o->weight) {
+        int64_t cs[1] = {C};
+        if (!amp__check_float(fn, o->weight, "weight")) return NULL;
+        if (o->weight->ndim != 1 || o->weight->shape[0] != C)
+            return amp_error_null(AMP_ERR_SHAPE, "%s: weight has shape %s; expected %s (one per class of %s %s)", fn,
+                                  amp__shape_fmt(o->weight->ndim, o->weight->shape, tb, sizeof tb),
+                                  amp__shape_fmt(1, cs, eb, sizeof eb), xname, xb);
+    }
+    double eps = ce ? o->label_smoothing : 0.0;
+    if (!(eps >= 0.0 && eps <= 1.0))
+        return amp_error_null(AMP_ERR_ARG, "%s: label_smoothing %g must be between 0.0 and 1.0", fn, eps);
+    int64_t ns = N * L;
+    int64_t *t = targets_i64(target, ns);
+    if (!t) return NULL;
+    size_t tbytes = (size_t)(ns ? ns : 1) * sizeof(int64_t);
+    for (int64_t i = 0; i < ns; i++) {
+        if (t[i] != o->ignore_index && (t[i] < 0 || t[i] >= C)) {
+            amp_error(AMP_ERR_RANGE, "%s: target %lld (element %lld) is out of range for %lld classes (ignore_index %lld)",
+                      fn, (long long)t[i], (long long)i, (long long)C, (long long)o->ignore_index);
+            amp__ws_free(t, tbytes);
+            return NULL;
+        }
+    }
+    amp_tensor *in[3] = {x, target, o->weight};
+    int mask = amp__autocast(op, in, 3);
+    if (mask < 0) {
+        amp__ws_free(t, tbytes);
+        return NULL;
+    }
+    x = in[0];
+    amp_tensor *w = in[2], *out = NULL;
+    bool ox = false, ow = false;
+    const float *px = amp__f32_view(x, &ox);
+    const float *pw = (px && w) ? amp__f32_view(w, &ow) : NULL;
+    float *lp = NULL;
+    size_t lpb = (size_t)(N * C * L) * sizeof(float);
+    if (px && (!w || pw)) {
+        if (ce) {
+            lp = amp__ws_alloc(lpb);
+            if (lp) amp_k_softmax(px, N, C, L, lp, true);
+        }
+    }
+    const float *logp = ce ? lp : px;
+    double *li = logp ? amp__ws_alloc((size_t)(ns ? ns : 1) * sizeof(double)) : NULL;
+    if (!li) goto done;
+    double a = 1.0 - eps, b = eps / (double)C, W = 0, total = 0;
+    for (int64_t nn = 0; nn < N; nn++) {
+        for (int64_t l = 0; l < L; l++) {
+            int64_t i = nn * L + l, ti = t[i];
+            if (ti == o->ignore_index) {
+                li[i] = 0;
+                continue;
+            }
+            const float *row = logp + nn * C * L + l;
+            double wt = pw ? pw[ti] : 1.0;
+            double v = -wt * row[ti * L];
+            if (b != 0) {
+                double s = 0;
+                for (int64_t k = 0; k < C; k++) s += (pw ? pw[k] : 1.0) * row[k * L];
+                v = a * v - b * s;
+            }
+            li[i] = v;
+            W += wt;
+            total += v;
+        }
+    }
+    if (o->reduction == AMP_REDUCTION_NONE) {
+        out = amp__empty_out(fn, x->dtype, tnd, tshape);
+        if (out) {
+            float *po = amp__f32_out_begin(out);
+            if (po) {
+                for (int64_t i = 0; i < ns; i++) po[i] = (float)li[i];
+                amp__f32_out_end(out, po);
+            } else {
+                amp_tensor_free(out);
+                out = NULL;
+            }
+        }
+    } else {
+        out = amp__empty_out(fn, x->dtype, 0, NULL);
+        if (out) amp__store(amp__data(out), out->dtype, o->reduction == AMP_REDUCTION_SUM ? total : total / W);
+    }
+    amp__ws_free(li, (size_t)(ns ? ns : 1) * sizeof(double));
+    if (out && amp__needs_grad(1, in)) {
+        amp_node *node = amp__node_new(fn, cls_backward, 1, in, sizeof(cls_ctx));
+        if (!node) {
+            amp_tensor_free(out);
+            out = NULL;
+            goto done;
+        }
+        amp__node_save(node, x);
+        amp__node_save(node, in[1]);
+        amp__node_save(node, w);
+        *(cls_ctx *)node->ctx = (cls_ctx){N, C, L, o->ignore_index, eps, W, o->reduction, ce};
+        amp__node_attach(node, out);
+    }
+done:
+    if (px) amp__f32_done(x, px, ox);
+    if (pw) amp__f32_done(w, pw, ow);
+    amp__ws_free(lp, lpb);
+    amp__ws_free(t, tbytes);
+    amp__autocast_done(in, 3, mask);
+    return out;
+}
+
+amp_tensor *amp_cross_entropy(amp_tensor *logits, amp_tensor *target, const amp_loss_opts *o) {
+    return class_loss("amp_cross_entropy", AMP_OP_CROSS_ENTROPY, true, logits, target, o);
+}
+
+amp_tensor *amp_nll_loss(amp_tensor *logp, amp_tensor *target, const amp_loss_opts *o) {
+    return class_loss("amp_nll_loss", AMP_OP_NLL_LOSS, false, logp, target, o);
+}
+
+/* ============================ pointwise losses ============================ */
+typedef enum { PW_MSE, PW_L1, PW_SMOOTH_L1, PW_BCE, PW_KL } pw_kind;
+
+typedef struct {
+    pw_kind kind;
+    amp_reduction reduction;
+    double beta;
+    bool log_target;
+    int ndim;
+    int64_t shape[AMP_MAX_DIMS]; /* broadcast shape */
+} pw_ctx;
+
+/* t's values broadcast to shape, as a contiguous f32 workspace buffer. */
+static float *bcast_f32(const amp_tensor *t, int ndim, const int64_t *shape) {
+    int64_t n = amp__numel(ndim, shape);
+    float *buf = amp__ws_alloc((size_t)(n ? n : 1) * sizeof(float));
+    if (!buf) return NULL;
+    amp_tensor src = *t;
+    src.ndim = ndim;
+    memcpy(src.shape, shape, sizeof(int64_t) * (size_t)ndim);
+    amp__broadcast_strides(t, ndim, shape, src.stride);
+    amp_tensor dst;
+    amp_storage st;
+    wrap_f32(&dst, &st, buf, ndim, shape);
+    if (amp__copy_convert(&dst, &src) != AMP_OK) {
+        amp__ws_free(buf, (size_t)(n ? n : 1) * sizeof(float));
+        return NULL;
+    }
+    return buf;
+}
+
+static inline float sgnf(float d) { return d > 0 ? 1.0f : d < 0 ? -1.0f : 0.0f; }
+/* log(1 + exp(-x)), stable */
+static inline float softplus_neg(float x) { return log1pf(expf(-fabsf(x))) + fmaxf(-x, 0.0f); }
+
+static float pw_value(const pw_ctx *c, float x, float y, float pw) {
+    float d = x - y;
+    switch (c->kind) {
+    case PW_MSE: return d * d;
+    case PW_L1: return fabsf(d);
+    case PW_SMOOTH_L1: {
+        float ad = fabsf(d), beta = (float)c->beta;
+        return ad < beta ? 0.5f * d * d / beta : ad - 0.5f * beta;
+    }
+    case PW_BCE: {
+        float lw = 1.0f + (pw - 1.0f) * y;
+        return (1.0f - y) * x + lw * softplus_neg(x);
+    }
+    case PW_KL:
+        if (c->log_target) return expf(y) * (y - x);
+        return (y == 0 ? 0.0f : y * logf(y)) - y * x;
+    }
+    return 0;
+}
+
+/* d loss / d input (which = 0), d target (1), d pos_weight (2). */
+static float pw_grad(const pw_ctx *c, int which, float x, float y, float pw) {
+    float d = x - y;
+    switch (c->kind) {
+    case PW_MSE: return which == 0 ? 2 * d : -2 * d;
+    case PW_L1: return which == 0 ? sgnf(d) : -sgnf(d);
+    case PW_SMOOTH_L1: {
+        float beta = (float)c->beta;
+        float gx = fabsf(d) < beta ? d / beta : sgnf(d);
+        return which == 0 ? gx : -gx;
+    }
+    case PW_BCE: {
+        float sp = softplus_neg(x);
+        if (which == 0) {
+            float lw = 1.0f + (pw - 1.0f) * y;
+            /* sigmoid(-x), stable */
+            float s = x >= 0 ? expf(-x) / (1.0f + expf(-x)) : 1.0f / (1.0f + expf(x));
+            return (1.0f - y) - lw * s;
+        }
+        if (which == 1) return -x + (pw - 1.0f) * sp;
+        return y * sp;
+    }
+    case PW_KL:
+        if (c->log_target) return which == 0 ? -expf(y) : expf(y) * (y - x + 1.0f);
+        if (which == 0) return -y;
+        return y == 0 ? 0.0f : logf(y) + 1.0f - x;
+    }
+    return 0;
+}
+
+static amp_status pw_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    pw_ctx *c = n->ctx;
+    const amp_tensor *x = n->saved[0], *y = n->saved[1], *pwt = n->saved[2];
+    int64_t cnt = amp__numel(c->ndim, c->shape);
+    size_t nb = (size_t)(cnt ? cnt : 1) * sizeof(float);
+    float *bx = bcast_f32(x, c->ndim, c->shape);
+    float *by = bx ? bcast_f32(y, c->ndim, c->shape) : NULL;
+    float *bp = (by && pwt) ? bcast_f32(pwt, c->ndim, c->shape) : NULL;
+    bool og = false;
+    const float *pg = (by && (!pwt || bp)) ? amp__f32_view(gout[0], &og) : NULL;
+    float *buf = pg ? amp__ws_alloc(nb) : NULL;
+    amp_status st = buf ? AMP_OK : amp_last_status();
+    double scale = c->reduction == AMP_REDUCTION_MEAN ? 1.0 / (double)cnt : 1.0;
+    for (int k = 0; k < 3 && st == AMP_OK; k++) {
+        if (!n->inputs[k].needs_grad) continue;
+        for (int64_t i = 0; i < cnt; i++) {
+            float g = c->reduction == AMP_REDUCTION_NONE ? pg[i] : (float)(pg[0] * scale);
+            buf[i] = g * pw_grad(c, k, bx[i], by[i], bp ? bp[i] : 1.0f);
+        }
+        amp_tensor bt;
+        amp_storage bs;
+        wrap_f32(&bt, &bs, buf, c->ndim, c->shape);
+        gin[k] = amp__sum_to_shape(&bt, n->inputs[k].ndim, n->inputs[k].shape);
+        if (!gin[k]) st = amp_last_status();
+    }
+    if (pg) amp__f32_done(gout[0], pg, og);
+    amp__ws_free(buf, nb);
+    amp__ws_free(bx, nb);
+    amp__ws_free(by, nb);
+    amp__ws_free(bp, nb);
+    return st;
+}
+
+static amp_tensor *pointwise_loss(const char *fn, amp_op_id op, pw_kind kind, amp_tensor *x, amp_tensor *y,
+                                  const amp_loss_opts *opts) {
+    if (!amp__check_float(fn, x, "input") || !amp__check_float(fn, y, "target")) return NULL;
+    amp_loss_opts defaults;
+    const amp_loss_opts *o = get_opts(fn, opts, &defaults);
+    if (!o) return NULL;
+    if (kind == PW_SMOOTH_L1 && !(o->beta >= 0))
+        return amp_error_null(AMP_ERR_ARG, "%s: beta %g must be >= 0 (0 gives the l1 loss)", fn, o->beta);
+    pw_ctx c = {kind, o->reduction, o->beta, o->log_target, 0, {0}};
+    if (amp__broadcast_shapes(fn, x, y, &c.ndim, c.shape) != AMP_OK) return NULL;
+    amp_tensor *pwt = kind == PW_BCE ? o->pos_weight : NULL;
+    if (pwt) {
+        if (!amp__check_float(fn, pwt, "pos_weight")) return NULL;
+        int nd;
+        int64_t s[AMP_MAX_DIMS];
+        amp_tensor shaped = {0};
+        shaped.ndim = c.ndim;
+        memcpy(shaped.shape, c.shape, sizeof c.shape);
+        if (amp__broadcast_shapes(fn, &shaped, pwt, &nd, s) != AMP_OK) return NULL;
+        if (nd != c.ndim || memcmp(s, c.shape, sizeof(int64_t) * (size_t)nd) != 0) {
+            char a[AMP_SHAPE_BUF], b[AMP_SHAPE_BUF];
+            return amp_error_null(AMP_ERR_SHAPE, "%s: pos_weight of shape %s does not broadcast to the loss shape %s", fn,
+                                  amp__shape_fmt(pwt->ndim, pwt->shape, a, sizeof a), amp__shape_fmt(c.ndim, c.shape, b, sizeof b));
+        }
+    }
+    amp_tensor *in[3] = {x, y, pwt};
+    int mask = amp__autocast(op, in, 3);
+    if (mask < 0) return NULL;
+    x = in[0];
+    y = in[1];
+    pwt = in[2];
+    amp_dtype odt = amp__promote(x->dtype, y->dtype);
+    int64_t cnt = amp__numel(c.ndim, c.shape);
+    size_t nb = (size_t)(cnt ? cnt : 1) * sizeof(float);
+    amp_tensor *out = NULL;
+    float *bx = bcast_f32(x, c.ndim, c.shape);
+    float *by = bx ? bcast_f32(y, c.ndim, c.shape) : NULL;
+    float *bp = (by && pwt) ? bcast_f32(pwt, c.ndim, c.shape) : NULL;
+    if (!by || (pwt && !bp)) goto done;
+    for (int64_t i = 0; i < cnt; i++) bx[i] = pw_value(&c, bx[i], by[i], bp ? bp[i] : 1.0f);
+    if (o->reduction == AMP_REDUCTION_NONE) {
+        out = amp__empty_out(fn, odt, c.ndim, c.shape);
+        if (out) amp__from_f32(out, bx);
+    } else {
+        double s = amp_k_sum(bx, cnt);
+        if (o->reduction == AMP_REDUCTION_MEAN) s /= (double)cnt;
+        out = amp__empty_out(fn, odt, 0, NULL);
+        if (out) amp__store(amp__data(out), odt, s);
+    }
+    if (out && amp__needs_grad(3, in)) {
+        amp_node *node = amp__node_new(fn, pw_backward, 3, in, sizeof(pw_ctx));
+        if (!node) {
+            amp_tensor_free(out);
+            out = NULL;
+            goto done;
+        }
+        amp__node_save(node, x);
+        amp__node_save(node, y);
+        amp__node_save(node, pwt);
+        *(pw_ctx *)node->ctx = c;
+        amp__node_attach(node, out);
+    }
+done:
+    amp__ws_free(bx, nb);
+    amp__ws_free(by, nb);
+    amp__ws_free(bp, nb);
+    amp__autocast_done(in, 3, mask);
+    return out;
+}
+
+amp_tensor *amp_mse_loss(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o) {
+    return pointwise_loss("amp_mse_loss", AMP_OP_MSE_LOSS, PW_MSE, input, target, o);
+}
+amp_tensor *amp_l1_loss(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o) {
+    return pointwise_loss("amp_l1_loss", AMP_OP_L1_LOSS, PW_L1, input, target, o);
+}
+amp_tensor *amp_smooth_l1_loss(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o) {
+    return pointwise_loss("amp_smooth_l1_loss", AMP_OP_SMOOTH_L1_LOSS, PW_SMOOTH_L1, input, target, o);
+}
+amp_tensor *amp_binary_cross_entropy_with_logits(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o) {
+    return pointwise_loss("amp_binary_cross_entropy_with_logits", AMP_OP_BCE_WITH_LOGITS, PW_BCE, input, target, o);
+}
+amp_tensor *amp_kl_div(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o) {
+    return pointwise_loss("amp_kl_div", AMP_OP_KL_DIV, PW_KL, input, target, o);
+}

@@ -1,0 +1,400 @@
+/* Normalisation: layer_norm, batch_norm, group_norm.
+ *
+ * Statistics are always computed in f32 (sums in double) from the widened
+ * input; affine parameters and running statistics are read as f32 whatever
+ * their dtype; the output has x's dtype, rounded once. The backward works
+ * from the saved input and the saved per-row / per-channel mean and 1/std. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/norm.h"
+#include "ops/f32_util.h"
+
+/* ---- helpers ---------------------------------------------------------------------------- */
+/* An optional float parameter with exactly the given shape. */
+static bool check_param(const char *fn, const amp_tensor *t, const char *name, int ndim, const int64_t *shape,
+                        const char *what) {
+    if (!t) return true;
+    if (!amp__check_float(fn, t, name)) return false;
+    if (t->ndim != ndim || memcmp(t->shape, shape, sizeof(int64_t) * (size_t)ndim) != 0) {
+        char a[AMP_SHAPE_BUF], b[AMP_SHAPE_BUF];
+        amp_error(AMP_ERR_SHAPE, "%s: %s has shape %s; expected %s (%s)", fn, name, amp__shape_fmt(t->ndim, t->shape, a, sizeof a),
+                  amp__shape_fmt(ndim, shape, b, sizeof b), what);
+        return false;
+    }
+    return true;
+}
+
+/* f32 views of up to n optional tensors; on failure releases what it took. */
+typedef struct {
+    const float *p[4];
+    bool owned[4];
+    const amp_tensor *t[4];
+    int n;
+} views;
+
+static bool views_get(views *v, int n, const amp_tensor *const *ts) {
+    memset(v, 0, sizeof *v);
+    v->n = n;
+    for (int i = 0; i < n; i++) {
+        v->t[i] = ts[i];
+        if (!ts[i]) continue;
+        v->p[i] = amp__f32_view(ts[i], &v->owned[i]);
+        if (!v->p[i]) {
+            for (int j = 0; j < i; j++)
+                if (v->p[j]) amp__f32_done(v->t[j], v->p[j], v->owned[j]);
+            memset(v, 0, sizeof *v);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void views_done(views *v) {
+    for (int i = 0; i < v->n; i++)
+        if (v->p[i]) amp__f32_done(v->t[i], v->p[i], v->owned[i]);
+    memset(v, 0, sizeof *v);
+}
+
+/* Write n f32 values into t (any strides, any float dtype), rounding. */
+static amp_status write_f32(amp_tensor *t, float *src) {
+    amp_tensor tmp;
+    memset(&tmp, 0, sizeof tmp);
+    amp_storage st;
+    memset(&st, 0, sizeof st);
+    st.data = src;
+    tmp.dtype = AMP_F32;
+    tmp.storage = &st;
+    tmp.ndim = t->ndim;
+    memcpy(tmp.shape, t->shape, sizeof tmp.shape);
+    amp__contig_strides(t->ndim, tmp.shape, tmp.stride);
+    return amp__copy_convert(t, &tmp);
+}
+
+/* Gradient tensors for the inputs that need them: gin[i] is a new f32
+ * tensor of input i's shape (zero-filled) or NULL. Returns false on failure. */
+static bool alloc_grads(amp_node *n, amp_tensor **gin, int count) {
+    for (int i = 0; i < count; i++) {
+        if (!n->inputs[i].needs_grad) continue;
+        gin[i] = amp__f32_grad(n->inputs[i].ndim, n->inputs[i].shape, false);
+        if (!gin[i]) {
+            for (int j = 0; j < i; j++) {
+                amp__release(gin[j]);
+                gin[j] = NULL;
+            }
+            return false;
+        }
+    }
+    return true;
+}
+
+static float *gdata(amp_tensor *t) { return t ? (float *)amp__data(t) : NULL; }
+
+/* ---- layer_norm --------------------------------------------------------------------------- */
+typedef struct {
+    int64_t M, D;
+} ln_ctx;
+
+static amp_status layer_norm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    ln_ctx *c = n->ctx;
+    const amp_tensor *x = n->saved[0], *w = n->saved[1], *mean = n->saved[2], *rstd = n->saved[3];
+    views v;
+    const amp_tensor *ts[3] = {x, w, gout[0]};
+    if (!views_get(&v, 3, ts)) return amp_last_status();
+    if (!alloc_grads(n, gin, 3)) {
+        views_done(&v);
+        return amp_last_status();
+    }
+    amp_k_layer_norm_backward(v.p[0], v.p[2], v.p[1], amp__data(mean), amp__data(rstd), c->M, c->D, gdata(gin[0]),
+                              gdata(gin[1]), gdata(gin[2]));
+    views_done(&v);
+    return AMP_OK;
+}
+
+amp_tensor *amp_layer_norm(amp_tensor *x, int normalized_ndim, amp_tensor *weight, amp_tensor *bias, double eps) {
+    static const char *fn = "amp_layer_norm";
+    if (!amp__check_float(fn, x, "x")) return NULL;
+    if (normalized_ndim < 1 || normalized_ndim > x->ndim) {
+        char b[AMP_SHAPE_BUF];
+        return amp_error_null(AMP_ERR_ARG, "%s: normalized_ndim %d must be in [1, %d] for x of shape %s", fn,
+                              normalized_ndim, x->ndim, amp__shape_fmt(x->ndim, x->shape, b, sizeof b));
+    }
+    if (!(eps >= 0)) return amp_error_null(AMP_ERR_ARG, "%s: eps %g must be >= 0", fn, eps);
+    int k = normalized_ndim, lead = x->ndim - k;
+    const int64_t *nshape = x->shape + lead;
+    char what[AMP_SHAPE_BUF + 40], nb[AMP_SHAPE_BUF];
+    snprintf(what, sizeof what, "the normalized shape %s", amp__shape_fmt(k, nshape, nb, sizeof nb));
+    if (!check_param(fn, weight, "weight", k, nshape, what) || !check_param(fn, bias, "bias", k, nshape, what)) return NULL;
+    amp_tensor *in[3] = {x, weight, bias};
+    int mask = amp__autocast(AMP_OP_LAYER_NORM, in, 3);
+    if (mask < 0) return NULL;
+    x = in[0];
+    int64_t M = amp__numel(lead, x->shape), D = amp__numel(k, x->shape + lead);
+    amp_tensor *out = amp__empty_out(fn, x->dtype, x->ndim, x->shape);
+    amp_tensor *mean = out ? amp__f32_tensor(fn, 1, &M, AMP_MEM_ACTIVATION) : NULL;
+    amp_tensor *rstd = mean ? amp__f32_tensor(fn, 1, &M, AMP_MEM_ACTIVATION) : NULL;
+    views v;
+    /* x straight from its memory when it is contiguous f32, or contiguous
+     * half with rows the kernel widens one at a time; else an f32 copy */
+    bool direct = amp_tensor_is_contiguous(x) && (x->dtype == AMP_F32 || ((x->dtype == AMP_F16 || x->dtype == AMP_BF16) &&
+                                                                         D <= AMP_K_ROW_MAX));
+    const amp_tensor *ts[3] = {direct ? NULL : x, in[1], in[2]};
+    float *po = NULL;
+    if (!rstd || !views_get(&v, 3, ts)) goto fail;
+    if (direct) {
+        amp_k_layer_norm(amp__data(x), x->dtype, v.p[1], v.p[2], M, D, eps, amp__data(out), out->dtype, amp__data(mean),
+                         amp__data(rstd));
+    } else {
+        po = amp__f32_out_begin(out);
+        if (!po) {
+            views_done(&v);
+            goto fail;
+        }
+        amp_k_layer_norm(v.p[0], AMP_F32, v.p[1], v.p[2], M, D, eps, po, AMP_F32, amp__data(mean), amp__data(rstd));
+        amp__f32_out_end(out, po);
+    }
+    views_done(&v);
+    if (amp__needs_grad(3, in)) {
+        amp_node *node = amp__node_new(fn, layer_norm_backward, 3, in, sizeof(ln_ctx));
+        if (!node) goto fail;
+        amp__node_save(node, x);
+        amp__node_save(node, in[1]);
+        amp__node_save(node, mean);
+        amp__node_save(node, rstd);
+        *(ln_ctx *)node->ctx = (ln_ctx){M, D};
+        amp__node_attach(node, out);
+    }
+    amp__release(mean);
+    amp__release(rstd);
+    amp__autocast_done(in, 3, mask);
+    return out;
+fail:
+    amp__release(mean);
+    amp__release(rstd);
+    amp_tensor_free(out);
+    amp__autocast_done(in, 3, mask);
+    return NULL;
+}
+
+/* ---- batch_norm ------------------------------------------------------------------------------ */
+typedef struct {
+    int64_t N, C, L;
+    bool training;
+} bn_ctx;
+
+static amp_status batch_norm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    bn_ctx *c = n->ctx;
+    const amp_tensor *x = n->saved[0], *w = n->saved[1], *mean = n->saved[2], *rstd = n->saved[3];
+    views v;
+    const amp_tensor *ts[3] = {x, w, gout[0]};
+    if (!views_get(&v, 3, ts)) return amp_last_status();
+    size_t nb = (size_t)(c->C ? c->C : 1) * sizeof(double);
+    double *sg = amp__ws_alloc(nb), *sgx = amp__ws_alloc(nb);
+    if (!sg || !sgx || !alloc_grads(n, gin, 3)) {
+        amp__ws_free(sg, nb);
+        amp__ws_free(sgx, nb);
+        views_done(&v);
+        return amp_last_status();
+    }
+    const float *pm = amp__data(mean), *pr = amp__data(rstd);
+    amp_k_channel_grad_sums(v.p[0], v.p[2], c->N, c->C, c->L, pm, pr, sg, sgx);
+    if (gin[0])
+        amp_k_batch_norm_backward_x(v.p[0], v.p[2], c->N, c->C, c->L, pm, pr, v.p[1], sg, sgx, c->training,
+                                    amp__data(gin[0]));
+    for (int64_t ch = 0; ch < c->C; ch++) {
+        if (gin[1]) gdata(gin[1])[ch] = (float)sgx[ch];
+        if (gin[2]) gdata(gin[2])[ch] = (float)sg[ch];
+    }
+    amp__ws_free(sg, nb);
+    amp__ws_free(sgx, nb);
+    views_done(&v);
+    return AMP_OK;
+}
+
+amp_tensor *amp_batch_norm(amp_tensor *x, amp_tensor *running_mean, amp_tensor *running_var, amp_tensor *weight,
+                           amp_tensor *bias, bool training, double momentum, double eps) {
+    static const char *fn = "amp_batch_norm";
+    if (!amp__check_float(fn, x, "x")) return NULL;
+    if (!amp__check_ndim(fn, x, "x", 2, AMP_MAX_DIMS)) return NULL;
+    if (!(eps >= 0)) return amp_error_null(AMP_ERR_ARG, "%s: eps %g must be >= 0", fn, eps);
+    if (!isfinite(momentum)) return amp_error_null(AMP_ERR_ARG, "%s: momentum %g is not finite", fn, momentum);
+    int64_t N = x->shape[0], C = x->shape[1], L = amp__numel(x->ndim - 2, x->shape + 2);
+    char what[AMP_SHAPE_BUF + 40], xb[AMP_SHAPE_BUF];
+    snprintf(what, sizeof what, "one value per channel of x %s", amp__shape_fmt(x->ndim, x->shape, xb, sizeof xb));
+    int64_t cs[1] = {C};
+    if (!check_param(fn, weight, "weight", 1, cs, what) || !check_param(fn, bias, "bias", 1, cs, what) ||
+        !check_param(fn, running_mean, "running_mean", 1, cs, what) ||
+        !check_param(fn, running_var, "running_var", 1, cs, what))
+        return NULL;
+    if (!running_mean != !running_var)
+        return amp_error_null(AMP_ERR_ARG, "%s: running_mean and running_var must be given together (one is NULL)", fn);
+    if (!training && !running_mean)
+        return amp_error_null(AMP_ERR_ARG, "%s: running_mean and running_var are required in eval mode (training = false)",
+                              fn);
+    if (training && N * L <= 1)
+        return amp_error_null(AMP_ERR_SHAPE, "%s: expected more than 1 value per channel when training, got x of shape %s",
+                              fn, xb);
+    amp_tensor *in[3] = {x, weight, bias};
+    int mask = amp__autocast(AMP_OP_BATCH_NORM, in, 3);
+    if (mask < 0) return NULL;
+    x = in[0];
+    int64_t cdim[1] = {C};
+    amp_tensor *out = amp__empty_out(fn, x->dtype, x->ndim, x->shape);
+    amp_tensor *mean = out ? amp__f32_tensor(fn, 1, cdim, AMP_MEM_ACTIVATION) : NULL;
+    amp_tensor *rstd = mean ? amp__f32_tensor(fn, 1, cdim, AMP_MEM_ACTIVATION) : NULL;
+    size_t cb = (size_t)(C ? C : 1) * sizeof(float);
+    float *scale = rstd ? amp__ws_alloc(cb) : NULL, *shift = scale ? amp__ws_alloc(cb) : NULL;
+    float *var = shift ? amp__ws_alloc(cb) : NULL;
+    views v;
+    const amp_tensor *ts[4] = {x, in[1], in[2], NULL};
+    bool have_views = false;
+    if (!var || !views_get(&v, 3, ts)) goto fail;
+    have_views = true;
+    views rs;
+    const amp_tensor *rts[2] = {running_mean, running_var};
+    if (!views_get(&rs, 2, rts)) goto fail;
+    float *pm = amp__data(mean), *pr = amp__data(rstd);
+    if (training) {
+        amp_k_channel_stats(v.p[0], N, C, L, pm, var);
+        for (int64_t c = 0; c < C; c++) pr[c] = (float)(1.0 / sqrt((double)var[c] + eps));
+    } else {
+        for (int64_t c = 0; c < C; c++) {
+            pm[c] = rs.p[0][c];
+            pr[c] = (float)(1.0 / sqrt((double)rs.p[1][c] + eps));
+        }
+    }
+    for (int64_t c = 0; c < C; c++) {
+        scale[c] = pr[c] * (v.p[1] ? v.p[1][c] : 1.0f);
+        shift[c] = v.p[2] ? v.p[2][c] : 0.0f;
+    }
+    float *po = amp__f32_out_begin(out);
+    if (!po) {
+        views_done(&rs);
+        goto fail;
+    }
+    amp_k_channel_affine(v.p[0], N, C, L, pm, scale, shift, po);
+    amp__f32_out_end(out, po);
+    /* running statistics, in place: running = (1 - m) * running + m * batch
+     * statistic, with the unbiased variance (as torch) */
+    if (training && running_mean) {
+        double cnt = (double)N * (double)L;
+        float *nm = scale, *nv = shift; /* reuse the scratch */
+        for (int64_t c = 0; c < C; c++) {
+            nm[c] = (float)((1.0 - momentum) * rs.p[0][c] + momentum * (double)pm[c]);
+            nv[c] = (float)((1.0 - momentum) * rs.p[1][c] + momentum * (double)var[c] * cnt / (cnt - 1.0));
+        }
+        views_done(&rs);
+        if (write_f32(running_mean, nm) != AMP_OK || write_f32(running_var, nv) != AMP_OK) goto fail;
+    } else {
+        views_done(&rs);
+    }
+    views_done(&v);
+    have_views = false;
+    if (amp__needs_grad(3, in)) {
+        amp_node *node = amp__node_new(fn, batch_norm_backward, 3, in, sizeof(bn_ctx));
+        if (!node) goto fail;
+        amp__node_save(node, x);
+        amp__node_save(node, in[1]);
+        amp__node_save(node, mean);
+        amp__node_save(node, rstd);
+        *(bn_ctx *)node->ctx = (bn_ctx){N, C, L, training};
+        amp__node_attach(node, out);
+    }
+    amp__ws_free(scale, cb);
+    amp__ws_free(shift, cb);
+    amp__ws_free(var, cb);
+    amp__release(mean);
+    amp__release(rstd);
+    amp__autocast_done(in, 3, mask);
+    return out;
+fail:
+    if (have_views) views_done(&v);
+    amp__ws_free(scale, cb);
+    amp__ws_free(shift, cb);
+    amp__ws_free(var, cb);
+    amp__release(mean);
+    amp__release(rstd);
+    amp_tensor_free(out);
+    amp__autocast_done(in, 3, mask);
+    return NULL;
+}
+
+/* ---- group_norm --------------------------------------------------------------------------- */
+typedef struct {
+    int64_t N, C, L, G;
+} gn_ctx;
+
+static amp_status group_norm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    gn_ctx *c = n->ctx;
+    const amp_tensor *x = n->saved[0], *w = n->saved[1], *mean = n->saved[2], *rstd = n->saved[3];
+    views v;
+    const amp_tensor *ts[3] = {x, w, gout[0]};
+    if (!views_get(&v, 3, ts)) return amp_last_status();
+    if (!alloc_grads(n, gin, 3)) {
+        views_done(&v);
+        return amp_last_status();
+    }
+    amp_k_group_norm_backward(v.p[0], v.p[2], v.p[1], amp__data(mean), amp__data(rstd), c->N, c->C, c->L, c->G,
+                              gdata(gin[0]), gdata(gin[1]), gdata(gin[2]));
+    views_done(&v);
+    return AMP_OK;
+}
+
+amp_tensor *amp_group_norm(amp_tensor *x, int64_t groups, amp_tensor *weight, amp_tensor *bias, double eps) {
+    static const char *fn = "amp_group_norm";
+    if (!amp__check_float(fn, x, "x")) return NULL;
+    if (!amp__check_ndim(fn, x, "x", 2, AMP_MAX_DIMS)) return NULL;
+    if (!(eps >= 0)) return amp_error_null(AMP_ERR_ARG, "%s: eps %g must be >= 0", fn, eps);
+    int64_t N = x->shape[0], C = x->shape[1], L = amp__numel(x->ndim - 2, x->shape + 2);
+    char xb[AMP_SHAPE_BUF];
+    amp__shape_fmt(x->ndim, x->shape, xb, sizeof xb);
+    if (groups <= 0 || C % groups != 0)
+        return amp_error_null(AMP_ERR_ARG, "%s: groups %lld must be positive and divide the %lld channels of x %s", fn,
+                              (long long)groups, (long long)C, xb);
+    char what[AMP_SHAPE_BUF + 40];
+    snprintf(what, sizeof what, "one value per channel of x %s", xb);
+    int64_t cs[1] = {C};
+    if (!check_param(fn, weight, "weight", 1, cs, what) || !check_param(fn, bias, "bias", 1, cs, what)) return NULL;
+    amp_tensor *in[3] = {x, weight, bias};
+    int mask = amp__autocast(AMP_OP_GROUP_NORM, in, 3);
+    if (mask < 0) return NULL;
+    x = in[0];
+    int64_t ng = N * groups;
+    amp_tensor *out = amp__empty_out(fn, x->dtype, x->ndim, x->shape);
+    amp_tensor *mean = out ? amp__f32_tensor(fn, 1, &ng, AMP_MEM_ACTIVATION) : NULL;
+    amp_tensor *rstd = mean ? amp__f32_tensor(fn, 1, &ng, AMP_MEM_ACTIVATION) : NULL;
+    views v;
+    const amp_tensor *ts[3] = {x, in[1], in[2]};
+    float *po = NULL;
+    if (!rstd || !views_get(&v, 3, ts)) goto fail;
+    po = amp__f32_out_begin(out);
+    if (!po) {
+        views_done(&v);
+        goto fail;
+    }
+    amp_k_group_norm(v.p[0], v.p[1], v.p[2], N, C, L, groups, eps, po, amp__data(mean), amp__data(rstd));
+    amp__f32_out_end(out, po);
+    views_done(&v);
+    if (amp__needs_grad(3, in)) {
+        amp_node *node = amp__node_new(fn, group_norm_backward, 3, in, sizeof(gn_ctx));
+        if (!node) goto fail;
+        amp__node_save(node, x);
+        amp__node_save(node, in[1]);
+        amp__node_save(node, mean);
+        amp__node_save(node, rstd);
+        *(gn_ctx *)node->ctx = (gn_ctx){N, C, L, groups};
+        amp__node_attach(node, out);
+    }
+    amp__release(mean);
+    amp__release(rstd);
+    amp__autocast_done(in, 3, mask);
+    return out;
+fail:
+    amp__release(mean);
+    amp__release(rstd);
+    amp_tensor_free(out);
+    amp__autocast_done(in, 3, mask);
+    return NULL;
+}
