@@ -198,6 +198,31 @@ static void t_views_keep_storage_alive(void **state) {
     assert_int_equal(amp_memory_stats().live_total, base);
 }
 
+static void t_block_cache(void **state) {
+    (void)state;
+    amp_memory_empty_cache();
+    assert_int_equal(amp_memory_stats().cached, 0);
+    amp_mem_stats m0 = amp_memory_stats();
+    amp_tensor *a = amp_tensor_zeros(AMP_F32, 1, AMP_SHAPE(100000));
+    void *pa = amp_tensor_data(a);
+    amp_tensor_free(a);
+    amp_mem_stats m1 = amp_memory_stats();
+    assert_int_equal(m1.live_total, m0.live_total); /* live counts tensors only */
+#if !defined(__SANITIZE_ADDRESS__)
+    if (!getenv("AMP_CACHE_MB")) {
+        assert_int_equal(m1.cached, 400000);          /* the block is kept ... */
+        amp_tensor *b = amp_tensor_zeros(AMP_F32, 1, AMP_SHAPE(100000));
+        assert_ptr_equal(amp_tensor_data(b), pa);     /* ... and reused for the same size */
+        assert_int_equal(amp_memory_stats().cached, 0);
+        for (int i = 0; i < 100000; i++) assert_true(((float *)amp_tensor_data(b))[i] == 0.0f);
+        amp_tensor_free(b);
+    }
+#endif
+    (void)pa;
+    amp_memory_empty_cache();
+    assert_int_equal(amp_memory_stats().cached, 0);
+}
+
 static void t_random(void **state) {
     (void)state;
     amp_generator g1 = amp_generator_make(1234), g2 = amp_generator_make(1234);
@@ -279,7 +304,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_create),        cmocka_unit_test(t_errors), cmocka_unit_test(t_views),
         cmocka_unit_test(t_scope_and_memory), cmocka_unit_test(t_views_keep_storage_alive),
-        cmocka_unit_test(t_random),        cmocka_unit_test(t_copy_and_convert),
+        cmocka_unit_test(t_random),        cmocka_unit_test(t_copy_and_convert), cmocka_unit_test(t_block_cache),
     };
     return amp_test_run(tests);
 }

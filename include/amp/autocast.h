@@ -49,7 +49,8 @@ typedef struct {
 
 #define AMP_AUTOCAST_OPTS(dt) ((amp_autocast_opts){true, (dt), true, AMP_AUTOCAST_TABLE_DEFAULT})
 
-/* enabled, cache on, default table. dt must be AMP_F16 or AMP_BF16. */
+/* Enabled with dtype dt (AMP_F16 or AMP_BF16); cache_enabled and table
+ * follow the enclosing region (as torch), else cache on and default table. */
 amp_status amp_autocast_enter(amp_dtype dt);
 amp_status amp_autocast_enter_opts(const amp_autocast_opts *o);
 amp_status amp_autocast_exit(void);

@@ -40,9 +40,13 @@ typedef struct {
     size_t peak[AMP_MEM_CATEGORY_COUNT]; /* max of live[c] since last reset */
     size_t live_total, peak_total;       /* peak_total: max of the sum */
     uint64_t allocs, frees;
+    size_t cached; /* freed blocks kept for reuse (not in live/peak) */
 } amp_mem_stats;
 
 amp_mem_stats amp_memory_stats(void);
+/* Return the cached free blocks to the system (torch's empty_cache). The
+ * cache holds at most $AMP_CACHE_MB MiB (default 1024; 0 disables it). */
+void amp_memory_empty_cache(void);
 void amp_memory_reset_peak(void);
 const char *amp_mem_category_name(amp_mem_category c);
 /* Category for tensors created on this thread until the matching pop (nests).

@@ -67,22 +67,29 @@ static void cache_clear(void) {
     g_cache_n = g_cache_cap = 0;
 }
 
-amp_status amp_autocast_enter_opts(const amp_autocast_opts *o) {
-    if (!o) return amp_error(AMP_ERR_ARG, "amp_autocast_enter_opts: o is NULL");
+/* fn: the public entry point, named in errors */
+static amp_status enter(const char *fn, const amp_autocast_opts *o) {
+    if (!o) return amp_error(AMP_ERR_ARG, "%s: o is NULL", fn);
     if (o->enabled && o->dtype != AMP_F16 && o->dtype != AMP_BF16)
-        return amp_error(AMP_ERR_DTYPE, "amp_autocast_enter: dtype %s is not a lower-precision dtype (use f16 or bf16)",
+        return amp_error(AMP_ERR_DTYPE, "%s: dtype %s is not a lower-precision dtype (use f16 or bf16)", fn,
                          amp_dtype_name(o->dtype));
     if (o->table != AMP_AUTOCAST_TABLE_DEFAULT && o->table != AMP_AUTOCAST_TABLE_CPU)
-        return amp_error(AMP_ERR_ARG, "amp_autocast_enter: table %d is not a built-in table", (int)o->table);
+        return amp_error(AMP_ERR_ARG, "%s: table %d is not a built-in table", fn, (int)o->table);
     if (g_depth >= MAX_REGIONS)
-        return amp_error(AMP_ERR_STATE, "amp_autocast_enter: more than %d nested regions", MAX_REGIONS);
+        return amp_error(AMP_ERR_STATE, "%s: more than %d nested regions", fn, MAX_REGIONS);
     g_regions[g_depth++].o = *o;
     return AMP_OK;
 }
 
+amp_status amp_autocast_enter_opts(const amp_autocast_opts *o) { return enter("amp_autocast_enter_opts", o); }
+
 amp_status amp_autocast_enter(amp_dtype dt) {
     amp_autocast_opts o = AMP_AUTOCAST_OPTS(dt);
-    return amp_autocast_enter_opts(&o);
+    if (g_depth > 0) { /* as torch: unspecified settings follow the enclosing region */
+        o.cache_enabled = g_regions[g_depth - 1].o.cache_enabled;
+        o.table = g_regions[g_depth - 1].o.table;
+    }
+    return enter("amp_autocast_enter", &o);
 }
 
 amp_status amp_autocast_exit(void) {
@@ -123,6 +130,10 @@ static amp_cast_category category_of(int op, amp_autocast_table table) {
 }
 
 int amp_autocast_op_policy(const char *op, amp_autocast_table table) {
+    if (!op) {
+        amp_error(AMP_ERR_ARG, "amp_autocast_op_policy: op is NULL");
+        return -2;
+    }
     int i = find_op(op);
     if (i < 0 || (table != AMP_AUTOCAST_TABLE_DEFAULT && table != AMP_AUTOCAST_TABLE_CPU)) return -2;
     return (int)category_of(i, table);
@@ -222,8 +233,9 @@ amp_status amp_autocast_write_docs(FILE *f) {
         "no cast: the op runs in its inputs' dtype with ordinary type promotion",
     };
     fprintf(f, "# Autocast op categories\n\n"
-               "Generated from the op table in `src/amp/op_table.h` by `amp autocast-docs`;\n"
-               "`tests/test_autocast_docs.c` fails when this file is stale.\n\n"
+               "Generated from the op table in `src/amp/op_table.h` by `make docs`\n"
+               "(`amp autocast --markdown`);"
+               " `tests/test_autocast.c` fails when this file is stale.\n\n"
                "f64 and integer tensors are never cast. The **default** table is PyTorch's CUDA\n"
                "autocast lists restricted to amp's ops (what the seeds teach: softmax, norms and\n"
                "losses in fp32). The **cpu** table is PyTorch's CPU lists, for parity with\n"

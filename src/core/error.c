@@ -11,8 +11,12 @@ static _Thread_local char g_msg[AMP_ERRMSG_MAX];
 static _Thread_local amp_status g_status = AMP_OK;
 
 static void set_error(amp_status st, const char *fmt, va_list ap) {
+    /* format into a scratch buffer first: callers may pass amp_last_error()
+       itself as an argument ("...: %s", amp_last_error()) */
+    char tmp[AMP_ERRMSG_MAX];
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
     g_status = st;
-    vsnprintf(g_msg, sizeof g_msg, fmt, ap);
+    memcpy(g_msg, tmp, sizeof g_msg);
 }
 
 amp_status amp_error(amp_status st, const char *fmt, ...) {

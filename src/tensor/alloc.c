@@ -1,4 +1,5 @@
 /* The counting allocator: live and peak bytes per category. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,11 +40,125 @@ static void count_sub(amp_mem_category c, size_t n) {
     atomic_fetch_sub(&g_live_total, n);
 }
 
+/* ---- the block cache ------------------------------------------------------
+ * A training loop allocates the same sizes every step. Returning big blocks
+ * to the OS and taking them back costs a page fault per 4 KiB, so freed
+ * blocks are kept in exact-size free lists (the next pointer lives in the
+ * free block itself) up to a cap, like PyTorch's caching allocators. The byte
+ * counters count live tensors only; cached bytes are reported separately.
+ * Off under AddressSanitizer (use-after-free must stay visible) and with
+ * AMP_CACHE_MB=0. */
+#if defined(__SANITIZE_ADDRESS__)
+#define AMP_CACHE_DEFAULT_MB 0
+#else
+#define AMP_CACHE_DEFAULT_MB 1024
+#endif
+#define NBUCKETS 1024
+
+typedef struct bucket {
+    size_t size;
+    void *head;
+    struct bucket *next;
+} bucket;
+
+static pthread_mutex_t g_cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static bucket *g_buckets[NBUCKETS];
+static size_t g_cached, g_cache_cap;
+static pthread_once_t g_cache_once = PTHREAD_ONCE_INIT;
+static atomic_size_t g_cached_pub;
+
+static void cache_init(void) {
+    const char *e = getenv("AMP_CACHE_MB");
+    long mb = e && *e ? strtol(e, NULL, 10) : AMP_CACHE_DEFAULT_MB;
+    g_cache_cap = mb > 0 ? (size_t)mb << 20 : 0;
+}
+
+static bucket *find_bucket(size_t sz, bool create) {
+    size_t h = (sz / 64) % NBUCKETS;
+    for (bucket *b = g_buckets[h]; b; b = b->next)
+        if (b->size == sz) return b;
+    if (!create) return NULL;
+    bucket *b = calloc(1, sizeof *b);
+    if (!b) return NULL;
+    b->size = sz;
+    b->next = g_buckets[h];
+    g_buckets[h] = b;
+    return b;
+}
+
+static void *cache_take(size_t sz) {
+    if (!g_cache_cap) return NULL;
+    void *p = NULL;
+    pthread_mutex_lock(&g_cache_mu);
+    bucket *b = find_bucket(sz, false);
+    if (b && b->head) {
+        p = b->head;
+        b->head = *(void **)p;
+        g_cached -= sz;
+        atomic_store(&g_cached_pub, g_cached);
+    }
+    pthread_mutex_unlock(&g_cache_mu);
+    return p;
+}
+
+static bool cache_put(void *p, size_t sz) {
+    if (!g_cache_cap || sz > g_cache_cap) return false;
+    bool kept = false;
+    pthread_mutex_lock(&g_cache_mu);
+    if (g_cached + sz <= g_cache_cap) {
+        bucket *b = find_bucket(sz, true);
+        if (b) {
+            *(void **)p = b->head;
+            b->head = p;
+            g_cached += sz;
+            atomic_store(&g_cached_pub, g_cached);
+            kept = true;
+        }
+    }
+    pthread_mutex_unlock(&g_cache_mu);
+    return kept;
+}
+
+void amp_memory_empty_cache(void) {
+    pthread_mutex_lock(&g_cache_mu);
+    for (int h = 0; h < NBUCKETS; h++) {
+        bucket *b = g_buckets[h];
+        while (b) {
+            void *p = b->head;
+            while (p) {
+                void *next = *(void **)p;
+                free(p);
+                p = next;
+            }
+            bucket *nb = b->next;
+            free(b);
+            b = nb;
+        }
+        g_buckets[h] = NULL;
+    }
+    g_cached = 0;
+    atomic_store(&g_cached_pub, 0);
+    pthread_mutex_unlock(&g_cache_mu);
+}
+
+static void free_cache_at_exit(void) { amp_memory_empty_cache(); }
+
+static void cache_once(void) {
+    cache_init();
+    atexit(free_cache_at_exit);
+}
+
 void *amp__alloc(size_t nbytes, amp_mem_category c) {
     size_t sz = (nbytes + 63) & ~(size_t)63;
     if (sz == 0) sz = 64;
     if (sz < nbytes) return amp_error_null(AMP_ERR_NOMEM, "amp: allocation of %zu bytes overflows", nbytes);
-    void *p = aligned_alloc(64, sz);
+    pthread_once(&g_cache_once, cache_once);
+    void *p = cache_take(sz);
+    if (!p) p = aligned_alloc(64, sz);
+    if (!p) {
+        amp_memory_empty_cache(); /* give cached blocks back and retry once */
+        p = aligned_alloc(64, sz);
+    }
     if (!p) return amp_error_null(AMP_ERR_NOMEM, "amp: out of memory allocating %zu bytes (%s)", nbytes, g_cat_names[c]);
     count_add(c, nbytes);
     atomic_fetch_add(&g_allocs, 1);
@@ -52,7 +167,9 @@ void *amp__alloc(size_t nbytes, amp_mem_category c) {
 
 void amp__free(void *p, size_t nbytes, amp_mem_category c) {
     if (!p) return;
-    free(p);
+    size_t sz = (nbytes + 63) & ~(size_t)63;
+    if (sz == 0) sz = 64;
+    if (!cache_put(p, sz)) free(p);
     count_sub(c, nbytes);
     atomic_fetch_add(&g_frees, 1);
 }
@@ -74,6 +191,7 @@ amp_mem_stats amp_memory_stats(void) {
     s.live_total = atomic_load(&g_live_total);
     s.peak_total = atomic_load(&g_peak_total);
     s.allocs = atomic_load(&g_allocs);
+    s.cached = atomic_load(&g_cached_pub);
     s.frees = atomic_load(&g_frees);
     return s;
 }
@@ -84,6 +202,11 @@ void amp_memory_reset_peak(void) {
 }
 
 void amp_mem_push_category(amp_mem_category c) {
+    if ((int)c < 0 || c >= AMP_MEM_CATEGORY_COUNT) {
+        /* keep push/pop balanced: push the current category instead */
+        amp_error(AMP_ERR_ARG, "amp_mem_push_category: category %d is not a memory category", (int)c);
+        c = amp__mem_current(AMP_MEM_DATA);
+    }
     if (g_cat_depth < MAX_CAT_STACK) g_cat_stack[g_cat_depth] = c;
     g_cat_depth++;
 }

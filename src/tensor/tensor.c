@@ -232,6 +232,30 @@ void amp__release(amp_tensor *t) {
     free(t);
 }
 
+amp_status amp__tensor_change_dtype(amp_tensor *t, amp_dtype dt) {
+    if (t->grad_fn) return amp_error(AMP_ERR_STATE, "amp_module_to: tensor is not a leaf");
+    amp_storage *s = storage_new((size_t)amp__numel(t->ndim, t->shape) * amp_dtype_size(dt), t->storage->cat);
+    if (!s) return amp_last_status();
+    amp_tensor tmp = *t;
+    tmp.storage = s;
+    tmp.dtype = dt;
+    tmp.offset = 0;
+    amp__contig_strides(t->ndim, t->shape, tmp.stride);
+    amp_status st = amp__copy_convert(&tmp, t);
+    if (st != AMP_OK) {
+        storage_release(s);
+        return st;
+    }
+    storage_release(t->storage);
+    t->storage = s;
+    t->dtype = dt;
+    t->offset = 0;
+    memcpy(t->stride, tmp.stride, sizeof t->stride);
+    amp__release(t->grad);
+    t->grad = NULL;
+    return AMP_OK;
+}
+
 void amp_tensor_free(amp_tensor *t) {
     if (!t) return;
     if (t->scope) amp__scope_forget(t);
@@ -239,12 +263,14 @@ void amp_tensor_free(amp_tensor *t) {
 }
 
 amp_tensor *amp_tensor_keep(amp_tensor *t) {
-    if (t && t->scope) amp__scope_forget(t);
+    if (!t) return amp_error_null(AMP_ERR_ARG, "amp_tensor_keep: t is NULL");
+    if (t->scope) amp__scope_forget(t);
     return t;
 }
 
 amp_tensor *amp_tensor_retain(amp_tensor *t) {
-    if (t) atomic_fetch_add(&t->refcount, 1);
+    if (!t) return amp_error_null(AMP_ERR_ARG, "amp_tensor_retain: t is NULL");
+    atomic_fetch_add(&t->refcount, 1);
     return t;
 }
 
@@ -261,21 +287,42 @@ amp_status amp_tensor_set_category(amp_tensor *t, amp_mem_category c) {
 
 /* ---- inspection -------------------------------------------------------------- */
 amp_dtype amp_tensor_dtype(const amp_tensor *t) { return t ? t->dtype : AMP_DTYPE_COUNT; }
-int amp_tensor_ndim(const amp_tensor *t) { return t ? t->ndim : -1; }
+/* Getters: NULL gives the documented failure value and an error message. */
+int amp_tensor_ndim(const amp_tensor *t) {
+    if (!t) {
+        amp_error(AMP_ERR_ARG, "amp_tensor_ndim: t is NULL");
+        return -1;
+    }
+    return t->ndim;
+}
 
 int64_t amp_tensor_dim(const amp_tensor *t, int i) {
-    if (!t) return -1;
+    if (!t) {
+        amp_error(AMP_ERR_ARG, "amp_tensor_dim: t is NULL");
+        return -1;
+    }
     int d = i < 0 ? i + t->ndim : i;
-    if (d < 0 || d >= t->ndim) return -1;
+    if (d < 0 || d >= t->ndim) {
+        amp_error(AMP_ERR_ARG, "amp_tensor_dim: dim %d is out of range for a tensor of rank %d", i, t->ndim);
+        return -1;
+    }
     return t->shape[d];
 }
 
-const int64_t *amp_tensor_shape(const amp_tensor *t) { return t ? t->shape : NULL; }
-const int64_t *amp_tensor_strides(const amp_tensor *t) { return t ? t->stride : NULL; }
-int64_t amp_tensor_numel(const amp_tensor *t) { return t ? amp__numel(t->ndim, t->shape) : 0; }
+const int64_t *amp_tensor_shape(const amp_tensor *t) { return t ? t->shape : amp_error_null(AMP_ERR_ARG, "amp_tensor_shape: t is NULL"); }
+const int64_t *amp_tensor_strides(const amp_tensor *t) {
+    return t ? t->stride : amp_error_null(AMP_ERR_ARG, "amp_tensor_strides: t is NULL");
+}
+int64_t amp_tensor_numel(const amp_tensor *t) {
+    if (!t) {
+        amp_error(AMP_ERR_ARG, "amp_tensor_numel: t is NULL");
+        return 0;
+    }
+    return amp__numel(t->ndim, t->shape);
+}
 size_t amp_tensor_nbytes(const amp_tensor *t) { return t ? (size_t)amp_tensor_numel(t) * amp_dtype_size(t->dtype) : 0; }
 amp_device amp_tensor_device(const amp_tensor *t) { return t ? t->storage->device : AMP_DEVICE_CPU; }
-void *amp_tensor_data(const amp_tensor *t) { return t ? amp__data(t) : NULL; }
+void *amp_tensor_data(const amp_tensor *t) { return t ? amp__data(t) : amp_error_null(AMP_ERR_ARG, "amp_tensor_data: t is NULL"); }
 
 bool amp_tensor_is_contiguous(const amp_tensor *t) {
     if (!t) return false;

@@ -67,6 +67,10 @@ amp_tensor *amp__view(const amp_tensor *t, int ndim, const int64_t *shape, const
 /* A detached alias sharing storage, unscoped (used for saved tensors). */
 amp_tensor *amp__alias(const amp_tensor *t);
 void amp__release(amp_tensor *t);        /* drop one reference (internal) */
+/* Change a contiguous leaf's dtype in place: new storage in the same memory
+ * category, values converted (RNE); drops its grad. Views of the old storage
+ * keep the old data. */
+amp_status amp__tensor_change_dtype(amp_tensor *t, amp_dtype dt);
 void amp__scope_register(amp_tensor *t); /* give the creation ref to the scope */
 void amp__scope_forget(amp_tensor *t);   /* take it back (keep / free) */
 /* Thread state: >0 while the autograd engine runs (no scoping, no grad). */

@@ -1,0 +1,110 @@
+/* amp/optim.h — SGD, Adam, AdamW (PyTorch's update formulas and defaults),
+ * fp32 master weights for half parameters, gradient clipping, learning-rate
+ * schedules. Optimizer state is always f32. */
+#ifndef AMP_OPTIM_H
+#define AMP_OPTIM_H
+
+#include "amp/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { AMP_OPTIM_SGD = 0, AMP_OPTIM_ADAM, AMP_OPTIM_ADAMW } amp_optim_kind;
+
+typedef enum {
+    AMP_ROUND_NEAREST = 0, /* round-to-nearest-even when writing half params */
+    AMP_ROUND_STOCHASTIC   /* stochastic rounding (llm.c's technique) */
+} amp_round_mode;
+
+typedef struct {
+    amp_optim_kind kind;
+    double lr;
+    /* SGD */
+    double momentum, dampening;
+    bool nesterov;
+    /* Adam / AdamW */
+    double beta1, beta2, eps;
+    /* all: L2 penalty for SGD/Adam, decoupled decay for AdamW */
+    double weight_decay;
+    /* Master weights (Apex O2): the parameters are f16/bf16 tensors used by
+     * the forward; the optimizer keeps an f32 master copy, updates it from the
+     * half gradients (taken into f32, unscaled in the same pass) and writes
+     * the half copy back with `rounding`. */
+    bool master_weights;
+    amp_round_mode rounding;
+    uint64_t seed; /* stochastic rounding stream */
+} amp_optim_opts;
+
+/* PyTorch's defaults: SGD (momentum 0, dampening 0, no nesterov, no decay);
+ * Adam (betas 0.9/0.999, eps 1e-8, weight_decay 0); AdamW (same, decay 0.01). */
+amp_optim_opts amp_sgd_opts(double lr);
+amp_optim_opts amp_adam_opts(double lr);
+amp_optim_opts amp_adamw_opts(double lr);
+
+typedef struct amp_optim amp_optim;
+
+/* params: leaf tensors requiring grad (the optimizer keeps references).
+ * Without master weights params must be f32 (or bf16/f16 updated in place,
+ * which loses small updates: see docs/amp-core.md); with master
+ * weights they must be f16 or bf16. */
+amp_optim *amp_optim_new(amp_tensor *const *params, int n, const amp_optim_opts *o);
+void amp_optim_free(amp_optim *opt);
+
+/* Drops every parameter's .grad (PyTorch's set_to_none=True). */
+amp_status amp_optim_zero_grad(amp_optim *opt);
+/* One update from the current gradients (no loss scaling). Parameters
+ * without a gradient are skipped. */
+amp_status amp_optim_step(amp_optim *opt);
+amp_status amp_optim_set_lr(amp_optim *opt, double lr);
+double amp_optim_get_lr(const amp_optim *opt);
+int64_t amp_optim_steps(const amp_optim *opt); /* updates applied so far */
+int amp_optim_num_params(const amp_optim *opt);
+amp_tensor *amp_optim_param(const amp_optim *opt, int i);
+const amp_optim_opts *amp_optim_get_opts(const amp_optim *opt);
+/* Optimizer state of parameter i for inspection/checkpoints (f32 tensors
+ * sharing the optimizer's memory, or NULL when absent): "exp_avg",
+ * "exp_avg_sq", "momentum_buffer", "master". The tensor is unscoped and
+ * owned by the optimizer. */
+amp_tensor *amp_optim_state(const amp_optim *opt, int i, const char *name);
+/* The gradient the next step will use for parameter i: the f32 master
+ * gradient after an unscale on a master-weight optimizer, else .grad. */
+amp_tensor *amp_optim_grad(const amp_optim *opt, int i);
+/* Restore the step counter and per-parameter step counts (checkpoints). */
+amp_status amp_optim_set_steps(amp_optim *opt, int64_t steps);
+/* Checkpoint support: parameter i's own update count (Adam's bias correction
+ * uses it; parameters without a gradient in a step do not advance), the
+ * stochastic-rounding stream position, and loading a state tensor ("exp_avg",
+ * "exp_avg_sq", "momentum_buffer", "master") from src (same shape, converted
+ * to f32), allocated when absent (momentum_buffer before the first step). */
+int64_t amp_optim_param_steps(const amp_optim *opt, int i); /* -1 on bad arguments */
+amp_status amp_optim_set_param_steps(amp_optim *opt, int i, int64_t steps);
+uint64_t amp_optim_sr_counter(const amp_optim *opt);
+amp_status amp_optim_set_sr_counter(amp_optim *opt, uint64_t counter);
+amp_status amp_optim_load_state(amp_optim *opt, int i, const char *name, const amp_tensor *src);
+
+/* Scales the gradients so their total L2 norm (accumulated in double) is at
+ * most max_norm (torch's clip_grad_norm_, eps 1e-6) and returns the norm
+ * before clipping. A non-finite norm leaves the gradients alone (the scaler
+ * will skip the step) and is returned as is. Negative on bad arguments. */
+double amp_clip_grad_norm(amp_optim *opt, double max_norm);
+/* Clamps every gradient element to [-clip, clip]. */
+amp_status amp_clip_grad_value(amp_optim *opt, double clip);
+
+/* ---- learning-rate schedules ---------------------------------------------- */
+typedef enum { AMP_LR_CONSTANT = 0, AMP_LR_STEP, AMP_LR_COSINE } amp_lr_kind;
+typedef struct {
+    amp_lr_kind kind;
+    int64_t step_size;    /* AMP_LR_STEP: decay every step_size steps ... */
+    double gamma;         /* ... by gamma */
+    int64_t warmup_steps; /* AMP_LR_COSINE: linear warmup from 0 ... */
+    int64_t total_steps;  /* ... then cosine to min_lr at total_steps */
+    double min_lr;
+} amp_lr_schedule;
+/* Learning rate at step (0-based) for base_lr. */
+double amp_lr_at(const amp_lr_schedule *s, int64_t step, double base_lr);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

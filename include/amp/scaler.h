@@ -1,0 +1,81 @@
+/* amp/scaler.h — dynamic loss scaling, exactly torch.amp.GradScaler, plus
+ * the extensions DeepSpeed, Megatron and Apex use.
+ *
+ *   loss' = scale(loss); backward(loss')         gradients are scaled by S
+ *   unscale(opt)      grads *= 1/S (f32 reciprocal computed in double) while
+ *                     checking every element for inf/nan (checked first)
+ *   step(opt)         unscale if not done; update only if all grads finite
+ *   update()          any inf/nan: S *= backoff, tracker = 0
+ *                     else tracker += 1; at growth_interval: S *= growth
+ *                     unless that is inf (S stays), tracker = 0
+ *
+ * Errors mirror torch: a second unscale before update, unscale after step,
+ * a second step before update, update with no step since the last update. */
+#ifndef AMP_SCALER_H
+#define AMP_SCALER_H
+
+#include "amp/optim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    double init_scale;       /* 0 -> 65536 (2^16) */
+    double growth_factor;    /* 0 -> 2.0; must be > 1 */
+    double backoff_factor;   /* 0 -> 0.5; must be in (0, 1) */
+    int64_t growth_interval; /* 0 -> 2000 */
+    bool disabled;           /* enabled unless set (torch's enabled=False) */
+    /* extensions (zero = torch's behaviour) */
+    int hysteresis;          /* back off only after this many overflows (0,1 = every one) */
+    bool consecutive_hysteresis; /* DeepSpeed: a clean step restores the hysteresis budget */
+    double min_scale;        /* floor for the scale (DeepSpeed uses 1); 0 = none */
+    double max_scale;        /* ceiling (Apex: 2^24); 0 = none */
+    bool static_scale;       /* never change the scale (still skips bad steps) */
+} amp_scaler_opts;
+
+typedef struct amp_scaler amp_scaler;
+
+/* NULL opts = torch's defaults. */
+amp_scaler *amp_scaler_new(const amp_scaler_opts *o);
+void amp_scaler_free(amp_scaler *s);
+
+/* loss * scale as a new differentiable tensor (f32 math; the output keeps
+ * the loss's dtype). Disabled: returns a differentiable alias of loss. */
+amp_tensor *amp_scaler_scale(amp_scaler *s, amp_tensor *loss);
+amp_status amp_scaler_unscale(amp_scaler *s, amp_optim *opt);
+/* Runs opt's step unless its gradients held inf/nan. *skipped (may be NULL)
+ * says which. Disabled: a plain amp_optim_step. */
+amp_status amp_scaler_step(amp_scaler *s, amp_optim *opt, bool *skipped);
+amp_status amp_scaler_update(amp_scaler *s);
+/* torch's update(new_scale): sets the scale, leaves the growth tracker. */
+amp_status amp_scaler_update_to(amp_scaler *s, double new_scale);
+
+double amp_scaler_get_scale(const amp_scaler *s); /* 1.0 when disabled */
+bool amp_scaler_is_enabled(const amp_scaler *s);
+int64_t amp_scaler_growth_tracker(const amp_scaler *s);
+/* Whether the last step of opt found inf/nan (valid between step and update). */
+bool amp_scaler_found_inf(const amp_scaler *s, const amp_optim *opt);
+
+/* Counters: updates, steps skipped for inf/nan (per update: an update where
+ * any optimizer overflowed counts once), and the scale after each update. */
+int64_t amp_scaler_num_updates(const amp_scaler *s);
+int64_t amp_scaler_num_skipped(const amp_scaler *s);
+const float *amp_scaler_scale_history(const amp_scaler *s, int64_t *n);
+
+/* torch's state_dict(): scale, growth_factor, backoff_factor,
+ * growth_interval, growth_tracker; plus amp's extensions. */
+typedef struct {
+    double scale, growth_factor, backoff_factor;
+    int64_t growth_interval, growth_tracker;
+    int hysteresis, hysteresis_left;
+    double min_scale, max_scale;
+    int64_t num_updates, num_skipped;
+} amp_scaler_state;
+amp_status amp_scaler_state_get(const amp_scaler *s, amp_scaler_state *out);
+amp_status amp_scaler_state_set(amp_scaler *s, const amp_scaler_state *st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,344 @@
+/* GradScaler: torch.amp.GradScaler's behaviour, with the scale held as an
+ * f32 (as torch's scale tensor is, so growth overflows to inf exactly where
+ * torch's does), per-optimizer stages, and DeepSpeed/Megatron/Apex extras. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "amp/ops.h"
+#include "amp/scaler.h"
+#include "autograd/node.h"
+#include "optim/optim_impl.h"
+
+typedef enum { STAGE_READY = 0, STAGE_UNSCALED, STAGE_STEPPED } opt_stage;
+
+typedef struct {
+    const amp_optim *opt;
+    opt_stage stage;
+    bool found_inf;
+    bool checked; /* an inf check was recorded for this optimizer */
+} opt_state;
+
+struct amp_scaler {
+    amp_scaler_opts o;
+    bool enabled;
+    float scale;
+    int64_t growth_tracker;
+    int hysteresis_left;
+    opt_state *per_opt;
+    int n_opt, cap_opt;
+    int64_t num_updates, num_skipped;
+    float *history;
+    int64_t hist_n, hist_cap;
+};
+
+amp_scaler *amp_scaler_new(const amp_scaler_opts *in) {
+    static const char *fn = "amp_scaler_new";
+    amp_scaler_opts o;
+    memset(&o, 0, sizeof o);
+    if (in) o = *in;
+    if (o.init_scale == 0) o.init_scale = 65536.0;
+    if (o.growth_factor == 0) o.growth_factor = 2.0;
+    if (o.backoff_factor == 0) o.backoff_factor = 0.5;
+    if (o.growth_interval == 0) o.growth_interval = 2000;
+    if (o.hysteresis == 0) o.hysteresis = 1;
+    if (!(o.growth_factor > 1.0)) return amp_error_null(AMP_ERR_ARG, "%s: growth_factor %g must be > 1.0", fn, o.growth_factor);
+    if (!(o.backoff_factor < 1.0) || !(o.backoff_factor > 0))
+        return amp_error_null(AMP_ERR_ARG, "%s: backoff_factor %g must be in (0, 1)", fn, o.backoff_factor);
+    if (!(o.init_scale > 0) || !isfinite(o.init_scale))
+        return amp_error_null(AMP_ERR_ARG, "%s: init_scale %g must be finite and > 0", fn, o.init_scale);
+    if (o.growth_interval < 0) return amp_error_null(AMP_ERR_ARG, "%s: growth_interval %lld must be > 0", fn, (long long)o.growth_interval);
+    if (o.hysteresis < 0) return amp_error_null(AMP_ERR_ARG, "%s: hysteresis %d must be >= 1", fn, o.hysteresis);
+    if (o.min_scale < 0 || o.max_scale < 0 || (o.max_scale > 0 && o.min_scale > o.max_scale))
+        return amp_error_null(AMP_ERR_ARG, "%s: min_scale %g / max_scale %g are inconsistent", fn, o.min_scale, o.max_scale);
+    amp_scaler *s = calloc(1, sizeof *s);
+    if (!s) return amp_error_null(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    s->o = o;
+    s->enabled = !o.disabled;
+    s->scale = (float)o.init_scale;
+    s->hysteresis_left = o.hysteresis;
+    return s;
+}
+
+void amp_scaler_free(amp_scaler *s) {
+    if (!s) return;
+    free(s->per_opt);
+    free(s->history);
+    free(s);
+}
+
+bool amp_scaler_is_enabled(const amp_scaler *s) { return s && s->enabled; }
+double amp_scaler_get_scale(const amp_scaler *s) { return s && s->enabled ? (double)s->scale : 1.0; }
+/* counters: 0 for NULL, with an error message */
+int64_t amp_scaler_growth_tracker(const amp_scaler *s) {
+    if (!s) amp_error(AMP_ERR_ARG, "amp_scaler_growth_tracker: scaler is NULL");
+    return s ? s->growth_tracker : 0;
+}
+int64_t amp_scaler_num_updates(const amp_scaler *s) {
+    if (!s) amp_error(AMP_ERR_ARG, "amp_scaler_num_updates: scaler is NULL");
+    return s ? s->num_updates : 0;
+}
+int64_t amp_scaler_num_skipped(const amp_scaler *s) {
+    if (!s) amp_error(AMP_ERR_ARG, "amp_scaler_num_skipped: scaler is NULL");
+    return s ? s->num_skipped : 0;
+}
+
+const float *amp_scaler_scale_history(const amp_scaler *s, int64_t *n) {
+    if (n) *n = s ? s->hist_n : 0;
+    if (!s) return amp_error_null(AMP_ERR_ARG, "amp_scaler_scale_history: scaler is NULL");
+    return s->history;
+}
+
+static opt_state *state_for(amp_scaler *s, const amp_optim *opt) {
+    for (int i = 0; i < s->n_opt; i++)
+        if (s->per_opt[i].opt == opt) return &s->per_opt[i];
+    if (s->n_opt == s->cap_opt) {
+        int cap = s->cap_opt ? s->cap_opt * 2 : 4;
+        opt_state *p = realloc(s->per_opt, (size_t)cap * sizeof *p);
+        if (!p) return amp_error_null(AMP_ERR_NOMEM, "amp_scaler: out of memory");
+        s->per_opt = p;
+        s->cap_opt = cap;
+    }
+    opt_state *st = &s->per_opt[s->n_opt++];
+    memset(st, 0, sizeof *st);
+    st->opt = opt;
+    return st;
+}
+
+bool amp_scaler_found_inf(const amp_scaler *s, const amp_optim *opt) {
+    if (!s) return false;
+    for (int i = 0; i < s->n_opt; i++)
+        if (s->per_opt[i].opt == opt) return s->per_opt[i].found_inf;
+    return false;
+}
+
+/* ---- scale ------------------------------------------------------------------------- */
+typedef struct {
+    float scale;
+} scale_ctx;
+
+static amp_status scale_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    float sc = ((scale_ctx *)n->ctx)->scale;
+    const amp_tensor *g = gout[0];
+    amp_tensor *out = amp__tensor_new("amp_scaler_scale", g->dtype, g->ndim, g->shape, AMP_MEM_WORKSPACE, 0);
+    if (!out) return amp_last_status();
+    bool owned;
+    const float *pg = amp__f32_view(g, &owned);
+    int64_t cnt = amp_tensor_numel(g);
+    float *tmp = amp__ws_alloc((size_t)(cnt ? cnt : 1) * 4);
+    if (!pg || !tmp) {
+        amp__f32_done(g, pg, owned && pg);
+        amp__ws_free(tmp, (size_t)(cnt ? cnt : 1) * 4);
+        amp__release(out);
+        return amp_last_status();
+    }
+    for (int64_t i = 0; i < cnt; i++) tmp[i] = pg[i] * sc;
+    amp__from_f32(out, tmp);
+    amp__ws_free(tmp, (size_t)(cnt ? cnt : 1) * 4);
+    amp__f32_done(g, pg, owned);
+    gin[0] = out;
+    return AMP_OK;
+}
+
+amp_tensor *amp_scaler_scale(amp_scaler *s, amp_tensor *loss) {
+    static const char *fn = "amp_scaler_scale";
+    if (!s) return amp_error_null(AMP_ERR_ARG, "%s: scaler is NULL", fn);
+    if (!loss) return amp_error_null(AMP_ERR_ARG, "%s: loss is NULL (%s)", fn, amp_last_error());
+    if (!amp_dtype_is_float(loss->dtype))
+        return amp_error_null(AMP_ERR_DTYPE, "%s: loss has dtype %s; expected a float tensor", fn, amp_dtype_name(loss->dtype));
+    if (!s->enabled) return amp_clone(loss);
+    float sc = s->scale;
+    amp_tensor *out = amp__empty_like(fn, loss, loss->dtype);
+    if (!out) return NULL;
+    int64_t cnt = amp_tensor_numel(loss);
+    for (int64_t i = 0; i < cnt; i++) {
+        double v = amp__load(amp__elem_ptr(loss, i), loss->dtype);
+        amp__store((char *)amp__data(out) + (size_t)i * amp_dtype_size(out->dtype), out->dtype, (double)((float)v * sc));
+    }
+    if (amp__needs_grad(1, &loss)) {
+        amp_node *n = amp__node_new(fn, scale_backward, 1, &loss, sizeof(scale_ctx));
+        if (!n) {
+            amp_tensor_free(out);
+            return NULL;
+        }
+        ((scale_ctx *)n->ctx)->scale = sc;
+        amp__node_attach(n, out);
+    }
+    return out;
+}
+
+/* ---- unscale / step / update ------------------------------------------------------------ */
+static float inv_scale_of(const amp_scaler *s) { return (float)(1.0 / (double)s->scale); }
+
+amp_status amp_scaler_unscale(amp_scaler *s, amp_optim *opt) {
+    static const char *fn = "amp_scaler_unscale";
+    if (!s) return amp_error(AMP_ERR_ARG, "%s: scaler is NULL", fn);
+    if (!opt) return amp_error(AMP_ERR_ARG, "%s: opt is NULL", fn);
+    if (!s->enabled) return AMP_OK;
+    opt_state *st = state_for(s, opt);
+    if (!st) return amp_last_status();
+    if (st->stage == STAGE_UNSCALED)
+        return amp_error(AMP_ERR_STATE, "%s: unscale already called on this optimizer since the last update", fn);
+    if (st->stage == STAGE_STEPPED) return amp_error(AMP_ERR_STATE, "%s: unscale called after step (call update first)", fn);
+    bool found = false;
+    amp_status rc = amp__optim_unscale(opt, inv_scale_of(s), &found, fn);
+    if (rc != AMP_OK) return rc;
+    st->found_inf = found;
+    st->checked = true;
+    st->stage = STAGE_UNSCALED;
+    return AMP_OK;
+}
+
+amp_status amp_scaler_step(amp_scaler *s, amp_optim *opt, bool *skipped) {
+    static const char *fn = "amp_scaler_step";
+    if (skipped) *skipped = false;
+    if (!s) return amp_error(AMP_ERR_ARG, "%s: scaler is NULL", fn);
+    if (!opt) return amp_error(AMP_ERR_ARG, "%s: opt is NULL", fn);
+    if (!s->enabled) return amp_optim_step(opt);
+    opt_state *st = state_for(s, opt);
+    if (!st) return amp_last_status();
+    if (st->stage == STAGE_STEPPED)
+        return amp_error(AMP_ERR_STATE, "%s: step already called on this optimizer since the last update", fn);
+    float inv = 1.0f;
+    if (st->stage == STAGE_READY) {
+        /* Fused path: check first (read-only), then unscale inside the
+         * optimizer's single update pass. Same result as unscale + step. */
+        for (int i = 0; i < opt->n; i++) {
+            const amp_tensor *g = opt->ps[i].param->grad;
+            if (g && g->dtype == AMP_F16 && !opt->o.master_weights)
+                return amp_error(AMP_ERR_DTYPE, "%s: attempting to unscale FP16 gradients (parameter %d is f16 without "
+                                                "master weights)", fn, i);
+        }
+        st->found_inf = !amp__optim_grads_finite(opt);
+        st->checked = true;
+        inv = inv_scale_of(s);
+        if (st->found_inf) { /* torch has unscaled the grads in place by now */
+            bool again;
+            amp_status rc = amp__optim_unscale(opt, inv, &again, fn);
+            if (rc != AMP_OK) return rc;
+        }
+    }
+    amp_status rc = AMP_OK;
+    if (!st->found_inf) rc = amp__optim_step_scaled(opt, inv);
+    else opt->master_grads_valid = false;
+    if (skipped) *skipped = st->found_inf;
+    st->stage = STAGE_STEPPED;
+    return rc;
+}
+
+static void record(amp_scaler *s) {
+    if (s->hist_n == s->hist_cap) {
+        int64_t cap = s->hist_cap ? s->hist_cap * 2 : 256;
+        float *p = realloc(s->history, (size_t)cap * sizeof *p);
+        if (!p) return;
+        s->history = p;
+        s->hist_cap = cap;
+    }
+    s->history[s->hist_n++] = s->scale;
+}
+
+static void reset_per_opt(amp_scaler *s) { s->n_opt = 0; }
+
+amp_status amp_scaler_update(amp_scaler *s) {
+    static const char *fn = "amp_scaler_update";
+    if (!s) return amp_error(AMP_ERR_ARG, "%s: scaler is NULL", fn);
+    if (!s->enabled) return AMP_OK;
+    bool any_checked = false, found = false;
+    for (int i = 0; i < s->n_opt; i++) {
+        any_checked |= s->per_opt[i].checked;
+        found |= s->per_opt[i].found_inf;
+    }
+    if (!any_checked)
+        return amp_error(AMP_ERR_STATE, "%s: no inf checks were recorded since the last update (call amp_scaler_step "
+                                        "or amp_scaler_unscale first)", fn);
+    const amp_scaler_opts *o = &s->o;
+    if (found) {
+        s->num_skipped++;
+        s->growth_tracker = 0;
+        if (!o->static_scale) {
+            s->hysteresis_left--;
+            if (s->hysteresis_left <= 0) {
+                float ns = s->scale * (float)o->backoff_factor;
+                if (o->min_scale > 0 && ns < (float)o->min_scale) ns = (float)o->min_scale;
+                s->scale = ns;
+            }
+        }
+    } else {
+        if (o->consecutive_hysteresis) s->hysteresis_left = o->hysteresis;
+        int64_t successful = s->growth_tracker + 1;
+        if (successful == o->growth_interval) {
+            if (!o->static_scale) {
+                float ns = s->scale * (float)o->growth_factor;
+                if (o->max_scale > 0 && ns > (float)o->max_scale) ns = (float)o->max_scale;
+                if (isfinite(ns)) s->scale = ns;
+                s->hysteresis_left = o->hysteresis;
+            }
+            s->growth_tracker = 0;
+        } else {
+            s->growth_tracker = successful;
+        }
+    }
+    s->num_updates++;
+    record(s);
+    reset_per_opt(s);
+    return AMP_OK;
+}
+
+amp_status amp_scaler_update_to(amp_scaler *s, double new_scale) {
+    static const char *fn = "amp_scaler_update_to";
+    if (!s) return amp_error(AMP_ERR_ARG, "%s: scaler is NULL", fn);
+    if (!s->enabled) return AMP_OK;
+    if (!(new_scale > 0) || !isfinite(new_scale))
+        return amp_error(AMP_ERR_ARG, "%s: new_scale %g must be finite and > 0", fn, new_scale);
+    bool found = false;
+    for (int i = 0; i < s->n_opt; i++) found |= s->per_opt[i].found_inf;
+    if (found) s->num_skipped++;
+    s->scale = (float)new_scale;
+    s->num_updates++;
+    record(s);
+    reset_per_opt(s);
+    return AMP_OK;
+}
+
+amp_status amp_scaler_state_get(const amp_scaler *s, amp_scaler_state *out) {
+    if (!s || !out) return amp_error(AMP_ERR_ARG, "amp_scaler_state_get: NULL argument");
+    if (!s->enabled)
+        return amp_error(AMP_ERR_STATE, "amp_scaler_state_get: the scaler is disabled and has no state (torch returns "
+                                        "an empty state dict)");
+    memset(out, 0, sizeof *out);
+    out->scale = s->scale;
+    out->growth_factor = s->o.growth_factor;
+    out->backoff_factor = s->o.backoff_factor;
+    out->growth_interval = s->o.growth_interval;
+    out->growth_tracker = s->growth_tracker;
+    out->hysteresis = s->o.hysteresis;
+    out->hysteresis_left = s->hysteresis_left;
+    out->min_scale = s->o.min_scale;
+    out->max_scale = s->o.max_scale;
+    out->num_updates = s->num_updates;
+    out->num_skipped = s->num_skipped;
+    return AMP_OK;
+}
+
+amp_status amp_scaler_state_set(amp_scaler *s, const amp_scaler_state *st) {
+    static const char *fn = "amp_scaler_state_set";
+    if (!s || !st) return amp_error(AMP_ERR_ARG, "%s: NULL argument", fn);
+    if (!s->enabled) return amp_error(AMP_ERR_STATE, "%s: cannot load state into a disabled scaler", fn);
+    if (!(st->scale > 0) || !isfinite(st->scale) || !(st->growth_factor > 1) || !(st->backoff_factor > 0 && st->backoff_factor < 1) ||
+        st->growth_interval <= 0 || st->growth_tracker < 0 || st->growth_tracker >= st->growth_interval)
+        return amp_error(AMP_ERR_ARG, "%s: inconsistent state (scale %g, growth %g, backoff %g, interval %lld, tracker %lld)", fn,
+                         st->scale, st->growth_factor, st->backoff_factor, (long long)st->growth_interval,
+                         (long long)st->growth_tracker);
+    s->scale = (float)st->scale;
+    s->o.growth_factor = st->growth_factor;
+    s->o.backoff_factor = st->backoff_factor;
+    s->o.growth_interval = st->growth_interval;
+    s->growth_tracker = st->growth_tracker;
+    if (st->hysteresis > 0) s->o.hysteresis = st->hysteresis;
+    s->hysteresis_left = st->hysteresis > 0 ? st->hysteresis_left : s->o.hysteresis;
+    s->o.min_scale = st->min_scale;
+    s->o.max_scale = st->max_scale;
+    s->num_updates = st->num_updates;
+    s->num_skipped = st->num_skipped;
+    return AMP_OK;
+}

@@ -1,0 +1,29 @@
+/* Internal: the optimizer's per-tile update, one build per CPU path. The
+ * loops are written so the compiler vectorises them with each file's target
+ * flags; no FMA contraction happens (C11 mode: -ffp-contract=off), so every
+ * path gives bit-identical results in torch's operation order. */
+#ifndef AMP_KERNELS_OPTIM_UPDATE_H
+#define AMP_KERNELS_OPTIM_UPDATE_H
+
+#include <stdint.h>
+
+#include "amp/base.h"
+
+typedef struct {
+    int kind; /* amp_optim_kind */
+    float inv_scale;
+    /* SGD */
+    float wd, mom, one_minus_damp, neg_lr;
+    int nesterov, first_mom;
+    /* Adam(W) */
+    float w1, b2, omb2, neg_step, bc2s, eps, decay;
+} amp_optim_consts;
+
+/* g *= inv_scale (when != 1); updates w (and ea/eas or buf) for m elements. */
+typedef void (*amp_optim_tile_fn)(const amp_optim_consts *c, int64_t m, float *w, float *g, float *ea, float *eas,
+                                  float *buf);
+void amp_optim_tile_scalar(const amp_optim_consts *c, int64_t m, float *w, float *g, float *ea, float *eas, float *buf);
+void amp_optim_tile_avx2(const amp_optim_consts *c, int64_t m, float *w, float *g, float *ea, float *eas, float *buf);
+void amp_optim_tile_avx512(const amp_optim_consts *c, int64_t m, float *w, float *g, float *ea, float *eas, float *buf);
+
+#endif

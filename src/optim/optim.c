@@ -1,0 +1,535 @@
+/* SGD, Adam, AdamW with PyTorch's single-tensor update formulas, evaluated in
+ * f32 in the same order as torch's CPU kernels (scalars computed in double
+ * and rounded to f32, as Python floats are when they meet a float tensor).
+ *
+ * One pass per parameter does: widen the gradient tile to f32 (times the
+ * inverse loss scale when the scaler has not unscaled yet), read the weight
+ * (the f32 master, or the parameter itself), update the optimizer state and
+ * the weight, and write the half copy back (round-to-nearest-even or
+ * stochastic). That is the fused unscale + update + write-back pass. */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "amp/autograd.h"
+#include "amp/numeric.h"
+#include "core/cpu.h"
+#include "kernels/cpu/optim_update.h"
+#include "optim/optim_impl.h"
+
+#define TILE 1024
+#define PAR_MIN 65536
+
+amp_optim_opts amp_sgd_opts(double lr) {
+    amp_optim_opts o;
+    memset(&o, 0, sizeof o);
+    o.kind = AMP_OPTIM_SGD;
+    o.lr = lr;
+    return o;
+}
+
+amp_optim_opts amp_adam_opts(double lr) {
+    amp_optim_opts o;
+    memset(&o, 0, sizeof o);
+    o.kind = AMP_OPTIM_ADAM;
+    o.lr = lr;
+    o.beta1 = 0.9;
+    o.beta2 = 0.999;
+    o.eps = 1e-8;
+    return o;
+}
+
+amp_optim_opts amp_adamw_opts(double lr) {
+    amp_optim_opts o = amp_adam_opts(lr);
+    o.kind = AMP_OPTIM_ADAMW;
+    o.weight_decay = 0.01;
+    return o;
+}
+
+static amp_tensor *state_tensor(const char *fn, const amp_tensor *like, amp_mem_category c, double fill) {
+    amp_tensor *t = amp__tensor_new(fn, AMP_F32, like->ndim, like->shape, c, AMP_NEW_UNSCOPED);
+    if (t) {
+        if (fill == 0) memset(t->storage->data, 0, t->storage->nbytes);
+        else amp_tensor_fill_(t, fill);
+    }
+    return t;
+}
+
+static amp_status check_opts(const char *fn, const amp_optim_opts *o) {
+    if ((int)o->kind < 0 || o->kind > AMP_OPTIM_ADAMW) return amp_error(AMP_ERR_ARG, "%s: kind %d is not an optimizer", fn, (int)o->kind);
+    if (!(o->lr >= 0) || !isfinite(o->lr)) return amp_error(AMP_ERR_ARG, "%s: lr %g must be finite and >= 0", fn, o->lr);
+    if (!(o->weight_decay >= 0)) return amp_error(AMP_ERR_ARG, "%s: weight_decay %g must be >= 0", fn, o->weight_decay);
+    if (o->kind == AMP_OPTIM_SGD) {
+        if (!(o->momentum >= 0)) return amp_error(AMP_ERR_ARG, "%s: momentum %g must be >= 0", fn, o->momentum);
+        if (o->nesterov && (o->momentum <= 0 || o->dampening != 0))
+            return amp_error(AMP_ERR_ARG, "%s: nesterov momentum requires a momentum and zero dampening", fn);
+    } else {
+        if (!(o->beta1 >= 0 && o->beta1 < 1)) return amp_error(AMP_ERR_ARG, "%s: beta1 %g must be in [0, 1)", fn, o->beta1);
+        if (!(o->beta2 >= 0 && o->beta2 < 1)) return amp_error(AMP_ERR_ARG, "%s: beta2 %g must be in [0, 1)", fn, o->beta2);
+        if (!(o->eps >= 0)) return amp_error(AMP_ERR_ARG, "%s: eps %g must be >= 0", fn, o->eps);
+    }
+    if (o->rounding != AMP_ROUND_NEAREST && o->rounding != AMP_ROUND_STOCHASTIC)
+        return amp_error(AMP_ERR_ARG, "%s: rounding %d is not a rounding mode", fn, (int)o->rounding);
+    return AMP_OK;
+}
+
+amp_optim *amp_optim_new(amp_tensor *const *params, int n, const amp_optim_opts *o) {
+    static const char *fn = "amp_optim_new";
+    if (!o) return amp_error_null(AMP_ERR_ARG, "%s: opts is NULL (use amp_adamw_opts(lr) etc.)", fn);
+    if (n <= 0) return amp_error_null(AMP_ERR_ARG, "%s: n = %d: need at least one parameter", fn, n);
+    if (!params) return amp_error_null(AMP_ERR_ARG, "%s: params is NULL", fn);
+    if (check_opts(fn, o) != AMP_OK) return NULL;
+    for (int i = 0; i < n; i++) {
+        const amp_tensor *p = params[i];
+        if (!p) return amp_error_null(AMP_ERR_ARG, "%s: params[%d] is NULL", fn, i);
+        if (!amp_tensor_is_leaf(p) || !p->requires_grad)
+            return amp_error_null(AMP_ERR_ARG, "%s: params[%d] must be a leaf tensor that requires grad", fn, i);
+        if (!amp_tensor_is_contiguous(p)) return amp_error_null(AMP_ERR_ARG, "%s: params[%d] is not contiguous", fn, i);
+        if (o->master_weights && !amp_dtype_is_half(p->dtype))
+            return amp_error_null(AMP_ERR_DTYPE, "%s: params[%d] is %s; master weights need f16 or bf16 parameters", fn, i,
+                                  amp_dtype_name(p->dtype));
+        if (p->dtype != AMP_F32 && !amp_dtype_is_half(p->dtype))
+            return amp_error_null(AMP_ERR_DTYPE, "%s: params[%d] has dtype %s (expected f32, f16 or bf16)", fn, i,
+                                  amp_dtype_name(p->dtype));
+        for (int j = 0; j < i; j++)
+            if (params[j] == p) return amp_error_null(AMP_ERR_ARG, "%s: params[%d] and params[%d] are the same tensor", fn, j, i);
+    }
+    amp_optim *opt = calloc(1, sizeof *opt);
+    if (!opt) return amp_error_null(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    opt->ps = calloc((size_t)n, sizeof *opt->ps);
+    if (!opt->ps) {
+        free(opt);
+        return amp_error_null(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    }
+    opt->o = *o;
+    opt->n = n;
+    for (int i = 0; i < n; i++) {
+        amp_param_state *ps = &opt->ps[i];
+        ps->param = amp_tensor_retain(params[i]);
+        bool ok = true;
+        if (o->kind != AMP_OPTIM_SGD) {
+            ps->exp_avg = state_tensor(fn, params[i], AMP_MEM_OPTIM, 0);
+            ps->exp_avg_sq = state_tensor(fn, params[i], AMP_MEM_OPTIM, 0);
+            ok = ps->exp_avg && ps->exp_avg_sq;
+        }
+        if (ok && o->master_weights) {
+            ps->master = state_tensor(fn, params[i], AMP_MEM_OPTIM, 0);
+            ok = ps->master && amp__copy_convert(ps->master, params[i]) == AMP_OK;
+        }
+        if (!ok) {
+            opt->n = i + 1;
+            amp_optim_free(opt);
+            return NULL;
+        }
+    }
+    return opt;
+}
+
+void amp_optim_free(amp_optim *opt) {
+    if (!opt) return;
+    for (int i = 0; i < opt->n; i++) {
+        amp_param_state *ps = &opt->ps[i];
+        amp__release(ps->param);
+        amp__release(ps->exp_avg);
+        amp__release(ps->exp_avg_sq);
+        amp__release(ps->momentum);
+        amp__release(ps->master);
+        amp__release(ps->master_grad);
+    }
+    free(opt->ps);
+    free(opt);
+}
+
+amp_status amp_optim_zero_grad(amp_optim *opt) {
+    if (!opt) return amp_error(AMP_ERR_ARG, "amp_optim_zero_grad: opt is NULL");
+    for (int i = 0; i < opt->n; i++) amp_tensor_set_grad(opt->ps[i].param, NULL);
+    opt->master_grads_valid = false;
+    return AMP_OK;
+}
+
+amp_status amp_optim_set_lr(amp_optim *opt, double lr) {
+    if (!opt) return amp_error(AMP_ERR_ARG, "amp_optim_set_lr: opt is NULL");
+    if (!(lr >= 0) || !isfinite(lr)) return amp_error(AMP_ERR_ARG, "amp_optim_set_lr: lr %g must be finite and >= 0", lr);
+    opt->o.lr = lr;
+    return AMP_OK;
+}
+
+double amp_optim_get_lr(const amp_optim *opt) { return opt ? opt->o.lr : NAN; }
+int64_t amp_optim_steps(const amp_optim *opt) {
+    if (!opt) amp_error(AMP_ERR_ARG, "amp_optim_steps: opt is NULL");
+    return opt ? opt->steps : -1;
+}
+int amp_optim_num_params(const amp_optim *opt) {
+    if (!opt) amp_error(AMP_ERR_ARG, "amp_optim_num_params: opt is NULL");
+    return opt ? opt->n : -1;
+}
+const amp_optim_opts *amp_optim_get_opts(const amp_optim *opt) {
+    return opt ? &opt->o : amp_error_null(AMP_ERR_ARG, "amp_optim_get_opts: opt is NULL");
+}
+
+amp_tensor *amp_optim_param(const amp_optim *opt, int i) {
+    if (!opt || i < 0 || i >= opt->n) return amp_error_null(AMP_ERR_ARG, "amp_optim_param: index %d out of range", i);
+    return opt->ps[i].param;
+}
+
+amp_tensor *amp_optim_state(const amp_optim *opt, int i, const char *name) {
+    if (!opt || i < 0 || i >= opt->n || !name) return amp_error_null(AMP_ERR_ARG, "amp_optim_state: bad optimizer, index %d or name", i);
+    const amp_param_state *ps = &opt->ps[i];
+    if (!strcmp(name, "exp_avg")) return ps->exp_avg;
+    if (!strcmp(name, "exp_avg_sq")) return ps->exp_avg_sq;
+    if (!strcmp(name, "momentum_buffer")) return ps->momentum;
+    if (!strcmp(name, "master")) return ps->master;
+    return amp_error_null(AMP_ERR_ARG, "amp_optim_state: unknown state '%s' (exp_avg, exp_avg_sq, momentum_buffer, master)", name);
+}
+
+amp_tensor *amp_optim_grad(const amp_optim *opt, int i) {
+    if (!opt || i < 0 || i >= opt->n) return amp_error_null(AMP_ERR_ARG, "amp_optim_grad: index %d out of range", i);
+    const amp_param_state *ps = &opt->ps[i];
+    if (opt->master_grads_valid && ps->master_grad) return ps->master_grad;
+    return ps->param->grad;
+}
+
+amp_status amp_optim_set_steps(amp_optim *opt, int64_t steps) {
+    if (!opt || steps < 0) return amp_error(AMP_ERR_ARG, "amp_optim_set_steps: bad optimizer or steps %lld", (long long)steps);
+    opt->steps = steps;
+    for (int i = 0; i < opt->n; i++) opt->ps[i].step = steps;
+    return AMP_OK;
+}
+
+int64_t amp_optim_param_steps(const amp_optim *opt, int i) {
+    if (!opt || i < 0 || i >= opt->n) {
+        amp_error(AMP_ERR_ARG, "amp_optim_param_steps: bad optimizer or index %d", i);
+        return -1;
+    }
+    return opt->ps[i].step;
+}
+
+amp_status amp_optim_set_param_steps(amp_optim *opt, int i, int64_t steps) {
+    if (!opt || i < 0 || i >= opt->n || steps < 0)
+        return amp_error(AMP_ERR_ARG, "amp_optim_set_param_steps: bad optimizer, index %d or steps %lld", i, (long long)steps);
+    opt->ps[i].step = steps;
+    return AMP_OK;
+}
+
+uint64_t amp_optim_sr_counter(const amp_optim *opt) {
+    if (!opt) amp_error(AMP_ERR_ARG, "amp_optim_sr_counter: opt is NULL");
+    return opt ? opt->sr_counter : 0;
+}
+
+amp_status amp_optim_set_sr_counter(amp_optim *opt, uint64_t counter) {
+    if (!opt) return amp_error(AMP_ERR_ARG, "amp_optim_set_sr_counter: opt is NULL");
+    opt->sr_counter = counter;
+    return AMP_OK;
+}
+
+amp_status amp_optim_load_state(amp_optim *opt, int i, const char *name, const amp_tensor *src) {
+    static const char *fn = "amp_optim_load_state";
+    if (!opt || i < 0 || i >= opt->n) return amp_error(AMP_ERR_ARG, "%s: bad optimizer or index %d", fn, i);
+    if (!name || !src) return amp_error(AMP_ERR_ARG, "%s: name or src is NULL", fn);
+    amp_param_state *ps = &opt->ps[i];
+    amp_tensor **slot = !strcmp(name, "exp_avg")           ? &ps->exp_avg
+                        : !strcmp(name, "exp_avg_sq")      ? &ps->exp_avg_sq
+                        : !strcmp(name, "momentum_buffer") ? &ps->momentum
+                        : !strcmp(name, "master")          ? &ps->master
+                                                           : NULL;
+    if (!slot) return amp_error(AMP_ERR_ARG, "%s: unknown state '%s' (exp_avg, exp_avg_sq, momentum_buffer, master)", fn, name);
+    if (!amp__same_shape(src, ps->param)) {
+        char a[AMP_SHAPE_BUF], b[AMP_SHAPE_BUF];
+        return amp_error(AMP_ERR_SHAPE, "%s: %s of parameter %d: shape %s, the parameter has %s", fn, name, i,
+                         amp__shape_fmt(src->ndim, src->shape, a, sizeof a),
+                         amp__shape_fmt(ps->param->ndim, ps->param->shape, b, sizeof b));
+    }
+    if (!amp_dtype_is_float(src->dtype))
+        return amp_error(AMP_ERR_DTYPE, "%s: %s of parameter %d has dtype %s; expected a float tensor", fn, name, i,
+                         amp_dtype_name(src->dtype));
+    if (slot == &ps->master && !opt->o.master_weights)
+        return amp_error(AMP_ERR_STATE, "%s: the optimizer has no master weights", fn);
+    if ((slot == &ps->exp_avg || slot == &ps->exp_avg_sq) && opt->o.kind == AMP_OPTIM_SGD)
+        return amp_error(AMP_ERR_STATE, "%s: SGD has no %s", fn, name);
+    if (slot == &ps->momentum && (opt->o.kind != AMP_OPTIM_SGD || opt->o.momentum == 0))
+        return amp_error(AMP_ERR_STATE, "%s: the optimizer keeps no momentum_buffer", fn);
+    if (!*slot) {
+        *slot = state_tensor(fn, ps->param, AMP_MEM_OPTIM, 0);
+        if (!*slot) return amp_last_status();
+    }
+    return amp__copy_convert(*slot, src);
+}
+
+/* ---- element passes ------------------------------------------------------------------ */
+static void load_f32(float *dst, const void *src, amp_dtype dt, int64_t n) {
+    switch (dt) {
+    case AMP_F32: memcpy(dst, src, (size_t)n * 4); break;
+    case AMP_F16: amp_f16_to_f32_array(dst, src, (size_t)n); break;
+    case AMP_BF16: amp_bf16_to_f32_array(dst, src, (size_t)n); break;
+    default: amp_convert(dst, AMP_F32, src, dt, (size_t)n, 0); break;
+    }
+}
+
+static void store_f32(void *dst, amp_dtype dt, const float *src, int64_t n, amp_round_mode rm, uint64_t seed, uint64_t ctr) {
+    switch (dt) {
+    case AMP_F32: memcpy(dst, src, (size_t)n * 4); break;
+    case AMP_F16:
+        if (rm == AMP_ROUND_STOCHASTIC) amp_f32_to_f16_sr_array(dst, src, (size_t)n, seed, ctr);
+        else amp_f32_to_f16_array(dst, src, (size_t)n);
+        break;
+    case AMP_BF16:
+        if (rm == AMP_ROUND_STOCHASTIC) amp_f32_to_bf16_sr_array(dst, src, (size_t)n, seed, ctr);
+        else amp_f32_to_bf16_array(dst, src, (size_t)n);
+        break;
+    default: amp_convert(dst, dt, src, AMP_F32, (size_t)n, 0); break;
+    }
+}
+
+static const amp_tensor *current_grad(const amp_optim *opt, const amp_param_state *ps) {
+    if (opt->master_grads_valid && ps->master_grad) return ps->master_grad;
+    return ps->param->grad;
+}
+
+bool amp__optim_grads_finite(amp_optim *opt) {
+    int bad = 0;
+    for (int i = 0; i < opt->n && !bad; i++) {
+        const amp_tensor *g = current_grad(opt, &opt->ps[i]);
+        if (!g) continue;
+        int64_t n = amp_tensor_numel(g);
+        const char *base = amp__data(g);
+        size_t es = amp_dtype_size(g->dtype);
+#pragma omp parallel for reduction(| : bad) schedule(static) if (n > PAR_MIN)
+        for (int64_t t0 = 0; t0 < n; t0 += TILE) {
+            float tmp[TILE];
+            int64_t m = n - t0 < TILE ? n - t0 : TILE;
+            load_f32(tmp, base + (size_t)t0 * es, g->dtype, m);
+            int b = 0;
+            for (int64_t k = 0; k < m; k++) b |= !isfinite(tmp[k]);
+            bad |= b;
+        }
+    }
+    return !bad;
+}
+
+amp_status amp__optim_unscale(amp_optim *opt, float inv_scale, bool *found_inf, const char *fn) {
+    int bad = 0;
+    for (int i = 0; i < opt->n; i++) {
+        amp_param_state *ps = &opt->ps[i];
+        const amp_tensor *g = ps->param->grad;
+        if (g && g->dtype == AMP_F16 && !opt->o.master_weights)
+            return amp_error(AMP_ERR_DTYPE, "%s: attempting to unscale FP16 gradients (parameter %d is f16 without master "
+                                            "weights; use master_weights or f32 parameters)", fn, i);
+    }
+    for (int i = 0; i < opt->n; i++) {
+        amp_param_state *ps = &opt->ps[i];
+        amp_tensor *g = ps->param->grad;
+        if (!g) continue;
+        amp_tensor *dst = g;
+        if (opt->o.master_weights) {
+            if (!ps->master_grad) {
+                ps->master_grad = state_tensor(fn, ps->param, AMP_MEM_GRAD, 0);
+                if (!ps->master_grad) return amp_last_status();
+            }
+            dst = ps->master_grad;
+        }
+        int64_t n = amp_tensor_numel(g);
+        const char *src = amp__data(g);
+        char *out = amp__data(dst);
+        size_t es = amp_dtype_size(g->dtype), eo = amp_dtype_size(dst->dtype);
+#pragma omp parallel for reduction(| : bad) schedule(static) if (n > PAR_MIN)
+        for (int64_t t0 = 0; t0 < n; t0 += TILE) {
+            float tmp[TILE];
+            int64_t m = n - t0 < TILE ? n - t0 : TILE;
+            load_f32(tmp, src + (size_t)t0 * es, g->dtype, m);
+            int b = 0;
+            for (int64_t k = 0; k < m; k++) {
+                b |= !isfinite(tmp[k]); /* check before multiplying */
+                tmp[k] *= inv_scale;
+            }
+            bad |= b;
+            store_f32(out + (size_t)t0 * eo, dst->dtype, tmp, m, AMP_ROUND_NEAREST, 0, 0);
+        }
+    }
+    if (opt->o.master_weights) opt->master_grads_valid = true;
+    *found_inf = bad != 0;
+    return AMP_OK;
+}
+
+static const amp_optim_tile_fn g_tile_fns[AMP_CPU_PATH_COUNT] = {amp_optim_tile_scalar, amp_optim_tile_avx2,
+                                                                   amp_optim_tile_avx512};
+
+static bool master_of(const amp_param_state *ps) { return ps->master != NULL; }
+
+static amp_status step_param(amp_optim *opt, amp_param_state *ps, float inv_scale, uint64_t sr_base) {
+    const amp_optim_opts *o = &opt->o;
+    const amp_tensor *g = current_grad(opt, ps);
+    amp_tensor *p = ps->param;
+    int64_t n = amp_tensor_numel(p);
+    amp_optim_consts c;
+    memset(&c, 0, sizeof c);
+    c.kind = (int)o->kind;
+    c.inv_scale = 1.0f; /* applied below, before the gradient is written back */
+    c.wd = (float)o->weight_decay;
+    ps->step++;
+    if (o->kind == AMP_OPTIM_SGD) {
+        c.mom = (float)o->momentum;
+        c.one_minus_damp = (float)(1.0 - o->dampening);
+        c.neg_lr = (float)(-o->lr);
+        c.nesterov = o->nesterov;
+        if (o->momentum != 0 && !ps->momentum) {
+            ps->momentum = state_tensor("amp_optim_step", p, AMP_MEM_OPTIM, 0);
+            if (!ps->momentum) return amp_last_status();
+            c.first_mom = true;
+        }
+    } else {
+        double bc1 = 1.0 - pow(o->beta1, (double)ps->step);
+        double bc2 = 1.0 - pow(o->beta2, (double)ps->step);
+        c.w1 = (float)(1.0 - o->beta1);
+        c.b2 = (float)o->beta2;
+        c.omb2 = (float)(1.0 - o->beta2);
+        c.neg_step = (float)(-(o->lr / bc1));
+        c.bc2s = (float)sqrt(bc2);
+        c.eps = (float)o->eps;
+        c.decay = (float)(1.0 - o->lr * o->weight_decay);
+    }
+    char *gsrc = amp__data(g);
+    /* torch leaves unscaled values in .grad after step; do the same (f32/bf16
+     * gradients of non-master optimizers; a master optimizer's half .grad
+     * would underflow, so it stays scaled). */
+    bool write_grad = inv_scale != 1.0f && !master_of(ps);
+    size_t ges = amp_dtype_size(g->dtype), pes = amp_dtype_size(p->dtype);
+    char *pdata = amp__data(p);
+    float *master = ps->master ? (float *)amp__data(ps->master) : NULL;
+    float *ea = ps->exp_avg ? (float *)amp__data(ps->exp_avg) : NULL;
+    float *eas = ps->exp_avg_sq ? (float *)amp__data(ps->exp_avg_sq) : NULL;
+    float *mb = ps->momentum ? (float *)amp__data(ps->momentum) : NULL;
+    amp_optim_tile_fn tile = AMP_DISPATCH(g_tile_fns);
+#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+    for (int64_t t0 = 0; t0 < n; t0 += TILE) {
+        float gt[TILE], wt[TILE];
+        int64_t m = n - t0 < TILE ? n - t0 : TILE;
+        load_f32(gt, gsrc + (size_t)t0 * ges, g->dtype, m);
+        float *w = master ? master + t0 : wt;
+        if (!master) load_f32(wt, pdata + (size_t)t0 * pes, p->dtype, m);
+        if (inv_scale != 1.0f) {
+            for (int64_t k = 0; k < m; k++) gt[k] *= inv_scale;
+            if (write_grad) store_f32(gsrc + (size_t)t0 * ges, g->dtype, gt, m, AMP_ROUND_NEAREST, 0, 0);
+        }
+        tile(&c, m, w, gt, ea ? ea + t0 : NULL, eas ? eas + t0 : NULL, mb ? mb + t0 : NULL);
+        if (master || p->dtype != AMP_F32)
+            store_f32(pdata + (size_t)t0 * pes, p->dtype, w, m, o->rounding, o->seed, sr_base + (uint64_t)t0);
+        else
+            memcpy(pdata + (size_t)t0 * pes, w, (size_t)m * 4);
+    }
+    return AMP_OK;
+}
+
+amp_status amp__optim_step_scaled(amp_optim *opt, float inv_scale) {
+    uint64_t base = opt->sr_counter;
+    for (int i = 0; i < opt->n; i++) {
+        amp_param_state *ps = &opt->ps[i];
+        int64_t n = amp_tensor_numel(ps->param);
+        if (current_grad(opt, ps)) {
+            amp_status st = step_param(opt, ps, inv_scale, base);
+            if (st != AMP_OK) return st;
+        }
+        base += (uint64_t)n;
+    }
+    opt->sr_counter = base;
+    opt->steps++;
+    opt->master_grads_valid = false;
+    return AMP_OK;
+}
+
+amp_status amp_optim_step(amp_optim *opt) {
+    if (!opt) return amp_error(AMP_ERR_ARG, "amp_optim_step: opt is NULL");
+    return amp__optim_step_scaled(opt, 1.0f);
+}
+
+/* ---- clipping ---------------------------------------------------------------------------- */
+double amp_clip_grad_norm(amp_optim *opt, double max_norm) {
+    if (!opt) {
+        amp_error(AMP_ERR_ARG, "amp_clip_grad_norm: opt is NULL");
+        return -1;
+    }
+    if (!(max_norm > 0) || !isfinite(max_norm)) {
+        amp_error(AMP_ERR_ARG, "amp_clip_grad_norm: max_norm %g must be finite and > 0", max_norm);
+        return -1;
+    }
+    double total = 0;
+    for (int i = 0; i < opt->n; i++) {
+        const amp_tensor *g = current_grad(opt, &opt->ps[i]);
+        if (!g) continue;
+        int64_t n = amp_tensor_numel(g);
+        const char *base = amp__data(g);
+        size_t es = amp_dtype_size(g->dtype);
+        double s = 0;
+#pragma omp parallel for reduction(+ : s) schedule(static) if (n > PAR_MIN)
+        for (int64_t t0 = 0; t0 < n; t0 += TILE) {
+            float tmp[TILE];
+            int64_t m = n - t0 < TILE ? n - t0 : TILE;
+            load_f32(tmp, base + (size_t)t0 * es, g->dtype, m);
+            double a = 0;
+            for (int64_t k = 0; k < m; k++) a += (double)tmp[k] * tmp[k];
+            s += a;
+        }
+        total += s;
+    }
+    double norm = sqrt(total);
+    if (!isfinite(norm)) return norm;
+    double coef = max_norm / (norm + 1e-6);
+    if (coef >= 1.0) return norm;
+    float cf = (float)coef;
+    for (int i = 0; i < opt->n; i++) {
+        amp_tensor *g = (amp_tensor *)current_grad(opt, &opt->ps[i]);
+        if (!g) continue;
+        int64_t n = amp_tensor_numel(g);
+        char *base = amp__data(g);
+        size_t es = amp_dtype_size(g->dtype);
+#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+        for (int64_t t0 = 0; t0 < n; t0 += TILE) {
+            float tmp[TILE];
+            int64_t m = n - t0 < TILE ? n - t0 : TILE;
+            load_f32(tmp, base + (size_t)t0 * es, g->dtype, m);
+            for (int64_t k = 0; k < m; k++) tmp[k] *= cf;
+            store_f32(base + (size_t)t0 * es, g->dtype, tmp, m, AMP_ROUND_NEAREST, 0, 0);
+        }
+    }
+    return norm;
+}
+
+amp_status amp_clip_grad_value(amp_optim *opt, double clip) {
+    if (!opt) return amp_error(AMP_ERR_ARG, "amp_clip_grad_value: opt is NULL");
+    if (!(clip >= 0) || !isfinite(clip)) return amp_error(AMP_ERR_ARG, "amp_clip_grad_value: clip %g must be finite and >= 0", clip);
+    float c = (float)clip;
+    for (int i = 0; i < opt->n; i++) {
+        amp_tensor *g = (amp_tensor *)current_grad(opt, &opt->ps[i]);
+        if (!g) continue;
+        int64_t n = amp_tensor_numel(g);
+        char *base = amp__data(g);
+        size_t es = amp_dtype_size(g->dtype);
+        for (int64_t t0 = 0; t0 < n; t0 += TILE) {
+            float tmp[TILE];
+            int64_t m = n - t0 < TILE ? n - t0 : TILE;
+            load_f32(tmp, base + (size_t)t0 * es, g->dtype, m);
+            for (int64_t k = 0; k < m; k++) tmp[k] = tmp[k] < -c ? -c : tmp[k] > c ? c : tmp[k];
+            store_f32(base + (size_t)t0 * es, g->dtype, tmp, m, AMP_ROUND_NEAREST, 0, 0);
+        }
+    }
+    return AMP_OK;
+}
+
+/* ---- schedules ------------------------------------------------------------------------------ */
+double amp_lr_at(const amp_lr_schedule *s, int64_t step, double base_lr) {
+    if (!s || step < 0) return base_lr;
+    switch (s->kind) {
+    case AMP_LR_STEP:
+        if (s->step_size <= 0) return base_lr;
+        return base_lr * pow(s->gamma, (double)(step / s->step_size));
+    case AMP_LR_COSINE: {
+        if (s->warmup_steps > 0 && step < s->warmup_steps) return base_lr * (double)(step + 1) / (double)s->warmup_steps;
+        int64_t span = s->total_steps - s->warmup_steps;
+        if (span <= 0) return base_lr;
+        double t = (double)(step - s->warmup_steps) / (double)span;
+        if (t > 1) t = 1;
+        return s->min_lr + 0.5 * (base_lr - s->min_lr) * (1.0 + cos(M_PI * t));
+    }
+    default: return base_lr;
+    }
+}
