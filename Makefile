@@ -53,5 +53,8 @@ fuzz:
 	@CC=clang $(MAKE) --no-print-directory build BUILD=build-fuzz CMAKE_FLAGS="-DAMP_FUZZ=ON -DAMP_BUILD_TESTS=OFF -DAMP_BUILD_BENCH=OFF -DCMAKE_C_COMPILER=clang"
 	scripts/fuzz.sh build-fuzz 60
 
+docs: build
+	./$(BUILD)/amp autocast --markdown > docs/autocast.md.tmp && mv docs/autocast.md.tmp docs/autocast.md
+
 clean:
 	rm -rf build build-asan build-fuzz build*.configure.log

@@ -9,7 +9,7 @@ pkgs_build="cmake make gcc libc6-dev pkg-config zlib1g-dev libcjson-dev"
 pkgs_test="libcmocka-dev dataset-fashion-mnist"
 pkgs_run="dataset-fashion-mnist"
 pkgs_bench="libopenblas-dev"
-pkgs_fuzz="clang libclang-rt-14-dev"
+pkgs_fuzz="clang libclang-rt-14-dev libomp-dev"
 
 want=""
 for g in "$@"; do

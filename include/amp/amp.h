@@ -8,5 +8,11 @@
 #include "amp/autocast.h"
 #include "amp/autograd.h"
 #include "amp/ops.h"
+#include "amp/optim.h"
+#include "amp/scaler.h"
+#include "amp/policy.h"
+#include "amp/nn.h"
+#include "amp/io.h"
+#include "amp/checkpoint.h"
 
 #endif

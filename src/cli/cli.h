@@ -26,10 +26,25 @@ int cli_parse_double(const char *s, double *out);
 
 int cmd_formats(int argc, char **argv);
 void cmd_formats_usage(FILE *f);
+int cmd_train(int argc, char **argv);
+void cmd_train_usage(FILE *f);
+int cmd_compare(int argc, char **argv);
+void cmd_compare_usage(FILE *f);
+int cmd_memory(int argc, char **argv);
+void cmd_memory_usage(FILE *f);
+int cmd_autocast(int argc, char **argv);
+void cmd_autocast_usage(FILE *f);
+int cmd_inspect(int argc, char **argv);
+void cmd_inspect_usage(FILE *f);
+int cmd_predict(int argc, char **argv);
+void cmd_predict_usage(FILE *f);
 int cmd_bench(int argc, char **argv);
 void cmd_bench_usage(FILE *f);
 /* bench parts: argv[0] is the part name; each handles its own --help. */
 int cmd_bench_convert(int argc, char **argv);
 int cmd_bench_gemm(int argc, char **argv);
+int cmd_bench_precision(int argc, char **argv);
+int cmd_bench_train(int argc, char **argv);
+int cmd_bench_kernels(int argc, char **argv);
 
 #endif

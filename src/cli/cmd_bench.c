@@ -13,18 +13,25 @@ typedef struct {
 static const bench_part g_parts[] = {
     {"convert", "f32 <-> f16/bf16/fp8 conversion throughput per CPU path vs memcpy", cmd_bench_convert},
     {"gemm", "GEMM GFLOP/s per input dtype vs FMA peak and OpenBLAS sgemm", cmd_bench_gemm},
+    {"precision", "the seeds' benchmarks: 4096^2 matmul, Linear(1024,10) inference, batch-1 layers", cmd_bench_precision},
+    {"kernels", "bandwidth-bound ops (elementwise, softmax, layer_norm, sum, casts) vs triad", cmd_bench_kernels},
+    {"train", "ms per training step fp32 / fp16+scaler / bf16 / O2, beside PyTorch CPU", cmd_bench_train},
 };
 #define N_PARTS (sizeof g_parts / sizeof g_parts[0])
 
 void cmd_bench_usage(FILE *f) {
     fprintf(f, "usage: amp bench PART [OPTIONS]\n\nparts:\n");
     for (size_t i = 0; i < N_PARTS; i++) fprintf(f, "  %-10s %s\n", g_parts[i].name, g_parts[i].summary);
-    fprintf(f, "\nevery part accepts --json FILE (machine-readable results, see docs/BENCHMARKS.md)\n"
+    fprintf(f, "\n'amp bench --list' prints the part names. Every part accepts --json FILE (machine-readable results, see docs/BENCHMARKS.md)\n"
                "and --threads T. 'amp bench PART --help' lists a part's own options.\n");
 }
 
 int cmd_bench(int argc, char **argv) {
     if (argc < 2) return cli_usage_error(cmd_bench_usage, "bench: no part given");
+    if (strcmp(argv[1], "--list") == 0) { /* for scripts/bench.sh */
+        for (size_t i = 0; i < N_PARTS; i++) printf("%s\n", g_parts[i].name);
+        return CLI_OK;
+    }
     for (size_t i = 0; i < N_PARTS; i++)
         if (strcmp(argv[1], g_parts[i].name) == 0) return g_parts[i].run(argc - 1, argv + 1);
     return cli_usage_error(cmd_bench_usage, "bench: unknown part '%s'", argv[1]);

@@ -5,8 +5,14 @@
 #include "cli/cli.h"
 
 static const cli_command g_commands[] = {
+    {"train", "train mlp or cnn on Fashion-MNIST in fp32/fp16/bf16, O0-O3 or a policy", cmd_train, cmd_train_usage},
+    {"compare", "fp32 vs fp16 vs bf16 on the same model, seed and data: the evaluation table", cmd_compare, cmd_compare_usage},
+    {"memory", "memory arithmetic per mode beside the allocator's measurements", cmd_memory, cmd_memory_usage},
     {"formats", "number formats: bits, range, precision; --convert X", cmd_formats, cmd_formats_usage},
-    {"bench", "benchmarks: convert, gemm (make bench runs them all)", cmd_bench, cmd_bench_usage},
+    {"autocast", "the autocast op table: which ops run in half, which in f32", cmd_autocast, cmd_autocast_usage},
+    {"inspect", "list the tensors, dtypes, shapes and metadata of a safetensors file or checkpoint", cmd_inspect, cmd_inspect_usage},
+    {"predict", "run a saved model on IDX images: accuracy or predictions, in fp32/fp16/bf16", cmd_predict, cmd_predict_usage},
+    {"bench", "benchmarks: convert, gemm, precision, kernels, train (make bench runs all)", cmd_bench, cmd_bench_usage},
 };
 #define N_COMMANDS (sizeof g_commands / sizeof g_commands[0])
 
@@ -41,12 +47,11 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < N_COMMANDS; i++) {
         if (strcmp(cmd, g_commands[i].name) == 0) {
-            for (int a = 2; a < argc; a++) {
-                if (strcmp(argv[a], "--") == 0) break;
-                if (cli_is_help(argv[a])) {
-                    g_commands[i].usage(stdout);
-                    return CLI_OK;
-                }
+            /* `amp COMMAND --help`; later --help flags go to the command (bench parts
+             * such as `amp bench gemm --help` document their own options) */
+            if (argc > 2 && cli_is_help(argv[2])) {
+                g_commands[i].usage(stdout);
+                return CLI_OK;
             }
             return g_commands[i].run(argc - 1, argv + 1);
         }

@@ -1,0 +1,100 @@
+/* amp bench kernels: bandwidth-bound ops (elementwise, activations, softmax,
+ * layer_norm, reductions, casts) in GB/s beside the STREAM-style triad
+ * bandwidth measured in the same run. Bytes = elements read + written. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/bench_util.h"
+#include "cli/cli.h"
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: amp bench kernels [--size N] [--threads T] [--json FILE]\n\n"
+               "GB/s of large elementwise ops, activations, softmax and layer_norm (rows of\n"
+               "4096), sum and casts, for f32 and bf16 tensors of N elements (default 2^24),\n"
+               "no_grad, beside the triad bandwidth a[i] = b[i] + s*c[i] measured in the same run.\n");
+}
+
+typedef enum { K_ADD, K_MULS, K_RELU, K_GELU, K_EXP, K_SIGMOID, K_SOFTMAX, K_LAYERNORM, K_SUM, K_CAST, K_COUNT } kop;
+static const char *kname[K_COUNT] = {"add", "mul_scalar", "relu", "gelu", "exp", "sigmoid", "softmax", "layer_norm", "sum", "cast"};
+/* tensors read + written, in units of the input size (sum writes ~0) */
+static const double kmoves[K_COUNT] = {3, 2, 2, 2, 2, 2, 2, 2, 1, 2};
+
+typedef struct {
+    kop op;
+    amp_tensor *a, *b;
+} karg;
+
+static void run_k(void *p) {
+    karg *k = p;
+    amp_scope *s = amp_scope_begin();
+    switch (k->op) {
+    case K_ADD: amp_add(k->a, k->b); break;
+    case K_MULS: amp_mul_scalar(k->a, 1.5); break;
+    case K_RELU: amp_relu(k->a); break;
+    case K_GELU: amp_gelu(k->a, AMP_GELU_ERF); break;
+    case K_EXP: amp_exp(k->a); break;
+    case K_SIGMOID: amp_sigmoid(k->a); break;
+    case K_SOFTMAX: amp_softmax(k->a, 1); break;
+    case K_LAYERNORM: amp_layer_norm(k->a, 1, NULL, NULL, 1e-5); break;
+    case K_SUM: amp_sum(k->a, NULL, 0, false); break;
+    case K_CAST: amp_to(k->a, amp_tensor_dtype(k->a) == AMP_F32 ? AMP_BF16 : AMP_F32); break;
+    default: break;
+    }
+    amp_scope_end(s);
+}
+
+int cmd_bench_kernels(int argc, char **argv) {
+    long n = 1L << 24, threads = 0;
+    const char *json = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (cli_is_help(a)) {
+            usage(stdout);
+            return CLI_OK;
+        } else if (!strcmp(a, "--size") && v && !cli_parse_long(v, 4096, 1L << 30, &n)) i++;
+        else if (!strcmp(a, "--threads") && v && !cli_parse_long(v, 1, 1024, &threads)) i++;
+        else if (!strcmp(a, "--json") && v) json = v, i++;
+        else return cli_usage_error(usage, "bench kernels: bad option '%s'", a);
+    }
+    if (threads > 0) amp_set_num_threads((int)threads);
+    n = (n + 4095) / 4096 * 4096;
+    bench_print_machine();
+    double triad = bench_triad_gbps((size_t)n);
+    printf("\ntriad bandwidth (3 x %ld floats): %.1f GB/s\n\n", n, triad);
+    printf("| op | f32 GB/s | f32 / triad | bf16 GB/s | bf16 / triad |\n|---|---|---|---|---|\n");
+    cJSON *root = cJSON_CreateObject(), *arr = cJSON_CreateArray();
+    cJSON_AddItemToObject(root, "machine", bench_machine_json());
+    cJSON_AddNumberToObject(root, "elements", (double)n);
+    cJSON_AddNumberToObject(root, "triad_gbps", triad);
+    amp_generator g = amp_generator_make(3);
+    amp_no_grad_begin();
+    amp_tensor *in[2][2];
+    amp_dtype dts[2] = {AMP_F32, AMP_BF16};
+    for (int d = 0; d < 2; d++)
+        for (int j = 0; j < 2; j++) in[d][j] = amp_tensor_randn(dts[d], 2, AMP_SHAPE(n / 4096, 4096), &g);
+    for (int k = 0; k < K_COUNT; k++) {
+        double gbs[2];
+        for (int d = 0; d < 2; d++) {
+            karg ka = {(kop)k, in[d][0], in[d][1]};
+            double t = bench_time(run_k, &ka, 5, 0.3);
+            gbs[d] = kmoves[k] * (double)n * (double)amp_dtype_size(dts[d]) / t / 1e9;
+        }
+        printf("| %s | %.1f | %.0f%% | %.1f | %.0f%% |\n", kname[k], gbs[0], 100 * gbs[0] / triad, gbs[1], 100 * gbs[1] / triad);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "op", kname[k]);
+        cJSON_AddNumberToObject(o, "f32_gbps", gbs[0]);
+        cJSON_AddNumberToObject(o, "bf16_gbps", gbs[1]);
+        cJSON_AddNumberToObject(o, "f32_fraction_of_triad", gbs[0] / triad);
+        cJSON_AddNumberToObject(o, "bf16_fraction_of_triad", gbs[1] / triad);
+        cJSON_AddItemToArray(arr, o);
+    }
+    amp_no_grad_end();
+    for (int d = 0; d < 2; d++)
+        for (int j = 0; j < 2; j++) amp_tensor_free(in[d][j]);
+    cJSON_AddItemToObject(root, "ops", arr);
+    printf("\nbytes counted: inputs read + output written (sum: input only); cast is f32->bf16\n"
+           "for the f32 column and bf16->f32 for the bf16 column.\n");
+    int rc = bench_write_json(json, root);
+    cJSON_Delete(root);
+    return rc ? CLI_FAIL : CLI_OK;
+}

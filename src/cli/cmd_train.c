@@ -1,0 +1,206 @@
+/* amp train: train a built-in model on Fashion-MNIST in any precision mode. */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/trainer.h"
+
+void cmd_train_usage(FILE *f) {
+    fprintf(f,
+            "usage: amp train [OPTIONS]\n\n"
+            "Train the mlp (784-512-512-10) or cnn on Fashion-MNIST (Debian package\n"
+            "dataset-fashion-mnist, or $AMP_DATA_DIR) and print a summary.\n\n"
+            "  --model mlp|cnn            model (default mlp)\n"
+            "  --precision fp32|fp16|bf16 compute precision (default fp32). fp16 uses autocast\n"
+            "                             and the GradScaler; bf16 uses autocast, no scaler\n"
+            "  --opt-level O0|O1|O2|O3    Apex opt level with the --precision half type:\n"
+            "                             O1 autocast; O2 half params + f32 master weights,\n"
+            "                             norms kept f32; O3 pure half (default O1 for fp16/bf16)\n"
+            "  --policy STRING            jmp-style policy, e.g. params=float32,compute=bfloat16,\n"
+            "                             output=float32 (short keys p/c/o; replaces the two above)\n"
+            "  --epochs N                 epochs (default 1)\n"
+            "  --batch B                  batch size (default 128)\n"
+            "  --lr X                     learning rate (default 1e-3)\n"
+            "  --optimizer sgd|adam|adamw optimizer (default adamw; sgd uses momentum 0.9)\n"
+            "  --schedule cosine|constant learning-rate schedule (default cosine: linear warmup\n"
+            "                             for --warmup steps (default 100, at most 10%% of the\n"
+            "                             run), then cosine decay\n"
+            "                             to 0 at the last step)\n"
+            "  --warmup N                 warmup steps for --schedule cosine\n"
+            "  --rounding nearest|stochastic  how O2 writes half params from the f32 masters\n"
+            "  --seed S                   seed for init, shuffling and dropout (default 0)\n"
+            "  --threads T                threads (default: OpenMP's, OMP_NUM_THREADS)\n"
+            "  --limit N                  train on the first N images only\n"
+            "  --test-limit N             evaluate on the first N test images only\n"
+            "  --max-steps N              stop after N optimizer steps\n"
+            "  --metrics FILE.csv         per-step metrics: step,epoch,loss,scale,skipped,lr,ms\n"
+            "  --log-every N              progress line period when not on a terminal (default 100)\n"
+            "  --quiet                    no progress output (summary only)\n"
+            "  --inject-nonfinite-every K debugging aid: write inf/nan into a gradient every K\n"
+            "                             steps to exercise skipping and scale backoff\n"
+            "  --checkpoint DIR           save a checkpoint (DIR/model.safetensors and\n"
+            "                             DIR/training_state.safetensors) at the end of training\n"
+            "  --save-every N             ... and every N steps (needs --checkpoint or --resume)\n"
+            "  --resume DIR               continue the run saved in DIR exactly where it stopped\n"
+            "                             (same --model, precision, --optimizer, --rounding, --batch,\n"
+            "                             --seed and --limit; --epochs/--max-steps count from the\n"
+            "                             start of the run). --checkpoint defaults to DIR\n"
+            "  --stop-after N             stop at step N without changing the learning-rate schedule\n"
+            "                             (a run split into jobs: save with --checkpoint, then --resume)\n"
+            "\n"
+            "A batch whose input holds NaN/inf stops the run with a report naming the step and batch,\n"
+            "before the weights are touched. Exit status: 0 success, 1 failure, 2 bad usage.\n");
+}
+
+/* Shared by train and compare: one flag; returns 1 if consumed, 0 if not
+ * ours, -1 on a bad value (message printed). */
+int train_parse_flag(trainer_cfg *cfg, int argc, char **argv, int *i, const char **precision, const char **opt_level,
+                     const char **policy) {
+    const char *a = argv[*i];
+    const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+#define NEED_VALUE()                                                  \
+    do {                                                              \
+        if (!v) {                                                     \
+            fprintf(stderr, "amp: %s needs a value\n", a);             \
+            return -1;                                                \
+        }                                                             \
+        (*i)++;                                                       \
+    } while (0)
+    long lv;
+    double dv;
+    if (!strcmp(a, "--model")) {
+        NEED_VALUE();
+        if (strcmp(v, "mlp") && strcmp(v, "cnn")) {
+            fprintf(stderr, "amp: --model '%s' is not mlp or cnn\n", v);
+            return -1;
+        }
+        cfg->model = v;
+    } else if (!strcmp(a, "--precision")) {
+        NEED_VALUE();
+        *precision = v;
+    } else if (!strcmp(a, "--opt-level")) {
+        NEED_VALUE();
+        *opt_level = v;
+    } else if (!strcmp(a, "--policy")) {
+        NEED_VALUE();
+        *policy = v;
+    } else if (!strcmp(a, "--epochs")) {
+        NEED_VALUE();
+        if (cli_parse_long(v, 1, 1000, &lv)) goto bad;
+        cfg->epochs = (int)lv;
+    } else if (!strcmp(a, "--batch")) {
+        NEED_VALUE();
+        if (cli_parse_long(v, 1, 1 << 20, &lv)) goto bad;
+        cfg->batch = lv;
+    } else if (!strcmp(a, "--lr")) {
+        NEED_VALUE();
+        if (cli_parse_double(v, &dv) || !(dv >= 0) || dv > 1e3) goto bad;
+        cfg->lr = dv;
+    } else if (!strcmp(a, "--optimizer")) {
+        NEED_VALUE();
+        if (!strcmp(v, "sgd")) cfg->optimizer = AMP_OPTIM_SGD;
+        else if (!strcmp(v, "adam")) cfg->optimizer = AMP_OPTIM_ADAM;
+        else if (!strcmp(v, "adamw")) cfg->optimizer = AMP_OPTIM_ADAMW;
+        else goto bad;
+    } else if (!strcmp(a, "--schedule")) {
+        NEED_VALUE();
+        if (!strcmp(v, "constant")) cfg->schedule.kind = AMP_LR_CONSTANT, cfg->schedule.warmup_steps = 0;
+        else if (!strcmp(v, "cosine")) {
+            cfg->schedule.kind = AMP_LR_COSINE;
+            if (!cfg->schedule.warmup_steps) cfg->schedule.warmup_steps = 100;
+        } else goto bad;
+    } else if (!strcmp(a, "--warmup")) {
+        NEED_VALUE();
+        if (cli_parse_long(v, 0, 1L << 40, &lv)) goto bad;
+        cfg->schedule.warmup_steps = lv;
+        cfg->warmup_set = true;
+    } else if (!strcmp(a, "--rounding")) {
+        NEED_VALUE();
+        if (!strcmp(v, "nearest")) cfg->rounding = AMP_ROUND_NEAREST;
+        else if (!strcmp(v, "stochastic")) cfg->rounding = AMP_ROUND_STOCHASTIC;
+        else goto bad;
+    } else if (!strcmp(a, "--seed")) {
+        NEED_VALUE();
+        if (cli_parse_long(v, 0, 0x7fffffffffffffffL, &lv)) goto bad;
+        cfg->seed = (uint64_t)lv;
+    } else if (!strcmp(a, "--threads")) {
+        NEED_VALUE();
+        if (cli_parse_long(v, 1, 1024, &lv)) goto bad;
+        cfg->threads = (int)lv;
+    } else if (!strcmp(a, "--limit")) {
+        NEED_VALUE();
+        if (cli_parse_long(v, 1, 1L << 40, &lv)) goto bad;
+        cfg->limit = lv;
+    } else if (!strcmp(a, "--test-limit")) {
+        NEED_VALUE();
+        if (cli_parse_long(v, 1, 1L << 40, &lv)) goto bad;
+        cfg->test_limit = lv;
+    } else if (!strcmp(a, "--max-steps")) {
+        NEED_VALUE();
+        if (cli_parse_long(v, 1, 1L << 40, &lv)) goto bad;
+        cfg->max_steps = lv;
+    } else if (!strcmp(a, "--metrics")) {
+        NEED_VALUE();
+        cfg->metrics_path = v;
+    } else if (!strcmp(a, "--log-every")) {
+        NEED_VALUE();
+        if (cli_parse_long(v, 1, 1L << 40, &lv)) goto bad;
+        cfg->log_every = lv;
+    } else if (!strcmp(a, "--quiet")) {
+        cfg->progress = false;
+    } else if (!strcmp(a, "--inject-nonfinite-every")) {
+        NEED_VALUE();
+        if (cli_parse_long(v, 1, 1L << 40, &lv)) goto bad;
+        cfg->inject_nonfinite_every = lv;
+    } else {
+        return 0;
+    }
+    return 1;
+bad:
+    fprintf(stderr, "amp: %s: invalid value '%s'\n", a, v);
+    return -1;
+#undef NEED_VALUE
+}
+
+int cmd_train(int argc, char **argv) {
+    trainer_cfg cfg;
+    trainer_defaults(&cfg);
+    cfg.tty = isatty(fileno(stdout));
+    const char *precision = NULL, *opt_level = NULL, *policy = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--checkpoint") || !strcmp(a, "--resume") || !strcmp(a, "--save-every") || !strcmp(a, "--stop-after")) {
+            if (!v || !*v) return cli_usage_error(cmd_train_usage, "train: %s needs a value", a);
+            i++;
+            long lv;
+            if (!strcmp(a, "--checkpoint")) cfg.checkpoint_dir = v;
+            else if (!strcmp(a, "--resume")) cfg.resume_dir = v;
+            else if (cli_parse_long(v, 1, 1L << 40, &lv)) return cli_usage_error(cmd_train_usage, "train: %s: invalid value '%s'", a, v);
+            else if (!strcmp(a, "--save-every")) cfg.save_every = lv;
+            else cfg.stop_after = lv;
+            continue;
+        }
+        int r = train_parse_flag(&cfg, argc, argv, &i, &precision, &opt_level, &policy);
+        if (r < 0) return cli_usage_error(cmd_train_usage, "train: bad option");
+        if (r == 0) return cli_usage_error(cmd_train_usage, "train: unknown option '%s'", argv[i]);
+    }
+    if (trainer_resolve_mode(&cfg, precision, opt_level, policy)) return cli_usage_error(cmd_train_usage, "train: bad precision mode");
+    if (!cfg.checkpoint_dir) cfg.checkpoint_dir = cfg.resume_dir;
+    if (cfg.save_every > 0 && !cfg.checkpoint_dir)
+        return cli_usage_error(cmd_train_usage, "train: --save-every needs --checkpoint DIR (or --resume DIR)");
+    if (cfg.schedule.kind == AMP_LR_COSINE) {
+        /* total steps are known only after loading; the trainer clamps */
+        cfg.schedule.total_steps = 0;
+    }
+    fprintf(cfg.out, "amp train: %s, %s, cpu path %s, %d threads\n", cfg.model, cfg.mode_name,
+            amp_cpu_path_name(amp_cpu_active()), cfg.threads ? cfg.threads : amp_get_num_threads());
+    trainer_result r;
+    if (trainer_run(&cfg, &r, false) != 0) return cli_fail("%s", amp_last_error());
+    trainer_print_summary(cfg.out, &cfg, &r);
+    if (cfg.checkpoint_dir)
+        fprintf(cfg.out, "  checkpoint        %s (step %lld; %lld saved by this run%s)\n", cfg.checkpoint_dir, (long long)r.steps,
+                (long long)r.checkpoints, r.resumed_step ? ", resumed" : "");
+    return CLI_OK;
+}
