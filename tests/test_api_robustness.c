@@ -1,0 +1,587 @@
+/* Walks every public function of include/amp/ (every header) with bad input: NULL
+ * pointers, negative values, huge sizes, wrong dtypes, wrong ranks,
+ * mismatched shapes (plus half and plain valid inputs, so cleanup paths run
+ * too). The callers are generated from the headers by tools/gen_api_walk.py
+ * into tests/api_walk.inc; this test also parses the headers itself and fails
+ * when a declared function has no caller (rerun the generator).
+ *
+ * Checked for every call:
+ *   - nothing crashes (ASan/UBSan/LSan builds check memory too);
+ *   - a call of a function returning a status, a count or a pointer that
+ *     reports failure (negative, NULL) leaves an error message naming the
+ *     function;
+ *   - such a function given NULL for every pointer (variant 0) records an
+ *     error naming it (a getter may still answer 0), unless NULL is
+ *     documented to be valid for it (NULL_OK below, each with its reason).
+ * Functions returning void, bool, a float or an enum cannot report failure:
+ * for them the test checks that nothing crashes (destructors take NULL as a
+ * no-op, as free() does). Argument values that would only break the
+ * caller's side of a contract (a count larger than the caller's array) are
+ * not tried; tools/gen_api_walk.py lists those cases. */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_support.h"
+
+/* Huge sizes must be refused, not attempted: let ASan return NULL like malloc would. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+
+enum { V_NULL = 0, V_NEG, V_HUGE, V_DTYPE, V_RANK, V_SHAPE, V_HALF, V_VALID, N_VARIANTS };
+static const char *g_variant_names[] = {"NULL pointers", "negative values", "huge values", "wrong dtypes",
+                                        "wrong ranks",   "mismatched shapes", "half tensors", "valid inputs"};
+
+typedef enum { K_STATUS, K_INT, K_PTR, K_VOID, K_OTHER } ret_kind;
+
+typedef struct {
+    bool failed, skipped;
+} api_result;
+
+typedef struct {
+    amp_tensor *f32[6], *i64, *d0, *d5, *mis[6], *f16[6];
+    amp_tensor *out[16];
+    amp_tensor *arr[6];
+    amp_module *module;
+    amp_optim *optim;
+    amp_scaler *scaler;
+    amp_loader *loader;
+    amp_safetensors *st;
+    amp_checkpoint *ckpt;
+    amp_context *ctx;
+    amp_generator gen;
+    FILE *devnull;
+    amp_idx idx;
+    amp_dataset ds, ds_out;
+    void *scratch;
+    void *outptr;
+    amp_module *fresh[6];
+} api_bank;
+
+typedef struct {
+    const char *name, *header;
+    ret_kind kind;
+    bool has_ptr; /* takes a pointer argument */
+    void (*call)(api_bank *, int, api_result *);
+} api_fn;
+
+static char *g_ckpt_dir;
+
+/* ---- argument sources (used by api_walk.inc) ---------------------------------------------------- */
+static amp_tensor *arg_tensor(api_bank *b, int v, int pos) {
+    if (pos > 5) pos = 5;
+    switch (v) {
+    case V_NULL: return NULL;
+    case V_DTYPE: return b->i64;
+    case V_RANK: return pos == 0 ? b->d0 : b->d5;
+    case V_SHAPE: return b->mis[pos];
+    case V_HALF: return b->f16[pos];
+    default: return b->f32[pos];
+    }
+}
+
+static amp_tensor *const *arg_tensors(api_bank *b, int v) {
+    if (v == V_NULL) return NULL;
+    for (int i = 0; i < 6; i++) b->arr[i] = arg_tensor(b, v, i);
+    return b->arr;
+}
+
+static amp_tensor **arg_tensor_out(api_bank *b, int v, int pos) {
+    if (v == V_NULL) return NULL;
+    return &b->out[pos * 4 < 12 ? pos * 4 : 12];
+}
+
+static void *arg_obj(api_bank *b, int v, void *obj) {
+    (void)b;
+    return v == V_NULL ? NULL : obj;
+}
+
+static amp_module *const *arg_fresh_modules(api_bank *b, int v) {
+    if (v == V_NULL) return NULL;
+    amp_generator g = amp_generator_make(3);
+    b->fresh[0] = amp_nn_linear(3, 4, true, &g);
+    b->fresh[1] = amp_nn_relu();
+    b->fresh[2] = amp_nn_linear(4, 2, false, &g);
+    for (int i = 3; i < 6; i++) b->fresh[i] = amp_nn_relu();
+    return b->fresh;
+}
+
+static const char *arg_str(int v, int pos) {
+    (void)pos;
+    if (v == V_NULL) return NULL;
+    if (v == V_NEG) return "";
+    return "/nonexistent-amp-dir/x"; /* not a name anything knows, and no path one can write */
+}
+
+static const char *const *arg_names(int v) {
+    static const char *names[] = {"a", "b", "c", "d", "e", "f"};
+    static const char *dup[] = {"a", "a", "", NULL, "e", "f"};
+    if (v == V_NULL) return NULL;
+    return v == V_NEG ? dup : names;
+}
+
+static const int64_t *arg_shape(int v) {
+    static const int64_t neg[] = {-2, 3, 4, 5, 6, 7, 8, 9}, huge[] = {INT64_MAX / 2, 3, INT64_MAX / 2, 5, 6, 7, 8, 9},
+                         good[] = {2, 3, 4, 5, 6, 7, 8, 9};
+    if (v == V_NULL) return NULL;
+    return v == V_NEG ? neg : v == V_HUGE ? huge : good;
+}
+
+static const int *arg_dims(int v) {
+    static const int neg[] = {-9, 7, 0, 0, 0, 0, 0, 0}, huge[] = {INT_MAX, INT_MIN, 0, 0, 0, 0, 0, 0}, good[] = {0, 1, 2, 3, 4, 5, 6, 7};
+    if (v == V_NULL) return NULL;
+    return v == V_NEG ? neg : v == V_HUGE ? huge : good;
+}
+
+static int arg_int(int v, int i) {
+    (void)i;
+    return v == V_NEG ? -1 : v == V_HUGE ? INT_MAX : 1;
+}
+
+static int64_t arg_i64(int v, int i) {
+    (void)i;
+    return v == V_NEG ? -1 : v == V_HUGE ? INT64_MAX / 2 : 2;
+}
+
+/* entries of a caller array (the test's arrays hold 6) */
+static int arg_count(int v) { return v == V_NEG ? -1 : v == V_HUGE ? 6 : 1; }
+
+static size_t arg_size(int v) { return v == V_NEG ? 0 : 8; }
+
+static bool arg_bool(int v) { return v == V_NEG; }
+
+static double arg_double(int v, int i) {
+    (void)i;
+    return v == V_NEG ? -1.0 : v == V_HUGE ? (i % 2 ? NAN : INFINITY) : 0.5;
+}
+
+static int arg_enum(int v) { return v == V_NEG ? -1 : v == V_HUGE ? 1000 : 0; }
+
+enum {
+    OPT_POLICY, OPT_SCALER_STATE, OPT_OPTIM, OPT_SCALER, OPT_CONV, OPT_POOL, OPT_LOSS, OPT_LR, OPT_AUTOCAST, OPT_CONTEXT,
+    OPT_LOADER, OPT_KV, OPT_TRAIN_STATE, N_OPTS
+};
+
+/* Option structs: NULL (variant 0), values out of range (NEG), zeroed (HUGE), and sensible ones. */
+static const void *arg_opts(api_bank *b, int v, int which) {
+    static union {
+        amp_policy policy;
+        amp_scaler_state ss;
+        amp_optim_opts optim;
+        amp_scaler_opts scaler;
+        amp_conv_params conv;
+        amp_pool_params pool;
+        amp_loss_opts loss;
+        amp_lr_schedule lr;
+        amp_autocast_opts ac;
+        amp_context_opts ctx;
+        amp_loader_opts lo;
+        amp_kv kv[4];
+        amp_train_state ts;
+        char raw[512];
+    } u;
+    if (v == V_NULL) return NULL;
+    memset(&u, 0, sizeof u);
+    if (v == V_HUGE) return &u;
+    bool bad = v == V_NEG;
+    switch (which) {
+    case OPT_POLICY: u.policy = bad ? (amp_policy){(amp_dtype)-1, (amp_dtype)77, AMP_I64} : (amp_policy){AMP_F32, AMP_BF16, AMP_F32}; break;
+    case OPT_SCALER_STATE:
+        u.ss = bad ? (amp_scaler_state){-1, 0.5, 2, -3, -1, -1, -5, -1, -2, 0, 0}
+                   : (amp_scaler_state){1024, 2, 0.5, 100, 3, 1, 1, 0, 0, 5, 1};
+        break;
+    case OPT_OPTIM:
+        u.optim = amp_adamw_opts(1e-3);
+        if (bad) {
+            u.optim.kind = (amp_optim_kind)9;
+            u.optim.lr = NAN;
+            u.optim.beta1 = 2;
+            u.optim.rounding = (amp_round_mode)7;
+        }
+        break;
+    case OPT_SCALER:
+        if (bad) u.scaler = (amp_scaler_opts){.init_scale = -1, .growth_factor = 0.5, .backoff_factor = 3, .growth_interval = -2, .hysteresis = -1, .min_scale = 5, .max_scale = 1};
+        break;
+    case OPT_CONV:
+        if (bad) u.conv = (amp_conv_params){{-1, -1}, {-3, INT64_MAX / 2}, {-1, 0}, -4};
+        break;
+    case OPT_POOL:
+        u.pool = bad ? (amp_pool_params){{-1, INT64_MAX / 2}, {-1, -1}, {-5, 9}, {-1, -1}, true, true} : (amp_pool_params){{2, 2}, {0, 0}, {0, 0}, {0, 0}, false, false};
+        break;
+    case OPT_LOSS:
+        u.loss = AMP_LOSS_DEFAULTS;
+        if (bad) {
+            u.loss.reduction = (amp_reduction)9;
+            u.loss.label_smoothing = 2;
+            u.loss.beta = -1;
+            u.loss.weight = b->mis[3];
+            u.loss.pos_weight = b->i64;
+        }
+        break;
+    case OPT_LR:
+        u.lr = bad ? (amp_lr_schedule){(amp_lr_kind)9, -1, NAN, -5, -7, NAN} : (amp_lr_schedule){AMP_LR_COSINE, 0, 0, 2, 10, 0};
+        break;
+    case OPT_AUTOCAST: u.ac = bad ? (amp_autocast_opts){true, AMP_I64, true, (amp_autocast_table)5} : AMP_AUTOCAST_OPTS(AMP_BF16); break;
+    case OPT_CONTEXT:
+        u.ctx = bad ? (amp_context_opts){true, AMP_F8E4M3, (amp_scaler_mode)7, {.init_scale = -1}, (amp_autocast_table)9}
+                    : (amp_context_opts){true, AMP_F16, AMP_SCALER_AUTO, {.init_scale = 0}, AMP_AUTOCAST_TABLE_DEFAULT};
+        break;
+    case OPT_LOADER: u.lo = bad ? (amp_loader_opts){-3, true, true, 1, NAN, -1} : (amp_loader_opts){2, true, false, 1, 0, 0}; break;
+    case OPT_KV:
+        if (bad) {
+            u.kv[0] = (amp_kv){NULL, "x"};
+            u.kv[1] = (amp_kv){"k", NULL};
+        } else {
+            u.kv[0] = (amp_kv){"k", "v"};
+            u.kv[1] = (amp_kv){"k2", "v2"};
+        }
+        break;
+    case OPT_TRAIN_STATE:
+        if (bad) u.ts = (amp_train_state){b->module, NULL, 3, NULL, NULL, NULL, -1, NULL, 2};
+        else u.ts = (amp_train_state){b->module, &b->optim, 1, b->scaler, &b->gen, b->loader, 2, NULL, 0};
+        break;
+    default: break;
+    }
+    return &u;
+}
+
+#include "api_walk.inc"
+
+/* ---- the bank: fresh objects for every function ---------------------------------------------- */
+static amp_tensor *tensor_of(amp_dtype dt, int ndim, const int64_t *shape, bool grad) {
+    amp_tensor *t = amp_tensor_empty(dt, ndim, shape);
+    assert_non_null(t);
+    int64_t n = amp_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t idx[AMP_MAX_DIMS], r = i;
+        for (int d = ndim - 1; d >= 0; d--) {
+            idx[d] = r % shape[d];
+            r /= shape[d];
+        }
+        amp_tensor_set(t, idx, (double)(i % 3));
+    }
+    if (grad) amp_tensor_set_requires_grad(t, true);
+    return t;
+}
+
+static void bank_make(api_bank *b) {
+    memset(b, 0, sizeof *b);
+    for (int i = 0; i < 6; i++) {
+        b->f32[i] = tensor_of(AMP_F32, 2, AMP_SHAPE(2, 3), i == 0);
+        b->f16[i] = tensor_of(AMP_F16, 2, AMP_SHAPE(2, 3), i == 0);
+    }
+    b->i64 = tensor_of(AMP_I64, 2, AMP_SHAPE(2, 3), false);
+    b->d0 = tensor_of(AMP_F32, 0, NULL, false);
+    b->d5 = tensor_of(AMP_F32, 5, AMP_SHAPE(1, 2, 1, 3, 1), false);
+    static const int64_t shapes[6][3] = {{2, 3}, {4, 5}, {3}, {5, 2, 2}, {1, 7}, {6}};
+    static const int ranks[6] = {2, 2, 1, 3, 2, 1};
+    for (int i = 0; i < 6; i++) b->mis[i] = tensor_of(AMP_F32, ranks[i], shapes[i], i == 0);
+    b->gen = amp_generator_make(1);
+    b->module = amp_nn_linear(3, 4, true, &b->gen);
+    amp_tensor *ps[2];
+    amp_module_parameters(b->module, ps, NULL, 2);
+    amp_optim_opts oo = amp_adamw_opts(1e-3);
+    b->optim = amp_optim_new(ps, 2, &oo);
+    b->scaler = amp_scaler_new(NULL);
+    b->ds.n = 4;
+    b->ds.h = b->ds.w = 2;
+    b->ds.num_classes = 2;
+    b->ds.images = calloc(16, 1);
+    b->ds.labels = calloc(4, 1);
+    amp_loader_opts lo = {2, true, false, 1, 0, 0};
+    b->loader = amp_loader_new(&b->ds, &lo);
+    amp_tensor *w = b->f32[1];
+    const char *nm[] = {"w"};
+    void *buf;
+    size_t len;
+    assert_int_equal(amp_safetensors_encode(&w, nm, 1, NULL, 0, &buf, &len), AMP_OK);
+    b->st = amp_safetensors_parse(buf, len, "bank");
+    free(buf);
+    b->ckpt = amp_checkpoint_open(g_ckpt_dir);
+    amp_context_opts co;
+    memset(&co, 0, sizeof co);
+    b->ctx = amp_context_new(&co);
+    b->devnull = fopen("/dev/null", "w");
+    b->scratch = aligned_alloc(64, 4096);
+    memset(b->scratch, 0, 4096);
+    assert_true(b->module && b->optim && b->scaler && b->loader && b->st && b->ckpt && b->ctx && b->devnull);
+}
+
+static void bank_free(api_bank *b) {
+    for (int i = 0; i < 6; i++) {
+        amp_tensor_free(b->f32[i]);
+        amp_tensor_free(b->f16[i]);
+        amp_tensor_free(b->mis[i]);
+    }
+    amp_tensor_free(b->i64);
+    amp_tensor_free(b->d0);
+    amp_tensor_free(b->d5);
+    amp_optim_free(b->optim);
+    amp_module_free(b->module);
+    amp_scaler_free(b->scaler);
+    amp_loader_free(b->loader);
+    amp_dataset_free(&b->ds);
+    amp_safetensors_free(b->st);
+    amp_checkpoint_close(b->ckpt);
+    amp_context_free(b->ctx);
+    fclose(b->devnull);
+    free(b->scratch);
+}
+
+/* ---- the header parser: which functions are public ------------------------------------------- */
+static int header_functions(char names[][64], int max) {
+    const char *hdrs[] = {"amp.h", "base.h", "numeric.h", "tensor.h", "autograd.h", "autocast.h", "ops.h", "optim.h",
+                          "scaler.h", "policy.h", "nn.h", "io.h", "checkpoint.h"};
+    int n = 0;
+    for (size_t h = 0; h < sizeof hdrs / sizeof hdrs[0]; h++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/include/amp/%s", AMP_SOURCE_DIR, hdrs[h]);
+        size_t len;
+        char *s = test_read_file(path, &len);
+        if (!s) fail_msg("cannot read %s", path);
+        /* blank out comments, preprocessor lines and brace bodies */
+        int depth = 0;
+        for (size_t i = 0; i < len; i++) {
+            if (s[i] == '/' && s[i + 1] == '*') {
+                char *e = strstr(s + i + 2, "*/");
+                size_t stop = e ? (size_t)(e - s) + 2 : len;
+                for (; i < stop; i++) s[i] = ' ';
+                i--;
+            } else if (s[i] == '/' && s[i + 1] == '/') {
+                for (; i < len && s[i] != '\n'; i++) s[i] = ' ';
+            } else if (s[i] == '#' && (i == 0 || s[i - 1] == '\n')) {
+                for (; i < len && s[i] != '\n'; i++) {
+                    if (s[i] == '\\' && s[i + 1] == '\n') s[i++] = ' ';
+                    s[i] = ' ';
+                }
+            }
+        }
+        for (size_t i = 0; i < len; i++) {
+            if (!strncmp(s + i, "extern \"C\"", 10)) {
+                memset(s + i, ' ', 10);
+                char *br = strchr(s + i, '{');
+                if (br) *br = ' ';
+            }
+        }
+        /* a stray '}' closes the extern "C" block: drop unmatched ones */
+        char *flat = calloc(len + 1, 1);
+        size_t k = 0;
+        for (size_t i = 0; i < len; i++) {
+            if (s[i] == '{') depth++;
+            else if (s[i] == '}') {
+                if (depth > 0) depth--;
+            } else if (depth == 0) flat[k++] = s[i];
+        }
+        char *save, *st = strtok_r(flat, ";", &save);
+        for (; st; st = strtok_r(NULL, ";", &save)) {
+            if (strstr(st, "typedef")) continue;
+            char *par = strchr(st, '(');
+            if (!par) continue;
+            char *e = par;
+            while (e > st && (e[-1] == ' ' || e[-1] == '\n' || e[-1] == '\t')) e--;
+            char *b = e;
+            while (b > st && (b[-1] == '_' || (b[-1] >= 'a' && b[-1] <= 'z') || (b[-1] >= 'A' && b[-1] <= 'Z') || (b[-1] >= '0' && b[-1] <= '9'))) b--;
+            if (e - b < 5 || strncmp(b, "amp_", 4)) continue;
+            if (n < max) {
+                snprintf(names[n], 64, "%.*s", (int)(e - b), b);
+                n++;
+            }
+        }
+        free(flat);
+        free(s);
+    }
+    return n;
+}
+
+static void t_table_covers_headers(void **state) {
+    (void)state;
+    static char names[1024][64];
+    int n = header_functions(names, 1024);
+    assert_true(n > 100);
+    int missing = 0;
+    for (int i = 0; i < n; i++) {
+        bool found = false;
+        for (int j = 0; j < API_COUNT && !found; j++) found = !strcmp(g_api[j].name, names[i]);
+        if (!found) {
+            print_message("public function %s has no caller: rerun tools/gen_api_walk.py\n", names[i]);
+            missing++;
+        }
+    }
+    for (int j = 0; j < API_COUNT; j++) {
+        bool found = false;
+        for (int i = 0; i < n && !found; i++) found = !strcmp(g_api[j].name, names[i]);
+        if (!found) {
+            print_message("caller for %s, which the headers no longer declare: rerun tools/gen_api_walk.py\n", g_api[j].name);
+            missing++;
+        }
+    }
+    assert_int_equal(n, API_COUNT);
+    assert_int_equal(missing, 0);
+}
+
+/* Functions for which NULL for every pointer is a valid call (documented
+ * defaults or no-ops). */
+static const char *NULL_OK[] = {
+    "amp_scaler_new",   /* NULL opts = torch's defaults (scaler.h) */
+    "amp_policy_str",   /* returns buf, which is NULL; prints "(null)" for a NULL policy */
+    "amp_shape_str",    /* returns buf, which is NULL */
+    "amp_module_kind",  /* "(null)" for NULL (nn.h) */
+    "amp_lr_at",        /* a NULL schedule is constant: base_lr (optim.h) */
+    "amp_nn_linear",    /* NULL generator = the default generator (tensor.h) */
+    "amp_nn_conv2d",    /* likewise */
+    "amp_nn_dropout",   /* likewise */
+    "amp_context_new",  /* NULL options = all zero: a disabled context, the plain f32 loop */
+    NULL,
+};
+
+/* Functions whose failure value is also an ordinary answer for valid input,
+ * so it comes without an error message (NULL input still needs one). */
+static const char *ANSWERS[] = {
+    "amp_tensor_grad",          /* NULL: no gradient */
+    "amp_tensor_grad_fn_name",  /* NULL: a leaf */
+    "amp_optim_grad",           /* NULL: no gradient yet */
+    "amp_optim_state",          /* NULL: state not allocated (momentum before the first step) */
+    "amp_safetensors_find",     /* -1: no such tensor */
+    "amp_safetensors_meta",     /* NULL: no such key */
+    "amp_checkpoint_meta",      /* NULL: no such key */
+    "amp_context_scaler",       /* NULL: the context does not scale */
+    "amp_scaler_scale_history", /* NULL: no update yet */
+    "amp_autocast_op_policy",   /* -2: unknown op */
+    NULL,
+};
+
+static bool in_list(const char *const *list, const char *fn) {
+    for (int i = 0; list[i]; i++)
+        if (!strcmp(list[i], fn)) return true;
+    return false;
+}
+
+static bool null_ok(const char *fn) { return in_list(NULL_OK, fn); }
+
+static void t_walk(void **state) {
+    (void)state;
+    amp_set_num_threads(2);
+    int threads = amp_get_num_threads();
+    amp_cpu_path path = amp_cpu_active();
+    int calls = 0, failures = 0, violations = 0, skipped = 0;
+    bool trace = getenv("AMP_WALK_TRACE") != NULL; /* name each call before making it (to place a crash) */
+    for (int f = 0; f < API_COUNT; f++) {
+        const api_fn *fn = &g_api[f];
+        api_bank b;
+        bank_make(&b);
+        for (int v = 0; v < N_VARIANTS; v++) {
+            amp_scope *scope = amp_scope_begin();
+            memset(b.scratch, 0, 4096);
+            memset(b.out, 0, sizeof b.out);
+            memset(b.fresh, 0, sizeof b.fresh);
+            amp_clear_error();
+            api_result r = {false, false};
+            if (trace) {
+                fprintf(stderr, "walk: %s, %s\n", fn->name, g_variant_names[v]);
+                fflush(stderr);
+            }
+            fn->call(&b, v, &r);
+            amp_status st = amp_last_status();
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", amp_last_error());
+            /* restore global state a call may have changed */
+            while (amp_autocast_depth() > 0) amp_autocast_exit();
+            while (!amp_grad_enabled()) amp_no_grad_end();
+            if (!strcmp(fn->name, "amp_mem_push_category")) amp_mem_pop_category();
+            if (!strcmp(fn->name, "amp_nn_sequential") && v != V_NULL) {
+                /* it owns the first n children (none when n < 0: it cannot know how many) */
+                int owned = arg_count(v) < 0 ? 0 : arg_count(v);
+                for (int i = owned; i < 6; i++) amp_module_free(b.fresh[i]);
+            }
+            amp_set_num_threads(threads);
+            amp_cpu_select(path);
+            free(b.outptr);
+            b.outptr = NULL;
+            amp_idx_free(&b.idx);
+            amp_dataset_free(&b.ds_out);
+            amp_scope_end(scope);
+            if (r.skipped) {
+                skipped++;
+                continue;
+            }
+            calls++;
+            bool reports = fn->kind == K_STATUS || fn->kind == K_INT || fn->kind == K_PTR;
+            if (reports && r.failed) failures++;
+            bool named = st != AMP_OK && strstr(msg, fn->name) != NULL;
+            bool answer = in_list(ANSWERS, fn->name) && v != V_NULL;
+            if (reports && r.failed && !null_ok(fn->name) && !answer && !named) {
+                if (st == AMP_OK)
+                    print_message("VIOLATION %s (%s): failed on %s without an error message\n", fn->name, fn->header, g_variant_names[v]);
+                else
+                    print_message("VIOLATION %s (%s): failed on %s, but the message does not name it: \"%s\"\n", fn->name, fn->header,
+                                  g_variant_names[v], msg);
+                violations++;
+            } else if (reports && v == V_NULL && fn->has_ptr && !null_ok(fn->name) && !named) {
+                /* a getter may answer 0 for NULL, but must say why */
+                print_message("VIOLATION %s (%s): NULL for every pointer argument gave no error naming it%s%s\n", fn->name, fn->header,
+                              st != AMP_OK ? ": " : "", st != AMP_OK ? msg : "");
+                violations++;
+            }
+        }
+        bank_free(&b);
+    }
+    print_message("%d functions, %d calls (%d skipped by design), %d reported failures, %d violations\n", API_COUNT, calls, skipped,
+                  failures, violations);
+    assert_int_equal(violations, 0);
+}
+
+/* Found by the walk's neighbourhood: an invalid memory category used to be
+ * pushed as is, and the next allocation indexed the byte counters with it. */
+static void t_invalid_category_then_alloc(void **state) {
+    (void)state;
+    amp_clear_error();
+    amp_mem_push_category((amp_mem_category)100000);
+    assert_non_null(strstr(amp_last_error(), "amp_mem_push_category: category 100000"));
+    amp_tensor *t = amp_tensor_ones(AMP_F32, 2, AMP_SHAPE(4, 4));
+    assert_non_null(t);
+    amp_tensor_free(t);
+    amp_mem_pop_category();
+    amp_mem_push_category((amp_mem_category)-1);
+    amp_tensor *u = amp_tensor_ones(AMP_F32, 1, AMP_SHAPE(8));
+    amp_tensor_free(u);
+    amp_mem_pop_category();
+    amp_mem_stats ms = amp_memory_stats();
+    assert_true(ms.live_total < ((size_t)1 << 40));
+}
+
+static int group_setup(void **state) {
+    (void)state;
+    char *root = test_mkdtemp();
+    if (!root) return -1;
+    size_t n = strlen(root) + 8;
+    g_ckpt_dir = malloc(n);
+    snprintf(g_ckpt_dir, n, "%s/ck", root);
+    free(root);
+    amp_generator g = amp_generator_make(0);
+    amp_module *m = amp_nn_linear(3, 4, true, &g);
+    amp_train_state s = {m, NULL, 0, NULL, NULL, NULL, 0, NULL, 0};
+    amp_status st = amp_checkpoint_save(g_ckpt_dir, &s);
+    amp_module_free(m);
+    return st == AMP_OK ? 0 : -1;
+}
+
+static int group_teardown(void **state) {
+    (void)state;
+    char *slash = strrchr(g_ckpt_dir, '/');
+    *slash = 0;
+    test_rmtree(g_ckpt_dir);
+    free(g_ckpt_dir);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(t_table_covers_headers),
+        cmocka_unit_test(t_walk),
+        cmocka_unit_test(t_invalid_category_then_alloc),
+    };
+    amp_test_prepare();
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

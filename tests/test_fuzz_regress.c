@@ -1,0 +1,103 @@
+/* Replays the fuzzers' inputs in every build (plain, ASan/UBSan): the seed
+ * corpora in tests/fuzz/corpus/<target>/ (hand-written seeds plus the
+ * minimised corpus of `make fuzz` runs) and the regression inputs in
+ * tests/data/fuzz/<target>/ (where a fuzzer crash input goes; so far the
+ * fuzzers found none, and the folder holds hand-made edge cases: 5000-deep
+ * JSON, shape products overflowing 64 bits, offsets beyond 2^53, NUL bytes
+ * in names, a header length of 2^64-1, ...). The entry points are the fuzz targets' own
+ * functions, included here under other names, so the properties they check
+ * (round trips, size agreement) are checked here too. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_support.h"
+
+#define FUZZ_ENTRY fuzz_safetensors_one
+#include "fuzz/fuzz_safetensors.c"
+#undef FUZZ_ENTRY
+#undef FUZZ_CHECK
+#define FUZZ_ENTRY fuzz_idx_one
+#include "fuzz/fuzz_idx.c"
+#undef FUZZ_ENTRY
+#define FUZZ_ENTRY fuzz_policy_one
+#include "fuzz/fuzz_policy.c"
+#undef FUZZ_ENTRY
+
+typedef int (*fuzz_fn)(const uint8_t *, size_t);
+
+/* Runs fn on every file of dir; returns the count (0 if dir is absent). */
+static int replay_dir(const char *dir, fuzz_fn fn) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        size_t len;
+        char *buf = test_read_file(path, &len);
+        if (!buf) continue;
+        fn((const uint8_t *)buf, len);
+        free(buf);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static int replay(const char *target, fuzz_fn fn) {
+    char a[1024], b[1024];
+    snprintf(a, sizeof a, "%s/tests/fuzz/corpus/%s", AMP_SOURCE_DIR, target);
+    snprintf(b, sizeof b, "%s/fuzz/%s", AMP_TEST_DATA_DIR, target);
+    int seeds = replay_dir(a, fn), crashes = replay_dir(b, fn);
+    print_message("%s: %d corpus inputs, %d regression inputs\n", target, seeds, crashes);
+    return seeds + crashes;
+}
+
+static void t_safetensors(void **state) {
+    (void)state;
+    assert_true(replay("safetensors", fuzz_safetensors_one) >= 5);
+    /* the real files too */
+    size_t len;
+    char *buf = test_read_file(AMP_TEST_DATA_DIR "/torch_mlp_f16.safetensors", &len);
+    assert_non_null(buf);
+    fuzz_safetensors_one((const uint8_t *)buf, len);
+    /* and every truncation of a small valid file */
+    amp_tensor *t = amp_tensor_arange(0, 6, 1, AMP_F32);
+    const char *nm[] = {"t"};
+    amp_kv meta[] = {{"k", "v"}};
+    void *img;
+    size_t ilen;
+    assert_int_equal(amp_safetensors_encode(&t, nm, 1, meta, 1, &img, &ilen), AMP_OK);
+    for (size_t cut = 0; cut < ilen; cut++) {
+        fuzz_safetensors_one(img, cut);
+        assert_null(amp_safetensors_parse(img, cut, "cut"));
+    }
+    fuzz_safetensors_one(img, ilen);
+    free(img);
+    free(buf);
+    amp_tensor_free(t);
+}
+
+static void t_idx(void **state) {
+    (void)state;
+    assert_true(replay("idx", fuzz_idx_one) >= 5);
+}
+
+static void t_policy(void **state) {
+    (void)state;
+    assert_true(replay("policy", fuzz_policy_one) >= 5);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(t_safetensors),
+        cmocka_unit_test(t_idx),
+        cmocka_unit_test(t_policy),
+    };
+    amp_test_prepare();
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
