@@ -26,7 +26,7 @@ build:
 run:
 	@scripts/deps.sh build test run
 	@$(MAKE) --no-print-directory build
-	./$(BUILD)/amp formats
+	./$(BUILD)/amp compare --model mlp --epochs 1
 
 test:
 	@scripts/deps.sh build test
