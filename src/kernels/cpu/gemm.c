@@ -178,7 +178,7 @@ static bool gemm_dtype_ok(amp_dtype dt) { return dt == AMP_F32 || dt == AMP_F16 
 /* Checks one operand: leading dimension and that the whole batch's extent in
  * bytes fits in int64. */
 static amp_status check_operand(const char *fn, char name, const void *p, bool needed, amp_dtype dt, bool trans,
-                                int64_t rows, int64_t cols, const char *rname, const char *cname, int64_t ld,
+                                int64_t rows, int64_t cols, const char *cname, int64_t ld,
                                 int64_t stride, int64_t batch) {
     const char lower = (char)(name - 'A' + 'a');
     if (!gemm_dtype_ok(dt))
@@ -192,7 +192,6 @@ static amp_status check_operand(const char *fn, char name, const void *p, bool n
         return amp_error(AMP_ERR_ARG, "%s: ld%c %lld < %s %lld for a %s %c", fn, lower, (long long)ld, cname,
                          (long long)cols, trans ? "transposed" : "non-transposed", name);
     }
-    (void)rname;
     if (stride < 0)
         return amp_error(AMP_ERR_ARG, "%s: stride_%c is %lld (must be >= 0; 0 repeats one %c for the whole batch)",
                          fn, lower, (long long)stride, name);
@@ -223,12 +222,12 @@ static amp_status gemm_validate(const char *fn, const amp_gemm_args *g, int64_t 
     const bool has_out = m > 0 && n > 0, reads_ab = has_out && k > 0;
     amp_status st;
     st = check_operand(fn, 'A', g->a, reads_ab, g->a_dtype, g->trans_a, g->trans_a ? k : m, g->trans_a ? m : k,
-                       g->trans_a ? "k" : "m", g->trans_a ? "m" : "k", g->lda, g->stride_a, batch);
+                       g->trans_a ? "m" : "k", g->lda, g->stride_a, batch);
     if (st) return st;
     st = check_operand(fn, 'B', g->b, reads_ab, g->b_dtype, g->trans_b, g->trans_b ? n : k, g->trans_b ? k : n,
-                       g->trans_b ? "n" : "k", g->trans_b ? "k" : "n", g->ldb, g->stride_b, batch);
+                       g->trans_b ? "k" : "n", g->ldb, g->stride_b, batch);
     if (st) return st;
-    st = check_operand(fn, 'C', g->c, has_out, g->c_dtype, false, m, n, "m", "n", g->ldc, g->stride_c, batch);
+    st = check_operand(fn, 'C', g->c, has_out, g->c_dtype, false, m, n, "n", g->ldc, g->stride_c, batch);
     if (st) return st;
     if (batch > 1 && has_out && g->stride_c < (m - 1) * g->ldc + n)
         return amp_error(AMP_ERR_ARG,
