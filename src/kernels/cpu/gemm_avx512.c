@@ -8,7 +8,7 @@
  * Blocks: KC = 384 (the 8 x 384 A micro-panel, 12 KB, stays in L1), NC = 480
  * (the 384 x 480 B block, 720 KB, in a 1 MB+ L2), MC = 1200 rows of A per
  * packed block (L3). Chosen by measurement on Zen 4 against 12 x 32, 14 x 32
- * and 6 x 64 and KC 256/384/512, NC 384..768 (docs/BENCHMARKS-gemm.md). */
+ * and 6 x 64 and KC 256/384/512, NC 384..768 (docs/bench/gemm.md). */
 #include <immintrin.h>
 #include <stdint.h>
 
