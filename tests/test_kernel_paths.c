@@ -515,7 +515,7 @@ static void t_layer_norm_paths(void **state) {
 
 static void t_batch_group_norm_paths(void **state) {
     (void)state;
-    static const int64_t shapes[][3] = {{2, 3, 1}, {4, 5, 17}, {8, 16, 49}, {3, 7, 1025}, {16, 32, 64}};
+    static const int64_t shapes[][3] = {{2, 3, 1}, {4, 5, 17}, {8, 16, 49}, {3, 7, 1025}, {16, 32, 64}, {2, 4, 5000}};
     test_rng r = {13};
     amp_cpu_path orig = amp_cpu_active();
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
@@ -544,15 +544,15 @@ static void t_batch_group_norm_paths(void **state) {
         float *rstd = malloc((size_t)C * 4);
         /* the scalar path's statistics feed every path's later kernels */
         amp_cpu_select(AMP_CPU_SCALAR);
-        amp_k_channel_stats(x, N, C, L, mean[0], var[0]);
+        amp_k_channel_stats(x, AMP_F32, N, C, L, mean[0], var[0]);
         for (int64_t c = 0; c < C; c++) rstd[c] = (float)(1.0 / sqrt((double)var[0][c] + 1e-5));
         for (int training = 0; training < 2; training++) {
             for (int p = 0; p < AMP_CPU_PATH_COUNT; p++) {
                 if (!amp_cpu_supported((amp_cpu_path)p)) continue;
                 amp_cpu_select((amp_cpu_path)p);
                 int k = p == 0 ? 0 : 1;
-                amp_k_channel_stats(x, N, C, L, mean[k], var[k]);
-                amp_k_channel_affine(x, N, C, L, mean[0], rstd, b, y[k]);
+                amp_k_channel_stats(x, AMP_F32, N, C, L, mean[k], var[k]);
+                amp_k_channel_affine(x, AMP_F32, N, C, L, mean[0], rstd, b, y[k], AMP_F32);
                 amp_k_channel_grad_sums(x, g, N, C, L, mean[0], rstd, sg[k], sgx[k]);
                 amp_k_batch_norm_backward_x(x, g, N, C, L, mean[0], rstd, w, sg[0], sgx[0], training, gx[k]);
                 if (p == 0) continue;
@@ -564,6 +564,33 @@ static void t_batch_group_norm_paths(void **state) {
                 assert_same(sgx[1], sgx[0], AMP_F64, C, "channel_grad_sums sgxhat", pp);
                 assert_same(gx[1], gx[0], AMP_F32, n, "batch_norm_backward_x", pp);
             }
+        }
+        /* half inputs and outputs (blocks widened on the stack) against the widened tensor */
+        for (int d = 0; d < 2; d++) {
+            amp_dtype dt = d ? AMP_BF16 : AMP_F16;
+            void *h = malloc((size_t)n * 2), *hy = malloc((size_t)n * 2), *href = malloc((size_t)n * 2);
+            float *hw = malloc((size_t)n * 4);
+            for (int64_t i = 0; i < n; i++) store_val(h, dt, i, x[i]);
+            amp_cpu_select(AMP_CPU_SCALAR);
+            amp_convert(hw, AMP_F32, h, dt, (size_t)n, 0);
+            amp_k_channel_stats(hw, AMP_F32, N, C, L, mean[0], var[0]);
+            amp_k_channel_affine(hw, AMP_F32, N, C, L, mean[0], rstd, b, y[0], AMP_F32);
+            amp_convert(href, dt, y[0], AMP_F32, (size_t)n, 0);
+            for (int p = 0; p < AMP_CPU_PATH_COUNT; p++) {
+                if (!amp_cpu_supported((amp_cpu_path)p)) continue;
+                amp_cpu_select((amp_cpu_path)p);
+                amp_k_channel_stats(h, dt, N, C, L, mean[1], var[1]);
+                assert_same(mean[1], mean[0], AMP_F32, C, "channel_stats of halves: mean", (amp_cpu_path)p);
+                assert_same(var[1], var[0], AMP_F32, C, "channel_stats of halves: var", (amp_cpu_path)p);
+                amp_k_channel_affine(h, dt, N, C, L, mean[0], rstd, b, hy, dt);
+                assert_same(hy, href, dt, n, "channel_affine half to half", (amp_cpu_path)p);
+                amp_k_channel_affine(h, dt, N, C, L, mean[0], rstd, b, y[1], AMP_F32);
+                assert_same(y[1], y[0], AMP_F32, n, "channel_affine half to f32", (amp_cpu_path)p);
+            }
+            free(h);
+            free(hy);
+            free(href);
+            free(hw);
         }
         for (int p = 0; p < AMP_CPU_PATH_COUNT; p++) {
             if (!amp_cpu_supported((amp_cpu_path)p)) continue;
@@ -702,7 +729,13 @@ static amp_tensor *op_call(int k, amp_tensor *a, amp_tensor *b) {
     case 9: return amp_mul_scalar(a, 1.5);
     case 10: return amp_sigmoid(a);
     case 11: return amp_exp(a);
-    default: return amp_softmax(a, 0);
+    case 12: return amp_softmax(a, 0);
+    default: {
+        amp_tensor *v = amp_reshape(a, 3, AMP_SHAPE(37, 1, 1031));
+        amp_tensor *y = amp_batch_norm(v, NULL, NULL, NULL, NULL, true, 0.1, 1e-5);
+        amp_tensor_free(v);
+        return y;
+    }
     }
 }
 
@@ -714,7 +747,7 @@ static void t_ops_on_every_path(void **state) {
         test_rng r = {40 + (uint64_t)d};
         amp_tensor *a = tc_randn(&r, dts[d], 2, AMP_SHAPE(37, 1031), 2.0);
         amp_tensor *b = tc_randn(&r, dts[d], 2, AMP_SHAPE(37, 1031), 1.0);
-        for (int k = 0; k < 13; k++) {
+        for (int k = 0; k < 14; k++) {
             amp_tensor *want = NULL;
             for (int p = 0; p < AMP_CPU_PATH_COUNT; p++) {
                 if (!amp_cpu_supported((amp_cpu_path)p)) continue;

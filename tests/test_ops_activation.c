@@ -4,7 +4,10 @@
  * Forward against float64 loops written here, backward against central
  * differences of those loops (tc_gradcheck), PyTorch golden data
  * (tools/golden/gen_elementwise.py), edge cases, dropout's statistics and
- * reproducibility, and bad input. */
+ * reproducibility, and bad input.
+ *
+ * AMP_TEST_PER_CPU_PATH: CTest also runs this file once per CPU path (the
+ * kernels have a build per path; every one must pass the same checks). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

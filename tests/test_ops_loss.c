@@ -4,7 +4,10 @@
  * including class weights, ignore_index and label smoothing), backward
  * against central differences of them, PyTorch golden data
  * (tools/golden/gen_reduce_norm_loss.py), edge cases (all targets ignored,
- * empty batches, huge logits, broadcasting), and a bad-input walk. */
+ * empty batches, huge logits, broadcasting), and a bad-input walk.
+ *
+ * AMP_TEST_PER_CPU_PATH: CTest also runs this file once per CPU path (the
+ * kernels have a build per path; every one must pass the same checks). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

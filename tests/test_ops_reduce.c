@@ -3,7 +3,10 @@
  * central differences of them, PyTorch golden data
  * (tools/golden/gen_reduce_norm_loss.py), torch's edge cases (empty tensors,
  * keepdim, negative dims, 0-d tensors, ties, NaN), large half sums that naive
- * half accumulation would get badly wrong, and a bad-input walk. */
+ * half accumulation would get badly wrong, and a bad-input walk.
+ *
+ * AMP_TEST_PER_CPU_PATH: CTest also runs this file once per CPU path (the
+ * kernels have a build per path; every one must pass the same checks). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,7 +3,10 @@
  * backward against central differences of them, PyTorch golden data
  * (tools/golden/gen_reduce_norm_loss.py), extreme softmax inputs, batch-norm
  * running statistics over two training steps and eval mode, embedding index
- * checks, and a bad-input walk. */
+ * checks, and a bad-input walk.
+ *
+ * AMP_TEST_PER_CPU_PATH: CTest also runs this file once per CPU path (the
+ * kernels have a build per path; every one must pass the same checks). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,15 +9,23 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: amp bench kernels [--size N] [--threads T] [--json FILE]\n\n"
-               "GB/s of large elementwise ops, activations, softmax and layer_norm (rows of\n"
-               "4096), sum and casts, for f32 and bf16 tensors of N elements (default 2^24),\n"
+               "GB/s of large elementwise ops, activations, softmax, log_softmax and layer_norm\n"
+               "(rows of 4096), batch_norm (training statistics, 16 x 64 channels), sum, mean\n"
+               "over the rows and casts, for f32 and bf16 tensors of N elements (default 2^24),\n"
                "no_grad, beside the triad bandwidth a[i] = b[i] + s*c[i] measured in the same run.\n");
 }
 
-typedef enum { K_ADD, K_MULS, K_RELU, K_GELU, K_EXP, K_SIGMOID, K_SOFTMAX, K_LAYERNORM, K_SUM, K_CAST, K_COUNT } kop;
-static const char *kname[K_COUNT] = {"add", "mul_scalar", "relu", "gelu", "exp", "sigmoid", "softmax", "layer_norm", "sum", "cast"};
-/* tensors read + written, in units of the input size (sum writes ~0) */
-static const double kmoves[K_COUNT] = {3, 2, 2, 2, 2, 2, 2, 2, 1, 2};
+typedef enum {
+    K_ADD, K_MULS, K_RELU, K_GELU, K_EXP, K_SIGMOID, K_SILU, K_TANH, K_SOFTMAX, K_LOGSOFTMAX, K_LAYERNORM,
+    K_BATCHNORM, K_SUM, K_MEAN_DIM, K_CAST, K_COUNT
+} kop;
+static const char *kname[K_COUNT] = {"add",     "mul_scalar",  "relu",       "gelu",       "exp",
+                                     "sigmoid", "silu",        "tanh",       "softmax",    "log_softmax",
+                                     "layer_norm", "batch_norm", "sum",      "mean_dim1",  "cast"};
+/* tensors read + written, in units of the input size (sum and mean write
+ * ~0; batch_norm counts one read and one write, though its statistics read
+ * the input a second time) */
+static const double kmoves[K_COUNT] = {3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 2};
 
 typedef struct {
     kop op;
@@ -34,9 +42,19 @@ static void run_k(void *p) {
     case K_GELU: amp_gelu(k->a, AMP_GELU_ERF); break;
     case K_EXP: amp_exp(k->a); break;
     case K_SIGMOID: amp_sigmoid(k->a); break;
+    case K_SILU: amp_silu(k->a); break;
+    case K_TANH: amp_tanh(k->a); break;
     case K_SOFTMAX: amp_softmax(k->a, 1); break;
+    case K_LOGSOFTMAX: amp_log_softmax(k->a, 1); break;
     case K_LAYERNORM: amp_layer_norm(k->a, 1, NULL, NULL, 1e-5); break;
+    case K_BATCHNORM: {
+        int64_t n = amp_tensor_numel(k->a);
+        amp_tensor *x = amp_reshape(k->a, 3, AMP_SHAPE(16, 64, n / 1024));
+        amp_batch_norm(x, NULL, NULL, NULL, NULL, true, 0.1, 1e-5);
+        break;
+    }
     case K_SUM: amp_sum(k->a, NULL, 0, false); break;
+    case K_MEAN_DIM: amp_mean(k->a, (int[]){1}, 1, false); break;
     case K_CAST: amp_to(k->a, amp_tensor_dtype(k->a) == AMP_F32 ? AMP_BF16 : AMP_F32); break;
     default: break;
     }

@@ -248,16 +248,22 @@ amp_tensor *amp_batch_norm(amp_tensor *x, amp_tensor *running_mean, amp_tensor *
     float *scale = rstd ? amp__ws_alloc(cb) : NULL, *shift = scale ? amp__ws_alloc(cb) : NULL;
     float *var = shift ? amp__ws_alloc(cb) : NULL;
     views v;
-    const amp_tensor *ts[4] = {x, in[1], in[2], NULL};
+    /* x straight from its memory when contiguous f32/f16/bf16 (halves are
+     * widened in blocks by the kernels); else an f32 copy */
+    bool direct = amp_tensor_is_contiguous(x) && (x->dtype == AMP_F32 || x->dtype == AMP_F16 || x->dtype == AMP_BF16);
+    const amp_tensor *ts[4] = {direct ? NULL : x, in[1], in[2], NULL};
+    const void *px = direct ? amp__data(x) : NULL;
+    amp_dtype pxdt = direct ? x->dtype : AMP_F32;
     bool have_views = false;
     if (!var || !views_get(&v, 3, ts)) goto fail;
     have_views = true;
+    if (!direct) px = v.p[0];
     views rs;
     const amp_tensor *rts[2] = {running_mean, running_var};
     if (!views_get(&rs, 2, rts)) goto fail;
     float *pm = amp__data(mean), *pr = amp__data(rstd);
     if (training) {
-        amp_k_channel_stats(v.p[0], N, C, L, pm, var);
+        amp_k_channel_stats(px, pxdt, N, C, L, pm, var);
         for (int64_t c = 0; c < C; c++) pr[c] = (float)(1.0 / sqrt((double)var[c] + eps));
     } else {
         for (int64_t c = 0; c < C; c++) {
@@ -269,13 +275,17 @@ amp_tensor *amp_batch_norm(amp_tensor *x, amp_tensor *running_mean, amp_tensor *
         scale[c] = pr[c] * (v.p[1] ? v.p[1][c] : 1.0f);
         shift[c] = v.p[2] ? v.p[2][c] : 0.0f;
     }
-    float *po = amp__f32_out_begin(out);
-    if (!po) {
-        views_done(&rs);
-        goto fail;
+    if (direct) {
+        amp_k_channel_affine(px, pxdt, N, C, L, pm, scale, shift, amp__data(out), out->dtype);
+    } else {
+        float *po = amp__f32_out_begin(out);
+        if (!po) {
+            views_done(&rs);
+            goto fail;
+        }
+        amp_k_channel_affine(px, AMP_F32, N, C, L, pm, scale, shift, po, AMP_F32);
+        amp__f32_out_end(out, po);
     }
-    amp_k_channel_affine(v.p[0], N, C, L, pm, scale, shift, po);
-    amp__f32_out_end(out, po);
     /* running statistics, in place: running = (1 - m) * running + m * batch
      * statistic, with the unbiased variance (as torch) */
     if (training && running_mean) {

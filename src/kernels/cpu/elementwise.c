@@ -1,6 +1,9 @@
-/* Elementwise kernels: the tile loops (elementwise_tile.inc, instantiated for
- * float and double) and the broadcast/strided tiled iterator that feeds them.
- * See elementwise.h. */
+/* Elementwise kernels: the tile loops (elementwise_tile.inc: the f64 build
+ * here, the f32 build once per CPU path through elementwise_path.inc, the
+ * scalar one here) and the broadcast/strided tiled iterator that feeds them,
+ * which runs the active path's f32 loops and, on AVX-512, the in-register
+ * half conversion for flat operands (elementwise_avx512.c). See
+ * elementwise.h. */
 #include "kernels/cpu/elementwise.h"
 
 #include <math.h>
@@ -8,6 +11,7 @@
 
 #include "amp/numeric.h"
 #include "core/cpu.h"
+#include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/vmath.h"
 #include "numeric/convert_impl.h"
 #include "numeric/philox.h"
@@ -419,13 +423,12 @@ static bool flat_halves(const ew_iter *it) {
  * elementwise_avx512.c), in chunks of 16 tiles. */
 static void run_flat_avx512(amp_ew_op op, const amp_ew_params *p, const ew_iter *it) {
     const int64_t N = it->numel, chunk = 16 * TILE, nch = (N + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static) if (N > AMP_PARALLEL_MIN)
-    for (int64_t c = 0; c < nch; c++) {
+    AMP_K_FOR(c, nch, N > AMP_PARALLEL_MIN, {
         int64_t e0 = c * chunk, n = N - e0 < chunk ? N - e0 : chunk;
         const void *ptr[AMP_EW_MAX_IN] = {0};
         for (int k = 0; k < it->nin; k++) ptr[k] = it->base[k] + (size_t)e0 * esize(it->dt[k]);
         amp_ew_flat_avx512(op, p, n, it->out + (size_t)e0 * esize(it->out_dt), it->out_dt, it->nin, ptr, it->dt);
-    }
+    });
 }
 
 void amp_ew_run(amp_ew_op op, const amp_ew_params *p, int ndim, const int64_t *shape, void *out, amp_dtype out_dtype,
@@ -465,8 +468,8 @@ void amp_ew_run_ref(amp_ew_op op, const amp_ew_params *p, int ndim, const int64_
     for (int64_t e = 0; e < N; e++) {
         float xf[AMP_EW_MAX_IN], of;
         double xd[AMP_EW_MAX_IN], od;
-        const float *pf[AMP_EW_MAX_IN];
-        const double *pd[AMP_EW_MAX_IN];
+        const float *pf[AMP_EW_MAX_IN] = {0};
+        const double *pd[AMP_EW_MAX_IN] = {0};
         for (int k = 0; k < nin; k++) {
             int64_t r = e, off = 0;
             for (int d = ndim - 1; d >= 0; d--) {

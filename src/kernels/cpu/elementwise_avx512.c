@@ -14,14 +14,21 @@
 
 #include "kernels/cpu/vmath_avx512.h"
 
-/* o[i] = F(x[i]) (one operand) or F(x[i], y[i]) for i < n */
+/* o[i] = F(x[i]) (one operand) or F(x[i], y[i]) for i < n. Four vectors per
+ * step: their independent chains interleave in the out-of-order core
+ * (measured: exp 0.39 -> 0.33 ns per element in L1). */
 #define EW512_LOOP1(F)                                                                      \
     do {                                                                                    \
         int64_t i = 0;                                                                      \
-        for (; i + 16 <= n; i += 16) {                                                      \
-            __m512 v = _mm512_loadu_ps(x + i);                                              \
-            _mm512_storeu_ps(o + i, F(v));                                                  \
+        for (; i + 64 <= n; i += 64) {                                                      \
+            __m512 a0 = F(_mm512_loadu_ps(x + i)), a1 = F(_mm512_loadu_ps(x + i + 16));     \
+            __m512 a2 = F(_mm512_loadu_ps(x + i + 32)), a3 = F(_mm512_loadu_ps(x + i + 48)); \
+            _mm512_storeu_ps(o + i, a0);                                                    \
+            _mm512_storeu_ps(o + i + 16, a1);                                               \
+            _mm512_storeu_ps(o + i + 32, a2);                                               \
+            _mm512_storeu_ps(o + i + 48, a3);                                               \
         }                                                                                   \
+        for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, F(_mm512_loadu_ps(x + i)));    \
         if (i < n) {                                                                        \
             __mmask16 k = (__mmask16)((1u << (n - i)) - 1);                                  \
             __m512 v = _mm512_maskz_loadu_ps(k, x + i);                                     \
@@ -32,10 +39,17 @@
 #define EW512_LOOP2(F)                                                                      \
     do {                                                                                    \
         int64_t i = 0;                                                                      \
-        for (; i + 16 <= n; i += 16) {                                                      \
-            __m512 g = _mm512_loadu_ps(x + i), v = _mm512_loadu_ps(y + i);                  \
-            _mm512_storeu_ps(o + i, F(g, v));                                               \
+        for (; i + 64 <= n; i += 64) {                                                      \
+            __m512 a0 = F(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i));                  \
+            __m512 a1 = F(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(y + i + 16));        \
+            __m512 a2 = F(_mm512_loadu_ps(x + i + 32), _mm512_loadu_ps(y + i + 32));        \
+            __m512 a3 = F(_mm512_loadu_ps(x + i + 48), _mm512_loadu_ps(y + i + 48));        \
+            _mm512_storeu_ps(o + i, a0);                                                    \
+            _mm512_storeu_ps(o + i + 16, a1);                                               \
+            _mm512_storeu_ps(o + i + 32, a2);                                               \
+            _mm512_storeu_ps(o + i + 48, a3);                                               \
         }                                                                                   \
+        for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, F(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i))); \
         if (i < n) {                                                                        \
             __mmask16 k = (__mmask16)((1u << (n - i)) - 1);                                  \
             __m512 g = _mm512_maskz_loadu_ps(k, x + i), v = _mm512_maskz_loadu_ps(k, y + i); \
@@ -80,19 +94,42 @@ static inline __attribute__((always_inline)) __m512 g_gelu_tanh(__m512 g, __m512
     return _mm512_mul_ps(g, _mm512_add_ps(s, t));
 }
 
+/* The loops of the math-bound ops, one function each, with GCC's
+ * pre-allocation instruction scheduling (off by default on x86) asked for:
+ * it interleaves the four independent chains of a step (measured in L1 on
+ * Zen 4: gelu_erf 0.99 -> 0.80, exp 0.30 -> 0.27, tanh 0.65 -> 0.60 ns per
+ * element). Scheduling only reorders independent instructions; the values
+ * are the same (the tests compare them with the scalar path's). The flat
+ * half loops below measured slower with it, so the file keeps the default. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define EW512_SCHED __attribute__((noinline, optimize("schedule-insns", "sched-pressure")))
+#else
+#define EW512_SCHED __attribute__((noinline))
+#endif
+
+static EW512_SCHED void loop_exp(int64_t n, float *o, const float *x) { EW512_LOOP1(vm512_expf); }
+static EW512_SCHED void loop_sigmoid(int64_t n, float *o, const float *x) { EW512_LOOP1(vm512_sigmoidf); }
+static EW512_SCHED void loop_tanh(int64_t n, float *o, const float *x) { EW512_LOOP1(vm512_tanhf); }
+static EW512_SCHED void loop_silu(int64_t n, float *o, const float *x) { EW512_LOOP1(f_silu); }
+static EW512_SCHED void loop_gelu_erf(int64_t n, float *o, const float *x) { EW512_LOOP1(f_gelu_erf); }
+static EW512_SCHED void loop_gelu_tanh(int64_t n, float *o, const float *x) { EW512_LOOP1(f_gelu_tanh); }
+static EW512_SCHED void loop_g_silu(int64_t n, float *o, const float *x, const float *y) { EW512_LOOP2(g_silu); }
+static EW512_SCHED void loop_g_gelu_erf(int64_t n, float *o, const float *x, const float *y) { EW512_LOOP2(g_gelu_erf); }
+static EW512_SCHED void loop_g_gelu_tanh(int64_t n, float *o, const float *x, const float *y) { EW512_LOOP2(g_gelu_tanh); }
+
 void amp_ew_tile_f32_avx512(amp_ew_op op, const amp_ew_params *p, int64_t e0, int64_t n, float *o,
                             const float *const *in) {
     const float *x = in[0], *y = in[1];
     switch (op) {
-    case AMP_EW_EXP: EW512_LOOP1(vm512_expf); return;
-    case AMP_EW_SIGMOID: EW512_LOOP1(vm512_sigmoidf); return;
-    case AMP_EW_TANH: EW512_LOOP1(vm512_tanhf); return;
-    case AMP_EW_SILU: EW512_LOOP1(f_silu); return;
-    case AMP_EW_GELU_ERF: EW512_LOOP1(f_gelu_erf); return;
-    case AMP_EW_GELU_TANH: EW512_LOOP1(f_gelu_tanh); return;
-    case AMP_EW_G_SILU: EW512_LOOP2(g_silu); return;
-    case AMP_EW_G_GELU_ERF: EW512_LOOP2(g_gelu_erf); return;
-    case AMP_EW_G_GELU_TANH: EW512_LOOP2(g_gelu_tanh); return;
+    case AMP_EW_EXP: loop_exp(n, o, x); return;
+    case AMP_EW_SIGMOID: loop_sigmoid(n, o, x); return;
+    case AMP_EW_TANH: loop_tanh(n, o, x); return;
+    case AMP_EW_SILU: loop_silu(n, o, x); return;
+    case AMP_EW_GELU_ERF: loop_gelu_erf(n, o, x); return;
+    case AMP_EW_GELU_TANH: loop_gelu_tanh(n, o, x); return;
+    case AMP_EW_G_SILU: loop_g_silu(n, o, x, y); return;
+    case AMP_EW_G_GELU_ERF: loop_g_gelu_erf(n, o, x, y); return;
+    case AMP_EW_G_GELU_TANH: loop_g_gelu_tanh(n, o, x, y); return;
     default: amp_ew_tile_f32_avx512_c(op, p, e0, n, o, in); return;
     }
 }

@@ -11,6 +11,21 @@
 
 #include "core/cpu.h"
 
+/* for (int64_t i = 0; i < n; i++) { body }, split among the OpenMP threads
+ * (static schedule) when cond holds, else a plain loop with no OpenMP region
+ * at all: a parallel region with a false if clause still starts a team of
+ * one (about 0.35 us here), which small tensors should not pay. The body is
+ * expanded twice; loop pragmas inside it are written _Pragma("omp simd"). */
+#define AMP_K_FOR(i, n, cond, ...)                                                                                    \
+    do {                                                                                                              \
+        const int64_t amp_kf_n_ = (n);                                                                                \
+        if (cond) {                                                                                                   \
+            _Pragma("omp parallel for schedule(static)") for (int64_t i = 0; i < amp_kf_n_; i++) { __VA_ARGS__ }      \
+        } else {                                                                                                      \
+            for (int64_t i = 0; i < amp_kf_n_; i++) { __VA_ARGS__ }                                                   \
+        }                                                                                                             \
+    } while (0)
+
 /* Widest column chunk a kernel working on (outer, len, inner) keeps
  * accumulators for (on the stack). */
 #define AMP_K_CHUNK 2048
@@ -51,6 +66,20 @@ static inline int64_t amp_k_col_chunk(int64_t outer, int64_t inner) {
 /* the path's half <-> f32 array conversions (numeric/convert_impl.h) */
 #define AMP_KP_CV AMP_KP_CAT3(amp_cv_, AMP_KPATH, _kernels)
 #endif
+
+/* Software prefetch of the lines of [p + lo, p + hi) (bytes; p may be NULL):
+ * a row kernel that makes several passes over a cache-resident row asks for
+ * the next row's lines during a pass that does not touch memory, so the
+ * memory stream stays busy. rw 0 for reading, 1 for lines about to be
+ * written. */
+static inline void amp_k_prefetch(const void *p, size_t lo, size_t hi, int rw) {
+    if (!p) return;
+    const char *c = (const char *)p;
+    for (size_t b = lo & ~(size_t)63; b < hi; b += 64) {
+        if (rw) __builtin_prefetch(c + b, 1, 3);
+        else __builtin_prefetch(c + b, 0, 3);
+    }
+}
 
 /* Rows longer than this are not staged through a stack buffer: kernels that
  * widen half rows one at a time accept len <= AMP_K_ROW_MAX. */

@@ -27,13 +27,13 @@ void amp_k_layer_norm_backward(const float *x, const float *g, const float *w, c
     norm_k()->layer_norm_backward(x, g, w, mean, rstd, M, D, gx, gw, gb);
 }
 
-void amp_k_channel_stats(const float *x, int64_t N, int64_t C, int64_t L, float *mean, float *var) {
-    norm_k()->channel_stats(x, N, C, L, mean, var);
+void amp_k_channel_stats(const void *x, amp_dtype dt, int64_t N, int64_t C, int64_t L, float *mean, float *var) {
+    norm_k()->channel_stats(x, dt, N, C, L, mean, var);
 }
 
-void amp_k_channel_affine(const float *x, int64_t N, int64_t C, int64_t L, const float *mean, const float *scale,
-                          const float *shift, float *y) {
-    norm_k()->channel_affine(x, N, C, L, mean, scale, shift, y);
+void amp_k_channel_affine(const void *x, amp_dtype xdt, int64_t N, int64_t C, int64_t L, const float *mean,
+                          const float *scale, const float *shift, void *y, amp_dtype ydt) {
+    norm_k()->channel_affine(x, xdt, N, C, L, mean, scale, shift, y, ydt);
 }
 
 void amp_k_channel_grad_sums(const float *x, const float *g, int64_t N, int64_t C, int64_t L, const float *mean,

@@ -26,11 +26,14 @@ void amp_k_layer_norm(const void *x, amp_dtype xdt, const float *w, const float 
 void amp_k_layer_norm_backward(const float *x, const float *g, const float *w, const float *mean, const float *rstd,
                                int64_t M, int64_t D, float *gx, float *gw, float *gb);
 
-/* x is (N, C, L). Per-channel mean and biased variance over N and L. */
-void amp_k_channel_stats(const float *x, int64_t N, int64_t C, int64_t L, float *mean, float *var);
-/* y = (x - mean[c]) * scale[c] + shift[c] for x (N, C, L). */
-void amp_k_channel_affine(const float *x, int64_t N, int64_t C, int64_t L, const float *mean, const float *scale,
-                          const float *shift, float *y);
+/* x is (N, C, L), contiguous f32, f16 or bf16 (dt). Per-channel mean and
+ * biased variance over N and L; half values are widened in blocks on the
+ * stack (the same sums as on the widened tensor). */
+void amp_k_channel_stats(const void *x, amp_dtype dt, int64_t N, int64_t C, int64_t L, float *mean, float *var);
+/* y = (x - mean[c]) * scale[c] + shift[c] for x (N, C, L) of xdt into y of
+ * ydt (contiguous f32, f16 or bf16 each; rounded once). */
+void amp_k_channel_affine(const void *x, amp_dtype xdt, int64_t N, int64_t C, int64_t L, const float *mean,
+                          const float *scale, const float *shift, void *y, amp_dtype ydt);
 /* Per-channel sums over N and L: sg[c] = sum g, sgxhat[c] = sum g * (x - mean[c]) * rstd[c]. */
 void amp_k_channel_grad_sums(const float *x, const float *g, int64_t N, int64_t C, int64_t L, const float *mean,
                              const float *rstd, double *sg, double *sgxhat);
@@ -55,9 +58,9 @@ typedef struct {
                        void *y, amp_dtype ydt, float *mean, float *rstd);
     void (*layer_norm_backward)(const float *x, const float *g, const float *w, const float *mean, const float *rstd,
                                 int64_t M, int64_t D, float *gx, float *gw, float *gb);
-    void (*channel_stats)(const float *x, int64_t N, int64_t C, int64_t L, float *mean, float *var);
-    void (*channel_affine)(const float *x, int64_t N, int64_t C, int64_t L, const float *mean, const float *scale,
-                           const float *shift, float *y);
+    void (*channel_stats)(const void *x, amp_dtype dt, int64_t N, int64_t C, int64_t L, float *mean, float *var);
+    void (*channel_affine)(const void *x, amp_dtype xdt, int64_t N, int64_t C, int64_t L, const float *mean,
+                           const float *scale, const float *shift, void *y, amp_dtype ydt);
     void (*channel_grad_sums)(const float *x, const float *g, int64_t N, int64_t C, int64_t L, const float *mean,
                               const float *rstd, double *sg, double *sgxhat);
     void (*batch_norm_backward_x)(const float *x, const float *g, int64_t N, int64_t C, int64_t L, const float *mean,

@@ -1,3 +1,4 @@
-/* softmax.inc built for AVX2 + FMA + F16C. */
+/* softmax.inc built for AVX2 + FMA + F16C (the exp pass on vmath_avx2.h). */
 #define AMP_KPATH avx2
+#define AMP_KPATH_AVX2 1
 #include "kernels/cpu/softmax.inc"

@@ -28,21 +28,22 @@
  * arithmetic is unconditional, so that loops with them if-convert. */
 
 /* exp(x) = 2^n e^r, n = round(x log2 e), |r| <= ln2/2 (Cody-Waite split of
- * ln2); e^r by its degree-7 Taylor polynomial (truncation < 6e-9 relative).
- * Within 2 ulp of exp over the whole range: overflow to inf above 88.72,
- * gradual underflow (2^n applied in two halves), 0 far below, NaN stays NaN. */
+ * ln2); e^r by a degree-6 minimax polynomial (Remez on the relative error:
+ * 1.9e-9, below the degree-7 Taylor polynomial's 5e-9 with one step less).
+ * Within 2 ulp of exp over the whole range (1.35 ulp measured): overflow to
+ * inf above 88.72, gradual underflow (2^n applied in two halves), 0 far
+ * below, NaN stays NaN. */
 VM_INLINE float vm_expf(float x) {
     float xc = x > 100.0f ? 100.0f : x; /* still overflows to inf; NaN passes */
     xc = xc < -104.0f ? -104.0f : xc;
     float fn = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
     float r = xc - fn * 0.693359375f;                                   /* exact: 9-bit constant */
     r = r - fn * -2.12194440e-4f;
-    float p = 1.984126984e-4f;
-    p = p * r + 1.388888889e-3f;
-    p = p * r + 8.333333333e-3f;
-    p = p * r + 4.166666667e-2f;
-    p = p * r + 1.666666667e-1f;
-    p = p * r + 0.5f;
+    float p = 1.38368461e-3f;
+    p = p * r + 8.37481580e-3f;
+    p = p * r + 4.16682256e-2f;
+    p = p * r + 1.66664202e-1f;
+    p = p * r + 4.99999921e-1f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
     /* the scale from a NaN-free copy of n (converting NaN to int is
@@ -85,8 +86,7 @@ VM_INLINE float vm_tanhf(float x) {
  * 3e-8 x^2 in the tail (4e-7 at x = -3, 7e-6 at x = -12; 4e-7 at most for
  * |x| < 3). Phi(x) = 1 - Phi(-x). */
 VM_INLINE float vm_phif(float x) {
-    float a = fabsf(x) * 0.70710678118654752440f;
-    float t = 1.0f / (1.0f + 0.5f * a);
+    float t = 1.0f / (1.0f + fabsf(x) * 0.35355339059327376220f); /* z / 2 = |x| / (2 sqrt2) */
     float p = 0.17087277f;
     p = p * t - 0.82215223f;
     p = p * t + 1.48851587f;
@@ -98,9 +98,8 @@ VM_INLINE float vm_phif(float x) {
     p = p * t + 1.00002368f;
     p = p * t - 1.26551223f;
     float s = p + (-0.5f * x) * x; /* exp flushes it to 0 far out (x^2 may be inf) */
-    float half_erfc = 0.5f * t * vm_expf(s);
-    float base = x < 0.0f ? 0.0f : 1.0f, sgn = x < 0.0f ? 1.0f : -1.0f;
-    return base + sgn * half_erfc;
+    float h = 0.5f * t * vm_expf(s); /* Phi(-|x|) */
+    return x < 0.0f ? h : 1.0f - h;
 }
 
 #endif

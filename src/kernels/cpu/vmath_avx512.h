@@ -39,12 +39,11 @@ VM512_INLINE __m512 vm512_expf(__m512 x) {
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_sub_ps(xc, _mm512_mul_ps(fn, VM512_K(0.693359375f)));
     r = _mm512_sub_ps(r, _mm512_mul_ps(fn, VM512_K(-2.12194440e-4f)));
-    __m512 p = VM512_K(1.984126984e-4f);
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), VM512_K(1.388888889e-3f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), VM512_K(8.333333333e-3f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), VM512_K(4.166666667e-2f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), VM512_K(1.666666667e-1f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), VM512_K(0.5f));
+    __m512 p = VM512_K(1.38368461e-3f);
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), VM512_K(8.37481580e-3f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), VM512_K(4.16682256e-2f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), VM512_K(1.66664202e-1f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), VM512_K(4.99999921e-1f));
     p = _mm512_add_ps(_mm512_mul_ps(p, r), VM512_K(1.0f));
     p = _mm512_add_ps(_mm512_mul_ps(p, r), VM512_K(1.0f));
     return _mm512_scalef_ps(p, fn);
@@ -77,8 +76,8 @@ VM512_INLINE __m512 vm512_tanhf(__m512 x) {
 
 /* vm_phif */
 VM512_INLINE __m512 vm512_phif(__m512 x) {
-    __m512 a = _mm512_mul_ps(vm512_abs(x), VM512_K(0.70710678118654752440f));
-    __m512 t = _mm512_div_ps(VM512_K(1.0f), _mm512_add_ps(VM512_K(1.0f), _mm512_mul_ps(VM512_K(0.5f), a)));
+    __m512 t = _mm512_div_ps(VM512_K(1.0f),
+                             _mm512_add_ps(VM512_K(1.0f), _mm512_mul_ps(vm512_abs(x), VM512_K(0.35355339059327376220f))));
     __m512 p = VM512_K(0.17087277f);
     p = _mm512_sub_ps(_mm512_mul_ps(p, t), VM512_K(0.82215223f));
     p = _mm512_add_ps(_mm512_mul_ps(p, t), VM512_K(1.48851587f));
@@ -90,11 +89,8 @@ VM512_INLINE __m512 vm512_phif(__m512 x) {
     p = _mm512_add_ps(_mm512_mul_ps(p, t), VM512_K(1.00002368f));
     p = _mm512_sub_ps(_mm512_mul_ps(p, t), VM512_K(1.26551223f));
     __m512 s = _mm512_add_ps(p, _mm512_mul_ps(_mm512_mul_ps(VM512_K(-0.5f), x), x));
-    __m512 half_erfc = _mm512_mul_ps(_mm512_mul_ps(VM512_K(0.5f), t), vm512_expf(s));
-    __mmask16 neg = vm512_ltz(x);
-    __m512 base = _mm512_mask_blend_ps(neg, VM512_K(1.0f), _mm512_setzero_ps());
-    __m512 sgn = _mm512_mask_blend_ps(neg, VM512_K(-1.0f), VM512_K(1.0f));
-    return _mm512_add_ps(base, _mm512_mul_ps(sgn, half_erfc));
+    __m512 h = _mm512_mul_ps(_mm512_mul_ps(VM512_K(0.5f), t), vm512_expf(s));
+    return _mm512_mask_blend_ps(vm512_ltz(x), _mm512_sub_ps(VM512_K(1.0f), h), h);
 }
 
 #endif
