@@ -178,8 +178,25 @@ static amp_tensor *add_new(const amp_tensor *a, const amp_tensor *b) {
     return out;
 }
 
+/* g belongs to the engine (one reference). When nothing else shares its
+ * storage, the first gradient of a leaf takes the buffer over instead of
+ * copying it (as PyTorch's AccumulateGrad steals), and later gradients are
+ * added in place. */
 static amp_status accumulate_leaf(amp_tensor *leaf, const amp_tensor *g) {
+    size_t es = amp_dtype_size(leaf->dtype);
+    int64_t n = amp_tensor_numel(leaf);
     if (!leaf->grad) {
+        amp_storage *st = g->storage;
+        if (g->dtype == leaf->dtype && g->offset == 0 && amp_tensor_is_contiguous(g) && !st->borrowed &&
+            atomic_load(&st->refcount) == 1 && atomic_load(&g->refcount) == 1 && st->nbytes == (size_t)n * es) {
+            amp_tensor *ng = amp__alias(g);
+            if (!ng) return amp_last_status();
+            amp__contig_strides(ng->ndim, ng->shape, ng->stride);
+            amp__mem_move(st->nbytes, st->cat, AMP_MEM_GRAD);
+            st->cat = AMP_MEM_GRAD;
+            leaf->grad = ng;
+            return AMP_OK;
+        }
         amp_tensor *ng = amp__tensor_new("amp_backward", leaf->dtype, leaf->ndim, leaf->shape, AMP_MEM_GRAD, AMP_NEW_UNSCOPED);
         if (!ng) return amp_last_status();
         amp_status s = amp__copy_convert(ng, g);
@@ -190,9 +207,16 @@ static amp_status accumulate_leaf(amp_tensor *leaf, const amp_tensor *g) {
         leaf->grad = ng;
         return AMP_OK;
     }
-    amp_tensor *sum = add_new(leaf->grad, g);
+    amp_tensor *acc = leaf->grad;
+    if (acc->dtype == AMP_F32 && g->dtype == AMP_F32 && amp_tensor_is_contiguous(acc) && amp_tensor_is_contiguous(g)) {
+        float *a = amp__data(acc);
+        const float *b = amp__data(g);
+        for (int64_t i = 0; i < n; i++) a[i] += b[i];
+        return AMP_OK;
+    }
+    amp_tensor *sum = add_new(acc, g);
     if (!sum) return amp_last_status();
-    amp_status s = amp__copy_convert(leaf->grad, sum);
+    amp_status s = amp__copy_convert(acc, sum);
     amp__release(sum);
     return s;
 }

@@ -18,7 +18,8 @@ static void usage(FILE *f) {
                "same model and batch in the same run (at --threads and at 1 thread; Debian's\n"
                "torch 1.13 runs under /usr/bin/python3, override with $AMP_TORCH_PYTHON).\n"
                "  --model mlp|cnn   (default mlp)     --batch B (default 128)\n"
-               "  --steps N         timed steps per mode (default 60; 10 more warm up)\n");
+               "  --steps N         timed steps per mode and round (default 60; 3 rounds, modes\n"
+               "                    interleaved)\n");
 }
 
 static double torch_ms(const char *script, const char *model, long batch, long steps, int threads, const char *mode,
@@ -75,27 +76,38 @@ int cmd_bench_train(int argc, char **argv) {
     double ms[NM], tms[NM], tms1[NM];
     char tver[64] = "";
     bench_print_machine();
+    /* modes interleaved in rounds, so a slow moment of a shared machine hits
+     * every mode alike; the figure per mode is the median over rounds of
+     * each run's median step */
+    enum { ROUNDS = 3 };
+    double per_round[NM][ROUNDS];
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int k = 0; k < NM; k++) {
+            trainer_cfg cfg;
+            trainer_defaults(&cfg);
+            cfg.model = model;
+            cfg.batch = batch;
+            cfg.max_steps = steps + 5;
+            cfg.limit = batch * (steps + 5);
+            cfg.test_limit = 100;
+            cfg.progress = false;
+            cfg.threads = (int)threads;
+            cfg.seed = (uint64_t)r;
+            if (trainer_resolve_mode(&cfg, modes[k].precision, modes[k].opt_level, NULL)) return CLI_USAGE;
+            trainer_result res;
+            if (trainer_run(&cfg, &res, false) != 0) return cli_fail("%s", amp_last_error());
+            per_round[k][r] = res.step_ms;
+        }
+    }
     for (int k = 0; k < NM; k++) {
-        trainer_cfg cfg;
-        trainer_defaults(&cfg);
-        cfg.model = model;
-        cfg.batch = batch;
-        cfg.max_steps = steps + 10;
-        cfg.limit = batch * (steps + 10);
-        cfg.test_limit = 100;
-        cfg.progress = false;
-        cfg.threads = (int)threads;
-        if (trainer_resolve_mode(&cfg, modes[k].precision, modes[k].opt_level, NULL)) return CLI_USAGE;
-        trainer_result r;
-        if (trainer_run(&cfg, &r, false) != 0) return cli_fail("%s", amp_last_error());
-        ms[k] = r.step_ms;
+        ms[k] = bench_median(per_round[k], ROUNDS);
         tms[k] = tms1[k] = -1;
         if (!no_torch && modes[k].torch_mode) {
             tms[k] = torch_ms(script, model, batch, steps < 30 ? steps : 30, nt, modes[k].torch_mode, tver, sizeof tver);
             tms1[k] = nt == 1 ? tms[k] : torch_ms(script, model, batch, steps < 30 ? steps : 30, 1, modes[k].torch_mode, tver, sizeof tver);
         }
     }
-    printf("\n%s, batch %ld, AdamW, %d threads; median of %ld steps; epoch = 60000 images\n\n", model, batch, nt, steps);
+    printf("\n%s, batch %ld, AdamW, %d threads; per mode the median over 3 interleaved rounds of each\nround's median step (%ld steps); epoch = 60000 images\n\n", model, batch, nt, steps);
     printf("| mode | amp ms/step | vs amp fp32 | amp epoch (s) | PyTorch %s ms/step (%d thr / 1 thr) | amp speedup vs PyTorch |\n",
            *tver ? tver : "", nt);
     printf("|---|---|---|---|---|---|\n");

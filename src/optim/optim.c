@@ -296,12 +296,24 @@ bool amp__optim_grads_finite(amp_optim *opt) {
         size_t es = amp_dtype_size(g->dtype);
 #pragma omp parallel for reduction(| : bad) schedule(static) if (n > PAR_MIN)
         for (int64_t t0 = 0; t0 < n; t0 += TILE) {
-            float tmp[TILE];
             int64_t m = n - t0 < TILE ? n - t0 : TILE;
-            load_f32(tmp, base + (size_t)t0 * es, g->dtype, m);
-            int b = 0;
-            for (int64_t k = 0; k < m; k++) b |= !isfinite(tmp[k]);
-            bad |= b;
+            uint32_t b = 0;
+            if (g->dtype == AMP_F32 || g->dtype == AMP_F16 || g->dtype == AMP_BF16) {
+                /* exponent all ones <=> inf or nan: no conversion needed */
+                if (g->dtype == AMP_F32) {
+                    const uint32_t *u = (const uint32_t *)(base + (size_t)t0 * es);
+                    for (int64_t k = 0; k < m; k++) b |= (u[k] & 0x7f800000u) == 0x7f800000u;
+                } else {
+                    const uint16_t *u = (const uint16_t *)(base + (size_t)t0 * es);
+                    uint16_t e = g->dtype == AMP_F16 ? 0x7c00u : 0x7f80u;
+                    for (int64_t k = 0; k < m; k++) b |= (uint32_t)((u[k] & e) == e);
+                }
+            } else {
+                float tmp[TILE];
+                load_f32(tmp, base + (size_t)t0 * es, g->dtype, m);
+                for (int64_t k = 0; k < m; k++) b |= !isfinite(tmp[k]);
+            }
+            bad |= (int)b;
         }
     }
     return !bad;
@@ -405,8 +417,9 @@ static amp_status step_param(amp_optim *opt, amp_param_state *ps, float inv_scal
         float gt[TILE], wt[TILE];
         int64_t m = n - t0 < TILE ? n - t0 : TILE;
         load_f32(gt, gsrc + (size_t)t0 * ges, g->dtype, m);
-        float *w = master ? master + t0 : wt;
-        if (!master) load_f32(wt, pdata + (size_t)t0 * pes, p->dtype, m);
+        bool in_place = master || p->dtype == AMP_F32; /* f32 weights are updated where they are */
+        float *w = master ? master + t0 : p->dtype == AMP_F32 ? (float *)(pdata + (size_t)t0 * pes) : wt;
+        if (!in_place) load_f32(wt, pdata + (size_t)t0 * pes, p->dtype, m);
         if (inv_scale != 1.0f) {
             for (int64_t k = 0; k < m; k++) gt[k] *= inv_scale;
             if (write_grad) store_f32(gsrc + (size_t)t0 * ges, g->dtype, gt, m, AMP_ROUND_NEAREST, 0, 0);
@@ -414,8 +427,6 @@ static amp_status step_param(amp_optim *opt, amp_param_state *ps, float inv_scal
         tile(&c, m, w, gt, ea ? ea + t0 : NULL, eas ? eas + t0 : NULL, mb ? mb + t0 : NULL);
         if (master || p->dtype != AMP_F32)
             store_f32(pdata + (size_t)t0 * pes, p->dtype, w, m, o->rounding, o->seed, sr_base + (uint64_t)t0);
-        else
-            memcpy(pdata + (size_t)t0 * pes, w, (size_t)m * 4);
     }
     return AMP_OK;
 }
