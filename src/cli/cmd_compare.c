@@ -59,9 +59,8 @@ int cmd_compare(int argc, char **argv) {
                 amp_module_free(res[0].model);
                 return cli_fail("%s", amp_last_error());
             }
-            diff[1] = trainer_logit_diff(res[0].model, &test, 1000, AMP_F16);
-            diff[2] = trainer_logit_diff(res[0].model, &test, 1000, AMP_BF16);
-            logit_max = trainer_logit_max(res[0].model, &test, 1000);
+            diff[1] = trainer_logit_diff(res[0].model, &test, 1000, AMP_F16, &logit_max);
+            diff[2] = trainer_logit_diff(res[0].model, &test, 1000, AMP_BF16, NULL);
             amp_dataset_free(&test);
             amp_module_free(res[0].model);
             res[0].model = NULL;

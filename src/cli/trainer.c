@@ -155,7 +155,7 @@ int trainer_evaluate(amp_module *m, const trainer_cfg *cfg, const amp_dataset *t
     return rc;
 }
 
-double trainer_logit_max(amp_module *m, const amp_dataset *test, int64_t n) {
+double trainer_logit_diff(amp_module *m, const amp_dataset *test, int64_t n, amp_dtype dt, double *logit_max) {
     amp_dataset sub = *test;
     if (n > 0 && n < sub.n) sub.n = n;
     amp_loader_opts lo = {.batch = 500, .shuffle = false};
@@ -164,36 +164,7 @@ double trainer_logit_max(amp_module *m, const amp_dataset *test, int64_t n) {
     bool was = amp_module_is_training(m);
     amp_module_train(m, false);
     amp_no_grad_begin();
-    double mx = 0;
-    amp_tensor *x, *y;
-    for (;;) {
-        amp_scope *s = amp_scope_begin();
-        if (!amp_loader_next(l, &x, &y)) {
-            amp_scope_end(s);
-            break;
-        }
-        amp_tensor *a = amp_module_forward(m, x);
-        int64_t k = amp_tensor_numel(a);
-        const float *p = a ? amp_tensor_data(a) : NULL;
-        for (int64_t i = 0; p && i < k; i++) mx = fabs(p[i]) > mx ? fabs(p[i]) : mx;
-        amp_scope_end(s);
-    }
-    amp_no_grad_end();
-    amp_module_train(m, was);
-    amp_loader_free(l);
-    return mx;
-}
-
-double trainer_logit_diff(amp_module *m, const amp_dataset *test, int64_t n, amp_dtype dt) {
-    amp_dataset sub = *test;
-    if (n > 0 && n < sub.n) sub.n = n;
-    amp_loader_opts lo = {.batch = 500, .shuffle = false};
-    amp_loader *l = amp_loader_new(&sub, &lo);
-    if (!l) return NAN;
-    bool was = amp_module_is_training(m);
-    amp_module_train(m, false);
-    amp_no_grad_begin();
-    double maxd = 0;
+    double maxd = 0, amax = 0;
     for (;;) {
         amp_scope *s = amp_scope_begin();
         amp_tensor *x, *y;
@@ -217,6 +188,7 @@ double trainer_logit_diff(amp_module *m, const amp_dataset *test, int64_t n, amp
         for (int64_t i = 0; i < k; i++) {
             double d = fabs(va[i] - vb[i]);
             if (d > maxd || isnan(d)) maxd = d;
+            if (fabs(va[i]) > amax) amax = fabs(va[i]);
         }
         free(va);
         free(vb);
@@ -225,6 +197,7 @@ double trainer_logit_diff(amp_module *m, const amp_dataset *test, int64_t n, amp
     amp_no_grad_end();
     amp_module_train(m, was);
     amp_loader_free(l);
+    if (logit_max) *logit_max = amax;
     return maxd;
 }
 

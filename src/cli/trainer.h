@@ -62,10 +62,9 @@ int trainer_run(const trainer_cfg *cfg, trainer_result *res, bool keep_model);
 /* Evaluate a model on the test split: accuracy, and the logits if wanted. */
 int trainer_evaluate(amp_module *m, const trainer_cfg *cfg, const amp_dataset *test, double *acc);
 /* Max |logit difference| between an f32 forward and an autocast(dt) forward
- * of the same weights on the first n test images. */
-double trainer_logit_diff(amp_module *m, const amp_dataset *test, int64_t n, amp_dtype dt);
-/* Max |logit| of an f32 forward on the first n test images. */
-double trainer_logit_max(amp_module *m, const amp_dataset *test, int64_t n);
+ * of the same weights on the first n test images; *logit_max (may be NULL)
+ * receives the largest |f32 logit|. */
+double trainer_logit_diff(amp_module *m, const amp_dataset *test, int64_t n, amp_dtype dt, double *logit_max);
 void trainer_print_summary(FILE *f, const trainer_cfg *cfg, const trainer_result *r);
 /* "1.25 MiB" */
 const char *fmt_bytes(size_t b, char *buf, size_t n);
