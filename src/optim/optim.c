@@ -376,7 +376,7 @@ static amp_status step_param(amp_optim *opt, amp_param_state *ps, float inv_scal
     amp_optim_consts c;
     memset(&c, 0, sizeof c);
     c.kind = (int)o->kind;
-    c.inv_scale = 1.0f; /* applied below, before the gradient is written back */
+    c.inv_scale = inv_scale;
     c.wd = (float)o->weight_decay;
     ps->step++;
     if (o->kind == AMP_OPTIM_SGD) {
@@ -420,11 +420,15 @@ static amp_status step_param(amp_optim *opt, amp_param_state *ps, float inv_scal
         bool in_place = master || p->dtype == AMP_F32; /* f32 weights are updated where they are */
         float *w = master ? master + t0 : p->dtype == AMP_F32 ? (float *)(pdata + (size_t)t0 * pes) : wt;
         if (!in_place) load_f32(wt, pdata + (size_t)t0 * pes, p->dtype, m);
-        if (inv_scale != 1.0f) {
+        /* an f32 .grad receives the unscaled values inside the kernel */
+        float *gsave = write_grad && g->dtype == AMP_F32 ? (float *)(gsrc + (size_t)t0 * ges) : NULL;
+        if (write_grad && !gsave) { /* bf16 grads: unscale and store here */
             for (int64_t k = 0; k < m; k++) gt[k] *= inv_scale;
-            if (write_grad) store_f32(gsrc + (size_t)t0 * ges, g->dtype, gt, m, AMP_ROUND_NEAREST, 0, 0);
+            store_f32(gsrc + (size_t)t0 * ges, g->dtype, gt, m, AMP_ROUND_NEAREST, 0, 0);
         }
-        tile(&c, m, w, gt, ea ? ea + t0 : NULL, eas ? eas + t0 : NULL, mb ? mb + t0 : NULL);
+        amp_optim_consts ct = c;
+        if (write_grad && !gsave) ct.inv_scale = 1.0f;
+        tile(&ct, m, w, gt, ea ? ea + t0 : NULL, eas ? eas + t0 : NULL, mb ? mb + t0 : NULL, gsave);
         if (master || p->dtype != AMP_F32)
             store_f32(pdata + (size_t)t0 * pes, p->dtype, w, m, o->rounding, o->seed, sr_base + (uint64_t)t0);
     }

@@ -19,11 +19,16 @@ typedef struct {
     float w1, b2, omb2, neg_step, bc2s, eps, decay;
 } amp_optim_consts;
 
-/* g *= inv_scale (when != 1); updates w (and ea/eas or buf) for m elements. */
+/* g *= inv_scale (when != 1) and, when gsave is not NULL, the unscaled
+ * gradient is stored there (torch leaves unscaled values in .grad); then w
+ * (and ea/eas or buf) are updated for m elements. g is scratch. */
 typedef void (*amp_optim_tile_fn)(const amp_optim_consts *c, int64_t m, float *w, float *g, float *ea, float *eas,
-                                  float *buf);
-void amp_optim_tile_scalar(const amp_optim_consts *c, int64_t m, float *w, float *g, float *ea, float *eas, float *buf);
-void amp_optim_tile_avx2(const amp_optim_consts *c, int64_t m, float *w, float *g, float *ea, float *eas, float *buf);
-void amp_optim_tile_avx512(const amp_optim_consts *c, int64_t m, float *w, float *g, float *ea, float *eas, float *buf);
+                                  float *buf, float *gsave);
+void amp_optim_tile_scalar(const amp_optim_consts *c, int64_t m, float *w, float *g, float *ea, float *eas, float *buf,
+                           float *gsave);
+void amp_optim_tile_avx2(const amp_optim_consts *c, int64_t m, float *w, float *g, float *ea, float *eas, float *buf,
+                         float *gsave);
+void amp_optim_tile_avx512(const amp_optim_consts *c, int64_t m, float *w, float *g, float *ea, float *eas, float *buf,
+                           float *gsave);
 
 #endif
