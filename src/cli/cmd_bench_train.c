@@ -18,7 +18,7 @@ static void usage(FILE *f) {
                "same model and batch in the same run (at --threads and at 1 thread; Debian's\n"
                "torch 1.13 runs under /usr/bin/python3, override with $AMP_TORCH_PYTHON).\n"
                "  --model mlp|cnn   (default mlp)     --batch B (default 128)\n"
-               "  --steps N         timed steps per mode and round (default 60; 3 rounds, modes\n"
+               "  --steps N         timed steps per mode and round (default 40; 7 rounds, modes\n"
                "                    interleaved)\n");
 }
 
@@ -50,7 +50,7 @@ static double torch_ms(const char *script, const char *model, long batch, long s
 
 int cmd_bench_train(int argc, char **argv) {
     const char *model = "mlp", *json = NULL, *script = "tools/bench_torch.py";
-    long batch = 128, steps = 60, threads = 0;
+    long batch = 128, steps = 40, threads = 0;
     bool no_torch = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -79,7 +79,7 @@ int cmd_bench_train(int argc, char **argv) {
     /* modes interleaved in rounds, so a slow moment of a shared machine hits
      * every mode alike; the figure per mode is the median over rounds of
      * each run's median step */
-    enum { ROUNDS = 3 };
+    enum { ROUNDS = 7 };
     double per_round[NM][ROUNDS];
     for (int r = 0; r < ROUNDS; r++) {
         for (int k = 0; k < NM; k++) {
@@ -107,7 +107,7 @@ int cmd_bench_train(int argc, char **argv) {
             tms1[k] = nt == 1 ? tms[k] : torch_ms(script, model, batch, steps < 30 ? steps : 30, 1, modes[k].torch_mode, tver, sizeof tver);
         }
     }
-    printf("\n%s, batch %ld, AdamW, %d threads; per mode the median over 3 interleaved rounds of each\nround's median step (%ld steps); epoch = 60000 images\n\n", model, batch, nt, steps);
+    printf("\n%s, batch %ld, AdamW, %d threads; per mode the median over 7 interleaved rounds of each\nround's median step (%ld steps); epoch = 60000 images\n\n", model, batch, nt, steps);
     printf("| mode | amp ms/step | vs amp fp32 | amp epoch (s) | PyTorch %s ms/step (%d thr / 1 thr) | amp speedup vs PyTorch |\n",
            *tver ? tver : "", nt);
     printf("|---|---|---|---|---|---|\n");
