@@ -448,28 +448,6 @@ static void t_bce_stable(void **state) {
 }
 
 /* ---- PyTorch golden data ------------------------------------------------------------------------------ */
-static void gcheck(golden_file *g, const char *name, const amp_tensor *t, double rtol, double atol) {
-    amp_tensor *w = golden_tensor(g, name);
-    if (amp_tensor_numel(w) != amp_tensor_numel(t))
-        fail_msg("%s: %lld elements, golden has %lld", name, (long long)amp_tensor_numel(t), (long long)amp_tensor_numel(w));
-    double *wv = tc_values(w);
-    tc_assert_tensor(t, wv, rtol, atol, name);
-    free(wv);
-    amp_tensor_free(w);
-}
-
-static void gbackward(golden_file *g, const char *cs, amp_tensor *out) {
-    char nm[96];
-    snprintf(nm, sizeof nm, "%s/r", cs);
-    if (golden_has(g, nm)) {
-        amp_tensor *R = golden_tensor(g, nm);
-        assert_int_equal(amp_backward_ex(out, R, false), AMP_OK);
-        amp_tensor_free(R);
-    } else {
-        assert_int_equal(amp_backward(out), AMP_OK);
-    }
-}
-
 static amp_tensor *grec(golden_file *g, const char *name, bool rg) {
     amp_tensor *t = golden_tensor(g, name);
     if (rg) amp_tensor_set_requires_grad(t, true);
@@ -483,13 +461,13 @@ static void gloss(golden_file *g, const char *cs, const char *xn, const char *yn
     amp_tensor *out = cls ? (kind ? amp_cross_entropy(x, y, &o) : amp_nll_loss(x, y, &o)) : call_pw(kind, x, y, &o);
     char nm[96];
     snprintf(nm, sizeof nm, "%s/out", cs);
-    gcheck(g, nm, out, 1e-5, 1e-6);
-    gbackward(g, cs, out);
+    golden_assert(g, nm, out, 1e-5, 1e-6);
+    golden_backward(g, cs, out);
     snprintf(nm, sizeof nm, "%s/gx", cs);
-    gcheck(g, nm, amp_tensor_grad(x), 1e-5, 1e-6);
+    golden_assert(g, nm, amp_tensor_grad(x), 1e-5, 1e-6);
     if (ygrad) {
         snprintf(nm, sizeof nm, "%s/gy", cs);
-        gcheck(g, nm, amp_tensor_grad(y), 1e-5, 1e-6);
+        golden_assert(g, nm, amp_tensor_grad(y), 1e-5, 1e-6);
     }
     amp_tensor_free(out);
     amp_tensor_free(x);

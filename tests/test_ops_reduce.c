@@ -538,29 +538,7 @@ static void t_norm(void **state) {
 }
 
 /* ---- PyTorch golden data ------------------------------------------------------------------ */
-static void gcheck(golden_file *g, const char *name, const amp_tensor *t, double rtol, double atol) {
-    amp_tensor *w = golden_tensor(g, name);
-    double *wv = tc_values(w);
-    if (amp_tensor_numel(w) != amp_tensor_numel(t)) fail_msg("%s: %lld elements, golden has %lld", name,
-                                                             (long long)amp_tensor_numel(t), (long long)amp_tensor_numel(w));
-    tc_assert_tensor(t, wv, rtol, atol, name);
-    free(wv);
-    amp_tensor_free(w);
-}
-
 /* Backward of out with the golden upstream "<case>/r" (or 1 for scalars). */
-static void gbackward(golden_file *g, const char *cs, amp_tensor *out) {
-    char nm[96];
-    snprintf(nm, sizeof nm, "%s/r", cs);
-    if (golden_has(g, nm)) {
-        amp_tensor *R = golden_tensor(g, nm);
-        assert_int_equal(amp_backward_ex(out, R, false), AMP_OK);
-        amp_tensor_free(R);
-    } else {
-        assert_int_equal(amp_backward(out), AMP_OK);
-    }
-}
-
 typedef amp_tensor *(*unary_fn)(amp_tensor *x, void *ctx);
 
 static void golden_unary(golden_file *g, const char *cs, const char *xname, unary_fn f, void *ctx) {
@@ -569,10 +547,10 @@ static void golden_unary(golden_file *g, const char *cs, const char *xname, unar
     amp_tensor *out = f(x, ctx);
     char nm[96];
     snprintf(nm, sizeof nm, "%s/out", cs);
-    gcheck(g, nm, out, 1e-5, 1e-6);
-    gbackward(g, cs, out);
+    golden_assert(g, nm, out, 1e-5, 1e-6);
+    golden_backward(g, cs, out);
     snprintf(nm, sizeof nm, "%s/gx", cs);
-    gcheck(g, nm, amp_tensor_grad(x), 1e-5, 1e-6);
+    golden_assert(g, nm, amp_tensor_grad(x), 1e-5, 1e-6);
     amp_tensor_free(out);
     amp_tensor_free(x);
 }
@@ -613,8 +591,8 @@ static void t_golden(void **state) {
     amp_tensor *x = golden_tensor(g, "max/x");
     amp_tensor *i1 = NULL, *i0 = NULL;
     amp_tensor *m1 = amp_max(x, 1, false, &i1), *m0 = amp_max(x, 0, true, &i0);
-    gcheck(g, "max/idx", i1, 0, 0);
-    gcheck(g, "max0/idx", i0, 0, 0);
+    golden_assert(g, "max/idx", i1, 0, 0);
+    golden_assert(g, "max0/idx", i0, 0, 0);
     amp_tensor_free(m1);
     amp_tensor_free(m0);
     amp_tensor_free(i1);

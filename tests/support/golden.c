@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "op_check.h"
 #include "test_support.h"
 
 typedef struct {
@@ -93,3 +94,25 @@ amp_tensor *golden_tensor(golden_file *g, const char *record) {
 
 int golden_count(golden_file *g) { return g->n; }
 const char *golden_name(golden_file *g, int i) { return i >= 0 && i < g->n ? g->recs[i].name : NULL; }
+
+void golden_assert(golden_file *g, const char *name, const amp_tensor *t, double rtol, double atol) {
+    amp_tensor *w = golden_tensor(g, name);
+    if (amp_tensor_numel(w) != amp_tensor_numel(t))
+        fail_msg("%s: %lld elements, golden has %lld", name, (long long)amp_tensor_numel(t), (long long)amp_tensor_numel(w));
+    double *wv = tc_values(w);
+    tc_assert_tensor(t, wv, rtol, atol, name);
+    free(wv);
+    amp_tensor_free(w);
+}
+
+void golden_backward(golden_file *g, const char *case_name, amp_tensor *out) {
+    char nm[160];
+    snprintf(nm, sizeof nm, "%s/r", case_name);
+    if (golden_has(g, nm)) {
+        amp_tensor *R = golden_tensor(g, nm);
+        assert_int_equal(amp_backward_ex(out, R, false), AMP_OK);
+        amp_tensor_free(R);
+    } else {
+        assert_int_equal(amp_backward(out), AMP_OK);
+    }
+}

@@ -16,6 +16,11 @@ amp_tensor *golden_tensor(golden_file *g, const char *record);
 bool golden_has(golden_file *g, const char *record);
 /* Number of records and the i-th record's name. */
 int golden_count(golden_file *g);
+/* Fails the test unless t's values match record `name` (|t-w| <= atol + rtol|w|). */
+void golden_assert(golden_file *g, const char *name, const amp_tensor *t, double rtol, double atol);
+/* Backward from out with the upstream gradient stored as "<case>/r", or with
+ * ones (amp_backward) when the case has no such record. */
+void golden_backward(golden_file *g, const char *case_name, amp_tensor *out);
 const char *golden_name(golden_file *g, int i);
 
 #endif
