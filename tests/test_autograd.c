@@ -1,6 +1,7 @@
 /* The autograd engine, exercised through the shape ops (cast, slice, cat,
  * expand, transpose...) whose gradients are exact, so every expected value
  * here is an exact number. */
+#include <math.h>
 #include <string.h>
 
 #include "op_check.h"
@@ -107,6 +108,25 @@ static void t_half_cast_gives_f32_grad(void **state) {
     amp_scope_end(s);
 }
 
+/* An f64 leaf that receives several gradients accumulates them in double:
+ * 1 + 2^-40 survives (through f32 it would round to 1). */
+static void t_f64_accumulates_in_double(void **state) {
+    (void)state;
+    amp_scope *s = amp_scope_begin();
+    amp_tensor *x = leaf(AMP_F64, 1, (double[]){3});
+    amp_tensor *parts[2] = {x, x};
+    amp_tensor *y = amp_cat(parts, 2, 0);
+    double tiny = ldexp(1.0, -40);
+    amp_tensor *g = vec(AMP_F64, 2, (double[]){1 + tiny, 1 + tiny});
+    assert_int_equal(amp_backward_ex(y, g, false), AMP_OK); /* two edges into x: summed in the engine */
+    expect_grad(x, (double[]){2 + 2 * tiny}, "f64 sum in the engine");
+    amp_tensor *z = amp_clone(x);
+    amp_tensor *g1 = vec(AMP_F64, 1, (double[]){tiny});
+    assert_int_equal(amp_backward_ex(z, g1, false), AMP_OK); /* accumulated into the existing .grad */
+    expect_grad(x, (double[]){2 + 3 * tiny}, "f64 accumulation across backwards");
+    amp_scope_end(s);
+}
+
 static void t_no_grad(void **state) {
     (void)state;
     amp_scope *s = amp_scope_begin();
@@ -195,7 +215,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_diamond),          cmocka_unit_test(t_used_twice_and_accumulate),
         cmocka_unit_test(t_retain_and_double_backward), cmocka_unit_test(t_half_cast_gives_f32_grad),
-        cmocka_unit_test(t_no_grad),          cmocka_unit_test(t_views_backward),
+        cmocka_unit_test(t_no_grad),          cmocka_unit_test(t_f64_accumulates_in_double),          cmocka_unit_test(t_views_backward),
         cmocka_unit_test(t_graph_memory_freed), cmocka_unit_test(t_errors),
     };
     return amp_test_run(tests);

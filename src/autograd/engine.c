@@ -159,6 +159,13 @@ void amp__node_release(amp_node *n) {
 static amp_tensor *add_new(const amp_tensor *a, const amp_tensor *b) {
     amp_tensor *out = amp__tensor_new("amp_backward", a->dtype, a->ndim, a->shape, AMP_MEM_WORKSPACE, AMP_NEW_UNSCOPED);
     if (!out) return NULL;
+    if (a->dtype == AMP_F64) { /* f64 gradients add in double, not through f32 */
+        int64_t n = amp_tensor_numel(a);
+        double *po = amp__data(out);
+        for (int64_t i = 0; i < n; i++)
+            po[i] = amp__load(amp__elem_ptr(a, i), a->dtype) + amp__load(amp__elem_ptr(b, i), b->dtype);
+        return out;
+    }
     bool oa, ob;
     const float *pa = amp__f32_view(a, &oa), *pb = amp__f32_view(b, &ob);
     int64_t n = amp_tensor_numel(a);
