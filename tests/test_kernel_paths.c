@@ -23,11 +23,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cpu.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/softmax.h"
+#include "numeric/convert_impl.h"
 #include "op_check.h"
 
 /* ---- helpers ------------------------------------------------------------------------ */
@@ -348,6 +350,100 @@ static void t_ew_tails(void **state) {
     }
     free(x);
     free(y);
+}
+
+/* The settings of vcvtne2ps2bf16 (AVX512_BF16) to run: the integer rounding
+ * always, the instruction too where the CPU has it. */
+static int bf16cvt_settings(bool *set) {
+    set[0] = false;
+    set[1] = true;
+    return amp__cpu_bf16cvt_supported() ? 2 : 1;
+}
+
+/* The math-bound ops with every operand and the output of one half type and
+ * flat (the AVX-512 fused loops that widen, compute and round in registers),
+ * at every length to 67 (the 64-element steps and the masked tails) and one
+ * above the OpenMP threshold, with bf16 rounded by the integer code and, where
+ * the CPU has it, by vcvtne2ps2bf16 (whose subnormal inputs take the integer
+ * way: exp's underflow edge makes such outputs). */
+static void t_ew_half_math(void **state) {
+    (void)state;
+    static const amp_ew_op ops[] = {AMP_EW_EXP,      AMP_EW_SIGMOID,     AMP_EW_TANH,   AMP_EW_SILU,
+                                    AMP_EW_GELU_ERF, AMP_EW_GELU_TANH,   AMP_EW_G_SILU, AMP_EW_G_GELU_ERF,
+                                    AMP_EW_G_GELU_TANH};
+    const int64_t big = 40037;
+    float *x = make_inputs(big, 31), *y = make_second(big, 32, false);
+    uint16_t *hx = malloc((size_t)big * 2), *hy = malloc((size_t)big * 2);
+    bool set[2];
+    int nset = bf16cvt_settings(set);
+    for (int d = 0; d < 2; d++) {
+        amp_dtype dt = d ? AMP_BF16 : AMP_F16;
+        for (int64_t i = 0; i < big; i++) {
+            store_val(hx, dt, i, x[i]);
+            store_val(hy, dt, i, y[i]);
+        }
+        for (int si = 0; si < (d ? nset : 1); si++) {
+            amp__cpu_set_bf16cvt(set[si]);
+            for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+                for (int64_t n = 1; n <= 68; n++) {
+                    ew_case c;
+                    memset(&c, 0, sizeof c);
+                    c.op = ops[k];
+                    set_params(&c);
+                    c.ndim = 1;
+                    c.shape[0] = n == 68 ? big : n;
+                    c.nin = amp_ew_arity(c.op);
+                    int64_t off = n == 68 ? 0 : n % 5; /* unaligned starts */
+                    c.in[0] = (amp_ew_operand){hx + off, dt, {1}};
+                    c.in[1] = (amp_ew_operand){hy + off, dt, {1}};
+                    c.odt = dt;
+                    char what[80];
+                    snprintf(what, sizeof what, "%s %s n=%lld bf16cvt=%d", amp_ew_name(c.op), amp_dtype_name(dt),
+                             (long long)c.shape[0], (int)set[si]);
+                    check_ew_case(&c, what);
+                }
+            }
+        }
+    }
+    amp__cpu_set_bf16cvt(true);
+    free(hx);
+    free(hy);
+    free(x);
+    free(y);
+}
+
+/* f32 -> bf16 through the active path's conversion kernel with the integer
+ * rounding and with vcvtne2ps2bf16 (where the CPU has it): both equal
+ * amp_f32_to_bf16 on the special values, the bit sweep and random data, at
+ * lengths around the 32-element step. */
+static void t_bf16_round_ways(void **state) {
+    (void)state;
+    const int64_t n = 20011;
+    float *x = make_inputs(n, 41);
+    uint16_t *got = malloc((size_t)n * 2);
+    bool set[2];
+    int nset = bf16cvt_settings(set);
+    for (int p = 0; p < AMP_CPU_PATH_COUNT; p++) {
+        const amp_cv_kernels *k = amp_cv_kernels_get((amp_cpu_path)p);
+        if (!k) continue;
+        for (int si = 0; si < nset; si++) {
+            amp__cpu_set_bf16cvt(set[si]);
+            for (int64_t len = 0; len <= 70; len++) {
+                int64_t m = len == 70 ? n : len;
+                memset(got, 0xA5, (size_t)n * 2);
+                k->cv[AMP_CV_F32_BF16](got, x, (size_t)m);
+                for (int64_t i = 0; i < m; i++)
+                    if (got[i] != amp_f32_to_bf16(x[i]))
+                        fail_msg("%s bf16cvt=%d len %lld: element %lld (0x%08x) gave 0x%04x, want 0x%04x", k->path,
+                                 (int)set[si], (long long)m, (long long)i, (unsigned)amp_cv_f32_bits(x[i]), got[i],
+                                 amp_f32_to_bf16(x[i]));
+                for (int64_t i = m; i < n && i < m + 40; i++) assert_int_equal(got[i], 0xA5A5); /* nothing past the end */
+            }
+        }
+    }
+    amp__cpu_set_bf16cvt(true);
+    free(got);
+    free(x);
 }
 
 /* ---- softmax --------------------------------------------------------------------------- */
@@ -778,7 +874,7 @@ int main(void) {
         cmocka_unit_test(t_ew_halves_and_strides), cmocka_unit_test(t_ew_tails),
         cmocka_unit_test(t_softmax_paths),       cmocka_unit_test(t_layer_norm_paths),
         cmocka_unit_test(t_batch_group_norm_paths), cmocka_unit_test(t_reduce_paths),
-        cmocka_unit_test(t_ops_on_every_path),
+        cmocka_unit_test(t_ops_on_every_path), cmocka_unit_test(t_ew_half_math), cmocka_unit_test(t_bf16_round_ways),
     };
     return amp_test_run(tests);
 }

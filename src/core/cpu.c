@@ -13,6 +13,8 @@
 #include "core/error.h"
 
 static bool g_supported[AMP_CPU_PATH_COUNT];
+static bool g_has_bf16cvt;             /* AVX512_BF16 (vcvtne2ps2bf16) */
+static _Atomic int g_use_bf16cvt = -1; /* -1: follow g_has_bf16cvt */
 static _Atomic int g_active = AMP_CPU_SCALAR;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static amp_status g_init_status = AMP_OK;
@@ -40,6 +42,8 @@ static void detect(void) {
     bool avx512f = b & (1u << 16), avx512dq = b & (1u << 17), avx512bw = b & (1u << 30), avx512vl = b & (1u << 31);
     g_supported[AMP_CPU_AVX2] = ymm_os && avx2 && fma && f16c;
     g_supported[AMP_CPU_AVX512] = g_supported[AMP_CPU_AVX2] && zmm_os && avx512f && avx512dq && avx512bw && avx512vl;
+    /* leaf 7 subleaf 1, eax bit 5: AVX512_BF16 */
+    if (g_supported[AMP_CPU_AVX512] && __get_cpuid_count(7, 1, &a, &b, &c, &d)) g_has_bf16cvt = a & (1u << 5);
 }
 
 static void init_once(void) {
@@ -67,6 +71,22 @@ static void init_once(void) {
             atomic_store(&g_active, (int)want);
         }
     }
+}
+
+bool amp__cpu_bf16cvt(void) {
+    pthread_once(&g_once, init_once);
+    int u = atomic_load_explicit(&g_use_bf16cvt, memory_order_relaxed);
+    return u < 0 ? g_has_bf16cvt : (bool)u;
+}
+
+bool amp__cpu_bf16cvt_supported(void) {
+    pthread_once(&g_once, init_once);
+    return g_has_bf16cvt;
+}
+
+void amp__cpu_set_bf16cvt(bool on) {
+    pthread_once(&g_once, init_once);
+    atomic_store(&g_use_bf16cvt, on && g_has_bf16cvt ? 1 : 0);
 }
 
 amp_status amp_init(void) {

@@ -15,6 +15,15 @@
         (table)[amp_dp_];                                                    \
     })
 
+/* AVX512_BF16's vcvtne2ps2bf16 (Cooper Lake, Sapphire Rapids, Zen 4): the
+ * AVX-512 kernels round f32 to bf16 with it when the CPU has it (see
+ * numeric/bf16_avx512.h). amp__cpu_set_bf16cvt(false) makes them use the
+ * integer rounding instead (the tests compare the two); true re-enables it
+ * where the CPU has it. */
+bool amp__cpu_bf16cvt(void);
+bool amp__cpu_bf16cvt_supported(void);
+void amp__cpu_set_bf16cvt(bool on);
+
 /* Split n items among OpenMP threads only when there is enough work. */
 #define AMP_PARALLEL_MIN 32768
 

@@ -8,6 +8,8 @@
  * length and alignment works and nothing past the arrays is touched. */
 #include <immintrin.h>
 
+#include "core/cpu.h"
+#include "numeric/bf16_avx512.h"
 #include "numeric/convert_impl.h"
 #include "numeric/philox.h"
 
@@ -65,14 +67,6 @@ static inline __m512i sr_mag(__m512i a, int bias, int mbits, __m512i rbits) {
 }
 
 /* ---- per-vector conversions (16 lanes, 32-bit results) -------------------- */
-static inline __m512i cv_f32_bf16(__m512i u) {
-    __m512i a = _mm512_and_si512(u, V1(0x7fffffff));
-    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), V1(1));
-    __m512i q = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, V1(0x7fff)), odd), 16);
-    __mmask16 nan = _mm512_cmpgt_epu32_mask(a, V1(0x7f800000));
-    return _mm512_mask_or_epi32(q, nan, _mm512_srli_epi32(u, 16), V1(0x0040));
-}
-
 static inline __m512i cv_bf16_f32(__m512i h) {
     __m512i u = _mm512_slli_epi32(h, 16);
     __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, V1(0x7fffffff)), V1(0x7f800000));
@@ -214,7 +208,19 @@ static inline __m512i cv_f32_e4m3_sat(__m512i u) { return cv_f32_e4m3(u, 1); }
 static inline __m512i cv_f32_e5m2_rne(__m512i u) { return cv_f32_e5m2(u, 0); }
 static inline __m512i cv_f32_e5m2_sat(__m512i u) { return cv_f32_e5m2(u, 1); }
 
-K_F32_TO_U16(k_f32_bf16, cv_f32_bf16)
+/* f32 -> bf16, 32 lanes per step through bf512_store2 (vcvtne2ps2bf16 where
+ * the CPU has it, else the integer rounding: the same bits) */
+static void k_f32_bf16(void *dst_, const void *src_, size_t n) {
+    uint16_t *dst = dst_;
+    const float *src = src_;
+    const bool nat = amp__cpu_bf16cvt();
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) bf512_store2(dst + i, _mm512_loadu_ps(src + i), _mm512_loadu_ps(src + i + 16), nat);
+    for (; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : tail_mask(n - i);
+        bf512_mask_store(dst + i, k, _mm512_maskz_loadu_ps(k, src + i), nat);
+    }
+}
 K_U16_TO_F32(k_bf16_f32, cv_bf16_f32)
 K_F32_TO_U8(k_f32_e4m3, cv_f32_e4m3_rne)
 K_F32_TO_U8(k_f32_e4m3_sat, cv_f32_e4m3_sat)

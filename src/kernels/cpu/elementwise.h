@@ -134,7 +134,7 @@ void amp_ew_tile_f32_avx512(amp_ew_op op, const amp_ew_params *p, int64_t e0, in
  * n elements of contiguous operands in[k] of dtype dt[k] (f32, f16, bf16)
  * into contiguous out of odt (the same three), widening and rounding in
  * registers; the same bits as the tile loops. Returns false, doing nothing,
- * for ops it does not cover (n = 0 asks). */
+ * for ops it does not cover (n = 0 asks; dt must then be given). */
 bool amp_ew_flat_avx512(amp_ew_op op, const amp_ew_params *p, int64_t n, void *out, amp_dtype odt, int nin,
                         const void *const *in, const amp_dtype *dt);
 

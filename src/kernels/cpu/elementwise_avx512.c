@@ -12,7 +12,9 @@
 #include "kernels/cpu/elementwise_path.inc"
 #undef EW_PATH
 
+#include "core/cpu.h"
 #include "kernels/cpu/vmath_avx512.h"
+#include "numeric/bf16_avx512.h"
 
 /* o[i] = F(x[i]) (one operand) or F(x[i], y[i]) for i < n. Four vectors per
  * step: their independent chains interleave in the out-of-order core
@@ -134,6 +136,101 @@ void amp_ew_tile_f32_avx512(amp_ew_op op, const amp_ew_params *p, int64_t e0, in
     }
 }
 
+/* ---- the math-bound ops on flat halves: widen, compute, round in one loop ----
+ * Operands and output all bf16 (or all f16), contiguous: each step widens
+ * four vectors in registers, runs the same vmath_avx512.h chains as the f32
+ * loops above and rounds the results into the output (bf16 through
+ * bf512_store2: vcvtne2ps2bf16 where the CPU has it). The values are the
+ * f32 loop's rounded once, as the tile path gives. Against the tile path
+ * (widen a tile into a buffer, compute, round the buffer) this saves two
+ * passes through L1 and keeps the memory streams busy while the chains
+ * compute (measured on Zen 4, one thread, 2^16 elements: bf16 exp 0.43 ->
+ * 0.37 ns per element; 2^24 elements on two threads: 41% -> 79% of the
+ * triad bandwidth). */
+#define HB_LD(p) bf512_load(p)
+#define HB_LDM(k, p) bf512_maskz_load(k, p)
+#define HB_ST2(p, a, b) bf512_store2(p, a, b, nat)
+#define HB_STM(p, k, v) bf512_mask_store(p, k, v, nat)
+#define HF_LD(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+#define HF_LDM(k, p) _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, p))
+#define HF_CVT(v) _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define HF_ST2(p, a, b)                                          \
+    do {                                                         \
+        _mm256_storeu_si256((__m256i *)(p), HF_CVT(a));          \
+        _mm256_storeu_si256((__m256i *)((p) + 16), HF_CVT(b));   \
+    } while (0)
+#define HF_STM(p, k, v) _mm256_mask_storeu_epi16(p, k, HF_CVT(v))
+
+/* ARGS(i) is the op's argument list at element i built from LD */
+#define HALF_LOOP(F, LD, LDM, ST2, STM, NIN)                                                      \
+    do {                                                                                          \
+        int64_t i = 0;                                                                            \
+        for (; i + 64 <= n; i += 64) {                                                            \
+            __m512 a0 = HARG##NIN(F, LD, i), a1 = HARG##NIN(F, LD, i + 16);                       \
+            __m512 a2 = HARG##NIN(F, LD, i + 32), a3 = HARG##NIN(F, LD, i + 48);                  \
+            ST2(o + i, a0, a1);                                                                   \
+            ST2(o + i + 32, a2, a3);                                                              \
+        }                                                                                         \
+        for (; i < n; i += 16) {                                                                  \
+            __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);     \
+            STM(o + i, k, HARGM##NIN(F, LDM, k, i));                                              \
+        }                                                                                         \
+    } while (0)
+#define HARG1(F, LD, i) F(LD(x + (i)))
+#define HARG2(F, LD, i) F(LD(x + (i)), LD(y + (i)))
+#define HARGM1(F, LDM, k, i) F(LDM(k, x + (i)))
+#define HARGM2(F, LDM, k, i) F(LDM(k, x + (i)), LDM(k, y + (i)))
+
+#define DEF_HALF_LOOPS(name, F, NIN)                                                                    \
+    static EW512_SCHED void hb_##name(int64_t n, uint16_t *o, const uint16_t *x, const uint16_t *y, bool nat) { \
+        (void)y;                                                                                        \
+        HALF_LOOP(F, HB_LD, HB_LDM, HB_ST2, HB_STM, NIN);                                               \
+    }                                                                                                   \
+    static EW512_SCHED void hf_##name(int64_t n, uint16_t *o, const uint16_t *x, const uint16_t *y) {   \
+        (void)y;                                                                                        \
+        HALF_LOOP(F, HF_LD, HF_LDM, HF_ST2, HF_STM, NIN);                                               \
+    }
+DEF_HALF_LOOPS(exp, vm512_expf, 1)
+DEF_HALF_LOOPS(sigmoid, vm512_sigmoidf, 1)
+DEF_HALF_LOOPS(tanh, vm512_tanhf, 1)
+DEF_HALF_LOOPS(silu, f_silu, 1)
+DEF_HALF_LOOPS(gelu_erf, f_gelu_erf, 1)
+DEF_HALF_LOOPS(gelu_tanh, f_gelu_tanh, 1)
+DEF_HALF_LOOPS(g_silu, g_silu, 2)
+DEF_HALF_LOOPS(g_gelu_erf, g_gelu_erf, 2)
+DEF_HALF_LOOPS(g_gelu_tanh, g_gelu_tanh, 2)
+
+/* The math-bound ops when every operand and the output are flat and of one
+ * half type; false (nothing done) otherwise. n == 0 with NULL pointers asks
+ * whether the op and dtypes are handled. */
+static bool half_math(amp_ew_op op, int64_t n, void *out, amp_dtype odt, int nin, const void *const *in,
+                      const amp_dtype *dt) {
+    if (odt != AMP_BF16 && odt != AMP_F16) return false;
+    for (int k = 0; k < nin; k++)
+        if (dt[k] != odt) return false;
+    typedef void (*hb_fn)(int64_t, uint16_t *, const uint16_t *, const uint16_t *, bool);
+    typedef void (*hf_fn)(int64_t, uint16_t *, const uint16_t *, const uint16_t *);
+    hb_fn b;
+    hf_fn f;
+    switch (op) {
+    case AMP_EW_EXP: b = hb_exp, f = hf_exp; break;
+    case AMP_EW_SIGMOID: b = hb_sigmoid, f = hf_sigmoid; break;
+    case AMP_EW_TANH: b = hb_tanh, f = hf_tanh; break;
+    case AMP_EW_SILU: b = hb_silu, f = hf_silu; break;
+    case AMP_EW_GELU_ERF: b = hb_gelu_erf, f = hf_gelu_erf; break;
+    case AMP_EW_GELU_TANH: b = hb_gelu_tanh, f = hf_gelu_tanh; break;
+    case AMP_EW_G_SILU: b = hb_g_silu, f = hf_g_silu; break;
+    case AMP_EW_G_GELU_ERF: b = hb_g_gelu_erf, f = hf_g_gelu_erf; break;
+    case AMP_EW_G_GELU_TANH: b = hb_g_gelu_tanh, f = hf_g_gelu_tanh; break;
+    default: return false;
+    }
+    if (n == 0) return true;
+    const uint16_t *x = in[0], *y = nin > 1 ? in[1] : NULL;
+    if (odt == AMP_BF16) b(n, out, x, y, amp__cpu_bf16cvt());
+    else f(n, out, x, y);
+    return true;
+}
+
 /* ---- flat operands with halves: widen and round in registers ----------------------------
  * When every operand and the output are contiguous f32, f16 or bf16, the
  * tile path would widen each operand into a buffer, run the loop and round
@@ -144,10 +241,8 @@ void amp_ew_tile_f32_avx512(amp_ew_op op, const amp_ew_params *p, int64_t e0, in
  * (numeric/convert_avx512.c: vcvtph2ps / vcvtps2ph with round to nearest
  * even for f16, the integer round-to-nearest-even with quiet NaNs for bf16)
  * and each op is the tile loop's expression, so the values equal the tile
- * path's bit for bit. Only cheap ops come here: for the transcendental ones
- * the dependent chain of widen, math and round in one loop runs slower than
- * the tile path's separate passes (measured: bf16 exp 0.64 vs 0.45 ns per
- * element in L1), so they keep the tiles. */
+ * path's bit for bit. The math-bound ops, when all sides are one half type,
+ * take the four-vector loops above instead (half_math). */
 static inline __attribute__((always_inline)) __m512 fl_load(const void *base, amp_dtype dt, int64_t i, __mmask16 k,
                                                               bool full) {
     switch (dt) {
@@ -169,7 +264,7 @@ static inline __attribute__((always_inline)) __m512 fl_load(const void *base, am
 }
 
 static inline __attribute__((always_inline)) void fl_store(void *base, amp_dtype dt, int64_t i, __mmask16 k, bool full,
-                                                             __m512 v) {
+                                                             __m512 v, bool nat) {
     switch (dt) {
     case AMP_F32:
         if (full) _mm512_storeu_ps((float *)base + i, v);
@@ -181,18 +276,10 @@ static inline __attribute__((always_inline)) void fl_store(void *base, amp_dtype
         else _mm256_mask_storeu_epi16((uint16_t *)base + i, k, h);
         return;
     }
-    default: {
-        __m512i u = _mm512_castps_si512(v);
-        __m512i a = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
-        __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-        __m512i q = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), odd), 16);
-        __mmask16 nan = _mm512_cmpgt_epu32_mask(a, _mm512_set1_epi32(0x7f800000));
-        q = _mm512_mask_or_epi32(q, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x0040));
-        __m256i h = _mm512_cvtepi32_epi16(q);
-        if (full) _mm256_storeu_si256((__m256i *)((uint16_t *)base + i), h);
-        else _mm256_mask_storeu_epi16((uint16_t *)base + i, k, h);
+    default:
+        if (full) bf512_store((uint16_t *)base + i, v, nat);
+        else bf512_mask_store((uint16_t *)base + i, k, v, nat);
         return;
-    }
     }
 }
 
@@ -209,7 +296,7 @@ static inline __attribute__((always_inline)) void fl_store(void *base, amp_dtype
             __m512 z = nin > 2 ? fl_load(in[2], dt[2], i, k, full) : x;                                  \
             (void)y;                                                                                     \
             (void)z;                                                                                     \
-            fl_store(out, odt, i, k, full, (EXPR));                                                      \
+            fl_store(out, odt, i, k, full, (EXPR), nat);                                                      \
         }                                                                                                \
     } while (0)
 
@@ -219,7 +306,9 @@ bool amp_ew_flat_avx512(amp_ew_op op, const amp_ew_params *p, int64_t n, void *o
                         const void *const *in, const amp_dtype *dt) {
     const __m512 s0 = _mm512_set1_ps(p ? (float)p->s0 : 0.0f), s1 = _mm512_set1_ps(p ? (float)p->s1 : 0.0f);
     const __m512 zero = _mm512_setzero_ps(), one = K512(1.0);
+    const bool nat = odt == AMP_BF16 && amp__cpu_bf16cvt();
     (void)s1;
+    if (half_math(op, n, out, odt, nin, in, dt)) return true;
     switch (op) {
     case AMP_EW_COPY: if (n) FL_LOOP(x); return true;
     case AMP_EW_ADD_S: if (n) FL_LOOP(_mm512_add_ps(x, s0)); return true;

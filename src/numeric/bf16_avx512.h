@@ -1,0 +1,96 @@
+/* Internal: bf16 <-> f32 for 16 or 32 lanes in AVX-512 registers, shared by
+ * the conversion kernels and the fused kernels that widen on load and round
+ * on store. Include only from files built for AVX-512 (*_avx512.c).
+ *
+ * Widening is exact: the bf16 bits become the top half of the f32, and a
+ * signalling NaN gets its quiet bit (amp_bf16_to_f32's rule).
+ *
+ * Rounding is round-to-nearest-even with quiet NaNs (amp_f32_to_bf16's
+ * rule: NaN -> top half | 0x0040). Two ways, the same bits:
+ *   - integer: u + 0x7fff + ((u >> 16) & 1), top half; NaN lanes blended;
+ *   - vcvtne2ps2bf16 (AVX512_BF16), one instruction for 32 lanes, when the
+ *     caller passes nat = amp__cpu_bf16cvt(). It rounds to nearest even and
+ *     quiets NaNs the same way, but treats f32 subnormal inputs as zero, so
+ *     a pair of vectors holding any subnormal takes the integer way. It is
+ *     emitted with inline assembly so the files need no AVX512_BF16 target
+ *     flag (the instruction only runs when cpuid reported it). */
+#ifndef AMP_NUMERIC_BF16_AVX512_H
+#define AMP_NUMERIC_BF16_AVX512_H
+
+#include <immintrin.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define BF512_INLINE static inline __attribute__((always_inline))
+
+/* 16 bf16 (in the low 16 bits of each 32-bit lane, upper bits ignored) -> f32 */
+BF512_INLINE __m512 bf512_widen_u32(__m512i h) {
+    __m512i u = _mm512_slli_epi32(h, 16);
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x7f800000));
+    return _mm512_castsi512_ps(_mm512_mask_or_epi32(u, nan, u, _mm512_set1_epi32(0x00400000)));
+}
+
+/* 16 bf16 at p (any alignment) -> f32 */
+BF512_INLINE __m512 bf512_load(const uint16_t *p) {
+    return bf512_widen_u32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)));
+}
+/* the first k lanes of p, zeros elsewhere (nothing past them is read) */
+BF512_INLINE __m512 bf512_maskz_load(__mmask16 k, const uint16_t *p) {
+    return bf512_widen_u32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, p)));
+}
+
+/* f32 bits -> rounded f32 bits whose top half is the bf16 (integer way) */
+BF512_INLINE __m512i bf512_round_hi(__m512i u) {
+    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i q = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), odd);
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x7f800000));
+    return _mm512_mask_or_epi32(q, nan, u, _mm512_set1_epi32(0x00400000));
+}
+
+/* 16 lanes -> 16 bf16 in the low 16 bits of each 32-bit lane (integer way) */
+BF512_INLINE __m512i bf512_round_u32(__m512 v) { return _mm512_srli_epi32(bf512_round_hi(_mm512_castps_si512(v)), 16); }
+
+/* any lane of a or b an f32 subnormal: (|u| - 1) < 0x7fffff unsigned. In
+ * integer arithmetic because vfpclassps honours MXCSR.DAZ (it would call a
+ * subnormal zero under DAZ, and the result must not depend on MXCSR). */
+BF512_INLINE bool bf512_any_subnormal(__m512 a, __m512 b) {
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff), one = _mm512_set1_epi32(1), top = _mm512_set1_epi32(0x7fffff);
+    __mmask16 sa = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(a), abs), one), top);
+    __mmask16 sb = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(b), abs), one), top);
+    return (sa | sb) != 0;
+}
+
+/* a (elements 0..15) and b (16..31) -> 32 bf16, in order */
+BF512_INLINE __m512i bf512_narrow2(__m512 a, __m512 b, bool nat) {
+    if (nat) {
+        if (__builtin_expect(!bf512_any_subnormal(a, b), 1)) {
+            __m512i r;
+            __asm__("vcvtne2ps2bf16 %2, %1, %0" : "=v"(r) : "v"(b), "v"(a));
+            return r;
+        }
+    }
+    const __m512i idx = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25,
+                                         23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    return _mm512_permutex2var_epi16(bf512_round_hi(_mm512_castps_si512(a)), idx,
+                                     bf512_round_hi(_mm512_castps_si512(b)));
+}
+
+/* 16 lanes -> 16 bf16 */
+BF512_INLINE __m256i bf512_narrow1(__m512 v, bool nat) {
+    return _mm512_castsi512_si256(bf512_narrow2(v, v, nat));
+}
+
+BF512_INLINE void bf512_store2(uint16_t *p, __m512 a, __m512 b, bool nat) {
+    _mm512_storeu_si512(p, bf512_narrow2(a, b, nat));
+}
+BF512_INLINE void bf512_store(uint16_t *p, __m512 v, bool nat) {
+    _mm256_storeu_si256((__m256i *)p, bf512_narrow1(v, nat));
+}
+/* the first k lanes only (nothing past them is written) */
+BF512_INLINE void bf512_mask_store(uint16_t *p, __mmask16 k, __m512 v, bool nat) {
+    _mm256_mask_storeu_epi16(p, k, bf512_narrow1(v, nat));
+}
+
+#endif
