@@ -78,19 +78,40 @@ static void run_triad(void *p) {
     for (size_t i = 0; i < t->n; i++) a[i] = b[i] + 3.0f * c[i];
 }
 
-double bench_triad_gbps(size_t n) {
-    triad_arg t = {aligned_alloc(64, n * 4), aligned_alloc(64, n * 4), aligned_alloc(64, n * 4), n};
+struct bench_triad {
+    triad_arg a;
+};
+
+bench_triad *bench_triad_new(size_t n) {
+    bench_triad *t = malloc(sizeof *t);
+    t->a = (triad_arg){aligned_alloc(64, n * 4), aligned_alloc(64, n * 4), aligned_alloc(64, n * 4), n};
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
-        t.a[i] = 0;
-        t.b[i] = 1;
-        t.c[i] = 2;
+        t->a.a[i] = 0;
+        t->a.b[i] = 1;
+        t->a.c[i] = 2;
     }
-    double s = bench_time(run_triad, &t, 5, 0.3);
-    free(t.a);
-    free(t.b);
-    free(t.c);
-    return 3.0 * 4.0 * (double)n / s / 1e9;
+    return t;
+}
+
+double bench_triad_run(bench_triad *t, double min_seconds) {
+    double s = bench_time(run_triad, &t->a, 5, min_seconds);
+    return 3.0 * 4.0 * (double)t->a.n / s / 1e9;
+}
+
+void bench_triad_free(bench_triad *t) {
+    if (!t) return;
+    free(t->a.a);
+    free(t->a.b);
+    free(t->a.c);
+    free(t);
+}
+
+double bench_triad_gbps(size_t n) {
+    bench_triad *t = bench_triad_new(n);
+    double g = bench_triad_run(t, 0.3);
+    bench_triad_free(t);
+    return g;
 }
 
 int bench_write_json(const char *path, const cJSON *root) {

@@ -18,6 +18,12 @@ double bench_time(void (*fn)(void *), void *arg, int min_reps, double min_second
 double bench_memcpy_gbps(size_t bytes);
 /* Triad a[i] = b[i] + s*c[i] bandwidth in GB/s (3 arrays of n floats). */
 double bench_triad_gbps(size_t n);
+/* The triad kept allocated, to be measured again beside each of several
+ * measurements (the bandwidth of a shared VM drifts within a run). */
+typedef struct bench_triad bench_triad;
+bench_triad *bench_triad_new(size_t n);
+double bench_triad_run(bench_triad *t, double min_seconds);
+void bench_triad_free(bench_triad *t);
 
 /* Writes root to path atomically (temp file + rename); returns 0 or -1 and
  * prints an error. Does nothing when path is NULL. */

@@ -1,6 +1,14 @@
 /* amp bench kernels: bandwidth-bound ops (elementwise, activations, softmax,
  * layer_norm, reductions, casts) in GB/s beside the STREAM-style triad
- * bandwidth measured in the same run. Bytes = elements read + written. */
+ * bandwidth measured in the same run. Bytes = elements read + written.
+ *
+ * Each op is also timed on a cache-resident tensor (16 rows of 4096 per
+ * thread: at most 512 KiB read and written per core, inside a 1 MiB L2),
+ * in the same units: the rate its computation allows when memory costs
+ * nothing. An op whose in-cache rate is below the triad bandwidth cannot
+ * reach the triad on this machine whatever its memory access: it is
+ * compute-bound here ("bound" column), and the useful question for it is
+ * how much of its in-cache rate survives streaming from DRAM. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,7 +20,10 @@ static void usage(FILE *f) {
                "GB/s of large elementwise ops, activations, softmax, log_softmax and layer_norm\n"
                "(rows of 4096), batch_norm (training statistics, 16 x 64 channels), sum, mean\n"
                "over the rows and casts, for f32 and bf16 tensors of N elements (default 2^24),\n"
-               "no_grad, beside the triad bandwidth a[i] = b[i] + s*c[i] measured in the same run.\n");
+               "no_grad, beside the triad bandwidth a[i] = b[i] + s*c[i] measured right before and\n"
+               "after each op's row (a shared machine's bandwidth drifts; each ratio uses its own).\n"
+               "Each op is also timed on a cache-resident tensor (16 rows of 4096 per thread):\n"
+               "the rate its arithmetic allows; below the triad, the op is compute-bound here.\n");
 }
 
 typedef enum {
@@ -77,38 +88,69 @@ int cmd_bench_kernels(int argc, char **argv) {
     if (threads > 0) amp_set_num_threads((int)threads);
     n = (n + 4095) / 4096 * 4096;
     bench_print_machine();
-    double triad = bench_triad_gbps((size_t)n);
-    printf("\ntriad bandwidth (3 x %ld floats): %.1f GB/s\n\n", n, triad);
-    printf("| op | f32 GB/s | f32 / triad | bf16 GB/s | bf16 / triad |\n|---|---|---|---|---|\n");
+    bench_triad *tri = bench_triad_new((size_t)n);
+    double tris[2 * K_COUNT];
+    int ntri = 0;
     cJSON *root = cJSON_CreateObject(), *arr = cJSON_CreateArray();
     cJSON_AddItemToObject(root, "machine", bench_machine_json());
     cJSON_AddNumberToObject(root, "elements", (double)n);
-    cJSON_AddNumberToObject(root, "triad_gbps", triad);
     amp_generator g = amp_generator_make(3);
     amp_no_grad_begin();
-    amp_tensor *in[2][2];
+    amp_tensor *in[2][2], *small[2][2];
     amp_dtype dts[2] = {AMP_F32, AMP_BF16};
+    const int64_t nsmall = (int64_t)16 * 4096 * amp_get_num_threads();
     for (int d = 0; d < 2; d++)
-        for (int j = 0; j < 2; j++) in[d][j] = amp_tensor_randn(dts[d], 2, AMP_SHAPE(n / 4096, 4096), &g);
+        for (int j = 0; j < 2; j++) {
+            in[d][j] = amp_tensor_randn(dts[d], 2, AMP_SHAPE(n / 4096, 4096), &g);
+            small[d][j] = amp_tensor_randn(dts[d], 2, AMP_SHAPE(nsmall / 4096, 4096), &g);
+        }
+    cJSON_AddNumberToObject(root, "in_cache_elements", (double)nsmall);
+    printf("\nin cache: %lld elements (16 rows of 4096 per thread); bound: compute when the in-cache\n"
+           "rate is below the triad bandwidth, else memory\n\n",
+           (long long)nsmall);
+    printf("| op | triad GB/s | f32 GB/s | f32 / triad | bf16 GB/s | bf16 / triad | f32 in cache | bf16 in cache | bf16 / in cache | bf16 bound |\n"
+           "|---|---|---|---|---|---|---|---|---|---|\n");
     for (int k = 0; k < K_COUNT; k++) {
-        double gbs[2];
+        double gbs[2], l2[2];
+        double tb = bench_triad_run(tri, 0.15);
         for (int d = 0; d < 2; d++) {
             karg ka = {(kop)k, in[d][0], in[d][1]};
             double t = bench_time(run_k, &ka, 5, 0.3);
             gbs[d] = kmoves[k] * (double)n * (double)amp_dtype_size(dts[d]) / t / 1e9;
+            karg ks = {(kop)k, small[d][0], small[d][1]};
+            double ts = bench_time(run_k, &ks, 50, 0.15);
+            l2[d] = kmoves[k] * (double)nsmall * (double)amp_dtype_size(dts[d]) / ts / 1e9;
         }
-        printf("| %s | %.1f | %.0f%% | %.1f | %.0f%% |\n", kname[k], gbs[0], 100 * gbs[0] / triad, gbs[1], 100 * gbs[1] / triad);
+        double ta = bench_triad_run(tri, 0.15), triad = 0.5 * (tb + ta);
+        tris[ntri++] = tb;
+        tris[ntri++] = ta;
+        const char *bound = l2[1] < triad ? "compute" : "memory";
+        printf("| %s | %.1f | %.1f | %.0f%% | %.1f | %.0f%% | %.1f | %.1f | %.0f%% | %s |\n", kname[k], triad, gbs[0],
+               100 * gbs[0] / triad,
+               gbs[1], 100 * gbs[1] / triad, l2[0], l2[1], 100 * gbs[1] / l2[1], bound);
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "op", kname[k]);
+        cJSON_AddNumberToObject(o, "triad_gbps", triad);
         cJSON_AddNumberToObject(o, "f32_gbps", gbs[0]);
         cJSON_AddNumberToObject(o, "bf16_gbps", gbs[1]);
         cJSON_AddNumberToObject(o, "f32_fraction_of_triad", gbs[0] / triad);
         cJSON_AddNumberToObject(o, "bf16_fraction_of_triad", gbs[1] / triad);
+        cJSON_AddNumberToObject(o, "f32_in_cache_gbps", l2[0]);
+        cJSON_AddNumberToObject(o, "bf16_in_cache_gbps", l2[1]);
+        cJSON_AddNumberToObject(o, "bf16_fraction_of_in_cache", gbs[1] / l2[1]);
+        cJSON_AddStringToObject(o, "bf16_bound", bound);
         cJSON_AddItemToArray(arr, o);
     }
     amp_no_grad_end();
     for (int d = 0; d < 2; d++)
-        for (int j = 0; j < 2; j++) amp_tensor_free(in[d][j]);
+        for (int j = 0; j < 2; j++) {
+            amp_tensor_free(in[d][j]);
+            amp_tensor_free(small[d][j]);
+        }
+    bench_triad_free(tri);
+    double tmed = bench_median(tris, ntri);
+    cJSON_AddNumberToObject(root, "triad_gbps", tmed);
+    printf("\ntriad bandwidth (3 x %ld floats), median of the %d measurements: %.1f GB/s\n", n, ntri, tmed);
     cJSON_AddItemToObject(root, "ops", arr);
     printf("\nbytes counted: inputs read + output written (sum: input only); cast is f32->bf16\n"
            "for the f32 column and bf16->f32 for the bf16 column.\n");
