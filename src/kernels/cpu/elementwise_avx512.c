@@ -14,7 +14,7 @@
 
 #include "core/cpu.h"
 #include "kernels/cpu/vmath_avx512.h"
-#include "numeric/bf16_avx512.h"
+#include "kernels/cpu/half_avx512.h"
 
 /* o[i] = F(x[i]) (one operand) or F(x[i], y[i]) for i < n. Four vectors per
  * step: their independent chains interleave in the out-of-order core
@@ -245,42 +245,12 @@ static bool half_math(amp_ew_op op, int64_t n, void *out, amp_dtype odt, int nin
  * take the four-vector loops above instead (half_math). */
 static inline __attribute__((always_inline)) __m512 fl_load(const void *base, amp_dtype dt, int64_t i, __mmask16 k,
                                                               bool full) {
-    switch (dt) {
-    case AMP_F32: return full ? _mm512_loadu_ps((const float *)base + i) : _mm512_maskz_loadu_ps(k, (const float *)base + i);
-    case AMP_F16: {
-        __m256i h = full ? _mm256_loadu_si256((const __m256i *)((const uint16_t *)base + i))
-                         : _mm256_maskz_loadu_epi16(k, (const uint16_t *)base + i);
-        return _mm512_cvtph_ps(h);
-    }
-    default: {
-        __m256i h = full ? _mm256_loadu_si256((const __m256i *)((const uint16_t *)base + i))
-                         : _mm256_maskz_loadu_epi16(k, (const uint16_t *)base + i);
-        __m512i u = _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
-        __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                                _mm512_set1_epi32(0x7f800000));
-        return _mm512_castsi512_ps(_mm512_mask_or_epi32(u, nan, u, _mm512_set1_epi32(0x00400000)));
-    }
-    }
+    return full ? h512_load(base, dt, i) : h512_maskz_load(base, dt, i, k);
 }
 
 static inline __attribute__((always_inline)) void fl_store(void *base, amp_dtype dt, int64_t i, __mmask16 k, bool full,
                                                              __m512 v, bool nat) {
-    switch (dt) {
-    case AMP_F32:
-        if (full) _mm512_storeu_ps((float *)base + i, v);
-        else _mm512_mask_storeu_ps((float *)base + i, k, v);
-        return;
-    case AMP_F16: {
-        __m256i h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        if (full) _mm256_storeu_si256((__m256i *)((uint16_t *)base + i), h);
-        else _mm256_mask_storeu_epi16((uint16_t *)base + i, k, h);
-        return;
-    }
-    default:
-        if (full) bf512_store((uint16_t *)base + i, v, nat);
-        else bf512_mask_store((uint16_t *)base + i, k, v, nat);
-        return;
-    }
+    h512_mask_store(base, dt, i, full ? (__mmask16)0xffff : k, v, nat);
 }
 
 /* One loop per op: x, y, z are the widened operands (those beyond the op's
