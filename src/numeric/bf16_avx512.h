@@ -40,6 +40,17 @@ BF512_INLINE __m512 bf512_maskz_load(__mmask16 k, const uint16_t *p) {
     return bf512_widen_u32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, p)));
 }
 
+/* 16 bf16 at p -> f32 without quieting signalling NaNs, for values that only
+ * feed arithmetic: an arithmetic instruction quiets a signalling NaN operand
+ * keeping its payload and sign, which is what the widening would have done,
+ * so the results have the same bits (a compare, min, max or blend does not
+ * quiet: such a value must reach the result through arithmetic). Two
+ * instructions instead of five (measured on Zen 4: bf16 exp in registers
+ * 0.30 -> 0.24 ns per element together with the cheaper subnormal test). */
+BF512_INLINE __m512 bf512_load_arith(const uint16_t *p) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+}
+
 /* f32 bits -> rounded f32 bits whose top half is the bf16 (integer way) */
 BF512_INLINE __m512i bf512_round_hi(__m512i u) {
     __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
@@ -52,14 +63,29 @@ BF512_INLINE __m512i bf512_round_hi(__m512i u) {
 /* 16 lanes -> 16 bf16 in the low 16 bits of each 32-bit lane (integer way) */
 BF512_INLINE __m512i bf512_round_u32(__m512 v) { return _mm512_srli_epi32(bf512_round_hi(_mm512_castps_si512(v)), 16); }
 
-/* any lane of a or b an f32 subnormal: (|u| - 1) < 0x7fffff unsigned. In
- * integer arithmetic because vfpclassps honours MXCSR.DAZ (it would call a
+/* any lane of a or b an f32 subnormal: exponent bits zero (vptestnmd) and,
+ * of those lanes, mantissa bits not zero (vptestmd under that mask). With
+ * integer bit tests because vfpclassps honours MXCSR.DAZ (it would call a
  * subnormal zero under DAZ, and the result must not depend on MXCSR). */
 BF512_INLINE bool bf512_any_subnormal(__m512 a, __m512 b) {
-    const __m512i abs = _mm512_set1_epi32(0x7fffffff), one = _mm512_set1_epi32(1), top = _mm512_set1_epi32(0x7fffff);
-    __mmask16 sa = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(a), abs), one), top);
-    __mmask16 sb = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(b), abs), one), top);
+    const __m512i ex = _mm512_set1_epi32(0x7f800000), man = _mm512_set1_epi32(0x007fffff);
+    const __m512i ua = _mm512_castps_si512(a), ub = _mm512_castps_si512(b);
+    __mmask16 sa = _mm512_mask_test_epi32_mask(_mm512_testn_epi32_mask(ua, ex), ua, man);
+    __mmask16 sb = _mm512_mask_test_epi32_mask(_mm512_testn_epi32_mask(ub, ex), ub, man);
     return (sa | sb) != 0;
+}
+
+/* a (elements 0..15) and b (16..31) -> 32 bf16, in order (integer way) */
+BF512_INLINE __m512i bf512_narrow2_int(__m512 a, __m512 b) {
+    const __m512i idx = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25,
+                                         23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    return _mm512_permutex2var_epi16(bf512_round_hi(_mm512_castps_si512(a)), idx,
+                                     bf512_round_hi(_mm512_castps_si512(b)));
+}
+/* the same out of line, for the rare subnormal pair of the instruction way:
+ * a loop that inlines only the instruction keeps its registers for the math */
+static __attribute__((noinline, cold, unused)) __m512i bf512_narrow2_int_cold(__m512 a, __m512 b) {
+    return bf512_narrow2_int(a, b);
 }
 
 /* a (elements 0..15) and b (16..31) -> 32 bf16, in order */
@@ -70,11 +96,9 @@ BF512_INLINE __m512i bf512_narrow2(__m512 a, __m512 b, bool nat) {
             __asm__("vcvtne2ps2bf16 %2, %1, %0" : "=v"(r) : "v"(b), "v"(a));
             return r;
         }
+        return bf512_narrow2_int_cold(a, b);
     }
-    const __m512i idx = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25,
-                                         23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
-    return _mm512_permutex2var_epi16(bf512_round_hi(_mm512_castps_si512(a)), idx,
-                                     bf512_round_hi(_mm512_castps_si512(b)));
+    return bf512_narrow2_int(a, b);
 }
 
 /* 16 lanes -> 16 bf16 */

@@ -2,14 +2,23 @@
  * normal CDF) shared by the kernel families (elementwise, softmax) and by
  * every CPU path.
  *
- * Each function is plain C: IEEE multiplies, adds, divides, compares and
- * integer bit operations, no FMA (the build compiles C11 with
- * -ffp-contract=off), so GCC vectorises loops calling it for any target and
- * every build evaluates the same sequence of correctly rounded operations.
- * vmath_avx512.h has AVX-512 versions that evaluate exactly the same
- * operations (a few steps by single instructions with the same result:
- * vrndscaleps for the round-to-nearest, vscalefps for the two-step 2^n), so
- * all paths give the same bits; tests/test_kernel_paths.c compares them. */
+ * Each function is plain C: IEEE multiplies, adds, divides, fused
+ * multiply-adds (fmaf, written out: the build compiles C11 with
+ * -ffp-contract=off, so the compiler fuses nothing by itself), compares and
+ * integer bit operations, so every build evaluates the same sequence of
+ * correctly rounded operations. The AVX2 and AVX-512 builds (-mfma) inline
+ * fmaf as vfmadd and vectorise loops calling these; the scalar build calls
+ * glibc's fmaf, which is the FMA instruction where the CPU has one and an
+ * exact software fallback where it does not (slow, but that build is for
+ * CPUs without AVX2). vmath_avx2.h and vmath_avx512.h have versions that
+ * evaluate exactly the same operations (a few steps by single instructions
+ * with the same result: vrndscaleps for the round-to-nearest, vscalefps for
+ * the two-step 2^n), so all paths give the same bits;
+ * tests/test_kernel_paths.c compares them.
+ *
+ * FMA in the polynomials and the argument reduction: measured on Zen 4 with
+ * AVX-512, exp on bf16 in registers 0.32 -> 0.20 ns per element (one
+ * rounding per Horner step instead of two also makes them more accurate). */
 #ifndef AMP_KERNELS_CPU_VMATH_H
 #define AMP_KERNELS_CPU_VMATH_H
 
@@ -37,15 +46,15 @@ VM_INLINE float vm_expf(float x) {
     float xc = x > 100.0f ? 100.0f : x; /* still overflows to inf; NaN passes */
     xc = xc < -104.0f ? -104.0f : xc;
     float fn = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
-    float r = xc - fn * 0.693359375f;                                   /* exact: 9-bit constant */
-    r = r - fn * -2.12194440e-4f;
+    float r = fmaf(-fn, 0.693359375f, xc); /* exact: 9-bit constant */
+    r = fmaf(-fn, -2.12194440e-4f, r);
     float p = 1.38368461e-3f;
-    p = p * r + 8.37481580e-3f;
-    p = p * r + 4.16682256e-2f;
-    p = p * r + 1.66664202e-1f;
-    p = p * r + 4.99999921e-1f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
+    p = fmaf(p, r, 8.37481580e-3f);
+    p = fmaf(p, r, 4.16682256e-2f);
+    p = fmaf(p, r, 1.66664202e-1f);
+    p = fmaf(p, r, 4.99999921e-1f);
+    p = fmaf(p, r, 1.0f);
+    p = fmaf(p, r, 1.0f);
     /* the scale from a NaN-free copy of n (converting NaN to int is
      * undefined); a NaN x still gives NaN through p */
     int32_t n = (int32_t)(fn == fn ? fn : 0.0f), n1 = n / 2, n2 = n - n1; /* each in [-75, 72] */
@@ -67,11 +76,11 @@ VM_INLINE float vm_sigmoidf(float x) {
 VM_INLINE float vm_tanhf(float x) {
     float a = fabsf(x), t = a * a;
     float p = -0.005772202046132548f;
-    p = p * t + 0.020692378769468736f;
-    p = p * t - 0.05375282467037401f;
-    p = p * t + 0.13331528597171044f;
-    p = p * t - 0.3333327797534768f;
-    p = p * t + 0.999999997264233f;
+    p = fmaf(p, t, 0.020692378769468736f);
+    p = fmaf(p, t, -0.05375282467037401f);
+    p = fmaf(p, t, 0.13331528597171044f);
+    p = fmaf(p, t, -0.3333327797534768f);
+    p = fmaf(p, t, 0.999999997264233f);
     float small = a * p;
     float big = 1.0f - 2.0f / (1.0f + vm_expf(2.0f * a));
     return copysignf(a < 0.625f ? small : big, x);
@@ -88,16 +97,16 @@ VM_INLINE float vm_tanhf(float x) {
 VM_INLINE float vm_phif(float x) {
     float t = 1.0f / (1.0f + fabsf(x) * 0.35355339059327376220f); /* z / 2 = |x| / (2 sqrt2) */
     float p = 0.17087277f;
-    p = p * t - 0.82215223f;
-    p = p * t + 1.48851587f;
-    p = p * t - 1.13520398f;
-    p = p * t + 0.27886807f;
-    p = p * t - 0.18628806f;
-    p = p * t + 0.09678418f;
-    p = p * t + 0.37409196f;
-    p = p * t + 1.00002368f;
-    p = p * t - 1.26551223f;
-    float s = p + (-0.5f * x) * x; /* exp flushes it to 0 far out (x^2 may be inf) */
+    p = fmaf(p, t, -0.82215223f);
+    p = fmaf(p, t, 1.48851587f);
+    p = fmaf(p, t, -1.13520398f);
+    p = fmaf(p, t, 0.27886807f);
+    p = fmaf(p, t, -0.18628806f);
+    p = fmaf(p, t, 0.09678418f);
+    p = fmaf(p, t, 0.37409196f);
+    p = fmaf(p, t, 1.00002368f);
+    p = fmaf(p, t, -1.26551223f);
+    float s = fmaf(-0.5f * x, x, p); /* exp flushes it to 0 far out (x^2 may be inf) */
     float h = 0.5f * t * vm_expf(s); /* Phi(-|x|) */
     return x < 0.0f ? h : 1.0f - h;
 }

@@ -2,8 +2,9 @@
  * Include only from files built for AVX2 (*_avx2.c).
  *
  * Each function performs the same IEEE operations in the same order as its
- * scalar twin in vmath.h (no FMA, no reassociation, no approximate
- * reciprocals), so each lane equals the scalar result bit for bit:
+ * scalar twin in vmath.h (vfmadd/vfmsub/vfnmadd where it calls fmaf, no
+ * other fusing, no reassociation, no approximate reciprocals), so each lane
+ * equals the scalar result bit for bit:
  *   - (v + 1.5*2^23) - 1.5*2^23 (round to nearest, ties to even, for
  *     |v| < 2^22) is vroundps with round-to-nearest;
  *   - the integer steps of the 2^n scaling are the C code's: n from the
@@ -37,15 +38,15 @@ VM256_INLINE __m256 vm256_expf(__m256 x) {
     xc = _mm256_max_ps(VM256_K(-104.0f), xc);
     __m256 fn = _mm256_round_ps(_mm256_mul_ps(xc, VM256_K(1.44269504088896341f)),
                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_sub_ps(xc, _mm256_mul_ps(fn, VM256_K(0.693359375f)));
-    r = _mm256_sub_ps(r, _mm256_mul_ps(fn, VM256_K(-2.12194440e-4f)));
+    __m256 r = _mm256_fnmadd_ps(fn, VM256_K(0.693359375f), xc);
+    r = _mm256_fnmadd_ps(fn, VM256_K(-2.12194440e-4f), r);
     __m256 p = VM256_K(1.38368461e-3f);
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), VM256_K(8.37481580e-3f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), VM256_K(4.16682256e-2f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), VM256_K(1.66664202e-1f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), VM256_K(4.99999921e-1f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), VM256_K(1.0f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), VM256_K(1.0f));
+    p = _mm256_fmadd_ps(p, r, VM256_K(8.37481580e-3f));
+    p = _mm256_fmadd_ps(p, r, VM256_K(4.16682256e-2f));
+    p = _mm256_fmadd_ps(p, r, VM256_K(1.66664202e-1f));
+    p = _mm256_fmadd_ps(p, r, VM256_K(4.99999921e-1f));
+    p = _mm256_fmadd_ps(p, r, VM256_K(1.0f));
+    p = _mm256_fmadd_ps(p, r, VM256_K(1.0f));
     __m256 fnn = _mm256_and_ps(fn, _mm256_cmp_ps(fn, fn, _CMP_ORD_Q)); /* fn == fn ? fn : 0 */
     __m256i n = _mm256_cvttps_epi32(fnn);
     __m256i n1 = _mm256_srai_epi32(_mm256_add_epi32(n, _mm256_srli_epi32(n, 31)), 1); /* n / 2, toward zero */
@@ -68,11 +69,11 @@ VM256_INLINE __m256 vm256_sigmoidf(__m256 x) {
 VM256_INLINE __m256 vm256_tanhf(__m256 x) {
     __m256 a = vm256_abs(x), t = _mm256_mul_ps(a, a);
     __m256 p = VM256_K(-0.005772202046132548f);
-    p = _mm256_add_ps(_mm256_mul_ps(p, t), VM256_K(0.020692378769468736f));
-    p = _mm256_sub_ps(_mm256_mul_ps(p, t), VM256_K(0.05375282467037401f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, t), VM256_K(0.13331528597171044f));
-    p = _mm256_sub_ps(_mm256_mul_ps(p, t), VM256_K(0.3333327797534768f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, t), VM256_K(0.999999997264233f));
+    p = _mm256_fmadd_ps(p, t, VM256_K(0.020692378769468736f));
+    p = _mm256_fmsub_ps(p, t, VM256_K(0.05375282467037401f));
+    p = _mm256_fmadd_ps(p, t, VM256_K(0.13331528597171044f));
+    p = _mm256_fmsub_ps(p, t, VM256_K(0.3333327797534768f));
+    p = _mm256_fmadd_ps(p, t, VM256_K(0.999999997264233f));
     __m256 small = _mm256_mul_ps(a, p);
     __m256 e = vm256_expf(_mm256_mul_ps(VM256_K(2.0f), a));
     __m256 big = _mm256_sub_ps(VM256_K(1.0f), _mm256_div_ps(VM256_K(2.0f), _mm256_add_ps(VM256_K(1.0f), e)));
@@ -85,16 +86,16 @@ VM256_INLINE __m256 vm256_phif(__m256 x) {
     __m256 t = _mm256_div_ps(VM256_K(1.0f),
                              _mm256_add_ps(VM256_K(1.0f), _mm256_mul_ps(vm256_abs(x), VM256_K(0.35355339059327376220f))));
     __m256 p = VM256_K(0.17087277f);
-    p = _mm256_sub_ps(_mm256_mul_ps(p, t), VM256_K(0.82215223f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, t), VM256_K(1.48851587f));
-    p = _mm256_sub_ps(_mm256_mul_ps(p, t), VM256_K(1.13520398f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, t), VM256_K(0.27886807f));
-    p = _mm256_sub_ps(_mm256_mul_ps(p, t), VM256_K(0.18628806f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, t), VM256_K(0.09678418f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, t), VM256_K(0.37409196f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, t), VM256_K(1.00002368f));
-    p = _mm256_sub_ps(_mm256_mul_ps(p, t), VM256_K(1.26551223f));
-    __m256 s = _mm256_add_ps(p, _mm256_mul_ps(_mm256_mul_ps(VM256_K(-0.5f), x), x));
+    p = _mm256_fmsub_ps(p, t, VM256_K(0.82215223f));
+    p = _mm256_fmadd_ps(p, t, VM256_K(1.48851587f));
+    p = _mm256_fmsub_ps(p, t, VM256_K(1.13520398f));
+    p = _mm256_fmadd_ps(p, t, VM256_K(0.27886807f));
+    p = _mm256_fmsub_ps(p, t, VM256_K(0.18628806f));
+    p = _mm256_fmadd_ps(p, t, VM256_K(0.09678418f));
+    p = _mm256_fmadd_ps(p, t, VM256_K(0.37409196f));
+    p = _mm256_fmadd_ps(p, t, VM256_K(1.00002368f));
+    p = _mm256_fmsub_ps(p, t, VM256_K(1.26551223f));
+    __m256 s = _mm256_fmadd_ps(_mm256_mul_ps(VM256_K(-0.5f), x), x, p);
     __m256 h = _mm256_mul_ps(_mm256_mul_ps(VM256_K(0.5f), t), vm256_expf(s));
     return _mm256_blendv_ps(_mm256_sub_ps(VM256_K(1.0f), h), h, vm256_ltz(x));
 }

@@ -2,8 +2,9 @@
  * Include only from files built for AVX-512 (*_avx512.c).
  *
  * Each function performs the same IEEE operations in the same order as its
- * scalar twin in vmath.h (no FMA, no reassociation, no approximate
- * reciprocals), so each lane equals the scalar result bit for bit. Two steps
+ * scalar twin in vmath.h (vfmadd/vfmsub/vfnmadd where it calls fmaf, no
+ * other fusing, no reassociation, no approximate reciprocals), so each lane
+ * equals the scalar result bit for bit. Two steps
  * use a single instruction with the same result:
  *   - (v + 1.5*2^23) - 1.5*2^23 rounds v to the nearest integer (ties to
  *     even) for |v| < 2^22: vrndscaleps with round-to-nearest;
@@ -37,15 +38,15 @@ VM512_INLINE __m512 vm512_expf(__m512 x) {
     xc = _mm512_max_ps(VM512_K(-104.0f), xc);
     __m512 fn = _mm512_roundscale_ps(_mm512_mul_ps(xc, VM512_K(1.44269504088896341f)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_sub_ps(xc, _mm512_mul_ps(fn, VM512_K(0.693359375f)));
-    r = _mm512_sub_ps(r, _mm512_mul_ps(fn, VM512_K(-2.12194440e-4f)));
+    __m512 r = _mm512_fnmadd_ps(fn, VM512_K(0.693359375f), xc);
+    r = _mm512_fnmadd_ps(fn, VM512_K(-2.12194440e-4f), r);
     __m512 p = VM512_K(1.38368461e-3f);
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), VM512_K(8.37481580e-3f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), VM512_K(4.16682256e-2f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), VM512_K(1.66664202e-1f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), VM512_K(4.99999921e-1f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), VM512_K(1.0f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), VM512_K(1.0f));
+    p = _mm512_fmadd_ps(p, r, VM512_K(8.37481580e-3f));
+    p = _mm512_fmadd_ps(p, r, VM512_K(4.16682256e-2f));
+    p = _mm512_fmadd_ps(p, r, VM512_K(1.66664202e-1f));
+    p = _mm512_fmadd_ps(p, r, VM512_K(4.99999921e-1f));
+    p = _mm512_fmadd_ps(p, r, VM512_K(1.0f));
+    p = _mm512_fmadd_ps(p, r, VM512_K(1.0f));
     return _mm512_scalef_ps(p, fn);
 }
 
@@ -62,11 +63,11 @@ VM512_INLINE __m512 vm512_sigmoidf(__m512 x) {
 VM512_INLINE __m512 vm512_tanhf(__m512 x) {
     __m512 a = vm512_abs(x), t = _mm512_mul_ps(a, a);
     __m512 p = VM512_K(-0.005772202046132548f);
-    p = _mm512_add_ps(_mm512_mul_ps(p, t), VM512_K(0.020692378769468736f));
-    p = _mm512_sub_ps(_mm512_mul_ps(p, t), VM512_K(0.05375282467037401f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, t), VM512_K(0.13331528597171044f));
-    p = _mm512_sub_ps(_mm512_mul_ps(p, t), VM512_K(0.3333327797534768f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, t), VM512_K(0.999999997264233f));
+    p = _mm512_fmadd_ps(p, t, VM512_K(0.020692378769468736f));
+    p = _mm512_fmsub_ps(p, t, VM512_K(0.05375282467037401f));
+    p = _mm512_fmadd_ps(p, t, VM512_K(0.13331528597171044f));
+    p = _mm512_fmsub_ps(p, t, VM512_K(0.3333327797534768f));
+    p = _mm512_fmadd_ps(p, t, VM512_K(0.999999997264233f));
     __m512 small = _mm512_mul_ps(a, p);
     __m512 e = vm512_expf(_mm512_mul_ps(VM512_K(2.0f), a));
     __m512 big = _mm512_sub_ps(VM512_K(1.0f), _mm512_div_ps(VM512_K(2.0f), _mm512_add_ps(VM512_K(1.0f), e)));
@@ -79,16 +80,16 @@ VM512_INLINE __m512 vm512_phif(__m512 x) {
     __m512 t = _mm512_div_ps(VM512_K(1.0f),
                              _mm512_add_ps(VM512_K(1.0f), _mm512_mul_ps(vm512_abs(x), VM512_K(0.35355339059327376220f))));
     __m512 p = VM512_K(0.17087277f);
-    p = _mm512_sub_ps(_mm512_mul_ps(p, t), VM512_K(0.82215223f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, t), VM512_K(1.48851587f));
-    p = _mm512_sub_ps(_mm512_mul_ps(p, t), VM512_K(1.13520398f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, t), VM512_K(0.27886807f));
-    p = _mm512_sub_ps(_mm512_mul_ps(p, t), VM512_K(0.18628806f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, t), VM512_K(0.09678418f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, t), VM512_K(0.37409196f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, t), VM512_K(1.00002368f));
-    p = _mm512_sub_ps(_mm512_mul_ps(p, t), VM512_K(1.26551223f));
-    __m512 s = _mm512_add_ps(p, _mm512_mul_ps(_mm512_mul_ps(VM512_K(-0.5f), x), x));
+    p = _mm512_fmsub_ps(p, t, VM512_K(0.82215223f));
+    p = _mm512_fmadd_ps(p, t, VM512_K(1.48851587f));
+    p = _mm512_fmsub_ps(p, t, VM512_K(1.13520398f));
+    p = _mm512_fmadd_ps(p, t, VM512_K(0.27886807f));
+    p = _mm512_fmsub_ps(p, t, VM512_K(0.18628806f));
+    p = _mm512_fmadd_ps(p, t, VM512_K(0.09678418f));
+    p = _mm512_fmadd_ps(p, t, VM512_K(0.37409196f));
+    p = _mm512_fmadd_ps(p, t, VM512_K(1.00002368f));
+    p = _mm512_fmsub_ps(p, t, VM512_K(1.26551223f));
+    __m512 s = _mm512_fmadd_ps(_mm512_mul_ps(VM512_K(-0.5f), x), x, p);
     __m512 h = _mm512_mul_ps(_mm512_mul_ps(VM512_K(0.5f), t), vm512_expf(s));
     return _mm512_mask_blend_ps(vm512_ltz(x), _mm512_sub_ps(VM512_K(1.0f), h), h);
 }
