@@ -688,6 +688,48 @@ static void t_batch_group_norm_paths(void **state) {
             free(href);
             free(hw);
         }
+        /* the fused training forward (statistics and normalisation per
+         * channel) against the separate kernels with the op's arithmetic
+         * between them, on every path, for each input type, with and
+         * without weight and bias */
+        for (int d = 0; d < 3; d++) {
+            amp_dtype dt = d == 0 ? AMP_F32 : d == 1 ? AMP_F16 : AMP_BF16;
+            size_t es = d == 0 ? 4 : 2;
+            void *h = malloc((size_t)n * es), *yf = malloc((size_t)n * es), *yr = malloc((size_t)n * es);
+            float *fm = malloc((size_t)C * 4), *fv = malloc((size_t)C * 4), *fr = malloc((size_t)C * 4);
+            float *sc = malloc((size_t)C * 4), *sh = malloc((size_t)C * 4);
+            for (int64_t i = 0; i < n; i++) store_val(h, dt, i, x[i]);
+            for (int p = 0; p < AMP_CPU_PATH_COUNT; p++) {
+                if (!amp_cpu_supported((amp_cpu_path)p)) continue;
+                amp_cpu_select((amp_cpu_path)p);
+                for (int affine = 0; affine < 2; affine++) {
+                    const float *wp = affine ? w : NULL, *bp = affine ? b : NULL;
+                    amp_k_channel_stats(h, dt, N, C, L, mean[1], var[1]);
+                    for (int64_t c = 0; c < C; c++) {
+                        float rr = (float)(1.0 / sqrt((double)var[1][c] + 1e-5));
+                        sc[c] = rr * (wp ? wp[c] : 1.0f);
+                        sh[c] = bp ? bp[c] : 0.0f;
+                        rstd[c] = rr;
+                    }
+                    amp_k_channel_affine(h, dt, N, C, L, mean[1], sc, sh, yr, dt);
+                    memset(yf, 0xff, (size_t)n * es);
+                    amp_k_channel_norm(h, dt, N, C, L, 1e-5, wp, bp, fm, fv, fr, yf, dt);
+                    amp_cpu_path pp = (amp_cpu_path)p;
+                    assert_same(fm, mean[1], AMP_F32, C, "channel_norm mean", pp);
+                    assert_same(fv, var[1], AMP_F32, C, "channel_norm var", pp);
+                    assert_same(fr, rstd, AMP_F32, C, "channel_norm rstd", pp);
+                    assert_same(yf, yr, dt, n, "channel_norm y", pp);
+                }
+            }
+            free(h);
+            free(yf);
+            free(yr);
+            free(fm);
+            free(fv);
+            free(fr);
+            free(sc);
+            free(sh);
+        }
         for (int p = 0; p < AMP_CPU_PATH_COUNT; p++) {
             if (!amp_cpu_supported((amp_cpu_path)p)) continue;
             amp_cpu_select((amp_cpu_path)p);

@@ -99,6 +99,12 @@ double bench_triad_run(bench_triad *t, double min_seconds) {
     return 3.0 * 4.0 * (double)t->a.n / s / 1e9;
 }
 
+double bench_triad_once(bench_triad *t) {
+    double t0 = bench_now();
+    run_triad(&t->a);
+    return 3.0 * 4.0 * (double)t->a.n / (bench_now() - t0) / 1e9;
+}
+
 void bench_triad_free(bench_triad *t) {
     if (!t) return;
     free(t->a.a);

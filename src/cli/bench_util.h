@@ -23,6 +23,8 @@ double bench_triad_gbps(size_t n);
 typedef struct bench_triad bench_triad;
 bench_triad *bench_triad_new(size_t n);
 double bench_triad_run(bench_triad *t, double min_seconds);
+/* one triad pass, timed alone (GB/s): for pairing with another measurement */
+double bench_triad_once(bench_triad *t);
 void bench_triad_free(bench_triad *t);
 
 /* Writes root to path atomically (temp file + rename); returns 0 or -1 and

@@ -89,7 +89,7 @@ int cmd_bench_kernels(int argc, char **argv) {
     n = (n + 4095) / 4096 * 4096;
     bench_print_machine();
     bench_triad *tri = bench_triad_new((size_t)n);
-    double tris[2 * K_COUNT];
+    static double tris[2 * K_COUNT * 64];
     int ntri = 0;
     cJSON *root = cJSON_CreateObject(), *arr = cJSON_CreateArray();
     cJSON_AddItemToObject(root, "machine", bench_machine_json());
@@ -111,30 +111,45 @@ int cmd_bench_kernels(int argc, char **argv) {
     printf("| op | triad GB/s | f32 GB/s | f32 / triad | bf16 GB/s | bf16 / triad | f32 in cache | bf16 in cache | bf16 / in cache | bf16 bound |\n"
            "|---|---|---|---|---|---|---|---|---|---|\n");
     for (int k = 0; k < K_COUNT; k++) {
-        double gbs[2], l2[2];
-        double tb = bench_triad_run(tri, 0.15);
+        double gbs[2], l2[2], frac[2], tri_k[2];
         for (int d = 0; d < 2; d++) {
             karg ka = {(kop)k, in[d][0], in[d][1]};
-            double t = bench_time(run_k, &ka, 5, 0.3);
-            gbs[d] = kmoves[k] * (double)n * (double)amp_dtype_size(dts[d]) / t / 1e9;
+            run_k(&ka); /* warm-up */
+            /* pairs: one triad pass, then one run of the op, each timed
+             * alone; the fraction is the median of the pairs' ratios, so a
+             * neighbour's burst on the shared memory bus hits both sides of
+             * a pair rather than one column of the table */
+            enum { MAX_PAIRS = 64 };
+            double tg[MAX_PAIRS], og[MAX_PAIRS], rg[MAX_PAIRS];
+            int np = 0;
+            double start = bench_now();
+            while (np < MAX_PAIRS && (np < 11 || bench_now() - start < 0.4)) {
+                tg[np] = bench_triad_once(tri);
+                double t0 = bench_now();
+                run_k(&ka);
+                og[np] = kmoves[k] * (double)n * (double)amp_dtype_size(dts[d]) / (bench_now() - t0) / 1e9;
+                rg[np] = og[np] / tg[np];
+                if (ntri < (int)(sizeof tris / sizeof *tris)) tris[ntri++] = tg[np];
+                np++;
+            }
+            gbs[d] = bench_median(og, np);
+            tri_k[d] = bench_median(tg, np);
+            frac[d] = bench_median(rg, np);
             karg ks = {(kop)k, small[d][0], small[d][1]};
             double ts = bench_time(run_k, &ks, 50, 0.15);
             l2[d] = kmoves[k] * (double)nsmall * (double)amp_dtype_size(dts[d]) / ts / 1e9;
         }
-        double ta = bench_triad_run(tri, 0.15), triad = 0.5 * (tb + ta);
-        tris[ntri++] = tb;
-        tris[ntri++] = ta;
+        double triad = 0.5 * (tri_k[0] + tri_k[1]);
         const char *bound = l2[1] < triad ? "compute" : "memory";
         printf("| %s | %.1f | %.1f | %.0f%% | %.1f | %.0f%% | %.1f | %.1f | %.0f%% | %s |\n", kname[k], triad, gbs[0],
-               100 * gbs[0] / triad,
-               gbs[1], 100 * gbs[1] / triad, l2[0], l2[1], 100 * gbs[1] / l2[1], bound);
+               100 * frac[0], gbs[1], 100 * frac[1], l2[0], l2[1], 100 * gbs[1] / l2[1], bound);
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "op", kname[k]);
         cJSON_AddNumberToObject(o, "triad_gbps", triad);
         cJSON_AddNumberToObject(o, "f32_gbps", gbs[0]);
         cJSON_AddNumberToObject(o, "bf16_gbps", gbs[1]);
-        cJSON_AddNumberToObject(o, "f32_fraction_of_triad", gbs[0] / triad);
-        cJSON_AddNumberToObject(o, "bf16_fraction_of_triad", gbs[1] / triad);
+        cJSON_AddNumberToObject(o, "f32_fraction_of_triad", frac[0]);
+        cJSON_AddNumberToObject(o, "bf16_fraction_of_triad", frac[1]);
         cJSON_AddNumberToObject(o, "f32_in_cache_gbps", l2[0]);
         cJSON_AddNumberToObject(o, "bf16_in_cache_gbps", l2[1]);
         cJSON_AddNumberToObject(o, "bf16_fraction_of_in_cache", gbs[1] / l2[1]);

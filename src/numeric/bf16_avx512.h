@@ -88,14 +88,18 @@ static __attribute__((noinline, cold, unused)) __m512i bf512_narrow2_int_cold(__
     return bf512_narrow2_int(a, b);
 }
 
+/* a and b -> 32 bf16 by vcvtne2ps2bf16 alone: only where the CPU has it
+ * and the caller knows that no lane of a or b is an f32 subnormal */
+BF512_INLINE __m512i bf512_narrow2_nosub(__m512 a, __m512 b) {
+    __m512i r;
+    __asm__("vcvtne2ps2bf16 %2, %1, %0" : "=v"(r) : "v"(b), "v"(a));
+    return r;
+}
+
 /* a (elements 0..15) and b (16..31) -> 32 bf16, in order */
 BF512_INLINE __m512i bf512_narrow2(__m512 a, __m512 b, bool nat) {
     if (nat) {
-        if (__builtin_expect(!bf512_any_subnormal(a, b), 1)) {
-            __m512i r;
-            __asm__("vcvtne2ps2bf16 %2, %1, %0" : "=v"(r) : "v"(b), "v"(a));
-            return r;
-        }
+        if (__builtin_expect(!bf512_any_subnormal(a, b), 1)) return bf512_narrow2_nosub(a, b);
         return bf512_narrow2_int_cold(a, b);
     }
     return bf512_narrow2_int(a, b);

@@ -36,6 +36,11 @@ void amp_k_channel_affine(const void *x, amp_dtype xdt, int64_t N, int64_t C, in
     norm_k()->channel_affine(x, xdt, N, C, L, mean, scale, shift, y, ydt);
 }
 
+void amp_k_channel_norm(const void *x, amp_dtype xdt, int64_t N, int64_t C, int64_t L, double eps, const float *w,
+                        const float *b, float *mean, float *var, float *rstd, void *y, amp_dtype ydt) {
+    norm_k()->channel_norm(x, xdt, N, C, L, eps, w, b, mean, var, rstd, y, ydt);
+}
+
 void amp_k_channel_grad_sums(const float *x, const float *g, int64_t N, int64_t C, int64_t L, const float *mean,
                              const float *rstd, double *sg, double *sgxhat) {
     norm_k()->channel_grad_sums(x, g, N, C, L, mean, rstd, sg, sgxhat);

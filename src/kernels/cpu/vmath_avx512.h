@@ -32,10 +32,10 @@ VM512_INLINE __m512 vm512_copysign(__m512 mag, __m512 sgn) {
 /* x < 0 (ordered: false for NaN) */
 VM512_INLINE __mmask16 vm512_ltz(__m512 x) { return _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ); }
 
-/* vm_expf */
-VM512_INLINE __m512 vm512_expf(__m512 x) {
-    __m512 xc = _mm512_min_ps(VM512_K(100.0f), x);
-    xc = _mm512_max_ps(VM512_K(-104.0f), xc);
+/* vm_expf for x <= 100 or NaN (its upper clamp is then the identity):
+ * callers that know their argument is at most 100 skip an instruction */
+VM512_INLINE __m512 vm512_expf_le100(__m512 x) {
+    __m512 xc = _mm512_max_ps(VM512_K(-104.0f), x);
     __m512 fn = _mm512_roundscale_ps(_mm512_mul_ps(xc, VM512_K(1.44269504088896341f)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(fn, VM512_K(0.693359375f), xc);
@@ -49,6 +49,9 @@ VM512_INLINE __m512 vm512_expf(__m512 x) {
     p = _mm512_fmadd_ps(p, r, VM512_K(1.0f));
     return _mm512_scalef_ps(p, fn);
 }
+
+/* vm_expf */
+VM512_INLINE __m512 vm512_expf(__m512 x) { return vm512_expf_le100(_mm512_min_ps(VM512_K(100.0f), x)); }
 
 /* vm_sigmoidf */
 VM512_INLINE __m512 vm512_sigmoidf(__m512 x) {
