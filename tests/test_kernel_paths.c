@@ -412,6 +412,84 @@ static void t_ew_half_math(void **state) {
     free(y);
 }
 
+/* The cheap ops on flat operands that are all bf16: the AVX-512 loop splits
+ * 32 elements into even and odd lanes and widens without quieting NaNs
+ * (the rounding of the result quiets them). Against the one-element
+ * reference and every path, with both rounding ways, at lengths around the
+ * 32-element step and unaligned starts, over special values, signalling
+ * NaNs with payloads, subnormals and values whose results are subnormal;
+ * here the bits must match exactly, NaN payloads included. */
+static void check_ew_bits(const ew_case *c, const char *what) {
+    int64_t n = c->shape[0];
+    uint16_t *ref = malloc((size_t)n * 2), *got = malloc((size_t)n * 2);
+    amp_cpu_path orig = amp_cpu_active();
+    amp_ew_run_ref(c->op, &c->p, c->ndim, c->shape, ref, c->odt, c->nin, c->in);
+    for (int p = 0; p < AMP_CPU_PATH_COUNT; p++) {
+        if (!amp_cpu_supported((amp_cpu_path)p)) continue;
+        amp_cpu_select((amp_cpu_path)p);
+        memset(got, 0xA5, (size_t)n * 2);
+        run_ew(c, got);
+        for (int64_t i = 0; i < n; i++)
+            if (got[i] != ref[i])
+                fail_msg("%s: path %s element %lld: bits 0x%04x, reference 0x%04x", what,
+                         amp_cpu_path_name((amp_cpu_path)p), (long long)i, got[i], ref[i]);
+    }
+    amp_cpu_select(orig);
+    free(ref);
+    free(got);
+}
+
+static void t_ew_flat_bf16(void **state) {
+    (void)state;
+    static const amp_ew_op ops[] = {
+        AMP_EW_COPY,  AMP_EW_ADD_S, AMP_EW_MUL_S,    AMP_EW_DIV_S,      AMP_EW_RSUB_S,    AMP_EW_NEG,
+        AMP_EW_ABS,   AMP_EW_SQRT,  AMP_EW_RSQRT,    AMP_EW_RECIP,      AMP_EW_CLAMP,     AMP_EW_RELU,
+        AMP_EW_ADD,   AMP_EW_SUB,   AMP_EW_MUL,      AMP_EW_DIV,        AMP_EW_ADDCMUL,   AMP_EW_ADDCDIV,
+        AMP_EW_G_MUL_OUT, AMP_EW_G_DIV, AMP_EW_G_RELU, AMP_EW_G_SIGMOID, AMP_EW_G_TANH, AMP_EW_G_SCALED_MUL,
+        AMP_EW_G_SCALED_DIV};
+    /* raw bf16 patterns: signalling and quiet NaNs with payloads (both signs),
+     * subnormals, the smallest normals (times 0.7 or each other: subnormal) */
+    static const uint16_t raw[] = {0x7f81, 0xff81, 0x7fa5, 0xffc3, 0x7fc1, 0x0001, 0x8001, 0x0005, 0x807f,
+                                   0x0080, 0x8080, 0x0081, 0x00c0, 0x1f80, 0x9f80, 0x7f80, 0xff80, 0x0000, 0x8000};
+    const int64_t big = 20011;
+    float *f[3] = {make_inputs(big, 41), make_second(big, 42, true), make_second(big, 43, false)};
+    uint16_t *h[3];
+    for (int k = 0; k < 3; k++) {
+        h[k] = malloc((size_t)big * 2);
+        for (int64_t i = 0; i < big; i++) store_val(h[k], AMP_BF16, i, f[k][i]);
+        for (int64_t i = 0; i < big; i += 7 + k) h[k][i] = raw[(i / 7 + (int64_t)k * 5) % (int64_t)(sizeof raw / 2)];
+    }
+    bool set[2];
+    int nset = bf16cvt_settings(set);
+    for (int si = 0; si < nset; si++) {
+        amp__cpu_set_bf16cvt(set[si]);
+        for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+            for (int64_t n = 1; n <= 101; n++) {
+                ew_case c;
+                memset(&c, 0, sizeof c);
+                c.op = ops[k];
+                set_params(&c);
+                if (c.op == AMP_EW_MUL_S) c.p.s0 = 0.7; /* smallest normals times 0.7: subnormal */
+                c.ndim = 1;
+                c.shape[0] = n == 101 ? big : n;
+                c.nin = amp_ew_arity(c.op);
+                int64_t off = n == 101 ? 0 : n % 7; /* unaligned starts */
+                for (int j = 0; j < 3; j++) c.in[j] = (amp_ew_operand){h[j] + off, AMP_BF16, {1}};
+                c.odt = AMP_BF16;
+                char what[80];
+                snprintf(what, sizeof what, "%s bf16 n=%lld bf16cvt=%d", amp_ew_name(c.op), (long long)c.shape[0],
+                         (int)set[si]);
+                check_ew_bits(&c, what);
+            }
+        }
+    }
+    amp__cpu_set_bf16cvt(true);
+    for (int k = 0; k < 3; k++) {
+        free(h[k]);
+        free(f[k]);
+    }
+}
+
 /* f32 -> bf16 through the active path's conversion kernel with the integer
  * rounding and with vcvtne2ps2bf16 (where the CPU has it): both equal
  * amp_f32_to_bf16 on the special values, the bit sweep and random data, at
@@ -917,6 +995,7 @@ int main(void) {
         cmocka_unit_test(t_softmax_paths),       cmocka_unit_test(t_layer_norm_paths),
         cmocka_unit_test(t_batch_group_norm_paths), cmocka_unit_test(t_reduce_paths),
         cmocka_unit_test(t_ops_on_every_path), cmocka_unit_test(t_ew_half_math), cmocka_unit_test(t_bf16_round_ways),
+        cmocka_unit_test(t_ew_flat_bf16),
     };
     return amp_test_run(tests);
 }

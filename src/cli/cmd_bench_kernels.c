@@ -16,14 +16,17 @@
 #include "cli/cli.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: amp bench kernels [--size N] [--threads T] [--json FILE]\n\n"
+    fprintf(f, "usage: amp bench kernels [--size N] [--threads T] [--ops OP,OP,...] [--json FILE]\n\n"
                "GB/s of large elementwise ops, activations, softmax, log_softmax and layer_norm\n"
                "(rows of 4096), batch_norm (training statistics, 16 x 64 channels), sum, mean\n"
                "over the rows and casts, for f32 and bf16 tensors of N elements (default 2^24),\n"
-               "no_grad, beside the triad bandwidth a[i] = b[i] + s*c[i] measured right before and\n"
-               "after each op's row (a shared machine's bandwidth drifts; each ratio uses its own).\n"
-               "Each op is also timed on a cache-resident tensor (16 rows of 4096 per thread):\n"
-               "the rate its arithmetic allows; below the triad, the op is compute-bound here.\n");
+               "no_grad, against the triad bandwidth a[i] = b[i] + s*c[i]: each run of an op\n"
+               "follows a triad pass, and the fraction is the median of these pairs' ratios (a\n"
+               "shared machine's bandwidth drifts; each pair sees the same). Each op is also\n"
+               "timed on a cache-resident tensor (16 rows of 4096 per thread): the rate its\n"
+               "arithmetic allows; below the triad, the op is compute-bound here.\n"
+               "--ops: only these (add, mul_scalar, relu, gelu, exp, sigmoid, silu, tanh,\n"
+               "softmax, log_softmax, layer_norm, batch_norm, sum, mean_dim1, cast).\n");
 }
 
 typedef enum {
@@ -74,7 +77,7 @@ static void run_k(void *p) {
 
 int cmd_bench_kernels(int argc, char **argv) {
     long n = 1L << 24, threads = 0;
-    const char *json = NULL;
+    const char *json = NULL, *ops = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (cli_is_help(a)) {
@@ -83,7 +86,18 @@ int cmd_bench_kernels(int argc, char **argv) {
         } else if (!strcmp(a, "--size") && v && !cli_parse_long(v, 4096, 1L << 30, &n)) i++;
         else if (!strcmp(a, "--threads") && v && !cli_parse_long(v, 1, 1024, &threads)) i++;
         else if (!strcmp(a, "--json") && v) json = v, i++;
+        else if (!strcmp(a, "--ops") && v) ops = v, i++;
         else return cli_usage_error(usage, "bench kernels: bad option '%s'", a);
+    }
+    bool want[K_COUNT];
+    for (int k = 0; k < K_COUNT; k++) want[k] = ops == NULL;
+    for (const char *o = ops; o && *o;) {
+        size_t len = strcspn(o, ",");
+        int k = 0;
+        while (k < K_COUNT && !(strlen(kname[k]) == len && !strncmp(kname[k], o, len))) k++;
+        if (k == K_COUNT) return cli_usage_error(usage, "bench kernels: --ops: unknown op '%.*s'", (int)len, o);
+        want[k] = true;
+        o += len + (o[len] == ',');
     }
     if (threads > 0) amp_set_num_threads((int)threads);
     n = (n + 4095) / 4096 * 4096;
@@ -111,6 +125,7 @@ int cmd_bench_kernels(int argc, char **argv) {
     printf("| op | triad GB/s | f32 GB/s | f32 / triad | bf16 GB/s | bf16 / triad | f32 in cache | bf16 in cache | bf16 / in cache | bf16 bound |\n"
            "|---|---|---|---|---|---|---|---|---|---|\n");
     for (int k = 0; k < K_COUNT; k++) {
+        if (!want[k]) continue;
         double gbs[2], l2[2], frac[2], tri_k[2];
         for (int d = 0; d < 2; d++) {
             karg ka = {(kop)k, in[d][0], in[d][1]};

