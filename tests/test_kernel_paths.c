@@ -784,8 +784,8 @@ static void t_batch_group_norm_paths(void **state) {
             free(href);
             free(hw);
         }
-        /* the fused training forward (statistics and normalisation per
-         * channel) against the separate kernels with the op's arithmetic
+        /* the training forward (statistics and normalisation, per channel or
+         * apart) against the separate kernels with the op's arithmetic
          * between them, on every path, for each input type, with and
          * without weight and bias */
         for (int d = 0; d < 3; d++) {
@@ -795,11 +795,15 @@ static void t_batch_group_norm_paths(void **state) {
             float *fm = malloc((size_t)C * 4), *fv = malloc((size_t)C * 4), *fr = malloc((size_t)C * 4);
             float *sc = malloc((size_t)C * 4), *sh = malloc((size_t)C * 4);
             for (int64_t i = 0; i < n; i++) store_val(h, dt, i, x[i]);
+            const int nt0 = amp_get_num_threads();
             for (int p = 0; p < AMP_CPU_PATH_COUNT; p++) {
                 if (!amp_cpu_supported((amp_cpu_path)p)) continue;
                 amp_cpu_select((amp_cpu_path)p);
-                for (int affine = 0; affine < 2; affine++) {
-                    const float *wp = affine ? w : NULL, *bp = affine ? b : NULL;
+                /* one thread: a visit per channel; 64: channels fewer than
+                 * twice the threads, statistics and rows apart */
+                for (int affine = 0; affine < 4; affine++) {
+                    amp_set_num_threads(affine < 2 ? 1 : 64);
+                    const float *wp = affine % 2 ? w : NULL, *bp = affine % 2 ? b : NULL;
                     amp_k_channel_stats(h, dt, N, C, L, mean[1], var[1]);
                     for (int64_t c = 0; c < C; c++) {
                         float rr = (float)(1.0 / sqrt((double)var[1][c] + 1e-5));
@@ -817,6 +821,7 @@ static void t_batch_group_norm_paths(void **state) {
                     assert_same(yf, yr, dt, n, "channel_norm y", pp);
                 }
             }
+            amp_set_num_threads(nt0);
             free(h);
             free(yf);
             free(yr);

@@ -262,36 +262,31 @@ amp_tensor *amp_batch_norm(amp_tensor *x, amp_tensor *running_mean, amp_tensor *
     const amp_tensor *rts[2] = {running_mean, running_var};
     if (!views_get(&rs, 2, rts)) goto fail;
     float *pm = amp__data(mean), *pr = amp__data(rstd);
-    /* training on a contiguous x with enough channels to share among the
-     * threads: statistics and normalisation in one visit per channel (the
-     * same bits as the steps below) */
-    bool fused = training && direct && C >= 2 * (int64_t)amp_get_num_threads();
-    if (fused) {
-        amp_k_channel_norm(px, pxdt, N, C, L, eps, v.p[1], v.p[2], pm, var, pr, amp__data(out), out->dtype);
-    } else if (training) {
-        amp_k_channel_stats(px, pxdt, N, C, L, pm, var);
-        for (int64_t c = 0; c < C; c++) pr[c] = (float)(1.0 / sqrt((double)var[c] + eps));
-    } else {
+    /* training: statistics and normalisation in one kernel (one visit per
+     * channel when there are enough channels); eval: the running statistics */
+    if (!training) {
         for (int64_t c = 0; c < C; c++) {
             pm[c] = rs.p[0][c];
             pr[c] = (float)(1.0 / sqrt((double)rs.p[1][c] + eps));
+            scale[c] = pr[c] * (v.p[1] ? v.p[1][c] : 1.0f);
+            shift[c] = v.p[2] ? v.p[2][c] : 0.0f;
         }
     }
-    for (int64_t c = 0; c < C; c++) {
-        scale[c] = pr[c] * (v.p[1] ? v.p[1][c] : 1.0f);
-        shift[c] = v.p[2] ? v.p[2][c] : 0.0f;
-    }
-    if (fused) {
-        /* done above */
-    } else if (direct) {
-        amp_k_channel_affine(px, pxdt, N, C, L, pm, scale, shift, amp__data(out), out->dtype);
+    if (direct) {
+        if (training)
+            amp_k_channel_norm(px, pxdt, N, C, L, eps, v.p[1], v.p[2], pm, var, pr, amp__data(out), out->dtype);
+        else
+            amp_k_channel_affine(px, pxdt, N, C, L, pm, scale, shift, amp__data(out), out->dtype);
     } else {
         float *po = amp__f32_out_begin(out);
         if (!po) {
             views_done(&rs);
             goto fail;
         }
-        amp_k_channel_affine(px, AMP_F32, N, C, L, pm, scale, shift, po, AMP_F32);
+        if (training)
+            amp_k_channel_norm(px, AMP_F32, N, C, L, eps, v.p[1], v.p[2], pm, var, pr, po, AMP_F32);
+        else
+            amp_k_channel_affine(px, AMP_F32, N, C, L, pm, scale, shift, po, AMP_F32);
         amp__f32_out_end(out, po);
     }
     /* running statistics, in place: running = (1 - m) * running + m * batch

@@ -20,6 +20,12 @@ H512_INLINE __m512 h512_load(const void *p, amp_dtype dt, int64_t j) {
     default: return bf512_load((const uint16_t *)p + j);
     }
 }
+/* the same for values that only meet arithmetic: a bf16 signalling NaN is not
+ * quieted on the way (bf512_load_arith), which the arithmetic does with the
+ * same bits */
+H512_INLINE __m512 h512_load_arith(const void *p, amp_dtype dt, int64_t j) {
+    return dt == AMP_BF16 ? bf512_load_arith((const uint16_t *)p + j) : h512_load(p, dt, j);
+}
 /* the lanes of k only (zeros elsewhere; nothing else is read) */
 H512_INLINE __m512 h512_maskz_load(const void *p, amp_dtype dt, int64_t j, __mmask16 k) {
     switch (dt) {

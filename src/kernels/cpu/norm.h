@@ -34,11 +34,11 @@ void amp_k_channel_stats(const void *x, amp_dtype dt, int64_t N, int64_t C, int6
  * ydt (contiguous f32, f16 or bf16 each; rounded once). */
 void amp_k_channel_affine(const void *x, amp_dtype xdt, int64_t N, int64_t C, int64_t L, const float *mean,
                           const float *scale, const float *shift, void *y, amp_dtype ydt);
-/* Training forward in one visit per channel: channel_stats, rstd = 1 /
- * sqrt(var + eps) (double, rounded to f32), scale = rstd * w[c] (w may be
- * NULL: 1), shift = b[c] (NULL: 0), then channel_affine's rows of that
- * channel while they are in cache; the same bits as those steps apart.
- * Parallel over channels only: for C well above the thread count. */
+/* Training forward: channel_stats, rstd = 1 / sqrt(var + eps) (double,
+ * rounded to f32), scale = rstd * w[c] (w may be NULL: 1), shift = b[c]
+ * (NULL: 0), then channel_affine; the same bits as those steps apart. With
+ * at least twice as many channels as threads each channel is normalised
+ * right after its statistics, while it is in cache. */
 void amp_k_channel_norm(const void *x, amp_dtype xdt, int64_t N, int64_t C, int64_t L, double eps, const float *w,
                         const float *b, float *mean, float *var, float *rstd, void *y, amp_dtype ydt);
 /* Per-channel sums over N and L: sg[c] = sum g, sgxhat[c] = sum g * (x - mean[c]) * rstd[c]. */
