@@ -369,6 +369,36 @@ static void t_cache_no_grad(void **st) {
     amp_tensor_free(w);
 }
 
+/* Issue 12 item 12: two forward/backward passes inside one autocast region
+ * (gradient accumulation, torch's usual pattern). The first backward must not
+ * free the cached casts of the weights: they saved nothing. */
+static void t_cache_survives_backward(void **st) {
+    (void)st;
+    amp_scope *s = amp_scope_begin();
+    test_rng r = {4};
+    amp_tensor *x = tc_randn(&r, AMP_F32, 2, AMP_SHAPE(4, 6), 1);
+    amp_tensor *w = amp_tensor_keep(tc_randn(&r, AMP_F32, 2, AMP_SHAPE(5, 6), 1));
+    amp_tensor_set_requires_grad(w, true);
+    amp_autocast_enter(AMP_F16);
+    for (int it = 0; it < 2; it++) {
+        amp_tensor *y = amp_linear(x, w, NULL);
+        amp_status rc = amp_backward(amp_sum(y, NULL, 0, false));
+        if (rc != AMP_OK) fail_msg("backward %d inside the region: %s", it + 1, amp_last_error());
+    }
+    assert_int_equal(amp_autocast_cache_entries(), 1);
+    amp_autocast_exit();
+    double *xv = tc_values(x), want[30];
+    for (int j = 0; j < 5; j++)
+        for (int k = 0; k < 6; k++) {
+            want[j * 6 + k] = 0;
+            for (int i = 0; i < 4; i++) want[j * 6 + k] += 2 * amp_f16_to_f32(amp_f32_to_f16((float)xv[i * 6 + k]));
+        }
+    tc_assert_tensor(amp_tensor_grad(w), want, 2e-3, 1e-3, "grad accumulated over two backwards in one region");
+    free(xv);
+    amp_scope_end(s);
+    amp_tensor_free(w);
+}
+
 static void t_override_and_cpu_table(void **st) {
     (void)st;
     amp_scope *s = amp_scope_begin();
@@ -420,7 +450,7 @@ static void t_docs_current(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_every_op), cmocka_unit_test(t_passthrough),   cmocka_unit_test(t_nesting),
-        cmocka_unit_test(t_threads),  cmocka_unit_test(t_cache),         cmocka_unit_test(t_cache_no_grad),
+        cmocka_unit_test(t_threads),  cmocka_unit_test(t_cache),         cmocka_unit_test(t_cache_no_grad), cmocka_unit_test(t_cache_survives_backward),
         cmocka_unit_test(t_override_and_cpu_table), cmocka_unit_test(t_docs_current),
     };
     return amp_test_run(tests);

@@ -68,17 +68,17 @@ static void t_retain_and_double_backward(void **state) {
     amp_scope *s = amp_scope_begin();
     amp_tensor *x = leaf(AMP_F32, 2, (double[]){1, 2});
     amp_tensor *y = amp_to(x, AMP_F16);
-    amp_tensor *z = amp_clone(y);
+    amp_tensor *z = amp_mul(y, y); /* saves y: freed by a backward without retain_graph */
     amp_tensor *g = amp_tensor_ones(AMP_F16, 1, AMP_SHAPE(2));
     assert_int_equal(amp_backward_ex(z, g, true), AMP_OK);
     assert_int_equal(amp_backward_ex(z, g, false), AMP_OK); /* retained: works */
-    expect_grad(x, (double[]){2, 2}, "retain_graph");
+    expect_grad(x, (double[]){4, 8}, "retain_graph");
     amp_status st = amp_backward_ex(z, g, false);
     assert_int_equal(st, AMP_ERR_STATE);
     assert_non_null(strstr(amp_last_error(), "already freed"));
-    assert_non_null(strstr(amp_last_error(), "amp_clone"));
+    assert_non_null(strstr(amp_last_error(), "amp_mul"));
     amp_clear_error();
-    expect_grad(x, (double[]){2, 2}, "failed backward changes nothing");
+    expect_grad(x, (double[]){4, 8}, "failed backward changes nothing");
     amp_scope_end(s);
 }
 
@@ -211,12 +211,94 @@ static void t_errors(void **state) {
     amp_scope_end(s);
 }
 
+/* Issue 12 item 5: an in-place change to a tensor an op saved for backward
+ * makes that backward fail with a message naming the op and the tensor (as
+ * torch's version counters do), instead of silently using the new values. */
+static void expect_modified_error(amp_status st, const char *op) {
+    assert_int_equal(st, AMP_ERR_STATE);
+    const char *e = amp_last_error();
+    if (!strstr(e, op) || !strstr(e, "modified")) fail_msg("expected an error naming %s and an in-place change, got: %s", op, e);
+    amp_clear_error();
+}
+
+static void t_inplace_after_save(void **state) {
+    (void)state;
+    amp_scope *s = amp_scope_begin();
+    /* L = sum(w * x); then x.fill_(5): torch refuses; the old amp gave dL/dw = 5 instead of 2 */
+    amp_tensor *w = leaf(AMP_F32, 1, (double[]){3});
+    amp_tensor *x = vec(AMP_F32, 1, (double[]){2});
+    amp_tensor *L = amp_sum(amp_mul(w, x), NULL, 0, false);
+    assert_int_equal(amp_tensor_fill_(x, 5), AMP_OK);
+    expect_modified_error(amp_backward(L), "amp_mul");
+    assert_null(amp_tensor_grad(w)); /* nothing was accumulated */
+
+    /* L = sum(w * w); then w.fill_(10): 20 instead of 6 */
+    amp_tensor *w2 = leaf(AMP_F32, 1, (double[]){3});
+    amp_tensor *L2 = amp_sum(amp_mul(w2, w2), NULL, 0, false);
+    assert_int_equal(amp_tensor_fill_(w2, 10), AMP_OK);
+    expect_modified_error(amp_backward(L2), "amp_mul");
+
+    /* copy_ into a slice of a saved tensor: the view shares the counter (7 instead of 2) */
+    amp_tensor *w3 = leaf(AMP_F32, 2, (double[]){1, 1});
+    amp_tensor *x3 = vec(AMP_F32, 2, (double[]){2, 2});
+    amp_tensor *L3 = amp_sum(amp_mul(w3, x3), NULL, 0, false);
+    amp_tensor *part = amp_slice(x3, 0, 0, 1, 1);
+    amp_tensor *seven = vec(AMP_F32, 1, (double[]){7});
+    assert_int_equal(amp_tensor_copy_(part, seven), AMP_OK);
+    expect_modified_error(amp_backward(L3), "amp_mul");
+
+    /* amp_tensor_set on an element, amp_tensor_zero_ and the random fills count too */
+    amp_tensor *w4 = leaf(AMP_F32, 2, (double[]){1, 1});
+    amp_tensor *x4 = vec(AMP_F32, 2, (double[]){2, 2});
+    amp_tensor *L4 = amp_sum(amp_mul(w4, x4), NULL, 0, false);
+    assert_int_equal(amp_tensor_set(x4, AMP_SHAPE(1), 9), AMP_OK);
+    expect_modified_error(amp_backward(L4), "amp_mul");
+    amp_tensor *x5 = vec(AMP_F32, 2, (double[]){2, 2});
+    amp_tensor *L5 = amp_sum(amp_mul(w4, x5), NULL, 0, false);
+    assert_int_equal(amp_tensor_uniform_(x5, 0, 1, NULL), AMP_OK);
+    expect_modified_error(amp_backward(L5), "amp_mul");
+
+    /* a change to a tensor no op saved is fine: add saves nothing */
+    amp_tensor *w6 = leaf(AMP_F32, 2, (double[]){1, 2});
+    amp_tensor *x6 = vec(AMP_F32, 2, (double[]){3, 4});
+    amp_tensor *L6 = amp_sum(amp_add(w6, x6), NULL, 0, false);
+    assert_int_equal(amp_tensor_fill_(x6, 0), AMP_OK);
+    assert_int_equal(amp_backward(L6), AMP_OK);
+    expect_grad(w6, (double[]){1, 1}, "add after an in-place change of an unsaved input");
+    amp_scope_end(s);
+}
+
+/* Issue 12 item 12: torch frees only saved tensors after a backward, so a
+ * graph whose nodes saved nothing (casts, clone, views, add) can be
+ * backwarded through again; the cached casts of an autocast region are such
+ * nodes. A node that saved tensors still refuses. */
+static void t_second_backward_without_saved(void **state) {
+    (void)state;
+    amp_scope *s = amp_scope_begin();
+    amp_tensor *x = leaf(AMP_F32, 2, (double[]){1, 2});
+    amp_tensor *h = amp_to(x, AMP_F16);
+    amp_tensor *g = amp_tensor_ones(AMP_F16, 1, AMP_SHAPE(2));
+    amp_tensor *a = amp_add(amp_clone(h), h);
+    assert_int_equal(amp_backward_ex(a, g, false), AMP_OK);
+    amp_tensor *b = amp_add(amp_clone(h), h); /* reuses the freed-through cast node */
+    assert_int_equal(amp_backward_ex(b, g, false), AMP_OK);
+    expect_grad(x, (double[]){4, 4}, "two backwards through one cast");
+    amp_tensor *m = amp_mul(h, h); /* saves h */
+    assert_int_equal(amp_backward_ex(m, g, false), AMP_OK);
+    assert_int_equal(amp_backward_ex(m, g, false), AMP_ERR_STATE);
+    assert_non_null(strstr(amp_last_error(), "amp_mul"));
+    assert_non_null(strstr(amp_last_error(), "already freed"));
+    amp_clear_error();
+    amp_scope_end(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_diamond),          cmocka_unit_test(t_used_twice_and_accumulate),
         cmocka_unit_test(t_retain_and_double_backward), cmocka_unit_test(t_half_cast_gives_f32_grad),
         cmocka_unit_test(t_no_grad),          cmocka_unit_test(t_f64_accumulates_in_double),          cmocka_unit_test(t_views_backward),
         cmocka_unit_test(t_graph_memory_freed), cmocka_unit_test(t_errors),
+        cmocka_unit_test(t_inplace_after_save), cmocka_unit_test(t_second_backward_without_saved),
     };
     return amp_test_run(tests);
 }
