@@ -395,6 +395,19 @@ static void t_cache_survives_backward(void **st) {
         }
     tc_assert_tensor(amp_tensor_grad(w), want, 2e-3, 1e-3, "grad accumulated over two backwards in one region");
     free(xv);
+    /* a weight changed in place inside the region (an optimizer step there)
+       is cast again: the cache never serves the old values */
+    amp_autocast_enter(AMP_F16);
+    amp_tensor *y0 = amp_linear(x, w, NULL);
+    uint64_t c0 = amp_autocast_cast_count();
+    amp_tensor_fill_(w, 0);
+    amp_tensor *y1 = amp_linear(x, w, NULL);
+    assert_int_equal(amp_autocast_cast_count() - c0, 2); /* x and the changed w */
+    assert_int_equal(amp_autocast_cache_entries(), 1);
+    amp_autocast_exit();
+    assert_true(amp_tensor_get(y0, AMP_SHAPE(0, 0)) != 0);
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 5; j++) assert_true(amp_tensor_get(y1, AMP_SHAPE(i, j)) == 0);
     amp_scope_end(s);
     amp_tensor_free(w);
 }

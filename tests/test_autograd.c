@@ -292,6 +292,58 @@ static void t_second_backward_without_saved(void **state) {
     amp_scope_end(s);
 }
 
+/* The counter itself: each in-place change adds one, views share it with
+ * their base, an optimizer step counts, and the error names the input. */
+static void t_version_counter(void **state) {
+    (void)state;
+    amp_scope *s = amp_scope_begin();
+    amp_tensor *x = vec(AMP_F32, 4, (double[]){1, 2, 3, 4});
+    uint64_t v0 = amp_tensor_version(x);
+    amp_tensor *view = amp_slice(x, 0, 1, 3, 1);
+    assert_int_equal(amp_tensor_version(view), v0);
+    amp_tensor_fill_(view, 0);
+    assert_int_equal(amp_tensor_version(x), v0 + 1);
+    amp_tensor_zero_(x);
+    amp_tensor_copy_(x, x);
+    amp_tensor_set(x, AMP_SHAPE(0), 1);
+    amp_tensor_normal_(x, 0, 1, NULL);
+    assert_int_equal(amp_tensor_version(view), v0 + 5);
+    amp_tensor_mark_modified(view); /* after a write through amp_tensor_data */
+    assert_int_equal(amp_tensor_version(x), v0 + 6);
+    /* a reading op does not count */
+    amp_tensor *y = amp_add(x, x);
+    assert_int_equal(amp_tensor_version(x), v0 + 6);
+    (void)y;
+    assert_int_equal(amp_tensor_version(NULL), 0);
+    assert_int_equal(amp_tensor_mark_modified(NULL), AMP_ERR_ARG);
+    amp_clear_error();
+
+    /* backward, step (changes w in place), backward again through the retained graph: refused */
+    amp_tensor *w = leaf(AMP_F32, 2, (double[]){1, 2});
+    amp_tensor *xx = vec(AMP_F32, 2, (double[]){3, 4});
+    amp_tensor *L = amp_sum(amp_mul(w, xx), NULL, 0, false);
+    assert_int_equal(amp_backward_ex(L, NULL, true), AMP_OK);
+    amp_optim_opts oo = amp_sgd_opts(0.1);
+    amp_optim *opt = amp_optim_new(&w, 1, &oo);
+    uint64_t vw = amp_tensor_version(w);
+    assert_int_equal(amp_optim_step(opt), AMP_OK);
+    assert_true(amp_tensor_version(w) > vw);
+    assert_int_equal(amp_backward(L), AMP_ERR_STATE);
+    const char *e = amp_last_error();
+    if (!strstr(e, "amp_mul saved input 0 (f32 [2])")) fail_msg("the error should name the op and the input: %s", e);
+    amp_clear_error();
+    amp_optim_free(opt);
+
+    /* an op that saves its own output: exp, then the output changed */
+    amp_tensor *z = leaf(AMP_F32, 1, (double[]){0});
+    amp_tensor *ez = amp_exp(z);
+    amp_tensor_fill_(ez, 3);
+    assert_int_equal(amp_backward(ez), AMP_ERR_STATE);
+    if (!strstr(amp_last_error(), "amp_exp saved tensor 0 (its output")) fail_msg("%s", amp_last_error());
+    amp_clear_error();
+    amp_scope_end(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_diamond),          cmocka_unit_test(t_used_twice_and_accumulate),
@@ -299,6 +351,7 @@ int main(void) {
         cmocka_unit_test(t_no_grad),          cmocka_unit_test(t_f64_accumulates_in_double),          cmocka_unit_test(t_views_backward),
         cmocka_unit_test(t_graph_memory_freed), cmocka_unit_test(t_errors),
         cmocka_unit_test(t_inplace_after_save), cmocka_unit_test(t_second_backward_without_saved),
+        cmocka_unit_test(t_version_counter),
     };
     return amp_test_run(tests);
 }

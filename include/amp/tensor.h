@@ -125,7 +125,18 @@ amp_status amp_tensor_copy_out(const amp_tensor *t, void *dst, amp_dtype dt);
 char *amp_shape_str(const amp_tensor *t, char *buf, size_t n);
 void amp_tensor_print(const amp_tensor *t, const char *label);
 
-/* ---- in-place, not recorded by autograd ------------------------------------ */
+/* ---- version counter --------------------------------------------------------
+ * torch's t._version: every in-place change of a tensor's data through amp
+ * (fill_, zero_, copy_, set, uniform_, normal_, an optimizer step, loading
+ * weights) adds one; views and aliases share the count with their base. An op
+ * that saves a tensor for backward records its version, and amp_backward
+ * fails, naming the op and the tensor, when it changed since: the gradient
+ * would have used the new values. Writes through amp_tensor_data are
+ * invisible to amp: call amp_tensor_mark_modified(t) after them. */
+uint64_t amp_tensor_version(const amp_tensor *t);
+amp_status amp_tensor_mark_modified(amp_tensor *t);
+
+/* ---- in-place, not recorded by autograd (but counted: see above) ---------- */
 amp_status amp_tensor_fill_(amp_tensor *t, double v);
 amp_status amp_tensor_zero_(amp_tensor *t);
 /* dst[...] = src[...] converted to dst's dtype; src broadcast to dst's shape. */

@@ -38,6 +38,7 @@ typedef struct {
     amp_tensor *src;  /* retained */
     amp_tensor *cast; /* retained */
     amp_dtype dtype;
+    uint64_t version; /* src's version when cast: a changed src is cast again */
 } cache_entry;
 
 static _Thread_local region g_regions[MAX_REGIONS];
@@ -144,9 +145,14 @@ static bool castable(const amp_tensor *t) { return t->dtype == AMP_F32 || t->dty
 
 static amp_tensor *do_cast(amp_tensor *x, amp_dtype dt, bool cache_enabled) {
     bool cacheable = cache_enabled && x->dtype == AMP_F32 && !x->grad_fn && x->requires_grad;
+    size_t stale = (size_t)-1;
     if (cacheable) {
         for (size_t i = 0; i < g_cache_n; i++)
-            if (g_cache[i].src == x && g_cache[i].dtype == dt) return amp_tensor_retain(g_cache[i].cast);
+            if (g_cache[i].src == x && g_cache[i].dtype == dt) {
+                if (g_cache[i].version == amp__version(x)) return amp_tensor_retain(g_cache[i].cast);
+                stale = i; /* x changed in place (an optimizer step inside the region): cast it again */
+                break;
+            }
     }
     g_cast_count++;
     if (!cacheable) {
@@ -165,6 +171,12 @@ static amp_tensor *do_cast(amp_tensor *x, amp_dtype dt, bool cache_enabled) {
     for (int i = 0; i < saved_depth; i++) amp_no_grad_begin();
     amp_mem_pop_category();
     if (!c) return NULL;
+    if (stale != (size_t)-1) {
+        amp__release(g_cache[stale].cast);
+        g_cache[stale].cast = amp_tensor_retain(c);
+        g_cache[stale].version = amp__version(x);
+        return c;
+    }
     if (g_cache_n == g_cache_cap) {
         size_t cap = g_cache_cap ? g_cache_cap * 2 : 16;
         cache_entry *p = realloc(g_cache, cap * sizeof *p);
@@ -175,6 +187,7 @@ static amp_tensor *do_cast(amp_tensor *x, amp_dtype dt, bool cache_enabled) {
     g_cache[g_cache_n].src = amp_tensor_retain(x);
     g_cache[g_cache_n].cast = amp_tensor_retain(c);
     g_cache[g_cache_n].dtype = dt;
+    g_cache[g_cache_n].version = amp__version(x);
     g_cache_n++;
     return c;
 }

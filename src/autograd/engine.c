@@ -1,4 +1,5 @@
 /* The autograd engine: node bookkeeping, backward, no-grad mode. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,6 +101,7 @@ amp_node *amp__node_new(const char *name, amp_backward_fn fn, int n_inputs, amp_
         if (!x) continue;
         e->dtype = x->dtype;
         e->ndim = x->ndim;
+        e->storage = x->storage;
         memcpy(e->shape, x->shape, sizeof e->shape);
         if (!x->requires_grad) continue;
         e->needs_grad = true;
@@ -116,10 +118,44 @@ amp_node *amp__node_new(const char *name, amp_backward_fn fn, int n_inputs, amp_
 
 int amp__node_save(amp_node *n, const amp_tensor *t) {
     int i = n->n_saved;
-    if (i >= AMP_NODE_MAX_SAVED) return -1;
-    n->saved[i] = t ? amp__alias(t) : NULL;
+    if (i >= AMP_NODE_MAX_SAVED) {
+        amp_error(AMP_ERR_STATE, "%s: internal error: more than %d saved tensors", n->name, AMP_NODE_MAX_SAVED);
+        return -1;
+    }
+    n->saved[i] = NULL;
+    n->saved_version[i] = 0;
+    n->saved_input[i] = -1;
+    if (t) {
+        n->saved[i] = amp__alias(t);
+        if (!n->saved[i]) return -1;
+        n->saved_version[i] = amp__version(t);
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k].storage == (const void *)t->storage) {
+                n->saved_input[i] = k;
+                break;
+            }
+    }
     n->n_saved++;
     return i;
+}
+
+amp_status amp__node_check_saved(const amp_node *n, const char *fn) {
+    for (int i = 0; i < n->n_saved; i++) {
+        const amp_tensor *t = n->saved[i];
+        if (!t) continue;
+        uint64_t now = amp__version(t);
+        if (now == n->saved_version[i]) continue;
+        char what[48], b[AMP_SHAPE_BUF];
+        if (n->saved_input[i] >= 0) snprintf(what, sizeof what, "input %d", n->saved_input[i]);
+        else snprintf(what, sizeof what, "tensor %d (its output or an intermediate)", i);
+        return amp_error(AMP_ERR_STATE,
+                         "%s: %s saved %s (%s %s) for backward, and it was modified in place afterwards (version %llu, "
+                         "expected %llu): the gradient would use the new values. Change it after backward, or change a "
+                         "copy (amp_clone)",
+                         fn, n->name, what, amp_dtype_name(t->dtype), amp__shape_fmt(t->ndim, t->shape, b, sizeof b),
+                         (unsigned long long)now, (unsigned long long)n->saved_version[i]);
+    }
+    return AMP_OK;
 }
 
 void amp__node_attach(amp_node *n, amp_tensor *out) {
@@ -353,13 +389,14 @@ static amp_status backward_impl(const char *fn, amp_tensor *root, const amp_tens
             goto nomem;
         }
         memset(gin, 0, sizeof *gin * (size_t)n->n_inputs);
-        if (gout) {
+        if (gout) st = amp__node_check_saved(n, fn);
+        if (gout && st == AMP_OK) {
             st = n->backward(n, (amp_tensor *const *)&gout, gin);
             if (st != AMP_OK && amp_last_status() == AMP_OK) amp_error(st, "%s: backward of %s failed", fn, n->name);
         }
         amp__release(gout);
-        if (!retain_graph) {
-            node_free_saved(n);
+        if (!retain_graph && (n->n_saved > 0 || n->ctx_free)) {
+            node_free_saved(n); /* torch frees saved tensors only: a node without any may run again */
             n->released = true;
         }
         for (int i = 0; i < n->n_inputs; i++) {

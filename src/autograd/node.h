@@ -19,7 +19,23 @@
  * NULL otherwise). gin[i] must have input i's shape; its dtype may differ (the
  * engine casts to the input's dtype). Backward runs with grad mode off and
  * without scopes, so it may call public ops; it must free every temporary it
- * makes (amp_tensor_free). Tensors it creates count as WORKSPACE. */
+ * makes (amp_tensor_free). Tensors it creates count as WORKSPACE.
+ *
+ * Saved tensors and in-place changes (torch's version counters): each
+ * storage counts its in-place changes (tensor_impl.h, amp__bump_version;
+ * the public in-place functions, optimizer steps, weight loading and
+ * running-statistics updates bump it). amp__node_save records the count;
+ * before it calls a node's backward the engine calls
+ * amp__node_check_saved, which fails ("amp_backward: amp_mul saved input 1
+ * (f32 [3]) for backward, and it was modified in place afterwards ...")
+ * if any saved tensor changed since. Anything that runs a node's backward
+ * itself (custom functions, amp_grad) must call it too. Use the saved
+ * aliases, not pointers kept in ctx, so the check covers what backward reads.
+ *
+ * After a backward without retain_graph the engine frees each node's saved
+ * tensors and ctx (ctx_free) and marks the node released; a node that saved
+ * nothing and has no ctx_free is not released (as in torch, a graph of such
+ * nodes, e.g. autocast's cached casts, may be backwarded through again). */
 #ifndef AMP_AUTOGRAD_NODE_H
 #define AMP_AUTOGRAD_NODE_H
 
@@ -33,6 +49,7 @@ typedef amp_status (*amp_backward_fn)(amp_node *n, amp_tensor *const *gout, amp_
 
 typedef struct {
     amp_node *node;   /* producer of the input (non-leaf) ... */
+    const void *storage; /* identity of the input's storage (never dereferenced): names saved inputs in errors */
     int index;        /* ... and which of its outputs */
     amp_tensor *leaf; /* or the leaf itself (grad accumulates into it) */
     bool needs_grad;
@@ -51,6 +68,8 @@ struct amp_node {
     int out_ndim;
     int64_t out_shape[AMP_MAX_DIMS];
     amp_tensor *saved[AMP_NODE_MAX_SAVED];
+    uint64_t saved_version[AMP_NODE_MAX_SAVED]; /* storage version when saved */
+    int saved_input[AMP_NODE_MAX_SAVED];        /* input it aliases, or -1 */
     int n_saved;
     void *ctx; /* zeroed op parameters, ctx_size bytes */
     void (*ctx_free)(void *ctx); /* optional: frees what ctx points to */
@@ -68,8 +87,13 @@ bool amp__needs_grad(int n, amp_tensor *const *inputs);
  * get needs_grad = false. */
 amp_node *amp__node_new(const char *name, amp_backward_fn fn, int n_inputs, amp_tensor *const *inputs,
                         size_t ctx_size);
-/* Saves a detached alias of t (t may be NULL: saves NULL). Returns the index. */
+/* Saves a detached alias of t (t may be NULL: saves NULL) and t's version.
+ * Returns the index, or -1 (with an error) when the node is full or out of
+ * memory. */
 int amp__node_save(amp_node *n, const amp_tensor *t);
+/* AMP_OK, or AMP_ERR_STATE naming fn, the node's op and the saved tensor
+ * that changed in place since amp__node_save. */
+amp_status amp__node_check_saved(const amp_node *n, const char *fn);
 void amp__node_attach(amp_node *n, amp_tensor *out);
 void amp__node_release(amp_node *n);
 

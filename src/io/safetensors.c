@@ -849,6 +849,7 @@ amp_status amp_module_load_safetensors(amp_module *m, const amp_safetensors *f) 
             break;
         }
         st = amp__copy_convert(ts[i], src);
+        amp__bump_version(ts[i]);
         amp_tensor_free(src);
         if (st) {
             char pre[512];

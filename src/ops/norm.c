@@ -60,6 +60,7 @@ static void views_done(views *v) {
 
 /* Write n f32 values into t (any strides, any float dtype), rounding. */
 static amp_status write_f32(amp_tensor *t, float *src) {
+    amp__bump_version(t);
     amp_tensor tmp;
     memset(&tmp, 0, sizeof tmp);
     amp_storage st;

@@ -253,6 +253,7 @@ amp_status amp_optim_load_state(amp_optim *opt, int i, const char *name, const a
         *slot = state_tensor(fn, ps->param, AMP_MEM_OPTIM, 0);
         if (!*slot) return amp_last_status();
     }
+    amp__bump_version(*slot);
     return amp__copy_convert(*slot, src);
 }
 
@@ -343,6 +344,7 @@ amp_status amp__optim_unscale(amp_optim *opt, float inv_scale, bool *found_inf, 
         int64_t n = amp_tensor_numel(g);
         const char *src = amp__data(g);
         char *out = amp__data(dst);
+        amp__bump_version(dst);
         size_t es = amp_dtype_size(g->dtype), eo = amp_dtype_size(dst->dtype);
 #pragma omp parallel for reduction(| : bad) schedule(static) if (n > PAR_MIN)
         for (int64_t t0 = 0; t0 < n; t0 += TILE) {
@@ -412,6 +414,9 @@ static amp_status step_param(amp_optim *opt, amp_param_state *ps, float inv_scal
     float *eas = ps->exp_avg_sq ? (float *)amp__data(ps->exp_avg_sq) : NULL;
     float *mb = ps->momentum ? (float *)amp__data(ps->momentum) : NULL;
     amp_optim_tile_fn tile = AMP_DISPATCH(g_tile_fns);
+    /* the parameter (and .grad, which receives the unscaled values) change in place */
+    amp__bump_version(p);
+    if (write_grad) amp__bump_version(g);
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
     for (int64_t t0 = 0; t0 < n; t0 += TILE) {
         float gt[TILE], wt[TILE];
@@ -494,6 +499,7 @@ double amp_clip_grad_norm(amp_optim *opt, double max_norm) {
     for (int i = 0; i < opt->n; i++) {
         amp_tensor *g = (amp_tensor *)current_grad(opt, &opt->ps[i]);
         if (!g) continue;
+        amp__bump_version(g);
         int64_t n = amp_tensor_numel(g);
         char *base = amp__data(g);
         size_t es = amp_dtype_size(g->dtype);
@@ -516,6 +522,7 @@ amp_status amp_clip_grad_value(amp_optim *opt, double clip) {
     for (int i = 0; i < opt->n; i++) {
         amp_tensor *g = (amp_tensor *)current_grad(opt, &opt->ps[i]);
         if (!g) continue;
+        amp__bump_version(g);
         int64_t n = amp_tensor_numel(g);
         char *base = amp__data(g);
         size_t es = amp_dtype_size(g->dtype);

@@ -86,6 +86,7 @@ amp_status amp_tensor_uniform_(amp_tensor *t, double lo, double hi, amp_generato
         return amp_error(AMP_ERR_DTYPE, "amp_tensor_uniform_: dtype %s is not a float dtype", amp_dtype_name(t->dtype));
     if (!(lo <= hi) || !isfinite(lo) || !isfinite(hi))
         return amp_error(AMP_ERR_ARG, "amp_tensor_uniform_: need finite lo <= hi, got [%g, %g)", lo, hi);
+    amp__bump_version(t);
     fill(t, DIST_UNIFORM, lo, hi, g ? g : &g_default);
     return AMP_OK;
 }
@@ -96,6 +97,7 @@ amp_status amp_tensor_normal_(amp_tensor *t, double mean, double std, amp_genera
         return amp_error(AMP_ERR_DTYPE, "amp_tensor_normal_: dtype %s is not a float dtype", amp_dtype_name(t->dtype));
     if (!(std >= 0) || !isfinite(mean) || !isfinite(std))
         return amp_error(AMP_ERR_ARG, "amp_tensor_normal_: need finite mean and std >= 0, got %g, %g", mean, std);
+    amp__bump_version(t);
     fill(t, DIST_NORMAL, mean, std, g ? g : &g_default);
     return AMP_OK;
 }

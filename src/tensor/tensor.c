@@ -425,6 +425,7 @@ double amp_tensor_get(const amp_tensor *t, const int64_t *idx) {
 amp_status amp_tensor_set(amp_tensor *t, const int64_t *idx, double v) {
     void *p = index_ptr("amp_tensor_set", t, idx);
     if (!p) return amp_last_status();
+    amp__bump_version(t);
     amp__store(p, t->dtype, v);
     return AMP_OK;
 }
@@ -541,8 +542,23 @@ amp_status amp_tensor_copy_out(const amp_tensor *t, void *dst, amp_dtype dt) {
 }
 
 /* ---- in place --------------------------------------------------------------- */
+uint64_t amp_tensor_version(const amp_tensor *t) {
+    if (!t) {
+        amp_error(AMP_ERR_ARG, "amp_tensor_version: t is NULL");
+        return 0;
+    }
+    return amp__version(t);
+}
+
+amp_status amp_tensor_mark_modified(amp_tensor *t) {
+    if (!t) return amp_error(AMP_ERR_ARG, "amp_tensor_mark_modified: t is NULL");
+    amp__bump_version(t);
+    return AMP_OK;
+}
+
 amp_status amp_tensor_fill_(amp_tensor *t, double v) {
     if (!t) return amp_error(AMP_ERR_ARG, "amp_tensor_fill_: t is NULL");
+    amp__bump_version(t);
     unsigned char one[8];
     amp__store(one, t->dtype, v);
     size_t es = amp_dtype_size(t->dtype);
@@ -564,6 +580,7 @@ amp_status amp_tensor_zero_(amp_tensor *t) {
 amp_status amp_tensor_copy_(amp_tensor *dst, const amp_tensor *src) {
     if (!dst) return amp_error(AMP_ERR_ARG, "amp_tensor_copy_: dst is NULL");
     if (!src) return amp_error(AMP_ERR_ARG, "amp_tensor_copy_: src is NULL");
+    amp__bump_version(dst);
     if (amp__same_shape(dst, src)) return amp__copy_convert(dst, src);
     /* broadcast src to dst's shape with zero strides */
     if (src->ndim > dst->ndim) goto bad;

@@ -18,6 +18,11 @@ typedef struct amp_storage {
     amp_mem_category cat;
     bool borrowed; /* user memory: not freed, not counted */
     amp_device device;
+    /* torch's version counter, shared by every view and alias of the
+     * storage: each in-place change adds one (amp__bump_version). Autograd
+     * records it when an op saves a tensor for backward and refuses the
+     * backward if it moved (autograd/node.h). */
+    atomic_uint_fast64_t version;
 } amp_storage;
 
 struct amp_tensor {
@@ -75,6 +80,14 @@ void amp__scope_register(amp_tensor *t); /* give the creation ref to the scope *
 void amp__scope_forget(amp_tensor *t);   /* take it back (keep / free) */
 /* Thread state: >0 while the autograd engine runs (no scoping, no grad). */
 extern _Thread_local int amp__engine_depth;
+
+/* ---- version counter (see amp_storage.version) ---------------------------- */
+static inline void amp__bump_version(const amp_tensor *t) {
+    if (t && t->storage) atomic_fetch_add_explicit(&t->storage->version, 1, memory_order_relaxed);
+}
+static inline uint64_t amp__version(const amp_tensor *t) {
+    return atomic_load_explicit(&t->storage->version, memory_order_relaxed);
+}
 
 /* ---- shapes ---------------------------------------------------------------- */
 int64_t amp__numel(int ndim, const int64_t *shape);
