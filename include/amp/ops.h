@@ -144,6 +144,36 @@ amp_tensor *amp_group_norm(amp_tensor *x, int64_t groups, amp_tensor *weight, am
 /* weight [V,D], indices i32/i64 of any shape -> [..., D]. */
 amp_tensor *amp_embedding(amp_tensor *weight, amp_tensor *indices);
 
+/* ---- attention ----------------------------------------------------------------
+ * torch.nn.functional.scaled_dot_product_attention:
+ *   q [..., L, E], k [..., S, E], v [..., S, Ev] (equal batch dims, one dtype)
+ *   -> [..., L, Ev] = dropout(softmax(q kᵀ * scale + mask), dropout_p) v
+ * scale 0 (or NAN) means 1/sqrt(E). is_causal: query i sees keys j <= i
+ * (top-left aligned when L != S, as torch). attn_mask (or NULL): u8 (nonzero
+ * = take part) or float (added to the scores), broadcastable to [..., L, S];
+ * exclusive with is_causal; it gets no gradient. dropout_p > 0 drops
+ * attention weights with the generator's counter-based mask (NULL = the
+ * default generator; a call advances its offset by numel of [..., L, S]);
+ * pass 0 when not training. Autocast: lower precision (torch's lists).
+ * Computed by a fused kernel (flash-attention tiling, online softmax in f32)
+ * that never stores the L x S weights; the backward recomputes them. */
+typedef struct {
+    amp_tensor *attn_mask;
+    bool is_causal;
+    double dropout_p;
+    double scale;
+    amp_generator *generator;
+} amp_sdpa_opts;
+#define AMP_SDPA_DEFAULTS ((amp_sdpa_opts){NULL, false, 0.0, 0.0, NULL})
+amp_tensor *amp_scaled_dot_product_attention(amp_tensor *q, amp_tensor *k, amp_tensor *v, bool is_causal,
+                                             double dropout_p, double scale);
+amp_tensor *amp_scaled_dot_product_attention_ex(amp_tensor *q, amp_tensor *k, amp_tensor *v, const amp_sdpa_opts *o);
+/* The naive composition (matmul, scale, mask, softmax, dropout, matmul;
+ * the L x S weights stored), the fused op's reference: same semantics, same
+ * dropout mask for the same generator state. */
+amp_tensor *amp_scaled_dot_product_attention_math(amp_tensor *q, amp_tensor *k, amp_tensor *v,
+                                                  const amp_sdpa_opts *o);
+
 /* ---- losses ------------------------------------------------------------------ */
 typedef enum { AMP_REDUCTION_MEAN = 0, AMP_REDUCTION_SUM = 1, AMP_REDUCTION_NONE = 2 } amp_reduction;
 typedef struct {

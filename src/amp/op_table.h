@@ -18,6 +18,7 @@
     X(CONV1D, "conv1d", AMP_CAST_LOWER, AMP_CAST_LOWER)                             \
     X(CONV2D, "conv2d", AMP_CAST_LOWER, AMP_CAST_LOWER)                             \
     X(PRELU, "prelu", AMP_CAST_LOWER, AMP_CAST_LOWER)                               \
+    X(SDPA, "scaled_dot_product_attention", AMP_CAST_LOWER, AMP_CAST_LOWER)          \
     /* fp32: range-sensitive math, reductions, normalisation, losses */            \
     X(EXP, "exp", AMP_CAST_FP32, AMP_CAST_NONE)                                     \
     X(LOG, "log", AMP_CAST_FP32, AMP_CAST_NONE)                                     \
