@@ -144,6 +144,21 @@ amp_tensor *amp_group_norm(amp_tensor *x, int64_t groups, amp_tensor *weight, am
 /* weight [V,D], indices i32/i64 of any shape -> [..., D]. */
 amp_tensor *amp_embedding(amp_tensor *weight, amp_tensor *indices);
 
+/* ---- indexing and masks (torch's; values copied in x's dtype) --------------------
+ * index_select: index i32/i64, 0-d or 1-d; out.shape[dim] = numel(index).
+ * gather: index i32/i64 with x's ndim, index.shape[d] <= x.shape[d] for
+ * d != dim; out has index's shape, out[p] = x[p with p[dim] = index[p]].
+ * Indices must be in [0, size) (negative ones are an error, as torch).
+ * Gradients scatter-add (repeated indices accumulate). */
+amp_tensor *amp_index_select(amp_tensor *x, int dim, amp_tensor *index);
+amp_tensor *amp_gather(amp_tensor *x, int dim, amp_tensor *index);
+/* Zero above (tril) / below (triu) diagonal `diagonal` of the last two dims
+ * (0 = the main diagonal, > 0 above it, < 0 below). */
+amp_tensor *amp_tril(amp_tensor *x, int64_t diagonal);
+amp_tensor *amp_triu(amp_tensor *x, int64_t diagonal);
+/* value where mask (u8, broadcastable to x) is nonzero; gradient 0 there. */
+amp_tensor *amp_masked_fill(amp_tensor *x, amp_tensor *mask, double value);
+
 /* ---- attention ----------------------------------------------------------------
  * torch.nn.functional.scaled_dot_product_attention:
  *   q [..., L, E], k [..., S, E], v [..., S, Ev] (equal batch dims, one dtype)

@@ -69,7 +69,12 @@
     X(AVG_POOL2D, "avg_pool2d", AMP_CAST_NONE, AMP_CAST_NONE)                       \
     X(ADAPTIVE_AVG_POOL2D, "adaptive_avg_pool2d", AMP_CAST_NONE, AMP_CAST_NONE)     \
     X(BATCH_NORM, "batch_norm", AMP_CAST_NONE, AMP_CAST_NONE)                       \
-    X(EMBEDDING, "embedding", AMP_CAST_NONE, AMP_CAST_NONE)
+    X(EMBEDDING, "embedding", AMP_CAST_NONE, AMP_CAST_NONE)                         \
+    X(INDEX_SELECT, "index_select", AMP_CAST_NONE, AMP_CAST_NONE)                   \
+    X(GATHER, "gather", AMP_CAST_NONE, AMP_CAST_NONE)                               \
+    X(TRIL, "tril", AMP_CAST_NONE, AMP_CAST_NONE)                                   \
+    X(TRIU, "triu", AMP_CAST_NONE, AMP_CAST_NONE)                                   \
+    X(MASKED_FILL, "masked_fill", AMP_CAST_NONE, AMP_CAST_NONE)
 
 typedef enum {
 #define AMP_OP_ENUM(id, name, cuda, cpu) AMP_OP_##id,
