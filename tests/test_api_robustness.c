@@ -161,7 +161,7 @@ static int arg_enum(int v) { return v == V_NEG ? -1 : v == V_HUGE ? 1000 : 0; }
 
 enum {
     OPT_POLICY, OPT_SCALER_STATE, OPT_OPTIM, OPT_SCALER, OPT_CONV, OPT_POOL, OPT_LOSS, OPT_LR, OPT_AUTOCAST, OPT_CONTEXT,
-    OPT_LOADER, OPT_KV, OPT_TRAIN_STATE, N_OPTS
+    OPT_LOADER, OPT_KV, OPT_TRAIN_STATE, OPT_SDPA, N_OPTS
 };
 
 /* Option structs: NULL (variant 0), values out of range (NEG), zeroed (HUGE), and sensible ones. */
@@ -180,6 +180,7 @@ static const void *arg_opts(api_bank *b, int v, int which) {
         amp_loader_opts lo;
         amp_kv kv[4];
         amp_train_state ts;
+        amp_sdpa_opts sdpa;
         char raw[512];
     } u;
     if (v == V_NULL) return NULL;
@@ -229,6 +230,9 @@ static const void *arg_opts(api_bank *b, int v, int which) {
                     : (amp_context_opts){true, AMP_F16, AMP_SCALER_AUTO, {.init_scale = 0}, AMP_AUTOCAST_TABLE_DEFAULT};
         break;
     case OPT_LOADER: u.lo = bad ? (amp_loader_opts){-3, true, true, 1, NAN, -1} : (amp_loader_opts){2, true, false, 1, 0, 0}; break;
+    case OPT_SDPA:
+        u.sdpa = bad ? (amp_sdpa_opts){b->mis[3], true, 1.5, INFINITY, NULL} : AMP_SDPA_DEFAULTS;
+        break;
     case OPT_KV:
         if (bad) {
             u.kv[0] = (amp_kv){NULL, "x"};

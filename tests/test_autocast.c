@@ -38,6 +38,7 @@ static spec spec_of(int op) {
     case AMP_OP_MATMUL:
     case AMP_OP_MM: IN(0, 4, 6); IN(1, 6, 5); break;
     case AMP_OP_BMM: IN(0, 2, 4, 6); IN(1, 2, 6, 5); break;
+    case AMP_OP_SDPA: IN(0, 2, 5, 4); IN(1, 2, 7, 4); IN(2, 2, 7, 3); break;
     case AMP_OP_LINEAR: IN(0, 4, 6); IN(1, 5, 6); IN(2, 5); break;
     case AMP_OP_ADDMM: IN(0, 4, 5); IN(1, 4, 6); IN(2, 6, 5); break;
     case AMP_OP_BADDBMM: IN(0, 2, 4, 5); IN(1, 2, 4, 6); IN(2, 2, 6, 5); break;
@@ -70,6 +71,7 @@ static spec spec_of(int op) {
 }
 
 static amp_tensor *g_target; /* class indices for the classification losses */
+static amp_tensor *g_index, *g_gather, *g_mask; /* index_select [3], gather [3,2], masked_fill [3,4] */
 
 static amp_tensor *invoke(int op, amp_tensor *const *x) {
     switch (op) {
@@ -130,6 +132,12 @@ static amp_tensor *invoke(int op, amp_tensor *const *x) {
     case AMP_OP_ADAPTIVE_AVG_POOL2D: return amp_adaptive_avg_pool2d(amp_reshape(x[0], 4, AMP_SHAPE(1, 1, 3, 4)), 2, 2);
     case AMP_OP_BATCH_NORM: return amp_batch_norm(amp_reshape(x[0], 3, AMP_SHAPE(3, 4, 1)), NULL, NULL, NULL, NULL, true, 0.1, 1e-5);
     case AMP_OP_EMBEDDING: return amp_embedding(x[0], g_target);
+    case AMP_OP_SDPA: return amp_scaled_dot_product_attention(x[0], x[1], x[2], true, 0.0, 0.0);
+    case AMP_OP_INDEX_SELECT: return amp_index_select(x[0], 1, g_index);
+    case AMP_OP_GATHER: return amp_gather(x[0], 1, g_gather);
+    case AMP_OP_TRIL: return amp_tril(x[0], 0);
+    case AMP_OP_TRIU: return amp_triu(x[0], 1);
+    case AMP_OP_MASKED_FILL: return amp_masked_fill(x[0], g_mask, -3.0);
     }
     return NULL;
 }
@@ -187,6 +195,9 @@ static void check_op(int op, amp_dtype region, amp_autocast_table table, amp_dty
 static void t_every_op(void **st) {
     (void)st;
     g_target = amp_tensor_from_data((int64_t[]){0, 3, 4, 1}, AMP_I64, 1, AMP_SHAPE(4));
+    g_index = amp_tensor_from_data((int64_t[]){3, 0, 3}, AMP_I64, 1, AMP_SHAPE(3));
+    g_gather = amp_tensor_from_data((int32_t[]){1, 1, 0, 3, 2, 2}, AMP_I32, 2, AMP_SHAPE(3, 2));
+    g_mask = amp_tensor_from_data((uint8_t[]){1, 0, 0, 1, 0, 1, 1, 0, 0, 0, 1, 1}, AMP_U8, 2, AMP_SHAPE(3, 4));
     int checked = 0;
     for (int table = 0; table < 2; table++) {
         for (int op = 0; op < AMP_OP_COUNT; op++) {
@@ -206,6 +217,9 @@ static void t_every_op(void **st) {
     }
     assert_true(checked >= 2 * 2 * (AMP_OP_COUNT - 1));
     amp_tensor_free(g_target);
+    amp_tensor_free(g_index);
+    amp_tensor_free(g_gather);
+    amp_tensor_free(g_mask);
 }
 
 static void t_passthrough(void **st) {

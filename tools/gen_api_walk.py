@@ -98,6 +98,7 @@ TYPES = {
     "constamp_context_opts*": "(const amp_context_opts *)arg_opts(b, v, OPT_CONTEXT)",
     "constamp_loader_opts*": "(const amp_loader_opts *)arg_opts(b, v, OPT_LOADER)",
     "constamp_kv*": "(const amp_kv *)arg_opts(b, v, OPT_KV)",
+    "constamp_sdpa_opts*": "(const amp_sdpa_opts *)arg_opts(b, v, OPT_SDPA)",
     "amp_train_state*": "(amp_train_state *)arg_opts(b, v, OPT_TRAIN_STATE)",
     "constamp_train_state*": "(const amp_train_state *)arg_opts(b, v, OPT_TRAIN_STATE)",
     "constchar*": "arg_str(v, {pos})",

@@ -221,8 +221,7 @@ static amp_tensor *mask_bias(const char *fn, const amp_tensor *q, const amp_tens
     return t;
 }
 
-amp_tensor *amp_scaled_dot_product_attention_ex(amp_tensor *q, amp_tensor *k, amp_tensor *v, const amp_sdpa_opts *o) {
-    static const char *fn = "amp_scaled_dot_product_attention";
+static amp_tensor *sdpa_fused(const char *fn, amp_tensor *q, amp_tensor *k, amp_tensor *v, const amp_sdpa_opts *o) {
     if (!amp__arg(fn, q, "q") || !amp__arg(fn, k, "k") || !amp__arg(fn, v, "v")) return NULL;
     amp_sdpa_opts dflt = AMP_SDPA_DEFAULTS;
     if (!o) o = &dflt;
@@ -323,13 +322,17 @@ fail:
     return NULL;
 }
 
+amp_tensor *amp_scaled_dot_product_attention_ex(amp_tensor *q, amp_tensor *k, amp_tensor *v, const amp_sdpa_opts *o) {
+    return sdpa_fused("amp_scaled_dot_product_attention_ex", q, k, v, o);
+}
+
 amp_tensor *amp_scaled_dot_product_attention(amp_tensor *q, amp_tensor *k, amp_tensor *v, bool is_causal,
                                              double dropout_p, double scale) {
     amp_sdpa_opts o = AMP_SDPA_DEFAULTS;
     o.is_causal = is_causal;
     o.dropout_p = dropout_p;
     o.scale = scale;
-    return amp_scaled_dot_product_attention_ex(q, k, v, &o);
+    return sdpa_fused("amp_scaled_dot_product_attention", q, k, v, &o);
 }
 
 /* ---- the naive composition (reference) ---------------------------------------------------------- */
