@@ -108,6 +108,19 @@ static amp_module *const *arg_fresh_modules(api_bank *b, int v) {
     return b->fresh;
 }
 
+/* A new tensor / module for functions that take ownership of their argument. */
+static amp_tensor *arg_fresh_tensor(api_bank *b, int v) {
+    (void)b;
+    if (v == V_NULL) return NULL;
+    amp_dtype dt = v == V_DTYPE ? AMP_I64 : v == V_HALF ? AMP_F16 : AMP_F32;
+    return amp_tensor_ones(dt, 2, AMP_SHAPE(2, 3));
+}
+
+static amp_module *arg_fresh_module(api_bank *b, int v) {
+    if (v == V_NULL) return NULL;
+    return amp_nn_linear(3, 4, true, &b->gen);
+}
+
 static const char *arg_str(int v, int pos) {
     (void)pos;
     if (v == V_NULL) return NULL;
@@ -161,7 +174,7 @@ static int arg_enum(int v) { return v == V_NEG ? -1 : v == V_HUGE ? 1000 : 0; }
 
 enum {
     OPT_POLICY, OPT_SCALER_STATE, OPT_OPTIM, OPT_SCALER, OPT_CONV, OPT_POOL, OPT_LOSS, OPT_LR, OPT_AUTOCAST, OPT_CONTEXT,
-    OPT_LOADER, OPT_KV, OPT_TRAIN_STATE, OPT_SDPA, N_OPTS
+    OPT_LOADER, OPT_KV, OPT_TRAIN_STATE, OPT_SDPA, OPT_MODULE_CLASS, N_OPTS
 };
 
 /* Option structs: NULL (variant 0), values out of range (NEG), zeroed (HUGE), and sensible ones. */
@@ -181,6 +194,7 @@ static const void *arg_opts(api_bank *b, int v, int which) {
         amp_kv kv[4];
         amp_train_state ts;
         amp_sdpa_opts sdpa;
+        amp_module_class mc;
         char raw[512];
     } u;
     if (v == V_NULL) return NULL;
@@ -246,6 +260,7 @@ static const void *arg_opts(api_bank *b, int v, int which) {
         if (bad) u.ts = (amp_train_state){b->module, NULL, 3, NULL, NULL, NULL, -1, NULL, 2};
         else u.ts = (amp_train_state){b->module, &b->optim, 1, b->scaler, &b->gen, b->loader, 2, NULL, 0};
         break;
+    case OPT_MODULE_CLASS: u.mc = (amp_module_class){.name = bad ? NULL : "Walk"}; break;
     default: break;
     }
     return &u;
@@ -436,6 +451,7 @@ static const char *NULL_OK[] = {
     "amp_nn_linear",    /* NULL generator = the default generator (tensor.h) */
     "amp_nn_conv2d",    /* likewise */
     "amp_nn_dropout",   /* likewise */
+    "amp_nn_embedding", /* likewise */
     "amp_context_new",  /* NULL options = all zero: a disabled context, the plain f32 loop */
     NULL,
 };

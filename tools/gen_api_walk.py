@@ -96,6 +96,7 @@ TYPES = {
     "constamp_lr_schedule*": "(const amp_lr_schedule *)arg_opts(b, v, OPT_LR)",
     "constamp_autocast_opts*": "(const amp_autocast_opts *)arg_opts(b, v, OPT_AUTOCAST)",
     "constamp_context_opts*": "(const amp_context_opts *)arg_opts(b, v, OPT_CONTEXT)",
+    "constamp_module_class*": "(const amp_module_class *)arg_opts(b, v, OPT_MODULE_CLASS)",
     "constamp_loader_opts*": "(const amp_loader_opts *)arg_opts(b, v, OPT_LOADER)",
     "constamp_kv*": "(const amp_kv *)arg_opts(b, v, OPT_KV)",
     "constamp_sdpa_opts*": "(const amp_sdpa_opts *)arg_opts(b, v, OPT_SDPA)",
@@ -145,6 +146,11 @@ SPECIAL = {
     "destructor": r"_free$|_close$|^amp_scope_end$|^amp_dataset_free$|^amp_idx_free$",
     # takes ownership of its children: give it fresh ones each call
     "amp_nn_sequential": "children are owned (freed on failure too): fresh modules per call",
+    # take ownership of a tensor or module argument (on failure too): a fresh one per call
+    "takes_tensor": r"^amp_module_(register_parameter|register_buffer|set_parameter)$",
+    "takes_module": r"^amp_module_(register_module|append)$",
+    # return a module the tree owns (borrowed), not a new one
+    "borrowed_module": r"^amp_module_(get_child|child_at|register_module)$",
     # returns the tensor it was given with one more reference
     "amp_tensor_retain": "an extra reference to drop",
     # fills a caller buffer of n elements: a huge n with a real buffer breaks the
@@ -199,6 +205,12 @@ def gen():
             if fn == "amp_nn_sequential" and key == "amp_module*const*":
                 args.append("arg_fresh_modules(b, v)")
                 continue
+            if re.search(SPECIAL["takes_tensor"], fn) and key == "amp_tensor*":
+                args.append("arg_fresh_tensor(b, v)")
+                continue
+            if re.search(SPECIAL["takes_module"], fn) and key == "amp_module*" and pname == "child":
+                args.append("arg_fresh_module(b, v)")
+                continue
             if key not in TYPES:
                 sys.exit(f"gen_api_walk: {fn}: no argument source for type '{t}' (add it to TYPES)")
             cls = TYPES[key].split("(")[0]
@@ -226,7 +238,7 @@ def gen():
             body.append(f"    {cret} ret = {call};")
             body.append("    r->failed = ret == NULL;")
             bare = ret.replace("const", "")
-            if ret in FREE_RESULT:
+            if ret in FREE_RESULT and not re.search(SPECIAL["borrowed_module"], fn):
                 body.append(f"    if (ret) {FREE_RESULT[ret]}(ret);")
             if fn == "amp_tensor_retain":
                 body.append("    if (ret) amp_tensor_free(ret);")

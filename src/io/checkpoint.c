@@ -261,14 +261,11 @@ amp_status amp_checkpoint_save(const char *dir, const amp_train_state *s) {
     make_id(id, sizeof id);
 
     /* model file */
-    int nm = amp_module_state(s->model, NULL, NULL, 0);
-    mts = calloc((size_t)(nm > 0 ? nm : 1), sizeof *mts);
-    mnames = calloc((size_t)(nm > 0 ? nm : 1), sizeof *mnames);
-    if (nm < 0 || !mts || !mnames) {
-        st = nm < 0 ? amp_last_status() : amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    int nm = amp__module_file_state(fn, s->model, &mts, &mnames); /* a tied tensor once */
+    if (nm < 0) {
+        st = amp_last_status();
         goto out;
     }
-    amp_module_state(s->model, mts, mnames, nm);
     for (int i = 0; i < s->n_meta; i++) meta_add(&mm, s->meta[i].key, "%s", s->meta[i].value);
     meta_add(&mm, "format", "amp.model");
     meta_add(&mm, "format_version", FORMAT_VERSION);
@@ -663,12 +660,11 @@ static amp_status restore_all(const char *fn, const amp_checkpoint *c, amp_train
     } else {
         /* the module check runs as part of the load, which changes nothing on failure; here only
            confirm every state tensor is there with the right shape */
-        int n = amp_module_state(s->model, NULL, NULL, 0);
-        amp_tensor **ts = calloc((size_t)(n > 0 ? n : 1), sizeof *ts);
-        const char **nm = calloc((size_t)(n > 0 ? n : 1), sizeof *nm);
-        if (!ts || !nm) st = amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+        amp_tensor **ts = NULL;
+        const char **nm = NULL;
+        int n = amp__module_file_state(fn, s->model, &ts, &nm); /* as amp_checkpoint_save wrote it */
+        if (n < 0) st = amp_last_status();
         else {
-            amp_module_state(s->model, ts, nm, n);
             if (amp_safetensors_count(c->model) != n)
                 st = amp_error(AMP_ERR_FORMAT, "%s: %s: %s holds %d tensors; the model has %d", fn, c->dir, MODEL_FILE,
                                amp_safetensors_count(c->model), n);

@@ -757,6 +757,7 @@ done:
 }
 
 /* ---- models ---------------------------------------------------------------------------------- */
+/* Every name of the state (a shared tensor under each of its names). */
 static int module_state(const char *fn, amp_module *m, amp_tensor ***ts, const char ***names) {
     *ts = NULL;
     *names = NULL;
@@ -770,8 +771,27 @@ static int module_state(const char *fn, amp_module *m, amp_tensor ***ts, const c
         amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
         return -1;
     }
-    amp_module_state(m, *ts, *names, n);
+    if (amp_module_state(m, *ts, *names, n) != n) {
+        free(*ts);
+        free(*names);
+        return -1;
+    }
     return n;
+}
+
+int amp__module_file_state(const char *fn, amp_module *m, amp_tensor ***ts, const char ***names) {
+    int n = module_state(fn, m, ts, names);
+    if (n < 0) return -1;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        bool dup = false;
+        for (int j = 0; j < k && !dup; j++) dup = (*ts)[j] == (*ts)[i];
+        if (dup) continue;
+        (*ts)[k] = (*ts)[i];
+        (*names)[k] = (*names)[i];
+        k++;
+    }
+    return k;
 }
 
 amp_status amp_model_save(amp_module *m, const char *path, const amp_kv *meta, int n_meta) {
@@ -779,7 +799,7 @@ amp_status amp_model_save(amp_module *m, const char *path, const amp_kv *meta, i
     if (!m || !path) return amp_error(AMP_ERR_ARG, "%s: module or path is NULL", fn);
     amp_tensor **ts;
     const char **names;
-    int n = module_state(fn, m, &ts, &names);
+    int n = amp__module_file_state(fn, m, &ts, &names);
     if (n < 0) return amp_last_status();
     amp_status st = amp_safetensors_write(path, ts, names, n, meta, n_meta);
     free(ts);
@@ -807,9 +827,13 @@ amp_status amp_module_load_safetensors(amp_module *m, const amp_safetensors *f) 
         goto out;
     }
     /* check everything first: a failed load changes nothing */
+    for (int i = 0; i < n; i++) idx[i] = amp_safetensors_find(f, names[i]);
     for (int i = 0; i < n; i++) {
-        idx[i] = amp_safetensors_find(f, names[i]);
         if (idx[i] < 0) {
+            /* a shared (tied) tensor needs one of its names in the file */
+            bool alias = false;
+            for (int j = 0; j < n && !alias; j++) alias = j != i && ts[j] == ts[i] && idx[j] >= 0;
+            if (alias) continue;
             st = amp_error(AMP_ERR_FORMAT, "%s: %s: tensor '%s' is missing (the %s model expects it, shape %s)", fn, f->fname, names[i],
                            amp_module_kind(m), amp_shape_str(ts[i], (char[AMP_SHAPE_BUF]){0}, AMP_SHAPE_BUF));
             goto out;
@@ -827,18 +851,20 @@ amp_status amp_module_load_safetensors(amp_module *m, const amp_safetensors *f) 
             goto out;
         }
     }
-    if (f->n > n) {
-        for (int j = 0; j < f->n; j++) {
-            bool used = false;
-            for (int i = 0; i < n && !used; i++) used = idx[i] == j;
-            if (!used) {
-                st = amp_error(AMP_ERR_FORMAT, "%s: %s: unexpected tensor '%.200s' (not part of the %s model)", fn, f->fname, f->e[j].name,
-                               amp_module_kind(m));
-                goto out;
-            }
+    for (int j = 0; j < f->n; j++) {
+        bool used = false;
+        for (int i = 0; i < n && !used; i++) used = idx[i] == j;
+        if (!used) {
+            st = amp_error(AMP_ERR_FORMAT, "%s: %s: unexpected tensor '%.200s' (not part of the %s model)", fn, f->fname, f->e[j].name,
+                           amp_module_kind(m));
+            goto out;
         }
     }
     for (int i = 0; i < n && !st; i++) {
+        if (idx[i] < 0) continue;
+        bool done = false; /* a shared tensor loads from its first name found */
+        for (int j = 0; j < i && !done; j++) done = ts[j] == ts[i] && idx[j] >= 0;
+        if (done) continue;
         const st_entry *e = &f->e[idx[i]];
         /* the file's data need not be aligned for its dtype (safetensors pads nothing): copy then */
         const void *p = f->data + e->begin;

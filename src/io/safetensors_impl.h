@@ -15,6 +15,11 @@ amp_status amp__rename_durable(const char *fn, const char *from, const char *to)
  * metadata value `key` (NULL when absent or unreadable; no error set). */
 char *amp__st_peek_meta(const char *path, const char *key);
 
+/* The tensors of a module's state as a file holds them: each tensor once,
+ * under its first state_dict name (a tied parameter's other names are
+ * aliases). *ts and *names are malloc'd (free both); returns the count or -1. */
+int amp__module_file_state(const char *fn, amp_module *m, amp_tensor ***ts, const char ***names);
+
 /* Prefixes the thread's last error message: "<prefix>: <message>". Returns st. */
 amp_status amp__error_wrap(amp_status st, const char *prefix);
 

@@ -1,6 +1,8 @@
-/* Modules: Linear, Conv2d, BatchNorm2d, LayerNorm, Dropout, ReLU, GELU,
- * MaxPool2d, Flatten, Sequential; the built-in mlp and cnn. */
-#include <math.h>
+/* The module mechanism: a class (vtable) plus named parameters, buffers and
+ * children registered by the constructor. Everything here is reached through
+ * the public API of amp/nn.h; the built-in layers (layers.c) use nothing else. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,371 +10,547 @@
 #include "amp/nn.h"
 #include "tensor/tensor_impl.h"
 
-typedef enum { M_LINEAR, M_CONV2D, M_BN2D, M_LN, M_DROPOUT, M_RELU, M_GELU, M_MAXPOOL, M_FLATTEN, M_SEQ } mkind;
+#define NAME_MAX_LEN 127
 
-static const char *g_kind_names[] = {"Linear",  "Conv2d", "BatchNorm2d", "LayerNorm", "Dropout",
-                                     "ReLU",    "GELU",   "MaxPool2d",   "Flatten",   "Sequential"};
+typedef struct {
+    char *name;
+    amp_tensor *t;
+    bool persistent;
+} slot;
+
+typedef struct {
+    char *name;
+    amp_module *m;
+} child;
+
+typedef struct {
+    slot *v;
+    int n, cap;
+} slot_vec;
 
 struct amp_module {
-    mkind k;
+    const amp_module_class *cls;
+    atomic_int refcount;
     bool training, keep_f32;
-    amp_tensor *weight, *bias;
-    amp_tensor *running_mean, *running_var, *num_batches; /* buffers */
-    amp_conv_params conv;
-    double eps, momentum, p;
-    amp_gelu_approx approx;
-    int64_t pool_k, pool_s;
-    int64_t features;
-    amp_generator *gen;
-    amp_module **ch;
-    int n_ch;
-    /* name cache for amp_module_parameters / amp_module_state */
+    slot_vec params, bufs;
+    child *ch;
+    int n_ch, cap_ch;
+    void *data;
+    /* dotted names handed out by the queries (valid while the module lives) */
+    pthread_mutex_t names_lock;
     char **names;
-    int n_names;
+    int n_names, cap_names;
 };
 
-static amp_module *mod_new(mkind k) {
+amp_module *amp_module_new(const amp_module_class *cls, size_t data_size) {
+    static const char *fn = "amp_module_new";
+    if (!cls) return amp_error_null(AMP_ERR_ARG, "%s: class is NULL", fn);
+    if (!cls->name || !*cls->name) return amp_error_null(AMP_ERR_ARG, "%s: the class has no name", fn);
+    if (data_size > ((size_t)1 << 30))
+        return amp_error_null(AMP_ERR_ARG, "%s: %s: data_size %zu is not a module's configuration (over 1 GiB)", fn,
+                              cls->name, data_size);
     amp_module *m = calloc(1, sizeof *m);
-    if (!m) return amp_error_null(AMP_ERR_NOMEM, "amp_nn: out of memory");
-    m->k = k;
+    void *d = calloc(1, data_size ? data_size : 1);
+    if (!m || !d) {
+        free(m);
+        free(d);
+        return amp_error_null(AMP_ERR_NOMEM, "%s: %s: out of memory", fn, cls->name);
+    }
+    m->cls = cls;
+    m->data = d;
     m->training = true;
+    atomic_init(&m->refcount, 1);
+    pthread_mutex_init(&m->names_lock, NULL);
     return m;
 }
 
-/* A parameter: unscoped, PARAM memory, requires grad. */
-static amp_tensor *param_new(const char *fn, int ndim, const int64_t *shape) {
-    amp_tensor *t = amp__tensor_new(fn, AMP_F32, ndim, shape, AMP_MEM_PARAM, AMP_NEW_UNSCOPED);
-    if (t) amp_tensor_set_requires_grad(t, true);
-    return t;
+void *amp_module_data(const amp_module *m) {
+    return m ? m->data : amp_error_null(AMP_ERR_ARG, "amp_module_data: module is NULL");
 }
 
-static amp_tensor *buffer_new(amp_dtype dt, int ndim, const int64_t *shape, double fill) {
-    amp_tensor *t = amp__tensor_new("amp_nn_batchnorm2d", dt, ndim, shape, AMP_MEM_PARAM, AMP_NEW_UNSCOPED);
-    if (t) amp_tensor_fill_(t, fill);
-    return t;
+const amp_module_class *amp_module_class_of(const amp_module *m) {
+    return m ? m->cls : amp_error_null(AMP_ERR_ARG, "amp_module_class_of: module is NULL");
 }
 
-static void free_names(amp_module *m) {
-    for (int i = 0; i < m->n_names; i++) free(m->names[i]);
-    free(m->names);
-    m->names = NULL;
-    m->n_names = 0;
+amp_module *amp_module_retain(amp_module *m) {
+    if (!m) return amp_error_null(AMP_ERR_ARG, "amp_module_retain: module is NULL");
+    atomic_fetch_add(&m->refcount, 1);
+    return m;
+}
+
+static void slots_free(slot_vec *s) {
+    for (int i = 0; i < s->n; i++) {
+        free(s->v[i].name);
+        amp__release(s->v[i].t);
+    }
+    free(s->v);
 }
 
 void amp_module_free(amp_module *m) {
     if (!m) return;
-    for (int i = 0; i < m->n_ch; i++) amp_module_free(m->ch[i]);
+    if (atomic_fetch_sub(&m->refcount, 1) != 1) return;
+    if (m->cls->destroy) m->cls->destroy(m->data);
+    for (int i = 0; i < m->n_ch; i++) {
+        free(m->ch[i].name);
+        amp_module_free(m->ch[i].m);
+    }
     free(m->ch);
-    amp__release(m->weight);
-    amp__release(m->bias);
-    amp__release(m->running_mean);
-    amp__release(m->running_var);
-    amp__release(m->num_batches);
-    free_names(m);
+    slots_free(&m->params);
+    slots_free(&m->bufs);
+    for (int i = 0; i < m->n_names; i++) free(m->names[i]);
+    free(m->names);
+    pthread_mutex_destroy(&m->names_lock);
+    free(m->data);
     free(m);
 }
 
-/* kaiming_uniform_(a = sqrt(5)) gives bound 1/sqrt(fan_in); bias likewise. */
-static amp_status init_uniform(amp_tensor *t, double bound, amp_generator *g) {
-    return amp_tensor_uniform_(t, -bound, bound, g);
-}
-
-amp_module *amp_nn_linear(int64_t in, int64_t out, bool bias, amp_generator *g) {
-    if (in <= 0 || out <= 0)
-        return amp_error_null(AMP_ERR_ARG, "amp_nn_linear: in %lld and out %lld must be > 0", (long long)in, (long long)out);
-    amp_module *m = mod_new(M_LINEAR);
-    if (!m) return NULL;
-    m->weight = param_new("amp_nn_linear", 2, AMP_SHAPE(out, in));
-    if (bias) m->bias = param_new("amp_nn_linear", 1, AMP_SHAPE(out));
-    if (!m->weight || (bias && !m->bias)) goto fail;
-    double bound = 1.0 / sqrt((double)in);
-    if (init_uniform(m->weight, bound, g) || (bias && init_uniform(m->bias, bound, g))) goto fail;
-    return m;
-fail:
-    amp_module_free(m);
+/* ---- registration ------------------------------------------------------------------------- */
+static slot *slot_find(const slot_vec *s, const char *name) {
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->v[i].name, name)) return &s->v[i];
     return NULL;
 }
 
-amp_module *amp_nn_conv2d(int64_t in_ch, int64_t out_ch, int64_t kernel, const amp_conv_params *p, bool bias,
-                          amp_generator *g) {
-    int64_t groups = p && p->groups ? p->groups : 1;
-    if (in_ch <= 0 || out_ch <= 0 || kernel <= 0 || groups <= 0 || in_ch % groups || out_ch % groups)
-        return amp_error_null(AMP_ERR_ARG, "amp_nn_conv2d: in %lld, out %lld, kernel %lld, groups %lld are not valid",
-                              (long long)in_ch, (long long)out_ch, (long long)kernel, (long long)groups);
-    amp_module *m = mod_new(M_CONV2D);
-    if (!m) return NULL;
-    if (p) m->conv = *p;
-    m->weight = param_new("amp_nn_conv2d", 4, AMP_SHAPE(out_ch, in_ch / groups, kernel, kernel));
-    if (bias) m->bias = param_new("amp_nn_conv2d", 1, AMP_SHAPE(out_ch));
-    if (!m->weight || (bias && !m->bias)) goto fail;
-    double bound = 1.0 / sqrt((double)(in_ch / groups * kernel * kernel));
-    if (init_uniform(m->weight, bound, g) || (bias && init_uniform(m->bias, bound, g))) goto fail;
-    return m;
-fail:
-    amp_module_free(m);
+static amp_module *child_find(const amp_module *m, const char *name) {
+    for (int i = 0; i < m->n_ch; i++)
+        if (!strcmp(m->ch[i].name, name)) return m->ch[i].m;
     return NULL;
 }
 
-amp_module *amp_nn_batchnorm2d(int64_t channels, double eps, double momentum) {
-    if (channels <= 0 || !(eps > 0) || !(momentum >= 0 && momentum <= 1))
-        return amp_error_null(AMP_ERR_ARG, "amp_nn_batchnorm2d: channels %lld, eps %g, momentum %g are not valid",
-                              (long long)channels, eps, momentum);
-    amp_module *m = mod_new(M_BN2D);
-    if (!m) return NULL;
-    m->eps = eps;
-    m->momentum = momentum;
-    m->features = channels;
-    m->weight = param_new("amp_nn_batchnorm2d", 1, AMP_SHAPE(channels));
-    m->bias = param_new("amp_nn_batchnorm2d", 1, AMP_SHAPE(channels));
-    m->running_mean = buffer_new(AMP_F32, 1, AMP_SHAPE(channels), 0.0);
-    m->running_var = buffer_new(AMP_F32, 1, AMP_SHAPE(channels), 1.0);
-    m->num_batches = buffer_new(AMP_I64, 0, NULL, 0.0);
-    if (!m->weight || !m->bias || !m->running_mean || !m->running_var || !m->num_batches) goto fail;
-    amp_tensor_fill_(m->weight, 1.0);
-    amp_tensor_fill_(m->bias, 0.0);
-    return m;
-fail:
-    amp_module_free(m);
-    return NULL;
+static amp_status check_name(const char *fn, const amp_module *m, const char *name) {
+    if (!name) return amp_error(AMP_ERR_ARG, "%s: %s: name is NULL", fn, m->cls->name);
+    size_t len = strlen(name);
+    if (len == 0 || len > NAME_MAX_LEN)
+        return amp_error(AMP_ERR_ARG, "%s: %s: name '%.40s' must have 1 to %d characters", fn, m->cls->name, name, NAME_MAX_LEN);
+    if (strchr(name, '.')) return amp_error(AMP_ERR_ARG, "%s: %s: name '%s' must not contain '.'", fn, m->cls->name, name);
+    const char *what = slot_find(&m->params, name) ? "parameter" : slot_find(&m->bufs, name) ? "buffer" : child_find(m, name) ? "child module" : NULL;
+    if (what) return amp_error(AMP_ERR_ARG, "%s: %s: '%s' is already registered (as a %s)", fn, m->cls->name, name, what);
+    return AMP_OK;
 }
 
-amp_module *amp_nn_layernorm(int64_t features, double eps) {
-    if (features <= 0 || !(eps > 0))
-        return amp_error_null(AMP_ERR_ARG, "amp_nn_layernorm: features %lld and eps %g are not valid", (long long)features, eps);
-    amp_module *m = mod_new(M_LN);
-    if (!m) return NULL;
-    m->eps = eps;
-    m->features = features;
-    m->weight = param_new("amp_nn_layernorm", 1, AMP_SHAPE(features));
-    m->bias = param_new("amp_nn_layernorm", 1, AMP_SHAPE(features));
-    if (!m->weight || !m->bias) {
-        amp_module_free(m);
+static amp_status slot_push(const char *fn, slot_vec *s, const char *name, amp_tensor *t, bool persistent) {
+    if (s->n == s->cap) {
+        int cap = s->cap ? s->cap * 2 : 4;
+        slot *v = realloc(s->v, (size_t)cap * sizeof *v);
+        if (!v) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+        s->v = v;
+        s->cap = cap;
+    }
+    char *nm = strdup(name);
+    if (!nm) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    s->v[s->n++] = (slot){nm, t, persistent};
+    return AMP_OK;
+}
+
+/* The module takes the caller's reference: out of its scope, if any. */
+static void take(amp_tensor *t) {
+    if (t->scope) amp__scope_forget(t);
+}
+
+static void drop(amp_tensor *t) {
+    if (!t) return;
+    take(t);
+    amp__release(t);
+}
+
+amp_tensor *amp_module_register_parameter(amp_module *m, const char *name, amp_tensor *t) {
+    static const char *fn = "amp_module_register_parameter";
+    amp_status st = AMP_OK;
+    if (!m) st = amp_error(AMP_ERR_ARG, "%s: module is NULL", fn);
+    else if (!t) st = amp_error(AMP_ERR_ARG, "%s: %s: tensor '%s' is NULL (%s)", fn, m->cls->name, name ? name : "?", amp_last_error());
+    else if ((st = check_name(fn, m, name))) {
+    } else if (t->grad_fn)
+        st = amp_error(AMP_ERR_ARG, "%s: %s: '%s' was produced by %s; a parameter must be a leaf (amp_detach it, or "
+                                    "create it directly)", fn, m->cls->name, name, amp_tensor_grad_fn_name(t));
+    else if (!amp_dtype_is_float(t->dtype) || (t->dtype != AMP_F32 && t->dtype != AMP_F16 && t->dtype != AMP_BF16 && t->dtype != AMP_F64))
+        st = amp_error(AMP_ERR_DTYPE, "%s: %s: '%s' has dtype %s; parameters are f32, f16, bf16 or f64", fn, m->cls->name, name,
+                       amp_dtype_name(t->dtype));
+    else if (!amp_tensor_is_contiguous(t))
+        st = amp_error(AMP_ERR_ARG, "%s: %s: '%s' is not contiguous (amp_contiguous it first)", fn, m->cls->name, name);
+    else if (t->storage->borrowed)
+        st = amp_error(AMP_ERR_ARG, "%s: %s: '%s' borrows user memory (amp_tensor_borrow); copy it (amp_clone) to "
+                                    "make it a parameter", fn, m->cls->name, name);
+    if (!st) st = slot_push(fn, &m->params, name, t, true);
+    if (st) {
+        drop(t);
         return NULL;
     }
-    amp_tensor_fill_(m->weight, 1.0);
-    amp_tensor_fill_(m->bias, 0.0);
-    return m;
+    take(t);
+    t->requires_grad = true;
+    amp_tensor_set_category(t, AMP_MEM_PARAM);
+    return t;
 }
 
-amp_module *amp_nn_dropout(double p, amp_generator *g) {
-    if (!(p >= 0 && p <= 1)) return amp_error_null(AMP_ERR_ARG, "amp_nn_dropout: p %g is outside [0, 1]", p);
-    amp_module *m = mod_new(M_DROPOUT);
-    if (m) {
-        m->p = p;
-        m->gen = g;
+amp_tensor *amp_module_register_buffer(amp_module *m, const char *name, amp_tensor *t, bool persistent) {
+    static const char *fn = "amp_module_register_buffer";
+    amp_status st = AMP_OK;
+    if (!m) st = amp_error(AMP_ERR_ARG, "%s: module is NULL", fn);
+    else if (!t) st = amp_error(AMP_ERR_ARG, "%s: %s: tensor '%s' is NULL (%s)", fn, m->cls->name, name ? name : "?", amp_last_error());
+    else if ((st = check_name(fn, m, name))) {
+    } else if (t->grad_fn || t->requires_grad)
+        st = amp_error(AMP_ERR_ARG, "%s: %s: buffer '%s' requires grad; register it as a parameter, or amp_detach it", fn,
+                       m->cls->name, name);
+    if (!st) st = slot_push(fn, &m->bufs, name, t, persistent);
+    if (st) {
+        drop(t);
+        return NULL;
     }
-    return m;
+    take(t);
+    amp_tensor_set_category(t, AMP_MEM_PARAM);
+    return t;
 }
 
-amp_module *amp_nn_relu(void) { return mod_new(M_RELU); }
-
-amp_module *amp_nn_gelu(amp_gelu_approx approx) {
-    amp_module *m = mod_new(M_GELU);
-    if (m) m->approx = approx;
-    return m;
+static bool contains(const amp_module *tree, const amp_module *m) {
+    if (tree == m) return true;
+    for (int i = 0; i < tree->n_ch; i++)
+        if (contains(tree->ch[i].m, m)) return true;
+    return false;
 }
 
-amp_module *amp_nn_maxpool2d(int64_t kernel, int64_t stride) {
-    if (kernel <= 0 || stride < 0)
-        return amp_error_null(AMP_ERR_ARG, "amp_nn_maxpool2d: kernel %lld / stride %lld are not valid", (long long)kernel,
-                              (long long)stride);
-    amp_module *m = mod_new(M_MAXPOOL);
-    if (m) {
-        m->pool_k = kernel;
-        m->pool_s = stride ? stride : kernel;
-    }
-    return m;
-}
-
-amp_module *amp_nn_flatten(void) { return mod_new(M_FLATTEN); }
-
-amp_module *amp_nn_sequential(amp_module *const *children, int n) {
-    if (n < 0 || (n > 0 && !children)) return amp_error_null(AMP_ERR_ARG, "amp_nn_sequential: bad children list");
-    for (int i = 0; i < n; i++)
-        if (!children[i]) {
-            for (int j = 0; j < n; j++) amp_module_free(children[j]);
-            return amp_error_null(AMP_ERR_ARG, "amp_nn_sequential: child %d is NULL (%s)", i, amp_last_error());
+amp_module *amp_module_register_module(amp_module *m, const char *name, amp_module *c) {
+    static const char *fn = "amp_module_register_module";
+    amp_status st = AMP_OK;
+    if (!m) st = amp_error(AMP_ERR_ARG, "%s: module is NULL", fn);
+    else if (!c) st = amp_error(AMP_ERR_ARG, "%s: %s: child '%s' is NULL (%s)", fn, m->cls->name, name ? name : "?", amp_last_error());
+    else if ((st = check_name(fn, m, name))) {
+    } else if (contains(c, m))
+        st = amp_error(AMP_ERR_ARG, "%s: %s: registering '%s' would make the module its own descendant", fn, m->cls->name, name);
+    if (!st && m->n_ch == m->cap_ch) {
+        int cap = m->cap_ch ? m->cap_ch * 2 : 4;
+        child *v = realloc(m->ch, (size_t)cap * sizeof *v);
+        if (!v) st = amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+        else {
+            m->ch = v;
+            m->cap_ch = cap;
         }
-    amp_module *m = mod_new(M_SEQ);
-    if (m) m->ch = calloc((size_t)(n ? n : 1), sizeof *m->ch);
-    if (!m || !m->ch) {
-        free(m);
-        for (int j = 0; j < n; j++) amp_module_free(children[j]);
-        return amp_error_null(AMP_ERR_NOMEM, "amp_nn_sequential: out of memory");
     }
-    memcpy(m->ch, children, sizeof *children * (size_t)n);
-    m->n_ch = n;
+    char *nm = st ? NULL : strdup(name);
+    if (!st && !nm) st = amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    if (st) {
+        /* takes ownership on failure too, unless it would free a module still in use by m */
+        if (c && !(m && contains(c, m))) amp_module_free(c);
+        return NULL;
+    }
+    m->ch[m->n_ch++] = (child){nm, c};
+    return c;
+}
+
+/* Resolves "a.b.leaf": the module owning the last component and the leaf's name. */
+static const amp_module *resolve(const amp_module *m, const char *name, const char **leaf) {
+    const char *dot;
+    while ((dot = strchr(name, '.'))) {
+        char part[NAME_MAX_LEN + 1];
+        size_t len = (size_t)(dot - name);
+        if (len == 0 || len > NAME_MAX_LEN) return NULL;
+        memcpy(part, name, len);
+        part[len] = 0;
+        m = child_find(m, part);
+        if (!m) return NULL;
+        name = dot + 1;
+    }
+    *leaf = name;
     return m;
 }
 
-const char *amp_module_kind(const amp_module *m) { return m ? g_kind_names[m->k] : "(null)"; }
+amp_status amp_module_set_parameter(amp_module *m, const char *name, amp_tensor *t) {
+    static const char *fn = "amp_module_set_parameter";
+    amp_status st = AMP_OK;
+    slot *s = NULL;
+    const char *leaf = NULL;
+    const amp_module *owner = NULL;
+    if (!m || !name) st = amp_error(AMP_ERR_ARG, "%s: module or name is NULL", fn);
+    else if (!t) st = amp_error(AMP_ERR_ARG, "%s: %s: tensor for '%s' is NULL (%s)", fn, m->cls->name, name, amp_last_error());
+    else if (!(owner = resolve(m, name, &leaf)) || !(s = slot_find(&owner->params, leaf)))
+        st = amp_error(AMP_ERR_ARG, "%s: %s has no parameter '%s'", fn, m->cls->name, name);
+    else if (t->grad_fn)
+        st = amp_error(AMP_ERR_ARG, "%s: '%s': the tensor was produced by %s; a parameter must be a leaf", fn, name, amp_tensor_grad_fn_name(t));
+    else if (t->dtype != AMP_F32 && t->dtype != AMP_F16 && t->dtype != AMP_BF16 && t->dtype != AMP_F64)
+        st = amp_error(AMP_ERR_DTYPE, "%s: '%s': dtype %s; parameters are f32, f16, bf16 or f64", fn, name, amp_dtype_name(t->dtype));
+    else if (!amp_tensor_is_contiguous(t) || t->storage->borrowed)
+        st = amp_error(AMP_ERR_ARG, "%s: '%s': the tensor is not contiguous or borrows user memory", fn, name);
+    if (st) {
+        drop(t);
+        return st;
+    }
+    take(t);
+    t->requires_grad = true;
+    amp_tensor_set_category(t, AMP_MEM_PARAM);
+    amp__release(s->t);
+    s->t = t;
+    return AMP_OK;
+}
+
+/* ---- access ---------------------------------------------------------------------------------- */
+amp_tensor *amp_module_get_parameter(const amp_module *m, const char *name) {
+    static const char *fn = "amp_module_get_parameter";
+    if (!m || !name) return amp_error_null(AMP_ERR_ARG, "%s: module or name is NULL", fn);
+    const char *leaf;
+    const amp_module *o = resolve(m, name, &leaf);
+    slot *s = o ? slot_find(&o->params, leaf) : NULL;
+    if (!s) return amp_error_null(AMP_ERR_ARG, "%s: %s has no parameter '%s'", fn, m->cls->name, name);
+    return s->t;
+}
+
+amp_tensor *amp_module_get_buffer(const amp_module *m, const char *name) {
+    static const char *fn = "amp_module_get_buffer";
+    if (!m || !name) return amp_error_null(AMP_ERR_ARG, "%s: module or name is NULL", fn);
+    const char *leaf;
+    const amp_module *o = resolve(m, name, &leaf);
+    slot *s = o ? slot_find(&o->bufs, leaf) : NULL;
+    if (!s) return amp_error_null(AMP_ERR_ARG, "%s: %s has no buffer '%s'", fn, m->cls->name, name);
+    return s->t;
+}
+
+amp_module *amp_module_get_child(const amp_module *m, const char *name) {
+    static const char *fn = "amp_module_get_child";
+    if (!m || !name) return amp_error_null(AMP_ERR_ARG, "%s: module or name is NULL", fn);
+    const char *leaf;
+    const amp_module *o = resolve(m, name, &leaf);
+    amp_module *c = o ? child_find(o, leaf) : NULL;
+    if (!c) return amp_error_null(AMP_ERR_ARG, "%s: %s has no child module '%s'", fn, m->cls->name, name);
+    return c;
+}
+
+int amp_module_num_children(const amp_module *m) {
+    if (!m) {
+        amp_error(AMP_ERR_ARG, "amp_module_num_children: module is NULL");
+        return -1;
+    }
+    return m->n_ch;
+}
+
+amp_module *amp_module_child_at(const amp_module *m, int i, const char **name) {
+    if (!m || i < 0 || i >= m->n_ch)
+        return amp_error_null(AMP_ERR_ARG, "amp_module_child_at: module is NULL or index %d is out of range", i);
+    if (name) *name = m->ch[i].name;
+    return m->ch[i].m;
+}
+
+const char *amp_module_kind(const amp_module *m) { return m ? m->cls->name : "(null)"; }
 bool amp_module_is_training(const amp_module *m) { return m && m->training; }
+bool amp_module_is_kept_f32(const amp_module *m) { return m && m->keep_f32; }
 
 void amp_module_train(amp_module *m, bool training) {
     if (!m) return;
     m->training = training;
-    for (int i = 0; i < m->n_ch; i++) amp_module_train(m->ch[i], training);
+    for (int i = 0; i < m->n_ch; i++) amp_module_train(m->ch[i].m, training);
 }
 
 void amp_module_keep_f32(amp_module *m, bool keep) {
     if (!m) return;
     m->keep_f32 = keep;
-    for (int i = 0; i < m->n_ch; i++) amp_module_keep_f32(m->ch[i], keep);
+    for (int i = 0; i < m->n_ch; i++) amp_module_keep_f32(m->ch[i].m, keep);
 }
 
 /* ---- forward ------------------------------------------------------------------------------ */
-static amp_tensor *forward_inner(amp_module *m, amp_tensor *x) {
-    switch (m->k) {
-    case M_LINEAR: return amp_linear(x, m->weight, m->bias);
-    case M_CONV2D: return amp_conv2d(x, m->weight, m->bias, &m->conv);
-    case M_BN2D: {
-        amp_tensor *y = amp_batch_norm(x, m->running_mean, m->running_var, m->weight, m->bias, m->training, m->momentum, m->eps);
-        if (y && m->training) {
-            int64_t *nb = amp_tensor_data(m->num_batches);
-            (*nb)++;
-        }
-        return y;
-    }
-    case M_LN: return amp_layer_norm(x, 1, m->weight, m->bias, m->eps);
-    case M_DROPOUT: return amp_dropout(x, m->p, m->training, m->gen);
-    case M_RELU: return amp_relu(x);
-    case M_GELU: return amp_gelu(x, m->approx);
-    case M_MAXPOOL: {
-        amp_pool_params pp;
-        memset(&pp, 0, sizeof pp);
-        pp.kernel[0] = pp.kernel[1] = m->pool_k;
-        pp.stride[0] = pp.stride[1] = m->pool_s;
-        return amp_max_pool2d(x, &pp, NULL);
-    }
-    case M_FLATTEN: return amp_flatten(x, 1, -1);
-    case M_SEQ: {
-        amp_tensor *h = x;
-        for (int i = 0; i < m->n_ch && h; i++) {
-            amp_tensor *next = amp_module_forward(m->ch[i], h);
-            h = next;
-        }
-        return h;
-    }
-    }
-    return NULL;
+static _Thread_local int g_fwd_depth; /* nested forwards (children) */
+
+static amp_tensor *call_forward(amp_module *m, amp_tensor *const *xs, int n) {
+    if (m->cls->forward_n) return m->cls->forward_n(m, xs, n);
+    if (!m->cls->forward)
+        return amp_error_null(AMP_ERR_UNSUPPORTED, "amp_module_forward: %s has no forward (a container: call its children)",
+                              m->cls->name);
+    if (n != 1)
+        return amp_error_null(AMP_ERR_ARG, "amp_module_forward_n: %s takes one input (got %d)", m->cls->name, n);
+    return m->cls->forward(m, xs[0]);
 }
 
-static amp_tensor *forward_body(amp_module *m, amp_tensor *x);
-static _Thread_local int g_fwd_depth; /* nested forwards (Sequential children) */
-
-amp_tensor *amp_module_forward(amp_module *m, amp_tensor *x) {
-    if (!m) return amp_error_null(AMP_ERR_ARG, "amp_module_forward: module is NULL");
-    if (!x) return amp_error_null(AMP_ERR_ARG, "amp_module_forward: %s input is NULL (%s)", g_kind_names[m->k], amp_last_error());
-    g_fwd_depth++;
-    amp_tensor *y = forward_body(m, x);
-    g_fwd_depth--;
-    /* an op's error inside names the op; the outermost forward names itself too */
-    if (!y && g_fwd_depth == 0 && strncmp(amp_last_error(), "amp_module_forward", 18))
-        amp_error(amp_last_status() ? amp_last_status() : AMP_ERR_ARG, "amp_module_forward: %s: %s", g_kind_names[m->k], amp_last_error());
-    return y;
-}
-
-static amp_tensor *forward_body(amp_module *m, amp_tensor *x) {
-    if (!m->keep_f32 || m->k == M_SEQ) return forward_inner(m, x);
-    /* kept in f32: no autocast inside, f32 input, result back in x's dtype */
+static amp_tensor *forward_body(amp_module *m, amp_tensor *const *xs, int n) {
+    if (!m->keep_f32) return call_forward(m, xs, n);
+    /* kept in f32: no autocast inside, half inputs widened to f32, the result
+     * back in the first input's dtype when that was half */
     amp_autocast_opts off = AMP_AUTOCAST_OPTS(AMP_F16);
     off.enabled = false;
     if (amp_autocast_enter_opts(&off) != AMP_OK) return NULL;
-    amp_tensor *xf = x->dtype == AMP_F32 ? x : amp_to(x, AMP_F32);
-    amp_tensor *y = xf ? forward_inner(m, xf) : NULL;
+    amp_tensor *local[8], **xf = n <= 8 ? local : calloc((size_t)n, sizeof *xf);
+    amp_tensor *y = NULL;
+    if (xf) {
+        bool ok = true;
+        for (int i = 0; i < n && ok; i++) {
+            xf[i] = xs[i] && amp_dtype_is_half(xs[i]->dtype) ? amp_to(xs[i], AMP_F32) : xs[i];
+            ok = !xs[i] || xf[i];
+        }
+        if (ok) y = call_forward(m, xf, n);
+        if (xf != local) free(xf);
+    } else {
+        amp_error(AMP_ERR_NOMEM, "amp_module_forward: out of memory");
+    }
     amp_autocast_exit();
-    if (y && y->dtype != x->dtype && amp_dtype_is_half(x->dtype)) y = amp_to(y, x->dtype);
+    if (y && n > 0 && xs[0] && y->dtype == AMP_F32 && amp_dtype_is_half(xs[0]->dtype)) y = amp_to(y, xs[0]->dtype);
     return y;
 }
 
+static amp_tensor *forward_entry(const char *fn, amp_module *m, amp_tensor *const *xs, int n) {
+    if (!m) return amp_error_null(AMP_ERR_ARG, "%s: module is NULL", fn);
+    if (n < 1 || !xs) return amp_error_null(AMP_ERR_ARG, "%s: %s: no inputs (n = %d)", fn, m->cls->name, n);
+    for (int i = 0; i < n; i++)
+        if (!xs[i])
+            return amp_error_null(AMP_ERR_ARG, "%s: %s input %d is NULL (%s)", fn, m->cls->name, i, amp_last_error());
+    g_fwd_depth++;
+    amp_tensor *y = forward_body(m, xs, n);
+    g_fwd_depth--;
+    /* an op's error inside names the op; the outermost forward names itself too */
+    if (!y && g_fwd_depth == 0 && strncmp(amp_last_error(), fn, strlen(fn)))
+        amp_error(amp_last_status() ? amp_last_status() : AMP_ERR_ARG, "%s: %s: %s", fn, m->cls->name, amp_last_error());
+    return y;
+}
+
+amp_tensor *amp_module_forward(amp_module *m, amp_tensor *x) {
+    if (m && !x) return amp_error_null(AMP_ERR_ARG, "amp_module_forward: %s input is NULL (%s)", m->cls->name, amp_last_error());
+    return forward_entry("amp_module_forward", m, &x, 1);
+}
+
+amp_tensor *amp_module_forward_n(amp_module *m, amp_tensor *const *xs, int n) {
+    return forward_entry("amp_module_forward_n", m, xs, n);
+}
+
 /* ---- parameters and state -------------------------------------------------------------------- */
+enum { W_PARAMS = 1, W_BUFFERS = 2, W_STATE = 4 };
+
 typedef struct {
     amp_tensor **out;
     const char **names;
     int max, n;
     amp_module *root;
-    bool buffers;
+    unsigned what;
+    bool oom;
+    /* tensors already listed (for the unique walks) */
+    amp_tensor **seen;
+    int n_seen, cap_seen;
 } walk;
 
-static void emit(walk *w, const char *prefix, const char *leaf, amp_tensor *t) {
-    if (!t) return;
+/* A stable copy of a dotted name, owned by the root (caller holds names_lock). */
+static const char *intern(walk *w, const char *buf) {
+    amp_module *r = w->root;
+    for (int i = 0; i < r->n_names; i++)
+        if (!strcmp(r->names[i], buf)) return r->names[i];
+    if (r->n_names == r->cap_names) {
+        int cap = r->cap_names ? r->cap_names * 2 : 16;
+        char **nn = realloc(r->names, (size_t)cap * sizeof *nn);
+        if (!nn) return NULL;
+        r->names = nn;
+        r->cap_names = cap;
+    }
+    char *s = strdup(buf);
+    if (!s) return NULL;
+    r->names[r->n_names++] = s;
+    return s;
+}
+
+static bool seen_before(walk *w, amp_tensor *t) {
+    for (int i = 0; i < w->n_seen; i++)
+        if (w->seen[i] == t) return true;
+    if (w->n_seen == w->cap_seen) {
+        int cap = w->cap_seen ? w->cap_seen * 2 : 32;
+        amp_tensor **p = realloc(w->seen, (size_t)cap * sizeof *p);
+        if (!p) {
+            w->oom = true;
+            return false;
+        }
+        w->seen = p;
+        w->cap_seen = cap;
+    }
+    w->seen[w->n_seen++] = t;
+    return false;
+}
+
+static void emit(walk *w, const char *prefix, const char *leaf, amp_tensor *t, bool unique) {
+    if (unique && seen_before(w, t)) return;
     if (w->out && w->n < w->max) w->out[w->n] = t;
     if (w->names && w->n < w->max) {
-        char buf[256];
+        char buf[4096];
         snprintf(buf, sizeof buf, "%s%s", prefix, leaf);
-        amp_module *r = w->root;
-        /* names stay valid while the module lives: reuse a cached name */
-        const char *hit = NULL;
-        for (int i = 0; i < r->n_names && !hit; i++)
-            if (!strcmp(r->names[i], buf)) hit = r->names[i];
-        if (hit) {
-            w->names[w->n] = hit;
-        } else {
-            char **nn = realloc(r->names, (size_t)(r->n_names + 1) * sizeof *nn);
-            if (nn) {
-                r->names = nn;
-                r->names[r->n_names] = strdup(buf);
-                w->names[w->n] = r->names[r->n_names];
-                r->n_names++;
-            }
-        }
+        const char *s = intern(w, buf);
+        if (!s) w->oom = true;
+        w->names[w->n] = s;
     }
     w->n++;
 }
 
 static void walk_module(walk *w, amp_module *m, const char *prefix) {
-    emit(w, prefix, "weight", m->weight);
-    emit(w, prefix, "bias", m->bias);
-    if (w->buffers) {
-        emit(w, prefix, "running_mean", m->running_mean);
-        emit(w, prefix, "running_var", m->running_var);
-        emit(w, prefix, "num_batches_tracked", m->num_batches);
-    }
+    if (w->what & (W_PARAMS | W_STATE))
+        for (int i = 0; i < m->params.n; i++) emit(w, prefix, m->params.v[i].name, m->params.v[i].t, !(w->what & W_STATE));
+    if (w->what & (W_BUFFERS | W_STATE))
+        for (int i = 0; i < m->bufs.n; i++)
+            if (m->bufs.v[i].persistent || !(w->what & W_STATE)) emit(w, prefix, m->bufs.v[i].name, m->bufs.v[i].t, !(w->what & W_STATE));
     for (int i = 0; i < m->n_ch; i++) {
-        char p[256];
-        snprintf(p, sizeof p, "%s%d.", prefix, i);
-        walk_module(w, m->ch[i], p);
+        char p[4096];
+        snprintf(p, sizeof p, "%s%s.", prefix, m->ch[i].name);
+        walk_module(w, m->ch[i].m, p);
     }
 }
 
-static int collect(amp_module *m, amp_tensor **out, const char **names, int max, bool buffers) {
+static int collect(const char *fn, amp_module *m, amp_tensor **out, const char **names, int max, unsigned what) {
     if (!m) {
-        amp_error(AMP_ERR_ARG, "%s: module is NULL", buffers ? "amp_module_state" : "amp_module_parameters");
+        amp_error(AMP_ERR_ARG, "%s: module is NULL", fn);
         return -1;
     }
-    walk w = {out, names, max, 0, m, buffers};
+    if (max < 0) max = 0;
+    walk w = {out, names, max, 0, m, what, false, NULL, 0, 0};
+    pthread_mutex_lock(&m->names_lock);
     walk_module(&w, m, "");
+    pthread_mutex_unlock(&m->names_lock);
+    free(w.seen);
+    if (w.oom) {
+        amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+        return -1;
+    }
     return w.n;
 }
 
 int amp_module_parameters(amp_module *m, amp_tensor **params, const char **names, int max) {
-    return collect(m, params, names, max, false);
+    return collect("amp_module_parameters", m, params, names, max, W_PARAMS);
+}
+
+int amp_module_buffers(amp_module *m, amp_tensor **buffers, const char **names, int max) {
+    return collect("amp_module_buffers", m, buffers, names, max, W_BUFFERS);
 }
 
 int amp_module_state(amp_module *m, amp_tensor **tensors, const char **names, int max) {
-    return collect(m, tensors, names, max, true);
+    return collect("amp_module_state", m, tensors, names, max, W_STATE);
+}
+
+/* Runs f on every parameter (once each) of m's tree. */
+static amp_status for_each_param(const char *fn, amp_module *m, amp_status (*f)(amp_tensor *, void *), void *arg) {
+    int n = collect(fn, m, NULL, NULL, 0, W_PARAMS);
+    if (n < 0) return amp_last_status();
+    amp_tensor **ps = calloc((size_t)(n ? n : 1), sizeof *ps);
+    if (!ps) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    collect(fn, m, ps, NULL, n, W_PARAMS);
+    amp_status st = AMP_OK;
+    for (int i = 0; i < n && !st; i++) st = f(ps[i], arg);
+    free(ps);
+    return st;
+}
+
+static amp_status count_numel(amp_tensor *t, void *arg) {
+    *(int64_t *)arg += amp_tensor_numel(t);
+    return AMP_OK;
 }
 
 int64_t amp_module_num_params(amp_module *m) {
+    int64_t total = 0;
     if (!m) {
         amp_error(AMP_ERR_ARG, "amp_module_num_params: module is NULL");
         return 0;
     }
-    int n = amp_module_parameters(m, NULL, NULL, 0);
-    if (n <= 0) return 0;
-    amp_tensor **ps = calloc((size_t)n, sizeof *ps);
-    if (!ps) return 0;
-    amp_module_parameters(m, ps, NULL, n);
-    int64_t total = 0;
-    for (int i = 0; i < n; i++) total += amp_tensor_numel(ps[i]);
-    free(ps);
+    if (for_each_param("amp_module_num_params", m, count_numel, &total)) return 0;
     return total;
 }
 
-static bool is_norm(const amp_module *m) { return m->k == M_BN2D || m->k == M_LN; }
+static amp_status clear_grad(amp_tensor *t, void *arg) {
+    (void)arg;
+    return amp_tensor_set_grad(t, NULL);
+}
 
+amp_status amp_module_zero_grad(amp_module *m) {
+    if (!m) return amp_error(AMP_ERR_ARG, "amp_module_zero_grad: module is NULL");
+    return for_each_param("amp_module_zero_grad", m, clear_grad, NULL);
+}
+
+/* ---- dtype ------------------------------------------------------------------------------------ */
 static amp_status retype(amp_tensor *t, amp_dtype dt) {
-    if (!t || t->dtype == dt) return AMP_OK;
+    if (!t || t->dtype == dt || !amp_dtype_is_float(t->dtype)) return AMP_OK;
     return amp__tensor_change_dtype(t, dt);
 }
 
@@ -380,42 +558,40 @@ amp_status amp_module_to(amp_module *m, amp_dtype dt, bool keep_norm_f32) {
     if (!m) return amp_error(AMP_ERR_ARG, "amp_module_to: module is NULL");
     if (dt != AMP_F32 && dt != AMP_F16 && dt != AMP_BF16)
         return amp_error(AMP_ERR_DTYPE, "amp_module_to: dtype %s is not f32, f16 or bf16", amp_dtype_name(dt));
-    if (keep_norm_f32 && is_norm(m)) {
+    bool norm = (m->cls->flags & AMP_MODULE_NORM) != 0;
+    amp_dtype pdt = dt;
+    if (keep_norm_f32 && norm) {
         m->keep_f32 = true;
-        amp_status st = retype(m->weight, AMP_F32);
-        return st ? st : retype(m->bias, AMP_F32);
+        pdt = AMP_F32;
     }
-    amp_status st = retype(m->weight, dt);
-    if (!st) st = retype(m->bias, dt);
-    for (int i = 0; i < m->n_ch && !st; i++) st = amp_module_to(m->ch[i], dt, keep_norm_f32);
+    amp_status st = AMP_OK;
+    for (int i = 0; i < m->params.n && !st; i++) st = retype(m->params.v[i].t, pdt);
+    /* a norm's buffers (running statistics) keep their dtype: amp's batch norm
+     * reads and writes them in f32 whatever the parameters are */
+    for (int i = 0; i < m->bufs.n && !st && !norm; i++) st = retype(m->bufs.v[i].t, pdt);
+    for (int i = 0; i < m->n_ch && !st; i++) st = amp_module_to(m->ch[i].m, dt, keep_norm_f32);
     return st;
 }
 
-/* ---- models ---------------------------------------------------------------------------------- */
-amp_module *amp_model_build(const char *name, amp_generator *g) {
-    if (!name) return amp_error_null(AMP_ERR_ARG, "amp_model_build: name is NULL");
-    if (!strcmp(name, "mlp")) {
-        amp_module *ch[] = {amp_nn_flatten(),        amp_nn_linear(784, 512, true, g), amp_nn_relu(),
-                            amp_nn_linear(512, 512, true, g), amp_nn_relu(),          amp_nn_linear(512, 10, true, g)};
-        return amp_nn_sequential(ch, 6);
+/* ---- printing ----------------------------------------------------------------------------------- */
+static bool print_rec(const amp_module *m, FILE *f, int indent) {
+    char extra[512] = "";
+    if (m->cls->extra_repr) m->cls->extra_repr(m, extra, sizeof extra);
+    if (fprintf(f, "%s(%s", m->cls->name, extra) < 0) return false;
+    if (m->n_ch) {
+        if (fputc('\n', f) == EOF) return false;
+        for (int i = 0; i < m->n_ch; i++) {
+            if (fprintf(f, "%*s(%s): ", indent + 2, "", m->ch[i].name) < 0) return false;
+            if (!print_rec(m->ch[i].m, f, indent + 2)) return false;
+            if (fputc('\n', f) == EOF) return false;
+        }
+        if (fprintf(f, "%*s", indent, "") < 0) return false;
     }
-    if (!strcmp(name, "cnn")) {
-        amp_conv_params pad1;
-        memset(&pad1, 0, sizeof pad1);
-        pad1.padding[0] = pad1.padding[1] = 1;
-        amp_module *ch[] = {amp_nn_conv2d(1, 32, 3, &pad1, true, g),
-                            amp_nn_relu(),
-                            amp_nn_maxpool2d(2, 2),
-                            amp_nn_conv2d(32, 64, 3, &pad1, true, g),
-                            amp_nn_batchnorm2d(64, 1e-5, 0.1),
-                            amp_nn_relu(),
-                            amp_nn_maxpool2d(2, 2),
-                            amp_nn_flatten(),
-                            amp_nn_linear(3136, 128, true, g),
-                            amp_nn_relu(),
-                            amp_nn_dropout(0.25, g),
-                            amp_nn_linear(128, 10, true, g)};
-        return amp_nn_sequential(ch, 12);
-    }
-    return amp_error_null(AMP_ERR_ARG, "amp_model_build: unknown model '%s' (expected mlp or cnn)", name);
+    return fputc(')', f) != EOF;
+}
+
+amp_status amp_module_print(const amp_module *m, FILE *f) {
+    if (!m || !f) return amp_error(AMP_ERR_ARG, "amp_module_print: module or file is NULL");
+    if (!print_rec(m, f, 0) || fputc('\n', f) == EOF) return amp_error(AMP_ERR_IO, "amp_module_print: write failed");
+    return AMP_OK;
 }
