@@ -107,7 +107,7 @@ amp_module *amp_nn_conv2d(int64_t in_ch, int64_t out_ch, int64_t kernel, const a
     c->kernel = kernel;
     c->bias = bias;
     if (p) c->p = *p;
-    double bound = 1.0 / sqrt((double)(in_ch / groups * kernel * kernel));
+    double bound = 1.0 / sqrt((double)(in_ch / groups) * (double)kernel * (double)kernel); /* no int64 product: sizes may be huge */
     if (!param(m, "weight", 4, AMP_SHAPE(out_ch, in_ch / groups, kernel, kernel), bound, 0, g)) return fail(m);
     if (bias && !param(m, "bias", 1, AMP_SHAPE(out_ch), bound, 0, g)) return fail(m);
     return m;
