@@ -16,7 +16,7 @@ CMAKE_FLAGS ?=
 all: build
 
 deps:
-	@scripts/deps.sh build test run
+	@scripts/deps.sh build test run text
 
 build:
 	@scripts/deps.sh build test
@@ -24,17 +24,17 @@ build:
 	@cmake --build $(BUILD) -j $(JOBS)
 
 run:
-	@scripts/deps.sh build test run
+	@scripts/deps.sh build test run text
 	@$(MAKE) --no-print-directory build
 	./$(BUILD)/amp compare --model mlp --epochs 1
 
 test:
-	@scripts/deps.sh build test
+	@scripts/deps.sh build test text
 	@$(MAKE) --no-print-directory build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-asan:
-	@scripts/deps.sh build test
+	@scripts/deps.sh build test text
 	@$(MAKE) --no-print-directory build BUILD=build-asan CMAKE_FLAGS="-DAMP_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DAMP_BUILD_BENCH=OFF"
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  AMP_ASAN=1 ctest --output-on-failure -j $(JOBS)

@@ -58,6 +58,8 @@ typedef struct {
     void *scratch;
     void *outptr;
     amp_module *fresh[6];
+    amp_tokenizer *tok;
+    amp_text_dataset *text;
 } api_bank;
 
 typedef struct {
@@ -174,7 +176,7 @@ static int arg_enum(int v) { return v == V_NEG ? -1 : v == V_HUGE ? 1000 : 0; }
 
 enum {
     OPT_POLICY, OPT_SCALER_STATE, OPT_OPTIM, OPT_SCALER, OPT_CONV, OPT_POOL, OPT_LOSS, OPT_LR, OPT_AUTOCAST, OPT_CONTEXT,
-    OPT_LOADER, OPT_KV, OPT_TRAIN_STATE, OPT_SDPA, OPT_MODULE_CLASS, N_OPTS
+    OPT_LOADER, OPT_KV, OPT_TRAIN_STATE, OPT_SDPA, OPT_MODULE_CLASS, OPT_TEXT, N_OPTS
 };
 
 /* Option structs: NULL (variant 0), values out of range (NEG), zeroed (HUGE), and sensible ones. */
@@ -195,6 +197,7 @@ static const void *arg_opts(api_bank *b, int v, int which) {
         amp_train_state ts;
         amp_sdpa_opts sdpa;
         amp_module_class mc;
+        amp_text_opts text;
         char raw[512];
     } u;
     if (v == V_NULL) return NULL;
@@ -244,6 +247,9 @@ static const void *arg_opts(api_bank *b, int v, int which) {
                     : (amp_context_opts){true, AMP_F16, AMP_SCALER_AUTO, {.init_scale = 0}, AMP_AUTOCAST_TABLE_DEFAULT};
         break;
     case OPT_LOADER: u.lo = bad ? (amp_loader_opts){-3, true, true, 1, NAN, -1} : (amp_loader_opts){2, true, false, 1, 0, 0}; break;
+    case OPT_TEXT:
+        u.text = bad ? (amp_text_opts){-1, NULL, 0} : (amp_text_opts){0.1, "", 1};
+        break;
     case OPT_SDPA:
         u.sdpa = bad ? (amp_sdpa_opts){b->mis[3], true, 1.5, INFINITY, NULL} : AMP_SDPA_DEFAULTS;
         break;
@@ -325,6 +331,16 @@ static void bank_make(api_bank *b) {
     b->devnull = fopen("/dev/null", "w");
     b->scratch = aligned_alloc(64, 4096);
     memset(b->scratch, 0, 4096);
+    b->tok = amp_tokenizer_byte();
+    char tp[4096];
+    snprintf(tp, sizeof tp, "%s/text.txt", g_ckpt_dir);
+    FILE *tf = fopen(tp, "w");
+    assert_non_null(tf);
+    for (int i = 0; i < 40; i++) fprintf(tf, "line %d\n", i);
+    fclose(tf);
+    amp_text_opts to = {0.1, "", 1};
+    b->text = amp_text_dataset_open(tp, b->tok, &to);
+    assert_true(b->tok && b->text);
     assert_true(b->module && b->optim && b->scaler && b->loader && b->st && b->ckpt && b->ctx && b->devnull);
 }
 
@@ -343,6 +359,8 @@ static void bank_free(api_bank *b) {
     amp_loader_free(b->loader);
     amp_dataset_free(&b->ds);
     amp_safetensors_free(b->st);
+    amp_text_dataset_free(b->text);
+    amp_tokenizer_free(b->tok);
     amp_checkpoint_close(b->ckpt);
     amp_context_free(b->ctx);
     fclose(b->devnull);
@@ -352,7 +370,7 @@ static void bank_free(api_bank *b) {
 /* ---- the header parser: which functions are public ------------------------------------------- */
 static int header_functions(char names[][64], int max) {
     const char *hdrs[] = {"amp.h", "base.h", "numeric.h", "tensor.h", "autograd.h", "autocast.h", "ops.h", "optim.h",
-                          "scaler.h", "policy.h", "nn.h", "io.h", "checkpoint.h"};
+                          "scaler.h", "policy.h", "nn.h", "io.h", "checkpoint.h", "text.h"};
     int n = 0;
     for (size_t h = 0; h < sizeof hdrs / sizeof hdrs[0]; h++) {
         char path[1024];
@@ -453,6 +471,7 @@ static const char *NULL_OK[] = {
     "amp_nn_dropout",   /* likewise */
     "amp_nn_embedding", /* likewise */
     "amp_context_new",  /* NULL options = all zero: a disabled context, the plain f32 loop */
+    "amp_tokenizer_gpt2", /* NULL paths = the vocabulary files amp ships (text.h) */
     NULL,
 };
 

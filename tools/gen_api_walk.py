@@ -77,6 +77,14 @@ TYPES = {
     "amp_context*": "(amp_context *)arg_obj(b, v, b->ctx)",
     "amp_scope*": "(amp_scope *)NULL",
     "amp_generator*": "(amp_generator *)arg_obj(b, v, &b->gen)",
+    "amp_tokenizer*": "(amp_tokenizer *)arg_obj(b, v, b->tok)",
+    "constamp_tokenizer*": "(amp_tokenizer *)arg_obj(b, v, b->tok)",
+    "amp_text_dataset*": "(amp_text_dataset *)arg_obj(b, v, b->text)",
+    "constamp_text_dataset*": "(amp_text_dataset *)arg_obj(b, v, b->text)",
+    "constamp_text_opts*": "(const amp_text_opts *)arg_opts(b, v, OPT_TEXT)",
+    "constint32_t*": "(const int32_t *)arg_obj(b, v, b->scratch)",
+    "int32_t**": "(int32_t **)arg_obj(b, v, &b->outptr)",
+    "char**": "(char **)arg_obj(b, v, &b->outptr)",
     "FILE*": "(FILE *)arg_obj(b, v, b->devnull)",
     "amp_idx*": "(amp_idx *)arg_obj(b, v, &b->idx)",
     "amp_dataset*": "(amp_dataset *)arg_obj(b, v, &b->ds_out)",
@@ -136,7 +144,7 @@ TYPES = {
     "float": "(float)arg_double(v, {i})",
 }
 ENUMS = ["amp_dtype", "amp_cpu_path", "amp_mem_category", "amp_status", "amp_format", "amp_autocast_table",
-         "amp_cast_category", "amp_gelu_approx", "amp_opt_level"]
+         "amp_cast_category", "amp_gelu_approx", "amp_opt_level", "amp_text_split"]
 for e in ENUMS:
     TYPES[e] = "(" + e + ")arg_enum(v)"
 
@@ -169,6 +177,8 @@ FREE_RESULT = {
     "amp_checkpoint*": "amp_checkpoint_close",
     "amp_context*": "amp_context_free",
     "amp_scope*": "amp_scope_end",
+    "amp_tokenizer*": "amp_tokenizer_free",
+    "amp_text_dataset*": "amp_text_dataset_free",
 }
 
 # int parameters that count the entries of a caller's array: "huge" would only

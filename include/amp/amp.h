@@ -14,5 +14,6 @@
 #include "amp/nn.h"
 #include "amp/io.h"
 #include "amp/checkpoint.h"
+#include "amp/text.h"
 
 #endif

@@ -1,0 +1,646 @@
+/* Tokenizers: byte-level and GPT-2 BPE (amp/text.h).
+ *
+ * GPT-2: encoder.json maps token strings to ids, written in GPT-2's
+ * byte-to-unicode alphabet (each byte a printable code point); vocab.bpe
+ * lists the merges, highest priority first. At load both are turned into
+ * raw bytes: every token is a byte string, every merge a pair of token ids
+ * (a, b) with its rank and the id of the concatenation. Encoding a
+ * pre-token then works on ids: start from the byte tokens, repeatedly merge
+ * every occurrence (left to right, not overlapping) of the adjacent pair
+ * with the lowest rank, until no adjacent pair has one: the same result as
+ * encoder.py's bpe() on strings, since each merge's result is a vocabulary
+ * token.
+ *
+ * The pre-tokenizer implements the pattern's alternatives in order at each
+ * position (the regex engine's ordered alternation), with the code-point
+ * classes of the `regex` package (unicode_tables.h, generated). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cjson/cJSON.h>
+
+#include "amp/text.h"
+#include "core/error.h"
+#include "io/unicode_tables.h"
+
+#define TOK_BYTE 0
+#define TOK_GPT2 1
+
+typedef struct {
+    uint64_t key; /* (a << 32 | b) + 1; 0 = empty */
+    int32_t rank, merged;
+} pair_slot;
+
+typedef struct {
+    const char *s; /* into the token arena */
+    uint32_t len;
+    int32_t id;    /* -1 = empty */
+} str_slot;
+
+struct amp_tokenizer {
+    int kind;
+    int64_t vocab;
+    int32_t eot;
+    /* gpt2 */
+    char *arena;
+    size_t arena_len;
+    uint32_t *off, *len; /* token id -> bytes in arena */
+    int32_t byte_id[256];
+    pair_slot *pairs;
+    size_t npair_cap;
+    str_slot *strs;
+    size_t nstr_cap;
+};
+
+/* ---- Unicode classes ------------------------------------------------------------------------------ */
+static bool in_ranges(const uint32_t (*r)[2], size_t n, uint32_t c) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (c < r[mid][0]) hi = mid;
+        else if (c > r[mid][1]) lo = mid + 1;
+        else return true;
+    }
+    return false;
+}
+#define NRANGES(t) (sizeof(t) / sizeof((t)[0]))
+
+enum { C_LETTER = 1, C_NUMBER = 2, C_SPACE = 3, C_OTHER = 4 };
+
+static int cls_of(uint32_t c) {
+    if (c < 128) {
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return C_LETTER;
+        if (c >= '0' && c <= '9') return C_NUMBER;
+        if (c == ' ' || (c >= 9 && c <= 13)) return C_SPACE;
+        return C_OTHER;
+    }
+    if (c > 0x10FFFF) return C_OTHER; /* invalid byte marker */
+    if (in_ranges(amp_uni_letter, NRANGES(amp_uni_letter), c)) return C_LETTER;
+    if (in_ranges(amp_uni_number, NRANGES(amp_uni_number), c)) return C_NUMBER;
+    if (in_ranges(amp_uni_space, NRANGES(amp_uni_space), c)) return C_SPACE;
+    return C_OTHER;
+}
+
+/* Decodes one UTF-8 sequence at s[i] (n bytes total): code point and length.
+ * Invalid or truncated sequences, overlongs and surrogates give one byte
+ * with code point 0x110000 + byte (classed as other). */
+static uint32_t utf8_next(const unsigned char *s, size_t n, size_t i, int *len) {
+    unsigned char b = s[i];
+    uint32_t c;
+    int need;
+    if (b < 0x80) {
+        *len = 1;
+        return b;
+    } else if (b >= 0xC2 && b <= 0xDF) {
+        c = b & 0x1F;
+        need = 1;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+        c = b & 0x0F;
+        need = 2;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+        c = b & 0x07;
+        need = 3;
+    } else {
+        *len = 1;
+        return 0x110000u + b;
+    }
+    if (i + (size_t)need >= n) { /* truncated */
+        *len = 1;
+        return 0x110000u + b;
+    }
+    for (int k = 1; k <= need; k++) {
+        unsigned char cb = s[i + (size_t)k];
+        if ((cb & 0xC0) != 0x80) {
+            *len = 1;
+            return 0x110000u + b;
+        }
+        c = (c << 6) | (cb & 0x3F);
+    }
+    if ((need == 2 && (c < 0x800 || (c >= 0xD800 && c <= 0xDFFF))) || (need == 3 && (c < 0x10000 || c > 0x10FFFF))) {
+        *len = 1;
+        return 0x110000u + b;
+    }
+    *len = need + 1;
+    return c;
+}
+
+/* ---- hashing ----------------------------------------------------------------------------------------- */
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    return x ^ (x >> 33);
+}
+
+static uint64_t hash_bytes(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
+    return mix64(h);
+}
+
+static int32_t str_find(const amp_tokenizer *t, const char *s, size_t n) {
+    size_t m = t->nstr_cap - 1, i = hash_bytes(s, n) & m;
+    for (;;) {
+        const str_slot *e = &t->strs[i];
+        if (e->id < 0) return -1;
+        if (e->len == n && memcmp(e->s, s, n) == 0) return e->id;
+        i = (i + 1) & m;
+    }
+}
+
+static void str_put(amp_tokenizer *t, const char *s, size_t n, int32_t id) {
+    size_t m = t->nstr_cap - 1, i = hash_bytes(s, n) & m;
+    while (t->strs[i].id >= 0) i = (i + 1) & m;
+    t->strs[i] = (str_slot){s, (uint32_t)n, id};
+}
+
+static const pair_slot *pair_find(const amp_tokenizer *t, int32_t a, int32_t b) {
+    uint64_t key = (((uint64_t)(uint32_t)a << 32) | (uint32_t)b) + 1;
+    size_t m = t->npair_cap - 1, i = mix64(key) & m;
+    for (;;) {
+        const pair_slot *e = &t->pairs[i];
+        if (e->key == 0) return NULL;
+        if (e->key == key) return e;
+        i = (i + 1) & m;
+    }
+}
+
+/* false if the pair is already there (a repeated merge line keeps its first rank) */
+static bool pair_put(amp_tokenizer *t, int32_t a, int32_t b, int32_t rank, int32_t merged) {
+    uint64_t key = (((uint64_t)(uint32_t)a << 32) | (uint32_t)b) + 1;
+    size_t m = t->npair_cap - 1, i = mix64(key) & m;
+    while (t->pairs[i].key != 0) {
+        if (t->pairs[i].key == key) return false;
+        i = (i + 1) & m;
+    }
+    t->pairs[i] = (pair_slot){key, rank, merged};
+    return true;
+}
+
+/* ---- GPT-2's byte <-> unicode alphabet -------------------------------------------------------------- */
+static void byte_alphabet(uint32_t *b2u) {
+    int n = 0;
+    for (int b = 0; b < 256; b++) {
+        bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+        b2u[b] = printable ? (uint32_t)b : (uint32_t)(256 + n++);
+    }
+}
+
+/* A token string in the alphabet (UTF-8) -> raw bytes (appended to out);
+ * false if a code point is not in the alphabet. */
+static bool unalphabet(const uint32_t *u2b_keys, const char *s, size_t n, char *out, size_t *olen) {
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        int l;
+        uint32_t c = utf8_next((const unsigned char *)s, n, i, &l);
+        if (c >= 324) return false;
+        uint32_t b = u2b_keys[c];
+        if (b > 255) return false;
+        out[o++] = (char)b;
+        i += (size_t)l;
+    }
+    *olen = o;
+    return true;
+}
+
+/* ---- loading ------------------------------------------------------------------------------------------ */
+static char *slurp(const char *fn, const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        amp_error(AMP_ERR_IO, "%s: cannot open %s: %s", fn, path, strerror(errno));
+        return NULL;
+    }
+    char *buf = NULL;
+    size_t cap = 0, len = 0;
+    for (;;) {
+        if (len + 65536 + 1 > cap) {
+            cap = cap ? cap * 2 : 1 << 20;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                amp_error(AMP_ERR_NOMEM, "%s: out of memory reading %s", fn, path);
+                return NULL;
+            }
+            buf = nb;
+        }
+        size_t r = fread(buf + len, 1, cap - len - 1, f);
+        len += r;
+        if (r == 0) break;
+    }
+    bool err = ferror(f);
+    fclose(f);
+    if (err) {
+        free(buf);
+        amp_error(AMP_ERR_IO, "%s: error reading %s", fn, path);
+        return NULL;
+    }
+    buf[len] = 0;
+    *n = len;
+    return buf;
+}
+
+static size_t pow2_at_least(size_t n) {
+    size_t p = 1;
+    while (p < n) p <<= 1;
+    return p;
+}
+
+amp_tokenizer *amp_tokenizer_byte(void) {
+    amp_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) return amp_error_null(AMP_ERR_NOMEM, "amp_tokenizer_byte: out of memory");
+    t->kind = TOK_BYTE;
+    t->vocab = 256;
+    t->eot = -1;
+    for (int b = 0; b < 256; b++) t->byte_id[b] = b;
+    return t;
+}
+
+const char *amp_gpt2_vocab_dir(void) {
+    const char *e = getenv("AMP_GPT2_DIR");
+    if (e && *e) return e;
+    struct stat st;
+#ifdef AMP_INSTALL_SHARE_DIR
+    if (stat(AMP_INSTALL_SHARE_DIR "/gpt2/encoder.json", &st) == 0) return AMP_INSTALL_SHARE_DIR "/gpt2";
+#endif
+#ifdef AMP_SOURCE_SHARE_DIR
+    if (stat(AMP_SOURCE_SHARE_DIR "/gpt2/encoder.json", &st) == 0) return AMP_SOURCE_SHARE_DIR "/gpt2";
+#endif
+    (void)st;
+    return "/usr/local/share/amp/gpt2";
+}
+
+static amp_tokenizer *gpt2_fail(amp_tokenizer *t, cJSON *j, char *a, char *b) {
+    amp_tokenizer_free(t);
+    cJSON_Delete(j);
+    free(a);
+    free(b);
+    return NULL;
+}
+
+amp_tokenizer *amp_tokenizer_gpt2(const char *encoder_json, const char *vocab_bpe) {
+    static const char *fn = "amp_tokenizer_gpt2";
+    char pe[4096], pv[4096];
+    if (!encoder_json != !vocab_bpe)
+        return amp_error_null(AMP_ERR_ARG, "%s: give both encoder_json and vocab_bpe, or neither", fn);
+    if (!encoder_json) {
+        const char *d = amp_gpt2_vocab_dir();
+        snprintf(pe, sizeof pe, "%s/encoder.json", d);
+        snprintf(pv, sizeof pv, "%s/vocab.bpe", d);
+        encoder_json = pe;
+        vocab_bpe = pv;
+    }
+    size_t ne = 0, nv = 0;
+    char *je = slurp(fn, encoder_json, &ne);
+    if (!je) return NULL;
+    char *jv = slurp(fn, vocab_bpe, &nv);
+    if (!jv) return gpt2_fail(NULL, NULL, je, NULL);
+    cJSON *j = cJSON_ParseWithLength(je, ne);
+    if (!cJSON_IsObject(j)) {
+        amp_error(AMP_ERR_FORMAT, "%s: %s is not a JSON object of token -> id", fn, encoder_json);
+        return gpt2_fail(NULL, j, je, jv);
+    }
+    amp_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) {
+        amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+        return gpt2_fail(NULL, j, je, jv);
+    }
+    t->kind = TOK_GPT2;
+    t->eot = -1;
+    int n = cJSON_GetArraySize(j);
+    t->vocab = n;
+    t->off = calloc((size_t)n + 1, sizeof *t->off);
+    t->len = calloc((size_t)n + 1, sizeof *t->len);
+    t->arena = malloc(ne + 1);
+    t->nstr_cap = pow2_at_least((size_t)n * 2 + 16);
+    t->strs = malloc(t->nstr_cap * sizeof *t->strs);
+    if (!t->off || !t->len || !t->arena || !t->strs) {
+        amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+        return gpt2_fail(t, j, je, jv);
+    }
+    for (size_t i = 0; i < t->nstr_cap; i++) t->strs[i].id = -1;
+    uint32_t b2u[256], u2b[324];
+    byte_alphabet(b2u);
+    for (int i = 0; i < 324; i++) u2b[i] = 1000;
+    for (int b = 0; b < 256; b++) u2b[b2u[b]] = (uint32_t)b;
+    for (int b = 0; b < 256; b++) t->byte_id[b] = -1;
+    unsigned char *seen = calloc((size_t)n, 1);
+    if (!seen) {
+        amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+        return gpt2_fail(t, j, je, jv);
+    }
+    size_t ao = 0;
+    for (cJSON *e = j->child; e; e = e->next) {
+        double idd = cJSON_IsNumber(e) ? e->valuedouble : -1;
+        if (!(idd >= 0 && idd < n && idd == (double)(int32_t)idd) || seen[(int32_t)idd]) {
+            free(seen);
+            amp_error(AMP_ERR_FORMAT, "%s: %s: token \"%.40s\" has id %g; expected distinct integers 0 to %d", fn,
+                      encoder_json, e->string ? e->string : "", idd, n - 1);
+            return gpt2_fail(t, j, je, jv);
+        }
+        int32_t id = (int32_t)idd;
+        seen[id] = 1;
+        const char *key = e->string;
+        size_t kl = strlen(key), bl = 0;
+        if (strcmp(key, "<|endoftext|>") == 0) {
+            t->eot = id;
+            memcpy(t->arena + ao, key, kl); /* decodes to its text */
+            bl = kl;
+        } else if (!unalphabet(u2b, key, kl, t->arena + ao, &bl)) {
+            free(seen);
+            amp_error(AMP_ERR_FORMAT, "%s: %s: token \"%.40s\" has a character outside GPT-2's byte alphabet", fn,
+                      encoder_json, key);
+            return gpt2_fail(t, j, je, jv);
+        }
+        t->off[id] = (uint32_t)ao;
+        t->len[id] = (uint32_t)bl;
+        if (id != t->eot) {
+            if (str_find(t, t->arena + ao, bl) >= 0) {
+                free(seen);
+                amp_error(AMP_ERR_FORMAT, "%s: %s: token \"%.40s\" appears twice", fn, encoder_json, key);
+                return gpt2_fail(t, j, je, jv);
+            }
+            str_put(t, t->arena + ao, bl, id);
+            if (bl == 1) t->byte_id[(unsigned char)t->arena[ao]] = id;
+        }
+        ao += bl;
+    }
+    free(seen);
+    cJSON_Delete(j);
+    j = NULL;
+    free(je);
+    je = NULL;
+    for (int b = 0; b < 256; b++)
+        if (t->byte_id[b] < 0) {
+            amp_error(AMP_ERR_FORMAT, "%s: %s has no token for byte 0x%02x", fn, encoder_json, b);
+            return gpt2_fail(t, NULL, NULL, jv);
+        }
+    /* merges */
+    size_t lines = 0;
+    for (size_t i = 0; i < nv; i++) lines += jv[i] == '\n';
+    t->npair_cap = pow2_at_least(lines * 2 + 16);
+    t->pairs = calloc(t->npair_cap, sizeof *t->pairs);
+    if (!t->pairs) {
+        amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+        return gpt2_fail(t, NULL, NULL, jv);
+    }
+    int32_t rank = 0;
+    size_t lineno = 0;
+    char ba[1024], bb[1024];
+    for (char *p = jv, *end = jv + nv; p < end;) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        char *le = nl ? nl : end;
+        lineno++;
+        size_t ll = (size_t)(le - p);
+        if (ll && p[ll - 1] == '\r') ll--;
+        if (lineno == 1 && ll >= 8 && memcmp(p, "#version", 8) == 0) goto next;
+        if (ll == 0) goto next;
+        {
+            char *sp = memchr(p, ' ', ll);
+            size_t la = sp ? (size_t)(sp - p) : 0, lb = sp ? ll - la - 1 : 0, oa = 0, ob = 0;
+            if (!sp || la == 0 || lb == 0 || la >= sizeof ba || lb >= sizeof bb || memchr(sp + 1, ' ', lb) ||
+                !unalphabet(u2b, p, la, ba, &oa) || !unalphabet(u2b, sp + 1, lb, bb, &ob)) {
+                amp_error(AMP_ERR_FORMAT, "%s: %s line %zu: expected two tokens separated by one space", fn, vocab_bpe,
+                          lineno);
+                return gpt2_fail(t, NULL, NULL, jv);
+            }
+            int32_t a = str_find(t, ba, oa), b = str_find(t, bb, ob);
+            char cat[2048];
+            memcpy(cat, ba, oa);
+            memcpy(cat + oa, bb, ob);
+            int32_t m = str_find(t, cat, oa + ob);
+            if (a < 0 || b < 0 || m < 0) {
+                amp_error(AMP_ERR_FORMAT, "%s: %s line %zu: merge \"%.*s\" names a token that is not in %s", fn,
+                          vocab_bpe, lineno, (int)ll, p, encoder_json);
+                return gpt2_fail(t, NULL, NULL, jv);
+            }
+            if (pair_put(t, a, b, rank, m)) rank++;
+        }
+    next:
+        p = le + 1;
+    }
+    free(jv);
+    return t;
+}
+
+amp_tokenizer *amp_tokenizer_by_name(const char *name) {
+    if (!name) return amp_error_null(AMP_ERR_ARG, "amp_tokenizer_by_name: name is NULL");
+    if (strcmp(name, "byte") == 0) return amp_tokenizer_byte();
+    if (strcmp(name, "gpt2") == 0) return amp_tokenizer_gpt2(NULL, NULL);
+    return amp_error_null(AMP_ERR_ARG, "amp_tokenizer_by_name: unknown tokenizer '%s' (expected byte or gpt2)", name);
+}
+
+void amp_tokenizer_free(amp_tokenizer *t) {
+    if (!t) return;
+    free(t->arena);
+    free(t->off);
+    free(t->len);
+    free(t->pairs);
+    free(t->strs);
+    free(t);
+}
+
+const char *amp_tokenizer_name(const amp_tokenizer *t) {
+    if (!t) return amp_error_null(AMP_ERR_ARG, "amp_tokenizer_name: t is NULL");
+    return t->kind == TOK_BYTE ? "byte" : "gpt2";
+}
+
+int64_t amp_tokenizer_vocab_size(const amp_tokenizer *t) {
+    if (!t) return amp_error(AMP_ERR_ARG, "amp_tokenizer_vocab_size: t is NULL");
+    return t->vocab;
+}
+
+amp_status amp_tokenizer_eot(const amp_tokenizer *t, int64_t *id) {
+    if (!t || !id) return amp_error(AMP_ERR_ARG, "amp_tokenizer_eot: %s is NULL", t ? "id" : "t");
+    *id = t->eot;
+    return AMP_OK;
+}
+
+/* ---- encoding ---------------------------------------------------------------------------------------- */
+typedef struct {
+    int32_t *v;
+    size_t n, cap;
+} ivec;
+
+static bool ivec_push(ivec *a, int32_t x) {
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 1024;
+        int32_t *nv = realloc(a->v, cap * sizeof *nv);
+        if (!nv) return false;
+        a->v = nv;
+        a->cap = cap;
+    }
+    a->v[a->n++] = x;
+    return true;
+}
+
+/* BPE of the bytes s[0:n] appended to out; sym is scratch of n entries. */
+static bool bpe_piece(const amp_tokenizer *t, const unsigned char *s, size_t n, int32_t *sym, ivec *out) {
+    size_t m = n;
+    for (size_t i = 0; i < n; i++) sym[i] = t->byte_id[s[i]];
+    while (m > 1) {
+        int32_t best = INT32_MAX, ba = -1, bb = -1, bm = -1;
+        for (size_t i = 0; i + 1 < m; i++) {
+            const pair_slot *p = pair_find(t, sym[i], sym[i + 1]);
+            if (p && p->rank < best) {
+                best = p->rank;
+                ba = sym[i];
+                bb = sym[i + 1];
+                bm = p->merged;
+            }
+        }
+        if (best == INT32_MAX) break;
+        size_t w = 0;
+        for (size_t i = 0; i < m;) {
+            if (i + 1 < m && sym[i] == ba && sym[i + 1] == bb) {
+                sym[w++] = bm;
+                i += 2;
+            } else {
+                sym[w++] = sym[i++];
+            }
+        }
+        m = w;
+    }
+    for (size_t i = 0; i < m; i++)
+        if (!ivec_push(out, sym[i])) return false;
+    return true;
+}
+
+/* End (code-point index) of the pre-token starting at p (GPT-2's pattern). */
+static size_t pretoken_end(const uint32_t *cp, const unsigned char *cl, size_t n, size_t p) {
+    uint32_t c = cp[p];
+    if (c == '\'' && p + 1 < n) { /* 's 't 're 've 'm 'll 'd */
+        uint32_t c1 = cp[p + 1], c2 = p + 2 < n ? cp[p + 2] : 0;
+        if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') return p + 2;
+        if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) return p + 3;
+    }
+    size_t q = p + (c == ' ' && p + 1 < n ? 1 : 0);
+    int k = cl[q];
+    if (k == C_LETTER || k == C_NUMBER || k == C_OTHER) { /* ' ?\p{L}+', ' ?\p{N}+', ' ?[^\s\p{L}\p{N}]+' */
+        while (q < n && cl[q] == k) q++;
+        return q;
+    }
+    /* here cp[p] is white space (a lone ' ' before white space included) */
+    q = p;
+    while (q < n && cl[q] == C_SPACE) q++;
+    if (q == n) return q;          /* \s+(?!\S) at the end */
+    if (q - p >= 2) return q - 1;  /* \s+(?!\S): leave the last one to prefix the next word */
+    return q;                      /* \s+ */
+}
+
+static amp_status encode_text(const char *fn, const amp_tokenizer *t, const unsigned char *s, size_t n, ivec *out) {
+    uint32_t *cp = malloc((n ? n : 1) * sizeof *cp);
+    size_t *bo = malloc((n + 1) * sizeof *bo);
+    unsigned char *cl = malloc(n ? n : 1);
+    int32_t *sym = malloc((n ? n : 1) * sizeof *sym);
+    amp_status st = AMP_OK;
+    if (!cp || !bo || !cl || !sym) {
+        st = amp_error(AMP_ERR_NOMEM, "%s: out of memory for %zu bytes of text", fn, n);
+        goto done;
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n;) {
+        int l;
+        cp[m] = utf8_next(s, n, i, &l);
+        cl[m] = (unsigned char)cls_of(cp[m]);
+        bo[m++] = i;
+        i += (size_t)l;
+    }
+    bo[m] = n;
+    for (size_t p = 0; p < m;) {
+        size_t e = pretoken_end(cp, cl, m, p);
+        if (!bpe_piece(t, s + bo[p], bo[e] - bo[p], sym, out)) {
+            st = amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+            goto done;
+        }
+        p = e;
+    }
+done:
+    free(cp);
+    free(bo);
+    free(cl);
+    free(sym);
+    return st;
+}
+
+amp_status amp_tokenizer_encode(const amp_tokenizer *t, const char *text, size_t n, int32_t **ids, size_t *count) {
+    static const char *fn = "amp_tokenizer_encode";
+    if (!t) return amp_error(AMP_ERR_ARG, "%s: t is NULL", fn);
+    if (!ids || !count) return amp_error(AMP_ERR_ARG, "%s: ids and count must not be NULL", fn);
+    *ids = NULL;
+    *count = 0;
+    if (!text && n) return amp_error(AMP_ERR_ARG, "%s: text is NULL", fn);
+    ivec out = {0};
+    if (t->kind == TOK_BYTE) {
+        out.v = malloc((n ? n : 1) * sizeof *out.v);
+        if (!out.v) return amp_error(AMP_ERR_NOMEM, "%s: out of memory for %zu tokens", fn, n);
+        for (size_t i = 0; i < n; i++) out.v[i] = (unsigned char)text[i];
+        out.n = n;
+    } else {
+        /* split at the special token's text, as the tokenizer's added token */
+        static const char eot[] = "<|endoftext|>";
+        const size_t el = sizeof eot - 1;
+        size_t a = 0;
+        for (;;) {
+            const char *hit = NULL;
+            if (t->eot >= 0)
+                for (size_t i = a; i + el <= n; i++)
+                    if (text[i] == '<' && memcmp(text + i, eot, el) == 0) {
+                        hit = text + i;
+                        break;
+                    }
+            size_t b = hit ? (size_t)(hit - text) : n;
+            amp_status st = encode_text(fn, t, (const unsigned char *)text + a, b - a, &out);
+            if (st != AMP_OK) {
+                free(out.v);
+                return st;
+            }
+            if (!hit) break;
+            if (!ivec_push(&out, t->eot)) {
+                free(out.v);
+                return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+            }
+            a = b + el;
+        }
+        if (!out.v) out.v = malloc(sizeof *out.v);
+        if (!out.v) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    }
+    *ids = out.v;
+    *count = out.n;
+    return AMP_OK;
+}
+
+amp_status amp_tokenizer_decode(const amp_tokenizer *t, const int32_t *ids, size_t count, char **text, size_t *n) {
+    static const char *fn = "amp_tokenizer_decode";
+    if (!t) return amp_error(AMP_ERR_ARG, "%s: t is NULL", fn);
+    if (!text || !n) return amp_error(AMP_ERR_ARG, "%s: text and n must not be NULL", fn);
+    *text = NULL;
+    *n = 0;
+    if (!ids && count) return amp_error(AMP_ERR_ARG, "%s: ids is NULL", fn);
+    size_t total = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (ids[i] < 0 || ids[i] >= t->vocab)
+            return amp_error(AMP_ERR_RANGE, "%s: id %d (element %zu) is outside the vocabulary of %lld tokens", fn,
+                             (int)ids[i], i, (long long)t->vocab);
+        total += t->kind == TOK_BYTE ? 1 : t->len[ids[i]];
+    }
+    char *o = malloc(total + 1);
+    if (!o) return amp_error(AMP_ERR_NOMEM, "%s: out of memory for %zu bytes", fn, total);
+    size_t w = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (t->kind == TOK_BYTE) {
+            o[w++] = (char)ids[i];
+        } else {
+            memcpy(o + w, t->arena + t->off[ids[i]], t->len[ids[i]]);
+            w += t->len[ids[i]];
+        }
+    }
+    o[w] = 0;
+    *text = o;
+    *n = w;
+    return AMP_OK;
+}
