@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "core/cpu.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/norm.h"
@@ -1011,6 +1012,63 @@ static void t_ops_on_every_path(void **state) {
     amp_cpu_select(orig);
 }
 
+/* The attention kernel's row operations (attention.inc, one build per path):
+ * the forward row (scale, bias, causal limit, running max and sum, exp),
+ * the backward's recomputed weights, the rescale and the dot product, with
+ * ragged lengths, -inf rows, huge scores, every limit; equal bits on every
+ * path. (The products around them are amp_gemm's, whose paths differ.) */
+static void t_attention_row_paths(void **state) {
+    (void)state;
+    const amp_att_kernels *K[AMP_CPU_PATH_COUNT] = {&amp_att_kernels_scalar, &amp_att_kernels_avx2, &amp_att_kernels_avx512};
+    test_rng r = {1520};
+    float src[80], bias[80];
+    uint16_t h16[80], hb16[80];
+    for (int i = 0; i < 80; i++) {
+        src[i] = (float)(test_rng_normal(&r) * (i % 7 == 0 ? 40.0 : 3.0));
+        bias[i] = i % 5 == 0 ? -INFINITY : (float)test_rng_normal(&r);
+        h16[i] = amp_f32_to_f16(src[i] / 8);
+        hb16[i] = amp_f32_to_bf16(src[i] / 8);
+    }
+    for (int64_t n = 1; n <= 80; n += (n < 20 ? 1 : 13)) {
+        for (int64_t lim = 0; lim <= n; lim += (n > 10 ? n / 3 + 1 : 1)) {
+            for (int bi = 0; bi < 2; bi++) {
+                for (int start = 0; start < 3; start++) { /* running max/sum: none yet, finite, larger than the row */
+                    float want[80], wm = 0, wl = 0, wa = 0, wp[80];
+                    for (int p = 0; p < AMP_CPU_PATH_COUNT; p++) {
+                        if (!amp_cpu_supported((amp_cpu_path)p)) continue;
+                        float s[80], m = start == 0 ? -INFINITY : start == 1 ? 1.5f : 500.0f, l = start ? 3.25f : 0.0f;
+                        memcpy(s, src, sizeof s);
+                        float a = K[p]->fwd_row(s, n, lim, 0.37f, bi ? bias : NULL, &m, &l);
+                        float pb[80];
+                        memcpy(pb, src, sizeof pb);
+                        K[p]->bwd_p_row(pb, n, lim, 0.37f, bi ? bias : NULL, 2.5f);
+                        K[p]->scale_row(pb, n, 0.75f);
+                        if (p == 0) {
+                            memcpy(want, s, sizeof want);
+                            memcpy(wp, pb, sizeof wp);
+                            wm = m;
+                            wl = l;
+                            wa = a;
+                        } else if (memcmp(s, want, (size_t)n * 4) || memcmp(&m, &wm, 4) || memcmp(&l, &wl, 4) ||
+                                   memcmp(&a, &wa, 4) || memcmp(pb, wp, (size_t)n * 4)) {
+                            fail_msg("attention rows: path %s differs from scalar (n %lld, lim %lld, bias %d, start %d)",
+                                     amp_cpu_path_name((amp_cpu_path)p), (long long)n, (long long)lim, bi, start);
+                        }
+                    }
+                }
+            }
+        }
+        float d[3];
+        for (int p = 0; p < AMP_CPU_PATH_COUNT; p++) {
+            if (!amp_cpu_supported((amp_cpu_path)p)) continue;
+            float x[3] = {K[p]->dot_row(src, src, AMP_F32, n), K[p]->dot_row(src, h16, AMP_F16, n),
+                          K[p]->dot_row(src, hb16, AMP_BF16, n)};
+            if (p == 0) memcpy(d, x, sizeof d);
+            else if (memcmp(d, x, sizeof d)) fail_msg("attention dot_row: path %d differs (n %lld)", p, (long long)n);
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_ew_every_op_f32),     cmocka_unit_test(t_ew_math_sweep),
@@ -1018,7 +1076,7 @@ int main(void) {
         cmocka_unit_test(t_softmax_paths),       cmocka_unit_test(t_layer_norm_paths),
         cmocka_unit_test(t_batch_group_norm_paths), cmocka_unit_test(t_reduce_paths),
         cmocka_unit_test(t_ops_on_every_path), cmocka_unit_test(t_ew_half_math), cmocka_unit_test(t_bf16_round_ways),
-        cmocka_unit_test(t_ew_flat_bf16),
+        cmocka_unit_test(t_ew_flat_bf16), cmocka_unit_test(t_attention_row_paths),
     };
     return amp_test_run(tests);
 }
