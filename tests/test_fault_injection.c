@@ -176,6 +176,121 @@ static void write_idx(const char *path, int type, int ndim, const uint32_t *dims
     fclose(f);
 }
 
+/* An f32 IDX training set of n images (pixels given) and a 100-image u8
+ * test set in dir; returns nothing, fails the test on error. */
+static void write_dataset(const char *dir, uint32_t n, const float *img) {
+    char path[1300];
+    snprintf(path, sizeof path, "mkdir -p %s", dir);
+    assert_int_equal(system(path), 0);
+    uint8_t *lab = malloc(n), *timg = malloc(100 * 784), *tlab = malloc(100);
+    for (uint32_t i = 0; i < n; i++) lab[i] = (uint8_t)(i % 10);
+    for (int i = 0; i < 100 * 784; i++) timg[i] = (uint8_t)(i * 13);
+    for (int i = 0; i < 100; i++) tlab[i] = (uint8_t)(i % 10);
+    snprintf(path, sizeof path, "%s/train-images-idx3-ubyte.gz", dir);
+    write_idx(path, 0x0D, 3, (uint32_t[]){n, 28, 28}, img, 4);
+    snprintf(path, sizeof path, "%s/train-labels-idx1-ubyte.gz", dir);
+    write_idx(path, 0x08, 1, (uint32_t[]){n}, lab, 1);
+    snprintf(path, sizeof path, "%s/t10k-images-idx3-ubyte.gz", dir);
+    write_idx(path, 0x08, 3, (uint32_t[]){100, 28, 28}, timg, 1);
+    snprintf(path, sizeof path, "%s/t10k-labels-idx1-ubyte.gz", dir);
+    write_idx(path, 0x08, 1, (uint32_t[]){100}, tlab, 1);
+    free(lab);
+    free(timg);
+    free(tlab);
+}
+
+/* n random images in [0, 1); the images listed in `big` get `value` in
+ * every pixel (finite in f32, beyond fp16's 65504 when value > 65504). */
+static float *images(uint32_t n, const uint32_t *big, int nbig, float value) {
+    float *img = malloc(sizeof(float) * n * 784);
+    test_rng r = {11};
+    for (uint32_t i = 0; i < n * 784; i++) img[i] = (float)test_rng_uniform(&r);
+    for (int b = 0; b < nbig; b++)
+        for (int k = 0; k < 784; k++) img[big[b] * 784 + k] = value;
+    return img;
+}
+
+/* ---- issue 12 item 1: an overflow storm stops the run with a diagnosis ----------------------- */
+/* Every image holds 1e5 (finite in f32, inf in fp16): every fp16 step
+ * overflows. The old trainer backed the scale off 40, 100, 165 times and
+ * exited 0. Now it stops, exit 1, saying how many overflows in a row, the
+ * scale, the first parameter whose gradient overflowed and to use bf16. */
+static void t_overflow_storm_diagnosis(void **state) {
+    (void)state;
+    char data[1100], env[1200], *err;
+    snprintf(data, sizeof data, "%s/storm", g_dir);
+    const uint32_t n = 512;
+    uint32_t all[512];
+    for (uint32_t i = 0; i < n; i++) all[i] = i;
+    float *img = images(n, all, (int)n, 1e5f);
+    write_dataset(data, n, img);
+    free(img);
+    snprintf(env, sizeof env, "AMP_DATA_DIR=%s", data);
+    free(run(env, 1, &err, "train --precision fp16 --batch 8 --epochs 1 --quiet --threads 2 --checkpoint %s/storm-ck --save-every 5", g_dir));
+    const char *want[] = {"amp train: ", "consecutive", "loss scale", "1.weight", "bf16"};
+    for (int i = 0; i < 5; i++)
+        if (!strstr(err, want[i])) fail_msg("expected \"%s\" in the diagnosis:\n%s", want[i], err);
+    free(err);
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/storm-ck", g_dir);
+    assert_checkpoint_finite(dir);
+}
+
+/* The scale collapsing: every step's gradient poisoned. The run stops after
+ * --max-consecutive-overflows (here 10) with the diagnosis, weights finite. */
+static void t_scale_collapse_stops(void **state) {
+    (void)state;
+    char *err;
+    free(run(NULL, 1, &err,
+             "train --precision fp16 --limit 1024 --batch 16 --test-limit 100 --quiet --threads 2 --inject-nonfinite-every 1 "
+             "--max-consecutive-overflows 10 --checkpoint %s/collapse --save-every 3",
+             g_dir));
+    if (!strstr(err, "10 consecutive")) fail_msg("expected the count of overflows in a row:\n%s", err);
+    if (!strstr(err, "step 10")) fail_msg("expected the run to stop at step 10:\n%s", err);
+    free(err);
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/collapse", g_dir);
+    assert_checkpoint_finite(dir);
+}
+
+/* Unscale overflow: at scale 0.25 a finite scaled gradient of 1e38 unscales
+ * to inf. Those steps are skipped; everything saved is finite. */
+static void t_unscale_overflow_cli(void **state) {
+    (void)state;
+    char *out = run(NULL, 0, NULL,
+                    "train --precision fp16 --limit 512 --batch 32 --test-limit 100 --quiet --threads 2 --init-scale 0.25 "
+                    "--inject-nonfinite-every 4 --inject-value 1e38 --checkpoint %s/unscale",
+                    g_dir);
+    if (!strstr(out, "steps             16 (4 skipped for inf/nan gradients)")) fail_msg("expected 4 of 16 steps skipped:\n%s", out);
+    free(out);
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/unscale", g_dir);
+    assert_checkpoint_finite(dir);
+}
+
+/* ---- issue 12 item 4: a skipped step leaves the BatchNorm buffers alone --------------------- */
+static void t_bn_skipped_step_buffers(void **state) {
+    (void)state;
+    const uint32_t n = 256;
+    /* fp16: one image of 1e5 overflows fp16 in its batch; that step is skipped
+       and the running statistics stay finite (they became NaN, accuracy 10%) */
+    for (int prec = 0; prec < 2; prec++) {
+        char data[1100], env[1200];
+        snprintf(data, sizeof data, "%s/bn%d", g_dir, prec);
+        float *img = images(n, (uint32_t[]){37}, 1, prec == 0 ? 1e5f : 1e30f);
+        write_dataset(data, n, img);
+        free(img);
+        snprintf(env, sizeof env, "AMP_DATA_DIR=%s", data);
+        /* fp32: huge finite inputs made running_var inf */
+        char *out = run(env, 0, NULL, "train --model cnn --precision %s --batch 32 --quiet --threads 2 --checkpoint %s/bnck%d",
+                        prec == 0 ? "fp16" : "fp32", g_dir, prec);
+        free(out);
+        char dir[1200];
+        snprintf(dir, sizeof dir, "%s/bnck%d", g_dir, prec);
+        assert_checkpoint_finite(dir);
+    }
+}
+
 static void t_nan_in_input(void **state) {
     (void)state;
     char data[1100], path[1200];
@@ -257,6 +372,10 @@ int main(void) {
         cmocka_unit_test(t_inject_fp16_scaler),
         cmocka_unit_test(t_inject_bf16_master),
         cmocka_unit_test(t_nan_in_input),
+        cmocka_unit_test(t_overflow_storm_diagnosis),
+        cmocka_unit_test(t_scale_collapse_stops),
+        cmocka_unit_test(t_unscale_overflow_cli),
+        cmocka_unit_test(t_bn_skipped_step_buffers),
     };
     amp_test_prepare();
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -396,6 +396,24 @@ static void t_batch_norm_running(void **state) {
         amp_tensor_free(rm);
         amp_tensor_free(rv);
     }
+    /* issue 12 item 4: non-finite batch statistics are never stored: an
+       inf in x, or finite f32 values whose variance overflows (1e30^2) */
+    for (int k = 0; k < 2; k++) {
+        amp_tensor *rm = amp_tensor_zeros(AMP_F32, 1, &C), *rv = amp_tensor_ones(AMP_F32, 1, &C);
+        amp_tensor *xb = mk(&r, AMP_F32, 3, s, 1.0, false);
+        amp_tensor_set(xb, AMP_SHAPE(2, 1, 1), k == 0 ? INFINITY : 1e30);
+        amp_tensor *yb = amp_batch_norm(xb, rm, rv, NULL, NULL, true, m, 1e-5);
+        assert_non_null(yb);
+        for (int64_t ch = 0; ch < C; ch++) {
+            double mv = amp_tensor_get(rm, &ch), vv = amp_tensor_get(rv, &ch);
+            if (!isfinite(mv) || !isfinite(vv))
+                fail_msg("%s: channel %lld running_mean %g running_var %g", k == 0 ? "inf in x" : "x = 1e30", (long long)ch, mv, vv);
+        }
+        amp_tensor_free(yb);
+        amp_tensor_free(xb);
+        amp_tensor_free(rm);
+        amp_tensor_free(rv);
+    }
     /* training without running statistics is allowed (batch statistics only) */
     amp_tensor *x = mk(&r, AMP_F32, 2, AMP_SHAPE(4, 2), 1.0, false);
     amp_tensor *y = amp_batch_norm(x, NULL, NULL, NULL, NULL, true, 0.1, 1e-5);

@@ -274,11 +274,54 @@ static void t_master_weights(void **s) {
     assert_true(stall > 0.9 * l0_rne);       /* in-place RNE: updates vanish, no progress */
 }
 
+/* Issue 12 item 10: settings that make the update non-finite are refused
+ * with a message naming the setting (eps = 0: a zero gradient gives 0/0;
+ * lr = 1e300 is inf as an f32). */
+static void t_nonfinite_settings_refused(void **s) {
+    (void)s;
+    amp_tensor *p = amp_tensor_ones(AMP_F32, 1, AMP_SHAPE(4));
+    amp_tensor_set_requires_grad(p, true);
+    amp_optim_opts o = amp_adam_opts(1e-3);
+    o.eps = 0;
+    tc_assert_fails(amp_optim_new(&p, 1, &o), "eps");
+    o = amp_adamw_opts(1e-3);
+    o.eps = 1e-300; /* 0 as an f32 */
+    tc_assert_fails(amp_optim_new(&p, 1, &o), "eps");
+    o = amp_sgd_opts(1e300);
+    tc_assert_fails(amp_optim_new(&p, 1, &o), "lr");
+    o = amp_adam_opts(1e38); /* the first step size lr / (1 - beta1) = 1e39 */
+    tc_assert_fails(amp_optim_new(&p, 1, &o), "lr");
+    o = amp_sgd_opts(0.1);
+    o.momentum = INFINITY;
+    tc_assert_fails(amp_optim_new(&p, 1, &o), "momentum");
+    o = amp_sgd_opts(0.1);
+    o.weight_decay = 1e300;
+    tc_assert_fails(amp_optim_new(&p, 1, &o), "weight_decay");
+    o = amp_sgd_opts(0.1);
+    o.dampening = NAN;
+    tc_assert_fails(amp_optim_new(&p, 1, &o), "dampening");
+    o = amp_adamw_opts(1e-3);
+    amp_optim *opt = amp_optim_new(&p, 1, &o);
+    assert_non_null(opt);
+    assert_int_equal(amp_optim_set_lr(opt, 1e300), AMP_ERR_ARG);
+    assert_non_null(strstr(amp_last_error(), "lr"));
+    assert_true(amp_optim_get_lr(opt) == 1e-3);
+    /* a zero gradient with the accepted defaults leaves finite weights */
+    amp_tensor *g = amp_tensor_zeros(AMP_F32, 1, AMP_SHAPE(4));
+    amp_tensor_set_grad(p, g);
+    assert_int_equal(amp_optim_step(opt), AMP_OK);
+    for (int i = 0; i < 4; i++) assert_true(isfinite(amp_tensor_get(p, AMP_SHAPE(i))));
+    amp_clear_error();
+    amp_optim_free(opt);
+    amp_tensor_free(g);
+    amp_tensor_free(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_sgd_vs_torch), cmocka_unit_test(t_adam_vs_torch),       cmocka_unit_test(t_clip_vs_torch),
         cmocka_unit_test(t_errors_and_basics), cmocka_unit_test(t_schedules), cmocka_unit_test(t_master_weights),
-        cmocka_unit_test(t_paths_identical),
+        cmocka_unit_test(t_paths_identical), cmocka_unit_test(t_nonfinite_settings_refused),
     };
     amp_test_prepare();
     return cmocka_run_group_tests(tests, setup, teardown);

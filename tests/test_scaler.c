@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <float.h>
+
+#include "golden.h"
 #include "op_check.h"
 
 typedef struct {
@@ -535,6 +538,238 @@ static void t_context(void **st) {
     free_data(&d);
 }
 
+/* ---- issue 12: non-finite values never reach the weights ------------------------------- */
+/* One f32 parameter of 4 elements, gradient set by hand. */
+typedef struct {
+    amp_tensor *p;
+    amp_optim *opt;
+} one_param;
+
+static one_param one_make(amp_optim_opts o) {
+    one_param r;
+    r.p = amp_tensor_ones(AMP_F32, 1, AMP_SHAPE(4));
+    amp_tensor_set_requires_grad(r.p, true);
+    r.opt = amp_optim_new(&r.p, 1, &o);
+    assert_non_null(r.opt);
+    return r;
+}
+
+static void one_grad(one_param *r, double v) {
+    amp_tensor *g = amp_tensor_full(AMP_F32, 1, AMP_SHAPE(4), v);
+    assert_int_equal(amp_tensor_set_grad(r->p, g), AMP_OK);
+    amp_tensor_free(g);
+}
+
+static void one_free(one_param *r) {
+    amp_optim_free(r->opt);
+    amp_tensor_free(r->p);
+}
+
+static void assert_all_finite(const amp_tensor *t, const char *what) {
+    if (!t) return;
+    double *v = tc_values(t);
+    for (int64_t i = 0; i < amp_tensor_numel(t); i++)
+        if (!isfinite(v[i])) fail_msg("%s: element %lld is %g", what, (long long)i, v[i]);
+    free(v);
+}
+
+static void assert_state_finite(one_param *r, const char *what) {
+    char w[160];
+    snprintf(w, sizeof w, "%s: weights", what);
+    assert_all_finite(r->p, w);
+    static const char *names[] = {"exp_avg", "exp_avg_sq", "momentum_buffer"};
+    for (int k = 0; k < 3; k++) {
+        amp_tensor *t = amp_optim_state(r->opt, 0, names[k]);
+        amp_clear_error();
+        snprintf(w, sizeof w, "%s: %s", what, names[k]);
+        assert_all_finite(t, w);
+    }
+}
+
+/* Item 1a: 200 overflowing steps in a row. In f32 arithmetic the scale
+ * underflowed to 0 after 165 of them, and the next clean step multiplied
+ * its (zero) gradients by 1/0: NaN in every weight and Adam moment. */
+static void t_collapse_keeps_weights_finite(void **st) {
+    (void)st;
+    amp_optim_opts kinds[2] = {amp_sgd_opts(0.1), amp_adam_opts(0.1)};
+    for (int k = 0; k < 2; k++) {
+        one_param r = one_make(kinds[k]);
+        amp_scaler *sc = amp_scaler_new(NULL);
+        for (int i = 0; i < 200; i++) {
+            one_grad(&r, INFINITY);
+            bool skipped = false;
+            assert_int_equal(amp_scaler_step(sc, r.opt, &skipped), AMP_OK);
+            assert_true(skipped);
+            assert_int_equal(amp_scaler_update(sc), AMP_OK);
+        }
+        double scale = amp_scaler_get_scale(sc);
+        one_grad(&r, 0.0); /* a clean step */
+        bool skipped = true;
+        assert_int_equal(amp_scaler_step(sc, r.opt, &skipped), AMP_OK);
+        assert_int_equal(amp_scaler_update(sc), AMP_OK);
+        assert_state_finite(&r, k ? "adam after the collapse" : "sgd after the collapse");
+        if (!(scale >= FLT_MIN)) fail_msg("the scale collapsed to %g (below the normal f32 range)", scale);
+        /* the state of a collapsed scaler can be saved and restored (item 2) */
+        amp_scaler_state ss;
+        assert_int_equal(amp_scaler_state_get(sc, &ss), AMP_OK);
+        amp_scaler *sc2 = amp_scaler_new(NULL);
+        if (amp_scaler_state_set(sc2, &ss) != AMP_OK) fail_msg("restoring a collapsed scaler: %s", amp_last_error());
+        assert_true(amp_scaler_get_scale(sc2) == amp_scaler_get_scale(sc));
+        amp_scaler_free(sc2);
+        amp_scaler_free(sc);
+        one_free(&r);
+    }
+}
+
+/* Item 1b: with a scale below 1, a finite scaled gradient unscales to inf.
+ * The step must be skipped: on the fused path (step without unscale) and
+ * after an explicit unscale. */
+static void t_unscale_overflow_skips(void **st) {
+    (void)st;
+    for (int explicit_unscale = 0; explicit_unscale < 2; explicit_unscale++) {
+        one_param r = one_make(amp_adam_opts(0.1));
+        amp_scaler *sc = amp_scaler_new(&(amp_scaler_opts){.init_scale = 0.25});
+        one_grad(&r, 1e38); /* finite; times 4 is inf */
+        if (explicit_unscale) {
+            assert_int_equal(amp_scaler_unscale(sc, r.opt), AMP_OK);
+            assert_true(amp_scaler_found_inf(sc, r.opt));
+        }
+        bool skipped = false;
+        assert_int_equal(amp_scaler_step(sc, r.opt, &skipped), AMP_OK);
+        if (!skipped) fail_msg("%s: a gradient of 1e38 at scale 0.25 (4e38 unscaled) was applied", explicit_unscale ? "unscale + step" : "fused step");
+        assert_int_equal(amp_scaler_update(sc), AMP_OK);
+        assert_true(amp_scaler_get_scale(sc) == 0.125);
+        for (int i = 0; i < 4; i++) assert_true(amp_tensor_get(r.p, AMP_SHAPE(i)) == 1.0);
+        assert_state_finite(&r, "after the skipped step");
+        amp_scaler_free(sc);
+        one_free(&r);
+    }
+}
+
+/* Item 1c: scales are f32; a double outside the f32 range is an error, not
+ * silently 0 or inf. */
+static void t_scale_range_checked(void **st) {
+    (void)st;
+    tc_assert_fails(amp_scaler_new(&(amp_scaler_opts){.init_scale = 1e-300}), "init_scale");
+    tc_assert_fails(amp_scaler_new(&(amp_scaler_opts){.init_scale = 1e300}), "init_scale");
+    tc_assert_fails(amp_scaler_new(&(amp_scaler_opts){.backoff_factor = 1e-300}), "backoff_factor");
+    tc_assert_fails(amp_scaler_new(&(amp_scaler_opts){.growth_factor = 1e300}), "growth_factor");
+    tc_assert_fails(amp_scaler_new(&(amp_scaler_opts){.max_scale = 1e300}), "max_scale");
+    tc_assert_fails(amp_scaler_new(&(amp_scaler_opts){.min_scale = 1e-300}), "min_scale");
+    amp_scaler *sc = amp_scaler_new(NULL);
+    one_param r = one_make(amp_sgd_opts(0.1));
+    one_grad(&r, 1.0);
+    assert_int_equal(amp_scaler_step(sc, r.opt, NULL), AMP_OK);
+    assert_int_equal(amp_scaler_update_to(sc, 1e-300), AMP_ERR_ARG);
+    assert_non_null(strstr(amp_last_error(), "new_scale"));
+    assert_int_equal(amp_scaler_update_to(sc, 1e300), AMP_ERR_ARG);
+    assert_true(amp_scaler_get_scale(sc) == 65536.0);
+    amp_scaler_state ss;
+    assert_int_equal(amp_scaler_state_get(sc, &ss), AMP_OK);
+    double bad[3] = {1e-300, 1e300, 0.0};
+    for (int i = 0; i < 3; i++) {
+        amp_scaler_state b = ss;
+        b.scale = bad[i];
+        assert_int_equal(amp_scaler_state_set(sc, &b), AMP_ERR_ARG);
+        assert_non_null(strstr(amp_last_error(), "scale"));
+    }
+    amp_scaler_state b = ss;
+    b.backoff_factor = 1e-300;
+    assert_int_equal(amp_scaler_state_set(sc, &b), AMP_ERR_ARG);
+    assert_true(amp_scaler_get_scale(sc) == 65536.0);
+    amp_clear_error();
+    amp_scaler_free(sc);
+    one_free(&r);
+}
+
+/* Item 2: the scale update is torch's kernel: the f32 scale times the double
+ * factor, rounded once (1700 backed off by 0.3 is 510, not 510.0000305).
+ * Traces from tools/golden/gen_scaler.py. */
+static void t_update_matches_torch(void **st) {
+    (void)st;
+    golden_file *gf = golden_open("golden_scaler.bin");
+    int cases = 0;
+    for (int c = 0;; c++) {
+        char name[64];
+        snprintf(name, sizeof name, "case%d.params", c);
+        if (!golden_has(gf, name)) break;
+        amp_tensor *pt = golden_tensor(gf, name);
+        snprintf(name, sizeof name, "case%d.found", c);
+        amp_tensor *ft = golden_tensor(gf, name);
+        snprintf(name, sizeof name, "case%d.scale", c);
+        amp_tensor *st_ = golden_tensor(gf, name);
+        snprintf(name, sizeof name, "case%d.tracker", c);
+        amp_tensor *tt = golden_tensor(gf, name);
+        const double *prm = amp_tensor_data(pt);
+        amp_scaler *sc = amp_scaler_new(&(amp_scaler_opts){
+            .init_scale = prm[0], .growth_factor = prm[1], .backoff_factor = prm[2], .growth_interval = (int64_t)prm[3]});
+        assert_non_null(sc);
+        one_param r = one_make(amp_sgd_opts(0.0));
+        for (int64_t i = 0; i < amp_tensor_numel(ft); i++) {
+            bool found = ((const uint8_t *)amp_tensor_data(ft))[i] != 0;
+            one_grad(&r, found ? INFINITY : 0.0);
+            assert_int_equal(amp_scaler_step(sc, r.opt, NULL), AMP_OK);
+            assert_int_equal(amp_scaler_update(sc), AMP_OK);
+            float want = ((const float *)amp_tensor_data(st_))[i];
+            float got = (float)amp_scaler_get_scale(sc);
+            if (memcmp(&want, &got, 4) != 0)
+                fail_msg("case %d update %lld: scale %.9g, torch %.9g", c, (long long)i, (double)got, (double)want);
+            assert_int_equal(amp_scaler_growth_tracker(sc), ((const int64_t *)amp_tensor_data(tt))[i]);
+        }
+        one_free(&r);
+        amp_scaler_free(sc);
+        amp_tensor *all[] = {pt, ft, st_, tt};
+        for (int i = 0; i < 4; i++) amp_tensor_free(all[i]);
+        cases++;
+    }
+    assert_true(cases >= 8);
+    golden_close(gf);
+}
+
+/* Item 4: BatchNorm updates its running statistics in the forward, before the
+ * scaler knows the step will be skipped. A skipped step must leave every
+ * buffer as it was; a step that is not skipped keeps the update. */
+static void t_bn_buffers_skipped_step(void **st) {
+    (void)st;
+    amp_module *bn = amp_nn_batchnorm2d(3, 1e-5, 0.1);
+    amp_module_train(bn, true);
+    amp_tensor *ps[2];
+    assert_int_equal(amp_module_parameters(bn, ps, NULL, 2), 2);
+    amp_optim_opts oo = amp_sgd_opts(0.1);
+    amp_optim *opt = amp_optim_new(ps, 2, &oo);
+    amp_scaler *sc = amp_scaler_new(NULL);
+    amp_tensor *bufs[5];
+    const char *names[5];
+    assert_int_equal(amp_module_state(bn, bufs, names, 5), 5); /* weight, bias, running_mean, running_var, num_batches_tracked */
+    test_rng r = {77};
+    for (int it = 0; it < 3; it++) {
+        double before[3][3];
+        for (int b = 0; b < 3; b++)
+            for (int64_t c = 0; c < (b < 2 ? 3 : 1); c++) before[b][c] = b < 2 ? amp_tensor_get(bufs[2 + b], &c) : amp_tensor_get(bufs[4], NULL);
+        amp_scope *s = amp_scope_begin();
+        amp_tensor *x = tc_randn(&r, AMP_F32, 4, AMP_SHAPE(2, 3, 2, 2), 1.0);
+        amp_tensor *loss = amp_sum(amp_module_forward(bn, x), NULL, 0, false);
+        assert_int_equal(amp_backward(amp_scaler_scale(sc, loss)), AMP_OK);
+        bool poison_it = it != 1;
+        if (poison_it) amp_tensor_set(amp_tensor_grad(ps[0]), AMP_SHAPE(1), INFINITY);
+        bool skipped = false;
+        assert_int_equal(amp_scaler_step(sc, opt, &skipped), AMP_OK);
+        assert_int_equal(amp_scaler_update(sc), AMP_OK);
+        assert_true(skipped == poison_it);
+        for (int b = 0; b < 3; b++)
+            for (int64_t c = 0; c < (b < 2 ? 3 : 1); c++) {
+                double now = b < 2 ? amp_tensor_get(bufs[2 + b], &c) : amp_tensor_get(bufs[4], NULL);
+                if (skipped && now != before[b][c])
+                    fail_msg("iteration %d (skipped): %s[%lld] changed from %g to %g", it, names[2 + b], (long long)c, before[b][c], now);
+                if (!skipped && b == 2 && now != before[b][c] + 1) fail_msg("a clean step must count its batch");
+            }
+        amp_scope_end(s);
+    }
+    amp_scaler_free(sc);
+    amp_optim_free(opt);
+    amp_module_free(bn);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_scaling_basic),        cmocka_unit_test(t_scaling_autocast),
@@ -543,6 +778,9 @@ int main(void) {
         cmocka_unit_test(t_state_dict),           cmocka_unit_test(t_update_rule),
         cmocka_unit_test(t_no_overflow_to_inf),   cmocka_unit_test(t_errors),
         cmocka_unit_test(t_extensions),           cmocka_unit_test(t_context),
+        cmocka_unit_test(t_collapse_keeps_weights_finite), cmocka_unit_test(t_unscale_overflow_skips),
+        cmocka_unit_test(t_scale_range_checked),  cmocka_unit_test(t_update_matches_torch),
+        cmocka_unit_test(t_bn_buffers_skipped_step),
     };
     return amp_test_run(tests);
 }
