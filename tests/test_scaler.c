@@ -747,6 +747,7 @@ static void t_bn_buffers_skipped_step(void **st) {
         for (int b = 0; b < 3; b++)
             for (int64_t c = 0; c < (b < 2 ? 3 : 1); c++) before[b][c] = b < 2 ? amp_tensor_get(bufs[2 + b], &c) : amp_tensor_get(bufs[4], NULL);
         amp_scope *s = amp_scope_begin();
+        amp_optim_zero_grad(opt);
         amp_tensor *x = tc_randn(&r, AMP_F32, 4, AMP_SHAPE(2, 3, 2, 2), 1.0);
         amp_tensor *loss = amp_sum(amp_module_forward(bn, x), NULL, 0, false);
         assert_int_equal(amp_backward(amp_scaler_scale(sc, loss)), AMP_OK);

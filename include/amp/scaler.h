@@ -2,12 +2,24 @@
  * the extensions DeepSpeed, Megatron and Apex use.
  *
  *   loss' = scale(loss); backward(loss')         gradients are scaled by S
- *   unscale(opt)      grads *= 1/S (f32 reciprocal computed in double) while
- *                     checking every element for inf/nan (checked first)
- *   step(opt)         unscale if not done; update only if all grads finite
+ *   unscale(opt)      grads *= 1/S (f32 reciprocal computed in double),
+ *                     every unscaled element checked for inf/nan
+ *   step(opt)         unscale if not done; update only if all unscaled
+ *                     grads are finite
  *   update()          any inf/nan: S *= backoff, tracker = 0
  *                     else tracker += 1; at growth_interval: S *= growth
  *                     unless that is inf (S stays), tracker = 0
+ *                     (S is an f32; each product is computed in double and
+ *                     rounded once, as torch's _amp_update_scale_ does)
+ *
+ * Stronger than torch (docs/amp-core.md): the check looks at the unscaled
+ * value (torch checks the scaled one, so a finite gradient that unscales to
+ * inf reached the weights), the scale stays in the normal f32 range
+ * [2^-126, FLT_MAX] (torch's underflows to 0 after ~165 overflows in a row,
+ * and the next clean step then multiplies by 1/0), and every scale or
+ * factor given (init_scale, update_to, state_set, the factors and limits)
+ * must be in that range: a double that would round to 0 or inf is an error.
+ * The optimizer never keeps a non-finite result either (amp/optim.h).
  *
  * Errors mirror torch: a second unscale before update, unscale after step,
  * a second step before update, update with no step since the last update. */
@@ -29,8 +41,8 @@ typedef struct {
     /* extensions (zero = torch's behaviour) */
     int hysteresis;          /* back off only after this many overflows (0,1 = every one) */
     bool consecutive_hysteresis; /* DeepSpeed: a clean step restores the hysteresis budget */
-    double min_scale;        /* floor for the scale (DeepSpeed uses 1); 0 = none */
-    double max_scale;        /* ceiling (Apex: 2^24); 0 = none */
+    double min_scale;        /* floor for the scale (DeepSpeed uses 1); 0 = 2^-126 */
+    double max_scale;        /* ceiling (Apex: 2^24); 0 = none (FLT_MAX) */
     bool static_scale;       /* never change the scale (still skips bad steps) */
 } amp_scaler_opts;
 
@@ -56,6 +68,16 @@ bool amp_scaler_is_enabled(const amp_scaler *s);
 int64_t amp_scaler_growth_tracker(const amp_scaler *s);
 /* Whether the last step of opt found inf/nan (valid between step and update). */
 bool amp_scaler_found_inf(const amp_scaler *s, const amp_optim *opt);
+/* Diagnosis of an overflow storm: the index in opt's parameter list of the
+ * first parameter whose unscaled gradient held inf/nan in opt's current
+ * step (valid between step or unscale and update; -1 with an error when
+ * there was none); how many
+ * updates in a row found inf/nan (0 after a clean one); and whether the
+ * scale sits at its floor (min_scale, or 2^-126), where it cannot back off
+ * further. amp train stops with a report built from these. */
+int amp_scaler_overflow_param(const amp_scaler *s, const amp_optim *opt);
+int64_t amp_scaler_consecutive_overflows(const amp_scaler *s);
+bool amp_scaler_at_min_scale(const amp_scaler *s);
 
 /* Counters: updates, steps skipped for inf/nan (per update: an update where
  * any optimizer overflowed counts once), and the scale after each update. */

@@ -135,6 +135,12 @@ void amp_tensor_print(const amp_tensor *t, const char *label);
  * invisible to amp: call amp_tensor_mark_modified(t) after them. */
 uint64_t amp_tensor_version(const amp_tensor *t);
 amp_status amp_tensor_mark_modified(amp_tensor *t);
+/* Call right before a forward changes a buffer in place through
+ * amp_tensor_data (BatchNorm's running statistics and batch count do): it
+ * counts the change, and on a thread where a GradScaler is live it keeps
+ * the old contents until amp_scaler_update, which puts them back when the
+ * step is skipped, so a skipped step leaves every buffer as it was. */
+amp_status amp_tensor_will_modify(amp_tensor *t);
 
 /* ---- in-place, not recorded by autograd (but counted: see above) ---------- */
 amp_status amp_tensor_fill_(amp_tensor *t, double v);

@@ -1,6 +1,15 @@
 /* GradScaler: torch.amp.GradScaler's behaviour, with the scale held as an
  * f32 (as torch's scale tensor is, so growth overflows to inf exactly where
- * torch's does), per-optimizer stages, and DeepSpeed/Megatron/Apex extras. */
+ * torch's does) and updated with torch's arithmetic (f32 scale times double
+ * factor, rounded once), per-optimizer stages, and DeepSpeed/Megatron/Apex
+ * extras.
+ *
+ * Stronger than torch: the skip decision looks at the unscaled gradients
+ * (a finite scaled gradient can unscale to inf), the scale never leaves the
+ * normal f32 range (torch's underflows to 0 after ~165 overflows in a row,
+ * and 1/0 then turns the next clean step into NaN), and every scale given
+ * by the caller is checked against that range. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +26,7 @@ typedef struct {
     opt_stage stage;
     bool found_inf;
     bool checked; /* an inf check was recorded for this optimizer */
+    int first_bad; /* first parameter whose unscaled gradient held inf/nan, or -1 */
 } opt_state;
 
 struct amp_scaler {
@@ -28,9 +38,36 @@ struct amp_scaler {
     opt_state *per_opt;
     int n_opt, cap_opt;
     int64_t num_updates, num_skipped;
+    int64_t consecutive; /* updates in a row that found inf/nan */
     float *history;
     int64_t hist_n, hist_cap;
 };
+
+/* Every scale is an f32 in the normal range: 1/scale is then finite too. */
+#define SCALE_MIN ((double)FLT_MIN) /* 2^-126 */
+#define SCALE_MAX ((double)FLT_MAX)
+static bool scale_in_range(double v) { return v >= SCALE_MIN && v <= SCALE_MAX; } /* false for NaN */
+
+/* The factors and limits, as amp_scaler_new and amp_scaler_state_set take
+ * them; the message names fn and the field. */
+static amp_status check_settings(const char *fn, double growth, double backoff, int64_t interval, double min_scale,
+                                 double max_scale) {
+    if (!(growth > 1.0) || !(growth <= SCALE_MAX))
+        return amp_error(AMP_ERR_ARG, "%s: growth_factor %g must be > 1 and finite as an f32", fn, growth);
+    if (!(backoff < 1.0) || !(backoff >= SCALE_MIN))
+        return amp_error(AMP_ERR_ARG, "%s: backoff_factor %g must be in [%g, 1) (below that it is 0 as an f32)", fn, backoff,
+                         SCALE_MIN);
+    if (interval <= 0) return amp_error(AMP_ERR_ARG, "%s: growth_interval %lld must be > 0", fn, (long long)interval);
+    if (min_scale != 0 && !scale_in_range(min_scale))
+        return amp_error(AMP_ERR_ARG, "%s: min_scale %g must be 0 (none) or in the f32 range [%g, %g]", fn, min_scale, SCALE_MIN,
+                         SCALE_MAX);
+    if (max_scale != 0 && !scale_in_range(max_scale))
+        return amp_error(AMP_ERR_ARG, "%s: max_scale %g must be 0 (none) or in the f32 range [%g, %g]", fn, max_scale, SCALE_MIN,
+                         SCALE_MAX);
+    if (max_scale > 0 && min_scale > max_scale)
+        return amp_error(AMP_ERR_ARG, "%s: min_scale %g is above max_scale %g", fn, min_scale, max_scale);
+    return AMP_OK;
+}
 
 amp_scaler *amp_scaler_new(const amp_scaler_opts *in) {
     static const char *fn = "amp_scaler_new";
@@ -42,26 +79,24 @@ amp_scaler *amp_scaler_new(const amp_scaler_opts *in) {
     if (o.backoff_factor == 0) o.backoff_factor = 0.5;
     if (o.growth_interval == 0) o.growth_interval = 2000;
     if (o.hysteresis == 0) o.hysteresis = 1;
-    if (!(o.growth_factor > 1.0)) return amp_error_null(AMP_ERR_ARG, "%s: growth_factor %g must be > 1.0", fn, o.growth_factor);
-    if (!(o.backoff_factor < 1.0) || !(o.backoff_factor > 0))
-        return amp_error_null(AMP_ERR_ARG, "%s: backoff_factor %g must be in (0, 1)", fn, o.backoff_factor);
-    if (!(o.init_scale > 0) || !isfinite(o.init_scale))
-        return amp_error_null(AMP_ERR_ARG, "%s: init_scale %g must be finite and > 0", fn, o.init_scale);
-    if (o.growth_interval < 0) return amp_error_null(AMP_ERR_ARG, "%s: growth_interval %lld must be > 0", fn, (long long)o.growth_interval);
+    if (!scale_in_range(o.init_scale))
+        return amp_error_null(AMP_ERR_ARG, "%s: init_scale %g is outside the f32 range [%g, %g] (the scale is an f32)", fn,
+                              o.init_scale, SCALE_MIN, SCALE_MAX);
+    if (check_settings(fn, o.growth_factor, o.backoff_factor, o.growth_interval, o.min_scale, o.max_scale) != AMP_OK) return NULL;
     if (o.hysteresis < 0) return amp_error_null(AMP_ERR_ARG, "%s: hysteresis %d must be >= 1", fn, o.hysteresis);
-    if (o.min_scale < 0 || o.max_scale < 0 || (o.max_scale > 0 && o.min_scale > o.max_scale))
-        return amp_error_null(AMP_ERR_ARG, "%s: min_scale %g / max_scale %g are inconsistent", fn, o.min_scale, o.max_scale);
     amp_scaler *s = calloc(1, sizeof *s);
     if (!s) return amp_error_null(AMP_ERR_NOMEM, "%s: out of memory", fn);
     s->o = o;
     s->enabled = !o.disabled;
     s->scale = (float)o.init_scale;
     s->hysteresis_left = o.hysteresis;
+    if (s->enabled) amp__journal_arm(); /* BatchNorm's buffer changes become undoable on this thread */
     return s;
 }
 
 void amp_scaler_free(amp_scaler *s) {
     if (!s) return;
+    if (s->enabled) amp__journal_disarm();
     free(s->per_opt);
     free(s->history);
     free(s);
@@ -111,6 +146,27 @@ bool amp_scaler_found_inf(const amp_scaler *s, const amp_optim *opt) {
         if (s->per_opt[i].opt == opt) return s->per_opt[i].found_inf;
     return false;
 }
+
+int amp_scaler_overflow_param(const amp_scaler *s, const amp_optim *opt) {
+    if (!s) {
+        amp_error(AMP_ERR_ARG, "amp_scaler_overflow_param: scaler is NULL");
+        return -1;
+    }
+    for (int i = 0; i < s->n_opt; i++)
+        if (s->per_opt[i].opt == opt && s->per_opt[i].found_inf && s->per_opt[i].first_bad >= 0) return s->per_opt[i].first_bad;
+    amp_error(AMP_ERR_STATE, "amp_scaler_overflow_param: no inf/nan was found in this optimizer's gradients since the last "
+                             "update");
+    return -1;
+}
+
+int64_t amp_scaler_consecutive_overflows(const amp_scaler *s) {
+    if (!s) amp_error(AMP_ERR_ARG, "amp_scaler_consecutive_overflows: scaler is NULL");
+    return s ? s->consecutive : 0;
+}
+
+static double floor_of(const amp_scaler *s) { return s->o.min_scale > SCALE_MIN ? s->o.min_scale : SCALE_MIN; }
+
+bool amp_scaler_at_min_scale(const amp_scaler *s) { return s && s->enabled && (double)s->scale <= floor_of(s); }
 
 /* ---- scale ------------------------------------------------------------------------- */
 typedef struct {
@@ -181,9 +237,11 @@ amp_status amp_scaler_unscale(amp_scaler *s, amp_optim *opt) {
         return amp_error(AMP_ERR_STATE, "%s: unscale already called on this optimizer since the last update", fn);
     if (st->stage == STAGE_STEPPED) return amp_error(AMP_ERR_STATE, "%s: unscale called after step (call update first)", fn);
     bool found = false;
-    amp_status rc = amp__optim_unscale(opt, inv_scale_of(s), &found, fn);
+    int first = -1;
+    amp_status rc = amp__optim_unscale(opt, inv_scale_of(s), &found, &first, fn);
     if (rc != AMP_OK) return rc;
     st->found_inf = found;
+    st->first_bad = first;
     st->checked = true;
     st->stage = STAGE_UNSCALED;
     return AMP_OK;
@@ -201,25 +259,29 @@ amp_status amp_scaler_step(amp_scaler *s, amp_optim *opt, bool *skipped) {
         return amp_error(AMP_ERR_STATE, "%s: step already called on this optimizer since the last update", fn);
     float inv = 1.0f;
     if (st->stage == STAGE_READY) {
-        /* Fused path: check first (read-only), then unscale inside the
-         * optimizer's single update pass. Same result as unscale + step. */
+        /* Fused path: the check (read-only) multiplies each gradient by
+         * 1/scale exactly as the update kernel will and decides on those
+         * unscaled values; then the optimizer's single update pass unscales
+         * on the fly. Same result as unscale + step. */
         for (int i = 0; i < opt->n; i++) {
             const amp_tensor *g = opt->ps[i].param->grad;
             if (g && g->dtype == AMP_F16 && !opt->o.master_weights)
                 return amp_error(AMP_ERR_DTYPE, "%s: attempting to unscale FP16 gradients (parameter %d is f16 without "
                                                 "master weights)", fn, i);
         }
-        st->found_inf = !amp__optim_grads_finite(opt);
-        st->checked = true;
         inv = inv_scale_of(s);
+        int first = -1;
+        st->found_inf = !amp__optim_check_unscaled(opt, inv, &first);
+        st->first_bad = first;
+        st->checked = true;
         if (st->found_inf) { /* torch has unscaled the grads in place by now */
             bool again;
-            amp_status rc = amp__optim_unscale(opt, inv, &again, fn);
+            amp_status rc = amp__optim_unscale(opt, inv, &again, NULL, fn);
             if (rc != AMP_OK) return rc;
         }
     }
     amp_status rc = AMP_OK;
-    if (!st->found_inf) rc = amp__optim_step_scaled(opt, inv);
+    if (!st->found_inf) rc = amp__optim_step_scaled(opt, inv, fn);
     else opt->master_grads_valid = false;
     if (skipped) *skipped = st->found_inf;
     st->stage = STAGE_STEPPED;
@@ -252,25 +314,34 @@ amp_status amp_scaler_update(amp_scaler *s) {
         return amp_error(AMP_ERR_STATE, "%s: no inf checks were recorded since the last update (call amp_scaler_step "
                                         "or amp_scaler_unscale first)", fn);
     const amp_scaler_opts *o = &s->o;
+    /* a skipped step leaves every buffer the forward changed as it was */
+    if (found) amp__journal_rollback();
+    else amp__journal_commit();
+    /* torch's _amp_update_scale_: the f32 scale times the double factor,
+     * rounded to f32 once (tools/golden/gen_scaler.py); the limits apply to
+     * the double product, and amp's floor is the smallest normal f32 */
     if (found) {
         s->num_skipped++;
+        s->consecutive++;
         s->growth_tracker = 0;
         if (!o->static_scale) {
-            s->hysteresis_left--;
+            if (s->hysteresis_left > 0) s->hysteresis_left--;
             if (s->hysteresis_left <= 0) {
-                float ns = s->scale * (float)o->backoff_factor;
-                if (o->min_scale > 0 && ns < (float)o->min_scale) ns = (float)o->min_scale;
-                s->scale = ns;
+                double ns = (double)s->scale * o->backoff_factor;
+                if (ns < floor_of(s)) ns = floor_of(s);
+                s->scale = (float)ns;
             }
         }
     } else {
+        s->consecutive = 0;
         if (o->consecutive_hysteresis) s->hysteresis_left = o->hysteresis;
         int64_t successful = s->growth_tracker + 1;
         if (successful == o->growth_interval) {
             if (!o->static_scale) {
-                float ns = s->scale * (float)o->growth_factor;
-                if (o->max_scale > 0 && ns > (float)o->max_scale) ns = (float)o->max_scale;
-                if (isfinite(ns)) s->scale = ns;
+                double ns = (double)s->scale * o->growth_factor;
+                if (o->max_scale > 0 && ns > o->max_scale) ns = o->max_scale;
+                float nf = (float)ns;
+                if (isfinite(nf)) s->scale = nf; /* never grows to inf */
                 s->hysteresis_left = o->hysteresis;
             }
             s->growth_tracker = 0;
@@ -288,11 +359,15 @@ amp_status amp_scaler_update_to(amp_scaler *s, double new_scale) {
     static const char *fn = "amp_scaler_update_to";
     if (!s) return amp_error(AMP_ERR_ARG, "%s: scaler is NULL", fn);
     if (!s->enabled) return AMP_OK;
-    if (!(new_scale > 0) || !isfinite(new_scale))
-        return amp_error(AMP_ERR_ARG, "%s: new_scale %g must be finite and > 0", fn, new_scale);
+    if (!scale_in_range(new_scale))
+        return amp_error(AMP_ERR_ARG, "%s: new_scale %g is outside the f32 range [%g, %g] (the scale is an f32)", fn, new_scale,
+                         SCALE_MIN, SCALE_MAX);
     bool found = false;
     for (int i = 0; i < s->n_opt; i++) found |= s->per_opt[i].found_inf;
     if (found) s->num_skipped++;
+    s->consecutive = found ? s->consecutive + 1 : 0;
+    if (found) amp__journal_rollback();
+    else amp__journal_commit();
     s->scale = (float)new_scale;
     s->num_updates++;
     record(s);
@@ -324,18 +399,32 @@ amp_status amp_scaler_state_set(amp_scaler *s, const amp_scaler_state *st) {
     static const char *fn = "amp_scaler_state_set";
     if (!s || !st) return amp_error(AMP_ERR_ARG, "%s: NULL argument", fn);
     if (!s->enabled) return amp_error(AMP_ERR_STATE, "%s: cannot load state into a disabled scaler", fn);
-    if (!(st->scale > 0) || !isfinite(st->scale) || !(st->growth_factor > 1) || !(st->backoff_factor > 0 && st->backoff_factor < 1) ||
-        st->growth_interval <= 0 || st->growth_tracker < 0 || st->growth_tracker >= st->growth_interval)
-        return amp_error(AMP_ERR_ARG, "%s: inconsistent state (scale %g, growth %g, backoff %g, interval %lld, tracker %lld)", fn,
-                         st->scale, st->growth_factor, st->backoff_factor, (long long)st->growth_interval,
-                         (long long)st->growth_tracker);
+    if (st->scale == 0)
+        return amp_error(AMP_ERR_ARG, "%s: scale 0: the loss scale collapsed in the run that saved this state (f32 arithmetic "
+                                      "underflows after ~165 overflows in a row; amp keeps it >= %g now), and that run's "
+                                      "weights may hold NaN; resume from an earlier checkpoint", fn, SCALE_MIN);
+    if (!scale_in_range(st->scale))
+        return amp_error(AMP_ERR_ARG, "%s: scale %g is outside the f32 range [%g, %g] (the scale is an f32)", fn, st->scale,
+                         SCALE_MIN, SCALE_MAX);
+    if (check_settings(fn, st->growth_factor, st->backoff_factor, st->growth_interval, st->min_scale, st->max_scale) != AMP_OK)
+        return amp_last_status();
+    if (st->growth_tracker < 0 || st->growth_tracker >= st->growth_interval)
+        return amp_error(AMP_ERR_ARG, "%s: growth_tracker %lld must be in [0, growth_interval %lld)", fn,
+                         (long long)st->growth_tracker, (long long)st->growth_interval);
+    if (st->hysteresis < 0 || (st->hysteresis > 0 && st->hysteresis_left > st->hysteresis))
+        return amp_error(AMP_ERR_ARG, "%s: hysteresis %d / hysteresis_left %d are inconsistent", fn, st->hysteresis,
+                         st->hysteresis_left);
+    if (st->num_updates < 0 || st->num_skipped < 0 || st->num_skipped > st->num_updates)
+        return amp_error(AMP_ERR_ARG, "%s: num_updates %lld / num_skipped %lld are inconsistent", fn, (long long)st->num_updates,
+                         (long long)st->num_skipped);
     s->scale = (float)st->scale;
     s->o.growth_factor = st->growth_factor;
     s->o.backoff_factor = st->backoff_factor;
     s->o.growth_interval = st->growth_interval;
     s->growth_tracker = st->growth_tracker;
     if (st->hysteresis > 0) s->o.hysteresis = st->hysteresis;
-    s->hysteresis_left = st->hysteresis > 0 ? st->hysteresis_left : s->o.hysteresis;
+    s->hysteresis_left = st->hysteresis > 0 ? (st->hysteresis_left > 0 ? st->hysteresis_left : 0) : s->o.hysteresis;
+    s->consecutive = 0;
     s->o.min_scale = st->min_scale;
     s->o.max_scale = st->max_scale;
     s->num_updates = st->num_updates;

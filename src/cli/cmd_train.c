@@ -1,4 +1,6 @@
 /* amp train: train a built-in model on Fashion-MNIST in any precision mode. */
+#include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -40,6 +42,12 @@ void cmd_train_usage(FILE *f) {
             "  --quiet                    no progress output (summary only)\n"
             "  --inject-nonfinite-every K debugging aid: write inf/nan into a gradient every K\n"
             "                             steps to exercise skipping and scale backoff\n"
+            "  --inject-value V           ... write V instead (inf, nan or a number: 1e38 with\n"
+            "                             --init-scale 0.25 is finite scaled, inf unscaled)\n"
+            "  --init-scale X             fp16 loss scaling: initial scale (default 65536)\n"
+            "  --max-consecutive-overflows N  stop, with a diagnosis and exit 1, after N skipped\n"
+            "                             (inf/nan) steps in a row or when the loss scale cannot\n"
+            "                             back off further (default 40; 0: never)\n"
             "  --checkpoint DIR           save a checkpoint (DIR/model.safetensors and\n"
             "                             DIR/training_state.safetensors) at the end of training\n"
             "  --save-every N             ... and every N steps (needs --checkpoint or --resume)\n"
@@ -154,6 +162,25 @@ int train_parse_flag(trainer_cfg *cfg, int argc, char **argv, int *i, const char
         NEED_VALUE();
         if (cli_parse_long(v, 1, 1L << 40, &lv)) goto bad;
         cfg->inject_nonfinite_every = lv;
+    } else if (!strcmp(a, "--inject-value")) {
+        NEED_VALUE();
+        if (!strcasecmp(v, "inf")) dv = INFINITY;
+        else if (!strcasecmp(v, "nan")) dv = NAN;
+        else if (cli_parse_double(v, &dv)) goto bad;
+        cfg->inject_value = dv;
+        cfg->inject_value_set = true;
+    } else if (!strcmp(a, "--init-scale")) {
+        NEED_VALUE();
+        /* the scale is an f32: 1e-300 would be 0 and 1e300 inf */
+        if (cli_parse_double(v, &dv) || !(dv >= (double)FLT_MIN && dv <= (double)FLT_MAX)) {
+            fprintf(stderr, "amp: --init-scale '%s' must be a number in the f32 range [%g, %g]\n", v, (double)FLT_MIN, (double)FLT_MAX);
+            return -1;
+        }
+        cfg->init_scale = dv;
+    } else if (!strcmp(a, "--max-consecutive-overflows")) {
+        NEED_VALUE();
+        if (cli_parse_long(v, 0, 1L << 40, &lv)) goto bad;
+        cfg->max_consecutive_overflows = lv;
     } else {
         return 0;
     }

@@ -30,6 +30,9 @@ void trainer_defaults(trainer_cfg *cfg) {
     cfg->schedule.warmup_steps = 100;
     cfg->progress = true;
     cfg->out = stdout;
+    /* 40 halvings take torch's 2^16 to 2^-24, fp16's smallest subnormal:
+     * past that no scale helps, so the run is stopped with a diagnosis */
+    cfg->max_consecutive_overflows = 40;
 }
 
 static const char *dt_short(amp_dtype d) { return d == AMP_F16 ? "fp16" : d == AMP_BF16 ? "bf16" : "fp32"; }
@@ -228,7 +231,7 @@ static int cmp_d(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static void poison_grad(amp_optim *opt, int64_t step) {
+static void poison_grad(amp_optim *opt, int64_t step, const trainer_cfg *cfg) {
     amp_tensor *p = amp_optim_param(opt, 0);
     amp_tensor *g = amp_tensor_grad(p);
     if (!g) return;
@@ -239,7 +242,7 @@ static void poison_grad(amp_optim *opt, int64_t step) {
         idx[d] = flat % amp_tensor_dim(g, d);
         flat /= amp_tensor_dim(g, d);
     }
-    amp_tensor_set(g, idx, (step / 1) % 2 ? INFINITY : NAN);
+    amp_tensor_set(g, idx, cfg->inject_value_set ? cfg->inject_value : step % 2 ? INFINITY : NAN);
 }
 
 /* ---- checkpoints -------------------------------------------------------------------------
@@ -440,6 +443,69 @@ static bool input_nonfinite(amp_tensor *x, int64_t *sample, const char **what) {
     return false;
 }
 
+/* ---- overflow storms ----------------------------------------------------------------------
+ * Skipped steps in a row: the first one's step and the first parameter
+ * whose unscaled gradient held inf/nan then. */
+typedef struct {
+    int64_t first_step;
+    const char *param;
+} overflow_storm;
+
+static const char *overflow_param(amp_scaler *sc, amp_optim *opt, amp_optim *opt32, amp_tensor **params, const char **names,
+                                  int np) {
+    amp_optim *os[2] = {opt, opt32};
+    for (int k = 0; k < 2; k++) {
+        if (!os[k]) continue;
+        int i = amp_scaler_overflow_param(sc, os[k]);
+        if (i < 0) continue;
+        amp_tensor *p = amp_optim_param(os[k], i);
+        for (int j = 0; j < np; j++)
+            if (params[j] == p) return names[j];
+    }
+    return NULL;
+}
+
+/* True (with the diagnosis as the error) when the run must stop: too many
+ * overflows in a row, or an overflow with the scale already at its floor. */
+static bool storm_stop(const trainer_cfg *cfg, amp_scaler *sc, overflow_storm *storm, bool skipped, amp_tensor *x, int64_t step,
+                       int64_t epoch, int64_t batch) {
+    int64_t cons = amp_scaler_consecutive_overflows(sc);
+    if (cons == 0) storm->first_step = -1;
+    if (!skipped || cfg->max_consecutive_overflows <= 0) return false;
+    bool floor = cfg->mode.loss_scaling && amp_scaler_at_min_scale(sc);
+    if (cons < cfg->max_consecutive_overflows && !floor) return false;
+    bool fp16 = cfg->mode.compute_dtype == AMP_F16 && cfg->mode.level != AMP_O0;
+    /* the batch beyond fp16's range is the usual cause: say so */
+    double xmax = 0;
+    if (amp_tensor_dtype(x) == AMP_F32 && amp_tensor_is_contiguous(x)) {
+        const float *px = amp_tensor_data(x);
+        for (int64_t i = 0; i < amp_tensor_numel(x); i++)
+            if (fabs(px[i]) > xmax) xmax = fabs(px[i]);
+    }
+    char where[200] = "", input[200] = "";
+    if (storm->param)
+        snprintf(where, sizeof where, " The first of them (step %lld) overflowed first in the gradient of %s.",
+                 (long long)storm->first_step, storm->param);
+    if (fp16 && xmax > 65504.0)
+        snprintf(input, sizeof input, " This batch holds inputs up to %g, beyond fp16's largest value 65504.", xmax);
+    if (cfg->mode.loss_scaling)
+        amp_error(AMP_ERR_RANGE,
+                  "amp train: stopped at step %lld (epoch %lld, batch %lld): %lld consecutive steps overflowed (inf/nan "
+                  "gradients; each was skipped, so the weights are as before them) and the loss scale backed off to %g%s "
+                  "without a clean step.%s%s This usually means fp16 cannot hold these activations or gradients at any "
+                  "scale: train in bf16 (--precision bf16: f32's range, no loss scaling needed), or fix the data or the "
+                  "learning rate.",
+                  (long long)step, (long long)epoch, (long long)batch, (long long)cons, amp_scaler_get_scale(sc),
+                  floor ? " (its floor)" : "", where, input);
+    else
+        amp_error(AMP_ERR_RANGE,
+                  "amp train: stopped at step %lld (epoch %lld, batch %lld): %lld consecutive steps had inf/nan gradients "
+                  "(each was skipped, so the weights are as before them).%s%s Check the data and the learning rate%s.",
+                  (long long)step, (long long)epoch, (long long)batch, (long long)cons, where, input,
+                  fp16 ? ", or train in bf16 (--precision bf16)" : "");
+    return true;
+}
+
 int trainer_run(const trainer_cfg *cfg, trainer_result *res, bool keep_model) {
     memset(res, 0, sizeof *res);
     double t_start = bench_now();
@@ -459,6 +525,8 @@ int trainer_run(const trainer_cfg *cfg, trainer_result *res, bool keep_model) {
     FILE *metrics = NULL;
     double *step_times = NULL;
     amp_tensor **params = NULL;
+    const char **pnames = NULL;
+    overflow_storm storm = {-1, NULL};
     amp_optim *opt32 = NULL;
 
     amp_memory_reset_peak();
@@ -469,7 +537,12 @@ int trainer_run(const trainer_cfg *cfg, trainer_result *res, bool keep_model) {
         goto out;
     int np = amp_module_parameters(model, NULL, NULL, 0);
     params = calloc((size_t)np, sizeof *params);
-    amp_module_parameters(model, params, NULL, np);
+    pnames = calloc((size_t)np, sizeof *pnames);
+    if (!params || !pnames) {
+        amp_error(AMP_ERR_NOMEM, "amp train: out of memory");
+        goto out;
+    }
+    amp_module_parameters(model, params, pnames, np);
     amp_optim_opts oo = cfg->optimizer == AMP_OPTIM_SGD    ? amp_sgd_opts(cfg->lr)
                         : cfg->optimizer == AMP_OPTIM_ADAM ? amp_adam_opts(cfg->lr)
                                                            : amp_adamw_opts(cfg->lr);
@@ -484,7 +557,7 @@ int trainer_run(const trainer_cfg *cfg, trainer_result *res, bool keep_model) {
             if (amp_tensor_dtype(params[i]) != AMP_F32) params[nh++] = params[i];
         /* f32 params (kept norms) are trained by a second, plain optimizer below */
         opt = amp_optim_new(params, nh, &oo);
-        amp_module_parameters(model, params, NULL, np);
+        amp_module_parameters(model, params, pnames, np);
     } else {
         opt = amp_optim_new(params, np, &oo);
     }
@@ -510,6 +583,8 @@ int trainer_run(const trainer_cfg *cfg, trainer_result *res, bool keep_model) {
     if (!cfg->mode.loss_scaling) {
         so.init_scale = 1.0;
         so.static_scale = true;
+    } else {
+        so.init_scale = cfg->init_scale; /* 0: torch's default */
     }
     sc = amp_scaler_new(&so);
     if (!sc) goto out;
@@ -592,10 +667,16 @@ int trainer_run(const trainer_cfg *cfg, trainer_result *res, bool keep_model) {
             amp_tensor *scaled = cfg->mode.loss_scaling ? amp_scaler_scale(sc, loss) : loss;
             st = amp_backward(scaled);
             if (st == AMP_OK && cfg->inject_nonfinite_every > 0 && (step + 1) % cfg->inject_nonfinite_every == 0)
-                poison_grad(opt, step);
+                poison_grad(opt, step, cfg);
+            bool skipped32 = false;
             if (st == AMP_OK) st = amp_scaler_step(sc, opt, &skipped);
-            if (st == AMP_OK && opt32) st = amp_scaler_step(sc, opt32, NULL);
+            if (st == AMP_OK && opt32) st = amp_scaler_step(sc, opt32, &skipped32);
+            if (st == AMP_OK && (skipped || skipped32) && storm.first_step < 0) {
+                storm.first_step = step + 1;
+                storm.param = overflow_param(sc, opt, opt32, params, pnames, np);
+            }
             if (st == AMP_OK) st = amp_scaler_update(sc);
+            if (st == AMP_OK && storm_stop(cfg, sc, &storm, skipped || skipped32, x, step + 1, epoch + 1, in_epoch + 1)) st = AMP_ERR_RANGE;
             amp_scope_end(s);
             if (st != AMP_OK) goto out;
             double dt = bench_now() - t0;
@@ -658,6 +739,7 @@ out:
     if (metrics) fclose(metrics);
     free(step_times);
     free(params);
+    free(pnames);
     amp_loader_free(loader);
     amp_scaler_free(sc);
     amp_optim_free(opt);

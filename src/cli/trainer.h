@@ -29,6 +29,10 @@ typedef struct {
     amp_lr_schedule schedule;
     bool warmup_set;        /* --warmup given: otherwise warmup is capped at 10% of the run */
     int64_t inject_nonfinite_every; /* debugging aid: poison a gradient every K steps */
+    bool inject_value_set;  /* ... with this value (default: inf and nan in turn) */
+    double inject_value;
+    double init_scale;      /* fp16 loss scaling: the scaler's initial scale (0: torch's 65536) */
+    int64_t max_consecutive_overflows; /* stop after this many skipped steps in a row (0: never) */
     const char *checkpoint_dir; /* save checkpoints here (NULL: none) */
     int64_t save_every;     /* ... every N steps (0: only at the end) */
     const char *resume_dir; /* resume from this checkpoint (NULL: fresh start) */

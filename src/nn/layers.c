@@ -125,7 +125,9 @@ static amp_tensor *bn_forward(amp_module *m, amp_tensor *x) {
     amp_tensor *y = amp_batch_norm(x, amp_module_get_buffer(m, "running_mean"), amp_module_get_buffer(m, "running_var"),
                                    P(m, "weight"), P(m, "bias"), training, c->momentum, c->eps);
     if (y && training) {
-        int64_t *nb = amp_tensor_data(amp_module_get_buffer(m, "num_batches_tracked"));
+        amp_tensor *nbt = amp_module_get_buffer(m, "num_batches_tracked");
+        amp_tensor_will_modify(nbt); /* undone with the running statistics if the step is skipped */
+        int64_t *nb = amp_tensor_data(nbt);
         (*nb)++;
     }
     return y;

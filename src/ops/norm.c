@@ -60,7 +60,6 @@ static void views_done(views *v) {
 
 /* Write n f32 values into t (any strides, any float dtype), rounding. */
 static amp_status write_f32(amp_tensor *t, float *src) {
-    amp__bump_version(t);
     amp_tensor tmp;
     memset(&tmp, 0, sizeof tmp);
     amp_storage st;
@@ -295,12 +294,21 @@ amp_tensor *amp_batch_norm(amp_tensor *x, amp_tensor *running_mean, amp_tensor *
     if (training && running_mean) {
         double cnt = (double)N * (double)L;
         float *nm = scale, *nv = shift; /* reuse the scratch */
+        bool finite = true;
         for (int64_t c = 0; c < C; c++) {
             nm[c] = (float)((1.0 - momentum) * rs.p[0][c] + momentum * (double)pm[c]);
             nv[c] = (float)((1.0 - momentum) * rs.p[1][c] + momentum * (double)var[c] * cnt / (cnt - 1.0));
+            finite &= isfinite(nm[c]) && isfinite(nv[c]);
         }
         views_done(&rs);
-        if (write_f32(running_mean, nm) != AMP_OK || write_f32(running_var, nv) != AMP_OK) goto fail;
+        /* a batch whose statistics are not finite (an inf in x, or a variance
+         * beyond f32) leaves the running statistics as they were: amp never
+         * stores them (torch does, and every later eval forward is NaN) */
+        if (finite) {
+            amp_tensor_will_modify(running_mean); /* counted, and undone if the step is skipped */
+            amp_tensor_will_modify(running_var);
+            if (write_f32(running_mean, nm) != AMP_OK || write_f32(running_var, nv) != AMP_OK) goto fail;
+        }
     } else {
         views_done(&rs);
     }

@@ -7,6 +7,7 @@
  * (the f32 master, or the parameter itself), update the optimizer state and
  * the weight, and write the half copy back (round-to-nearest-even or
  * stochastic). That is the fused unscale + update + write-back pass. */
+#include <float.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -56,19 +57,44 @@ static amp_tensor *state_tensor(const char *fn, const amp_tensor *like, amp_mem_
     return t;
 }
 
+/* The update runs in f32 with constants rounded from doubles: each must be
+ * finite as an f32 (1e300 is inf there). */
+static bool f32_finite(double v) { return isfinite(v) && fabs(v) <= FLT_MAX; }
+
+/* lr with the other settings: the largest f32 factor it makes must be
+ * finite (SGD: lr; Adam: the first step's lr / (1 - beta1); AdamW: the decay
+ * 1 - lr * weight_decay). */
+static amp_status check_lr(const char *fn, const amp_optim_opts *o, double lr) {
+    if (!(lr >= 0) || !f32_finite(lr))
+        return amp_error(AMP_ERR_ARG, "%s: lr %g must be >= 0 and finite as an f32 (at most %g)", fn, lr, (double)FLT_MAX);
+    if (o->kind != AMP_OPTIM_SGD && !f32_finite(lr / (1.0 - o->beta1)))
+        return amp_error(AMP_ERR_ARG, "%s: lr %g: the first Adam step size lr / (1 - beta1) = %g is not finite as an f32", fn, lr,
+                         lr / (1.0 - o->beta1));
+    if (!f32_finite(lr * o->weight_decay) || !f32_finite(1.0 - lr * o->weight_decay))
+        return amp_error(AMP_ERR_ARG, "%s: lr %g times weight_decay %g is not finite as an f32", fn, lr, o->weight_decay);
+    return AMP_OK;
+}
+
 static amp_status check_opts(const char *fn, const amp_optim_opts *o) {
     if ((int)o->kind < 0 || o->kind > AMP_OPTIM_ADAMW) return amp_error(AMP_ERR_ARG, "%s: kind %d is not an optimizer", fn, (int)o->kind);
-    if (!(o->lr >= 0) || !isfinite(o->lr)) return amp_error(AMP_ERR_ARG, "%s: lr %g must be finite and >= 0", fn, o->lr);
-    if (!(o->weight_decay >= 0)) return amp_error(AMP_ERR_ARG, "%s: weight_decay %g must be >= 0", fn, o->weight_decay);
+    if (!(o->weight_decay >= 0) || !f32_finite(o->weight_decay))
+        return amp_error(AMP_ERR_ARG, "%s: weight_decay %g must be >= 0 and finite as an f32", fn, o->weight_decay);
     if (o->kind == AMP_OPTIM_SGD) {
-        if (!(o->momentum >= 0)) return amp_error(AMP_ERR_ARG, "%s: momentum %g must be >= 0", fn, o->momentum);
+        if (!(o->momentum >= 0) || !f32_finite(o->momentum))
+            return amp_error(AMP_ERR_ARG, "%s: momentum %g must be >= 0 and finite as an f32", fn, o->momentum);
+        if (!f32_finite(o->dampening) || !f32_finite(1.0 - o->dampening))
+            return amp_error(AMP_ERR_ARG, "%s: dampening %g must be finite as an f32", fn, o->dampening);
         if (o->nesterov && (o->momentum <= 0 || o->dampening != 0))
             return amp_error(AMP_ERR_ARG, "%s: nesterov momentum requires a momentum and zero dampening", fn);
     } else {
         if (!(o->beta1 >= 0 && o->beta1 < 1)) return amp_error(AMP_ERR_ARG, "%s: beta1 %g must be in [0, 1)", fn, o->beta1);
         if (!(o->beta2 >= 0 && o->beta2 < 1)) return amp_error(AMP_ERR_ARG, "%s: beta2 %g must be in [0, 1)", fn, o->beta2);
-        if (!(o->eps >= 0)) return amp_error(AMP_ERR_ARG, "%s: eps %g must be >= 0", fn, o->eps);
+        /* torch allows eps = 0; then a zero gradient gives 0 / 0 = NaN */
+        if (!(o->eps > 0) || !((float)o->eps >= FLT_MIN) || !f32_finite(o->eps))
+            return amp_error(AMP_ERR_ARG, "%s: eps %g must be a positive normal f32 (from %g to %g): with eps 0 a zero gradient "
+                                          "gives 0/0 = NaN", fn, o->eps, (double)FLT_MIN, (double)FLT_MAX);
     }
+    if (check_lr(fn, o, o->lr) != AMP_OK) return amp_last_status();
     if (o->rounding != AMP_ROUND_NEAREST && o->rounding != AMP_ROUND_STOCHASTIC)
         return amp_error(AMP_ERR_ARG, "%s: rounding %d is not a rounding mode", fn, (int)o->rounding);
     return AMP_OK;
@@ -150,7 +176,7 @@ amp_status amp_optim_zero_grad(amp_optim *opt) {
 
 amp_status amp_optim_set_lr(amp_optim *opt, double lr) {
     if (!opt) return amp_error(AMP_ERR_ARG, "amp_optim_set_lr: opt is NULL");
-    if (!(lr >= 0) || !isfinite(lr)) return amp_error(AMP_ERR_ARG, "amp_optim_set_lr: lr %g must be finite and >= 0", lr);
+    if (check_lr("amp_optim_set_lr", &opt->o, lr) != AMP_OK) return amp_last_status();
     opt->o.lr = lr;
     return AMP_OK;
 }
@@ -287,41 +313,50 @@ static const amp_tensor *current_grad(const amp_optim *opt, const amp_param_stat
     return ps->param->grad;
 }
 
-bool amp__optim_grads_finite(amp_optim *opt) {
-    int bad = 0;
-    for (int i = 0; i < opt->n && !bad; i++) {
+static const amp_optim_tile_fn g_tile_fns[AMP_CPU_PATH_COUNT] = {amp_optim_tile_scalar, amp_optim_tile_avx2,
+                                                                   amp_optim_tile_avx512};
+static const amp_optim_check_fn g_check_fns[AMP_CPU_PATH_COUNT] = {amp_optim_check_scalar, amp_optim_check_avx2,
+                                                                     amp_optim_check_avx512};
+
+/* exponent all ones (inf or nan) in any of m half values */
+static bool half_nonfinite(const uint16_t *u, amp_dtype dt, int64_t m) {
+    uint16_t e = dt == AMP_F16 ? 0x7c00u : 0x7f80u;
+    uint32_t b = 0;
+    for (int64_t k = 0; k < m; k++) b |= (uint32_t)((u[k] & e) == e);
+    return b != 0;
+}
+
+bool amp__optim_check_unscaled(amp_optim *opt, float inv_scale, int *first_bad) {
+    amp_optim_check_fn check = AMP_DISPATCH(g_check_fns);
+    if (first_bad) *first_bad = -1;
+    for (int i = 0; i < opt->n; i++) {
         const amp_tensor *g = current_grad(opt, &opt->ps[i]);
         if (!g) continue;
         int64_t n = amp_tensor_numel(g);
         const char *base = amp__data(g);
         size_t es = amp_dtype_size(g->dtype);
+        int bad = 0;
 #pragma omp parallel for reduction(| : bad) schedule(static) if (n > PAR_MIN)
         for (int64_t t0 = 0; t0 < n; t0 += TILE) {
             int64_t m = n - t0 < TILE ? n - t0 : TILE;
-            uint32_t b = 0;
-            if (g->dtype == AMP_F32 || g->dtype == AMP_F16 || g->dtype == AMP_BF16) {
-                /* exponent all ones <=> inf or nan: no conversion needed */
-                if (g->dtype == AMP_F32) {
-                    const uint32_t *u = (const uint32_t *)(base + (size_t)t0 * es);
-                    for (int64_t k = 0; k < m; k++) b |= (u[k] & 0x7f800000u) == 0x7f800000u;
-                } else {
-                    const uint16_t *u = (const uint16_t *)(base + (size_t)t0 * es);
-                    uint16_t e = g->dtype == AMP_F16 ? 0x7c00u : 0x7f80u;
-                    for (int64_t k = 0; k < m; k++) b |= (uint32_t)((u[k] & e) == e);
-                }
+            if (g->dtype == AMP_F32) {
+                bad |= check(inv_scale, m, (const float *)(base + (size_t)t0 * es));
             } else {
                 float tmp[TILE];
                 load_f32(tmp, base + (size_t)t0 * es, g->dtype, m);
-                for (int64_t k = 0; k < m; k++) b |= !isfinite(tmp[k]);
+                bad |= check(inv_scale, m, tmp);
             }
-            bad |= (int)b;
+        }
+        if (bad) {
+            if (first_bad) *first_bad = i;
+            return false;
         }
     }
-    return !bad;
+    return true;
 }
 
-amp_status amp__optim_unscale(amp_optim *opt, float inv_scale, bool *found_inf, const char *fn) {
-    int bad = 0;
+amp_status amp__optim_unscale(amp_optim *opt, float inv_scale, bool *found_inf, int *first_bad, const char *fn) {
+    if (first_bad) *first_bad = -1;
     for (int i = 0; i < opt->n; i++) {
         amp_param_state *ps = &opt->ps[i];
         const amp_tensor *g = ps->param->grad;
@@ -329,6 +364,7 @@ amp_status amp__optim_unscale(amp_optim *opt, float inv_scale, bool *found_inf, 
             return amp_error(AMP_ERR_DTYPE, "%s: attempting to unscale FP16 gradients (parameter %d is f16 without master "
                                             "weights; use master_weights or f32 parameters)", fn, i);
     }
+    bool any = false;
     for (int i = 0; i < opt->n; i++) {
         amp_param_state *ps = &opt->ps[i];
         amp_tensor *g = ps->param->grad;
@@ -346,6 +382,7 @@ amp_status amp__optim_unscale(amp_optim *opt, float inv_scale, bool *found_inf, 
         char *out = amp__data(dst);
         amp__bump_version(dst);
         size_t es = amp_dtype_size(g->dtype), eo = amp_dtype_size(dst->dtype);
+        int bad = 0;
 #pragma omp parallel for reduction(| : bad) schedule(static) if (n > PAR_MIN)
         for (int64_t t0 = 0; t0 < n; t0 += TILE) {
             float tmp[TILE];
@@ -353,24 +390,34 @@ amp_status amp__optim_unscale(amp_optim *opt, float inv_scale, bool *found_inf, 
             load_f32(tmp, src + (size_t)t0 * es, g->dtype, m);
             int b = 0;
             for (int64_t k = 0; k < m; k++) {
-                b |= !isfinite(tmp[k]); /* check before multiplying */
                 tmp[k] *= inv_scale;
+                b |= !isfinite(tmp[k]); /* the unscaled value: a finite gradient can unscale to inf */
             }
             bad |= b;
             store_f32(out + (size_t)t0 * eo, dst->dtype, tmp, m, AMP_ROUND_NEAREST, 0, 0);
         }
+        if (bad && !any && first_bad) *first_bad = i;
+        any |= bad != 0;
     }
     if (opt->o.master_weights) opt->master_grads_valid = true;
-    *found_inf = bad != 0;
+    *found_inf = any;
     return AMP_OK;
 }
 
-static const amp_optim_tile_fn g_tile_fns[AMP_CPU_PATH_COUNT] = {amp_optim_tile_scalar, amp_optim_tile_avx2,
-                                                                   amp_optim_tile_avx512};
-
 static bool master_of(const amp_param_state *ps) { return ps->master != NULL; }
 
-static amp_status step_param(amp_optim *opt, amp_param_state *ps, float inv_scale, uint64_t sr_base) {
+static const char *what_nonfinite(const amp_optim *opt) {
+    return opt->o.kind == AMP_OPTIM_SGD ? "weights or momentum buffer" : "weights or Adam moments";
+}
+
+/* One parameter's update, tile by tile. Each tile's old weights and state
+ * are kept while the kernel runs; a tile whose results hold inf/nan (finite
+ * gradients with extreme weights or settings: an f32 overflow, or a master
+ * value beyond the half type's range) is put back as it was and the step
+ * fails with AMP_ERR_RANGE, so a non-finite value never stays in the
+ * weights or the optimizer state. */
+static amp_status step_param(amp_optim *opt, int idx, float inv_scale, uint64_t sr_base, const char *fn) {
+    amp_param_state *ps = &opt->ps[idx];
     const amp_optim_opts *o = &opt->o;
     const amp_tensor *g = current_grad(opt, ps);
     amp_tensor *p = ps->param;
@@ -381,15 +428,20 @@ static amp_status step_param(amp_optim *opt, amp_param_state *ps, float inv_scal
     c.inv_scale = inv_scale;
     c.wd = (float)o->weight_decay;
     ps->step++;
+    bool new_momentum = false;
     if (o->kind == AMP_OPTIM_SGD) {
         c.mom = (float)o->momentum;
         c.one_minus_damp = (float)(1.0 - o->dampening);
         c.neg_lr = (float)(-o->lr);
         c.nesterov = o->nesterov;
         if (o->momentum != 0 && !ps->momentum) {
-            ps->momentum = state_tensor("amp_optim_step", p, AMP_MEM_OPTIM, 0);
-            if (!ps->momentum) return amp_last_status();
+            ps->momentum = state_tensor(fn, p, AMP_MEM_OPTIM, 0);
+            if (!ps->momentum) {
+                ps->step--;
+                return amp_last_status();
+            }
             c.first_mom = true;
+            new_momentum = true;
         }
     } else {
         double bc1 = 1.0 - pow(o->beta1, (double)ps->step);
@@ -417,14 +469,28 @@ static amp_status step_param(amp_optim *opt, amp_param_state *ps, float inv_scal
     /* the parameter (and .grad, which receives the unscaled values) change in place */
     amp__bump_version(p);
     if (write_grad) amp__bump_version(g);
+    bool in_place = master || p->dtype == AMP_F32; /* f32 weights are updated where they are */
+    bool half_out = master || p->dtype != AMP_F32;
+    int bad = 0;
+    int64_t bad_at = -1;
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
     for (int64_t t0 = 0; t0 < n; t0 += TILE) {
-        float gt[TILE], wt[TILE];
+        int seen;
+#pragma omp atomic read
+        seen = bad;
+        if (seen) continue; /* an earlier tile failed: leave the rest alone */
+        float gt[TILE], wt[TILE], keep_w[TILE], keep_ea[TILE], keep_eas[TILE], keep_mb[TILE];
+        uint16_t keep_p[TILE];
         int64_t m = n - t0 < TILE ? n - t0 : TILE;
+        size_t mb4 = (size_t)m * 4;
         load_f32(gt, gsrc + (size_t)t0 * ges, g->dtype, m);
-        bool in_place = master || p->dtype == AMP_F32; /* f32 weights are updated where they are */
         float *w = master ? master + t0 : p->dtype == AMP_F32 ? (float *)(pdata + (size_t)t0 * pes) : wt;
         if (!in_place) load_f32(wt, pdata + (size_t)t0 * pes, p->dtype, m);
+        else memcpy(keep_w, w, mb4);
+        if (ea) memcpy(keep_ea, ea + t0, mb4);
+        if (eas) memcpy(keep_eas, eas + t0, mb4);
+        if (mb) memcpy(keep_mb, mb + t0, mb4);
+        if (half_out && pes == 2) memcpy(keep_p, pdata + (size_t)t0 * pes, (size_t)m * 2);
         /* an f32 .grad receives the unscaled values inside the kernel */
         float *gsave = write_grad && g->dtype == AMP_F32 ? (float *)(gsrc + (size_t)t0 * ges) : NULL;
         if (write_grad && !gsave) { /* bf16 grads: unscale and store here */
@@ -433,21 +499,52 @@ static amp_status step_param(amp_optim *opt, amp_param_state *ps, float inv_scal
         }
         amp_optim_consts ct = c;
         if (write_grad && !gsave) ct.inv_scale = 1.0f;
-        tile(&ct, m, w, gt, ea ? ea + t0 : NULL, eas ? eas + t0 : NULL, mb ? mb + t0 : NULL, gsave);
-        if (master || p->dtype != AMP_F32)
+        int b = tile(&ct, m, w, gt, ea ? ea + t0 : NULL, eas ? eas + t0 : NULL, mb ? mb + t0 : NULL, gsave);
+        if (!b && half_out) {
             store_f32(pdata + (size_t)t0 * pes, p->dtype, w, m, o->rounding, o->seed, sr_base + (uint64_t)t0);
+            b = pes == 2 && half_nonfinite((const uint16_t *)(pdata + (size_t)t0 * pes), p->dtype, m);
+        }
+        if (b) { /* put the tile back as it was */
+            if (in_place) memcpy(w, keep_w, mb4);
+            if (ea) memcpy(ea + t0, keep_ea, mb4);
+            if (eas) memcpy(eas + t0, keep_eas, mb4);
+            if (mb) memcpy(mb + t0, keep_mb, mb4);
+            if (half_out && pes == 2) memcpy(pdata + (size_t)t0 * pes, keep_p, (size_t)m * 2);
+#pragma omp critical(amp_optim_bad)
+            {
+                if (bad_at < 0 || t0 < bad_at) bad_at = t0;
+                bad = 1;
+            }
+        }
+    }
+    if (bad) {
+        ps->step--;
+        if (new_momentum) { /* the next step is the first again */
+            amp__release(ps->momentum);
+            ps->momentum = NULL;
+        }
+        char sb[AMP_SHAPE_BUF];
+        return amp_error(AMP_ERR_RANGE,
+                         "%s: parameter %d (%s %s): the update would make its %s non-finite (element %lld onward; the "
+                         "gradient is finite, so an f32 overflow%s with lr %g): that part was left unchanged and the step "
+                         "stopped",
+                         fn, idx, amp_dtype_name(p->dtype), amp__shape_fmt(p->ndim, p->shape, sb, sizeof sb), what_nonfinite(opt),
+                         (long long)bad_at, half_out && pes == 2 ? " or a master value beyond the half type's range" : "", o->lr);
     }
     return AMP_OK;
 }
 
-amp_status amp__optim_step_scaled(amp_optim *opt, float inv_scale) {
+amp_status amp__optim_step_scaled(amp_optim *opt, float inv_scale, const char *fn) {
     uint64_t base = opt->sr_counter;
     for (int i = 0; i < opt->n; i++) {
         amp_param_state *ps = &opt->ps[i];
         int64_t n = amp_tensor_numel(ps->param);
         if (current_grad(opt, ps)) {
-            amp_status st = step_param(opt, ps, inv_scale, base);
-            if (st != AMP_OK) return st;
+            amp_status st = step_param(opt, i, inv_scale, base, fn);
+            if (st != AMP_OK) {
+                opt->master_grads_valid = false;
+                return st;
+            }
         }
         base += (uint64_t)n;
     }
@@ -458,8 +555,18 @@ amp_status amp__optim_step_scaled(amp_optim *opt, float inv_scale) {
 }
 
 amp_status amp_optim_step(amp_optim *opt) {
-    if (!opt) return amp_error(AMP_ERR_ARG, "amp_optim_step: opt is NULL");
-    return amp__optim_step_scaled(opt, 1.0f);
+    static const char *fn = "amp_optim_step";
+    if (!opt) return amp_error(AMP_ERR_ARG, "%s: opt is NULL", fn);
+    /* amp's promise: inf/nan never reaches the weights (torch would write it) */
+    int bad;
+    if (!amp__optim_check_unscaled(opt, 1.0f, &bad)) {
+        char sb[AMP_SHAPE_BUF];
+        const amp_tensor *p = opt->ps[bad].param;
+        return amp_error(AMP_ERR_RANGE, "%s: the gradient of parameter %d (%s %s) holds inf or nan; the step was not applied "
+                                        "(amp_scaler_step skips such steps)", fn, bad, amp_dtype_name(p->dtype),
+                         amp__shape_fmt(p->ndim, p->shape, sb, sizeof sb));
+    }
+    return amp__optim_step_scaled(opt, 1.0f, fn);
 }
 
 /* ---- clipping ---------------------------------------------------------------------------- */

@@ -24,15 +24,24 @@ struct amp_optim {
     bool master_grads_valid;
 };
 
-/* Is the gradient the next step would use finite everywhere? (read-only) */
-bool amp__optim_grads_finite(amp_optim *opt);
-/* torch's _unscale_grads_: per element, check then multiply by inv_scale, in
- * place (into the f32 master gradients on a master-weight optimizer). An f16
- * gradient on a non-master optimizer is refused ("Attempting to unscale FP16
- * gradients"), as torch does. */
-amp_status amp__optim_unscale(amp_optim *opt, float inv_scale, bool *found_inf, const char *fn);
+/* The skip decision, read-only: is every gradient element the next step
+ * would use finite once multiplied by inv_scale (the unscaled value, the
+ * same f32 product the update kernel computes)? *first_bad (may be NULL)
+ * gets the index of the first parameter with an inf/nan (-1 if none). */
+bool amp__optim_check_unscaled(amp_optim *opt, float inv_scale, int *first_bad);
+/* torch's _unscale_grads_, in place (into the f32 master gradients on a
+ * master-weight optimizer): each element multiplied by inv_scale, and
+ * *found_inf set when an unscaled value is inf/nan (amp checks after the
+ * multiply: a finite gradient can unscale to inf; torch checks before).
+ * *first_bad (may be NULL) as above. An f16 gradient on a non-master
+ * optimizer is refused ("Attempting to unscale FP16 gradients"), as torch
+ * does. */
+amp_status amp__optim_unscale(amp_optim *opt, float inv_scale, bool *found_inf, int *first_bad, const char *fn);
 /* One update, multiplying gradients by inv_scale on the fly (pass 1.0f when
- * they are already unscaled): the fused unscale + update + half write-back. */
-amp_status amp__optim_step_scaled(amp_optim *opt, float inv_scale);
+ * they are already unscaled): the fused unscale + update + half write-back.
+ * The caller has checked the gradients; a result that is still non-finite
+ * (f32 overflow of finite values) is never kept: AMP_ERR_RANGE naming fn
+ * and the parameter (see step_param). */
+amp_status amp__optim_step_scaled(amp_optim *opt, float inv_scale, const char *fn);
 
 #endif

@@ -556,6 +556,13 @@ amp_status amp_tensor_mark_modified(amp_tensor *t) {
     return AMP_OK;
 }
 
+amp_status amp_tensor_will_modify(amp_tensor *t) {
+    if (!t) return amp_error(AMP_ERR_ARG, "amp_tensor_will_modify: t is NULL");
+    amp__journal_record(t);
+    amp__bump_version(t);
+    return AMP_OK;
+}
+
 amp_status amp_tensor_fill_(amp_tensor *t, double v) {
     if (!t) return amp_error(AMP_ERR_ARG, "amp_tensor_fill_: t is NULL");
     amp__bump_version(t);

@@ -89,6 +89,20 @@ static inline uint64_t amp__version(const amp_tensor *t) {
     return atomic_load_explicit(&t->storage->version, memory_order_relaxed);
 }
 
+/* ---- buffer journal (journal.c) ----------------------------------------------
+ * A forward that changes a buffer in place (BatchNorm's running statistics,
+ * its batch count) calls amp_tensor_will_modify(t) right before each change:
+ * amp__journal_record(t) then one version bump. On a thread armed by a live GradScaler
+ * the first call keeps t's old contents; amp_scaler_update commits (forgets
+ * them) after a clean step and rolls back after a skipped one, so a skipped
+ * step leaves every buffer as it was. A tensor changed by anything else
+ * since (its version moved further) keeps that change. */
+void amp__journal_record(amp_tensor *t);
+void amp__journal_commit(void);
+void amp__journal_rollback(void);
+void amp__journal_arm(void);    /* amp_scaler_new */
+void amp__journal_disarm(void); /* amp_scaler_free; the last one commits */
+
 /* ---- shapes ---------------------------------------------------------------- */
 int64_t amp__numel(int ndim, const int64_t *shape);
 void amp__contig_strides(int ndim, const int64_t *shape, int64_t *stride);

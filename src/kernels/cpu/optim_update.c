@@ -1,2 +1,3 @@
 #define OPTIM_TILE_FN amp_optim_tile_scalar
+#define OPTIM_CHECK_FN amp_optim_check_scalar
 #include "kernels/cpu/optim_update.inc"

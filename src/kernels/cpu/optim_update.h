@@ -21,14 +21,25 @@ typedef struct {
 
 /* g *= inv_scale (when != 1) and, when gsave is not NULL, the unscaled
  * gradient is stored there (torch leaves unscaled values in .grad); then w
- * (and ea/eas or buf) are updated for m elements. g is scratch. */
-typedef void (*amp_optim_tile_fn)(const amp_optim_consts *c, int64_t m, float *w, float *g, float *ea, float *eas,
-                                  float *buf, float *gsave);
-void amp_optim_tile_scalar(const amp_optim_consts *c, int64_t m, float *w, float *g, float *ea, float *eas, float *buf,
-                           float *gsave);
-void amp_optim_tile_avx2(const amp_optim_consts *c, int64_t m, float *w, float *g, float *ea, float *eas, float *buf,
-                         float *gsave);
-void amp_optim_tile_avx512(const amp_optim_consts *c, int64_t m, float *w, float *g, float *ea, float *eas, float *buf,
-                           float *gsave);
+ * (and ea/eas or buf) are updated for m elements. g is scratch. Returns
+ * nonzero when any value written to w, ea, eas or buf is inf or nan (the
+ * caller restores the tile: a non-finite value never stays in the weights
+ * or the optimizer state). */
+typedef int (*amp_optim_tile_fn)(const amp_optim_consts *c, int64_t m, float *w, float *g, float *ea, float *eas,
+                                 float *buf, float *gsave);
+int amp_optim_tile_scalar(const amp_optim_consts *c, int64_t m, float *w, float *g, float *ea, float *eas, float *buf,
+                          float *gsave);
+int amp_optim_tile_avx2(const amp_optim_consts *c, int64_t m, float *w, float *g, float *ea, float *eas, float *buf,
+                        float *gsave);
+int amp_optim_tile_avx512(const amp_optim_consts *c, int64_t m, float *w, float *g, float *ea, float *eas, float *buf,
+                          float *gsave);
+
+/* The skip decision: nonzero when some g[k] * inv_scale -- the unscaled
+ * gradient, the same f32 product the tile update computes -- is inf or
+ * nan (inv_scale == 1: g itself). Read-only. */
+typedef int (*amp_optim_check_fn)(float inv_scale, int64_t m, const float *g);
+int amp_optim_check_scalar(float inv_scale, int64_t m, const float *g);
+int amp_optim_check_avx2(float inv_scale, int64_t m, const float *g);
+int amp_optim_check_avx512(float inv_scale, int64_t m, const float *g);
 
 #endif

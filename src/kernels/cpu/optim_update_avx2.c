@@ -1,2 +1,3 @@
 #define OPTIM_TILE_FN amp_optim_tile_avx2
+#define OPTIM_CHECK_FN amp_optim_check_avx2
 #include "kernels/cpu/optim_update.inc"

@@ -1,2 +1,3 @@
 #define OPTIM_TILE_FN amp_optim_tile_avx512
+#define OPTIM_CHECK_FN amp_optim_check_avx512
 #include "kernels/cpu/optim_update.inc"
