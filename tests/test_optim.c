@@ -317,11 +317,90 @@ static void t_nonfinite_settings_refused(void **s) {
     amp_tensor_free(p);
 }
 
+/* Issue 12 item 1: finite gradients whose update still overflows f32 (or
+ * the half type of an O2 parameter) never leave inf/nan behind: the step
+ * fails naming the parameter, and weights and state are as before it. The
+ * old code wrote -inf (SGD), an inf second moment (Adam) and an inf f16
+ * parameter (O2). */
+static void t_update_overflow_kept_out(void **s) {
+    (void)s;
+    /* SGD, lr 1: -3e38 - 3e38 */
+    amp_tensor *p = amp_tensor_full(AMP_F32, 1, AMP_SHAPE(3000), -3e38);
+    amp_tensor_set_requires_grad(p, true);
+    amp_tensor *g = amp_tensor_full(AMP_F32, 1, AMP_SHAPE(3000), 1e-3);
+    amp_tensor_set(g, AMP_SHAPE(2500), 3e38); /* the third tile */
+    amp_tensor_set_grad(p, g);
+    amp_optim_opts o = amp_sgd_opts(1.0);
+    o.momentum = 0.5;
+    amp_optim *opt = amp_optim_new(&p, 1, &o);
+    assert_int_equal(amp_optim_step(opt), AMP_ERR_RANGE);
+    if (!strstr(amp_last_error(), "parameter 0")) fail_msg("%s", amp_last_error());
+    double *v = tc_values(p);
+    for (int i = 0; i < 3000; i++)
+        if (!isfinite(v[i])) fail_msg("SGD: weight %d is %g", i, v[i]);
+    assert_true(v[2500] == (double)-3e38f);
+    free(v);
+    assert_int_equal(amp_optim_steps(opt), 0);
+    assert_null(amp_optim_state(opt, 0, "momentum_buffer")); /* the next step is still the first */
+    amp_clear_error();
+    amp_optim_free(opt);
+    /* Adam: (1 - beta2) * 1e22 * 1e22 overflows the second moment */
+    amp_tensor_fill_(p, 1.0);
+    amp_tensor_set(g, AMP_SHAPE(7), 1e22);
+    amp_tensor_set(g, AMP_SHAPE(2500), 1e-3);
+    amp_tensor_set_grad(p, g);
+    o = amp_adam_opts(0.1);
+    opt = amp_optim_new(&p, 1, &o);
+    assert_int_equal(amp_optim_step(opt), AMP_ERR_RANGE);
+    assert_non_null(strstr(amp_last_error(), "Adam moments"));
+    double *ev = tc_values(amp_optim_state(opt, 0, "exp_avg_sq"));
+    for (int i = 0; i < 3000; i++)
+        if (ev[i] != 0) fail_msg("Adam: exp_avg_sq[%d] = %g after a refused step", i, ev[i]);
+    free(ev);
+    amp_clear_error();
+    amp_optim_free(opt);
+    amp_tensor_free(g);
+    amp_tensor_free(p);
+    /* O2: an f16 parameter whose f32 master would pass 65504 */
+    amp_tensor *h = amp_tensor_full(AMP_F16, 1, AMP_SHAPE(16), 65024);
+    amp_tensor_set_requires_grad(h, true);
+    amp_tensor *hg = amp_tensor_full(AMP_F16, 1, AMP_SHAPE(16), -1000);
+    amp_tensor_set_grad(h, hg);
+    o = amp_sgd_opts(1.0);
+    o.master_weights = true;
+    opt = amp_optim_new(&h, 1, &o);
+    assert_int_equal(amp_optim_step(opt), AMP_ERR_RANGE);
+    assert_non_null(strstr(amp_last_error(), "half type"));
+    for (int i = 0; i < 16; i++) {
+        assert_true(amp_tensor_get(h, AMP_SHAPE(i)) == 65024);
+        assert_true(amp_tensor_get(amp_optim_state(opt, 0, "master"), AMP_SHAPE(i)) == 65024);
+    }
+    amp_clear_error();
+    amp_optim_free(opt);
+    amp_tensor_free(hg);
+    amp_tensor_free(h);
+    /* and inf/nan gradients are refused by a plain step, nothing applied */
+    amp_tensor *q = amp_tensor_ones(AMP_F32, 1, AMP_SHAPE(4));
+    amp_tensor_set_requires_grad(q, true);
+    amp_tensor *qg = amp_tensor_full(AMP_F32, 1, AMP_SHAPE(4), NAN);
+    amp_tensor_set_grad(q, qg);
+    o = amp_sgd_opts(0.1);
+    opt = amp_optim_new(&q, 1, &o);
+    assert_int_equal(amp_optim_step(opt), AMP_ERR_RANGE);
+    assert_non_null(strstr(amp_last_error(), "inf or nan"));
+    assert_true(amp_tensor_get(q, AMP_SHAPE(0)) == 1.0);
+    amp_clear_error();
+    amp_optim_free(opt);
+    amp_tensor_free(qg);
+    amp_tensor_free(q);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_sgd_vs_torch), cmocka_unit_test(t_adam_vs_torch),       cmocka_unit_test(t_clip_vs_torch),
         cmocka_unit_test(t_errors_and_basics), cmocka_unit_test(t_schedules), cmocka_unit_test(t_master_weights),
         cmocka_unit_test(t_paths_identical), cmocka_unit_test(t_nonfinite_settings_refused),
+        cmocka_unit_test(t_update_overflow_kept_out),
     };
     amp_test_prepare();
     return cmocka_run_group_tests(tests, setup, teardown);
