@@ -176,8 +176,20 @@ static int arg_enum(int v) { return v == V_NEG ? -1 : v == V_HUGE ? 1000 : 0; }
 
 enum {
     OPT_POLICY, OPT_SCALER_STATE, OPT_OPTIM, OPT_SCALER, OPT_CONV, OPT_POOL, OPT_LOSS, OPT_LR, OPT_AUTOCAST, OPT_CONTEXT,
-    OPT_LOADER, OPT_KV, OPT_TRAIN_STATE, OPT_SDPA, OPT_MODULE_CLASS, OPT_TEXT, N_OPTS
+    OPT_LOADER, OPT_KV, OPT_TRAIN_STATE, OPT_SDPA, OPT_MODULE_CLASS, OPT_TEXT, OPT_FUNCTION, N_OPTS
 };
+
+/* A custom function for amp_function_apply: y = 2 x[0]. */
+static amp_tensor *walk_fn_forward(amp_function_ctx *ctx, amp_tensor *const *in, int n) {
+    (void)ctx;
+    (void)n;
+    return amp_mul_scalar(in[0], 2.0);
+}
+static amp_status walk_fn_backward(amp_function_ctx *ctx, amp_tensor *g, amp_tensor **gin) {
+    (void)ctx;
+    gin[0] = amp_mul_scalar(g, 2.0);
+    return AMP_OK;
+}
 
 /* Option structs: NULL (variant 0), values out of range (NEG), zeroed (HUGE), and sensible ones. */
 static const void *arg_opts(api_bank *b, int v, int which) {
@@ -198,6 +210,7 @@ static const void *arg_opts(api_bank *b, int v, int which) {
         amp_sdpa_opts sdpa;
         amp_module_class mc;
         amp_text_opts text;
+        amp_function fnc;
         char raw[512];
     } u;
     if (v == V_NULL) return NULL;
@@ -267,6 +280,13 @@ static const void *arg_opts(api_bank *b, int v, int which) {
         else u.ts = (amp_train_state){b->module, &b->optim, 1, b->scaler, &b->gen, b->loader, 2, NULL, 0};
         break;
     case OPT_MODULE_CLASS: u.mc = (amp_module_class){.name = bad ? NULL : "Walk"}; break;
+    case OPT_FUNCTION:
+        u.fnc = (amp_function){.name = "Walk", .forward = walk_fn_forward, .backward = walk_fn_backward};
+        if (bad) {
+            u.fnc.cast_inputs = true;
+            u.fnc.cast_dtype = AMP_I64;
+        }
+        break;
     default: break;
     }
     return &u;

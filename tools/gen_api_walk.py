@@ -105,6 +105,9 @@ TYPES = {
     "constamp_autocast_opts*": "(const amp_autocast_opts *)arg_opts(b, v, OPT_AUTOCAST)",
     "constamp_context_opts*": "(const amp_context_opts *)arg_opts(b, v, OPT_CONTEXT)",
     "constamp_module_class*": "(const amp_module_class *)arg_opts(b, v, OPT_MODULE_CLASS)",
+    "constamp_function*": "(const amp_function *)arg_opts(b, v, OPT_FUNCTION)",
+    "amp_function_ctx*": "(amp_function_ctx *)NULL",
+    "constamp_function_ctx*": "(const amp_function_ctx *)NULL",
     "constamp_loader_opts*": "(const amp_loader_opts *)arg_opts(b, v, OPT_LOADER)",
     "constamp_kv*": "(const amp_kv *)arg_opts(b, v, OPT_KV)",
     "constamp_sdpa_opts*": "(const amp_sdpa_opts *)arg_opts(b, v, OPT_SDPA)",
@@ -184,7 +187,7 @@ FREE_RESULT = {
 # int parameters that count the entries of a caller's array: "huge" would only
 # make the library read past the caller's memory, so they get at most the
 # number of entries the test's arrays hold (negative ones are still tried).
-COUNT_NAMES = {"n", "n_meta", "ndims", "max"}
+COUNT_NAMES = {"n", "n_meta", "ndims", "max", "n_outputs", "n_inputs"}
 
 KIND = {"amp_status": "K_STATUS", "int": "K_INT", "int64_t": "K_INT"}
 

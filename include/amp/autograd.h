@@ -41,6 +41,84 @@ bool amp_grad_enabled(void);
 /* A tensor sharing t's data with no history (requires_grad false). */
 amp_tensor *amp_detach(amp_tensor *t);
 
+/* ---- gradients without .grad: torch.autograd.grad ---------------------------
+ * Gradients of outputs[0..n_outputs) with respect to inputs[0..n_inputs),
+ * into grads[i] (new tensors in inputs[i]'s dtype, in the current scope),
+ * without touching any .grad. grad_outputs (may be NULL; entries may be
+ * NULL for one-element outputs, meaning 1) weight each output, as
+ * torch's grad_outputs. Only the part of the graph between the outputs and
+ * the inputs runs. An input no gradient reaches is an error (torch's
+ * allow_unused=False). retain_graph keeps the graph's saved tensors for
+ * another backward.
+ *
+ * create_graph records the backward itself, so the gradients are
+ * differentiable: a gradient penalty, a Hessian-vector product. Pass
+ * retain_graph = true with it (torch's default) when the original graph is
+ * used again (it usually is: loss + penalty). The ordinary backward keeps its
+ * fused kernels; create_graph runs each op's differentiable backward instead.
+ * Ops with one: matmul/mm/bmm/dot/linear/addmm/baddbmm, add/sub/mul/div and
+ * their scalar forms, neg, pow, exp, log, log1p, sqrt, rsqrt, reciprocal,
+ * abs, clamp, relu, gelu (both), silu, sigmoid, tanh, softplus, dropout,
+ * softmax, log_softmax, layer_norm, sum, mean, the views (to, contiguous,
+ * clone, reshape, flatten, squeeze, unsqueeze, transpose, permute, slice,
+ * expand, cat, stack), mse_loss, cross_entropy, nll_loss, amp_scaler_scale
+ * and custom functions (below). Any other op reached by create_graph fails
+ * naming it (docs/autograd.md). Grad mode off at the call: no graph. */
+amp_status amp_grad(amp_tensor *const *outputs, int n_outputs, amp_tensor *const *grad_outputs, amp_tensor *const *inputs,
+                    int n_inputs, amp_tensor **grads, bool create_graph, bool retain_graph);
+
+/* ---- custom autograd functions: torch.autograd.Function ----------------------
+ *
+ *   static amp_tensor *fwd(amp_function_ctx *ctx, amp_tensor *const *in, int n) {
+ *       amp_function_save(ctx, in[0]);                 // ctx.save_for_backward
+ *       return amp_mul(in[0], in[0]);
+ *   }
+ *   static amp_status bwd(amp_function_ctx *ctx, amp_tensor *g, amp_tensor **gin) {
+ *       gin[0] = amp_mul_scalar(amp_mul(g, amp_function_saved(ctx, 0)), 2.0);
+ *       return AMP_OK;
+ *   }
+ *   static const amp_function square = {.name = "Square", .forward = fwd, .backward = bwd};
+ *   ... amp_tensor *y = amp_function_apply(&square, &x, 1, NULL);
+ *
+ * forward runs with grad mode off (nothing inside is recorded) in a scope of
+ * its own: return one tensor made by ops (or one of the inputs); its
+ * temporaries need no freeing. It runs under the caller's autocast state,
+ * or, with cast_inputs, torch's custom_fwd(cast_inputs=cast_dtype): inside an
+ * autocast region the floating-point inputs are cast to cast_dtype
+ * (differentiably) and forward runs with autocast disabled; outside a region
+ * cast_inputs does nothing. backward runs under the autocast state forward
+ * ran with (torch's custom_bwd), with grad mode off, also in a scope: set
+ * grad_inputs[i] (a tensor of input i's shape, any float dtype, or NULL) for
+ * the inputs that need it (amp_function_needs_input_grad). Under
+ * create_graph, backward runs with grad mode on and amp_function_saved gives
+ * the saved tensors with their history, so a backward written with ops is
+ * differentiable again; set once_differentiable when it is not (create_graph
+ * then fails naming the function). Saved tensors (at most 8) follow the
+ * version checks of built-in ops: changing one in place before backward is
+ * an error naming the function. */
+typedef struct amp_function_ctx amp_function_ctx;
+
+typedef struct {
+    const char *name; /* named in errors and by amp_tensor_grad_fn_name; required */
+    amp_tensor *(*forward)(amp_function_ctx *ctx, amp_tensor *const *inputs, int n);
+    amp_status (*backward)(amp_function_ctx *ctx, amp_tensor *grad_output, amp_tensor **grad_inputs);
+    bool cast_inputs;        /* custom_fwd(cast_inputs=cast_dtype) */
+    amp_dtype cast_dtype;    /* f32, f16 or bf16 */
+    bool once_differentiable;
+    size_t data_size;        /* bytes of zeroed per-call data (amp_function_data) */
+} amp_function;
+
+/* Applies f to inputs[0..n) (n <= 64; entries may be NULL). arg is handed to
+ * forward (amp_function_arg) and valid during the call only. */
+amp_tensor *amp_function_apply(const amp_function *f, amp_tensor *const *inputs, int n, void *arg);
+/* In forward: keeps t (an input, the output, or an intermediate) for backward. */
+amp_status amp_function_save(amp_function_ctx *ctx, amp_tensor *t);
+/* In backward: the i-th saved tensor (borrowed). */
+amp_tensor *amp_function_saved(amp_function_ctx *ctx, int i);
+bool amp_function_needs_input_grad(const amp_function_ctx *ctx, int i);
+void *amp_function_data(amp_function_ctx *ctx); /* data_size bytes shared by forward and backward */
+void *amp_function_arg(amp_function_ctx *ctx);  /* apply's arg, in forward */
+
 #ifdef __cplusplus
 }
 #endif

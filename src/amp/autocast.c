@@ -103,6 +103,10 @@ amp_status amp_autocast_exit(void) {
 bool amp_autocast_is_enabled(void) { return g_depth > 0 && g_regions[g_depth - 1].o.enabled; }
 amp_dtype amp_autocast_dtype(void) { return amp_autocast_is_enabled() ? g_regions[g_depth - 1].o.dtype : AMP_F32; }
 int amp_autocast_depth(void) { return g_depth; }
+void amp__autocast_current(amp_autocast_opts *o) {
+    if (g_depth > 0) *o = g_regions[g_depth - 1].o;
+    else *o = (amp_autocast_opts){false, AMP_F16, true, AMP_AUTOCAST_TABLE_DEFAULT};
+}
 uint64_t amp_autocast_cast_count(void) { return g_cast_count; }
 size_t amp_autocast_cache_entries(void) { return g_cache_n; }
 

@@ -95,6 +95,9 @@ extern const amp_op_info amp__op_table[AMP_OP_COUNT];
  * gives back with amp__autocast_done. Returns the mask of replaced entries,
  * or -1 on error (message set). NULL entries are left alone. */
 int amp__autocast(amp_op_id op, amp_tensor **in, int n);
+/* The innermost region's options on this thread (outside any region:
+ * enabled false, f16, the default table). Custom functions record it. */
+void amp__autocast_current(amp_autocast_opts *o);
 void amp__autocast_done(amp_tensor **in, int n, int mask);
 
 #endif

@@ -196,6 +196,12 @@ static amp_status scale_backward(amp_node *n, amp_tensor *const *gout, amp_tenso
     return AMP_OK;
 }
 
+/* create_graph (the gradient-penalty recipe differentiates a scaled loss) */
+static amp_status scale_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    gin[0] = amp_mul_scalar(gout[0], ((scale_ctx *)n->ctx)->scale);
+    return gin[0] ? AMP_OK : amp_last_status();
+}
+
 amp_tensor *amp_scaler_scale(amp_scaler *s, amp_tensor *loss) {
     static const char *fn = "amp_scaler_scale";
     if (!s) return amp_error_null(AMP_ERR_ARG, "%s: scaler is NULL", fn);
@@ -218,6 +224,7 @@ amp_tensor *amp_scaler_scale(amp_scaler *s, amp_tensor *loss) {
             return NULL;
         }
         ((scale_ctx *)n->ctx)->scale = sc;
+        n->backward_diff = scale_backward_diff;
         amp__node_attach(n, out);
     }
     return out;

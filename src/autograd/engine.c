@@ -4,9 +4,12 @@
 #include <string.h>
 
 #include "amp/autograd.h"
+#include "amp/ops.h"
 #include "autograd/node.h"
 
 static _Thread_local int g_no_grad;
+/* > 0 while a create_graph run is in the engine: its own sums and casts record history */
+static _Thread_local int g_create_graph;
 static atomic_uint_fast64_t g_seq = 1;
 static atomic_uint_fast64_t g_epoch = 1;
 
@@ -15,7 +18,7 @@ void amp_no_grad_begin(void) { g_no_grad++; }
 void amp_no_grad_end(void) {
     if (g_no_grad > 0) g_no_grad--;
 }
-bool amp_grad_enabled(void) { return g_no_grad == 0 && amp__engine_depth == 0; }
+bool amp_grad_enabled(void) { return g_no_grad == 0 && (amp__engine_depth == 0 || g_create_graph > 0); }
 
 /* ---- leaves ------------------------------------------------------------------- */
 static bool grad_dtype_ok(amp_dtype dt) { return dt == AMP_F32 || dt == AMP_F16 || dt == AMP_BF16 || dt == AMP_F64; }
@@ -102,6 +105,7 @@ amp_node *amp__node_new(const char *name, amp_backward_fn fn, int n_inputs, amp_
         e->dtype = x->dtype;
         e->ndim = x->ndim;
         e->storage = x->storage;
+        e->tensor = x;
         memcpy(e->shape, x->shape, sizeof e->shape);
         if (!x->requires_grad) continue;
         e->needs_grad = true;
@@ -125,10 +129,16 @@ int amp__node_save(amp_node *n, const amp_tensor *t) {
     n->saved[i] = NULL;
     n->saved_version[i] = 0;
     n->saved_input[i] = -1;
+    n->saved_arg[i] = -1;
     if (t) {
         n->saved[i] = amp__alias(t);
         if (!n->saved[i]) return -1;
         n->saved_version[i] = amp__version(t);
+        for (int k = 0; k < n->n_inputs && k < 127; k++)
+            if (n->inputs[k].tensor == (const void *)t) {
+                n->saved_arg[i] = (signed char)k;
+                break;
+            }
         for (int k = 0; k < n->n_inputs; k++)
             if (n->inputs[k].storage == (const void *)t->storage) {
                 n->saved_input[i] = k;
@@ -264,12 +274,15 @@ static amp_status accumulate_leaf(amp_tensor *leaf, const amp_tensor *g) {
     return s;
 }
 
+/* Differentiable accumulation and casts while create_graph is on (the
+ * engine's own sums and casts become part of the new graph). */
+
 static amp_status accumulate_pending(amp_tensor **slot, amp_tensor *g) {
     if (!*slot) {
         *slot = g;
         return AMP_OK;
     }
-    amp_tensor *sum = add_new(*slot, g);
+    amp_tensor *sum = g_create_graph ? amp_add(*slot, g) : add_new(*slot, g);
     amp__release(g);
     if (!sum) return amp_last_status();
     amp__release(*slot);
@@ -280,16 +293,118 @@ static amp_status accumulate_pending(amp_tensor **slot, amp_tensor *g) {
 /* Converted copy when dtype differs; otherwise g itself. Consumes g. */
 static amp_tensor *to_dtype(amp_tensor *g, amp_dtype dt) {
     if (g->dtype == dt) return g;
-    amp_tensor *c = amp__tensor_new("amp_backward", dt, g->ndim, g->shape, AMP_MEM_WORKSPACE, AMP_NEW_UNSCOPED);
-    if (c && amp__copy_convert(c, g) != AMP_OK) {
-        amp__release(c);
-        c = NULL;
+    amp_tensor *c;
+    if (g_create_graph) {
+        c = amp_to(g, dt);
+    } else {
+        c = amp__tensor_new("amp_backward", dt, g->ndim, g->shape, AMP_MEM_WORKSPACE, AMP_NEW_UNSCOPED);
+        if (c && amp__copy_convert(c, g) != AMP_OK) {
+            amp__release(c);
+            c = NULL;
+        }
     }
     amp__release(g);
     return c;
 }
 
-/* ---- backward ------------------------------------------------------------------ */
+/* ---- running a backward as user code ------------------------------------------------ */
+/* The engine normally runs backward functions with grad mode off, without
+ * scopes and without autocast (engine depth > 0). A differentiable backward
+ * (create_graph) and a custom function's backward run like user code
+ * instead: engine depth 0, grad mode on (create_graph) or off, the autocast
+ * state given (off for built-in ops), and a scope that holds the
+ * temporaries. The results gin[] are taken out of the scope (or retained when
+ * the function returned a tensor it does not own). */
+amp_status amp__run_as_user(amp_backward_fn f, amp_node *n, amp_tensor *gout, amp_tensor **gin, bool grad,
+                            const amp_autocast_opts *ac) {
+    int depth = amp__engine_depth, no_grad = g_no_grad, cg = g_create_graph;
+    amp__engine_depth = 0;
+    g_no_grad = grad ? 0 : 1;
+    g_create_graph = 0;
+    amp_autocast_opts off = AMP_AUTOCAST_OPTS(AMP_F16);
+    off.enabled = false;
+    off.cache_enabled = false;
+    amp_status st = amp_autocast_enter_opts(ac ? ac : &off);
+    bool entered = st == AMP_OK;
+    amp_scope *sc = st == AMP_OK ? amp_scope_begin() : NULL;
+    if (st == AMP_OK && !sc) st = amp_last_status();
+    if (st == AMP_OK) {
+        amp_mem_push_category(grad ? AMP_MEM_ACTIVATION : AMP_MEM_WORKSPACE);
+        st = f(n, (amp_tensor *const *)&gout, gin);
+        amp_mem_pop_category();
+        for (int i = 0; i < n->n_inputs; i++) {
+            if (!gin[i]) continue;
+            if (st != AMP_OK || !n->inputs[i].needs_grad) {
+                gin[i] = NULL; /* the scope drops it */
+                continue;
+            }
+            if (gin[i]->scope == sc) amp_tensor_keep(gin[i]);
+            else amp_tensor_retain(gin[i]);
+        }
+        amp_scope_end(sc);
+    }
+    if (entered) amp_autocast_exit();
+    amp__engine_depth = depth;
+    g_no_grad = no_grad;
+    g_create_graph = cg;
+    return st;
+}
+
+/* An unscoped alias of t keeping its history. */
+static amp_tensor *alias_with_history(amp_tensor *t) {
+    amp_tensor *a = amp__alias(t);
+    if (a && t->grad_fn) {
+        a->grad_fn = t->grad_fn;
+        atomic_fetch_add(&t->grad_fn->refcount, 1);
+        a->out_index = t->out_index;
+        a->requires_grad = true;
+    }
+    return a;
+}
+
+static amp_tensor *live_alias(amp_tensor *s, amp_node *producer, int index) {
+    amp_tensor *a = amp__alias(s);
+    if (!a) return NULL;
+    a->grad_fn = producer;
+    atomic_fetch_add(&producer->refcount, 1);
+    a->out_index = index;
+    a->requires_grad = true;
+    amp__scope_register(a);
+    return a;
+}
+
+amp_tensor *amp__saved_input(amp_node *n, int k) {
+    if (k < 0 || k >= n->n_inputs) return amp_error_null(AMP_ERR_STATE, "%s: internal error: no input %d", n->name, k);
+    const amp_edge *e = &n->inputs[k];
+    int j = -1;
+    for (int i = 0; i < n->n_saved && j < 0; i++)
+        if (n->saved[i] && n->saved_arg[i] >= 0 && n->inputs[(int)n->saved_arg[i]].tensor == e->tensor) j = i;
+    if (j < 0)
+        return amp_error_null(AMP_ERR_STATE, "%s: internal error: input %d was not saved for a differentiable backward", n->name, k);
+    if (!e->needs_grad) return n->saved[j];
+    if (e->leaf) return e->leaf;
+    return live_alias(n->saved[j], e->node, e->index);
+}
+
+amp_tensor *amp__saved_output(amp_node *n, int j) {
+    if (j < 0 || j >= n->n_saved || !n->saved[j])
+        return amp_error_null(AMP_ERR_STATE, "%s: internal error: no saved output %d", n->name, j);
+    return live_alias(n->saved[j], n, 0);
+}
+
+amp_tensor *amp__sum_to_diff(amp_tensor *g, int ndim, const int64_t *shape) {
+    if (!g) return NULL;
+    if (g->ndim == ndim && memcmp(g->shape, shape, sizeof(int64_t) * (size_t)ndim) == 0) return g;
+    int dims[AMP_MAX_DIMS], nd = 0, off = g->ndim - ndim;
+    for (int i = 0; i < g->ndim; i++) {
+        int ti = i - off;
+        if (ti < 0 || (shape[ti] == 1 && g->shape[i] != 1)) dims[nd++] = i;
+    }
+    amp_tensor *r = nd ? amp_sum(g, dims, nd, true) : g;
+    return amp_reshape(r, ndim, shape);
+}
+
+/* ---- the engine ------------------------------------------------------------------ */
 typedef struct {
     amp_node **v;
     size_t n, cap;
@@ -307,59 +422,92 @@ static int vec_push(node_vec *v, amp_node *n) {
     return 0;
 }
 
-static amp_status backward_impl(const char *fn, amp_tensor *root, const amp_tensor *grad, bool retain_graph);
+typedef struct {
+    const char *fn; /* the public entry point, named in errors */
+    int n_roots;
+    amp_tensor *const *roots;
+    amp_tensor **seeds; /* one reference each, consumed */
+    bool retain_graph, create_graph;
+    /* amp_grad: the requested inputs and their gradients (one reference each);
+     * n_cap == 0: amp_backward, accumulate into the leaves' .grad */
+    int n_cap;
+    amp_tensor *const *cap;
+    amp_tensor **cap_grad;
+} run_spec;
 
-amp_status amp_backward(amp_tensor *root) { return backward_impl("amp_backward", root, NULL, false); }
-
-amp_status amp_backward_ex(amp_tensor *root, const amp_tensor *grad, bool retain_graph) {
-    return backward_impl("amp_backward_ex", root, grad, retain_graph);
+static int cap_leaf_index(const run_spec *rs, const amp_tensor *leaf) {
+    for (int i = 0; i < rs->n_cap; i++)
+        if (rs->cap[i] == leaf && !leaf->grad_fn) return i;
+    return -1;
 }
 
-/* fn: the public entry point, named in errors */
-static amp_status backward_impl(const char *fn, amp_tensor *root, const amp_tensor *grad, bool retain_graph) {
-    if (!root) return amp_error(AMP_ERR_ARG, "%s: root is NULL (did the forward fail? %s)", fn, amp_last_error());
-    if (!root->requires_grad)
-        return amp_error(AMP_ERR_STATE, "%s: the tensor does not require grad (no input of the ops that produced it "
-                                        "requires grad, or it was made under no_grad)", fn);
-    if (!grad && amp_tensor_numel(root) != 1) {
-        char b[AMP_SHAPE_BUF];
-        return amp_error(AMP_ERR_SHAPE, "%s: root of shape %s is not a one-element tensor; pass its upstream gradient "
-                                        "with amp_backward_ex", fn, amp__shape_fmt(root->ndim, root->shape, b, sizeof b));
+static bool is_cap_node(const run_spec *rs, const amp_node *n) {
+    for (int i = 0; i < rs->n_cap; i++)
+        if (rs->cap[i]->grad_fn == n) return true;
+    return false;
+}
+
+/* A gradient arriving at leaf input e. */
+static amp_status deliver_leaf(const run_spec *rs, amp_tensor *leaf, amp_tensor *g) {
+    if (!rs->n_cap) {
+        amp_status st = accumulate_leaf(leaf, g);
+        amp__release(g);
+        return st;
     }
-    if (grad && !amp__same_shape(grad, root)) {
-        char a[AMP_SHAPE_BUF], b[AMP_SHAPE_BUF];
-        return amp_error(AMP_ERR_SHAPE, "%s: grad shape %s differs from root shape %s", fn,
-                         amp__shape_fmt(grad->ndim, grad->shape, a, sizeof a), amp__shape_fmt(root->ndim, root->shape, b, sizeof b));
+    int i = cap_leaf_index(rs, leaf);
+    if (i < 0) {
+        amp__release(g);
+        return AMP_OK;
     }
-    amp__engine_depth++;
+    return accumulate_pending(&rs->cap_grad[i], g);
+}
+
+static amp_status call_backward(const run_spec *rs, amp_node *n, amp_tensor *gout, amp_tensor **gin) {
+    if (!rs->create_graph) return n->backward(n, (amp_tensor *const *)&gout, gin);
+    if (!n->backward_diff)
+        return amp_error(AMP_ERR_UNSUPPORTED, "%s: create_graph: %s has no double backward in amp (its backward is not "
+                                              "differentiable); the ops covered are listed in docs/autograd.md", rs->fn, n->name);
+    return amp__run_as_user(n->backward_diff, n, gout, gin, true, NULL);
+}
+
+static amp_status engine_run(const run_spec *rs) {
+    const char *fn = rs->fn;
     amp_status st = AMP_OK;
-    amp_tensor *g0 = amp__tensor_new(fn, root->dtype, root->ndim, root->shape, AMP_MEM_WORKSPACE, AMP_NEW_UNSCOPED);
-    if (!g0) {
-        amp__engine_depth--;
-        return amp_last_status();
-    }
-    if (grad) st = amp__copy_convert(g0, grad);
-    else amp_tensor_fill_(g0, 1.0);
-    if (st != AMP_OK) goto out_g0;
-
-    if (!root->grad_fn) { /* a leaf */
-        st = accumulate_leaf(root, g0);
-        goto out_g0;
-    }
-
-    /* Collect reachable nodes and count dependencies. */
+    node_vec all = {0}, stack = {0}, order = {0};
     uint64_t epoch = atomic_fetch_add(&g_epoch, 1);
-    node_vec all = {0}, stack = {0};
-    amp_node *r = root->grad_fn;
-    r->mark = epoch;
-    r->deps = 0;
-    if (vec_push(&all, r) || vec_push(&stack, r)) goto nomem;
+    g_create_graph += rs->create_graph;
+    /* seeds: leaves directly, nodes through their pending gradient */
+    for (int k = 0; k < rs->n_roots; k++) {
+        amp_tensor *root = rs->roots[k], *g = rs->seeds[k];
+        rs->seeds[k] = NULL;
+        if (st != AMP_OK) {
+            amp__release(g);
+            continue;
+        }
+        if (!root->grad_fn) {
+            st = deliver_leaf(rs, root, g);
+            continue;
+        }
+        amp_node *r = root->grad_fn;
+        if (r->mark != epoch) {
+            r->mark = epoch;
+            r->deps = 0;
+            r->needed = rs->n_cap == 0;
+            if (vec_push(&all, r) || vec_push(&stack, r)) {
+                amp__release(g);
+                goto nomem;
+            }
+        }
+        st = accumulate_pending(&r->pending, g);
+    }
+    if (st != AMP_OK) goto out;
+    /* collect the reachable nodes and count dependencies */
     while (stack.n) {
         amp_node *n = stack.v[--stack.n];
         if (n->released) {
             st = amp_error(AMP_ERR_STATE, "%s: the graph through %s was already freed by an earlier backward; "
                                           "pass retain_graph to the first backward to run another", fn, n->name);
-            goto out_vec;
+            goto out;
         }
         for (int i = 0; i < n->n_inputs; i++) {
             amp_node *c = n->inputs[i].node;
@@ -367,35 +515,76 @@ static amp_status backward_impl(const char *fn, amp_tensor *root, const amp_tens
             if (c->mark != epoch) {
                 c->mark = epoch;
                 c->deps = 0;
+                c->needed = rs->n_cap == 0;
                 if (vec_push(&all, c) || vec_push(&stack, c)) goto nomem;
             }
             c->deps++;
         }
     }
-
-    /* Kahn's algorithm from the root. */
-    r->pending = g0;
-    g0 = NULL;
+    if (rs->n_cap) {
+        /* amp_grad runs only the nodes on a path to a requested input: a
+         * topological order first (Kahn's algorithm on a copy of the
+         * counts), then "needed" from the inputs up */
+        int *deps = malloc(sizeof(int) * (all.n ? all.n : 1));
+        if (!deps) goto nomem;
+        for (size_t i = 0; i < all.n; i++) deps[i] = all.v[i]->deps;
+        for (size_t i = 0; i < all.n; i++)
+            if (all.v[i]->deps == 0 && vec_push(&stack, all.v[i])) {
+                free(deps);
+                goto nomem;
+            }
+        while (stack.n) {
+            amp_node *n = stack.v[--stack.n];
+            if (vec_push(&order, n)) {
+                free(deps);
+                goto nomem;
+            }
+            for (int i = 0; i < n->n_inputs; i++) {
+                amp_node *c = n->inputs[i].node;
+                if (c && --c->deps == 0 && vec_push(&stack, c)) {
+                    free(deps);
+                    goto nomem;
+                }
+            }
+        }
+        for (size_t i = 0; i < all.n; i++) all.v[i]->deps = deps[i];
+        free(deps);
+        for (size_t o = order.n; o-- > 0;) {
+            amp_node *n = order.v[o];
+            for (int i = 0; i < n->n_inputs && !n->needed; i++) {
+                const amp_edge *e = &n->inputs[i];
+                if (!e->needs_grad) continue;
+                if (e->leaf) n->needed = cap_leaf_index(rs, e->leaf) >= 0;
+                else if (e->node) n->needed = e->node->needed || is_cap_node(rs, e->node);
+            }
+        }
+    }
+    /* Kahn's algorithm from the roots */
     stack.n = 0;
-    if (vec_push(&stack, r)) goto nomem;
+    for (size_t i = 0; i < all.n; i++)
+        if (all.v[i]->deps == 0 && vec_push(&stack, all.v[i])) goto nomem;
     amp_tensor *gin_local[16];
     while (stack.n) {
         amp_node *n = stack.v[--stack.n];
         amp_tensor *gout = n->pending;
         n->pending = NULL;
+        /* a requested non-leaf input: its gradient is what reached its producer */
+        for (int i = 0; gout && i < rs->n_cap && st == AMP_OK; i++)
+            if (rs->cap[i]->grad_fn == n) st = accumulate_pending(&rs->cap_grad[i], amp_tensor_retain(gout));
         amp_tensor **gin = n->n_inputs <= 16 ? gin_local : calloc((size_t)n->n_inputs, sizeof *gin);
         if (!gin) {
             amp__release(gout);
             goto nomem;
         }
         memset(gin, 0, sizeof *gin * (size_t)n->n_inputs);
-        if (gout) st = amp__node_check_saved(n, fn);
-        if (gout && st == AMP_OK) {
-            st = n->backward(n, (amp_tensor *const *)&gout, gin);
+        bool run = gout && n->needed && st == AMP_OK;
+        if (run) st = amp__node_check_saved(n, fn);
+        if (run && st == AMP_OK) {
+            st = call_backward(rs, n, gout, gin);
             if (st != AMP_OK && amp_last_status() == AMP_OK) amp_error(st, "%s: backward of %s failed", fn, n->name);
         }
         amp__release(gout);
-        if (!retain_graph && (n->n_saved > 0 || n->ctx_free)) {
+        if (run && !rs->retain_graph && (n->n_saved > 0 || n->ctx_free)) {
             node_free_saved(n); /* torch frees saved tensors only: a node without any may run again */
             n->released = true;
         }
@@ -415,40 +604,159 @@ static amp_status backward_impl(const char *fn, amp_tensor *root, const amp_tens
                     g = to_dtype(g, e->dtype);
                     if (!g) st = amp_last_status();
                 }
-                if (st == AMP_OK && g) {
-                    if (e->leaf) {
-                        st = accumulate_leaf(e->leaf, g);
-                        amp__release(g);
-                    } else {
-                        st = accumulate_pending(&e->node->pending, g);
-                    }
-                }
+                if (st == AMP_OK && g) st = e->leaf ? deliver_leaf(rs, e->leaf, g) : accumulate_pending(&e->node->pending, g);
             } else {
                 amp__release(g);
             }
             if (e->node && --e->node->deps == 0) {
-                if (vec_push(&stack, e->node)) {
-                    st = amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
-                }
+                if (vec_push(&stack, e->node)) st = amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
             }
         }
         if (gin != gin_local) free(gin);
         if (st != AMP_OK) break;
     }
-    /* On error, drop whatever is still pending. */
+    goto out;
+nomem:
+    st = amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+out:
+    /* drop whatever is still pending (an error stops the run midway) */
     for (size_t i = 0; i < all.n; i++) {
         amp__release(all.v[i]->pending);
         all.v[i]->pending = NULL;
     }
-    goto out_vec;
-nomem:
-    st = amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
-out_vec:
+    g_create_graph -= rs->create_graph;
     free(all.v);
     free(stack.v);
-out_g0:
-    amp__release(g0);
+    free(order.v);
+    return st;
+}
+
+static amp_status backward_impl(const char *fn, amp_tensor *root, const amp_tensor *grad, bool retain_graph);
+
+amp_status amp_backward(amp_tensor *root) { return backward_impl("amp_backward", root, NULL, false); }
+
+amp_status amp_backward_ex(amp_tensor *root, const amp_tensor *grad, bool retain_graph) {
+    return backward_impl("amp_backward_ex", root, grad, retain_graph);
+}
+
+/* Checks one output and its upstream gradient (grad may be NULL: ones for a
+ * one-element output). what names it in messages ("root", "outputs[2]"). */
+static amp_status check_root(const char *fn, const char *what, const amp_tensor *root, const amp_tensor *grad, bool amp_grad_api) {
+    if (!root) return amp_error(AMP_ERR_ARG, "%s: %s is NULL (did the forward fail? %s)", fn, what, amp_last_error());
+    if (!root->requires_grad)
+        return amp_error(AMP_ERR_STATE, "%s: %s does not require grad (no input of the ops that produced it "
+                                        "requires grad, or it was made under no_grad)", fn, what);
+    if (!grad && amp_tensor_numel(root) != 1) {
+        char b[AMP_SHAPE_BUF];
+        return amp_error(AMP_ERR_SHAPE, "%s: %s of shape %s is not a one-element tensor; pass its upstream gradient%s", fn, what,
+                         amp__shape_fmt(root->ndim, root->shape, b, sizeof b),
+                         amp_grad_api ? " in grad_outputs" : " with amp_backward_ex");
+    }
+    if (grad && !amp__same_shape(grad, root)) {
+        char a[AMP_SHAPE_BUF], b[AMP_SHAPE_BUF];
+        return amp_error(AMP_ERR_SHAPE, "%s: the gradient for %s has shape %s; %s has shape %s", fn, what,
+                         amp__shape_fmt(grad->ndim, grad->shape, a, sizeof a), what, amp__shape_fmt(root->ndim, root->shape, b, sizeof b));
+    }
+    if (grad && !amp_dtype_is_float(grad->dtype))
+        return amp_error(AMP_ERR_DTYPE, "%s: the gradient for %s has dtype %s; expected a float tensor", fn, what,
+                         amp_dtype_name(grad->dtype));
+    return AMP_OK;
+}
+
+/* The seed for root: a copy of grad in root's dtype (or ones); with
+ * create_graph, grad itself (cast differentiably) so it may carry history. */
+static amp_tensor *make_seed(const char *fn, const amp_tensor *root, amp_tensor *grad, bool create_graph) {
+    if (grad && create_graph) {
+        if (grad->dtype == root->dtype) return amp_tensor_retain(grad);
+        g_create_graph++;
+        amp_tensor *c = amp_to(grad, root->dtype);
+        g_create_graph--;
+        return c;
+    }
+    amp_tensor *g0 = amp__tensor_new(fn, root->dtype, root->ndim, root->shape, AMP_MEM_WORKSPACE, AMP_NEW_UNSCOPED);
+    if (!g0) return NULL;
+    amp_status st = grad ? amp__copy_convert(g0, grad) : amp_tensor_fill_(g0, 1.0);
+    if (st != AMP_OK) {
+        amp__release(g0);
+        return NULL;
+    }
+    return g0;
+}
+
+static amp_status backward_impl(const char *fn, amp_tensor *root, const amp_tensor *grad, bool retain_graph) {
+    amp_status st = check_root(fn, "root", root, grad, false);
+    if (st) return st;
+    amp__engine_depth++;
+    amp_tensor *g0 = make_seed(fn, root, (amp_tensor *)grad, false);
+    if (!g0) {
+        amp__engine_depth--;
+        return amp_last_status();
+    }
+    run_spec rs = {fn, 1, &root, &g0, retain_graph, false, 0, NULL, NULL};
+    st = engine_run(&rs);
     amp__engine_depth--;
+    return st;
+}
+
+amp_status amp_grad(amp_tensor *const *outputs, int n_outputs, amp_tensor *const *grad_outputs, amp_tensor *const *inputs,
+                    int n_inputs, amp_tensor **grads, bool create_graph, bool retain_graph) {
+    static const char *fn = "amp_grad";
+    if (!outputs || n_outputs <= 0) return amp_error(AMP_ERR_ARG, "%s: outputs is NULL or n_outputs %d is not positive", fn, n_outputs);
+    if (!inputs || n_inputs <= 0) return amp_error(AMP_ERR_ARG, "%s: inputs is NULL or n_inputs %d is not positive", fn, n_inputs);
+    if (!grads) return amp_error(AMP_ERR_ARG, "%s: grads is NULL (it receives n_inputs gradients)", fn);
+    if (n_outputs > 4096 || n_inputs > (1 << 20)) return amp_error(AMP_ERR_ARG, "%s: too many outputs or inputs", fn);
+    for (int i = 0; i < n_inputs; i++) grads[i] = NULL;
+    char what[48];
+    for (int k = 0; k < n_outputs; k++) {
+        snprintf(what, sizeof what, "outputs[%d]", k);
+        amp_status st = check_root(fn, what, outputs[k], grad_outputs ? grad_outputs[k] : NULL, true);
+        if (st) return st;
+    }
+    for (int i = 0; i < n_inputs; i++) {
+        if (!inputs[i]) return amp_error(AMP_ERR_ARG, "%s: inputs[%d] is NULL", fn, i);
+        if (!inputs[i]->requires_grad) return amp_error(AMP_ERR_STATE, "%s: inputs[%d] does not require grad", fn, i);
+    }
+    /* torch: a graph is recorded only when grad mode is on at the call */
+    create_graph = create_graph && amp_grad_enabled();
+    amp_tensor *seed_local[8], **seeds = n_outputs <= 8 ? seed_local : calloc((size_t)n_outputs, sizeof *seeds);
+    if (!seeds) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    amp__engine_depth++;
+    amp_status st = AMP_OK;
+    for (int k = 0; k < n_outputs; k++) {
+        seeds[k] = st == AMP_OK ? make_seed(fn, outputs[k], grad_outputs ? grad_outputs[k] : NULL, create_graph) : NULL;
+        if (!seeds[k] && st == AMP_OK) st = amp_last_status();
+    }
+    if (st == AMP_OK) {
+        run_spec rs = {fn, n_outputs, outputs, seeds, retain_graph, create_graph, n_inputs, inputs, grads};
+        st = engine_run(&rs);
+    } else {
+        for (int k = 0; k < n_outputs; k++) amp__release(seeds[k]);
+    }
+    /* the same leaf asked for twice gets its gradient twice (an alias: each entry is one reference) */
+    for (int i = 0; i < n_inputs && st == AMP_OK; i++)
+        for (int j = 0; j < i && !grads[i]; j++)
+            if (inputs[j] == inputs[i] && grads[j]) {
+                grads[i] = alias_with_history(grads[j]);
+                if (!grads[i]) st = amp_last_status();
+            }
+    for (int i = 0; i < n_inputs && st == AMP_OK; i++) {
+        if (grads[i]) continue;
+        st = amp_error(AMP_ERR_STATE, "%s: inputs[%d] was not used to compute the outputs (no gradient reaches it); "
+                                      "leave it out of inputs", fn, i);
+    }
+    amp__engine_depth--;
+    if (seeds != seed_local) free(seeds);
+    for (int i = 0; i < n_inputs; i++) {
+        if (!grads[i]) continue;
+        if (st != AMP_OK) {
+            amp__release(grads[i]);
+            grads[i] = NULL;
+            continue;
+        }
+        /* the caller's now: into the caller's scope, counted as gradient memory unless part of a graph */
+        if (!grads[i]->grad_fn && grads[i]->storage->cat == AMP_MEM_WORKSPACE) amp_tensor_set_category(grads[i], AMP_MEM_GRAD);
+        amp__scope_register(grads[i]);
+    }
     return st;
 }
 

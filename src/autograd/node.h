@@ -35,10 +35,22 @@
  * After a backward without retain_graph the engine frees each node's saved
  * tensors and ctx (ctx_free) and marks the node released; a node that saved
  * nothing and has no ctx_free is not released (as in torch, a graph of such
- * nodes, e.g. autocast's cached casts, may be backwarded through again). */
+ * nodes, e.g. autocast's cached casts, may be backwarded through again).
+ *
+ * Double backward (amp_grad with create_graph): the fused backward above
+ * records nothing. An op that supports higher-order gradients also sets
+ * n->backward_diff, a second backward written with public differentiable ops
+ * only, which the engine calls instead when create_graph asks for it. It runs
+ * like user code: grad mode on, autocast off, inside a scope the engine
+ * opens (temporaries need no freeing; gin[i] may be any tensor, even gout[0],
+ * the engine takes its own reference). It reads its inputs with their
+ * history through amp__saved_input(n, k) and the op's own saved output through
+ * amp__saved_output(n, j), so the new graph connects to the old one. An op
+ * without backward_diff makes create_graph fail with its name. */
 #ifndef AMP_AUTOGRAD_NODE_H
 #define AMP_AUTOGRAD_NODE_H
 
+#include "amp/autocast.h"
 #include "amp/autograd.h"
 #include "tensor/tensor_impl.h"
 
@@ -49,6 +61,7 @@ typedef amp_status (*amp_backward_fn)(amp_node *n, amp_tensor *const *gout, amp_
 
 typedef struct {
     amp_node *node;   /* producer of the input (non-leaf) ... */
+    const void *tensor;  /* identity of the input tensor object (never dereferenced): which saved tensor is it */
     const void *storage; /* identity of the input's storage (never dereferenced): names saved inputs in errors */
     int index;        /* ... and which of its outputs */
     amp_tensor *leaf; /* or the leaf itself (grad accumulates into it) */
@@ -70,12 +83,15 @@ struct amp_node {
     amp_tensor *saved[AMP_NODE_MAX_SAVED];
     uint64_t saved_version[AMP_NODE_MAX_SAVED]; /* storage version when saved */
     int saved_input[AMP_NODE_MAX_SAVED];        /* input it aliases, or -1 */
+    signed char saved_arg[AMP_NODE_MAX_SAVED];  /* the input tensor object it was saved from, or -1 */
+    amp_backward_fn backward_diff;              /* differentiable backward (create_graph), or NULL */
     int n_saved;
     void *ctx; /* zeroed op parameters, ctx_size bytes */
     void (*ctx_free)(void *ctx); /* optional: frees what ctx points to */
     bool released;
     uint64_t seq;
     /* engine scratch */
+    bool needed; /* amp_grad: leads to a requested input */
     int deps;
     uint64_t mark;
     amp_tensor *pending;
@@ -95,6 +111,23 @@ int amp__node_save(amp_node *n, const amp_tensor *t);
  * that changed in place since amp__node_save. */
 amp_status amp__node_check_saved(const amp_node *n, const char *fn);
 void amp__node_attach(amp_node *n, amp_tensor *out);
+
+/* For backward_diff (only while the engine runs it): input k as a tensor
+ * with its history (the leaf itself, or an alias of the saved tensor whose
+ * grad_fn is the input's producer; a detached alias when it needs no grad).
+ * The op must have saved input k (amp__node_save of that very tensor).
+ * Borrowed: valid until the engine's scope ends. NULL + error otherwise. */
+amp_tensor *amp__saved_input(amp_node *n, int k);
+/* saved[j], which is the node's own output, with n as its grad_fn. */
+amp_tensor *amp__saved_output(amp_node *n, int j);
+/* Runs f(n, gout, gin) as user code (see "Double backward" above): engine
+ * depth 0, grad mode on when grad, autocast as ac (NULL: off), a scope for
+ * temporaries; gin[i] come back as one reference each. */
+amp_status amp__run_as_user(amp_backward_fn f, amp_node *n, amp_tensor *gout, amp_tensor **gin, bool grad,
+                            const amp_autocast_opts *ac);
+/* Helper for backward_diff: g summed over broadcast dims to shape
+ * (differentiable; g itself when the shapes agree). */
+amp_tensor *amp__sum_to_diff(amp_tensor *g, int ndim, const int64_t *shape);
 void amp__node_release(amp_node *n);
 
 /* Backward helper: gradient w.r.t. an input broadcast to out_shape, summed

@@ -148,3 +148,51 @@ amp_tensor *amp_dropout(amp_tensor *x, double p, bool training, amp_generator *g
     if (out) g->offset += (uint64_t)amp_tensor_numel(out);
     return out;
 }
+
+/* ---- gelu's derivative as an op (double backward) ------------------------------------------ */
+/* f''(x): erf form phi(x) (2 - x^2); tanh form (1 - t^2) (u' - x t u'^2 + x u''/2) with
+ * u = c (x + k x^3), t = tanh(u). */
+static double gelu_d2(double x, bool tanh_form) {
+    if (!tanh_form) return exp(-0.5 * x * x) / sqrt(2.0 * M_PI) * (2.0 - x * x);
+    const double c = sqrt(2.0 / M_PI), k = 0.044715;
+    double u = c * (x + k * x * x * x), t = tanh(u), du = c * (1.0 + 3.0 * k * x * x), d2u = 6.0 * c * k * x;
+    return (1.0 - t * t) * (du - x * t * du * du + 0.5 * x * d2u);
+}
+
+static amp_status gelu_deriv_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    const amp_tensor *x = n->saved[0], *g = gout[0];
+    bool tanh_form = *(bool *)n->ctx;
+    amp_dtype dt = x->dtype == AMP_F64 ? AMP_F64 : AMP_F32;
+    amp_tensor *out = amp__tensor_new("amp_backward", dt, x->ndim, x->shape, amp__mem_current(AMP_MEM_WORKSPACE), 0);
+    if (!out) return amp_last_status();
+    int64_t cnt = amp_tensor_numel(x);
+    size_t es = amp_dtype_size(dt);
+    for (int64_t i = 0; i < cnt; i++) {
+        double v = amp__load(amp__elem_ptr(g, i), g->dtype) * gelu_d2(amp__load(amp__elem_ptr(x, i), x->dtype), tanh_form);
+        amp__store((char *)amp__data(out) + (size_t)i * es, dt, v);
+    }
+    gin[0] = out;
+    return AMP_OK;
+}
+
+amp_tensor *amp__gelu_deriv(amp_tensor *x, bool tanh_form) {
+    static const char *fn = "amp_gelu_backward";
+    if (!x) return NULL;
+    amp_dtype dt = x->dtype == AMP_F64 ? AMP_F64 : AMP_F32;
+    amp_tensor *ones = amp_tensor_ones(dt, x->ndim, x->shape);
+    if (!ones) return NULL;
+    const amp_tensor *ops[2] = {ones, x};
+    amp_tensor *out = amp__ew_apply(fn, tanh_form ? AMP_EW_G_GELU_TANH : AMP_EW_G_GELU_ERF, NULL, dt, 2, ops, x->ndim, x->shape);
+    amp_tensor_free(ones);
+    if (out && amp__needs_grad(1, &x)) {
+        amp_node *n = amp__node_new(fn, gelu_deriv_backward, 1, &x, sizeof(bool));
+        if (!n) {
+            amp_tensor_free(out);
+            return NULL;
+        }
+        *(bool *)n->ctx = tanh_form;
+        amp__node_save(n, x);
+        amp__node_attach(n, out);
+    }
+    return out;
+}

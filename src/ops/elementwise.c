@@ -81,6 +81,83 @@ static amp_status unary_backward(amp_node *n, amp_tensor *const *gout, amp_tenso
     return done(gin[0]);
 }
 
+/* Differentiable backward (create_graph): the same gradients written with
+ * public ops, so they can be differentiated again. Where the derivative is
+ * piecewise constant (relu, abs, clamp, dropout) it enters as a constant. */
+static amp_tensor *ones_like(const amp_tensor *t) {
+    return amp_tensor_ones(t->dtype == AMP_F64 ? AMP_F64 : AMP_F32, t->ndim, t->shape);
+}
+
+/* grad_op(1, saved): the derivative itself, as a constant */
+static amp_tensor *const_grad(amp_node *n, const amp_tensor *g) {
+    unary_ctx *c = n->ctx;
+    amp_tensor *ones = ones_like(g);
+    if (!ones) return NULL;
+    const amp_tensor *ops[2] = {ones, n->saved[0]};
+    int nin = c->save == AMP_EW_SAVE_NONE ? 1 : 2;
+    return amp__ew_apply("amp_backward", c->grad_op, &c->gp, ones->dtype, nin, ops, g->ndim, g->shape);
+}
+
+static double softplus_linear(double x, const void *arg) {
+    const amp_ew_params *p = arg;
+    return x * p->s0 > p->s1 ? 1.0 : 0.0; /* torch: x itself above the threshold */
+}
+
+static amp_status unary_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    unary_ctx *c = n->ctx;
+    amp_tensor *g = gout[0], *r = NULL;
+    double s = c->gp.s0;
+    switch (c->grad_op) {
+    case AMP_EW_COPY: r = g; break;
+    case AMP_EW_MUL_S: r = amp_mul_scalar(g, s); break;
+    case AMP_EW_DIV_S: r = amp_div_scalar(g, s); break;
+    case AMP_EW_G_MUL_OUT: r = amp_mul(g, amp__saved_output(n, 0)); break; /* exp: y */
+    case AMP_EW_G_DIV: r = amp_div(g, amp__saved_input(n, 0)); break;      /* log: 1/x */
+    case AMP_EW_G_LOG1P: r = amp_div(g, amp_add_scalar(amp__saved_input(n, 0), 1.0)); break;
+    case AMP_EW_G_SQRT: r = amp_div(g, amp_mul_scalar(amp__saved_output(n, 0), 2.0)); break;
+    case AMP_EW_G_RSQRT: r = amp_mul(g, amp_mul_scalar(amp_pow(amp__saved_output(n, 0), 3.0), -0.5)); break;
+    case AMP_EW_G_RECIP: {
+        amp_tensor *y = amp__saved_output(n, 0);
+        r = amp_neg(amp_mul(g, amp_mul(y, y)));
+        break;
+    }
+    case AMP_EW_G_POW_S: r = amp_mul(g, amp_mul_scalar(amp_pow(amp__saved_input(n, 0), s - 1.0), s)); break;
+    case AMP_EW_G_SIGMOID: {
+        amp_tensor *y = amp__saved_output(n, 0);
+        r = amp_mul(g, amp_mul(y, amp_rsub_scalar(y, 1.0)));
+        break;
+    }
+    case AMP_EW_G_TANH: {
+        amp_tensor *y = amp__saved_output(n, 0);
+        r = amp_mul(g, amp_rsub_scalar(amp_mul(y, y), 1.0));
+        break;
+    }
+    case AMP_EW_G_SILU: { /* s (1 + x (1 - s)) */
+        amp_tensor *x = amp__saved_input(n, 0), *sg = amp_sigmoid(x);
+        r = amp_mul(g, amp_mul(sg, amp_add_scalar(amp_mul(x, amp_rsub_scalar(sg, 1.0)), 1.0)));
+        break;
+    }
+    case AMP_EW_G_SOFTPLUS: { /* sigmoid(beta x), 1 above the threshold */
+        amp_tensor *x = amp__saved_input(n, 0), *m = amp__const_map(n->saved[0], softplus_linear, &c->gp);
+        amp_tensor *sg = amp_sigmoid(amp_mul_scalar(x, c->gp.s0));
+        r = amp_mul(g, amp_add(amp_mul(sg, amp_rsub_scalar(m, 1.0)), m));
+        break;
+    }
+    case AMP_EW_G_GELU_ERF:
+    case AMP_EW_G_GELU_TANH:
+        r = amp_mul(g, amp__gelu_deriv(amp__saved_input(n, 0), c->grad_op == AMP_EW_G_GELU_TANH));
+        break;
+    case AMP_EW_G_RELU:
+    case AMP_EW_G_ABS:
+    case AMP_EW_G_CLAMP:
+    case AMP_EW_G_DROPOUT: r = amp_mul(g, const_grad(n, g)); break;
+    default:
+        return amp_error(AMP_ERR_UNSUPPORTED, "%s: create_graph: %s has no double backward in amp", n->name, n->name);
+    }
+    gin[0] = r;
+    return r ? AMP_OK : amp_last_status();
+}
+
 static bool check_x(const char *fn, const amp_tensor *x, const char *name, bool allow_f64) {
     return allow_f64 ? amp__check_float64ok(fn, x, name) : amp__check_float(fn, x, name);
 }
@@ -104,6 +181,7 @@ amp_tensor *amp__ew_unary(const char *fn, amp_op_id id, amp_tensor *x, bool allo
             c->save = save;
             if (save == AMP_EW_SAVE_INPUT) amp__node_save(n, in[0]);
             if (save == AMP_EW_SAVE_OUTPUT) amp__node_save(n, out);
+            n->backward_diff = unary_backward_diff;
             amp__node_attach(n, out);
         }
     }
@@ -116,6 +194,12 @@ static amp_status identity_backward(amp_node *n, amp_tensor *const *gout, amp_te
     return done(gin[0]);
 }
 
+static amp_status identity_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    AMP_UNUSED(n);
+    gin[0] = gout[0];
+    return AMP_OK;
+}
+
 amp_tensor *amp__ew_identity(const char *fn, amp_tensor *x) {
     amp_tensor *out = amp__view(x, x->ndim, x->shape, x->stride, x->offset);
     if (out && amp__needs_grad(1, &x)) {
@@ -124,6 +208,7 @@ amp_tensor *amp__ew_identity(const char *fn, amp_tensor *x) {
             amp_tensor_free(out);
             return NULL;
         }
+        n->backward_diff = identity_backward_diff;
         amp__node_attach(n, out);
     }
     return out;
@@ -234,6 +319,35 @@ static amp_status binary_backward(amp_node *n, amp_tensor *const *gout, amp_tens
     return AMP_OK;
 }
 
+static amp_status binary_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    bin_kind k = ((bin_ctx *)n->ctx)->kind;
+    amp_tensor *g = gout[0];
+    for (int i = 0; i < 2; i++) {
+        const amp_edge *e = &n->inputs[i];
+        if (!e->needs_grad) continue;
+        amp_tensor *t = NULL;
+        switch (k) {
+        case BIN_ADD: t = g; break;
+        case BIN_SUB: t = i == 0 ? g : amp_neg(g); break;
+        case BIN_MUL: t = amp_mul(g, amp__saved_input(n, 1 - i)); break;
+        case BIN_DIV: {
+            amp_tensor *b = amp__saved_input(n, 1);
+            t = i == 0 ? amp_div(g, b) : amp_neg(amp_div(amp_mul(g, amp__saved_input(n, 0)), amp_mul(b, b)));
+            break;
+        }
+        case BIN_POW: {
+            amp_tensor *a = amp__saved_input(n, 0), *b = amp__saved_input(n, 1);
+            t = i == 0 ? amp_mul(g, amp_mul(b, amp_pow_tensor(a, amp_sub_scalar(b, 1.0))))
+                       : amp_mul(g, amp_mul(amp_pow_tensor(a, b), amp_log(a)));
+            break;
+        }
+        }
+        gin[i] = amp__sum_to_diff(t, e->ndim, e->shape);
+        if (!gin[i]) return amp_last_status();
+    }
+    return AMP_OK;
+}
+
 static amp_tensor *binary(const char *fn, amp_op_id id, bin_kind kind, amp_ew_op op, amp_tensor *a, amp_tensor *b) {
     if (!amp__arg(fn, a, "a") || !amp__arg(fn, b, "b")) return NULL;
     if (!amp__check_float64ok(fn, a, "a") || !amp__check_float64ok(fn, b, "b")) return NULL;
@@ -254,6 +368,7 @@ static amp_tensor *binary(const char *fn, amp_op_id id, bin_kind kind, amp_ew_op
             out = NULL;
         } else {
             ((bin_ctx *)n->ctx)->kind = kind;
+            n->backward_diff = binary_backward_diff;
             /* add/sub need only shapes (kept by the node's edges) */
             bool save = kind != BIN_ADD && kind != BIN_SUB;
             amp__node_save(n, save ? in[0] : NULL);
@@ -298,6 +413,26 @@ static amp_status addc_backward(amp_node *n, amp_tensor *const *gout, amp_tensor
     return AMP_OK;
 }
 
+static amp_status addc_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    addc_ctx *c = n->ctx;
+    amp_tensor *g = gout[0];
+    for (int i = 0; i < 3; i++) {
+        const amp_edge *e = &n->inputs[i];
+        if (!e->needs_grad) continue;
+        amp_tensor *t;
+        if (i == 0) t = g;
+        else if (!c->div) t = amp_mul_scalar(amp_mul(g, amp__saved_input(n, i == 1 ? 2 : 1)), c->value);
+        else if (i == 1) t = amp_mul_scalar(amp_div(g, amp__saved_input(n, 2)), c->value);
+        else {
+            amp_tensor *t2 = amp__saved_input(n, 2);
+            t = amp_mul_scalar(amp_div(amp_mul(g, amp__saved_input(n, 1)), amp_mul(t2, t2)), -c->value);
+        }
+        gin[i] = amp__sum_to_diff(t, e->ndim, e->shape);
+        if (!gin[i]) return amp_last_status();
+    }
+    return AMP_OK;
+}
+
 static amp_tensor *addc(const char *fn, amp_op_id id, bool div, amp_tensor *input, amp_tensor *t1, amp_tensor *t2,
                         double value) {
     if (!amp__arg(fn, input, "input") || !amp__arg(fn, t1, "tensor1") || !amp__arg(fn, t2, "tensor2")) return NULL;
@@ -326,6 +461,7 @@ static amp_tensor *addc(const char *fn, amp_op_id id, bool div, amp_tensor *inpu
             out = NULL;
         } else {
             *(addc_ctx *)n->ctx = (addc_ctx){div, value};
+            n->backward_diff = addc_backward_diff;
             amp__node_save(n, in[1]);
             amp__node_save(n, in[2]);
             amp__node_attach(n, out);

@@ -43,4 +43,8 @@ amp_tensor *amp__ew_unary(const char *fn, amp_op_id id, amp_tensor *x, bool allo
  * (dropout in eval mode). */
 amp_tensor *amp__ew_identity(const char *fn, amp_tensor *x);
 
+/* gelu's derivative f'(x) as a differentiable op (its own backward is
+ * f''(x), once): the second derivative of gelu under create_graph. */
+amp_tensor *amp__gelu_deriv(amp_tensor *x, bool tanh_form);
+
 #endif

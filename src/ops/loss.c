@@ -136,6 +136,48 @@ static amp_status cls_backward(amp_node *n, amp_tensor *const *gout, amp_tensor 
     return AMP_OK;
 }
 
+/* create_graph: the gradient as ops. cross_entropy's is
+ *   g_i * (softmax(x)_i * A_i - Q_i),   A_i = a w_t + b sum_c w_c,  Q_ic = a w_t [c = t] + b w_c
+ * (a = 1 - smoothing, b = smoothing / C, zero for ignored targets), nll_loss's
+ * g_i * (-w_t [c = t]); A and Q are constants built from the targets, g_i the
+ * upstream gradient per sample (divided by the summed weight for 'mean'). */
+static amp_status cls_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    cls_ctx *c = n->ctx;
+    const amp_edge *ex = &n->inputs[0];
+    const amp_tensor *tg = n->saved[1], *w = n->saved[2];
+    int64_t N = c->N, C = c->C, L = c->L, ns = N * L;
+    int cdim = ex->ndim == 1 ? 0 : 1;
+    int64_t ashape[AMP_MAX_DIMS];
+    memcpy(ashape, ex->shape, sizeof ashape);
+    ashape[cdim] = 1;
+    amp_tensor *A = amp__tensor_new("amp_backward", AMP_F32, ex->ndim, ashape, amp__mem_current(AMP_MEM_ACTIVATION), 0);
+    amp_tensor *Q = amp__tensor_new("amp_backward", AMP_F32, ex->ndim, ex->shape, amp__mem_current(AMP_MEM_ACTIVATION), 0);
+    if (!A || !Q) return amp_last_status();
+    float *pa = amp__data(A), *pq = amp__data(Q);
+    memset(pa, 0, A->storage->nbytes);
+    memset(pq, 0, Q->storage->nbytes);
+    double a = 1.0 - c->smoothing, b = c->ce ? c->smoothing / (double)C : 0.0, wsum = 0;
+    for (int64_t k = 0; k < C && b != 0; k++) wsum += w ? amp__load(amp__elem_ptr(w, k), w->dtype) : 1.0;
+    for (int64_t i = 0; i < ns; i++) {
+        int64_t nn = i / L, l = i % L, ti = target_at(tg, i);
+        if (ti == c->ignore_index) continue;
+        double wt = w ? amp__load(amp__elem_ptr(w, ti), w->dtype) : 1.0;
+        pa[nn * L + l] = (float)(a * wt + b * wsum);
+        for (int64_t k = 0; k < C; k++) {
+            double wk = w ? amp__load(amp__elem_ptr(w, k), w->dtype) : 1.0;
+            pq[(nn * C + k) * L + l] = (float)(a * wt * (k == ti) + b * wk);
+        }
+    }
+    amp_tensor *core;
+    if (c->ce) core = amp_sub(amp_mul(amp_softmax(amp__saved_input(n, 0), cdim), A), Q);
+    else core = amp_neg(Q);
+    amp_tensor *g = gout[0];
+    if (c->reduction == AMP_REDUCTION_NONE) g = amp_unsqueeze(g, cdim);
+    else if (c->reduction == AMP_REDUCTION_MEAN) g = amp_div_scalar(g, c->W);
+    gin[0] = amp_mul(core, g);
+    return gin[0] ? AMP_OK : amp_last_status();
+}
+
 static amp_tensor *class_loss(const char *fn, amp_op_id op, bool ce, amp_tensor *x, amp_tensor *target,
                               const amp_loss_opts *opts) {
     const char *xname = ce ? "logits" : "input";
@@ -252,6 +294,7 @@ static amp_tensor *class_loss(const char *fn, amp_op_id op, bool ce, amp_tensor 
         amp__node_save(node, in[1]);
         amp__node_save(node, w);
         *(cls_ctx *)node->ctx = (cls_ctx){N, C, L, o->ignore_index, eps, W, o->reduction, ce};
+        node->backward_diff = cls_backward_diff;
         amp__node_attach(node, out);
     }
 done:
@@ -389,6 +432,44 @@ static amp_status pw_backward(amp_node *n, amp_tensor *const *gout, amp_tensor *
     return st;
 }
 
+/* create_graph for mse, l1 and smooth_l1: d = x - y, the per-element
+ * derivative t(d) (2d; sign(d); d/beta inside |d| < beta, sign(d) outside,
+ * the sign and the region entering as constants), times the upstream
+ * gradient (over the element count for 'mean'), summed to each input's shape. */
+static double sign_of(double d, const void *arg) {
+    (void)arg;
+    return d > 0 ? 1.0 : d < 0 ? -1.0 : 0.0;
+}
+
+static double inside_beta(double d, const void *arg) { return fabs(d) < *(const double *)arg ? 1.0 : 0.0; }
+
+static amp_status pw_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    pw_ctx *c = n->ctx;
+    amp_tensor *d = amp_sub(amp__saved_input(n, 0), amp__saved_input(n, 1)), *t = NULL;
+    if (!d) return amp_last_status();
+    switch (c->kind) {
+    case PW_MSE: t = amp_mul_scalar(d, 2.0); break;
+    case PW_L1: t = amp__const_map(d, sign_of, NULL); break;
+    case PW_SMOOTH_L1: {
+        amp_tensor *m = amp__const_map(d, inside_beta, &c->beta), *sg = amp__const_map(d, sign_of, NULL);
+        t = amp_add(amp_mul(amp_div_scalar(d, c->beta > 0 ? c->beta : 1.0), m), amp_mul(sg, amp_rsub_scalar(m, 1.0)));
+        break;
+    }
+    default:
+        return amp_error(AMP_ERR_UNSUPPORTED, "%s: create_graph: %s has no double backward in amp", n->name, n->name);
+    }
+    amp_tensor *g = gout[0];
+    if (c->reduction == AMP_REDUCTION_MEAN) g = amp_mul_scalar(g, 1.0 / (double)amp__numel(c->ndim, c->shape));
+    amp_tensor *full = amp_mul(t, g);
+    for (int k = 0; k < 2; k++) {
+        const amp_edge *e = &n->inputs[k];
+        if (!e->needs_grad) continue;
+        gin[k] = amp__sum_to_diff(k == 0 ? full : amp_neg(full), e->ndim, e->shape);
+        if (!gin[k]) return amp_last_status();
+    }
+    return AMP_OK;
+}
+
 static amp_tensor *pointwise_loss(const char *fn, amp_op_id op, pw_kind kind, amp_tensor *x, amp_tensor *y,
                                   const amp_loss_opts *opts) {
     if (!amp__check_float(fn, x, "input") || !amp__check_float(fn, y, "target")) return NULL;
@@ -449,6 +530,7 @@ static amp_tensor *pointwise_loss(const char *fn, amp_op_id op, pw_kind kind, am
         amp__node_save(node, y);
         amp__node_save(node, pwt);
         *(pw_ctx *)node->ctx = c;
+        if (kind == PW_MSE || kind == PW_L1 || kind == PW_SMOOTH_L1) node->backward_diff = pw_backward_diff;
         amp__node_attach(node, out);
     }
 done:

@@ -367,6 +367,7 @@ static void out_bstrides(const mm_geom *G, int64_t *cbs) {
 }
 
 static amp_status mm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin);
+static amp_status mm_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin);
 
 static const amp_op_id op_ids[] = {
     [MODE_MATMUL] = AMP_OP_MATMUL, [MODE_MM] = AMP_OP_MM,         [MODE_BMM] = AMP_OP_BMM,       [MODE_DOT] = AMP_OP_DOT,
@@ -440,6 +441,7 @@ static amp_tensor *mm_op(const char *fn, mm_mode mode, amp_tensor *input, amp_te
         c->avec = avec, c->bvec = bvec;
         c->has_input = input != NULL;
         c->alpha = alpha, c->beta = beta;
+        nd->backward_diff = mm_backward_diff;
         amp__node_attach(nd, out);
     }
     goto done;
@@ -571,6 +573,48 @@ out:
     amp__release(ta);
     amp__release(tb);
     return st;
+}
+
+/* create_graph: the same products with public ops. Vectors become
+ * matrices (a [K] -> [1,K], b [K] -> [K,1]; the gradient gets the removed
+ * dims back), linear's w [N,K] is used as wᵀ, and each gradient is summed
+ * over the batch dims its input was broadcast along. */
+static amp_status mm_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    const mm_ctx *c = n->ctx;
+    amp_tensor *g = gout[0];
+    const amp_edge *ea = &n->inputs[0], *eb = &n->inputs[1];
+    bool linear = c->mode == MODE_LINEAR;
+    amp_tensor *G = g;
+    if (c->avec && c->bvec) G = amp_reshape(g, 2, AMP_SHAPE(1, 1));
+    else if (c->avec) G = amp_unsqueeze(g, g->ndim - 1);
+    else if (c->bvec) G = amp_unsqueeze(g, g->ndim);
+    if (ea->needs_grad || eb->needs_grad) {
+        amp_tensor *a = amp__saved_input(n, 0), *b = amp__saved_input(n, 1);
+        if (!a || !b) return amp_last_status();
+        amp_tensor *A = c->avec ? amp_unsqueeze(a, 0) : a;
+        amp_tensor *B = linear ? amp_transpose(b, 0, 1) : c->bvec ? amp_unsqueeze(b, 1) : b;
+        if (ea->needs_grad) {
+            amp_tensor *dA = amp_matmul(G, amp_transpose(B, -1, -2));
+            if (dA && c->alpha != 1.0) dA = amp_mul_scalar(dA, c->alpha);
+            dA = dA ? amp__sum_to_diff(dA, A->ndim, A->shape) : NULL;
+            if (dA && c->avec) dA = amp_reshape(dA, ea->ndim, ea->shape);
+            if (!(gin[0] = dA)) return amp_last_status();
+        }
+        if (eb->needs_grad) {
+            amp_tensor *dB = amp_matmul(amp_transpose(A, -1, -2), G);
+            if (dB && c->alpha != 1.0) dB = amp_mul_scalar(dB, c->alpha);
+            dB = dB ? amp__sum_to_diff(dB, B->ndim, B->shape) : NULL;
+            if (dB && linear) dB = amp_transpose(dB, 0, 1);
+            else if (dB && c->bvec) dB = amp_reshape(dB, eb->ndim, eb->shape);
+            if (!(gin[1] = dB)) return amp_last_status();
+        }
+    }
+    if (c->has_input && n->inputs[2].needs_grad) {
+        const amp_edge *ei = &n->inputs[2];
+        amp_tensor *t = (!linear && c->beta != 1.0) ? amp_mul_scalar(g, c->beta) : g;
+        if (!(gin[2] = amp__sum_to_diff(t, ei->ndim, ei->shape))) return amp_last_status();
+    }
+    return AMP_OK;
 }
 
 /* ---- public ops ------------------------------------------------------------------------------------ */

@@ -95,6 +95,8 @@ static float *gdata(amp_tensor *t) { return t ? (float *)amp__data(t) : NULL; }
 /* ---- layer_norm --------------------------------------------------------------------------- */
 typedef struct {
     int64_t M, D;
+    int k;      /* normalized dims */
+    double eps; /* for the differentiable backward, which recomputes the statistics */
 } ln_ctx;
 
 static amp_status layer_norm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
@@ -110,6 +112,35 @@ static amp_status layer_norm_backward(amp_node *n, amp_tensor *const *gout, amp_
     amp_k_layer_norm_backward(v.p[0], v.p[2], v.p[1], amp__data(mean), amp__data(rstd), c->M, c->D, gdata(gin[0]),
                               gdata(gin[1]), gdata(gin[2]));
     views_done(&v);
+    return AMP_OK;
+}
+
+/* create_graph: the statistics recomputed from x with ops, then the usual
+ * formulas, so every term (rstd's dependence on x included) is differentiable. */
+static amp_status layer_norm_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    const ln_ctx *c = n->ctx;
+    const amp_edge *ex = &n->inputs[0];
+    int k = c->k, lead = ex->ndim - k, dims[AMP_MAX_DIMS], ldims[AMP_MAX_DIMS];
+    for (int i = 0; i < k; i++) dims[i] = lead + i;
+    for (int i = 0; i < lead; i++) ldims[i] = i;
+    amp_tensor *x = amp__saved_input(n, 0), *g = gout[0];
+    if (!x) return amp_last_status();
+    if (x->dtype != AMP_F32) x = amp_to(x, AMP_F32);
+    if (g->dtype != AMP_F32) g = amp_to(g, AMP_F32);
+    amp_tensor *xc = amp_sub(x, amp_mean(x, dims, k, true));
+    amp_tensor *rstd = amp_rsqrt(amp_add_scalar(amp_mean(amp_mul(xc, xc), dims, k, true), c->eps));
+    amp_tensor *xhat = amp_mul(xc, rstd);
+    amp_tensor *dxhat = n->inputs[1].tensor ? amp_mul(g, amp__saved_input(n, 1)) : g;
+    if (n->inputs[0].needs_grad) {
+        amp_tensor *t = amp_sub(amp_sub(dxhat, amp_mean(dxhat, dims, k, true)),
+                                amp_mul(xhat, amp_mean(amp_mul(dxhat, xhat), dims, k, true)));
+        if (!(gin[0] = amp_mul(rstd, t))) return amp_last_status();
+    }
+    if (n->inputs[1].needs_grad) {
+        amp_tensor *t = amp_mul(g, xhat);
+        if (!(gin[1] = lead ? amp_sum(t, ldims, lead, false) : t)) return amp_last_status();
+    }
+    if (n->inputs[2].needs_grad && !(gin[2] = lead ? amp_sum(g, ldims, lead, false) : g)) return amp_last_status();
     return AMP_OK;
 }
 
@@ -163,7 +194,8 @@ amp_tensor *amp_layer_norm(amp_tensor *x, int normalized_ndim, amp_tensor *weigh
         amp__node_save(node, in[1]);
         amp__node_save(node, mean);
         amp__node_save(node, rstd);
-        *(ln_ctx *)node->ctx = (ln_ctx){M, D};
+        *(ln_ctx *)node->ctx = (ln_ctx){M, D, k, eps};
+        node->backward_diff = layer_norm_backward_diff;
         amp__node_attach(node, out);
     }
     amp__release(mean);

@@ -98,3 +98,14 @@ amp_tensor *amp__scalar_tensor(amp_dtype dt, double v) {
     if (t) amp__store(amp__data(t), dt, v);
     return t;
 }
+
+amp_tensor *amp__const_map(const amp_tensor *t, double (*f)(double v, const void *arg), const void *arg) {
+    amp_dtype dt = t->dtype == AMP_F64 ? AMP_F64 : AMP_F32;
+    amp_tensor *out = amp__empty_out("amp_backward", dt, t->ndim, t->shape);
+    if (!out) return NULL;
+    int64_t n = amp_tensor_numel(t);
+    char *po = amp__data(out);
+    size_t es = amp_dtype_size(dt);
+    for (int64_t i = 0; i < n; i++) amp__store(po + (size_t)i * es, dt, f(amp__load(amp__elem_ptr(t, i), t->dtype), arg));
+    return out;
+}

@@ -45,6 +45,11 @@ amp_status amp__broadcast_shapes(const char *fn, const amp_tensor *a, const amp_
 /* Strides of t viewed at the broadcast shape (0 on broadcast dims). */
 void amp__broadcast_strides(const amp_tensor *t, int ndim, const int64_t *shape, int64_t *stride);
 
+/* A constant for differentiable backwards (no history): f applied to every
+ * element of t (as double), as a new contiguous f32 tensor of t's shape (f64
+ * when t is f64) in the current scope. */
+amp_tensor *amp__const_map(const amp_tensor *t, double (*f)(double v, const void *arg), const void *arg);
+
 /* Views as autograd-aware ops (views.c); used by other ops too. */
 amp_tensor *amp__reshape_view(const char *fn, amp_tensor *x, int ndim, const int64_t *shape);
 

@@ -174,6 +174,18 @@ static amp_status sum_backward(amp_node *n, amp_tensor *const *gout, amp_tensor 
     return gin[0] ? AMP_OK : amp_last_status();
 }
 
+/* create_graph: g reshaped with the reduced dims as 1, expanded (and scaled) */
+static amp_status sum_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    red_ctx *c = n->ctx;
+    const amp_edge *e = &n->inputs[0];
+    int64_t kshape[AMP_MAX_DIMS];
+    for (int i = 0; i < e->ndim; i++) kshape[i] = c->red[i] ? 1 : e->shape[i];
+    amp_tensor *g = amp_expand(amp_reshape(gout[0], e->ndim, kshape), e->ndim, e->shape);
+    if (g && c->scale != 1.0f) g = amp_mul_scalar(g, c->scale);
+    gin[0] = g;
+    return g ? AMP_OK : amp_last_status();
+}
+
 static amp_tensor *sum_mean(const char *fn, amp_op_id op, amp_tensor *x, const int *dims, int ndims, bool keepdim,
                             bool mean) {
     if (!amp__check_float(fn, x, "x")) return NULL;
@@ -217,6 +229,7 @@ static amp_tensor *sum_mean(const char *fn, amp_op_id op, amp_tensor *x, const i
             goto done;
         }
         red_ctx *c = node->ctx;
+        node->backward_diff = sum_backward_diff;
         memcpy(c->red, red, sizeof red);
         c->scale = scale;
         amp__node_attach(node, out);

@@ -32,6 +32,16 @@ static amp_status softmax_backward(amp_node *n, amp_tensor *const *gout, amp_ten
     return AMP_OK;
 }
 
+/* create_graph: softmax y (g - sum(g y)); log_softmax g - exp(y) sum(g), over dim */
+static amp_status softmax_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    softmax_ctx *c = n->ctx;
+    amp_tensor *y = amp__saved_output(n, 0), *g = gout[0];
+    int d = c->dim;
+    if (c->log) gin[0] = amp_sub(g, amp_mul(amp_exp(y), amp_sum(g, &d, 1, true)));
+    else gin[0] = amp_mul(y, amp_sub(g, amp_sum(amp_mul(g, y), &d, 1, true)));
+    return gin[0] ? AMP_OK : amp_last_status();
+}
+
 static amp_tensor *softmax_impl(const char *fn, amp_op_id op, amp_tensor *x, int dim, bool log) {
     if (!amp__check_float(fn, x, "x")) return NULL;
     int d;
@@ -73,6 +83,7 @@ grad:
         }
         amp__node_save(node, out);
         *(softmax_ctx *)node->ctx = (softmax_ctx){d, log};
+        node->backward_diff = softmax_backward_diff;
         amp__node_attach(node, out);
     }
 done:

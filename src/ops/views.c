@@ -28,6 +28,8 @@ static amp_tensor *reshape_raw(const char *fn, const amp_tensor *x, int ndim, co
     return v;
 }
 
+static amp_backward_fn diff_of(amp_backward_fn bw);
+
 static amp_tensor *finish(amp_tensor *out, amp_tensor *x, const char *fn, amp_backward_fn bw, size_t ctx_size,
                           void **ctx) {
     if (ctx) *ctx = NULL;
@@ -38,6 +40,7 @@ static amp_tensor *finish(amp_tensor *out, amp_tensor *x, const char *fn, amp_ba
             amp_tensor_free(out);
             return NULL;
         }
+        n->backward_diff = diff_of(bw);
         if (ctx) *ctx = n->ctx;
         amp__node_attach(n, out);
     }
@@ -298,6 +301,98 @@ amp_tensor *amp_expand(amp_tensor *x, int ndim, const int64_t *shape) {
     return finish(amp__view(x, ndim, s, st, x->offset), x, fn, expand_backward, 0, NULL);
 }
 
+/* ---- slice's gradient as an op (double backward) ----------------------------------------------
+ * g placed into zeros of the input's shape at the slice's window; its own
+ * gradient is the slice again. */
+typedef struct {
+    slice_ctx s;
+    int64_t end;
+} embed_ctx;
+
+static amp_status embed_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    const embed_ctx *c = n->ctx;
+    const amp_tensor *g = gout[0];
+    int64_t shape[AMP_MAX_DIMS], stride[AMP_MAX_DIMS];
+    memcpy(shape, n->inputs[0].shape, sizeof shape);
+    memcpy(stride, g->stride, sizeof stride);
+    stride[c->s.dim] = g->stride[c->s.dim] * c->s.step;
+    amp_tensor *win = amp__view(g, n->inputs[0].ndim, shape, stride, g->offset + c->s.start * g->stride[c->s.dim]);
+    if (!win) return amp_last_status();
+    gin[0] = copy_as("amp_backward", win, g->dtype);
+    amp__release(win);
+    return gin[0] ? AMP_OK : amp_last_status();
+}
+
+static amp_status embed_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    const embed_ctx *c = n->ctx;
+    gin[0] = amp_slice(gout[0], c->s.dim, c->s.start, c->end, c->s.step);
+    return gin[0] ? AMP_OK : amp_last_status();
+}
+
+static amp_status slice_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    const slice_ctx *c = n->ctx;
+    const amp_edge *in = &n->inputs[0];
+    amp_tensor *g = gout[0];
+    /* runs as user code (scoped): zeros of the input's shape, g copied into the window */
+    amp_tensor *z = amp__tensor_new("amp_backward", g->dtype, in->ndim, in->shape, amp__mem_current(AMP_MEM_ACTIVATION), 0);
+    if (!z) return amp_last_status();
+    memset(z->storage->data, 0, z->storage->nbytes);
+    int64_t shape[AMP_MAX_DIMS], stride[AMP_MAX_DIMS];
+    for (int i = 0; i < z->ndim; i++) {
+        shape[i] = g->shape[i];
+        stride[i] = z->stride[i] * (i == c->dim ? c->step : 1);
+    }
+    amp_tensor *win = amp__view(z, z->ndim, shape, stride, c->start * z->stride[c->dim]);
+    amp_status st = win ? amp__copy_convert(win, g) : amp_last_status();
+    amp_tensor_free(win);
+    if (st != AMP_OK) return st;
+    if (amp__needs_grad(1, &g)) {
+        amp_node *e = amp__node_new("amp_slice_backward", embed_backward, 1, &g, sizeof(embed_ctx));
+        if (!e) return amp_last_status();
+        embed_ctx *ec = e->ctx;
+        ec->s = *c;
+        ec->end = c->start + (g->shape[c->dim] - 1) * c->step + 1;
+        e->backward_diff = embed_backward_diff;
+        amp__node_attach(e, z);
+    }
+    gin[0] = z;
+    return AMP_OK;
+}
+
+/* ---- differentiable backwards of the views (create_graph) ---------------------------------- */
+static amp_status identity_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    AMP_UNUSED(n);
+    gin[0] = gout[0]; /* the engine casts to the input's dtype */
+    return AMP_OK;
+}
+
+static amp_status reshape_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    gin[0] = amp_reshape(gout[0], n->inputs[0].ndim, n->inputs[0].shape);
+    return gin[0] ? AMP_OK : amp_last_status();
+}
+
+static amp_status permute_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    perm_ctx *c = n->ctx;
+    int inv[AMP_MAX_DIMS];
+    for (int i = 0; i < gout[0]->ndim; i++) inv[c->perm[i]] = i;
+    gin[0] = amp_permute(gout[0], inv);
+    return gin[0] ? AMP_OK : amp_last_status();
+}
+
+static amp_status expand_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    gin[0] = amp__sum_to_diff(gout[0], n->inputs[0].ndim, n->inputs[0].shape);
+    return gin[0] ? AMP_OK : amp_last_status();
+}
+
+static amp_backward_fn diff_of(amp_backward_fn bw) {
+    if (bw == identity_backward) return identity_backward_diff;
+    if (bw == reshape_backward) return reshape_backward_diff;
+    if (bw == permute_backward) return permute_backward_diff;
+    if (bw == slice_backward) return slice_backward_diff;
+    if (bw == expand_backward) return expand_backward_diff;
+    return NULL;
+}
+
 /* ---- cat / stack ------------------------------------------------------------------------------------ */
 typedef struct {
     int dim;
@@ -325,6 +420,22 @@ static amp_status cat_backward(amp_node *n, amp_tensor *const *gout, amp_tensor 
             } else {
                 gin[i] = v;
             }
+        }
+        pos += len;
+    }
+    return AMP_OK;
+}
+
+static amp_status cat_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    cat_ctx *c = n->ctx;
+    int64_t pos = 0;
+    for (int i = 0; i < n->n_inputs; i++) {
+        amp_edge *e = &n->inputs[i];
+        int64_t len = c->stack ? 1 : e->shape[c->dim];
+        if (e->needs_grad) {
+            gin[i] = amp_slice(gout[0], c->dim, pos, pos + len, 1);
+            if (gin[i] && c->stack) gin[i] = amp_reshape(gin[i], e->ndim, e->shape);
+            if (!gin[i]) return amp_last_status();
         }
         pos += len;
     }
@@ -424,6 +535,7 @@ static amp_tensor *cat_impl(const char *fn, amp_tensor *const *xs_in, int n, int
             goto done;
         }
         *(cat_ctx *)node->ctx = (cat_ctx){d, stack};
+        node->backward_diff = cat_backward_diff;
         amp__node_attach(node, out);
     }
 done:
