@@ -323,6 +323,7 @@ static void t_hf_file(void **state) {
         amp_safetensors_info inf;
         amp_safetensors_info_at(a, i, &inf);
         const char *hn = strncmp(inf.name, "transformer.", 12) ? inf.name : inf.name + 12;
+        amp_scope *sc = amp_scope_begin(); /* the transposed view */
         amp_tensor *ta = amp_safetensors_get(a, inf.name), *th = amp_safetensors_get(h, hn);
         if (!th) fail_msg("%s missing from the Hugging Face file", hn);
         bool conv1d = strstr(hn, "c_attn.weight") || strstr(hn, "c_proj.weight") || strstr(hn, "c_fc.weight");
@@ -333,6 +334,7 @@ static void t_hf_file(void **state) {
         amp_tensor_free(ta);
         amp_tensor_free(th);
         amp_tensor_free(tt);
+        amp_scope_end(sc);
     }
     amp_safetensors_free(a);
     amp_safetensors_free(h);

@@ -276,6 +276,7 @@ static void t_strided_threads(void **state) {
     const int64_t B = 2, T = 77, H = 3, E = 8;
     int64_t s[4] = {B, T, 3 * H, E};
     amp_tensor *qkv = mk(&r, AMP_BF16, 4, s, true);
+    amp_scope *sc = amp_scope_begin(); /* the slices under the transposes */
     amp_tensor *q = amp_transpose(amp_slice(qkv, 2, 0, H, 1), 1, 2);
     amp_tensor *k = amp_transpose(amp_slice(qkv, 2, H, 2 * H, 1), 1, 2);
     amp_tensor *v = amp_transpose(amp_slice(qkv, 2, 2 * H, 3 * H, 1), 1, 2);
@@ -303,8 +304,8 @@ static void t_strided_threads(void **state) {
     assert_memory_equal(g1, g2, sizeof(double) * (size_t)amp_tensor_numel(qkv));
     free(g1);
     free(g2);
-    amp_tensor *ts[] = {qkv, q, k, v, y1, y2, y3, qc, kc, vc, gy};
-    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) amp_tensor_free(ts[i]);
+    amp_scope_end(sc);
+    amp_tensor_free(qkv);
 }
 
 /* Autocast: lower precision on both tables; f32 inputs give the op on

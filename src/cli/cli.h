@@ -46,5 +46,6 @@ int cmd_bench_gemm(int argc, char **argv);
 int cmd_bench_precision(int argc, char **argv);
 int cmd_bench_train(int argc, char **argv);
 int cmd_bench_kernels(int argc, char **argv);
+int cmd_bench_attention(int argc, char **argv);
 
 #endif

@@ -14,6 +14,7 @@ static const bench_part g_parts[] = {
     {"convert", "f32 <-> f16/bf16/fp8 conversion throughput per CPU path vs memcpy", cmd_bench_convert},
     {"gemm", "GEMM GFLOP/s per input dtype vs FMA peak and OpenBLAS sgemm", cmd_bench_gemm},
     {"precision", "the seeds' benchmarks: 4096^2 matmul, Linear(1024,10) inference, batch-1 layers", cmd_bench_precision},
+    {"attention", "fused scaled_dot_product_attention vs the naive composition: ms and peak memory", cmd_bench_attention},
     {"kernels", "bandwidth-bound ops (elementwise, softmax, layer_norm, sum, casts) vs triad", cmd_bench_kernels},
     {"train", "ms per training step fp32 / fp16+scaler / bf16 / O2, beside PyTorch CPU", cmd_bench_train},
 };
