@@ -51,6 +51,8 @@ typedef struct {
     amp_safetensors *st;
     amp_checkpoint *ckpt;
     amp_context *ctx;
+    amp_setup *setup;
+    amp_module *setup_model;
     amp_generator gen;
     FILE *devnull;
     amp_idx idx;
@@ -123,6 +125,21 @@ static amp_module *arg_fresh_module(api_bank *b, int v) {
     return amp_nn_linear(3, 4, true, &b->gen);
 }
 
+/* Borrowed modules (amp_initialize): the bank's module six times. */
+static amp_module *const *arg_modules(api_bank *b, int v) {
+    static amp_module *ms[6];
+    if (v == V_NULL) return NULL;
+    for (int i = 0; i < 6; i++) ms[i] = b->module;
+    return ms;
+}
+
+static amp_optim *const *arg_optims(api_bank *b, int v) {
+    static amp_optim *os[6];
+    if (v == V_NULL) return NULL;
+    for (int i = 0; i < 6; i++) os[i] = b->optim;
+    return os;
+}
+
 static const char *arg_str(int v, int pos) {
     (void)pos;
     if (v == V_NULL) return NULL;
@@ -176,7 +193,7 @@ static int arg_enum(int v) { return v == V_NEG ? -1 : v == V_HUGE ? 1000 : 0; }
 
 enum {
     OPT_POLICY, OPT_SCALER_STATE, OPT_OPTIM, OPT_SCALER, OPT_CONV, OPT_POOL, OPT_LOSS, OPT_LR, OPT_AUTOCAST, OPT_CONTEXT,
-    OPT_LOADER, OPT_KV, OPT_TRAIN_STATE, OPT_SDPA, OPT_MODULE_CLASS, OPT_TEXT, OPT_FUNCTION, N_OPTS
+    OPT_LOADER, OPT_KV, OPT_TRAIN_STATE, OPT_SDPA, OPT_MODULE_CLASS, OPT_TEXT, OPT_FUNCTION, OPT_INIT, OPT_MODULE_IO, N_OPTS
 };
 
 /* A custom function for amp_function_apply: y = 2 x[0]. */
@@ -211,6 +228,8 @@ static const void *arg_opts(api_bank *b, int v, int which) {
         amp_module_class mc;
         amp_text_opts text;
         amp_function fnc;
+        amp_init_opts init;
+        amp_module_io io;
         char raw[512];
     } u;
     if (v == V_NULL) return NULL;
@@ -280,6 +299,17 @@ static const void *arg_opts(api_bank *b, int v, int which) {
         else u.ts = (amp_train_state){b->module, &b->optim, 1, b->scaler, &b->gen, b->loader, 2, NULL, 0};
         break;
     case OPT_MODULE_CLASS: u.mc = (amp_module_class){.name = bad ? NULL : "Walk"}; break;
+    case OPT_INIT:
+        u.init = (amp_init_opts){.level = AMP_O2, .half = AMP_BF16, .optim = amp_sgd_opts(0.1)};
+        if (bad) {
+            u.init.level = (amp_opt_level)9;
+            u.init.half = AMP_I64;
+            u.init.keep_norm_f32 = (amp_switch)7;
+        }
+        break;
+    case OPT_MODULE_IO:
+        u.io = bad ? (amp_module_io){AMP_I64, true, AMP_F32, AMP_U8} : (amp_module_io){AMP_DTYPE_COUNT, true, AMP_BF16, AMP_F32};
+        break;
     case OPT_FUNCTION:
         u.fnc = (amp_function){.name = "Walk", .forward = walk_fn_forward, .backward = walk_fn_backward};
         if (bad) {
@@ -348,6 +378,12 @@ static void bank_make(api_bank *b) {
     amp_context_opts co;
     memset(&co, 0, sizeof co);
     b->ctx = amp_context_new(&co);
+    {
+        amp_init_opts io = {.level = AMP_O0, .optim = amp_sgd_opts(0.1)};
+        amp_module *sm = amp_nn_linear(3, 2, true, &b->gen);
+        b->setup_model = sm;
+        b->setup = amp_initialize(&sm, 1, &io);
+    }
     b->devnull = fopen("/dev/null", "w");
     b->scratch = aligned_alloc(64, 4096);
     memset(b->scratch, 0, 4096);
@@ -361,7 +397,7 @@ static void bank_make(api_bank *b) {
     amp_text_opts to = {0.1, "", 1};
     b->text = amp_text_dataset_open(tp, b->tok, &to);
     assert_true(b->tok && b->text);
-    assert_true(b->module && b->optim && b->scaler && b->loader && b->st && b->ckpt && b->ctx && b->devnull);
+    assert_true(b->module && b->optim && b->scaler && b->loader && b->st && b->ckpt && b->ctx && b->devnull && b->setup);
 }
 
 static void bank_free(api_bank *b) {
@@ -383,6 +419,8 @@ static void bank_free(api_bank *b) {
     amp_tokenizer_free(b->tok);
     amp_checkpoint_close(b->ckpt);
     amp_context_free(b->ctx);
+    amp_setup_free(b->setup);
+    amp_module_free(b->setup_model);
     fclose(b->devnull);
     free(b->scratch);
 }
@@ -390,7 +428,7 @@ static void bank_free(api_bank *b) {
 /* ---- the header parser: which functions are public ------------------------------------------- */
 static int header_functions(char names[][64], int max) {
     const char *hdrs[] = {"amp.h", "base.h", "numeric.h", "tensor.h", "autograd.h", "autocast.h", "ops.h", "optim.h",
-                          "scaler.h", "policy.h", "nn.h", "io.h", "checkpoint.h", "text.h"};
+                          "scaler.h", "policy.h", "nn.h", "initialize.h", "io.h", "checkpoint.h", "text.h"};
     int n = 0;
     for (size_t h = 0; h < sizeof hdrs / sizeof hdrs[0]; h++) {
         char path[1024];
@@ -506,6 +544,7 @@ static const char *ANSWERS[] = {
     "amp_safetensors_meta",     /* NULL: no such key */
     "amp_checkpoint_meta",      /* NULL: no such key */
     "amp_context_scaler",       /* NULL: the context does not scale */
+    "amp_setup_scaler",         /* NULL: no loss scaling at this level */
     "amp_scaler_scale_history", /* NULL: no update yet */
     "amp_autocast_op_policy",   /* -2: unknown op */
     NULL,

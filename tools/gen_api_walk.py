@@ -106,6 +106,14 @@ TYPES = {
     "constamp_context_opts*": "(const amp_context_opts *)arg_opts(b, v, OPT_CONTEXT)",
     "constamp_module_class*": "(const amp_module_class *)arg_opts(b, v, OPT_MODULE_CLASS)",
     "constamp_function*": "(const amp_function *)arg_opts(b, v, OPT_FUNCTION)",
+    "constamp_init_opts*": "(const amp_init_opts *)arg_opts(b, v, OPT_INIT)",
+    "constamp_module_io*": "(const amp_module_io *)arg_opts(b, v, OPT_MODULE_IO)",
+    "amp_module_io*": "(amp_module_io *)arg_obj(b, v, b->scratch)",
+    "amp_setup*": "(amp_setup *)arg_obj(b, v, b->setup)",
+    "constamp_setup*": "(amp_setup *)arg_obj(b, v, b->setup)",
+    "int*": "(int *)arg_obj(b, v, b->scratch)",
+    "amp_module*const*": "arg_modules(b, v)",
+    "amp_optim*const*": "arg_optims(b, v)",
     "amp_function_ctx*": "(amp_function_ctx *)NULL",
     "constamp_function_ctx*": "(const amp_function_ctx *)NULL",
     "constamp_loader_opts*": "(const amp_loader_opts *)arg_opts(b, v, OPT_LOADER)",
@@ -146,7 +154,7 @@ TYPES = {
     "double": "arg_double(v, {i})",
     "float": "(float)arg_double(v, {i})",
 }
-ENUMS = ["amp_dtype", "amp_cpu_path", "amp_mem_category", "amp_status", "amp_format", "amp_autocast_table",
+ENUMS = ["amp_switch", "amp_dtype", "amp_cpu_path", "amp_mem_category", "amp_status", "amp_format", "amp_autocast_table",
          "amp_cast_category", "amp_gelu_approx", "amp_opt_level", "amp_text_split"]
 for e in ENUMS:
     TYPES[e] = "(" + e + ")arg_enum(v)"
@@ -161,7 +169,7 @@ SPECIAL = {
     "takes_tensor": r"^amp_module_(register_parameter|register_buffer|set_parameter)$",
     "takes_module": r"^amp_module_(register_module|append)$",
     # return a module the tree owns (borrowed), not a new one
-    "borrowed_module": r"^amp_module_(get_child|child_at|register_module)$",
+    "borrowed_module": r"^(amp_module_(get_child|child_at|register_module)|amp_setup_scaler|amp_context_scaler)$",
     # returns the tensor it was given with one more reference
     "amp_tensor_retain": "an extra reference to drop",
     # fills a caller buffer of n elements: a huge n with a real buffer breaks the
@@ -179,6 +187,7 @@ FREE_RESULT = {
     "amp_safetensors*": "amp_safetensors_free",
     "amp_checkpoint*": "amp_checkpoint_close",
     "amp_context*": "amp_context_free",
+    "amp_setup*": "amp_setup_free",
     "amp_scope*": "amp_scope_end",
     "amp_tokenizer*": "amp_tokenizer_free",
     "amp_text_dataset*": "amp_text_dataset_free",
@@ -187,7 +196,7 @@ FREE_RESULT = {
 # int parameters that count the entries of a caller's array: "huge" would only
 # make the library read past the caller's memory, so they get at most the
 # number of entries the test's arrays hold (negative ones are still tried).
-COUNT_NAMES = {"n", "n_meta", "ndims", "max", "n_outputs", "n_inputs"}
+COUNT_NAMES = {"n", "n_meta", "ndims", "max", "n_outputs", "n_inputs", "n_models"}
 
 KIND = {"amp_status": "K_STATUS", "int": "K_INT", "int64_t": "K_INT"}
 

@@ -12,6 +12,7 @@
 #include "amp/scaler.h"
 #include "amp/policy.h"
 #include "amp/nn.h"
+#include "amp/initialize.h"
 #include "amp/io.h"
 #include "amp/checkpoint.h"
 #include "amp/text.h"

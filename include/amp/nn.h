@@ -170,6 +170,26 @@ int64_t amp_module_num_params(amp_module *m); /* elements of the unique paramete
 /* Drops every parameter's .grad (torch's model.zero_grad(set_to_none=True)). */
 amp_status amp_module_zero_grad(amp_module *m);
 
+/* ---- mixed precision at the module's boundary (what amp_initialize sets) ----
+ * Around this module's forward (this module only, not its children),
+ * amp_module_forward casts floating-point inputs to `input`, runs the
+ * forward inside an autocast region with autocast_dtype when `autocast` is
+ * set, and casts a floating-point output to `output`, as Apex patches a
+ * model's forward: an O2 model given f32 data computes in half instead of
+ * promoting everything to f32, and hands back f32 logits for the loss.
+ * AMP_DTYPE_COUNT leaves inputs or the output as they are; integer tensors
+ * (token ids, labels) are never cast. The casts are differentiable. */
+typedef struct {
+    amp_dtype input;
+    bool autocast;
+    amp_dtype autocast_dtype; /* AMP_F16 or AMP_BF16 */
+    amp_dtype output;
+} amp_module_io;
+/* io NULL removes the settings. */
+amp_status amp_module_set_io(amp_module *m, const amp_module_io *io);
+/* The settings (false when none are set). */
+bool amp_module_get_io(const amp_module *m, amp_module_io *io);
+
 /* Keep a module (and its children) in f32 under autocast. */
 void amp_module_keep_f32(amp_module *m, bool keep);
 bool amp_module_is_kept_f32(const amp_module *m);

@@ -88,6 +88,21 @@ amp_status amp_optim_load_state(amp_optim *opt, int i, const char *name, const a
  * before clipping. A non-finite norm leaves the gradients alone (the scaler
  * will skip the step) and is returned as is. Negative on bad arguments. */
 double amp_clip_grad_norm(amp_optim *opt, double max_norm);
+/* torch's clip_grad_norm_(parameters) over any set of tensors: one norm over
+ * the .grad of params[0..n) (a tensor without a gradient is skipped, one
+ * listed twice counted once), the same rule and return value. Clips .grad
+ * itself: for a master-weight optimizer after amp_scaler_unscale (whose step
+ * uses its f32 master gradients) use amp_clip_grad_norm_optims. */
+double amp_clip_grad_norm_params(amp_tensor *const *params, int n, double max_norm);
+/* One norm across several optimizers (O2's master-weight and f32
+ * optimizers, the optimizers of several models): each optimizer's gradients
+ * as its next step will use them (the f32 master gradients after an
+ * unscale). With an enabled scaler (sc may be NULL), every optimizer must
+ * have been unscaled (amp_scaler_unscale) since the last update: clipping
+ * gradients still multiplied by the scale is an error naming the optimizer
+ * (torch clips them silently). */
+typedef struct amp_scaler amp_scaler;
+double amp_clip_grad_norm_optims(amp_optim *const *opts, int n, double max_norm, const amp_scaler *sc);
 /* Clamps every gradient element to [-clip, clip]. */
 amp_status amp_clip_grad_value(amp_optim *opt, double clip);
 

@@ -13,7 +13,8 @@
  *   O1  autocast; f32 parameters; dynamic loss scaling for f16
  *   O2  half parameters with f32 master weights; batch/layer/group norms kept
  *       f32; dynamic loss scaling for f16; no autocast
- *   O3  pure half: half parameters, no master weights, no loss scaling */
+ *   O3  pure half: half parameters, no master weights, no loss scaling
+ * amp_initialize (amp/initialize.h) applies a level or a policy to models. */
 #ifndef AMP_POLICY_H
 #define AMP_POLICY_H
 

@@ -66,6 +66,10 @@ amp_status amp_scaler_update_to(amp_scaler *s, double new_scale);
 double amp_scaler_get_scale(const amp_scaler *s); /* 1.0 when disabled */
 bool amp_scaler_is_enabled(const amp_scaler *s);
 int64_t amp_scaler_growth_tracker(const amp_scaler *s);
+/* Whether opt's gradients were unscaled (amp_scaler_unscale, or the unscale
+ * inside amp_scaler_step) since the last update: then they are the true
+ * gradients. True for a disabled scaler. */
+bool amp_scaler_is_unscaled(const amp_scaler *s, const amp_optim *opt);
 /* Whether the last step of opt found inf/nan (valid between step and update). */
 bool amp_scaler_found_inf(const amp_scaler *s, const amp_optim *opt);
 /* Diagnosis of an overflow storm: the index in opt's parameter list of the

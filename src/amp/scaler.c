@@ -140,6 +140,14 @@ static opt_state *state_for(amp_scaler *s, const amp_optim *opt) {
     return st;
 }
 
+bool amp_scaler_is_unscaled(const amp_scaler *s, const amp_optim *opt) {
+    if (!s || !opt) return false;
+    if (!s->enabled) return true;
+    for (int i = 0; i < s->n_opt; i++)
+        if (s->per_opt[i].opt == opt) return s->per_opt[i].stage != STAGE_READY;
+    return false;
+}
+
 bool amp_scaler_found_inf(const amp_scaler *s, const amp_optim *opt) {
     if (!s) return false;
     for (int i = 0; i < s->n_opt; i++)

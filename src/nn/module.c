@@ -32,6 +32,8 @@ struct amp_module {
     const amp_module_class *cls;
     atomic_int refcount;
     bool training, keep_f32;
+    bool has_io;
+    amp_module_io io;
     slot_vec params, bufs;
     child *ch;
     int n_ch, cap_ch;
@@ -380,6 +382,61 @@ static amp_tensor *forward_body(amp_module *m, amp_tensor *const *xs, int n) {
     return y;
 }
 
+static bool io_castable(const amp_tensor *t, amp_dtype to) {
+    return to != AMP_DTYPE_COUNT && t && t->dtype != to &&
+           (t->dtype == AMP_F32 || t->dtype == AMP_F16 || t->dtype == AMP_BF16 || t->dtype == AMP_F64);
+}
+
+/* The module's io settings around its forward (amp_module_set_io). */
+static amp_tensor *forward_io(amp_module *m, amp_tensor *const *xs, int n) {
+    if (!m->has_io) return forward_body(m, xs, n);
+    const amp_module_io *io = &m->io;
+    amp_tensor *local[8], **xc = n <= 8 ? local : calloc((size_t)n, sizeof *xc);
+    if (!xc) return amp_error_null(AMP_ERR_NOMEM, "amp_module_forward: out of memory");
+    bool ok = true;
+    for (int i = 0; i < n && ok; i++) {
+        xc[i] = io_castable(xs[i], io->input) ? amp_to(xs[i], io->input) : xs[i];
+        ok = xc[i] != NULL;
+    }
+    amp_tensor *y = NULL;
+    if (ok && io->autocast) {
+        if (amp_autocast_enter(io->autocast_dtype) == AMP_OK) {
+            y = forward_body(m, xc, n);
+            amp_autocast_exit();
+        }
+    } else if (ok) {
+        y = forward_body(m, xc, n);
+    }
+    if (xc != local) free(xc);
+    if (y && io_castable(y, io->output)) y = amp_to(y, io->output);
+    return y;
+}
+
+amp_status amp_module_set_io(amp_module *m, const amp_module_io *io) {
+    static const char *fn = "amp_module_set_io";
+    if (!m) return amp_error(AMP_ERR_ARG, "%s: module is NULL", fn);
+    if (!io) {
+        m->has_io = false;
+        return AMP_OK;
+    }
+    amp_dtype ds[2] = {io->input, io->output};
+    for (int i = 0; i < 2; i++)
+        if (ds[i] != AMP_DTYPE_COUNT && ds[i] != AMP_F32 && ds[i] != AMP_F16 && ds[i] != AMP_BF16 && ds[i] != AMP_F64)
+            return amp_error(AMP_ERR_DTYPE, "%s: %s dtype %s is not f32, f16, bf16, f64 or AMP_DTYPE_COUNT (as is)", fn,
+                             i ? "output" : "input", amp_dtype_name(ds[i]));
+    if (io->autocast && io->autocast_dtype != AMP_F16 && io->autocast_dtype != AMP_BF16)
+        return amp_error(AMP_ERR_DTYPE, "%s: autocast dtype %s is not f16 or bf16", fn, amp_dtype_name(io->autocast_dtype));
+    m->io = *io;
+    m->has_io = true;
+    return AMP_OK;
+}
+
+bool amp_module_get_io(const amp_module *m, amp_module_io *io) {
+    if (!m || !m->has_io) return false;
+    if (io) *io = m->io;
+    return true;
+}
+
 static amp_tensor *forward_entry(const char *fn, amp_module *m, amp_tensor *const *xs, int n) {
     if (!m) return amp_error_null(AMP_ERR_ARG, "%s: module is NULL", fn);
     if (n < 1 || !xs) return amp_error_null(AMP_ERR_ARG, "%s: %s: no inputs (n = %d)", fn, m->cls->name, n);
@@ -387,7 +444,7 @@ static amp_tensor *forward_entry(const char *fn, amp_module *m, amp_tensor *cons
         if (!xs[i])
             return amp_error_null(AMP_ERR_ARG, "%s: %s input %d is NULL (%s)", fn, m->cls->name, i, amp_last_error());
     g_fwd_depth++;
-    amp_tensor *y = forward_body(m, xs, n);
+    amp_tensor *y = forward_io(m, xs, n);
     g_fwd_depth--;
     /* an op's error inside names the op; the outermost forward names itself too */
     if (!y && g_fwd_depth == 0 && strncmp(amp_last_error(), fn, strlen(fn)))

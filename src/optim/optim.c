@@ -15,6 +15,7 @@
 
 #include "amp/autograd.h"
 #include "amp/numeric.h"
+#include "amp/scaler.h"
 #include "core/cpu.h"
 #include "kernels/cpu/optim_update.h"
 #include "optim/optim_impl.h"
@@ -570,27 +571,39 @@ amp_status amp_optim_step(amp_optim *opt) {
 }
 
 /* ---- clipping ---------------------------------------------------------------------------- */
-double amp_clip_grad_norm(amp_optim *opt, double max_norm) {
-    if (!opt) {
-        amp_error(AMP_ERR_ARG, "amp_clip_grad_norm: opt is NULL");
+/* The total L2 norm of gs[0..n) (NULL entries skipped, a tensor listed twice
+ * counted once), accumulated in double; when it exceeds max_norm every
+ * gradient is scaled by max_norm / (norm + 1e-6) (torch's
+ * clip_grad_norm_). A non-finite norm leaves the gradients alone. */
+static double clip_list(const char *fn, amp_tensor **gs, int n, double max_norm) {
+    if (!(max_norm > 0) || !isfinite(max_norm)) {
+        amp_error(AMP_ERR_ARG, "%s: max_norm %g must be finite and > 0", fn, max_norm);
         return -1;
     }
-    if (!(max_norm > 0) || !isfinite(max_norm)) {
-        amp_error(AMP_ERR_ARG, "amp_clip_grad_norm: max_norm %g must be finite and > 0", max_norm);
-        return -1;
+    for (int i = 0; i < n; i++) {
+        if (!gs[i]) continue;
+        for (int j = 0; j < i; j++)
+            if (gs[j] == gs[i]) {
+                gs[i] = NULL;
+                break;
+            }
+        if (gs[i] && (!amp_tensor_is_contiguous(gs[i]) || !amp_dtype_is_float(gs[i]->dtype))) {
+            amp_error(AMP_ERR_ARG, "%s: gradient %d is not a contiguous float tensor", fn, i);
+            return -1;
+        }
     }
     double total = 0;
-    for (int i = 0; i < opt->n; i++) {
-        const amp_tensor *g = current_grad(opt, &opt->ps[i]);
+    for (int i = 0; i < n; i++) {
+        const amp_tensor *g = gs[i];
         if (!g) continue;
-        int64_t n = amp_tensor_numel(g);
+        int64_t cnt = amp_tensor_numel(g);
         const char *base = amp__data(g);
         size_t es = amp_dtype_size(g->dtype);
         double s = 0;
-#pragma omp parallel for reduction(+ : s) schedule(static) if (n > PAR_MIN)
-        for (int64_t t0 = 0; t0 < n; t0 += TILE) {
+#pragma omp parallel for reduction(+ : s) schedule(static) if (cnt > PAR_MIN)
+        for (int64_t t0 = 0; t0 < cnt; t0 += TILE) {
             float tmp[TILE];
-            int64_t m = n - t0 < TILE ? n - t0 : TILE;
+            int64_t m = cnt - t0 < TILE ? cnt - t0 : TILE;
             load_f32(tmp, base + (size_t)t0 * es, g->dtype, m);
             double a = 0;
             for (int64_t k = 0; k < m; k++) a += (double)tmp[k] * tmp[k];
@@ -603,22 +616,96 @@ double amp_clip_grad_norm(amp_optim *opt, double max_norm) {
     double coef = max_norm / (norm + 1e-6);
     if (coef >= 1.0) return norm;
     float cf = (float)coef;
-    for (int i = 0; i < opt->n; i++) {
-        amp_tensor *g = (amp_tensor *)current_grad(opt, &opt->ps[i]);
+    for (int i = 0; i < n; i++) {
+        amp_tensor *g = gs[i];
         if (!g) continue;
         amp__bump_version(g);
-        int64_t n = amp_tensor_numel(g);
+        int64_t cnt = amp_tensor_numel(g);
         char *base = amp__data(g);
         size_t es = amp_dtype_size(g->dtype);
-#pragma omp parallel for schedule(static) if (n > PAR_MIN)
-        for (int64_t t0 = 0; t0 < n; t0 += TILE) {
+#pragma omp parallel for schedule(static) if (cnt > PAR_MIN)
+        for (int64_t t0 = 0; t0 < cnt; t0 += TILE) {
             float tmp[TILE];
-            int64_t m = n - t0 < TILE ? n - t0 : TILE;
+            int64_t m = cnt - t0 < TILE ? cnt - t0 : TILE;
             load_f32(tmp, base + (size_t)t0 * es, g->dtype, m);
             for (int64_t k = 0; k < m; k++) tmp[k] *= cf;
             store_f32(base + (size_t)t0 * es, g->dtype, tmp, m, AMP_ROUND_NEAREST, 0, 0);
         }
     }
+    return norm;
+}
+
+/* The gradients the next steps of opts[0..n) will use, into a new array. */
+static amp_tensor **optim_grads(const char *fn, amp_optim *const *opts, int n, int *count) {
+    int total = 0;
+    for (int k = 0; k < n; k++) total += opts[k]->n;
+    amp_tensor **gs = calloc((size_t)(total ? total : 1), sizeof *gs);
+    if (!gs) return amp_error_null(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    int c = 0;
+    for (int k = 0; k < n; k++)
+        for (int i = 0; i < opts[k]->n; i++) gs[c++] = (amp_tensor *)current_grad(opts[k], &opts[k]->ps[i]);
+    *count = c;
+    return gs;
+}
+
+static double clip_optims(const char *fn, amp_optim *const *opts, int n, double max_norm, const amp_scaler *sc) {
+    if (!opts || n <= 0) {
+        amp_error(AMP_ERR_ARG, "%s: opts is NULL or n %d is not positive", fn, n);
+        return -1;
+    }
+    for (int k = 0; k < n; k++) {
+        if (!opts[k]) {
+            amp_error(AMP_ERR_ARG, "%s: opts[%d] is NULL", fn, k);
+            return -1;
+        }
+        if (amp_scaler_is_enabled(sc) && !amp_scaler_is_unscaled(sc, opts[k])) {
+            amp_error(AMP_ERR_STATE, "%s: the gradients of opts[%d] are still multiplied by the loss scale (%g); call "
+                                     "amp_scaler_unscale on it first (the norm of scaled gradients means nothing)",
+                      fn, k, amp_scaler_get_scale(sc));
+            return -1;
+        }
+    }
+    int count = 0;
+    amp_tensor **gs = optim_grads(fn, opts, n, &count);
+    if (!gs) return -1;
+    double norm = clip_list(fn, gs, count, max_norm);
+    free(gs);
+    return norm;
+}
+
+double amp_clip_grad_norm(amp_optim *opt, double max_norm) {
+    if (!opt) {
+        amp_error(AMP_ERR_ARG, "amp_clip_grad_norm: opt is NULL");
+        return -1;
+    }
+    return clip_optims("amp_clip_grad_norm", &opt, 1, max_norm, NULL);
+}
+
+double amp_clip_grad_norm_optims(amp_optim *const *opts, int n, double max_norm, const amp_scaler *sc) {
+    return clip_optims("amp_clip_grad_norm_optims", opts, n, max_norm, sc);
+}
+
+double amp_clip_grad_norm_params(amp_tensor *const *params, int n, double max_norm) {
+    static const char *fn = "amp_clip_grad_norm_params";
+    if (!params || n <= 0) {
+        amp_error(AMP_ERR_ARG, "%s: params is NULL or n %d is not positive", fn, n);
+        return -1;
+    }
+    amp_tensor **gs = calloc((size_t)n, sizeof *gs);
+    if (!gs) {
+        amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!params[i]) {
+            free(gs);
+            amp_error(AMP_ERR_ARG, "%s: params[%d] is NULL", fn, i);
+            return -1;
+        }
+        gs[i] = params[i]->grad;
+    }
+    double norm = clip_list(fn, gs, n, max_norm);
+    free(gs);
     return norm;
 }
 
