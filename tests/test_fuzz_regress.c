@@ -1,10 +1,12 @@
 /* Replays the fuzzers' inputs in every build (plain, ASan/UBSan): the seed
  * corpora in tests/fuzz/corpus/<target>/ (hand-written seeds plus the
  * minimised corpus of `make fuzz` runs) and the regression inputs in
- * tests/data/fuzz/<target>/ (where a fuzzer crash input goes; so far the
- * fuzzers found none, and the folder holds hand-made edge cases: 5000-deep
- * JSON, shape products overflowing 64 bits, offsets beyond 2^53, NUL bytes
- * in names, a header length of 2^64-1, ...). The entry points are the fuzz targets' own
+ * tests/data/fuzz/<target>/ (where a fuzzer crash input goes: fuzz_shapes
+ * found a wrapping ceil division in im2col and in ceil-mode pooling with a
+ * stride near 2^63, an unbounded reshape of an empty tensor and a dilation
+ * accepted by avg pooling; the other folders hold hand-made edge cases:
+ * 5000-deep JSON, shape products overflowing 64 bits, offsets beyond 2^53,
+ * NUL bytes in names, a header length of 2^64-1, ...). The entry points are the fuzz targets' own
  * functions, included here under other names, so the properties they check
  * (round trips, size agreement) are checked here too. */
 #include <dirent.h>
@@ -23,6 +25,9 @@
 #undef FUZZ_ENTRY
 #define FUZZ_ENTRY fuzz_policy_one
 #include "fuzz/fuzz_policy.c"
+#undef FUZZ_ENTRY
+#define FUZZ_ENTRY fuzz_shapes_one
+#include "fuzz/fuzz_shapes.c"
 #undef FUZZ_ENTRY
 
 typedef int (*fuzz_fn)(const uint8_t *, size_t);
@@ -92,8 +97,14 @@ static void t_policy(void **state) {
     assert_true(replay("policy", fuzz_policy_one) >= 5);
 }
 
+static void t_shapes(void **state) {
+    (void)state;
+    assert_true(replay("shapes", fuzz_shapes_one) >= 10);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(t_shapes),
         cmocka_unit_test(t_safetensors),
         cmocka_unit_test(t_idx),
         cmocka_unit_test(t_policy),

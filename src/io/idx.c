@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include "amp/io.h"
+#include "core/checked.h"
 #include "core/error.h"
 
 #define IDX_MAX_BYTES ((size_t)4 << 30)
@@ -42,7 +43,8 @@ static amp_status parse_header(const unsigned char *h, size_t avail, const char 
     size_t hl = 4 + 4 * (size_t)rank;
     if (avail < hl)
         return amp_error(AMP_ERR_FORMAT, "%s: %s: truncated header: %zu bytes, rank %d needs %zu", fn, name, avail, rank, hl);
-    uint64_t total = es;
+    amp_ck ck = AMP_CK(fn, "data size");
+    int64_t total = (int64_t)es;
     memset(out, 0, sizeof *out);
     out->type = (amp_idx_type)h[2];
     out->ndim = rank;
@@ -50,8 +52,9 @@ static amp_status parse_header(const unsigned char *h, size_t avail, const char 
         uint32_t d = be32(h + 4 + 4 * i);
         if (d > 0x7fffffffu) return amp_error(AMP_ERR_FORMAT, "%s: %s: dimension %d is %u (too large)", fn, name, i, d);
         out->dims[i] = d;
-        total *= d;
-        if (total > IDX_MAX_BYTES)
+        total = amp_ck_mul(&ck, total, (int64_t)d); /* <= 4 GiB * 2^31: cannot fail */
+        if (!ck.ok) return amp_last_status();
+        if ((uint64_t)total > IDX_MAX_BYTES)
             return amp_error(AMP_ERR_FORMAT, "%s: %s: data would be more than 4 GiB (dimensions too large)", fn, name);
     }
     *hdr_len = hl;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "amp/io.h"
+#include "core/checked.h"
 #include "core/error.h"
 
 struct amp_loader {
@@ -56,13 +57,16 @@ int64_t amp_loader_batches_per_epoch(const amp_loader *l) {
         amp_error(AMP_ERR_ARG, "amp_loader_batches_per_epoch: loader is NULL");
         return 0;
     }
-    return l->o.drop_last ? l->ds->n / l->o.batch : (l->ds->n + l->o.batch - 1) / l->o.batch;
+    /* ceil without n + batch - 1, which wraps for a batch near 2^63 */
+    return l->ds->n / l->o.batch + (!l->o.drop_last && l->ds->n % l->o.batch != 0);
 }
 
 bool amp_loader_next(amp_loader *l, amp_tensor **x, amp_tensor **y) {
     if (!l || !x || !y) return false;
-    int64_t n = l->ds->n, start = l->next * l->o.batch;
     if (l->next >= amp_loader_batches_per_epoch(l)) return false;
+    amp_ck ck = AMP_CK("amp_loader_next", "batch start");
+    int64_t n = l->ds->n, start = amp_ck_mul(&ck, l->next, l->o.batch); /* < n: cannot fail */
+    if (!ck.ok) return false;
     int64_t b = n - start < l->o.batch ? n - start : l->o.batch;
     int64_t hw = l->ds->h * l->ds->w;
     *x = amp_tensor_empty(AMP_F32, 4, AMP_SHAPE(b, 1, l->ds->h, l->ds->w));

@@ -232,8 +232,8 @@ static amp_tensor *sdpa_fused(const char *fn, amp_tensor *q, amp_tensor *k, amp_
     q = in[0], k = in[1], v = in[2];
     const int nd = q->ndim;
     const int64_t L = q->shape[nd - 2], S = k->shape[nd - 2], E = q->shape[nd - 1], Ev = v->shape[nd - 1];
-    int64_t nb = 1;
-    for (int d = 0; d < nd - 2; d++) nb *= q->shape[d];
+    amp_ck ck = AMP_CK(fn, "batch size");
+    int64_t nb = amp_ck_numel(&ck, nd - 2, q->shape); /* sizes of q: cannot fail */
     int64_t oshape[AMP_MAX_DIMS];
     memcpy(oshape, q->shape, sizeof(int64_t) * (size_t)nd);
     oshape[nd - 1] = Ev;
@@ -284,7 +284,7 @@ static amp_tensor *sdpa_fused(const char *fn, amp_tensor *q, amp_tensor *k, amp_
         }
         if (amp_k_attention_forward(&a, &iq, &ik, &iv, amp__data(out), out->dtype, amp__data(lse)) != AMP_OK)
             goto fail;
-        if (o->dropout_p > 0.0) g->offset += (uint64_t)(nb * L * S);
+        if (o->dropout_p > 0.0) g->offset += (uint64_t)nb * (uint64_t)L * (uint64_t)S; /* a counter: wraps by design */
     }
     if (amp__needs_grad(3, in)) {
         amp_node *node = amp__node_new(fn, sdpa_backward, 3, in, sizeof(sdpa_ctx));

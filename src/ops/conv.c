@@ -150,15 +150,38 @@ static amp_tensor *conv_impl(const char *fn, amp_op_id op, amp_tensor *x, amp_te
                   amp__shape_fmt(b->ndim, b->shape, s1, sizeof s1), (long long)c.O, s2);
         goto done;
     }
-    int64_t eh = g->H + 2 * g->ph - g->dh * (g->kh - 1) - 1, ew = g->W + 2 * g->pw - g->dw * (g->kw - 1) - 1;
-    if (eh < 0 || ew < 0 || g->kh < 1 || g->kw < 1) {
-        amp_error(AMP_ERR_SHAPE, "%s: x %s (padded %lld x %lld) is smaller than the dilated kernel %lld x %lld of w %s", fn,
-                  s1, (long long)(g->H + 2 * g->ph), (long long)(g->W + 2 * g->pw), (long long)(g->dh * (g->kh - 1) + 1),
-                  (long long)(g->dw * (g->kw - 1) + 1), s2);
+    /* padded input and dilated kernel extents, checked: a dilation of
+     * INT64_MAX must not wrap into a plausible output size */
+    amp_ck cpad = AMP_CK(fn, "padding"), cdil = AMP_CK(fn, "dilation");
+    int64_t hp = amp_ck_add(&cpad, g->H, amp_ck_mul(&cpad, 2, g->ph)), wp = amp_ck_add(&cpad, g->W, amp_ck_mul(&cpad, 2, g->pw));
+    int64_t kh_ext = g->kh < 1 ? 0 : amp_ck_add(&cdil, amp_ck_mul(&cdil, g->dh, g->kh - 1), 1);
+    int64_t kw_ext = g->kw < 1 ? 0 : amp_ck_add(&cdil, amp_ck_mul(&cdil, g->dw, g->kw - 1), 1);
+    if (!cpad.ok || !cdil.ok) goto done;
+    if (hp > AMP_MAX_BYTES || wp > AMP_MAX_BYTES || kh_ext > AMP_MAX_BYTES || kw_ext > AMP_MAX_BYTES) {
+        amp_error(AMP_ERR_ARG, "%s: x %s, w %s: padded input %lld x %lld or dilated kernel %lld x %lld is too large (padding and "
+                               "dilation must keep them below 2^62)", fn, s1, s2, (long long)hp, (long long)wp, (long long)kh_ext,
+                  (long long)kw_ext);
         goto done;
     }
-    g->OH = eh / g->sh + 1;
-    g->OW = ew / g->sw + 1;
+    if (hp < kh_ext || wp < kw_ext || g->kh < 1 || g->kw < 1) {
+        amp_error(AMP_ERR_SHAPE, "%s: x %s (padded %lld x %lld) is smaller than the dilated kernel %lld x %lld of w %s", fn,
+                  s1, (long long)hp, (long long)wp, (long long)kh_ext, (long long)kw_ext, s2);
+        goto done;
+    }
+    g->OH = (hp - kh_ext) / g->sh + 1;
+    g->OW = (wp - kw_ext) / g->sw + 1;
+    {
+        /* one image's column matrix [C*kh*kw, OH*OW] (f32 in backward) must fit */
+        amp_ck ccol = AMP_CK(fn, "column matrix (channels x kernel x output size)");
+        int64_t per = amp_ck_mul(&ccol, amp_ck_mul(&ccol, amp_ck_mul(&ccol, c.C, g->kh), g->kw), amp_ck_mul(&ccol, g->OH, g->OW));
+        per = amp_ck_mul(&ccol, per, 4);
+        if (!ccol.ok) goto done;
+        if (per > AMP_MAX_BYTES) {
+            amp_error(AMP_ERR_ARG, "%s: x %s, w %s: one image's column matrix would take %lld bytes (at most 2^62)", fn, s1, s2,
+                      (long long)per);
+            goto done;
+        }
+    }
     g->C = c.C / c.G;
     int64_t oshape[4];
     int ond = 0;

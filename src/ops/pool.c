@@ -15,13 +15,38 @@ typedef struct {
 
 static char *xshape(const amp_tensor *x, char *b) { return amp__shape_fmt(x->ndim, x->shape, b, AMP_SHAPE_BUF); }
 
-/* floor division for a possibly negative numerator */
-static int64_t div_floor(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+/* floor division for a possibly negative numerator (b > 0), without the
+ * -a + b - 1 that wraps for b near 2^63 */
+static int64_t div_floor(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    return (a % b != 0 && a < 0) ? q - 1 : q;
+}
 
-/* PyTorch's pooling_output_shape. */
-static int64_t pool_out(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil_mode) {
-    int64_t o = div_floor(in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0), stride) + 1;
-    if (ceil_mode && (o - 1) * stride >= in + pad) o--;
+/* PyTorch's pooling_output_shape, in checked arithmetic: a kernel of
+ * INT64_MAX or a padding of 2^62 is an error naming the argument (it used to
+ * wrap into a plausible size, or a size no loop finishes). */
+static int64_t pool_out(const char *fn, int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil_mode,
+                        bool *ok) {
+    amp_ck cp = AMP_CK(fn, "padding"), ck = AMP_CK(fn, "kernel size with dilation");
+    int64_t padded = amp_ck_add(&cp, in, amp_ck_mul(&cp, 2, pad));
+    int64_t ext = amp_ck_add(&ck, amp_ck_mul(&ck, dil, k - 1), 1);
+    if (!cp.ok || !ck.ok) {
+        *ok = false;
+        return 0;
+    }
+    /* no tensor has 2^62 elements along a dim: larger extents only serve to
+     * wrap the window arithmetic of the kernels */
+    if (padded > AMP_MAX_BYTES || ext > AMP_MAX_BYTES) {
+        amp_error(AMP_ERR_ARG, "%s: %s %lld is too large (the padded input and the dilated kernel must stay below 2^62)", fn,
+                  padded > AMP_MAX_BYTES ? "padded input size" : "dilated kernel size", (long long)(padded > AMP_MAX_BYTES ? padded : ext));
+        *ok = false;
+        return 0;
+    }
+    int64_t num = padded - ext; /* both in [0, 2^62]: no overflow */
+    /* torch's floor((num + stride - 1) / stride) is ceil(num / stride), without the sum that wraps for a huge stride */
+    int64_t o = (ceil_mode ? -div_floor(-num, stride) : div_floor(num, stride)) + 1;
+    /* the last window must start inside the input or left padding */
+    if (ceil_mode && o > 1 && (o - 1) >= (in + pad - 1) / stride + 1) o--;
     return o;
 }
 
@@ -79,12 +104,15 @@ static bool pool_geom(const char *fn, const amp_tensor *x, const amp_pool_params
                       (long long)p->padding[0], (long long)p->padding[1], (long long)p->kernel[0], (long long)p->kernel[1]);
             return false;
         }
+        if (k[i] == 1) d[i] = 1; /* a one-wide window does not move by its dilation */
     }
     g->H = x->shape[x->ndim - 2], g->W = x->shape[x->ndim - 1];
     g->kh = k[0], g->kw = k[1], g->sh = s[0], g->sw = s[1];
     g->ph = pd[0], g->pw = pd[1], g->dh = d[0], g->dw = d[1];
-    g->OH = pool_out(g->H, k[0], pd[0], s[0], d[0], p->ceil_mode);
-    g->OW = pool_out(g->W, k[1], pd[1], s[1], d[1], p->ceil_mode);
+    bool ok = true;
+    g->OH = pool_out(fn, g->H, k[0], pd[0], s[0], d[0], p->ceil_mode, &ok);
+    if (ok) g->OW = pool_out(fn, g->W, k[1], pd[1], s[1], d[1], p->ceil_mode, &ok);
+    if (!ok) return false;
     if (g->OH < 1 || g->OW < 1) {
         amp_error(AMP_ERR_SHAPE, "%s: x %s with kernel %lldx%lld, padding %lldx%lld, dilation %lldx%lld gives an empty "
                                  "output (%lldx%lld)",

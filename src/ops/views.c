@@ -91,6 +91,7 @@ amp_tensor *amp__reshape_view(const char *fn, amp_tensor *x, int ndim, const int
     int64_t s[AMP_MAX_DIMS];
     int infer = -1;
     int64_t known = 1, n = amp_tensor_numel(x);
+    amp_ck ck = AMP_CK(fn, "shape");
     for (int i = 0; i < ndim; i++) {
         s[i] = shape[i];
         if (s[i] == -1) {
@@ -99,15 +100,18 @@ amp_tensor *amp__reshape_view(const char *fn, amp_tensor *x, int ndim, const int
         } else if (s[i] < 0) {
             return amp_error_null(AMP_ERR_ARG, "%s: size %lld of dim %d is negative", fn, (long long)s[i], i);
         } else {
-            known *= s[i];
+            known = amp_ck_mul(&ck, known, s[i]); /* 4 * (2^62 + 6) must not wrap to 24 */
         }
     }
+    if (!ck.ok) return NULL;
     if (infer >= 0) {
         if (known == 0 || n % known != 0) goto bad;
         s[infer] = n / known;
     } else if (known != n) {
         goto bad;
     }
+    /* an empty tensor's other sizes obey the creation bound too ([0, 2^62] of f32 does not) */
+    if (amp__check_extent(fn, "shape", ndim, s, x->dtype) != AMP_OK) return NULL;
     return finish(reshape_raw(fn, x, ndim, s), x, fn, reshape_backward, 0, NULL);
 bad:;
     char a[AMP_SHAPE_BUF], b[AMP_SHAPE_BUF];
@@ -129,8 +133,8 @@ amp_tensor *amp_flatten(amp_tensor *x, int start_dim, int end_dim) {
     int64_t shape[AMP_MAX_DIMS];
     int nd = 0;
     for (int i = 0; i < s; i++) shape[nd++] = x->shape[i];
-    int64_t m = 1;
-    for (int i = s; i <= e; i++) m *= x->shape[i];
+    amp_ck ck = AMP_CK(fn, "shape");
+    int64_t m = amp_ck_numel(&ck, e - s + 1, x->shape + s); /* sizes of one tensor: cannot fail */
     shape[nd++] = m;
     for (int i = e + 1; i < x->ndim; i++) shape[nd++] = x->shape[i];
     return amp__reshape_view(fn, x, nd, shape);
@@ -230,11 +234,19 @@ static amp_status slice_backward(amp_node *n, amp_tensor *const *gout, amp_tenso
     if (!g) return amp_last_status();
     memset(g->storage->data, 0, g->storage->nbytes);
     int64_t shape[AMP_MAX_DIMS], stride[AMP_MAX_DIMS];
+    amp_ck ck = AMP_CK("amp_backward", "slice");
     for (int i = 0; i < g->ndim; i++) {
         shape[i] = gout[0]->shape[i];
-        stride[i] = g->stride[i] * (i == c->dim ? c->step : 1);
+        stride[i] = g->stride[i];
+        /* a dim of one element never moves by its stride (a step near 2^63 would overflow it) */
+        if (i == c->dim && shape[i] > 1) stride[i] = amp_ck_mul(&ck, g->stride[i], c->step);
     }
-    amp_tensor *win = amp__view(g, g->ndim, shape, stride, c->start * g->stride[c->dim]);
+    int64_t off = amp_ck_mul(&ck, c->start, g->stride[c->dim]);
+    if (!ck.ok) {
+        amp__release(g);
+        return amp_last_status();
+    }
+    amp_tensor *win = amp__view(g, g->ndim, shape, stride, off);
     amp_status st = win ? amp__copy_convert(win, gout[0]) : amp_last_status();
     amp__release(win);
     if (st != AMP_OK) {
@@ -261,11 +273,15 @@ amp_tensor *amp_slice(amp_tensor *x, int dim, int64_t start, int64_t end, int64_
     int64_t shape[AMP_MAX_DIMS], stride[AMP_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     memcpy(stride, x->stride, sizeof stride);
-    shape[d] = (end - start + step - 1) / step;
-    stride[d] = x->stride[d] * step;
+    /* ceil((end - start) / step) without end - start + step - 1, which wraps for a step near 2^63 */
+    int64_t len = end - start; /* 0 <= len <= size */
+    shape[d] = len == 0 ? 0 : (len - 1) / step + 1;
+    amp_ck ck = AMP_CK(fn, "step");
+    if (shape[d] > 1) stride[d] = amp_ck_mul(&ck, x->stride[d], step); /* a dim of one element keeps its stride */
+    int64_t off = amp_ck_add(&ck, x->offset, amp_ck_mul(&ck, start, x->stride[d]));
+    if (!ck.ok) return NULL;
     void *ctx;
-    amp_tensor *out = finish(amp__view(x, x->ndim, shape, stride, x->offset + start * x->stride[d]), x, fn,
-                             slice_backward, sizeof(slice_ctx), &ctx);
+    amp_tensor *out = finish(amp__view(x, x->ndim, shape, stride, off), x, fn, slice_backward, sizeof(slice_ctx), &ctx);
     if (out && ctx) *(slice_ctx *)ctx = (slice_ctx){d, start, step};
     return out;
 }
@@ -298,6 +314,9 @@ amp_tensor *amp_expand(amp_tensor *x, int ndim, const int64_t *shape) {
         if (s[i] < 0) return amp_error_null(AMP_ERR_ARG, "%s: size %lld is negative", fn, (long long)s[i]);
         st[i] = (xi >= 0 && xs == s[i]) ? x->stride[xi] : 0;
     }
+    /* a view obeys the creation bound too: its element count times the
+     * element size fits (2^62), so nothing computed from it can wrap */
+    if (amp__check_extent(fn, "shape", ndim, s, x->dtype) != AMP_OK) return NULL;
     return finish(amp__view(x, ndim, s, st, x->offset), x, fn, expand_backward, 0, NULL);
 }
 
@@ -483,7 +502,9 @@ static amp_tensor *cat_impl(const char *fn, amp_tensor *const *xs_in, int n, int
             goto done;
         }
         dt = amp__promote(dt, x->dtype);
-        total += stack ? 1 : x->shape[d];
+        amp_ck ck = AMP_CK(fn, "total size along dim");
+        total = amp_ck_add(&ck, total, stack ? 1 : x->shape[d]);
+        if (!ck.ok) goto done;
     }
     int64_t shape[AMP_MAX_DIMS];
     for (int j = 0, k = 0; j < ond; j++) {

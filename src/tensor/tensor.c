@@ -11,17 +11,19 @@
 _Thread_local int amp__engine_depth;
 
 /* ---- shapes ---------------------------------------------------------------- */
+/* For shapes already validated (amp__check_shape, or a view's checks): the
+ * checked product cannot fail there; it would only record an error. */
 int64_t amp__numel(int ndim, const int64_t *shape) {
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= shape[i];
-    return n;
+    amp_ck c = AMP_CK("amp", "element count");
+    return amp_ck_numel(&c, ndim, shape);
 }
 
 void amp__contig_strides(int ndim, const int64_t *shape, int64_t *stride) {
+    amp_ck c = AMP_CK("amp", "strides");
     int64_t s = 1;
     for (int i = ndim - 1; i >= 0; i--) {
         stride[i] = s;
-        s *= shape[i] > 0 ? shape[i] : 1;
+        s = amp_ck_mul(&c, s, shape[i] > 0 ? shape[i] : 1);
     }
 }
 
@@ -46,13 +48,24 @@ amp_status amp__check_shape(const char *fn, int ndim, const int64_t *shape, amp_
     if (ndim < 0 || ndim > AMP_MAX_DIMS)
         return amp_error(AMP_ERR_ARG, "%s: ndim %d is outside [0, %d]", fn, ndim, AMP_MAX_DIMS);
     if (ndim > 0 && !shape) return amp_error(AMP_ERR_ARG, "%s: shape is NULL with ndim %d", fn, ndim);
-    uint64_t total = amp_dtype_size(dt);
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0)
-            return amp_error(AMP_ERR_ARG, "%s: size %lld of dim %d is negative", fn, (long long)shape[i], i);
-        if (shape[i] > 0 && total > ((uint64_t)1 << 62) / (uint64_t)shape[i])
-            return amp_error(AMP_ERR_ARG, "%s: shape is too large (byte count overflows)", fn);
-        total *= (uint64_t)(shape[i] ? shape[i] : 1);
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0) return amp_error(AMP_ERR_ARG, "%s: size %lld of dim %d is negative", fn, (long long)shape[i], i);
+    return amp__check_extent(fn, "shape", ndim, shape, dt);
+}
+
+amp_status amp__check_extent(const char *fn, const char *what, int ndim, const int64_t *shape, amp_dtype dt) {
+    /* the byte count with every size counted at least once (an empty tensor's
+     * other sizes still have to be representable) */
+    amp_ck c = AMP_CK(fn, what);
+    int64_t total = (int64_t)amp_dtype_size(dt);
+    for (int i = 0; i < ndim; i++) total = amp_ck_mul(&c, total, shape[i] ? shape[i] : 1);
+    if (!c.ok || total > AMP_MAX_BYTES) {
+        char b[AMP_SHAPE_BUF];
+        if (!c.ok)
+            return amp_error(AMP_ERR_ARG, "%s: %s %s of %s is too large (its byte count overflows int64; at most 2^62)", fn,
+                             what, amp__shape_fmt(ndim, shape, b, sizeof b), amp_dtype_name(dt));
+        return amp_error(AMP_ERR_ARG, "%s: %s %s of %s is too large (%lld bytes; at most 2^62)", fn, what,
+                         amp__shape_fmt(ndim, shape, b, sizeof b), amp_dtype_name(dt), (long long)total);
     }
     return AMP_OK;
 }

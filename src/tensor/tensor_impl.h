@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 
 #include "amp/tensor.h"
+#include "core/checked.h"
 #include "core/error.h"
 
 struct amp_node;
@@ -108,8 +109,14 @@ int64_t amp__numel(int ndim, const int64_t *shape);
 void amp__contig_strides(int ndim, const int64_t *shape, int64_t *stride);
 bool amp__same_shape(const amp_tensor *a, const amp_tensor *b);
 /* Validate a shape for a public creation function: ndim in [0,8], sizes >= 0,
- * byte count representable. */
+ * byte count at most AMP_MAX_BYTES (checked arithmetic, core/checked.h). */
 amp_status amp__check_shape(const char *fn, int ndim, const int64_t *shape, amp_dtype dt);
+/* The same byte-count bound for a view's shape (sizes >= 0 already), with
+ * each size counted at least once; the message names fn and what. Every
+ * tensor and view obeys it, so products of one tensor's own sizes and
+ * strides never overflow. */
+#define AMP_MAX_BYTES ((int64_t)1 << 62)
+amp_status amp__check_extent(const char *fn, const char *what, int ndim, const int64_t *shape, amp_dtype dt);
 /* Normalise a possibly negative dim for a tensor of rank ndim; error names fn. */
 amp_status amp__norm_dim(const char *fn, int dim, int ndim, int *out);
 /* "[4,3]" */

@@ -12,9 +12,11 @@
 #define PAR_MIN 131072
 
 /* [lo, hi): the ow whose input column ow*sw + off lies in [0, W) */
+static inline int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); } /* a >= 0, b > 0; no a + b - 1 to wrap */
+
 static inline void valid_range(int64_t off, int64_t W, int64_t sw, int64_t OW, int64_t *lo, int64_t *hi) {
-    int64_t l = off >= 0 ? 0 : (-off + sw - 1) / sw;
-    int64_t h = W - off <= 0 ? 0 : (W - off + sw - 1) / sw;
+    int64_t l = off >= 0 ? 0 : ceil_div(-off, sw);
+    int64_t h = W - off <= 0 ? 0 : ceil_div(W - off, sw);
     if (h > OW) h = OW;
     if (l > h) l = h;
     *lo = l;

@@ -12,19 +12,19 @@
 
 void amp_max_pool2d_f32(const float *x, float *y, int64_t *idx, int64_t planes, const amp_pool_geom *g) {
     const int64_t HW = g->H * g->W, S = g->OH * g->OW;
-#pragma omp parallel for schedule(static) if (planes * S * g->kh * g->kw > PAR_MIN)
+#pragma omp parallel for schedule(static) if ((double)planes * (double)S * (double)g->kh * (double)g->kw > PAR_MIN)
     for (int64_t p = 0; p < planes; p++) {
         const float *xp = x + p * HW;
         for (int64_t oh = 0; oh < g->OH; oh++) {
             int64_t h0 = oh * g->sh - g->ph;
             int64_t h1 = h0 + (g->kh - 1) * g->dh + 1;
             if (h1 > g->H) h1 = g->H;
-            while (h0 < 0) h0 += g->dh;
+            if (h0 < 0) h0 += ((-h0 - 1) / g->dh) * g->dh + g->dh; /* first tap inside, without a loop over the padding */
             for (int64_t ow = 0; ow < g->OW; ow++) {
                 int64_t w0 = ow * g->sw - g->pw;
                 int64_t w1 = w0 + (g->kw - 1) * g->dw + 1;
                 if (w1 > g->W) w1 = g->W;
-                while (w0 < 0) w0 += g->dw;
+                if (w0 < 0) w0 += ((-w0 - 1) / g->dw) * g->dw + g->dw;
                 /* an empty window (only with dilation over padding) gives -inf, index -1 */
                 int64_t best = (h0 < h1 && w0 < w1) ? h0 * g->W + w0 : -1;
                 float m = -INFINITY;
@@ -45,7 +45,7 @@ void amp_max_pool2d_f32(const float *x, float *y, int64_t *idx, int64_t planes, 
 
 void amp_max_pool2d_backward_f32(const float *dy, const int64_t *idx, float *dx, int64_t planes, const amp_pool_geom *g) {
     const int64_t HW = g->H * g->W, S = g->OH * g->OW;
-#pragma omp parallel for schedule(static) if (planes * (S + HW) > PAR_MIN_LIGHT)
+#pragma omp parallel for schedule(static) if ((double)planes * (double)(S + HW) > PAR_MIN_LIGHT)
     for (int64_t p = 0; p < planes; p++) {
         float *dp = dx + p * HW;
         memset(dp, 0, sizeof(float) * (size_t)HW);
@@ -71,7 +71,7 @@ static inline void avg_window(int64_t o, int64_t s, int64_t p, int64_t k, int64_
 
 void amp_avg_pool2d_f32(const float *x, float *y, int64_t planes, const amp_pool_geom *g, bool count_include_pad) {
     const int64_t HW = g->H * g->W, S = g->OH * g->OW;
-#pragma omp parallel for schedule(static) if (planes * S * g->kh * g->kw > PAR_MIN)
+#pragma omp parallel for schedule(static) if ((double)planes * (double)S * (double)g->kh * (double)g->kw > PAR_MIN)
     for (int64_t p = 0; p < planes; p++) {
         const float *xp = x + p * HW;
         for (int64_t oh = 0; oh < g->OH; oh++) {
@@ -98,7 +98,7 @@ void amp_avg_pool2d_f32(const float *x, float *y, int64_t planes, const amp_pool
 void amp_avg_pool2d_backward_f32(const float *dy, float *dx, int64_t planes, const amp_pool_geom *g,
                                  bool count_include_pad) {
     const int64_t HW = g->H * g->W, S = g->OH * g->OW;
-#pragma omp parallel for schedule(static) if (planes * (S * g->kh * g->kw + HW) > PAR_MIN)
+#pragma omp parallel for schedule(static) if ((double)planes * ((double)S * (double)g->kh * (double)g->kw + (double)HW) > PAR_MIN)
     for (int64_t p = 0; p < planes; p++) {
         float *dp = dx + p * HW;
         memset(dp, 0, sizeof(float) * (size_t)HW);
@@ -118,12 +118,13 @@ void amp_avg_pool2d_backward_f32(const float *dy, float *dx, int64_t planes, con
     }
 }
 
-static inline int64_t ad_start(int64_t o, int64_t n, int64_t on) { return (o * n) / on; }
-static inline int64_t ad_end(int64_t o, int64_t n, int64_t on) { return ((o + 1) * n + on - 1) / on; }
+/* torch's start/end index of adaptive window o (in 128 bits: o * n may pass 2^63) */
+static inline int64_t ad_start(int64_t o, int64_t n, int64_t on) { return (int64_t)(((__int128)o * n) / on); }
+static inline int64_t ad_end(int64_t o, int64_t n, int64_t on) { return (int64_t)(((__int128)(o + 1) * n + on - 1) / on); }
 
 void amp_adaptive_avg_pool2d_f32(const float *x, float *y, int64_t planes, int64_t H, int64_t W, int64_t OH,
                                  int64_t OW) {
-#pragma omp parallel for schedule(static) if (planes * (H * W + OH * OW) > PAR_MIN)
+#pragma omp parallel for schedule(static) if ((double)planes * ((double)H * (double)W + (double)OH * (double)OW) > PAR_MIN)
     for (int64_t p = 0; p < planes; p++) {
         const float *xp = x + p * H * W;
         for (int64_t oh = 0; oh < OH; oh++) {
@@ -141,7 +142,7 @@ void amp_adaptive_avg_pool2d_f32(const float *x, float *y, int64_t planes, int64
 
 void amp_adaptive_avg_pool2d_backward_f32(const float *dy, float *dx, int64_t planes, int64_t H, int64_t W, int64_t OH,
                                           int64_t OW) {
-#pragma omp parallel for schedule(static) if (planes * (H * W + OH * OW) > PAR_MIN)
+#pragma omp parallel for schedule(static) if ((double)planes * ((double)H * (double)W + (double)OH * (double)OW) > PAR_MIN)
     for (int64_t p = 0; p < planes; p++) {
         float *dp = dx + p * H * W;
         memset(dp, 0, sizeof(float) * (size_t)(H * W));
