@@ -1,9 +1,9 @@
 /* Tokenizers and the text dataset.
  *  - GPT-2 BPE against Hugging Face's GPT2Tokenizer (tests/data/
- *    tokenizer_gpt2.txt, tools/golden/gen_tokenizer.py): 3268 cases, ids
+ *    tokenizer_gpt2.txt, tools/golden/gen_tokenizer.py): 3397 cases, ids
  *    equal exactly, decode gives the text back byte for byte.
  *  - byte-level: every byte, round trip; invalid UTF-8 through GPT-2 round
- *    trips too.
+ *    trips too; a 2 MB word and a 1 MB run of spaces encode quickly.
  *  - bad vocabulary files and bad ids: clear errors.
  *  - the dataset: split at a line boundary, token cache (hit, and ignored
  *    when corrupt), windows (y is x shifted), seeded positions (seek gives
@@ -134,6 +134,31 @@ static void t_bytes_and_invalid_utf8(void **state) {
         free(back);
     }
     amp_tokenizer_free(b);
+    amp_tokenizer_free(g);
+}
+
+/* A 2 MB word (one pre-token): BPE in O(n log n), not a hang; and a 1 MB
+ * run of spaces. Round trip. */
+static void t_long_input(void **state) {
+    (void)state;
+    amp_tokenizer *g = amp_tokenizer_gpt2(NULL, NULL);
+    assert_non_null(g);
+    const size_t n = (size_t)2 << 20;
+    char *w = malloc(n);
+    test_rng r = {1530};
+    for (size_t i = 0; i < n; i++) w[i] = i < n / 2 ? (char)('a' + test_rng_u32(&r) % 26) : ' ';
+    int32_t *ids;
+    size_t cnt;
+    assert_int_equal(amp_tokenizer_encode(g, w, n, &ids, &cnt), AMP_OK);
+    assert_true(cnt > 1000 && cnt < n);
+    char *back;
+    size_t bn;
+    assert_int_equal(amp_tokenizer_decode(g, ids, cnt, &back, &bn), AMP_OK);
+    assert_int_equal(bn, n);
+    assert_memory_equal(back, w, n);
+    free(back);
+    free(ids);
+    free(w);
     amp_tokenizer_free(g);
 }
 
@@ -317,7 +342,7 @@ static void t_shakespeare(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_gpt2_golden), cmocka_unit_test(t_bytes_and_invalid_utf8), cmocka_unit_test(t_bad_inputs),
+        cmocka_unit_test(t_gpt2_golden), cmocka_unit_test(t_bytes_and_invalid_utf8), cmocka_unit_test(t_long_input), cmocka_unit_test(t_bad_inputs),
         cmocka_unit_test(t_dataset),     cmocka_unit_test(t_shakespeare),
     };
     return amp_test_run(tests);

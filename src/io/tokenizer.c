@@ -478,8 +478,101 @@ static bool ivec_push(ivec *a, int32_t x) {
     return true;
 }
 
-/* BPE of the bytes s[0:n] appended to out; sym is scratch of n entries. */
+/* BPE of a long piece in O(n log n): the same merges as the pass-by-pass
+ * loop below. A heap holds (rank, left position) of adjacent pairs (stale
+ * entries are checked when popped); all entries of the lowest rank are
+ * taken together in position order and merged left to right, skipping
+ * positions already consumed in that pass: exactly one pass of the loop.
+ * A pair formed by a merge can never have the rank being merged (it
+ * contains the merged token, which is longer than either half). Without
+ * this, a long run of letters or spaces (a 1 MB word) would take O(n^2). */
+typedef struct {
+    int32_t rank;
+    uint32_t pos;
+} bpe_ent;
+
+static inline bool bpe_less(bpe_ent a, bpe_ent b) { return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos); }
+
+static void bpe_push(bpe_ent *h, size_t *n, bpe_ent e) {
+    size_t i = (*n)++;
+    while (i > 0 && bpe_less(e, h[(i - 1) / 2])) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = e;
+}
+
+static bpe_ent bpe_pop(bpe_ent *h, size_t *n) {
+    bpe_ent top = h[0], last = h[--*n];
+    size_t i = 0, m = *n;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= m) break;
+        if (c + 1 < m && bpe_less(h[c + 1], h[c])) c++;
+        if (!bpe_less(h[c], last)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (m) h[i] = last;
+    return top;
+}
+
+static bool bpe_long(const amp_tokenizer *t, const unsigned char *s, size_t n, ivec *out) {
+    int32_t *sym = malloc(n * sizeof *sym);
+    uint32_t *nx = malloc(n * sizeof *nx), *pv = malloc(n * sizeof *pv);
+    unsigned char *alive = malloc(n);
+    bpe_ent *h = malloc(3 * n * sizeof *h); /* n - 1 initial pairs, at most 2 new ones per merge */
+    bool ok = sym && nx && pv && alive && h;
+    if (ok) {
+        const uint32_t NONE = UINT32_MAX;
+        size_t hn = 0;
+        for (size_t i = 0; i < n; i++) {
+            sym[i] = t->byte_id[s[i]];
+            nx[i] = i + 1 < n ? (uint32_t)(i + 1) : NONE;
+            pv[i] = i ? (uint32_t)(i - 1) : NONE;
+            alive[i] = 1;
+        }
+        for (size_t i = 0; i + 1 < n; i++) {
+            const pair_slot *p = pair_find(t, sym[i], sym[i + 1]);
+            if (p) bpe_push(h, &hn, (bpe_ent){p->rank, (uint32_t)i});
+        }
+        while (hn) {
+            int32_t r = h[0].rank;
+            while (hn && h[0].rank == r) { /* one pass: positions in increasing order */
+                uint32_t i = bpe_pop(h, &hn).pos, j = nx[i];
+                if (!alive[i] || j == NONE) continue;
+                const pair_slot *p = pair_find(t, sym[i], sym[j]);
+                if (!p || p->rank != r) continue; /* stale, or consumed earlier in this pass */
+                sym[i] = p->merged;
+                alive[j] = 0;
+                nx[i] = nx[j];
+                if (nx[j] != NONE) pv[nx[j]] = i;
+                if (pv[i] != NONE) {
+                    const pair_slot *q = pair_find(t, sym[pv[i]], sym[i]);
+                    if (q) bpe_push(h, &hn, (bpe_ent){q->rank, pv[i]});
+                }
+                if (nx[i] != NONE) {
+                    const pair_slot *q = pair_find(t, sym[i], sym[nx[i]]);
+                    if (q) bpe_push(h, &hn, (bpe_ent){q->rank, i});
+                }
+            }
+        }
+        for (uint32_t i = 0; ok && i != NONE; i = nx[i]) ok = ivec_push(out, sym[i]);
+    }
+    free(sym);
+    free(nx);
+    free(pv);
+    free(alive);
+    free(h);
+    return ok;
+}
+
+/* BPE of the bytes s[0:n] appended to out; sym is scratch of n entries.
+ * Pass by pass, as encoder.py: merge every occurrence of the lowest-ranked
+ * adjacent pair, left to right; pieces longer than 32 bytes take the heap
+ * version (same result). */
 static bool bpe_piece(const amp_tokenizer *t, const unsigned char *s, size_t n, int32_t *sym, ivec *out) {
+    if (n > 32 && n < UINT32_MAX) return bpe_long(t, s, n, out);
     size_t m = n;
     for (size_t i = 0; i < n; i++) sym[i] = t->byte_id[s[i]];
     while (m > 1) {

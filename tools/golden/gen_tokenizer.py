@@ -5,6 +5,8 @@ transformers`, no torch needed) on amp's own copy of encoder.json and
 vocab.bpe (share/gpt2/), encoding
 
   - every 60th line of the Shakespeare corpus (~3100 lines, as lines),
+  - 120 strings of 4-12 corpus words run together (pieces longer than 32
+    bytes take amp's O(n log n) BPE),
   - 60 chunks of 30 consecutive lines (newlines, blank lines, indentation
     inside one text, as the dataset reader tokenizes it),
   - hand-made hard cases: contractions, white-space runs, tabs, CRLF,
@@ -41,7 +43,10 @@ HARD = [
     "עברית", "العربية ١٢٣", "हिन्दी ०१२", "½ ⅓ ² ³ Ⅻ ⅻ", "emoji 🤖🎉 and family 👨‍👩‍👧 flag 🇫🇷",
     "math ∑∫√∞ ≠ ≤", "<|endoftext|>", "a<|endoftext|>b", "x <|endoftext|> y<|endoftext|>",
     "<|endoftext", "   <|endoftext|>   ", "\u0000nul\u0001ctl\u001f", "\u00ad soft hyphen", "ﬁ ligature ﬂ",
-    "A" * 300, " " * 40 + "x", "ab" * 100,
+    "A" * 300, " " * 40 + "x", "ab" * 100, "Pneumonoultramicroscopicsilicovolcanoconiosis",
+    "supercalifragilisticexpialidocious" * 3, "Donaudampfschifffahrtsgesellschaftskapitänsmütze",
+    "!!!???...,,,;;;:::---___***&&&%%%$$$###@@@" * 2, "1234567890" * 6, "日本語のテキスト" * 12,
+    "\n" * 50 + "end", "\t \t" * 20, "abcabcabcabcabcabcabcabcabcabcabcabcabcabc",
 ]
 
 
@@ -65,6 +70,11 @@ def main():
     nl = new_letters(6)
     cases.append("new letters: " + "".join(nl) + " " + " ".join(nl))
     cases += lines[::60]
+    # long pieces (> 32 bytes: amp's heap BPE): words of the corpus run together
+    import random
+    rnd = random.Random(15)
+    words = [w for w in " ".join(lines).split() if w.isalpha()]
+    cases += ["".join(rnd.choice(words) for _ in range(rnd.randint(4, 12))) for _ in range(120)]
     step = len(lines) // 60
     cases += ["\n".join(lines[i * step:i * step + 30]) + "\n" for i in range(60)]
     out = sys.stdout
