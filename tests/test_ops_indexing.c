@@ -227,6 +227,15 @@ static void t_bad_inputs(void **state) {
     tc_assert_fails(amp_triu(NULL, 0), "amp_triu: x is NULL");
     tc_assert_fails(amp_masked_fill(x, m8, 0), "amp_masked_fill: mask has dtype f32; expected u8");
     tc_assert_fails(amp_masked_fill(x, mb, 0), "amp_masked_fill");
+    /* a result larger than int64 counts (an expanded x of 2^59 rows, 16 columns selected) */
+    amp_tensor *one = amp_tensor_zeros(AMP_F32, 2, AMP_SHAPE(1, 1));
+    amp_tensor *huge = amp_expand(one, 2, AMP_SHAPE((int64_t)1 << 59, 1));
+    amp_tensor *z16 = amp_tensor_zeros(AMP_I64, 1, AMP_SHAPE(16));
+    assert_non_null(huge);
+    tc_assert_fails(amp_index_select(huge, 1, z16), "amp_index_select: result size");
+    amp_tensor_free(huge);
+    amp_tensor_free(one);
+    amp_tensor_free(z16);
     amp_tensor *ts[] = {x, x1, i2, fi, big, neg, g3, m8, mb};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) amp_tensor_free(ts[i]);
 }

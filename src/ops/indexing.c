@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/checked.h"
 #include "ops/f32_util.h"
 
 static int64_t idx_at(const amp_tensor *idx, int64_t flat) {
@@ -119,7 +120,9 @@ amp_tensor *amp_index_select(amp_tensor *x, int dim, amp_tensor *index) {
     }
     memcpy(os, xs, sizeof os);
     os[d] = ni;
-    int64_t n = amp__numel(nd, os);
+    amp_ck ck = AMP_CK(fn, "result size"); /* numel(x) / size(dim) * numel(index) may exceed int64 */
+    int64_t n = amp_ck_numel(&ck, nd, os);
+    if (!ck.ok) return NULL;
     int64_t *src = src_alloc(fn, n);
     if (!src) return NULL;
     int64_t ix[AMP_MAX_DIMS];

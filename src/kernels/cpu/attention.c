@@ -55,7 +55,8 @@ static void att_dropout_row(const amp_k_att_args *a, int64_t b, int64_t i, int64
                             float *zrow) {
     amp_ew_params q = {.seed = a->seed, .offset = a->offset, .thresh = a->thresh};
     unsigned char m[AMP_ATT_BC];
-    amp__ew_dropout_mask(&q, (b * a->L + i) * a->S + j0, n, m);
+    /* the counter wraps like the generator's offset (unsigned) */
+    amp__ew_dropout_mask(&q, (int64_t)(((uint64_t)b * (uint64_t)a->L + (uint64_t)i) * (uint64_t)a->S + (uint64_t)j0), n, m);
     float keep = (float)(1.0 - a->dropout_p);
     for (int64_t j = 0; j < n; j++) {
         float z = m[j] ? 1.0f / keep : 0.0f;
