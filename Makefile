@@ -3,12 +3,13 @@
 #   make test       install missing Debian packages, build, run the whole suite
 #   make test-asan  the whole suite under AddressSanitizer + UBSan (+ LeakSanitizer)
 #   make bench      run the benchmarks and regenerate docs/BENCHMARKS.md
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local   library, headers, amp.pc, the CLI (nothing else built or installed)
 #   make fuzz       libFuzzer targets, 60 s each (clang)
 
 PREFIX ?= /usr/local
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 BUILD  ?= build
+BUILD_INSTALL ?= build-install
 CMAKE_FLAGS ?=
 
 .PHONY: all deps build run test test-asan bench install fuzz clean docs
@@ -44,9 +45,17 @@ bench:
 	@$(MAKE) --no-print-directory build
 	scripts/bench.sh $(BUILD)
 
+# Only what an installed library needs: no tests, benchmarks or examples, so
+# neither cmocka nor the dataset (deps.sh build installs cmake, gcc, zlib,
+# cJSON and pkg-config when missing). Its own build directory keeps the test
+# build in $(BUILD) as it is.
 install:
-	@$(MAKE) --no-print-directory build
-	cmake --install $(BUILD) --prefix $(PREFIX)
+	@scripts/deps.sh build
+	@mkdir -p $(BUILD_INSTALL)
+	@cmake -S . -B $(BUILD_INSTALL) -DCMAKE_BUILD_TYPE=Release -DAMP_BUILD_TESTS=OFF -DAMP_BUILD_BENCH=OFF \
+	  -DAMP_BUILD_EXAMPLES=OFF > $(BUILD_INSTALL)/configure.log 2>&1 || (cat $(BUILD_INSTALL)/configure.log; exit 1)
+	@cmake --build $(BUILD_INSTALL) -j $(JOBS)
+	cmake --install $(BUILD_INSTALL) --prefix $(PREFIX)
 
 fuzz:
 	@scripts/deps.sh build test fuzz
@@ -57,4 +66,4 @@ docs: build
 	./$(BUILD)/amp autocast --markdown > docs/autocast.md.tmp && mv docs/autocast.md.tmp docs/autocast.md
 
 clean:
-	rm -rf build build-asan build-fuzz build*.configure.log
+	rm -rf build build-asan build-fuzz build-install build*.configure.log
