@@ -631,20 +631,19 @@ amp_status amp_module_to(amp_module *m, amp_dtype dt, bool keep_norm_f32) {
 }
 
 /* ---- printing ----------------------------------------------------------------------------------- */
+/* torch's Module.__repr__: one extra line alone stays on the first line;
+ * with children, the extra lines and the children go on lines of their own */
 static bool print_rec(const amp_module *m, FILE *f, int indent) {
     char extra[512] = "";
     if (m->cls->extra_repr) m->cls->extra_repr(m, extra, sizeof extra);
-    if (fprintf(f, "%s(%s", m->cls->name, extra) < 0) return false;
-    if (m->n_ch) {
-        if (fputc('\n', f) == EOF) return false;
-        for (int i = 0; i < m->n_ch; i++) {
-            if (fprintf(f, "%*s(%s): ", indent + 2, "", m->ch[i].name) < 0) return false;
-            if (!print_rec(m->ch[i].m, f, indent + 2)) return false;
-            if (fputc('\n', f) == EOF) return false;
-        }
-        if (fprintf(f, "%*s", indent, "") < 0) return false;
+    if (fprintf(f, "%s(", m->cls->name) < 0) return false;
+    if (!m->n_ch) return fprintf(f, "%s)", extra) >= 0;
+    if (*extra && fprintf(f, "\n%*s%s", indent + 2, "", extra) < 0) return false;
+    for (int i = 0; i < m->n_ch; i++) {
+        if (fprintf(f, "\n%*s(%s): ", indent + 2, "", m->ch[i].name) < 0) return false;
+        if (!print_rec(m->ch[i].m, f, indent + 2)) return false;
     }
-    return fputc(')', f) != EOF;
+    return fprintf(f, "\n%*s)", indent, "") >= 0;
 }
 
 amp_status amp_module_print(const amp_module *m, FILE *f) {

@@ -142,11 +142,9 @@ amp_tensor *amp_dropout(amp_tensor *x, double p, bool training, amp_generator *g
     if (!g) g = amp_default_generator();
     /* the mask is a function of (seed, offset + i): the backward regenerates
      * it instead of saving it, and no thread count changes it */
-    amp_ew_params q = {.s0 = 1.0 - p, .seed = g->seed, .offset = g->offset};
+    amp_ew_params q = {.s0 = 1.0 - p, .seed = g->seed, .offset = amp__gen_reserve(g, (uint64_t)amp_tensor_numel(x))};
     q.thresh = (uint64_t)ceil(p * 4294967296.0);
-    amp_tensor *out = amp__ew_unary(fn, AMP_OP_DROPOUT, x, true, AMP_EW_DROPOUT, &q, AMP_EW_G_DROPOUT, &q, AMP_EW_SAVE_NONE);
-    if (out) g->offset += (uint64_t)amp_tensor_numel(out);
-    return out;
+    return amp__ew_unary(fn, AMP_OP_DROPOUT, x, true, AMP_EW_DROPOUT, &q, AMP_EW_G_DROPOUT, &q, AMP_EW_SAVE_NONE);
 }
 
 /* ---- gelu's derivative as an op (double backward) ------------------------------------------ */

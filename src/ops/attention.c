@@ -273,7 +273,7 @@ static amp_tensor *sdpa_fused(const char *fn, amp_tensor *q, amp_tensor *k, amp_
                                .causal = o->is_causal, .dropout_p = o->dropout_p};
         if (o->dropout_p > 0.0) {
             c.a.seed = g->seed;
-            c.a.offset = g->offset;
+            c.a.offset = amp__gen_reserve(g, (uint64_t)nb * (uint64_t)L * (uint64_t)S); /* atomic: generators may be shared; a counter, wraps by design */
             c.a.thresh = (uint64_t)ceil(o->dropout_p * 4294967296.0);
         }
         amp_k_att_in iq = att_in(kq, c.boff), ik = att_in(kk, c.boff + nb), iv = att_in(kv, c.boff + 2 * nb), ib;
@@ -284,7 +284,6 @@ static amp_tensor *sdpa_fused(const char *fn, amp_tensor *q, amp_tensor *k, amp_
         }
         if (amp_k_attention_forward(&a, &iq, &ik, &iv, amp__data(out), out->dtype, amp__data(lse)) != AMP_OK)
             goto fail;
-        if (o->dropout_p > 0.0) g->offset += (uint64_t)nb * (uint64_t)L * (uint64_t)S; /* a counter: wraps by design */
     }
     if (amp__needs_grad(3, in)) {
         amp_node *node = amp__node_new(fn, sdpa_backward, 3, in, sizeof(sdpa_ctx));

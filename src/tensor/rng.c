@@ -31,8 +31,7 @@ typedef enum { DIST_UNIFORM, DIST_NORMAL, DIST_BERNOULLI } dist_kind;
 
 static void fill(amp_tensor *t, dist_kind k, double a, double b, amp_generator *g) {
     int64_t n = amp_tensor_numel(t);
-    uint64_t base = g->offset, seed = g->seed;
-    g->offset += (uint64_t)n;
+    uint64_t base = amp__gen_reserve(g, (uint64_t)n), seed = g->seed;
     bool contig = amp_tensor_is_contiguous(t);
     size_t es = amp_dtype_size(t->dtype);
     char *data = amp__data(t);
@@ -107,8 +106,7 @@ amp_status amp_randperm(int64_t n, int64_t *out, amp_generator *g) {
     if (n > 0 && !out) return amp_error(AMP_ERR_ARG, "amp_randperm: out is NULL");
     if (!g) g = &g_default;
     for (int64_t i = 0; i < n; i++) out[i] = i;
-    uint64_t base = g->offset;
-    g->offset += (uint64_t)n;
+    uint64_t base = amp__gen_reserve(g, (uint64_t)n);
     for (int64_t i = n - 1; i > 0; i--) {
         amp_philox_u32x4 r = amp_philox4x32(g->seed, base + (uint64_t)i, 0);
         uint64_t v = ((uint64_t)r.v[0] << 32) | r.v[1];

@@ -104,6 +104,14 @@ void amp__journal_rollback(void);
 void amp__journal_arm(void);    /* amp_scaler_new */
 void amp__journal_disarm(void); /* amp_scaler_free; the last one commits */
 
+/* ---- random generators ------------------------------------------------------ */
+/* Reserves n consecutive Philox counters of g and returns the first; atomic,
+ * so threads may draw from one generator (the default one included): each
+ * call gets its own block of the stream, in whatever order the calls come. */
+static inline uint64_t amp__gen_reserve(amp_generator *g, uint64_t n) {
+    return __atomic_fetch_add(&g->offset, n, __ATOMIC_RELAXED);
+}
+
 /* ---- shapes ---------------------------------------------------------------- */
 int64_t amp__numel(int ndim, const int64_t *shape);
 void amp__contig_strides(int ndim, const int64_t *shape, int64_t *stride);
