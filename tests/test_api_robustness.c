@@ -530,6 +530,7 @@ static const char *NULL_OK[] = {
     "amp_nn_embedding", /* likewise */
     "amp_context_new",  /* NULL options = all zero: a disabled context, the plain f32 loop */
     "amp_tokenizer_gpt2", /* NULL paths = the vocabulary files amp ships (text.h) */
+    "amp_set_matmul_precision_thread", /* NULL removes the thread's override (ops.h) */
     NULL,
 };
 

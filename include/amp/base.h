@@ -68,13 +68,23 @@ amp_status amp_dtype_parse(const char *s, amp_dtype *out);
 
 /* ---- CPU code paths ---------------------------------------------------- */
 /* Kernels are compiled for each path in their own translation units and chosen
- * at start-up by cpuid. The environment variable AMP_CPU=scalar|avx2|avx512
- * forces a path; asking for one the CPU lacks makes amp_init() fail with a
- * message and leaves the best supported path active. */
+ * at start-up by cpuid. The environment variable
+ * AMP_CPU=scalar|avx2|avx512|avx512bf16 forces a path; asking for one the CPU
+ * lacks makes amp_init() fail with a message and leaves the best supported
+ * path active.
+ *
+ * Each path computes the same bits for every elementwise, reduction,
+ * normalisation and optimizer kernel. Matrix products are the exception:
+ * avx512bf16 multiplies bf16 x bf16 operands with the vdpbf16ps dot product
+ * (two products per step, subnormals flushed), which rounds differently from
+ * the widened f32 products of the other paths. AMP_CPU=avx512 on such a CPU
+ * gives the bits of every AVX-512 machine (docs/ARCHITECTURE.md, "Matrix
+ * products"). */
 typedef enum {
     AMP_CPU_SCALAR = 0,
-    AMP_CPU_AVX2,   /* AVX2 + FMA + F16C */
-    AMP_CPU_AVX512, /* AVX-512 F/BW/VL/DQ + F16C + FMA */
+    AMP_CPU_AVX2,       /* AVX2 + FMA + F16C */
+    AMP_CPU_AVX512,     /* AVX-512 F/BW/VL/DQ + F16C + FMA */
+    AMP_CPU_AVX512BF16, /* AVX512 + AVX512_BF16: bf16 GEMMs on vdpbf16ps */
     AMP_CPU_PATH_COUNT
 } amp_cpu_path;
 

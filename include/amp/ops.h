@@ -39,6 +39,31 @@ amp_tensor *amp_cat(amp_tensor *const *xs, int n, int dim);
 amp_tensor *amp_stack(amp_tensor *const *xs, int n, int dim);
 
 /* ---- matrix products (all through the one GEMM entry point) ------------- */
+/* Internal precision of products of f32 operands, as torch's
+ * set_float32_matmul_precision:
+ *   "highest" (default)  f32 products and sums (the widened path)
+ *   "high"               bf16x3 (hi*hi + hi*lo + lo*hi) where that is faster
+ *                        than f32; it is not on any CPU amp supports (three
+ *                        bf16 passes at twice the f32 rate cost 1.5 f32
+ *                        passes, `amp bench precision` measures it), so
+ *                        "high" computes as "highest"
+ *   "medium"             f32 operands (and f32 x bf16 pairs) rounded to bf16
+ *                        (RNE) and multiplied on the bf16 dot-product path,
+ *                        where the CPU path is avx512bf16; elsewhere as
+ *                        "highest"
+ * It applies to every matrix product an op issues: matmul, mm, bmm, dot,
+ * addmm, baddbmm, linear, conv1d/2d and attention, forward and backward (the
+ * setting in force when the product runs). Products with a bf16 x bf16 pair
+ * of operands take the bf16 path whatever the setting; f16 operands are
+ * always widened. amp_set_matmul_precision sets the process-wide default;
+ * amp_set_matmul_precision_thread overrides it for the calling thread
+ * (NULL or "default" removes the override). Errors name the function and the
+ * string. */
+typedef enum { AMP_MATMUL_HIGHEST = 0, AMP_MATMUL_HIGH = 1, AMP_MATMUL_MEDIUM = 2 } amp_matmul_precision;
+amp_status amp_set_matmul_precision(const char *precision);
+amp_status amp_set_matmul_precision_thread(const char *precision);
+const char *amp_get_matmul_precision(void); /* the calling thread's: "highest", "high" or "medium" */
+amp_matmul_precision amp_matmul_precision_get(void);
 amp_tensor *amp_matmul(amp_tensor *a, amp_tensor *b);  /* torch.matmul: 1-D, 2-D, batched, broadcast */
 amp_tensor *amp_mm(amp_tensor *a, amp_tensor *b);      /* 2-D only */
 amp_tensor *amp_bmm(amp_tensor *a, amp_tensor *b);     /* 3-D, equal batch */

@@ -21,7 +21,7 @@ static void usage(FILE *f) {
                "automatic mixed precision training and inference for C\n\ncommands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-10s %s\n", g_commands[i].name, g_commands[i].summary);
     fprintf(f, "\n'amp COMMAND --help' documents every flag of a command.\n"
-               "environment: AMP_CPU=scalar|avx2|avx512 forces a kernel path; OMP_NUM_THREADS sets threads.\n"
+               "environment: AMP_CPU=scalar|avx2|avx512|avx512bf16 forces a kernel path; OMP_NUM_THREADS sets threads.\n"
                "exit codes: 0 success, 1 runtime failure, 2 bad usage.\n");
 }
 

@@ -20,7 +20,7 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static amp_status g_init_status = AMP_OK;
 static char g_init_msg[256];
 
-static const char *g_names[AMP_CPU_PATH_COUNT] = {"scalar", "avx2", "avx512"};
+static const char *g_names[AMP_CPU_PATH_COUNT] = {"scalar", "avx2", "avx512", "avx512bf16"};
 
 static uint64_t xgetbv0(void) {
     uint32_t eax, edx;
@@ -44,6 +44,8 @@ static void detect(void) {
     g_supported[AMP_CPU_AVX512] = g_supported[AMP_CPU_AVX2] && zmm_os && avx512f && avx512dq && avx512bw && avx512vl;
     /* leaf 7 subleaf 1, eax bit 5: AVX512_BF16 */
     if (g_supported[AMP_CPU_AVX512] && __get_cpuid_count(7, 1, &a, &b, &c, &d)) g_has_bf16cvt = a & (1u << 5);
+    /* the avx512bf16 path: the AVX-512 path plus vdpbf16ps for bf16 GEMMs */
+    g_supported[AMP_CPU_AVX512BF16] = g_supported[AMP_CPU_AVX512] && g_has_bf16cvt;
 }
 
 static void init_once(void) {
@@ -61,7 +63,7 @@ static void init_once(void) {
         if (!found) {
             g_init_status = AMP_ERR_ARG;
             snprintf(g_init_msg, sizeof g_init_msg,
-                     "amp_init: AMP_CPU='%s' is not a CPU path (expected scalar, avx2 or avx512)", env);
+                     "amp_init: AMP_CPU='%s' is not a CPU path (expected scalar, avx2, avx512 or avx512bf16)", env);
         } else if (!g_supported[want]) {
             g_init_status = AMP_ERR_UNSUPPORTED;
             snprintf(g_init_msg, sizeof g_init_msg,
@@ -131,7 +133,7 @@ amp_status amp_cpu_path_parse(const char *s, amp_cpu_path *out) {
     if (!s || !out) return amp_error(AMP_ERR_ARG, "amp_cpu_path_parse: NULL argument");
     for (int p = 0; p < AMP_CPU_PATH_COUNT; p++)
         if (strcasecmp(s, g_names[p]) == 0) { *out = (amp_cpu_path)p; return AMP_OK; }
-    return amp_error(AMP_ERR_FORMAT, "amp_cpu_path_parse: '%s' is not a CPU path (expected scalar, avx2 or avx512)", s);
+    return amp_error(AMP_ERR_FORMAT, "amp_cpu_path_parse: '%s' is not a CPU path (expected scalar, avx2, avx512 or avx512bf16)", s);
 }
 
 void amp_set_num_threads(int n) {

@@ -24,7 +24,9 @@ static const amp_cv_kernels *const g_paths[AMP_CPU_PATH_COUNT] = {
 
 const amp_cv_kernels *amp_cv_kernels_get(amp_cpu_path p) {
     if ((int)p < 0 || p >= AMP_CPU_PATH_COUNT || !amp_cpu_supported(p)) return NULL;
-    return g_paths[p];
+    int q = (int)p;
+    while (q > 0 && !g_paths[q]) q--; /* avx512bf16 converts as avx512 */
+    return g_paths[q];
 }
 
 const amp_cv_kernels *amp_cv_kernels_active(void) { return AMP_DISPATCH(g_paths); }

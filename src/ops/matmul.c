@@ -11,6 +11,7 @@
  * linear is one gᵀ·x), else accumulated with beta = 1.
  *
  * Backward:  C = A·B  ->  dA = dC·Bᵀ,  dB = Aᵀ·dC  (trans flags, f32 grads). */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "kernels/cpu/gemm.h"
@@ -145,6 +146,7 @@ static amp_status bexec(int nb, const int64_t *bshape, const mdesc *A, bool want
         return amp_error(AMP_ERR_ARG, "amp_gemm: internal error: operand layout not usable");
     g.m = m, g.n = n, g.k = k;
     g.alpha = alpha;
+    g.precision = amp_matmul_precision_get();
     g.a_dtype = A->dt, g.b_dtype = B->dt, g.c_dtype = cdt;
     g.ldc = ldc > 0 ? ldc : 1;
 
@@ -631,3 +633,43 @@ amp_tensor *amp_addmm(amp_tensor *input, amp_tensor *a, amp_tensor *b, double be
 amp_tensor *amp_baddbmm(amp_tensor *input, amp_tensor *a, amp_tensor *b, double beta, double alpha) {
     return mm_op("amp_baddbmm", MODE_BADDBMM, input, a, b, beta, alpha);
 }
+
+/* ---- f32 matmul precision ------------------------------------------------------------------------ */
+static _Atomic int g_matmul_precision = AMP_MATMUL_HIGHEST;
+static _Thread_local int tl_matmul_precision = -1; /* -1: the process-wide setting */
+
+static const char *const g_prec_names[] = {"highest", "high", "medium"};
+
+static int parse_precision(const char *fn, const char *s) {
+    if (!s) return amp_error(AMP_ERR_ARG, "%s: precision is NULL (expected \"highest\", \"high\" or \"medium\")", fn), -2;
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(s, g_prec_names[i])) return i;
+    amp_error(AMP_ERR_ARG, "%s: precision '%s' is not one of \"highest\", \"high\", \"medium\"", fn, s);
+    return -2;
+}
+
+amp_status amp_set_matmul_precision(const char *precision) {
+    int p = parse_precision("amp_set_matmul_precision", precision);
+    if (p < 0) return amp_last_status();
+    atomic_store(&g_matmul_precision, p);
+    return AMP_OK;
+}
+
+amp_status amp_set_matmul_precision_thread(const char *precision) {
+    if (!precision || !strcmp(precision, "default")) {
+        tl_matmul_precision = -1;
+        return AMP_OK;
+    }
+    int p = parse_precision("amp_set_matmul_precision_thread", precision);
+    if (p < 0) return amp_last_status();
+    tl_matmul_precision = p;
+    return AMP_OK;
+}
+
+amp_matmul_precision amp_matmul_precision_get(void) {
+    int p = tl_matmul_precision;
+    if (p < 0) p = atomic_load_explicit(&g_matmul_precision, memory_order_relaxed);
+    return (amp_matmul_precision)p;
+}
+
+const char *amp_get_matmul_precision(void) { return g_prec_names[amp_matmul_precision_get()]; }

@@ -442,7 +442,7 @@ void amp_ew_run(amp_ew_op op, const amp_ew_params *p, int ndim, const int64_t *s
     amp_dtype cdt = out_dtype == AMP_F64 ? AMP_F64 : AMP_F32;
     bool direct = out_dtype == cdt;
     for (int k = 0; k < nin; k++) direct = direct && it.flat[k] && it.dt[k] == cdt;
-    if (!direct && cdt == AMP_F32 && amp_cpu_active() == AMP_CPU_AVX512 && flat_halves(&it) &&
+    if (!direct && cdt == AMP_F32 && amp_cpu_active() >= AMP_CPU_AVX512 && flat_halves(&it) &&
         amp_ew_flat_avx512(op, p, 0, NULL, out_dtype, nin, NULL, it.dt)) {
         run_flat_avx512(op, p, &it);
         return;

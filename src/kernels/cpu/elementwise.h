@@ -130,7 +130,7 @@ void amp_ew_tile_f32_avx2(amp_ew_op op, const amp_ew_params *p, int64_t e0, int6
 void amp_ew_tile_f32_avx512(amp_ew_op op, const amp_ew_params *p, int64_t e0, int64_t n, float *o,
                             const float *const *in);
 
-/* AVX-512 only (call it when amp_cpu_active() is AMP_CPU_AVX512): the op on
+/* AVX-512 only (call it when amp_cpu_active() is AMP_CPU_AVX512 or above): the op on
  * n elements of contiguous operands in[k] of dtype dt[k] (f32, f16, bf16)
  * into contiguous out of odt (the same three), widening and rounding in
  * registers; the same bits as the tile loops. Returns false, doing nothing,

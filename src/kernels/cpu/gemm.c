@@ -27,7 +27,7 @@
 /* A dimension at or below this takes the unpacked small path (measured on
  * Zen 4: for m or n in 9..16 the dot/axpy kernels beat packing, which then
  * costs more than the multiply; at 24-32 packing wins for NN). */
-#define GEMM_SMALL 16
+#define GEMM_SMALL AMP_GEMM_SMALL
 /* Below this many multiply-adds per thread, use fewer threads: a parallel
  * region costs a few microseconds (far more when a core is busy elsewhere),
  * so a GEMM is split only when each thread gets ~20 us of work or more. */
@@ -107,8 +107,9 @@ static void s_macro(int64_t mb, int64_t nb, int64_t kb, const float *ap, const f
     }
 }
 
-static void s_dot(float *out, int64_t ldo, const float *x, int64_t ldx, int64_t mx, const void *y, amp_dtype ydt,
+static void s_dot(float *out, int64_t ldo, const void *xv, int64_t ldx, int64_t mx, const void *y, amp_dtype ydt,
                   int64_t ldy, int64_t ny, int64_t k) {
+    const float *x = xv;
     for (int64_t i = 0; i < mx; i++)
         for (int64_t j = 0; j < ny; j++) {
             float acc = 0.0f;
@@ -117,8 +118,9 @@ static void s_dot(float *out, int64_t ldo, const float *x, int64_t ldx, int64_t 
         }
 }
 
-static void s_axpy(float *out, int64_t ldo, const float *x, int64_t ldx, int64_t mx, const void *y, amp_dtype ydt,
+static void s_axpy(float *out, int64_t ldo, const void *xv, int64_t ldx, int64_t mx, const void *y, amp_dtype ydt,
                    int64_t ldy, int64_t ny, int64_t k) {
+    const float *x = xv;
     for (int64_t i = 0; i < mx; i++) {
         float *o = out + i * ldo;
         for (int64_t j = 0; j < ny; j++) o[j] = 0.0f;
@@ -129,7 +131,8 @@ static void s_axpy(float *out, int64_t ldo, const float *x, int64_t ldx, int64_t
     }
 }
 
-static void s_widen(float *dst, const void *src, amp_dtype dt, int64_t inc, int64_t n) {
+static void s_widen(void *dstv, const void *src, amp_dtype dt, int64_t inc, int64_t n) {
+    float *dst = dstv;
     for (int64_t i = 0; i < n; i++) dst[i] = ld_elem(src, dt, i * inc);
 }
 
@@ -161,15 +164,39 @@ const gemm_kernel amp_gemm_kernel_scalar = {
     .fma_loop = s_fma_loop,
 };
 
+/* The widened kernels of each path (avx512bf16 widens f16 and mixed
+ * operands as avx512 does). */
 static const gemm_kernel *const g_kernels[AMP_CPU_PATH_COUNT] = {
     [AMP_CPU_SCALAR] = &amp_gemm_kernel_scalar,
     [AMP_CPU_AVX2] = &amp_gemm_kernel_avx2,
     [AMP_CPU_AVX512] = &amp_gemm_kernel_avx512,
+    [AMP_CPU_AVX512BF16] = &amp_gemm_kernel_avx512,
 };
 
 const gemm_kernel *amp_gemm_kernel_active(void) {
     const gemm_kernel *const *tab = g_kernels;
     return AMP_DISPATCH(tab);
+}
+
+const gemm_kernel *amp_gemm_kernel_pairs(void) {
+    return amp_cpu_active() >= AMP_CPU_AVX512BF16 ? &amp_gemm_kernel_avx512bf16 : NULL;
+}
+
+/* Whether a product of these operands takes the bf16 pair kernels (on a path
+ * that has them): both bf16, or f32/bf16 operands with "medium" precision. */
+bool amp__gemm_wants_pairs(amp_dtype a, amp_dtype b, amp_matmul_precision p) {
+    if (a == AMP_BF16 && b == AMP_BF16) return true;
+    return p == AMP_MATMUL_MEDIUM && (a == AMP_F32 || a == AMP_BF16) && (b == AMP_F32 || b == AMP_BF16);
+}
+
+static const gemm_kernel *pick_kernel(amp_dtype a, amp_dtype b, amp_matmul_precision p) {
+    const gemm_kernel *pk = amp_gemm_kernel_pairs();
+    if (pk && amp__gemm_wants_pairs(a, b, p)) return pk;
+    return amp_gemm_kernel_active();
+}
+
+const char *amp_gemm_kernel_name(amp_dtype a, amp_dtype b, amp_matmul_precision p) {
+    return pick_kernel(a, b, p)->name;
 }
 
 /* ---- validation ----------------------------------------------------------- */
@@ -211,12 +238,15 @@ static amp_status check_operand(const char *fn, char name, const void *p, bool n
     return AMP_OK;
 }
 
-static amp_status gemm_validate(const char *fn, const amp_gemm_args *g, int64_t *batch_out) {
+amp_status amp__gemm_validate(const char *fn, const amp_gemm_args *g, int64_t *batch_out) {
     if (!g) return amp_error(AMP_ERR_ARG, "%s: args is NULL", fn);
     if (g->m < 0) return amp_error(AMP_ERR_ARG, "%s: m is %lld (must be >= 0)", fn, (long long)g->m);
     if (g->n < 0) return amp_error(AMP_ERR_ARG, "%s: n is %lld (must be >= 0)", fn, (long long)g->n);
     if (g->k < 0) return amp_error(AMP_ERR_ARG, "%s: k is %lld (must be >= 0)", fn, (long long)g->k);
     if (g->batch < 0) return amp_error(AMP_ERR_ARG, "%s: batch is %lld (must be >= 0)", fn, (long long)g->batch);
+    if ((int)g->precision < AMP_MATMUL_HIGHEST || (int)g->precision > AMP_MATMUL_MEDIUM)
+        return amp_error(AMP_ERR_ARG, "%s: precision is %d (expected AMP_MATMUL_HIGHEST, _HIGH or _MEDIUM)", fn,
+                         (int)g->precision);
     const int64_t batch = g->batch ? g->batch : 1;
     const int64_t m = g->m, n = g->n, k = g->k;
     const bool has_out = m > 0 && n > 0, reads_ab = has_out && k > 0;
@@ -358,8 +388,15 @@ static void plan_gemm(gemm_plan *P, const gemm_kernel *K, const amp_gemm_args *g
         /* The short operand X (rows of op(A), or columns of op(B)) is read in
          * place when it is f32 with unit stride along k, else widened. */
         const int64_t mx = small_m ? m : n, ny = small_m ? n : m;
-        P->x_direct = small_m ? (g->a_dtype == AMP_F32 && !g->trans_a) : (g->b_dtype == AMP_F32 && g->trans_b);
-        P->x_elems = P->x_direct ? 0 : (size_t)round_up(mx * k, 16);
+        if (K->pairs) {
+            /* X is always copied as bf16 rows of ldx = k rounded up to even
+             * elements (two per float of workspace) */
+            P->x_direct = false;
+            P->x_elems = (size_t)round_up(mx * round_up(k, 2) / 2 + 16, 16);
+        } else {
+            P->x_direct = small_m ? (g->a_dtype == AMP_F32 && !g->trans_a) : (g->b_dtype == AMP_F32 && g->trans_b);
+            P->x_elems = P->x_direct ? 0 : (size_t)round_up(mx * k, 16);
+        }
         P->threads = T;
         P->item_parallel = batch >= T && T > 1;
         P->parts = P->item_parallel ? 1 : T;
@@ -384,6 +421,7 @@ static void plan_gemm(gemm_plan *P, const gemm_kernel *K, const amp_gemm_args *g
     }
     const int64_t nkb = ceil_div(k, K->kc);
     P->kb = ceil_div(k, nkb);
+    if (K->pairs) P->kb = round_up(P->kb, 2); /* blocks start at even k: pairs never straddle them */
     const int64_t mt = min64(P->mt, m), nt = min64(P->nt, n);
     P->mc = min64(K->mc, round_up(mt, K->mr));
     P->nc = min64(K->nc, round_up(nt, K->nr));
@@ -464,22 +502,24 @@ static void run_small(const gemm_plan *P, const gemm_item *it, int part, float *
 
     /* X: mx rows of k, f32. small m: X = op(A); small n: X = op(B)^T. */
     const gemm_mat *xs = sm ? &it->a : &it->b;
-    const float *x;
+    const void *x;
     int64_t ldx;
     float *xbuf = ws, *out = ws + P->x_elems;
     if (P->x_direct) {
         x = xs->p;
         ldx = xs->ld;
     } else {
-        /* row i of X is op(A) row i (small m) or op(B) column i (small n) */
+        /* row i of X is op(A) row i (small m) or op(B) column i (small n);
+         * f32 rows of k, or bf16 rows of k rounded up to even (pair kernels) */
         const bool along_ld = sm ? xs->trans : !xs->trans; /* k runs across rows of the stored matrix */
+        ldx = K->pairs ? round_up(k, 2) : k;
+        const size_t xes = K->pairs ? 2 : 4;
         for (int64_t i = 0; i < mx; i++) {
             const int64_t off = along_ld ? i : i * xs->ld;
-            K->widen(xbuf + i * k, (const char *)xs->p + (size_t)off * esize(xs->dt), xs->dt, along_ld ? xs->ld : 1,
-                     k);
+            K->widen((char *)xbuf + (size_t)(i * ldx) * xes, (const char *)xs->p + (size_t)off * esize(xs->dt), xs->dt,
+                     along_ld ? xs->ld : 1, k);
         }
         x = xbuf;
-        ldx = k;
     }
     /* Y: the long operand as stored; the kernel is dot when Y's rows run along k. */
     const gemm_mat *ys = sm ? &it->b : &it->a;
@@ -544,10 +584,10 @@ static amp_status gemm_execute(const gemm_plan *P) {
 
 amp_status amp_gemm(const amp_gemm_args *g) {
     int64_t batch;
-    amp_status st = gemm_validate("amp_gemm", g, &batch);
+    amp_status st = amp__gemm_validate("amp_gemm", g, &batch);
     if (st) return st;
     if (g->m == 0 || g->n == 0) return AMP_OK;
-    const gemm_kernel *K = amp_gemm_kernel_active();
+    const gemm_kernel *K = pick_kernel(g->a_dtype, g->b_dtype, g->precision);
     gemm_plan P;
     plan_gemm(&P, K, g, batch);
     return gemm_execute(&P);
@@ -556,7 +596,7 @@ amp_status amp_gemm(const amp_gemm_args *g) {
 /* ---- reference ------------------------------------------------------------ */
 amp_status amp_gemm_reference(const amp_gemm_args *g) {
     int64_t batch;
-    amp_status st = gemm_validate("amp_gemm_reference", g, &batch);
+    amp_status st = amp__gemm_validate("amp_gemm_reference", g, &batch);
     if (st) return st;
     const int64_t m = g->m, n = g->n, k = g->k;
     for (int64_t bi = 0; bi < batch; bi++) {

@@ -9,8 +9,13 @@
  *         k x m (lda >= m) when trans_a. Same for B with k x n / n x k.
  *   stride 0 broadcasts one matrix over the batch (e.g. shared weights).
  * Inputs A and B: f32, f16 or bf16 (each its own dtype). C: f32, f16 or bf16.
- * Products and sums are in f32 (half inputs are widened exactly while packing);
- * a half C is rounded once (RNE) on store. beta == 0 means C is not read;
+ * Products and sums are in f32: half inputs are widened exactly while packing
+ * and multiplied with f32 FMAs, except on the avx512bf16 CPU path, where a
+ * bf16 x bf16 product (and, with precision AMP_MATMUL_MEDIUM, f32 operands
+ * rounded to bf16) runs on vdpbf16ps: pairs of neighbouring k multiplied and
+ * added per instruction, subnormal inputs and results flushed to zero
+ * (gemm_emul.c defines every path's arithmetic exactly). A half C is rounded
+ * once (RNE) on store. beta == 0 means C is not read;
  * alpha == 0 (or k == 0) means C = beta * C and A, B are not read (as BLAS).
  * C must not overlap A or B, nor (batch > 1) the other batch items' C.
  * Runs on the OpenMP threads (amp_set_num_threads); the result of every
@@ -20,7 +25,7 @@
 #ifndef AMP_KERNELS_CPU_GEMM_H
 #define AMP_KERNELS_CPU_GEMM_H
 
-#include "amp/base.h"
+#include "amp/ops.h"
 
 typedef struct {
     bool trans_a, trans_b;
@@ -36,6 +41,7 @@ typedef struct {
     amp_dtype c_dtype;
     int64_t ldc, stride_c;
     int64_t batch; /* 0 is taken as 1 */
+    amp_matmul_precision precision; /* for f32 operands; 0 = highest (ops pass amp_matmul_precision_get()) */
 } amp_gemm_args;
 
 /* Validates the arguments (error names "amp_gemm" and the bad field), then
@@ -44,5 +50,17 @@ amp_status amp_gemm(const amp_gemm_args *g);
 
 /* The plain triple loop (f32 accumulation in k order), kept for tests. */
 amp_status amp_gemm_reference(const amp_gemm_args *g);
+
+/* The exact arithmetic of amp_gemm on CPU path `path` (any path, whether or
+ * not this CPU has it), in portable scalar C: the same products, the same
+ * order of sums, the same flushing and rounding, so its result has the same
+ * bits as amp_gemm's on that path (NaN payloads aside). Slow; for tests, and
+ * to reproduce a machine's results on another. Errors as amp_gemm's (named
+ * "amp_gemm_emulate"). */
+amp_status amp_gemm_emulate(const amp_gemm_args *g, amp_cpu_path path);
+
+/* The name of the kernel set amp_gemm would use for these operands on the
+ * active path ("scalar", "avx2", "avx512" or "avx512bf16"). */
+const char *amp_gemm_kernel_name(amp_dtype a, amp_dtype b, amp_matmul_precision p);
 
 #endif

@@ -33,6 +33,13 @@ typedef struct {
 
 typedef struct gemm_kernel {
     const char *name;
+    /* false: the widened kernels (f32 FMA; buffers hold floats). true: the
+     * bf16 pair kernels of the avx512bf16 path (gemm_avx512bf16.c): buffers
+     * hold one 32-bit word per pair of neighbouring k (a float's size, so the
+     * driver sizes them alike), k blocks start at even k, and the short
+     * operand of the small path is bf16 (widen writes bf16, zero-padded to an
+     * even length). */
+    bool pairs;
     int mr, nr;         /* micro-tile: mr rows (broadcasts of A) x nr columns (vectors of B) */
     int64_t mc, kc, nc; /* cache blocks; mc % mr == 0, nc % nr == 0 */
 
@@ -52,26 +59,54 @@ typedef struct gemm_kernel {
      * zeros, beta == 0 meaning c is not read; rounded once to cdt. */
     void (*store_row)(void *c, amp_dtype cdt, const float *x, int64_t n, float alpha, float beta);
     /* Unpacked kernels for a small dimension (gemv and friends); x is f32
-     * with row stride ldx, y is read as stored (f32/f16/bf16):
+     * (bf16 for pair kernels) with row stride ldx elements, y is read as
+     * stored (f32/f16/bf16):
      *   dot:  out[i*ldo + j] = sum_p x[i*ldx + p] * y[j*ldy + p]
      *   axpy: out[i*ldo + j] = sum_p x[i*ldx + p] * y[p*ldy + j]
      * for i < mx, j < ny, p < k (each element summed in p order). */
-    void (*dot)(float *out, int64_t ldo, const float *x, int64_t ldx, int64_t mx, const void *y, amp_dtype ydt,
+    void (*dot)(float *out, int64_t ldo, const void *x, int64_t ldx, int64_t mx, const void *y, amp_dtype ydt,
                 int64_t ldy, int64_t ny, int64_t k);
-    void (*axpy)(float *out, int64_t ldo, const float *x, int64_t ldx, int64_t mx, const void *y, amp_dtype ydt,
+    void (*axpy)(float *out, int64_t ldo, const void *x, int64_t ldx, int64_t mx, const void *y, amp_dtype ydt,
                  int64_t ldy, int64_t ny, int64_t k);
-    /* Widens n elements of src (f32/f16/bf16) with element stride inc to f32. */
-    void (*widen)(float *dst, const void *src, amp_dtype dt, int64_t inc, int64_t n);
-    /* Register-resident FMA loop (the peak probe of `amp bench gemm`): runs
-     * iters iterations, stores the flops done in *flops. */
+    /* Widens n elements of src (f32/f16/bf16) with element stride inc to f32
+     * (pair kernels: rounds f32 / copies bf16 to bf16 and writes a zero
+     * after an odd n). */
+    void (*widen)(void *dst, const void *src, amp_dtype dt, int64_t inc, int64_t n);
+    /* Register-resident FMA loop (vdpbf16ps for pair kernels; the peak probe
+     * of `amp bench gemm`): runs iters iterations, stores the flops done in
+     * *flops. */
     float (*fma_loop)(int64_t iters, double *flops);
 } gemm_kernel;
 
 extern const gemm_kernel amp_gemm_kernel_scalar;
 extern const gemm_kernel amp_gemm_kernel_avx2;
 extern const gemm_kernel amp_gemm_kernel_avx512;
+extern const gemm_kernel amp_gemm_kernel_avx512bf16;
 
-/* The kernel set of the active CPU path. */
+/* A dimension (m or n) at or below this takes the unpacked small path. */
+#define AMP_GEMM_SMALL 16
+
+/* amp_gemm's argument checks, errors named fn; *batch = max(batch, 1). */
+amp_status amp__gemm_validate(const char *fn, const amp_gemm_args *g, int64_t *batch);
+/* Whether operands of these dtypes take the pair kernels on a path that has
+ * them: both bf16, or f32/bf16 operands with precision "medium". */
+bool amp__gemm_wants_pairs(amp_dtype a, amp_dtype b, amp_matmul_precision p);
+
+/* The kernel set of the active CPU path (the widened one; amp_gemm picks the
+ * pair kernels per call, see gemm.c). */
 const gemm_kernel *amp_gemm_kernel_active(void);
+/* The pair kernels when the active path is avx512bf16, else NULL. */
+const gemm_kernel *amp_gemm_kernel_pairs(void);
+
+/* For the tests (avx512bf16 path only; the CPU must have AVX512_BF16):
+ * vdpbf16ps on one lane, b and a holding (even | odd << 16) bf16 pairs; and
+ * one micro-kernel call: C (f32, row stride ldc, mr x nr valid) = alpha *
+ * Ap.Bp + beta * C for kp pairs of packed panels as gemm_avx512bf16.c lays
+ * them out (Ap: kp x MR words, Bp: kp x NR words). */
+float amp__gemm_dpbf16_lane(float acc, uint32_t b_pair, uint32_t a_pair);
+/* gemm_emul.c's statement of the same instruction (any CPU). */
+float amp__gemm_dpbf16_emul(float acc, uint32_t y_pair, uint32_t x_pair);
+void amp__gemm_bf16_micro(int64_t kp, const uint32_t *a, const uint32_t *b, float *c, int64_t ldc, int64_t mr,
+                          int64_t nr, float alpha, float beta);
 
 #endif
