@@ -10,8 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amp/numeric.h"
 #include "golden.h"
 #include "kernels/cpu/conv.h"
+#include "kernels/cpu/pool.h"
 #include "op_check.h"
 
 static const amp_dtype DTS[3] = {AMP_F32, AMP_F16, AMP_BF16};
@@ -221,6 +223,15 @@ static void t_im2col_reference(void **state) {
         {3, 7, 6, 3, 2, 2, 1, 1, 0, 1, 2, 0, 0},
         {2, 5, 9, 2, 3, 1, 3, 1, 1, 2, 1, 0, 0},
         {1, 4, 4, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0},
+        /* stride 1 along the width (the AVX-512 kernels): 3x3 "same" on 28
+         * and 14 wide, widths past one vector (16 f32, 32 bf16), padding 2,
+         * a 1 x 5 kernel wider than the pad, row stride and dilation 2 */
+        {2, 28, 28, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0},
+        {3, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0},
+        {2, 6, 40, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0},
+        {1, 5, 70, 5, 5, 1, 1, 2, 2, 1, 1, 0, 0},
+        {2, 7, 9, 1, 5, 1, 1, 0, 1, 1, 1, 0, 0},
+        {2, 9, 17, 3, 2, 2, 1, 1, 0, 2, 1, 0, 0},
     };
     for (size_t t = 0; t < sizeof gs / sizeof *gs; t++) {
         amp_conv_geom g = gs[t];
@@ -451,6 +462,102 @@ static void t_max_pool2d(void **state) {
     o = amp_max_pool2d(amp_tensor_zeros(AMP_F16, 4, AMP_SHAPE(0, 2, 4, 4)), &p, NULL);
     tc_assert_shape(o, 4, AMP_SHAPE(0, 2, 2, 2), "empty batch");
     amp_scope_end(s);
+}
+
+
+/* The 2 x 2 / stride 2 max pool in the tensor's own dtype (AVX-512) and its
+ * disjoint-window backward give the bits of the general f32 loops on the
+ * widened input, rounded: values with NaNs (quiet and signalling), infinities,
+ * signed zeros and ties, widths that leave vector tails, many planes (the
+ * threaded split), on every path (on paths without AVX-512 this compares the
+ * general loop with itself). */
+static uint16_t half_bits(amp_dtype dt, float v) { return dt == AMP_F16 ? amp_f32_to_f16(v) : amp_f32_to_bf16(v); }
+static float half_val(amp_dtype dt, uint16_t h) { return dt == AMP_F16 ? amp_f16_to_f32(h) : amp_bf16_to_f32(h); }
+
+static void t_max_pool2d_k2_bits(void **state) {
+    (void)state;
+    test_rng r = {2424};
+    static const int64_t shapes[][4] = {{2, 3, 28, 28}, {1, 2, 5, 7}, {3, 1, 2, 2}, {1, 4, 9, 70}, {128, 8, 14, 14},
+                                        {1, 1, 3, 33}};
+    for (int d = 0; d < 3; d++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            amp_scope *sc = amp_scope_begin();
+            const amp_dtype dt = DTS[d];
+            const int64_t *sh = shapes[si];
+            const int64_t n = sh[0] * sh[1] * sh[2] * sh[3];
+            amp_tensor *x = amp_tensor_empty(dt, 4, sh);
+            void *xd = amp_tensor_data(x);
+            for (int64_t i = 0; i < n; i++) {
+                const uint32_t u = test_rng_u32(&r) % 40;
+                float v = (float)((int)(test_rng_u32(&r) % 7) - 3); /* small integers: many ties */
+                if (u == 0) v = NAN;
+                if (u == 1) v = -INFINITY;
+                if (u == 2) v = INFINITY;
+                if (u == 3) v = -0.0f;
+                if (dt == AMP_F32) {
+                    ((float *)xd)[i] = v;
+                    if (u == 4) ((uint32_t *)xd)[i] = 0x7f800001u | (test_rng_u32(&r) & 0x80000000u); /* sNaN */
+                } else {
+                    ((uint16_t *)xd)[i] = half_bits(dt, v);
+                    if (u == 4) ((uint16_t *)xd)[i] = dt == AMP_BF16 ? 0x7f81 : 0x7c01; /* sNaN */
+                }
+            }
+            assert_int_equal(amp_tensor_set_requires_grad(x, true), AMP_OK);
+            amp_pool_params p = PP(2, 2, 0, 0, 0, 0, 0, 0, false, false);
+            amp_tensor *idx = NULL;
+            amp_tensor *y = amp_max_pool2d(x, &p, &idx);
+            assert_non_null(y);
+            /* the general loop on the widened input */
+            const int64_t planes = sh[0] * sh[1], OH = sh[2] / 2, OW = sh[3] / 2, S = OH * OW;
+            amp_pool_geom g = {.H = sh[2], .W = sh[3], .OH = OH, .OW = OW, .kh = 2, .kw = 2, .sh = 2, .sw = 2, .dh = 1,
+                               .dw = 1};
+            float *xf = malloc(sizeof(float) * (size_t)n), *yf = malloc(sizeof(float) * (size_t)(planes * S));
+            int64_t *ii = malloc(sizeof(int64_t) * (size_t)(planes * S));
+            for (int64_t i = 0; i < n; i++)
+                xf[i] = dt == AMP_F32 ? ((float *)xd)[i] : half_val(dt, ((uint16_t *)xd)[i]);
+            amp_max_pool2d_f32(xf, yf, ii, planes, &g);
+            const void *yd = amp_tensor_data(y);
+            const int64_t *id = amp_tensor_data(idx);
+            for (int64_t i = 0; i < planes * S; i++) {
+                bool ok;
+                if (dt == AMP_F32) {
+                    float a = ((const float *)yd)[i], b = yf[i];
+                    ok = memcmp(&a, &b, 4) == 0 || (isnan(a) && isnan(b) && ((const uint32_t *)yd)[i] == (0x00400000u | *(uint32_t *)&yf[i]));
+                } else {
+                    ok = ((const uint16_t *)yd)[i] == half_bits(dt, yf[i]);
+                }
+                if (!ok || id[i] != ii[i])
+                    fail_msg("max_pool2d 2x2 %s shape %zu: output %lld differs from the general loop (index %lld vs %lld)",
+                             amp_dtype_name(dt), si, (long long)i, (long long)id[i], (long long)ii[i]);
+            }
+            /* backward: dy with signed zeros and a NaN, against the general scatter rounded to dt */
+            amp_tensor *gy = amp_tensor_empty(dt, 4, AMP_SHAPE(sh[0], sh[1], OH, OW));
+            float *gf = malloc(sizeof(float) * (size_t)(planes * S)), *dxf = malloc(sizeof(float) * (size_t)n);
+            for (int64_t i = 0; i < planes * S; i++) {
+                float v = (float)test_rng_normal(&r);
+                if (i % 17 == 0) v = -0.0f;
+                if (i % 53 == 0) v = NAN;
+                if (dt == AMP_F32) ((float *)amp_tensor_data(gy))[i] = v;
+                else ((uint16_t *)amp_tensor_data(gy))[i] = half_bits(dt, v);
+                gf[i] = dt == AMP_F32 ? v : half_val(dt, half_bits(dt, v));
+            }
+            assert_int_equal(amp_backward_ex(y, gy, false), AMP_OK);
+            amp_max_pool2d_backward_f32(gf, ii, dxf, planes, &g);
+            const amp_tensor *gx = amp_tensor_grad(x);
+            assert_int_equal(amp_tensor_dtype(gx), dt);
+            for (int64_t i = 0; i < n; i++) {
+                bool ok;
+                if (dt == AMP_F32) {
+                    float a = ((const float *)amp_tensor_data(gx))[i];
+                    ok = memcmp(&a, &dxf[i], 4) == 0 || (isnan(a) && isnan(dxf[i]));
+                } else {
+                    ok = ((const uint16_t *)amp_tensor_data(gx))[i] == half_bits(dt, dxf[i]);
+                }
+                if (!ok) fail_msg("max_pool2d 2x2 backward %s shape %zu: dx %lld differs", amp_dtype_name(dt), si, (long long)i);
+            }
+            free(xf), free(yf), free(ii), free(gf), free(dxf);
+            amp_scope_end(sc);
+        }
 }
 
 static void t_avg_pool2d(void **state) {
@@ -697,7 +804,7 @@ static void t_no_leaks(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_conv2d),        cmocka_unit_test(t_conv2d_views_blocks), cmocka_unit_test(t_im2col_reference),
-        cmocka_unit_test(t_conv1d),        cmocka_unit_test(t_max_pool2d),          cmocka_unit_test(t_avg_pool2d),
+        cmocka_unit_test(t_conv1d),        cmocka_unit_test(t_max_pool2d),          cmocka_unit_test(t_max_pool2d_k2_bits), cmocka_unit_test(t_avg_pool2d),
         cmocka_unit_test(t_adaptive_avg_pool2d), cmocka_unit_test(t_golden),       cmocka_unit_test(t_bad_inputs),
         cmocka_unit_test(t_no_leaks),
     };

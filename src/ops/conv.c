@@ -12,12 +12,15 @@
  *                so k = nb*S                              (trans_b, beta = 1 after the first block)
  *   db[o]      = sum over n and S of dY.
  * conv1d is the same with H = 1 (kernel 1 x k). Columns stay in x's dtype
- * (half columns are widened by the GEMM while packing). */
+ * and dY in its own, so a bf16 conv (autocast) multiplies bf16 x bf16 in
+ * every product (the bf16 dot-product path on CPUs with AVX512_BF16; other
+ * half products are widened by the GEMM while packing). */
 #include <string.h>
 
 #include "amp/numeric.h"
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/reduce.h"
 #include "ops/op_util.h"
 
 /* Column buffers are made for blocks of images of at most this many bytes. */
@@ -231,7 +234,8 @@ static amp_tensor *conv_impl(const char *fn, amp_op_id op, amp_tensor *x, amp_te
                     .b = cp + (size_t)(gi * Kg * S) * xes, .b_dtype = x->dtype, .ldb = S > 0 ? S : 1,
                     .stride_b = c.C * g->kh * g->kw * S,
                     .c = (char *)amp__data(out) + (size_t)((n0 * c.O + gi * Og) * S) * amp_dtype_size(odt),
-                    .c_dtype = odt, .ldc = S > 0 ? S : 1, .stride_c = c.O * S, .batch = cnt};
+                    .c_dtype = odt, .ldc = S > 0 ? S : 1, .stride_c = c.O * S, .batch = cnt,
+                    .precision = amp_matmul_precision_get()};
                 st = amp_gemm(&ga);
             }
         }
@@ -262,14 +266,18 @@ static amp_status conv_backward(amp_node *n, amp_tensor *const *gout, amp_tensor
     const amp_conv_geom *g = &c->g;
     const char *fn = n->name;
     const amp_tensor *x = n->saved[0], *w = n->saved[1];
-    amp_tensor *xc = NULL, *wc = NULL, *dx = NULL, *dw = NULL, *db = NULL;
-    void *col = NULL, *dcol = NULL;
-    float *dyp = NULL;
-    size_t col_bytes = 0, dcol_bytes = 0, dyp_bytes = 0;
+    amp_tensor *xc = NULL, *wc = NULL, *dx = NULL, *dw = NULL, *db = NULL, *gc = NULL;
+    void *col = NULL, *dcol = NULL, *dyp = NULL;
+    float *bsum = NULL;
+    size_t col_bytes = 0, dcol_bytes = 0, dyp_bytes = 0, bsum_bytes = 0;
     amp_status st = AMP_OK;
-    bool owned;
-    const float *dy = amp__f32_view(gout[0], &owned);
-    if (!dy) return amp_last_status();
+    /* dY as stored (f32, f16 or bf16; made contiguous if it is not): a bf16
+     * dY with bf16 W and x keeps both products on the bf16 path */
+    const amp_tensor *gy = gout[0];
+    if (!amp_tensor_is_contiguous(gy) && !(gy = gc = contig_ws(fn, gy))) return amp_last_status();
+    const amp_dtype ydt = gy->dtype;
+    const size_t yes = amp_dtype_size(ydt);
+    const char *dy = amp__data(gy);
     const amp_tensor *ux = x, *uw = w;
     if (!amp_tensor_is_contiguous(x) && !(ux = xc = contig_ws(fn, x))) goto fail;
     if (!amp_tensor_is_contiguous(w) && !(uw = wc = contig_ws(fn, w))) goto fail;
@@ -277,6 +285,7 @@ static amp_status conv_backward(amp_node *n, amp_tensor *const *gout, amp_tensor
     const size_t xes = amp_dtype_size(x->dtype), wes = amp_dtype_size(w->dtype);
     const bool pw = is_pointwise(g);
     const bool need_x = n->inputs[0].needs_grad, need_w = n->inputs[1].needs_grad, need_b = n->inputs[2].needs_grad;
+    const amp_matmul_precision prec = amp_matmul_precision_get();
     amp_conv_geom gall = *g;
     gall.C = c->C;
     if (need_x) {
@@ -290,15 +299,24 @@ static amp_status conv_backward(amp_node *n, amp_tensor *const *gout, amp_tensor
         memset(amp__data(dw), 0, amp_tensor_nbytes(dw));
     }
     if (need_b) {
+        /* db[o] = sum over n and s of dY[n, o, s]: rows of S summed, then the
+         * images (vectorised reductions in dY's dtype, f32 sums) */
         db = amp__tensor_new(fn, AMP_F32, 1, &c->O, amp__mem_current(AMP_MEM_WORKSPACE), 0);
         if (!db) goto fail;
-        amp_conv_bias_grad_f32(dy, c->N, c->O, S, amp__data(db));
+        if (c->N * c->O * S == 0) {
+            memset(amp__data(db), 0, amp_tensor_nbytes(db));
+        } else {
+            bsum_bytes = (size_t)(c->N * c->O) * sizeof(float);
+            if (!(bsum = amp__ws_alloc(bsum_bytes))) goto fail;
+            amp_k_sum_dim_any(dy, ydt, c->N * c->O, S, 1, bsum);
+            amp_k_sum_dim(bsum, 1, c->N, c->O, amp__data(db));
+        }
     }
     if ((need_x || need_w) && c->N > 0 && S > 0 && Kg > 0 && Og > 0) {
         const int64_t nb = block_images(c, 4);
         if (need_w) {
             col_bytes = (size_t)(nb * Kall * S) * xes;
-            dyp_bytes = (size_t)(nb * c->O * S) * sizeof(float);
+            dyp_bytes = (size_t)(nb * c->O * S) * yes;
             if (!(col = amp__ws_alloc(col_bytes)) || !(dyp = amp__ws_alloc(dyp_bytes))) goto fail;
         }
         if (!pw && need_x) {
@@ -307,7 +325,7 @@ static amp_status conv_backward(amp_node *n, amp_tensor *const *gout, amp_tensor
         }
         for (int64_t n0 = 0; n0 < c->N; n0 += nb) {
             int64_t cnt = c->N - n0 < nb ? c->N - n0 : nb;
-            const float *dyb = dy + n0 * c->O * S;
+            const char *dyb = dy + (size_t)(n0 * c->O * S) * yes;
             if (need_x) {
                 /* dcol[n, g] = W_gᵀ · dY[n, g]; pointwise: straight into dx */
                 float *dst = pw ? (float *)amp__data(dx) + n0 * c->C * S : dcol;
@@ -315,9 +333,9 @@ static amp_status conv_backward(amp_node *n, amp_tensor *const *gout, amp_tensor
                     amp_gemm_args ga = {.trans_a = true, .m = Kg, .n = S, .k = Og, .alpha = 1.0f, .beta = 0.0f,
                                         .a = (const char *)amp__data(uw) + (size_t)(gi * Og * Kg) * wes,
                                         .a_dtype = w->dtype, .lda = Kg, .stride_a = 0,
-                                        .b = dyb + gi * Og * S, .b_dtype = AMP_F32, .ldb = S, .stride_b = c->O * S,
-                                        .c = dst + gi * Kg * S, .c_dtype = AMP_F32, .ldc = S, .stride_c = Kall * S,
-                                        .batch = cnt};
+                                        .b = dyb + (size_t)(gi * Og * S) * yes, .b_dtype = ydt, .ldb = S,
+                                        .stride_b = c->O * S, .c = dst + gi * Kg * S, .c_dtype = AMP_F32, .ldc = S,
+                                        .stride_c = Kall * S, .batch = cnt, .precision = prec};
                     if ((st = amp_gemm(&ga)) != AMP_OK) goto fail;
                 }
                 if (!pw)
@@ -327,8 +345,8 @@ static amp_status conv_backward(amp_node *n, amp_tensor *const *gout, amp_tensor
             }
             if (need_w) {
                 /* the block's columns side by side, col [Kall, cnt*S], and dY
-                 * permuted to dyp [O, cnt*S]: dW_g += dyp_g · col_gᵀ is one
-                 * product per block with k = cnt*S */
+                 * permuted to dyp [O, cnt*S] (in dY's dtype): dW_g += dyp_g ·
+                 * col_gᵀ is one product per block with k = cnt*S */
                 const int64_t L = cnt * S;
                 for (int64_t i = 0; i < cnt; i++)
                     amp_im2col((const char *)amp__data(ux) + (size_t)((n0 + i) * c->C * g->H * g->W) * xes,
@@ -336,12 +354,13 @@ static amp_status conv_backward(amp_node *n, amp_tensor *const *gout, amp_tensor
                 if (cnt > 1)
                     for (int64_t o = 0; o < c->O; o++)
                         for (int64_t i = 0; i < cnt; i++)
-                            memcpy(dyp + o * L + i * S, dyb + (i * c->O + o) * S, sizeof(float) * (size_t)S);
+                            memcpy((char *)dyp + (size_t)(o * L + i * S) * yes, dyb + (size_t)((i * c->O + o) * S) * yes,
+                                   yes * (size_t)S);
                 amp_gemm_args ga = {.trans_b = true, .m = Og, .n = Kg, .k = L, .alpha = 1.0f,
-                                    .beta = n0 == 0 ? 0.0f : 1.0f, .a = cnt > 1 ? dyp : dyb, .a_dtype = AMP_F32, .lda = L,
-                                    .stride_a = Og * L, .b = col, .b_dtype = x->dtype, .ldb = L, .stride_b = Kg * L,
-                                    .c = amp__data(dw), .c_dtype = AMP_F32, .ldc = Kg, .stride_c = Og * Kg,
-                                    .batch = c->G};
+                                    .beta = n0 == 0 ? 0.0f : 1.0f, .a = cnt > 1 ? (const void *)dyp : (const void *)dyb,
+                                    .a_dtype = ydt, .lda = L, .stride_a = Og * L, .b = col, .b_dtype = x->dtype, .ldb = L,
+                                    .stride_b = Kg * L, .c = amp__data(dw), .c_dtype = AMP_F32, .ldc = Kg,
+                                    .stride_c = Og * Kg, .batch = c->G, .precision = prec};
                 if ((st = amp_gemm(&ga)) != AMP_OK) goto fail;
             }
         }
@@ -358,7 +377,8 @@ out:
     if (col) amp__ws_free(col, col_bytes);
     if (dcol) amp__ws_free(dcol, dcol_bytes);
     if (dyp) amp__ws_free(dyp, dyp_bytes);
-    amp__f32_done(gout[0], dy, owned);
+    if (bsum) amp__ws_free(bsum, bsum_bytes);
+    amp__release(gc);
     amp__release(xc);
     amp__release(wc);
     amp__release(dx);

@@ -151,9 +151,23 @@ static amp_tensor *grad_like(const amp_edge *e) {
 }
 
 /* ---- max pool ------------------------------------------------------------------------- */
+/* windows that never overlap: each input position gets at most one dy */
+static bool disjoint(const amp_pool_geom *g) { return g->dh == 1 && g->dw == 1 && g->kh <= g->sh && g->kw <= g->sw; }
+
 static amp_status max_pool_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
     const pool_ctx *c = n->ctx;
     const amp_tensor *idx = n->saved[0];
+    const amp_tensor *gy = gout[0];
+    if (disjoint(&c->g) && amp_tensor_is_contiguous(gy) &&
+        (gy->dtype == AMP_F32 || gy->dtype == AMP_F16 || gy->dtype == AMP_BF16)) {
+        /* the gradient in dy's dtype, written once (no f32 buffer, no cast after) */
+        const amp_edge *e = &n->inputs[0];
+        amp_tensor *dx = amp__tensor_new("amp_backward", gy->dtype, e->ndim, e->shape, amp__mem_current(AMP_MEM_WORKSPACE), 0);
+        if (!dx) return amp_last_status();
+        amp_max_pool2d_backward_disjoint(amp__data(gy), gy->dtype, amp__data(idx), amp__data(dx), c->planes, &c->g);
+        gin[0] = dx;
+        return AMP_OK;
+    }
     amp_tensor *dx = grad_like(&n->inputs[0]);
     if (!dx) return amp_last_status();
     bool owned;
@@ -184,11 +198,14 @@ amp_tensor *amp_max_pool2d(amp_tensor *x, const amp_pool_params *p, amp_tensor *
     const float *xf = NULL;
     float *y = NULL;
     if (!out || !idx) goto fail;
-    xf = amp__f32_view(x, &owned);
-    if (!xf || !(y = out_f32(out))) goto fail;
-    amp_max_pool2d_f32(xf, y, amp__data(idx), c.planes, &c.g);
-    out_done(out, y);
-    amp__f32_done(x, xf, owned);
+    if (!(amp_cpu_active() >= AMP_CPU_AVX512 && amp_tensor_is_contiguous(x) &&
+          amp_max_pool2d_k2_avx512(amp__data(x), x->dtype, amp__data(out), amp__data(idx), c.planes, &c.g))) {
+        xf = amp__f32_view(x, &owned);
+        if (!xf || !(y = out_f32(out))) goto fail;
+        amp_max_pool2d_f32(xf, y, amp__data(idx), c.planes, &c.g);
+        out_done(out, y);
+        amp__f32_done(x, xf, owned);
+    }
     if (amp__needs_grad(1, in)) {
         amp_node *nd = amp__node_new(fn, max_pool_backward, 1, in, sizeof(pool_ctx));
         if (!nd) {

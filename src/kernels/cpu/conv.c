@@ -4,6 +4,8 @@
  * when the work is large. */
 #include "kernels/cpu/conv.h"
 
+#include "amp/base.h"
+
 #include <stdbool.h>
 #include <string.h>
 
@@ -56,6 +58,7 @@ DEFINE_IM2COL(im2col_32, uint32_t)
 DEFINE_IM2COL(im2col_16, uint16_t)
 
 void amp_im2col(const void *x, void *col, int64_t ldcol, const amp_conv_geom *g, int esize) {
+    if (amp_cpu_active() >= AMP_CPU_AVX512 && amp_im2col_avx512(x, col, ldcol, g, esize)) return;
     if (esize == 4)
         im2col_32(x, col, ldcol, g);
     else
@@ -63,6 +66,7 @@ void amp_im2col(const void *x, void *col, int64_t ldcol, const amp_conv_geom *g,
 }
 
 void amp_col2im_f32(const float *col, float *dx, const amp_conv_geom *g) {
+    if (amp_cpu_active() >= AMP_CPU_AVX512 && amp_col2im_f32_avx512(col, dx, g)) return;
     const int64_t kk = g->kh * g->kw, S = g->OH * g->OW;
 #pragma omp parallel for schedule(static) if (g->C * kk * S > PAR_MIN)
     for (int64_t c = 0; c < g->C; c++) {
@@ -85,20 +89,6 @@ void amp_col2im_f32(const float *col, float *dx, const amp_conv_geom *g) {
                 }
             }
         }
-    }
-}
-
-void amp_conv_bias_grad_f32(const float *dy, int64_t N, int64_t O, int64_t S, float *db) {
-#pragma omp parallel for schedule(static) if (N * O * S > PAR_MIN)
-    for (int64_t o = 0; o < O; o++) {
-        float acc = 0.0f;
-        for (int64_t n = 0; n < N; n++) {
-            const float *p = dy + (n * O + o) * S;
-            float part = 0.0f;
-            for (int64_t s = 0; s < S; s++) part += p[s];
-            acc += part;
-        }
-        db[o] = acc;
     }
 }
 

@@ -1,5 +1,4 @@
-/* Convolution helpers for conv1d/conv2d (NCHW): im2col, col2im and the bias
- * gradient. The matrix products themselves go through amp_gemm.
+/* Convolution helpers for conv1d/conv2d (NCHW): im2col and col2im. The matrix products themselves go through amp_gemm.
  *
  * Geometry of one image: C channels of H x W, kernel kh x kw, padding ph/pw,
  * stride sh/sw, dilation dh/dw, output OH x OW. The column matrix of one
@@ -8,6 +7,7 @@
 #ifndef AMP_KERNELS_CPU_CONV_H
 #define AMP_KERNELS_CPU_CONV_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,8 +25,12 @@ typedef struct {
 void amp_im2col(const void *x, void *col, int64_t ldcol, const amp_conv_geom *g, int esize);
 /* One image: dx [C,H,W] += col2im(col), f32. */
 void amp_col2im_f32(const float *col, float *dx, const amp_conv_geom *g);
-/* db[o] = sum over n, s of dy[n, o, s] (dy [N, O, S] f32), f32 accumulation. */
-void amp_conv_bias_grad_f32(const float *dy, int64_t N, int64_t O, int64_t S, float *db);
+
+/* AVX-512 versions for columns contiguous along the width (sw == 1, dw ==
+ * 1); the same bits; false (nothing done) for other geometries. amp_im2col
+ * and amp_col2im_f32 call them on the AVX-512 paths. */
+bool amp_im2col_avx512(const void *x, void *col, int64_t ldcol, const amp_conv_geom *g, int esize);
+bool amp_col2im_f32_avx512(const float *col, float *dx, const amp_conv_geom *g);
 
 /* Bytes of column buffer per block of images in conv forward/backward
  * (default 64 MiB; at least one image per block). For tests of the blocking;

@@ -56,6 +56,35 @@ void amp_max_pool2d_backward_f32(const float *dy, const int64_t *idx, float *dx,
     }
 }
 
+void amp_max_pool2d_backward_disjoint(const void *dy, amp_dtype dt, const int64_t *idx, void *dx, int64_t planes,
+                                      const amp_pool_geom *g) {
+    const int64_t HW = g->H * g->W, S = g->OH * g->OW;
+#pragma omp parallel for schedule(static) if (planes * (S + HW) > PAR_MIN_LIGHT)
+    for (int64_t p = 0; p < planes; p++) {
+        const int64_t *ip = idx + p * S;
+        if (dt == AMP_F32) {
+            float *dp = (float *)dx + p * HW;
+            const float *gp = (const float *)dy + p * S;
+            memset(dp, 0, sizeof(float) * (size_t)HW);
+            for (int64_t s = 0; s < S; s++)
+                if (ip[s] >= 0) dp[ip[s]] = 0.0f + gp[s];
+        } else {
+            /* 0 + v in the half format: -0 -> +0, a NaN quiet, else v */
+            uint16_t *dp = (uint16_t *)dx + p * HW;
+            const uint16_t *gp = (const uint16_t *)dy + p * S;
+            const uint16_t exp = dt == AMP_BF16 ? 0x7f80 : 0x7c00, quiet = dt == AMP_BF16 ? 0x40 : 0x200;
+            memset(dp, 0, sizeof(uint16_t) * (size_t)HW);
+            for (int64_t s = 0; s < S; s++) {
+                if (ip[s] < 0) continue;
+                uint16_t h = gp[s];
+                if ((h & 0x7fff) == 0) h = 0;
+                else if ((h & exp) == exp && (h & (uint16_t)~(exp | 0x8000))) h |= quiet;
+                dp[ip[s]] = h;
+            }
+        }
+    }
+}
+
 /* Window [a, b) of output index o along one dim, clipped to the input;
  * *span_pad is its size clipped to the padded input instead. */
 static inline void avg_window(int64_t o, int64_t s, int64_t p, int64_t k, int64_t n, int64_t *a, int64_t *b,

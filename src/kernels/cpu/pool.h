@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "amp/base.h"
+
 typedef struct {
     int64_t H, W, OH, OW;
     int64_t kh, kw, sh, sw, ph, pw, dh, dw;
@@ -18,6 +20,20 @@ typedef struct {
 void amp_max_pool2d_f32(const float *x, float *y, int64_t *idx, int64_t planes, const amp_pool_geom *g);
 /* dx = 0, then dx[idx] += dy per plane (idx -1 skipped). */
 void amp_max_pool2d_backward_f32(const float *dy, const int64_t *idx, float *dx, int64_t planes, const amp_pool_geom *g);
+/* The same for a 2 x 2 window, stride 2, no padding or dilation, every
+ * window inside the input (floor mode, or sizes where ceil mode adds none),
+ * contiguous planes of dtype dt (f32, f16, bf16) read and written as stored:
+ * y gets the max rounded to dt (exact), idx as above. AVX-512 only (call it
+ * when amp_cpu_active() >= AMP_CPU_AVX512); returns false, doing nothing,
+ * for any other geometry. */
+bool amp_max_pool2d_k2_avx512(const void *x, amp_dtype dt, void *y, int64_t *idx, int64_t planes,
+                              const amp_pool_geom *g);
+/* Backward for windows that never overlap (kh <= sh, kw <= sw, no
+ * dilation): every input position takes at most one dy, so dx (dtype dt,
+ * dy's) = 0 + dy at idx, in dt without a wider accumulator: the bits of
+ * amp_max_pool2d_backward_f32 rounded to dt (-0 becomes +0; NaN quiet). */
+void amp_max_pool2d_backward_disjoint(const void *dy, amp_dtype dt, const int64_t *idx, void *dx, int64_t planes,
+                                      const amp_pool_geom *g);
 /* Average over each window (no dilation). Divisor as PyTorch: the window
  * clipped to the padded input when count_include_pad, else the window
  * clipped to the input. */
