@@ -23,8 +23,26 @@
 #include "kernels/cpu/reduce.h"
 #include "ops/op_util.h"
 
-/* Column buffers are made for blocks of images of at most this many bytes. */
-static size_t g_block_bytes = (size_t)64 << 20;
+/* Column buffers are made for blocks of images of at most this many bytes:
+ * small enough that a block's columns are still in the caches when the GEMM
+ * reads them (written and read again from memory, the columns of the CNN's
+ * second layer took as long as its products); the images of a block are
+ * lowered in parallel, each thread the images its GEMM items will take. */
+static size_t g_block_bytes = (size_t)2 << 20;
+/* OpenMP over the images of a block (or channels) above this many elements */
+#define PAR_ELEMS 65536
+
+/* im2col of images [n0, n0 + cnt) of x (contiguous [N, C, H, W], element
+ * size es) into col: image i's rows at col + i * img_off elements, row
+ * stride ldcol. Threads take images i = t, t + T, ... as the batched GEMM's
+ * threads do. */
+static void im2col_images(const char *x, size_t es, int64_t n0, int64_t cnt, char *col, int64_t img_off, int64_t ldcol,
+                          const amp_conv_geom *gall) {
+    const int64_t img = gall->C * gall->H * gall->W, work = cnt * gall->C * gall->kh * gall->kw * gall->OH * gall->OW;
+#pragma omp parallel for schedule(static, 1) if (cnt > 1 && work > PAR_ELEMS)
+    for (int64_t i = 0; i < cnt; i++)
+        amp_im2col(x + (size_t)((n0 + i) * img) * es, col + (size_t)(i * img_off) * es, ldcol, gall, (int)es);
+}
 
 size_t amp__conv_set_block_bytes(size_t bytes) {
     size_t old = g_block_bytes;
@@ -64,6 +82,7 @@ static amp_tensor *contig_ws(const char *fn, const amp_tensor *t) {
 static void fill_bias(amp_tensor *out, const amp_tensor *b, int64_t N, int64_t O, int64_t S) {
     size_t es = amp_dtype_size(out->dtype);
     char *p = amp__data(out);
+#pragma omp parallel for schedule(static) if (N * O * S > PAR_ELEMS)
     for (int64_t o = 0; o < O; o++) {
         double v = amp__load((const char *)amp__data(b) + (size_t)(o * b->stride[0]) * amp_dtype_size(b->dtype), b->dtype);
         unsigned char bits[8];
@@ -221,9 +240,7 @@ static amp_tensor *conv_impl(const char *fn, amp_op_id op, amp_tensor *x, amp_te
             if (pw) {
                 cp = (const char *)amp__data(ux) + (size_t)(n0 * c.C * S) * xes;
             } else {
-                for (int64_t i = 0; i < cnt; i++)
-                    amp_im2col((const char *)amp__data(ux) + (size_t)((n0 + i) * c.C * g->H * g->W) * xes,
-                               (char *)col + (size_t)(i * c.C * g->kh * g->kw * S) * xes, S, &gall, (int)xes);
+                im2col_images(amp__data(ux), xes, n0, cnt, col, c.C * g->kh * g->kw * S, S, &gall);
                 cp = col;
             }
             for (int64_t gi = 0; gi < c.G && st == AMP_OK; gi++) {
@@ -338,20 +355,21 @@ static amp_status conv_backward(amp_node *n, amp_tensor *const *gout, amp_tensor
                                         .stride_c = Kall * S, .batch = cnt, .precision = prec};
                     if ((st = amp_gemm(&ga)) != AMP_OK) goto fail;
                 }
-                if (!pw)
+                if (!pw) {
+                    const int64_t img = c->C * g->H * g->W;
+#pragma omp parallel for schedule(static, 1) if (cnt > 1 && cnt * Kall * S > PAR_ELEMS)
                     for (int64_t i = 0; i < cnt; i++)
-                        amp_col2im_f32((const float *)dcol + i * Kall * S,
-                                       (float *)amp__data(dx) + (n0 + i) * c->C * g->H * g->W, &gall);
+                        amp_col2im_f32((const float *)dcol + i * Kall * S, (float *)amp__data(dx) + (n0 + i) * img, &gall);
+                }
             }
             if (need_w) {
                 /* the block's columns side by side, col [Kall, cnt*S], and dY
                  * permuted to dyp [O, cnt*S] (in dY's dtype): dW_g += dyp_g ·
                  * col_gᵀ is one product per block with k = cnt*S */
                 const int64_t L = cnt * S;
-                for (int64_t i = 0; i < cnt; i++)
-                    amp_im2col((const char *)amp__data(ux) + (size_t)((n0 + i) * c->C * g->H * g->W) * xes,
-                               (char *)col + (size_t)(i * S) * xes, L, &gall, (int)xes);
+                im2col_images(amp__data(ux), xes, n0, cnt, col, S, L, &gall);
                 if (cnt > 1)
+#pragma omp parallel for schedule(static) if (c->O * L > PAR_ELEMS)
                     for (int64_t o = 0; o < c->O; o++)
                         for (int64_t i = 0; i < cnt; i++)
                             memcpy((char *)dyp + (size_t)(o * L + i * S) * yes, dyb + (size_t)((i * c->O + o) * S) * yes,

@@ -26,14 +26,15 @@ void amp_im2col(const void *x, void *col, int64_t ldcol, const amp_conv_geom *g,
 /* One image: dx [C,H,W] += col2im(col), f32. */
 void amp_col2im_f32(const float *col, float *dx, const amp_conv_geom *g);
 
-/* AVX-512 versions for columns contiguous along the width (sw == 1, dw ==
- * 1); the same bits; false (nothing done) for other geometries. amp_im2col
- * and amp_col2im_f32 call them on the AVX-512 paths. */
+/* AVX-512 versions for stride 1 with the output as wide as the input (sh =
+ * sw = dw = 1, OW = W: "same" convolutions, conv_avx512.c); the same bits;
+ * false (nothing done) for other geometries. amp_im2col and amp_col2im_f32
+ * call them on the AVX-512 paths. */
 bool amp_im2col_avx512(const void *x, void *col, int64_t ldcol, const amp_conv_geom *g, int esize);
 bool amp_col2im_f32_avx512(const float *col, float *dx, const amp_conv_geom *g);
 
 /* Bytes of column buffer per block of images in conv forward/backward
- * (default 64 MiB; at least one image per block). For tests of the blocking;
+ * (default 2 MiB; at least one image per block). For tests of the blocking;
  * returns the previous value. Implemented in ops/conv.c. */
 size_t amp__conv_set_block_bytes(size_t bytes);
 
