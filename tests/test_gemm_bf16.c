@@ -219,6 +219,8 @@ typedef struct {
     int64_t batch;
     int bcast; /* 1: A stride 0, 2: B stride 0 */
     val_kind vals;
+    int bias;  /* the beta addend: 0 C, 1 one per row, 2 one per column, 3 strided (3, 2) */
+    amp_dtype bias_dt;
 } ecase;
 
 static size_t esz(amp_dtype dt) { return dt == AMP_F32 ? 4 : 2; }
@@ -243,8 +245,8 @@ static float rand_val(test_rng *r, val_kind vk) {
 }
 
 typedef struct {
-    void *a, *b, *c, *c0;
-    int64_t lda, ldb, ldc, sa, sb, sc, na, nb, nc;
+    void *a, *b, *c, *c0, *bias;
+    int64_t lda, ldb, ldc, sa, sb, sc, na, nb, nc, brs, bcs;
 } ebufs;
 
 static void make(const ecase *e, ebufs *g, test_rng *r) {
@@ -271,9 +273,18 @@ static void make(const ecase *e, ebufs *g, test_rng *r) {
     for (int64_t i = 0; i < g->nb; i++) put(g->b, e->bd, i, rand_val(r, e->vals));
     for (int64_t i = 0; i < g->nc; i++) put(g->c, e->cd, i, (float)test_rng_normal(r));
     memcpy(g->c0, g->c, (size_t)g->nc * esz(e->cd));
+    g->bias = NULL, g->brs = g->bcs = 0;
+    if (e->bias) {
+        g->brs = e->bias == 1 ? 1 : e->bias == 2 ? 0 : 3;
+        g->bcs = e->bias == 1 ? 0 : e->bias == 2 ? 1 : 2;
+        const int64_t nbias = (e->m > 0 ? e->m - 1 : 0) * g->brs + (e->n > 0 ? e->n - 1 : 0) * g->bcs + 1;
+        g->bias = malloc((size_t)nbias * esz(e->bias_dt));
+        for (int64_t i = 0; i < nbias; i++) put(g->bias, e->bias_dt, i, (float)test_rng_normal(r));
+    }
 }
 
 static void unmake(ebufs *g) {
+    free(g->bias);
     free(g->a);
     free(g->b);
     free(g->c);
@@ -284,7 +295,8 @@ static amp_gemm_args args(const ecase *e, const ebufs *g, void *c) {
     return (amp_gemm_args){.trans_a = e->ta, .trans_b = e->tb, .m = e->m, .n = e->n, .k = e->k, .alpha = e->alpha,
                            .beta = e->beta, .a = g->a, .a_dtype = e->ad, .lda = g->lda, .stride_a = g->sa, .b = g->b,
                            .b_dtype = e->bd, .ldb = g->ldb, .stride_b = g->sb, .c = c, .c_dtype = e->cd, .ldc = g->ldc,
-                           .stride_c = g->sc, .batch = e->batch, .precision = e->prec};
+                           .stride_c = g->sc, .batch = e->batch, .precision = e->prec, .bias = g->bias,
+                           .bias_dtype = e->bias_dt, .bias_rs = g->brs, .bias_cs = g->bcs};
 }
 
 static float getc_(const void *p, amp_dtype dt, int64_t i) {
@@ -357,11 +369,13 @@ static void run_path(amp_cpu_path path) {
                 ecase e = {.ta = t & 1, .tb = t >> 1, .m = shapes[s][0], .n = shapes[s][1], .k = shapes[s][2],
                            .ad = DCLASS[d].a, .bd = DCLASS[d].b, .cd = CD[q % 3], .prec = DCLASS[d].p,
                            .alpha = (q % 5 == 0) ? -0.75f : 1.0f, .beta = (q % 4 == 1) ? 0.5f : (q % 4 == 3) ? 1.0f : 0.0f,
-                           .pad = q % 3, .vals = vk};
+                           .pad = q % 3, .vals = vk, .bias = (q / 2) % 4, .bias_dt = CD[(q / 7) % 3]};
                 check_emul(&e, path, &r, 1 + (q & 1));
             }
-    /* alpha = 0: C = beta C */
+    /* alpha = 0: C = beta C (or beta * bias) */
     ecase z = {.m = 40, .n = 60, .k = 20, .ad = AMP_BF16, .bd = AMP_BF16, .cd = AMP_BF16, .alpha = 0.0f, .beta = -2.0f};
+    check_emul(&z, path, &r, 2);
+    z.bias = 1, z.bias_dt = AMP_F32;
     check_emul(&z, path, &r, 2);
     /* strided batches: gaps, broadcast A or B, split over threads by items */
     static const int64_t bshapes[][4] = {{33, 65, 40, 3}, {8, 8, 8, 8}, {100, 90, 70, 2}, {3, 50, 21, 5}, {50, 3, 21, 4}};
@@ -370,7 +384,8 @@ static void run_path(amp_cpu_path path) {
             const int d = q % 3;
             ecase e = {.ta = q & 1, .tb = (q >> 1) & 1, .m = bshapes[s][0], .n = bshapes[s][1], .k = bshapes[s][2],
                        .ad = DCLASS[d].a, .bd = DCLASS[d].b, .cd = CD[q % 3], .prec = DCLASS[d].p, .alpha = 1.0f,
-                       .beta = (q % 2) ? 0.25f : 0.0f, .pad = 1, .batch = bshapes[s][3], .bcast = bc, .vals = VAL_NORMAL};
+                       .beta = (q % 2) ? 0.25f : 0.0f, .pad = 1, .batch = bshapes[s][3], .bcast = bc, .vals = VAL_NORMAL,
+                       .bias = q % 4, .bias_dt = AMP_BF16};
             check_emul(&e, path, &r, 2);
         }
 }
@@ -418,6 +433,17 @@ static void t_emulation_distinguishes(void **state) {
     x.precision = (amp_matmul_precision)7;
     assert_true(amp_gemm(&x) < 0);
     assert_non_null(strstr(amp_last_error(), "amp_gemm: precision is 7"));
+    float bias[64] = {0};
+    x = args(&e, &g, g.c);
+    x.bias = bias, x.bias_dtype = AMP_I32, x.beta = 1.0f;
+    assert_true(amp_gemm(&x) < 0);
+    assert_non_null(strstr(amp_last_error(), "amp_gemm: bias_dtype is i32"));
+    x.bias_dtype = AMP_F32, x.bias_rs = -1;
+    assert_true(amp_gemm(&x) < 0);
+    assert_non_null(strstr(amp_last_error(), "amp_gemm: bias strides -1"));
+    x.bias_rs = INT64_MAX / 4;
+    assert_true(amp_gemm(&x) < 0);
+    assert_non_null(strstr(amp_last_error(), "amp_gemm: bias is too large"));
     unmake(&g);
 }
 

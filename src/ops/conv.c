@@ -2,7 +2,7 @@
  *
  * Forward, per block of images and per group g (Og = O/G outputs, Cg = C/G
  * inputs, K = Cg*kh*kw, S = OH*OW):
- *   out[n, g] (Og x S) = W_g (Og x K) · col[n, g] (K x S)      (+ bias, beta = 1)
+ *   out[n, g] (Og x S) = W_g (Og x K) · col[n, g] (K x S)      (+ bias, added in the GEMM's store)
  * one GEMM call per group, batched over the block's images (W shared, stride
  * 0). A 1x1 kernel with stride 1 and no padding reads x itself as col.
  * Backward (col recomputed, not saved):
@@ -76,30 +76,6 @@ static amp_tensor *contig_ws(const char *fn, const amp_tensor *t) {
         return NULL;
     }
     return c;
-}
-
-/* out[n, o, :] = b[o] in out's dtype (exact: out's dtype is at least as wide). */
-static void fill_bias(amp_tensor *out, const amp_tensor *b, int64_t N, int64_t O, int64_t S) {
-    size_t es = amp_dtype_size(out->dtype);
-    char *p = amp__data(out);
-#pragma omp parallel for schedule(static) if (N * O * S > PAR_ELEMS)
-    for (int64_t o = 0; o < O; o++) {
-        double v = amp__load((const char *)amp__data(b) + (size_t)(o * b->stride[0]) * amp_dtype_size(b->dtype), b->dtype);
-        unsigned char bits[8];
-        amp__store(bits, out->dtype, v);
-        for (int64_t n = 0; n < N; n++) {
-            char *row = p + (size_t)((n * O + o) * S) * es;
-            if (es == 4) {
-                uint32_t u;
-                memcpy(&u, bits, 4);
-                for (int64_t s = 0; s < S; s++) ((uint32_t *)row)[s] = u;
-            } else {
-                uint16_t u;
-                memcpy(&u, bits, 2);
-                for (int64_t s = 0; s < S; s++) ((uint16_t *)row)[s] = u;
-            }
-        }
-    }
 }
 
 static amp_status conv_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin);
@@ -220,7 +196,6 @@ static amp_tensor *conv_impl(const char *fn, amp_op_id op, amp_tensor *x, amp_te
     if (!amp_tensor_is_contiguous(w) && !(uw = wc = contig_ws(fn, w))) goto fail;
     const int64_t S = g->OH * g->OW, Og = c.O / c.G, Kg = g->C * g->kh * g->kw;
     const size_t xes = amp_dtype_size(x->dtype);
-    if (b) fill_bias(out, b, c.N, c.O, S);
     if (amp_tensor_numel(out) > 0) {
         const bool pw = is_pointwise(g);
         const int64_t nb = pw ? c.N : block_images(&c, xes);
@@ -246,6 +221,9 @@ static amp_tensor *conv_impl(const char *fn, amp_op_id op, amp_tensor *x, amp_te
             for (int64_t gi = 0; gi < c.G && st == AMP_OK; gi++) {
                 amp_gemm_args ga = {
                     .m = Og, .n = S, .k = Kg, .alpha = 1.0f, .beta = b ? 1.0f : 0.0f,
+                    /* the bias, one value per output channel (row of C), added in the GEMM's store */
+                    .bias = b ? (const char *)amp__data(b) + (size_t)(gi * Og * b->stride[0]) * amp_dtype_size(b->dtype) : NULL,
+                    .bias_dtype = b ? b->dtype : AMP_F32, .bias_rs = b ? b->stride[0] : 0, .bias_cs = 0,
                     .a = (const char *)amp__data(uw) + (size_t)(gi * Og * Kg) * amp_dtype_size(w->dtype),
                     .a_dtype = w->dtype, .lda = Kg > 0 ? Kg : 1, .stride_a = 0,
                     .b = cp + (size_t)(gi * Kg * S) * xes, .b_dtype = x->dtype, .ldb = S > 0 ? S : 1,

@@ -139,7 +139,7 @@ static const amp_tensor *gemm_ready(const char *fn, const amp_tensor *t, int vec
  * (the first term uses beta, the rest accumulate). */
 static amp_status bexec(int nb, const int64_t *bshape, const mdesc *A, bool want_ta, const mdesc *B, bool want_tb, void *C,
                         amp_dtype cdt, int64_t ldc, const int64_t *cbs, int64_t m, int64_t n, int64_t k, float alpha,
-                        float beta) {
+                        float beta, const amp_tensor *bias) {
     amp_gemm_args g;
     memset(&g, 0, sizeof g);
     if (!gemm_side(A, want_ta, &g.trans_a, &g.lda) || !gemm_side(B, want_tb, &g.trans_b, &g.ldb))
@@ -225,6 +225,9 @@ static amp_status bexec(int nb, const int64_t *bshape, const mdesc *A, bool want
         g.b = B->p + (size_t)ob * eb;
         g.c = (char *)C + (size_t)oc * ec;
         g.beta = first_sum ? beta : 1.0f;
+        /* a bias (one value per column, linear's) is the first term's addend */
+        g.bias = first_sum && bias ? amp__data(bias) : NULL;
+        if (g.bias) g.bias_dtype = bias->dtype, g.bias_rs = 0, g.bias_cs = bias->stride[0];
         amp_status st = amp_gemm(&g);
         if (st != AMP_OK) return st;
         int j = nod - 1;
@@ -414,7 +417,12 @@ static amp_tensor *mm_op(const char *fn, mm_mode mode, amp_tensor *input, amp_te
     const amp_tensor *ub = ua ? gemm_ready(fn, b, bvec, &tb) : NULL;
     if (!ua || !ub) goto fail;
     float gbeta = 0.0f;
-    if (input && beta != 0.0) {
+    const amp_tensor *gbias = NULL;
+    if (input && beta != 0.0 && mode == MODE_LINEAR) {
+        /* linear's bias is added in the GEMM's store (one pass over out) */
+        gbias = input;
+        gbeta = (float)beta;
+    } else if (input && beta != 0.0) {
         /* prefill C with input broadcast to the output (exact: out's dtype is
          * at least as wide as input's), then C = alpha*AB + beta*C */
         int64_t bst[AMP_MAX_DIMS];
@@ -429,7 +437,8 @@ static amp_tensor *mm_op(const char *fn, mm_mode mode, amp_tensor *input, amp_te
     factor_descs(mode, ua, ub, avec, bvec, &G, &A, &B);
     int64_t cbs[AMP_MAX_DIMS];
     out_bstrides(&G, cbs);
-    if (bexec(G.nb, G.bshape, &A, false, &B, false, amp__data(out), odt, G.N, cbs, G.M, G.N, G.K, (float)alpha, gbeta) !=
+    if (bexec(G.nb, G.bshape, &A, false, &B, false, amp__data(out), odt, G.N, cbs, G.M, G.N, G.K, (float)alpha, gbeta,
+              gbias) !=
         AMP_OK)
         goto fail;
     amp_tensor *gi[3] = {a, b, input};
@@ -496,7 +505,7 @@ static amp_status mm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor *
         int anb = (!avec && a->ndim > 2) ? a->ndim - 2 : 0;
         mdesc Cd;
         desc_contig(amp__data(da), AMP_F32, G.M, G.K, anb, a->shape, G.nb, G.bshape, &Cd);
-        st = bexec(G.nb, G.bshape, &Gd, false, &B, true, amp__data(da), AMP_F32, G.K, Cd.bs, G.M, G.K, G.N, alpha, 0.0f);
+        st = bexec(G.nb, G.bshape, &Gd, false, &B, true, amp__data(da), AMP_F32, G.K, Cd.bs, G.M, G.K, G.N, alpha, 0.0f, NULL);
         if (st != AMP_OK) {
             amp__release(da);
             goto out;
@@ -512,12 +521,12 @@ static amp_status mm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor *
         if (c->mode == MODE_LINEAR) {
             /* dW [N, K] = alpha * dCᵀ · x, summed over x's batch */
             int64_t zero[AMP_MAX_DIMS] = {0};
-            st = bexec(G.nb, G.bshape, &Gd, true, &A, false, amp__data(db), AMP_F32, G.K, zero, G.N, G.K, G.M, alpha, 0.0f);
+            st = bexec(G.nb, G.bshape, &Gd, true, &A, false, amp__data(db), AMP_F32, G.K, zero, G.N, G.K, G.M, alpha, 0.0f, NULL);
         } else {
             int bnb = (!bvec && b->ndim > 2) ? b->ndim - 2 : 0;
             mdesc Cd;
             desc_contig(amp__data(db), AMP_F32, G.K, G.N, bnb, b->shape, G.nb, G.bshape, &Cd);
-            st = bexec(G.nb, G.bshape, &A, true, &Gd, false, amp__data(db), AMP_F32, G.N, Cd.bs, G.K, G.N, G.M, alpha, 0.0f);
+            st = bexec(G.nb, G.bshape, &A, true, &Gd, false, amp__data(db), AMP_F32, G.N, Cd.bs, G.K, G.N, G.M, alpha, 0.0f, NULL);
         }
         if (st != AMP_OK) {
             amp__release(db);

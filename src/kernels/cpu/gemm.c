@@ -82,17 +82,25 @@ static void s_pack_b(float *dst, const gemm_mat *b, int64_t p0, int64_t kb, int6
     }
 }
 
-static void s_store_row(void *c, amp_dtype cdt, const float *x, int64_t n, float alpha, float beta) {
+static void s_store_row(void *c, amp_dtype cdt, const float *x, int64_t n, float alpha, float beta, const gemm_src *src) {
     for (int64_t j = 0; j < n; j++) {
         float r = x ? alpha * x[j] : 0.0f;
-        if (beta != 0.0f) r += beta * ld_elem(c, cdt, j);
+        if (beta != 0.0f) r += beta * (src ? ld_elem(src->p, src->dt, j * src->cs) : ld_elem(c, cdt, j));
         st_elem(c, cdt, j, r);
     }
 }
 
+/* src moved to element (i, j) of its block (NULL stays NULL) */
+static inline const gemm_src *src_off(const gemm_src *s, gemm_src *tmp, int64_t i, int64_t j) {
+    if (!s) return NULL;
+    *tmp = (gemm_src){(const char *)s->p + (size_t)(i * s->rs + j * s->cs) * esize(s->dt), s->dt, s->rs, s->cs};
+    return tmp;
+}
+
 static void s_macro(int64_t mb, int64_t nb, int64_t kb, const float *ap, const float *bp, void *c, amp_dtype cdt,
-                    int64_t ldc, float alpha, float beta) {
+                    int64_t ldc, float alpha, float beta, const gemm_src *src) {
     const size_t es = esize(cdt);
+    gemm_src tmp;
     for (int64_t ir = 0; ir < mb; ir += SMR) {
         for (int64_t jr = 0; jr < nb; jr += SNR) {
             const float *a = ap + ir * kb, *b = bp + jr * kb;
@@ -102,7 +110,8 @@ static void s_macro(int64_t mb, int64_t nb, int64_t kb, const float *ap, const f
                     for (int q = 0; q < SNR; q++) acc[r][q] += a[r] * b[q];
             const int64_t mr = min64(SMR, mb - ir), nr = min64(SNR, nb - jr);
             for (int64_t r = 0; r < mr; r++)
-                s_store_row((char *)c + (size_t)((ir + r) * ldc + jr) * es, cdt, acc[r], nr, alpha, beta);
+                s_store_row((char *)c + (size_t)((ir + r) * ldc + jr) * es, cdt, acc[r], nr, alpha, beta,
+                            src_off(src, &tmp, ir + r, jr));
         }
     }
 }
@@ -259,6 +268,19 @@ amp_status amp__gemm_validate(const char *fn, const amp_gemm_args *g, int64_t *b
     if (st) return st;
     st = check_operand(fn, 'C', g->c, has_out, g->c_dtype, false, m, n, "n", g->ldc, g->stride_c, batch);
     if (st) return st;
+    if (g->bias && g->beta != 0.0f && has_out) {
+        if (!gemm_dtype_ok(g->bias_dtype))
+            return amp_error(AMP_ERR_DTYPE, "%s: bias_dtype is %s; the bias must be f32, f16 or bf16", fn,
+                             amp_dtype_name(g->bias_dtype));
+        if (g->bias_rs < 0 || g->bias_cs < 0)
+            return amp_error(AMP_ERR_ARG, "%s: bias strides %lld, %lld (must be >= 0)", fn, (long long)g->bias_rs,
+                             (long long)g->bias_cs);
+        int64_t e1, e2, ext;
+        if (__builtin_mul_overflow(m - 1, g->bias_rs, &e1) || __builtin_mul_overflow(n - 1, g->bias_cs, &e2) ||
+            __builtin_add_overflow(e1, e2, &ext) || __builtin_mul_overflow(ext, (int64_t)esize(g->bias_dtype), &ext))
+            return amp_error(AMP_ERR_ARG, "%s: bias is too large: strides %lld, %lld over %lld x %lld span more than 2^63 bytes",
+                             fn, (long long)g->bias_rs, (long long)g->bias_cs, (long long)m, (long long)n);
+    }
     if (batch > 1 && has_out && g->stride_c < (m - 1) * g->ldc + n)
         return amp_error(AMP_ERR_ARG,
                          "%s: stride_c %lld with batch %lld: the C matrices overlap (each spans %lld elements)", fn,
@@ -310,6 +332,7 @@ typedef enum { PATH_SCALE, PATH_SMALL_M, PATH_SMALL_N, PATH_PACKED } gemm_path;
 typedef struct {
     const gemm_kernel *K;
     const amp_gemm_args *g;
+    const gemm_src *bias; /* the beta addend when it is not C */
     int64_t batch;
     gemm_path path;
     int threads;         /* OpenMP team size */
@@ -455,8 +478,10 @@ static void run_scale(const gemm_plan *P, const gemm_item *it, int part) {
     const amp_gemm_args *g = P->g;
     const size_t es = esize(g->c_dtype);
     const int64_t i0 = part * P->strip, i1 = min64(g->m, i0 + P->strip);
+    gemm_src tmp;
     for (int64_t i = i0; i < i1; i++)
-        P->K->store_row(it->c + (size_t)(i * g->ldc) * es, g->c_dtype, NULL, g->n, 0.0f, g->beta);
+        P->K->store_row(it->c + (size_t)(i * g->ldc) * es, g->c_dtype, NULL, g->n, 0.0f, g->beta,
+                        src_off(P->bias, &tmp, i, 0));
 }
 
 static void run_packed(const gemm_plan *P, const gemm_item *it, int part, float *ws) {
@@ -468,6 +493,7 @@ static void run_packed(const gemm_plan *P, const gemm_item *it, int part, float 
     const amp_dtype cdt = g->c_dtype;
     const size_t es = esize(cdt);
     float *ap = ws, *bp = ws + P->a_elems, *sc = bp + P->b_elems;
+    gemm_src tmp;
     for (int64_t ic = 0; ic < mt; ic += P->mc) {
         const int64_t mb = min64(P->mc, mt - ic);
         for (int64_t pc = 0; pc < k; pc += P->kb) {
@@ -477,15 +503,17 @@ static void run_packed(const gemm_plan *P, const gemm_item *it, int part, float 
                 const int64_t nb = min64(P->nc, nt - jc);
                 K->pack_b(bp, &it->b, pc, kb, j0 + jc, nb);
                 if (P->scratch)
-                    K->macro(mb, nb, kb, ap, bp, sc + jc, AMP_F32, nt, g->alpha, pc == 0 ? 0.0f : 1.0f);
+                    K->macro(mb, nb, kb, ap, bp, sc + jc, AMP_F32, nt, g->alpha, pc == 0 ? 0.0f : 1.0f, NULL);
                 else
                     K->macro(mb, nb, kb, ap, bp, it->c + (size_t)((i0 + ic) * g->ldc + j0 + jc) * es, cdt, g->ldc,
-                             g->alpha, pc == 0 ? g->beta : 1.0f);
+                             g->alpha, pc == 0 ? g->beta : 1.0f,
+                             pc == 0 ? src_off(P->bias, &tmp, i0 + ic, j0 + jc) : NULL);
             }
         }
         if (P->scratch)
             for (int64_t r = 0; r < mb; r++)
-                K->store_row(it->c + (size_t)((i0 + ic + r) * g->ldc + j0) * es, cdt, sc + r * nt, nt, 1.0f, g->beta);
+                K->store_row(it->c + (size_t)((i0 + ic + r) * g->ldc + j0) * es, cdt, sc + r * nt, nt, 1.0f, g->beta,
+                             src_off(P->bias, &tmp, i0 + ic + r, j0));
     }
 }
 
@@ -530,14 +558,17 @@ static void run_small(const gemm_plan *P, const gemm_item *it, int part, float *
     else
         K->axpy(out, yn, x, ldx, mx, (const char *)ys->p + (size_t)y0 * yes, ys->dt, ys->ld, yn, k);
 
+    gemm_src tmp;
     if (sm) {
         for (int64_t i = 0; i < mx; i++)
-            K->store_row(it->c + (size_t)(i * g->ldc + y0) * es, cdt, out + i * yn, yn, g->alpha, g->beta);
+            K->store_row(it->c + (size_t)(i * g->ldc + y0) * es, cdt, out + i * yn, yn, g->alpha, g->beta,
+                         src_off(P->bias, &tmp, i, y0));
     } else {
         float *row = out + mx * yn; /* n <= GEMM_SMALL floats of slack */
         for (int64_t i = 0; i < yn; i++) {
             for (int64_t j = 0; j < mx; j++) row[j] = out[j * yn + i];
-            K->store_row(it->c + (size_t)((y0 + i) * g->ldc) * es, cdt, row, mx, g->alpha, g->beta);
+            K->store_row(it->c + (size_t)((y0 + i) * g->ldc) * es, cdt, row, mx, g->alpha, g->beta,
+                         src_off(P->bias, &tmp, y0 + i, 0));
         }
     }
 }
@@ -590,6 +621,8 @@ amp_status amp_gemm(const amp_gemm_args *g) {
     const gemm_kernel *K = pick_kernel(g->a_dtype, g->b_dtype, g->precision);
     gemm_plan P;
     plan_gemm(&P, K, g, batch);
+    const gemm_src bias = {g->bias, g->bias_dtype, g->bias_rs, g->bias_cs};
+    if (g->bias && g->beta != 0.0f) P.bias = &bias;
     return gemm_execute(&P);
 }
 
@@ -612,7 +645,9 @@ amp_status amp_gemm_reference(const amp_gemm_args *g) {
                     for (int64_t p = 0; p < k; p++) acc += op_elem(&a, i, p) * op_elem(&b, p, j);
                 float r = g->alpha * acc;
                 if (g->alpha == 0.0f) r = 0.0f;
-                if (g->beta != 0.0f) r += g->beta * ld_elem(c, g->c_dtype, i * g->ldc + j);
+                if (g->beta != 0.0f)
+                    r += g->beta * (g->bias ? ld_elem(g->bias, g->bias_dtype, i * g->bias_rs + j * g->bias_cs)
+                                            : ld_elem(c, g->c_dtype, i * g->ldc + j));
                 st_elem(c, g->c_dtype, i * g->ldc + j, r);
             }
     }

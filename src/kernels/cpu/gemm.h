@@ -42,6 +42,17 @@ typedef struct {
     int64_t ldc, stride_c;
     int64_t batch; /* 0 is taken as 1 */
     amp_matmul_precision precision; /* for f32 operands; 0 = highest (ops pass amp_matmul_precision_get()) */
+    /* Optional addend of the beta term instead of C (a bias): when bias is
+     * set and beta != 0, C_b = alpha * op(A_b) @ op(B_b) + beta * X with
+     * X(i, j) = bias[i*bias_rs + j*bias_cs] (f32, f16 or bf16; the same for
+     * every batch item; a stride 0 broadcasts: bias_rs = 1, bias_cs = 0 is
+     * one value per row of C, as conv2d's; bias_rs = 0, bias_cs = 1 one per
+     * column, as linear's). C is then only written. The arithmetic is the
+     * beta step's (fma(beta, x, alpha * AB)), so it equals prefilling C with
+     * X rounded to C's dtype whenever that rounding is exact. */
+    const void *bias;
+    amp_dtype bias_dtype;
+    int64_t bias_rs, bias_cs;
 } amp_gemm_args;
 
 /* Validates the arguments (error names "amp_gemm" and the bad field), then

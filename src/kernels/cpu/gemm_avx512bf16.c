@@ -251,7 +251,7 @@ static void pack_b(float *dst, const gemm_mat *b, int64_t p0, int64_t kb, int64_
  * of an NR-column B micro-panel, kp pairs; each accumulator lane is one
  * element of C and takes the pairs in order. */
 AI void micro(int64_t kp, const uint32_t *restrict a, const uint32_t *restrict b, void *c, amp_dtype cdt, int64_t ldc,
-              int64_t mr, int64_t nr, float alpha, float beta, const int NVE) {
+              int64_t mr, int64_t nr, float alpha, float beta, const gemm_src *src, const int NVE) {
     V acc[MR][NV];
 #pragma GCC unroll 16
     for (int r = 0; r < MR; r++)
@@ -282,37 +282,38 @@ AI void micro(int64_t kp, const uint32_t *restrict a, const uint32_t *restrict b
         b += NR;
     }
 
-    micro_store(acc, c, cdt, ldc, mr, nr, alpha, beta, NVE);
+    micro_store(acc, c, cdt, ldc, mr, nr, alpha, beta, src, NVE);
 }
 
 static void macro(int64_t mb, int64_t nb, int64_t kb, const float *apf, const float *bpf, void *c, amp_dtype cdt,
-                  int64_t ldc, float alpha, float beta) {
+                  int64_t ldc, float alpha, float beta, const gemm_src *src) {
     const uint32_t *ap = (const uint32_t *)apf, *bp = (const uint32_t *)bpf;
     const int64_t kp = ceil2(kb);
     const size_t es = esize(cdt);
+    gemm_src tmp;
     for (int64_t ir = 0; ir < mb; ir += MR) {
         const uint32_t *a = ap + ir * kp;
         char *crow = (char *)c + (size_t)(ir * ldc) * es;
         const int64_t mr = min64(MR, mb - ir);
         int64_t jr = 0;
         for (; jr + NR <= nb; jr += NR)
-            micro(kp, a, bp + jr * kp, crow + (size_t)jr * es, cdt, ldc, mr, NR, alpha, beta, NV);
+            micro(kp, a, bp + jr * kp, crow + (size_t)jr * es, cdt, ldc, mr, NR, alpha, beta, src_at(src, &tmp, ir, jr), NV);
         if (jr < nb) {
             const int64_t nr = nb - jr;
             const uint32_t *b = bp + jr * kp;
             char *cc = crow + (size_t)jr * es;
             if (nr <= VL)
-                micro(kp, a, b, cc, cdt, ldc, mr, nr, alpha, beta, 1);
+                micro(kp, a, b, cc, cdt, ldc, mr, nr, alpha, beta, src_at(src, &tmp, ir, jr), 1);
 #if NV > 2
             else if (nr <= 2 * VL)
-                micro(kp, a, b, cc, cdt, ldc, mr, nr, alpha, beta, 2);
+                micro(kp, a, b, cc, cdt, ldc, mr, nr, alpha, beta, src_at(src, &tmp, ir, jr), 2);
 #endif
 #if NV > 3
             else if (nr <= 3 * VL)
-                micro(kp, a, b, cc, cdt, ldc, mr, nr, alpha, beta, 3);
+                micro(kp, a, b, cc, cdt, ldc, mr, nr, alpha, beta, src_at(src, &tmp, ir, jr), 3);
 #endif
             else
-                micro(kp, a, b, cc, cdt, ldc, mr, nr, alpha, beta, NV);
+                micro(kp, a, b, cc, cdt, ldc, mr, nr, alpha, beta, src_at(src, &tmp, ir, jr), NV);
         }
     }
 }
@@ -536,9 +537,9 @@ float amp__gemm_dpbf16_lane(float acc, uint32_t b_pair, uint32_t a_pair) {
 void amp__gemm_bf16_micro(int64_t kp, const uint32_t *a, const uint32_t *b, float *c, int64_t ldc, int64_t mr, int64_t nr,
                           float alpha, float beta) {
     if (nr > 2 * VL)
-        micro(kp, a, b, c, AMP_F32, ldc, mr, nr, alpha, beta, NV);
+        micro(kp, a, b, c, AMP_F32, ldc, mr, nr, alpha, beta, NULL, NV);
     else if (nr > VL)
-        micro(kp, a, b, c, AMP_F32, ldc, mr, nr, alpha, beta, 2);
+        micro(kp, a, b, c, AMP_F32, ldc, mr, nr, alpha, beta, NULL, 2);
     else
-        micro(kp, a, b, c, AMP_F32, ldc, mr, nr, alpha, beta, 1);
+        micro(kp, a, b, c, AMP_F32, ldc, mr, nr, alpha, beta, NULL, 1);
 }

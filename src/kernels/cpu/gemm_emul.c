@@ -37,7 +37,8 @@
  *                     constructed cases, tests/test_gemm_bf16.c)
  *
  * Stores: r = alpha * acc; if beta != 0, r = fma(beta, c, r) (scalar path:
- * r = r + beta*c, two roundings), c being C as stored, widened; then r is
+ * r = r + beta*c, two roundings), c being C as stored, widened (or the
+ * bias element in its place, amp_gemm_args.bias); then r is
  * rounded once to C's dtype. Packed with several k blocks: an f32 C takes
  * each block in turn (the first with beta, the others with beta = 1); a half
  * C accumulates the blocks the same way in an f32 scratch s (s = alpha*acc,
@@ -247,7 +248,10 @@ amp_status amp_gemm_emulate(const amp_gemm_args *g, amp_cpu_path path) {
         for (int64_t i = 0; i < m; i++)
             for (int64_t j = 0; j < n; j++) {
                 const int64_t ci = i * g->ldc + j;
-                const float c0 = g->beta != 0.0f ? ldc_elem(c, g->c_dtype, ci) : 0.0f;
+                /* the beta term's addend: C, or the bias in its place */
+                const float c0 = g->beta == 0.0f ? 0.0f
+                                 : g->bias    ? ldc_elem(g->bias, g->bias_dtype, i * g->bias_rs + j * g->bias_cs)
+                                              : ldc_elem(c, g->c_dtype, ci);
                 float r;
                 if (scale) {
                     r = store_val(cf.kind, 0.0f, 0.0f, g->beta, c0);

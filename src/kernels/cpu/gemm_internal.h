@@ -31,6 +31,16 @@ typedef struct {
     bool trans;
 } gemm_mat;
 
+/* The beta term's addend when it is not C itself (amp_gemm_args.bias):
+ * element (i, j) of the current block at p + i*rs + j*cs elements of dt
+ * (f32, f16 or bf16; strides may be 0). NULL where a kernel takes one means
+ * C. */
+typedef struct {
+    const void *p;
+    amp_dtype dt;
+    int64_t rs, cs;
+} gemm_src;
+
 typedef struct gemm_kernel {
     const char *name;
     /* false: the widened kernels (f32 FMA; buffers hold floats). true: the
@@ -52,12 +62,14 @@ typedef struct gemm_kernel {
      * floats (dst[q*nr*kb + p*nr + c]), columns past nb zero. */
     void (*pack_b)(float *dst, const gemm_mat *b, int64_t p0, int64_t kb, int64_t j0, int64_t nb);
     /* C[0:mb, 0:nb] = alpha * Ap.Bp + beta * C (C of dtype cdt, row stride
-     * ldc elements; beta == 0: C is not read). */
+     * ldc elements; beta == 0: C is not read; src: beta * src instead, C
+     * only written). */
     void (*macro)(int64_t mb, int64_t nb, int64_t kb, const float *ap, const float *bp, void *c, amp_dtype cdt,
-                  int64_t ldc, float alpha, float beta);
-    /* One row: c[0:n] = alpha * x[0:n] + beta * c[0:n], x == NULL meaning
-     * zeros, beta == 0 meaning c is not read; rounded once to cdt. */
-    void (*store_row)(void *c, amp_dtype cdt, const float *x, int64_t n, float alpha, float beta);
+                  int64_t ldc, float alpha, float beta, const gemm_src *src);
+    /* One row: c[0:n] = alpha * x[0:n] + beta * c[0:n] (src: its row 0
+     * instead of c), x == NULL meaning zeros, beta == 0 meaning nothing is
+     * read; rounded once to cdt. */
+    void (*store_row)(void *c, amp_dtype cdt, const float *x, int64_t n, float alpha, float beta, const gemm_src *src);
     /* Unpacked kernels for a small dimension (gemv and friends); x is f32
      * (bf16 for pair kernels) with row stride ldx elements, y is read as
      * stored (f32/f16/bf16):
