@@ -16,7 +16,7 @@ set -euo pipefail
 pkgs_build="cmake make gcc libc6-dev pkg-config zlib1g-dev libcjson-dev"
 pkgs_test="libcmocka-dev dataset-fashion-mnist"
 pkgs_run="dataset-fashion-mnist"
-pkgs_bench="libopenblas-dev"
+pkgs_bench="libopenblas-dev python3-torch"
 pkgs_fuzz="clang libclang-rt-14-dev libomp-dev"
 pkgs_text="python3 python3-pip"
 

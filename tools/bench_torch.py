@@ -23,11 +23,19 @@ torch.autocast('cpu', torch.bfloat16) around forward and loss. Presets:
 --threads best times 1 thread and every core (torch's best setting differs by
 model: the issue asks for torch at its best) and reports both and the best
 per mode ("by_threads", "modes"). Each mode's time is the median step after
-one warm-up step."""
+one warm-up step.
+
+    /usr/bin/python3 tools/bench_torch.py --serve
+
+serves `amp bench train`, which interleaves its rounds with PyTorch's: prints
+"ready <version>", then answers each line "run MODEL BATCH STEPS THREADS MODE"
+(MODE fp32, fp16 or bf16) with "ok <median ms per step>" or "na" (the mode is
+not supported by this PyTorch), until "quit" or end of input."""
 import argparse
 import json
 import os
 import statistics
+import sys
 import time
 import warnings
 
@@ -106,7 +114,32 @@ def bench(model_name, batch, steps, dtype):
     return 1e3 * statistics.median(times)
 
 
+def serve():
+    print("ready %s" % torch.__version__, flush=True)
+    dts = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
+    for line in sys.stdin:
+        f = line.split()
+        if not f or f[0] == "quit":
+            break
+        try:
+            if f[0] != "run" or len(f) != 6 or f[1] not in ("mlp", "cnn") or f[5] not in dts:
+                raise ValueError("bad request: " + line.strip())
+            torch.set_num_threads(int(f[4]))
+            dt = dts[f[5]]
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                ms = bench(f[1], int(f[2]), int(f[3]), dt)
+            print("ok %.6f" % ms, flush=True)
+        except Warning:
+            print("na", flush=True)
+        except Exception as e:
+            print("na %s" % str(e).replace("\n", " "), flush=True)
+
+
 def main():
+    if "--serve" in sys.argv[1:]:
+        serve()
+        return
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="mlp", choices=["mlp", "cnn", "gpt"])
     ap.add_argument("--preset", default="shakespeare-char", choices=sorted(PRESETS))

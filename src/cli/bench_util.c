@@ -1,5 +1,11 @@
 #include "cli/bench_util.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,4 +186,73 @@ void bench_print_machine(void) {
     cpu_model(model, sizeof model);
     printf("machine: %s, %ld cores, %d threads, cpu path %s, amp %s\n", model, sysconf(_SC_NPROCESSORS_ONLN),
            amp_get_num_threads(), amp_cpu_path_name(amp_cpu_active()), amp_version());
+}
+
+/* ---- helper processes ------------------------------------------------------ */
+extern char **environ;
+
+bool bench_worker_start(bench_worker *w, const char *const *args, char *first, size_t n) {
+    w->pid = -1;
+    w->in = w->out = NULL;
+    signal(SIGPIPE, SIG_IGN); /* a worker that dies makes a write fail, not the benchmark */
+    const char *py = getenv("AMP_TORCH_PYTHON");
+    if (!py || !*py) py = "/usr/bin/python3";
+    if (!args || !args[0] || access(args[0], R_OK) != 0 || access(py, X_OK) != 0) return false;
+    char *argv[16];
+    int na = 0;
+    argv[na++] = (char *)py;
+    for (int i = 0; args[i] && na < 15; i++) argv[na++] = (char *)args[i];
+    argv[na] = NULL;
+    int to[2], from[2];
+    if (pipe(to)) return false;
+    if (pipe(from)) {
+        close(to[0]), close(to[1]);
+        return false;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, to[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, from[1], 1);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addclose(&fa, to[1]);
+    posix_spawn_file_actions_addclose(&fa, from[0]);
+    pid_t pid;
+    int rc = posix_spawn(&pid, py, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(to[0]);
+    close(from[1]);
+    if (rc != 0) {
+        close(to[1]), close(from[0]);
+        return false;
+    }
+    w->pid = (int)pid;
+    w->in = fdopen(to[1], "w");
+    w->out = fdopen(from[0], "r");
+    if (!w->in || !w->out || !fgets(first, (int)n, w->out)) {
+        bench_worker_stop(w);
+        return false;
+    }
+    return true;
+}
+
+bool bench_worker_ask(bench_worker *w, const char *req, char *line, size_t n) {
+    if (w->pid < 0) return false;
+    if (fprintf(w->in, "%s\n", req) < 0 || fflush(w->in) != 0 || !fgets(line, (int)n, w->out)) {
+        bench_worker_stop(w);
+        return false;
+    }
+    return true;
+}
+
+void bench_worker_stop(bench_worker *w) {
+    if (w->pid < 0) return;
+    if (w->in) {
+        fputs("quit\n", w->in);
+        fclose(w->in);
+    }
+    if (w->out) fclose(w->out);
+    int st;
+    waitpid((pid_t)w->pid, &st, 0);
+    w->pid = -1;
+    w->in = w->out = NULL;
 }

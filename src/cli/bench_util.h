@@ -4,7 +4,9 @@
 #define AMP_CLI_BENCH_UTIL_H
 
 #include <cjson/cJSON.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 /* Monotonic wall clock in seconds. */
 double bench_now(void);
@@ -26,6 +28,21 @@ double bench_triad_run(bench_triad *t, double min_seconds);
 /* one triad pass, timed alone (GB/s): for pairing with another measurement */
 double bench_triad_once(bench_triad *t);
 void bench_triad_free(bench_triad *t);
+
+/* A helper process answering one line per request line (the PyTorch
+ * workers tools/bench_torch_mm.py and tools/bench_torch.py --serve), so a
+ * benchmark can interleave its rounds with PyTorch's. The interpreter is
+ * $AMP_TORCH_PYTHON or /usr/bin/python3; args[0] is the script. start reads
+ * the worker's first line into first (false: no python, no script, or it
+ * did not answer). ask sends req (no newline) and reads one line (false when
+ * the worker is gone). */
+typedef struct {
+    int pid;
+    FILE *in, *out;
+} bench_worker;
+bool bench_worker_start(bench_worker *w, const char *const *args, char *first, size_t n);
+bool bench_worker_ask(bench_worker *w, const char *req, char *line, size_t n);
+void bench_worker_stop(bench_worker *w);
 
 /* Writes root to path atomically (temp file + rename); returns 0 or -1 and
  * prints an error. Does nothing when path is NULL. */

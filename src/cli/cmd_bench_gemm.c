@@ -1,7 +1,10 @@
-/* amp bench gemm: GEMM GFLOP/s per input dtype against the measured FMA peak
- * of this machine and OpenBLAS sgemm (loaded at run time with dlopen, never
- * linked), on square sizes, the training shapes of the mlp and cnn models at
- * batch 128, and batch-1 inference through 4096 x 4096 layers.
+/* amp bench gemm: GEMM GFLOP/s per input dtype against the measured peaks of
+ * this machine (f32 FMA, and vdpbf16ps where the CPU has AVX512_BF16),
+ * OpenBLAS sgemm (loaded at run time with dlopen, never linked) and PyTorch's
+ * torch.mm in bf16 (oneDNN; a Python worker, tools/bench_torch_mm.py, timed
+ * in the same interleaved rounds), on square sizes (NN, NT, TN), the training
+ * shapes of the mlp and cnn models at batch 128, and batch-1 inference
+ * through 4096 x 4096 layers.
  *
  * Method: contenders are measured in alternating rounds. After one untimed
  * call each, every round runs a short block of timed calls per contender,
@@ -33,13 +36,16 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: amp bench gemm [--sizes N,N,...] [--threads T] [--dtypes LIST] [--rounds R] [--json FILE]\n"
+            "                      [--torch-script PATH] [--no-torch]\n"
             "\n"
             "GEMM throughput of amp_gemm (f32 accumulation, f32 output) for f32, f16 and bf16\n"
-            "inputs, against the measured FMA peak of this machine and OpenBLAS sgemm\n"
-            "(dlopen'ed libopenblas.so.0 with OPENBLAS_CORETYPE=SKYLAKEX, if installed),\n"
-            "measured interleaved in the same run. Sections:\n"
-            "  peak     register-resident FMA loop, one thread and all threads\n"
-            "  square   n x n x n, NN, for every --sizes entry; NT and TN at one size\n"
+            "inputs, against the measured peaks of this machine, OpenBLAS sgemm (dlopen'ed\n"
+            "libopenblas.so.0 with OPENBLAS_CORETYPE=SKYLAKEX, if installed) and PyTorch's bf16\n"
+            "torch.mm (tools/bench_torch_mm.py under /usr/bin/python3 or $AMP_TORCH_PYTHON,\n"
+            "if torch is installed), measured interleaved in the same run. Sections:\n"
+            "  peak     register-resident loops, one thread and all threads: f32 FMA, and\n"
+            "           vdpbf16ps where the CPU has AVX512_BF16\n"
+            "  square   n x n x n, NN, NT and TN, for every --sizes entry\n"
             "  models   training GEMMs of the mlp (784-512-512-10) and cnn at batch 128\n"
             "  batch1   1 x 4096 times 4096 x 4096^T, 4 layers, f32 vs f16 vs bf16 weights\n"
             "\n"
@@ -49,6 +55,8 @@ static void usage(FILE *f) {
             "  --dtypes LIST    input dtypes among f32,f16,bf16 (default f32,f16,bf16)\n"
             "  --rounds R       alternating measurement rounds (default 6, 1..50)\n"
             "  --json FILE      also write the results as JSON (fields: docs/BENCHMARKS.md)\n"
+            "  --torch-script P the PyTorch worker (default tools/bench_torch_mm.py)\n"
+            "  --no-torch       do not run PyTorch\n"
             "  -h, --help       this text\n"
             "\n"
             "figures are medians over all timed calls; ratios are amp / OpenBLAS and amp / peak.\n");
@@ -84,6 +92,41 @@ static void openblas_load(int threads) {
 
 enum { CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 };
 
+/* ---- PyTorch worker (tools/bench_torch_mm.py) ------------------------------ */
+static bench_worker g_pt = {.pid = -1};
+static char g_pt_version[64];
+static int g_pt_threads;
+
+static void torch_stop(void) { bench_worker_stop(&g_pt); }
+
+static bool torch_start(const char *script, int threads) {
+    char targ[16], line[256];
+    snprintf(targ, sizeof targ, "%d", threads);
+    const char *args[] = {script, "--threads", targ, NULL};
+    if (!bench_worker_start(&g_pt, args, line, sizeof line)) return false;
+    if (sscanf(line, "ready %63s %d", g_pt_version, &g_pt_threads) != 2) {
+        torch_stop();
+        return false;
+    }
+    return true;
+}
+
+/* one timed torch.mm (seconds), or NAN if the worker failed (it is stopped) */
+static double torch_mm(int64_t n, const char *op, const char *dt) {
+    if (g_pt.pid < 0) return NAN;
+    char req[128], line[256] = "";
+    snprintf(req, sizeof req, "mm %lld %s %s 1", (long long)n, op, dt);
+    double t;
+    if (!bench_worker_ask(&g_pt, req, line, sizeof line) || sscanf(line, "ok %lf", &t) != 1) {
+        fprintf(stderr, "amp bench gemm: the PyTorch worker failed (%s); continuing without it\n", line);
+        torch_stop();
+        return NAN;
+    }
+    return t;
+}
+
+static const char *tname(bool ta, bool tb) { return ta ? (tb ? "TT" : "TN") : (tb ? "NT" : "NN"); }
+
 /* ---- one GEMM job ---------------------------------------------------------- */
 /* A job is `calls` amp_gemm calls of one shape (a strided batch each); call i
  * reads the i-th A and B, and all calls accumulate into the same C (beta 1
@@ -100,6 +143,8 @@ typedef struct {
     shape s;
     amp_dtype dt; /* A and B dtype; F32 C */
     bool openblas;
+    bool torch;      /* PyTorch's torch.mm in the worker (square shapes) */
+    double reported; /* the worker's time of the last call */
     void *a, *b;
     float *c;
     int64_t lda, ldb, ldc, a_elems, b_elems, c_elems; /* per matrix */
@@ -129,6 +174,7 @@ static int job_init(job *j, const shape *s, amp_dtype dt, bool openblas) {
     j->s = *s;
     j->dt = dt;
     j->openblas = openblas;
+    j->flops = shape_flops(s);
     const int64_t ar = s->ta ? s->k : s->m, ac = s->ta ? s->m : s->k;
     const int64_t br = s->tb ? s->n : s->k, bc = s->tb ? s->k : s->n;
     j->lda = ac, j->ldb = s->ldb ? s->ldb : bc, j->ldc = s->n;
@@ -141,8 +187,15 @@ static int job_init(job *j, const shape *s, amp_dtype dt, bool openblas) {
     if (!j->a || !j->b || !j->c) return -1;
     fill(j->a, dt, j->a_elems * na, 1);
     fill(j->b, dt, j->b_elems * nb, 2);
-    j->flops = shape_flops(s);
     return 0;
+}
+
+static void job_init_torch(job *j, const shape *s, amp_dtype dt) {
+    memset(j, 0, sizeof *j);
+    j->s = *s;
+    j->dt = dt;
+    j->torch = true;
+    j->flops = shape_flops(s);
 }
 
 static void job_free(job *j) {
@@ -154,6 +207,10 @@ static void job_free(job *j) {
 
 static int job_run(job *j) {
     const shape *s = &j->s;
+    if (j->torch) {
+        j->reported = torch_mm(s->m, tname(s->ta, s->tb), j->dt == AMP_BF16 ? "bf16" : "f32");
+        return isnan(j->reported) ? -1 : 0;
+    }
     const size_t es = amp_dtype_size(j->dt);
     const int64_t astride = s->share_a ? 0 : j->a_elems;
     for (int64_t call = 0; call < s->calls; call++) {
@@ -191,8 +248,8 @@ static int measure(job **jobs, int nj, int rounds) {
     int reps[8];
     for (int i = 0; i < nj; i++) {
         double t0 = bench_now();
-        if (job_run(jobs[i])) return -1;
-        double one = bench_now() - t0;
+        if (job_run(jobs[i]) && !jobs[i]->torch) return -1;
+        double one = jobs[i]->torch && !isnan(jobs[i]->reported) ? jobs[i]->reported : bench_now() - t0;
         reps[i] = (int)(0.3 / (one * rounds) + 0.5);
         if (reps[i] < 1) reps[i] = 1;
         if (reps[i] > MAX_SAMPLES / rounds) reps[i] = MAX_SAMPLES / rounds;
@@ -202,9 +259,13 @@ static int measure(job **jobs, int nj, int rounds) {
         for (int i = 0; i < nj; i++) {
             job *j = jobs[i];
             for (int q = 0; q < reps[i] && j->nt < MAX_SAMPLES; q++) {
+                if (j->torch && g_pt.pid < 0) break;
                 double t0 = bench_now();
-                if (job_run(j)) return -1;
-                j->t[j->nt++] = bench_now() - t0;
+                if (job_run(j)) {
+                    if (j->torch) break; /* the worker is gone: no figure for it */
+                    return -1;
+                }
+                j->t[j->nt++] = j->torch ? j->reported : bench_now() - t0;
             }
             pause_threads();
         }
@@ -216,8 +277,9 @@ static double job_median(job *j) { return j->nt ? bench_median(j->t, j->nt) : NA
 static double job_gflops(job *j) { return j->flops / job_median(j) / 1e9; }
 
 /* ---- FMA peak ------------------------------------------------------------ */
-static double fma_peak(int threads) {
-    const gemm_kernel *K = amp_gemm_kernel_active();
+/* the register-resident loop of kernel set K (f32 FMA, or vdpbf16ps for the
+ * pair kernels) on `threads` threads: the best of 3 */
+static double loop_peak(const gemm_kernel *K, int threads) {
     double best = 0;
     volatile float sink = 0;
     for (int rep = 0; rep < 3; rep++) {
@@ -275,12 +337,13 @@ static cJSON *dtype_obj(cJSON *parent, amp_dtype dt) {
     return o;
 }
 
-/* One shape: OpenBLAS f32 (if present) and amp per dtype, measured together. */
-static int run_shape(const shape *s, const amp_dtype *dts, int ndt, int rounds, double *ob_gf, double *gf,
-                     double *ms) {
-    job jobs[4];
-    job *jp[4];
-    int nj = 0, ob_idx = -1;
+/* One shape: OpenBLAS f32 (if present), amp per dtype and (square shapes,
+ * with_torch) PyTorch's bf16 torch.mm, measured together. */
+static int run_shape(const shape *s, const amp_dtype *dts, int ndt, int rounds, double *ob_gf, double *gf, double *ms,
+                     bool with_torch, double *pt_gf) {
+    job jobs[5];
+    job *jp[5];
+    int nj = 0, ob_idx = -1, pt_idx = -1;
     if (g_ob.h) {
         if (job_init(&jobs[nj], s, AMP_F32, true)) goto nomem;
         ob_idx = nj;
@@ -292,11 +355,18 @@ static int run_shape(const shape *s, const amp_dtype *dts, int ndt, int rounds, 
         jp[nj] = &jobs[nj];
         nj++;
     }
+    if (with_torch && g_pt.pid >= 0) {
+        job_init_torch(&jobs[nj], s, AMP_BF16);
+        pt_idx = nj;
+        jp[nj] = &jobs[nj];
+        nj++;
+    }
     if (measure(jp, nj, rounds)) {
         for (int i = 0; i < nj; i++) job_free(&jobs[i]);
         return cli_fail("amp_gemm failed on %s: %s", s->name, amp_last_error());
     }
     *ob_gf = ob_idx >= 0 ? job_gflops(&jobs[ob_idx]) : NAN;
+    if (pt_gf) *pt_gf = pt_idx >= 0 && jobs[pt_idx].nt > 0 ? job_gflops(&jobs[pt_idx]) : NAN;
     for (int d = 0; d < ndt; d++) {
         job *j = &jobs[(ob_idx >= 0) + d];
         gf[d] = job_gflops(j);
@@ -305,37 +375,43 @@ static int run_shape(const shape *s, const amp_dtype *dts, int ndt, int rounds, 
     for (int i = 0; i < nj; i++) job_free(&jobs[i]);
     return 0;
 nomem:
-    for (int i = 0; i <= nj && i < 4; i++) job_free(&jobs[i]);
+    for (int i = 0; i <= nj && i < 5; i++) job_free(&jobs[i]);
     return cli_fail("out of memory for %s", s->name);
 }
 
-static const char *tname(bool ta, bool tb) { return ta ? (tb ? "TT" : "TN") : (tb ? "NT" : "NN"); }
+/* the peak a dtype's kernel runs against: vdpbf16ps for bf16 on the pair kernels */
+static double peak_of(amp_dtype dt, double fma, double dp) {
+    return dt == AMP_BF16 && amp_gemm_kernel_pairs() && dp > 0 ? dp : fma;
+}
 
 static int section_square(const int64_t *sizes, int ns, const amp_dtype *dts, int ndt, int rounds, double peak,
-                          cJSON *root) {
-    printf("\n## square GEMM, C = A.B (f32 output), GFLOP/s; ratio to OpenBLAS sgemm and to peak\n\n");
+                          double dp_peak, cJSON *root) {
+    int f32_i = -1, bf_i = -1;
+    for (int d = 0; d < ndt; d++) {
+        if (dts[d] == AMP_F32) f32_i = d;
+        if (dts[d] == AMP_BF16) bf_i = d;
+    }
+    const bool torch_col = g_pt.pid >= 0 && bf_i >= 0;
+    printf("\n## square GEMM, C = A.B (f32 output), GFLOP/s; ratio to OpenBLAS sgemm and to the peak of the\n"
+           "## kernel's instruction (f32 FMA; vdpbf16ps for bf16 on the avx512bf16 path)\n\n");
     printf("| n | op | OpenBLAS sgemm |");
     for (int d = 0; d < ndt; d++) printf(" amp %s | /OB | /peak |", amp_dtype_name(dts[d]));
+    if (f32_i >= 0 && bf_i >= 0) printf(" bf16 / f32 |");
+    if (torch_col) printf(" PyTorch bf16 mm | amp bf16 / PyTorch |");
     printf("\n|---|---|---|");
     for (int d = 0; d < ndt; d++) printf("---|---|---|");
+    if (f32_i >= 0 && bf_i >= 0) printf("---|");
+    if (torch_col) printf("---|---|");
     printf("\n");
     cJSON *arr = cJSON_AddArrayToObject(root, "square");
-    /* NT and TN at one size: 1024 when listed, else the smallest size >= 1024, else the largest */
-    int64_t tsize = 0;
-    for (int i = 0; i < ns; i++)
-        if (sizes[i] >= 1024 && (tsize == 0 || sizes[i] < tsize)) tsize = sizes[i];
-    if (!tsize)
-        for (int i = 0; i < ns; i++)
-            if (sizes[i] > tsize) tsize = sizes[i];
     for (int i = 0; i < ns; i++) {
         for (int op = 0; op < 3; op++) {
-            if (op > 0 && sizes[i] != tsize) continue;
             const bool ta = op == 2, tb = op == 1;
             char name[32];
             snprintf(name, sizeof name, "%s n=%lld", tname(ta, tb), (long long)sizes[i]);
             shape s = {name, ta, tb, sizes[i], sizes[i], sizes[i], 1, 1, false, 0};
-            double ob, gf[3], ms[3];
-            if (run_shape(&s, dts, ndt, rounds, &ob, gf, ms)) return -1;
+            double ob, gf[3], ms[3], pt = NAN;
+            if (run_shape(&s, dts, ndt, rounds, &ob, gf, ms, torch_col, &pt)) return -1;
             printf("| %lld | %s |", (long long)sizes[i], tname(ta, tb));
             if (isnan(ob))
                 printf(" - |");
@@ -346,15 +422,30 @@ static int section_square(const int64_t *sizes, int ns, const amp_dtype *dts, in
             cJSON_AddStringToObject(o, "op", tname(ta, tb));
             if (!isnan(ob)) cJSON_AddNumberToObject(o, "openblas_gflops", ob);
             for (int d = 0; d < ndt; d++) {
+                const double pk = peak_of(dts[d], peak, dp_peak);
                 if (isnan(ob))
-                    printf(" %.1f | - | %.2f |", gf[d], gf[d] / peak);
+                    printf(" %.1f | - | %.2f |", gf[d], gf[d] / pk);
                 else
-                    printf(" %.1f | %.3f | %.2f |", gf[d], gf[d] / ob, gf[d] / peak);
+                    printf(" %.1f | %.3f | %.2f |", gf[d], gf[d] / ob, gf[d] / pk);
                 cJSON *od = dtype_obj(o, dts[d]);
                 cJSON_AddNumberToObject(od, "gflops", gf[d]);
                 cJSON_AddNumberToObject(od, "ms", ms[d]);
+                cJSON_AddStringToObject(od, "kernel", amp_gemm_kernel_name(dts[d], dts[d], AMP_MATMUL_HIGHEST));
                 if (!isnan(ob)) cJSON_AddNumberToObject(od, "ratio_openblas", gf[d] / ob);
-                cJSON_AddNumberToObject(od, "ratio_peak", gf[d] / peak);
+                cJSON_AddNumberToObject(od, "ratio_peak", gf[d] / pk);
+            }
+            if (f32_i >= 0 && bf_i >= 0) {
+                printf(" %.2fx |", gf[bf_i] / gf[f32_i]);
+                cJSON_AddNumberToObject(o, "bf16_over_f32", gf[bf_i] / gf[f32_i]);
+            }
+            if (torch_col) {
+                if (isnan(pt)) {
+                    printf(" - | - |");
+                } else {
+                    printf(" %.1f | %.2fx |", pt, gf[bf_i] / pt);
+                    cJSON_AddNumberToObject(o, "torch_bf16_gflops", pt);
+                    cJSON_AddNumberToObject(o, "bf16_over_torch_bf16", gf[bf_i] / pt);
+                }
             }
             printf("\n");
             fflush(stdout);
@@ -378,12 +469,14 @@ static const shape g_model_shapes[] = {
     /* cnn: conv 1->32 3x3 pad 1 on 28x28, pool, conv 32->64 3x3 pad 1 on 14x14,
      * pool, linear 3136->128, linear 128->10; im2col GEMMs as src/ops/conv.c
      * issues them (forward batched over images with shared W; weight
-     * gradient one call per image accumulating into dW). */
+     * gradient one call per block of images, the columns side by side, so
+     * k = images * OH*OW: blocks of about 2 MiB of f32 columns, 9 images of
+     * conv2, the whole batch of conv1 in two). */
     {"cnn conv1 fwd  W.col", false, false, 32, 784, 9, 128, 1, true, 0},
     {"cnn conv2 fwd  W.col", false, false, 64, 196, 288, 128, 1, true, 0},
     {"cnn conv2 dcol W^T.dY", true, false, 288, 196, 64, 128, 1, true, 0},
-    {"cnn conv1 dW   dY.col^T", false, true, 32, 9, 784, 1, 128, false, 0},
-    {"cnn conv2 dW   dY.col^T", false, true, 64, 288, 196, 1, 128, false, 0},
+    {"cnn conv1 dW   dY.col^T", false, true, 32, 9, 784 * 64, 1, 2, false, 0},
+    {"cnn conv2 dW   dY.col^T", false, true, 64, 288, 196 * 9, 1, 14, false, 0},
     {"cnn fc1 fwd  x.W^T", false, true, 128, 128, 3136, 1, 1, false, 0},
     {"cnn fc2 fwd  x.W^T", false, true, 128, 10, 128, 1, 1, false, 0},
     {"cnn fc2 dX   dY.W", false, false, 128, 128, 10, 1, 1, false, 0},
@@ -404,7 +497,7 @@ static int section_models(const amp_dtype *dts, int ndt, int rounds, cJSON *root
     for (size_t i = 0; i < sizeof g_model_shapes / sizeof g_model_shapes[0]; i++) {
         const shape *s = &g_model_shapes[i];
         double ob, gf[3], ms[3];
-        if (run_shape(s, dts, ndt, rounds, &ob, gf, ms)) return -1;
+        if (run_shape(s, dts, ndt, rounds, &ob, gf, ms, false, NULL)) return -1;
         printf("| %s | %lldx%lldx%lld %s | %lldx%lld |", s->name, (long long)s->m, (long long)s->n, (long long)s->k,
                tname(s->ta, s->tb), (long long)s->batch, (long long)s->calls);
         cJSON *o = cJSON_CreateObject();
@@ -540,7 +633,8 @@ int cmd_bench_gemm(int argc, char **argv) {
     amp_dtype dts[3] = {AMP_F32, AMP_F16, AMP_BF16};
     int ndt = 3;
     long threads = 0, rounds = 6;
-    const char *json = NULL;
+    const char *json = NULL, *torch_script = "tools/bench_torch_mm.py";
+    bool no_torch = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (cli_is_help(a)) {
@@ -548,9 +642,13 @@ int cmd_bench_gemm(int argc, char **argv) {
             return CLI_OK;
         }
         if (i + 1 >= argc && (!strcmp(a, "--sizes") || !strcmp(a, "--threads") || !strcmp(a, "--dtypes") ||
-                              !strcmp(a, "--rounds") || !strcmp(a, "--json")))
+                              !strcmp(a, "--rounds") || !strcmp(a, "--json") || !strcmp(a, "--torch-script")))
             return cli_usage_error(usage, "bench gemm: %s needs a value", a);
-        if (!strcmp(a, "--sizes")) {
+        if (!strcmp(a, "--no-torch")) {
+            no_torch = true;
+        } else if (!strcmp(a, "--torch-script")) {
+            torch_script = argv[++i];
+        } else if (!strcmp(a, "--sizes")) {
             if (parse_sizes(argv[++i], sizes, &ns))
                 return cli_usage_error(usage, "bench gemm: --sizes '%s': expected up to %d comma-separated sizes in 1..16384",
                                        argv[i], MAX_SIZES);
@@ -575,11 +673,18 @@ int cmd_bench_gemm(int argc, char **argv) {
 
     bench_print_machine();
     openblas_load(T);
-    printf("threads: %d; kernel path: %s\n", T, amp_gemm_kernel_active()->name);
+    const gemm_kernel *pairs = amp_gemm_kernel_pairs();
+    printf("threads: %d; kernel path: %s%s\n", T, amp_gemm_kernel_active()->name,
+           pairs ? " (bf16 x bf16 on the avx512bf16 vdpbf16ps kernels)" : "");
     if (g_ob.h)
         printf("OpenBLAS: %s (OPENBLAS_CORETYPE=%s)\n", g_ob.config, getenv("OPENBLAS_CORETYPE"));
     else
         printf("OpenBLAS: not installed (libopenblas.so.0 not found); amp's numbers only\n");
+    if (!no_torch && torch_start(torch_script, T))
+        printf("PyTorch: %s, %d threads (%s), bf16 torch.mm measured in the same rounds\n", g_pt_version, g_pt_threads,
+               torch_script);
+    else
+        printf("PyTorch: %s\n", no_torch ? "not run (--no-torch)" : "not available (no torch, or no worker script)");
 
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "bench", "gemm");
@@ -590,16 +695,29 @@ int cmd_bench_gemm(int argc, char **argv) {
     if (g_ob.h) cJSON_AddStringToObject(root, "openblas", g_ob.config);
     else cJSON_AddNullToObject(root, "openblas");
 
-    const double peak1 = fma_peak(1), peak = fma_peak(T);
-    printf("\n## FMA peak (register-resident f32 FMA loop, %s path)\n\n", amp_gemm_kernel_active()->name);
-    printf("| threads | GFLOP/s |\n|---|---|\n| 1 | %.1f |\n| %d | %.1f |\n", peak1, T, peak);
+    if (g_pt.pid >= 0) cJSON_AddStringToObject(root, "torch", g_pt_version);
+    else cJSON_AddNullToObject(root, "torch");
+
+    const gemm_kernel *K = amp_gemm_kernel_active();
+    const double peak1 = loop_peak(K, 1), peak = loop_peak(K, T);
+    const double dp1 = pairs ? loop_peak(pairs, 1) : 0, dp = pairs ? loop_peak(pairs, T) : 0;
+    printf("\n## peaks (register-resident loops of independent chains, %s path)\n\n", amp_gemm_kernel_active()->name);
+    printf("| instruction | 1 thread GFLOP/s | %d threads GFLOP/s |\n|---|---|---|\n", T);
+    printf("| f32 FMA | %.1f | %.1f |\n", peak1, peak);
+    if (pairs) printf("| vdpbf16ps (bf16 pairs) | %.1f | %.1f |\n", dp1, dp);
+    if (pairs) printf("\nvdpbf16ps / FMA: %.2fx\n", dp / peak);
     cJSON *pk = cJSON_AddObjectToObject(root, "peak");
     cJSON_AddNumberToObject(pk, "per_core_gflops", peak1);
     cJSON_AddNumberToObject(pk, "all_threads_gflops", peak);
+    if (pairs) {
+        cJSON_AddNumberToObject(pk, "dpbf16_per_core_gflops", dp1);
+        cJSON_AddNumberToObject(pk, "dpbf16_all_threads_gflops", dp);
+    }
 
-    int rc = section_square(sizes, ns, dts, ndt, (int)rounds, peak, root);
+    int rc = section_square(sizes, ns, dts, ndt, (int)rounds, peak, dp, root);
     if (!rc) rc = section_models(dts, ndt, (int)rounds, root);
     if (!rc) rc = section_batch1(dts, ndt, (int)rounds, root);
+    torch_stop();
     if (!rc && bench_write_json(json, root)) rc = CLI_FAIL;
     cJSON_Delete(root);
     return rc ? CLI_FAIL : CLI_OK;

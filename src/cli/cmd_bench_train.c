@@ -1,87 +1,63 @@
 /* amp bench train: ms per training step in fp32, fp16 + GradScaler and bf16
- * (and O2), the ratio to fp32, an epoch estimate, and PyTorch CPU on the same
- * model and batch when tools/bench_torch.py and PyTorch are available. */
+ * (O1 and O2), the ratio to fp32, an epoch estimate, and PyTorch CPU on the
+ * same model and batch (tools/bench_torch.py --serve, a worker timed in the
+ * same interleaved rounds), for the mlp and the cnn. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/bench_util.h"
 #include "cli/cli.h"
 #include "cli/trainer.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: amp bench train [--model mlp|cnn] [--batch B] [--steps N] [--threads T]\n"
-               "                       [--torch-script PATH] [--no-torch] [--json FILE]\n\n"
+    fprintf(f, "usage: amp bench train [--model mlp|cnn|mlp,cnn] [--batch B] [--steps N] [--rounds R]\n"
+               "                       [--threads T] [--torch-script PATH] [--no-torch] [--json FILE]\n\n"
                "Median ms per training step (forward, loss, backward, optimizer; AdamW) in fp32,\n"
                "fp16 + GradScaler, bf16 (O1) and bf16 O2, with the ratio to fp32 and the time of\n"
-               "one epoch of 60000 images. With PyTorch installed, tools/bench_torch.py runs the\n"
-               "same model and batch in the same run (at --threads and at 1 thread; Debian's\n"
-               "torch 1.13 runs under /usr/bin/python3, override with $AMP_TORCH_PYTHON).\n"
-               "  --model mlp|cnn   (default mlp)     --batch B (default 128)\n"
-               "  --steps N         timed steps per mode and round (default 40; 7 rounds, modes\n"
-               "                    interleaved)\n");
+               "one epoch of 60000 images. With PyTorch installed, tools/bench_torch.py --serve runs\n"
+               "the same model and batch in the same rounds, interleaved with amp's (at --threads\n"
+               "and at 1 thread; Debian's torch 1.13 runs under /usr/bin/python3, override with\n"
+               "$AMP_TORCH_PYTHON).\n"
+               "  --model LIST      mlp, cnn or both (default mlp,cnn)\n"
+               "  --batch B         (default 128)\n"
+               "  --steps N         timed steps per mode and round (default 40; PyTorch: at most 30)\n"
+               "  --rounds R        rounds, modes interleaved in each (default 7)\n");
 }
 
-static double torch_ms(const char *script, const char *model, long batch, long steps, int threads, const char *mode,
-                       char *version, size_t vn) {
-    const char *py = getenv("AMP_TORCH_PYTHON");
-    if (!py || !*py) py = "/usr/bin/python3";
-    if (access(script, R_OK) != 0 || access(py, X_OK) != 0) return -1;
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s %s --model %s --batch %ld --steps %ld --threads %d 2>/dev/null", py, script, model, batch,
-             steps, threads);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    char buf[4096];
-    size_t n = fread(buf, 1, sizeof buf - 1, p);
-    buf[n] = 0;
-    if (pclose(p) != 0) return -1;
-    cJSON *j = cJSON_Parse(buf);
-    double v = -1;
-    if (j) {
-        cJSON *ver = cJSON_GetObjectItem(j, "torch");
-        if (cJSON_IsString(ver) && version) snprintf(version, vn, "%s", ver->valuestring);
-        cJSON *m = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "modes"), mode);
-        if (cJSON_IsNumber(m)) v = m->valuedouble;
-        cJSON_Delete(j);
-    }
-    return v;
+static const struct {
+    const char *label, *precision, *opt_level, *torch_mode;
+} g_modes[] = {{"fp32", "fp32", NULL, "fp32"},
+               {"fp16+scaler", "fp16", NULL, "fp16"},
+               {"bf16", "bf16", NULL, "bf16"},
+               {"bf16 O2", "bf16", "O2", NULL}};
+enum { NM = sizeof g_modes / sizeof g_modes[0], MAXR = 25 };
+
+/* PyTorch's median ms per step for a mode on `threads` threads; -1 if the
+ * worker cannot (no torch, unsupported mode) */
+static double torch_step(bench_worker *w, const char *model, long batch, long steps, int threads, const char *mode) {
+    char req[128], line[256];
+    snprintf(req, sizeof req, "run %s %ld %ld %d %s", model, batch, steps, threads, mode);
+    double ms;
+    if (!bench_worker_ask(w, req, line, sizeof line) || sscanf(line, "ok %lf", &ms) != 1) return -1;
+    return ms;
 }
 
-int cmd_bench_train(int argc, char **argv) {
-    const char *model = "mlp", *json = NULL, *script = "tools/bench_torch.py";
-    long batch = 128, steps = 40, threads = 0;
-    bool no_torch = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (cli_is_help(a)) {
-            usage(stdout);
-            return CLI_OK;
-        } else if (!strcmp(a, "--model") && v && (!strcmp(v, "mlp") || !strcmp(v, "cnn"))) model = v, i++;
-        else if (!strcmp(a, "--batch") && v && !cli_parse_long(v, 1, 4096, &batch)) i++;
-        else if (!strcmp(a, "--steps") && v && !cli_parse_long(v, 1, 100000, &steps)) i++;
-        else if (!strcmp(a, "--threads") && v && !cli_parse_long(v, 1, 1024, &threads)) i++;
-        else if (!strcmp(a, "--torch-script") && v) script = v, i++;
-        else if (!strcmp(a, "--json") && v) json = v, i++;
-        else if (!strcmp(a, "--no-torch")) no_torch = true;
-        else return cli_usage_error(usage, "bench train: bad option '%s'", a);
-    }
-    if (threads > 0) amp_set_num_threads((int)threads);
-    int nt = amp_get_num_threads();
-    static const struct {
-        const char *label, *precision, *opt_level, *torch_mode;
-    } modes[] = {{"fp32", "fp32", NULL, "fp32"}, {"fp16+scaler", "fp16", NULL, "fp16"}, {"bf16", "bf16", NULL, "bf16"},
-                 {"bf16 O2", "bf16", "O2", NULL}};
-    enum { NM = sizeof modes / sizeof modes[0] };
-    double ms[NM], tms[NM], tms1[NM];
-    char tver[64] = "";
-    bench_print_machine();
-    /* modes interleaved in rounds, so a slow moment of a shared machine hits
-     * every mode alike; the figure per mode is the median over rounds of
-     * each run's median step */
-    enum { ROUNDS = 7 };
-    double per_round[NM][ROUNDS];
-    for (int r = 0; r < ROUNDS; r++) {
+static double median_valid(double *v, int n) {
+    double t[MAXR];
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (v[i] > 0) t[k++] = v[i];
+    return k ? bench_median(t, k) : -1;
+}
+
+static int bench_model(const char *model, long batch, long steps, int rounds, long threads, bench_worker *w,
+                       const char *tver, cJSON *arr) {
+    const int nt = amp_get_num_threads();
+    double per[NM][MAXR], tper[NM][MAXR], tper1[NM][MAXR];
+    const long tsteps = steps < 30 ? steps : 30;
+    for (int r = 0; r < rounds; r++) {
+        /* one round: every amp mode, then PyTorch's modes at T and at 1 thread */
         for (int k = 0; k < NM; k++) {
             trainer_cfg cfg;
             trainer_defaults(&cfg);
@@ -93,55 +69,112 @@ int cmd_bench_train(int argc, char **argv) {
             cfg.progress = false;
             cfg.threads = (int)threads;
             cfg.seed = (uint64_t)r;
-            if (trainer_resolve_mode(&cfg, modes[k].precision, modes[k].opt_level, NULL)) return CLI_USAGE;
+            if (trainer_resolve_mode(&cfg, g_modes[k].precision, g_modes[k].opt_level, NULL)) return CLI_USAGE;
             trainer_result res;
             if (trainer_run(&cfg, &res, false) != 0) return cli_fail("%s", amp_last_error());
-            per_round[k][r] = res.step_ms;
+            per[k][r] = res.step_ms;
+        }
+        for (int k = 0; k < NM; k++) {
+            tper[k][r] = tper1[k][r] = -1;
+            if (!g_modes[k].torch_mode || w->pid < 0) continue;
+            tper[k][r] = torch_step(w, model, batch, tsteps, nt, g_modes[k].torch_mode);
+            tper1[k][r] = nt == 1 ? tper[k][r] : torch_step(w, model, batch, tsteps, 1, g_modes[k].torch_mode);
         }
     }
-    for (int k = 0; k < NM; k++) {
-        ms[k] = bench_median(per_round[k], ROUNDS);
-        tms[k] = tms1[k] = -1;
-        if (!no_torch && modes[k].torch_mode) {
-            tms[k] = torch_ms(script, model, batch, steps < 30 ? steps : 30, nt, modes[k].torch_mode, tver, sizeof tver);
-            tms1[k] = nt == 1 ? tms[k] : torch_ms(script, model, batch, steps < 30 ? steps : 30, 1, modes[k].torch_mode, tver, sizeof tver);
-        }
-    }
-    printf("\n%s, batch %ld, AdamW, %d threads; per mode the median over 7 interleaved rounds of each\nround's median step (%ld steps); epoch = 60000 images\n\n", model, batch, nt, steps);
+    printf("\n%s, batch %ld, AdamW, %d threads; per mode the median over %d interleaved rounds of each\n"
+           "round's median step (%ld steps; PyTorch %ld); epoch = 60000 images\n\n",
+           model, batch, nt, rounds, steps, tsteps);
     printf("| mode | amp ms/step | vs amp fp32 | amp epoch (s) | PyTorch %s ms/step (%d thr / 1 thr) | amp speedup vs PyTorch |\n",
-           *tver ? tver : "", nt);
+           tver, nt);
     printf("|---|---|---|---|---|---|\n");
-    double per_epoch = 60000.0 / (double)batch;
-    cJSON *root = cJSON_CreateObject(), *arr = cJSON_CreateArray();
-    cJSON_AddItemToObject(root, "machine", bench_machine_json());
-    cJSON_AddStringToObject(root, "model", model);
-    cJSON_AddNumberToObject(root, "batch", (double)batch);
-    cJSON_AddNumberToObject(root, "steps", (double)steps);
-    if (*tver) cJSON_AddStringToObject(root, "torch_version", tver);
+    const double per_epoch = 60000.0 / (double)batch;
+    cJSON *mo = cJSON_CreateObject(), *modes = cJSON_CreateArray();
+    cJSON_AddStringToObject(mo, "model", model);
+    double ms[NM];
+    for (int k = 0; k < NM; k++) ms[k] = bench_median(per[k], rounds);
     for (int k = 0; k < NM; k++) {
+        const double t = median_valid(tper[k], rounds), t1 = median_valid(tper1[k], rounds);
         char tcol[64] = "n/a", scol[32] = "n/a";
-        double best = tms[k] > 0 && tms1[k] > 0 ? (tms[k] < tms1[k] ? tms[k] : tms1[k]) : (tms[k] > 0 ? tms[k] : tms1[k]);
+        const double best = t > 0 && t1 > 0 ? fmin(t, t1) : (t > 0 ? t : t1);
         if (best > 0) {
-            snprintf(tcol, sizeof tcol, "%.2f / %.2f", tms[k], tms1[k]);
-            snprintf(scol, sizeof scol, "%.1fx", best / ms[k]);
-        } else if (!no_torch && modes[k].torch_mode) {
+            snprintf(tcol, sizeof tcol, "%.2f / %.2f", t, t1);
+            snprintf(scol, sizeof scol, "%.2fx", best / ms[k]);
+        } else if (g_modes[k].torch_mode && w->pid >= 0) {
             snprintf(tcol, sizeof tcol, "not available");
         }
-        printf("| %s | %.2f | %.2fx | %.2f | %s | %s |\n", modes[k].label, ms[k], ms[k] / ms[0], ms[k] * per_epoch / 1e3, tcol,
-               scol);
+        printf("| %s | %.2f | %.2fx | %.2f | %s | %s |\n", g_modes[k].label, ms[k], ms[k] / ms[0],
+               ms[k] * per_epoch / 1e3, tcol, scol);
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "mode", modes[k].label);
+        cJSON_AddStringToObject(o, "mode", g_modes[k].label);
         cJSON_AddNumberToObject(o, "ms_per_step", ms[k]);
+        double lo = per[k][0], hi = per[k][0];
+        for (int r = 1; r < rounds; r++) lo = fmin(lo, per[k][r]), hi = fmax(hi, per[k][r]);
+        cJSON_AddNumberToObject(o, "ms_per_step_min", lo);
+        cJSON_AddNumberToObject(o, "ms_per_step_max", hi);
         cJSON_AddNumberToObject(o, "ratio_to_fp32", ms[k] / ms[0]);
         cJSON_AddNumberToObject(o, "epoch_s", ms[k] * per_epoch / 1e3);
-        if (tms[k] > 0) cJSON_AddNumberToObject(o, "torch_ms_per_step", tms[k]);
-        if (tms1[k] > 0) cJSON_AddNumberToObject(o, "torch_ms_per_step_1thread", tms1[k]);
-        cJSON_AddItemToArray(arr, o);
+        if (t > 0) cJSON_AddNumberToObject(o, "torch_ms_per_step", t);
+        if (t1 > 0) cJSON_AddNumberToObject(o, "torch_ms_per_step_1thread", t1);
+        if (best > 0) cJSON_AddNumberToObject(o, "speedup_vs_torch", best / ms[k]);
+        cJSON_AddItemToArray(modes, o);
     }
-    cJSON_AddItemToObject(root, "modes", arr);
-    printf("\nthe PyTorch speedup column uses PyTorch's faster thread setting. Debian's torch is a\n"
-           "CPU build without native half kernels for this CPU; fp16 CPU autocast needs torch >= 2.\n");
-    int rc = bench_write_json(json, root);
+    cJSON_AddItemToObject(mo, "modes", modes);
+    cJSON_AddItemToArray(arr, mo);
+    fflush(stdout);
+    return CLI_OK;
+}
+
+int cmd_bench_train(int argc, char **argv) {
+    const char *models = "mlp,cnn", *json = NULL, *script = "tools/bench_torch.py";
+    long batch = 128, steps = 40, threads = 0, rounds = 7;
+    bool no_torch = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (cli_is_help(a)) {
+            usage(stdout);
+            return CLI_OK;
+        } else if (!strcmp(a, "--model") && v &&
+                   (!strcmp(v, "mlp") || !strcmp(v, "cnn") || !strcmp(v, "mlp,cnn") || !strcmp(v, "cnn,mlp")))
+            models = v, i++;
+        else if (!strcmp(a, "--batch") && v && !cli_parse_long(v, 1, 4096, &batch)) i++;
+        else if (!strcmp(a, "--steps") && v && !cli_parse_long(v, 1, 100000, &steps)) i++;
+        else if (!strcmp(a, "--rounds") && v && !cli_parse_long(v, 1, MAXR, &rounds)) i++;
+        else if (!strcmp(a, "--threads") && v && !cli_parse_long(v, 1, 1024, &threads)) i++;
+        else if (!strcmp(a, "--torch-script") && v) script = v, i++;
+        else if (!strcmp(a, "--json") && v) json = v, i++;
+        else if (!strcmp(a, "--no-torch")) no_torch = true;
+        else return cli_usage_error(usage, "bench train: bad option '%s'", a);
+    }
+    if (threads > 0) amp_set_num_threads((int)threads);
+    bench_print_machine();
+    bench_worker w = {.pid = -1};
+    char line[256], tver[64] = "";
+    const char *args[] = {script, "--serve", NULL};
+    if (!no_torch && bench_worker_start(&w, args, line, sizeof line) && sscanf(line, "ready %63s", tver) == 1)
+        printf("PyTorch %s: measured in the same rounds (tools/bench_torch.py --serve)\n", tver);
+    else {
+        bench_worker_stop(&w);
+        printf("PyTorch: %s\n", no_torch ? "not run (--no-torch)" : "not available");
+    }
+    cJSON *root = cJSON_CreateObject(), *arr = cJSON_CreateArray();
+    cJSON_AddItemToObject(root, "machine", bench_machine_json());
+    cJSON_AddNumberToObject(root, "batch", (double)batch);
+    cJSON_AddNumberToObject(root, "steps", (double)steps);
+    cJSON_AddNumberToObject(root, "rounds", (double)rounds);
+    if (*tver) cJSON_AddStringToObject(root, "torch_version", tver);
+    cJSON_AddItemToObject(root, "models", arr);
+    int rc = CLI_OK;
+    char list[32];
+    snprintf(list, sizeof list, "%s", models);
+    for (char *save = NULL, *m = strtok_r(list, ",", &save); m && rc == CLI_OK; m = strtok_r(NULL, ",", &save))
+        rc = bench_model(m, batch, steps, (int)rounds, threads, &w, *tver ? tver : "", arr);
+    bench_worker_stop(&w);
+    if (rc == CLI_OK) {
+        printf("\nthe PyTorch speedup column uses PyTorch's faster thread setting. Debian's torch 1.13\n"
+               "uses oneDNN's bf16 kernels where the CPU has AVX512_BF16; fp16 CPU autocast needs\n"
+               "torch >= 2.\n");
+        if (bench_write_json(json, root)) rc = CLI_FAIL;
+    }
     cJSON_Delete(root);
-    return rc ? CLI_FAIL : CLI_OK;
+    return rc;
 }
