@@ -72,7 +72,8 @@ static void t_modes(void **s) {
     (void)s;
     const char *modes[] = {"--precision fp32", "--precision bf16", "--precision bf16 --opt-level O2",
                            "--precision fp16 --opt-level O2 --rounding stochastic", "--precision bf16 --opt-level O3",
-                           "--policy p=f32,c=bf16,o=f32", "--model cnn --precision bf16 --max-steps 6"};
+                           "--policy p=f32,c=bf16,o=f32", "--model cnn --precision bf16 --max-steps 6",
+                           "--matmul-precision medium", "--matmul-precision high --model cnn --max-steps 6"};
     for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
         char args[512], *out, *err;
         snprintf(args, sizeof args, "train %s --epochs 1 " SLICE " --quiet", modes[i]);
@@ -83,6 +84,18 @@ static void t_modes(void **s) {
         double sc = field(out, "final loss scale");
         if (strstr(modes[i], "fp16")) assert_true(sc > 0 && sc == exp2(round(log2(sc)))); /* dynamic: a power of two */
         else assert_true(sc == 1.0);                                                       /* no loss scaling */
+        /* the summary says what the products cost on this CPU path */
+        const char *mp = strstr(modes[i], "--matmul-precision ");
+        char want[64];
+        snprintf(want, sizeof want, "matmul precision  %s", mp ? mp + 19 : "highest");
+        char *sp = strchr(want + 18, ' ');
+        if (sp) *sp = '\0';
+        if (!strstr(out, want)) fail_msg("%s: no '%s' in the summary:\n%s", modes[i], want, out);
+        const char *prod = strstr(out, "  products          ");
+        if (!prod) fail_msg("%s: no products line in the summary", modes[i]);
+        if (strstr(modes[i], "bf16"))
+            assert_true(!strncmp(prod + 20, amp_cpu_active() >= AMP_CPU_AVX512BF16 ? "bf16: bf16 x bf16 products use the native"
+                                                                                  : "bf16: widened to f32", 25));
         free(out);
         free(err);
     }
@@ -112,6 +125,7 @@ static void t_bad_usage(void **s) {
     expect_usage("train --policy p=f32 --precision fp16", "--policy");
     expect_usage("train --frobnicate", "--frobnicate");
     expect_usage("compare --precision fp16", "compare");
+    expect_usage("train --matmul-precision fast", "--matmul-precision");
     expect_usage("memory --batch 0", "--batch");
     expect_usage("nosuchcommand", "nosuchcommand");
     expect_usage("", "no command");
@@ -127,8 +141,8 @@ static void t_help(void **s) {
     free(err);
     assert_int_equal(test_run_cli(NULL, "train --help", &out, &err), 0);
     const char *flags[] = {"--model", "--precision", "--opt-level", "--policy", "--epochs", "--batch", "--lr", "--optimizer",
-                           "--seed", "--threads", "--metrics", "--limit", "--inject-nonfinite-every"};
-    for (int i = 0; i < 13; i++)
+                           "--seed", "--threads", "--metrics", "--limit", "--inject-nonfinite-every", "--matmul-precision"};
+    for (int i = 0; i < 14; i++)
         if (!strstr(out, flags[i])) fail_msg("amp train --help does not document %s", flags[i]);
     free(out);
     free(err);
@@ -209,6 +223,11 @@ static void t_compare_and_memory(void **s) {
     assert_non_null(strstr(out, "| bf16 |"));
     assert_non_null(strstr(out, "max logit diff"));
     assert_non_null(strstr(out, "peak memory by category"));
+    /* what each precision costs on this CPU */
+    assert_non_null(strstr(out, "  - fp32: "));
+    assert_non_null(strstr(out, "  - fp16: widened to f32"));
+    assert_non_null(strstr(out, amp_cpu_active() >= AMP_CPU_AVX512BF16 ? "  - bf16: bf16 x bf16 products use the native bf16 dot product"
+                                                                      : "  - bf16: widened to f32"));
     /* the logit differences are real measurements: finite and small */
     const char *p = strstr(out, "| fp16 |");
     const char *bar = p;

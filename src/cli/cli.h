@@ -23,6 +23,11 @@ int cli_is_help(const char *arg);
 /* Strict number parsing: the whole string must be a number in range. */
 int cli_parse_long(const char *s, long lo, long hi, long *out);
 int cli_parse_double(const char *s, double *out);
+/* One line per compute precision saying how matrix products run on this CPU
+ * path (bf16: the native vdpbf16ps dot product or widened; fp16: widened;
+ * f32: FMA, or one bf16 pass with matmul precision "medium"), each prefixed
+ * by indent. which: any of "fp32", "fp16", "bf16" (NULL: all three). */
+void cli_print_precision_notes(FILE *f, const char *indent, const char *which);
 
 int cmd_formats(int argc, char **argv);
 void cmd_formats_usage(FILE *f);

@@ -51,3 +51,28 @@ int cli_parse_double(const char *s, double *out) {
     *out = v;
     return 0;
 }
+
+void cli_print_precision_notes(FILE *f, const char *indent, const char *which) {
+    const char *path = amp_cpu_path_name(amp_cpu_active());
+    const bool dot = amp_cpu_active() >= AMP_CPU_AVX512BF16;
+    const char *prec = amp_get_matmul_precision();
+    if (!which || !strcmp(which, "fp32")) {
+        if (!strcmp(prec, "medium") && dot)
+            fprintf(f, "%sfp32: matmul precision \"medium\": f32 operands rounded to bf16 and multiplied on the bf16 dot product (about twice the f32 rate, about 3 significant digits per product)\n", indent);
+        else if (!strcmp(prec, "medium"))
+            fprintf(f, "%sfp32: matmul precision \"medium\" computes as \"highest\" here (cpu path %s has no bf16 dot product): f32 FMA\n", indent, path);
+        else
+            fprintf(f, "%sfp32: f32 FMA products and sums (matmul precision \"%s\"%s)\n", indent, prec,
+                    !strcmp(prec, "high") ? ", which runs as \"highest\": bf16x3 is slower than f32 on CPUs" : "");
+    }
+    if (!which || !strcmp(which, "fp16"))
+        fprintf(f, "%sfp16: widened to f32 for the products (no fp16 dot product on this CPU): fp16 saves memory and bandwidth, not arithmetic\n", indent);
+    if (!which || !strcmp(which, "bf16")) {
+        if (dot)
+            fprintf(f, "%sbf16: bf16 x bf16 products use the native bf16 dot product (vdpbf16ps, cpu path %s): twice the f32 rate, f32 sums, subnormals flushed\n", indent, path);
+        else if (amp_cpu_supported(AMP_CPU_AVX512BF16))
+            fprintf(f, "%sbf16: widened to f32 (cpu path %s forced by AMP_CPU; this CPU has the bf16 dot product: avx512bf16)\n", indent, path);
+        else
+            fprintf(f, "%sbf16: widened to f32 (this CPU has no bf16 dot product): bf16 saves memory and bandwidth, not arithmetic\n", indent);
+    }
+}

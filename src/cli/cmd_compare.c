@@ -95,9 +95,15 @@ int cmd_compare(int argc, char **argv) {
     for (int k = 0; k < 3; k++) fprintf(f, " %s |", fmt_bytes(res[k].mem.peak_total, b2, sizeof b2));
     fprintf(f, "\n\nlogits of the fp32-trained model reach |%.3g|: the fp16 difference is %.2g of that,\n"
                "bf16 %.2g (f16 keeps 11 significant bits, bf16 8).", logit_max, diff[1] / logit_max, diff[2] / logit_max);
-    fprintf(f, "\n\nnotes: speedup and memory are measured on this CPU, which has no native half\n"
-               "arithmetic: half tensors are widened to f32 for compute, so mixed precision saves\n"
-               "memory traffic, not FLOPs. The logit difference is |f32 forward - autocast forward|\n"
-               "of the fp32-trained weights (the seeds' 'diff should be < 1e-3' check, as measured).\n");
+    fprintf(f, "\n\nnotes: speedup and memory are measured on this CPU (cpu path %s). What each precision\n"
+               "costs here:\n",
+            amp_cpu_path_name(amp_cpu_active()));
+    if (base.matmul_precision) amp_set_matmul_precision_thread(base.matmul_precision);
+    cli_print_precision_notes(f, "  - ", NULL);
+    amp_set_matmul_precision_thread(NULL);
+    fprintf(f, "Elementwise ops, norms and softmax widen half tensors to f32 in registers on every\n"
+               "path, so there mixed precision saves memory traffic, not arithmetic. The logit\n"
+               "difference is |f32 forward - autocast forward| of the fp32-trained weights (the\n"
+               "seeds' 'diff should be < 1e-3' check, as measured).\n");
     return CLI_OK;
 }

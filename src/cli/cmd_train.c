@@ -34,6 +34,9 @@ void cmd_train_usage(FILE *f) {
             "  --rounding nearest|stochastic  how O2 writes half params from the f32 masters\n"
             "  --seed S                   seed for init, shuffling and dropout (default 0)\n"
             "  --threads T                threads (default: OpenMP's, OMP_NUM_THREADS)\n"
+            "  --matmul-precision P       highest|high|medium: internal precision of products of\n"
+            "                             f32 operands (amp_set_matmul_precision; default highest).\n"
+            "                             medium: one bf16 pass on CPUs with a bf16 dot product\n"
             "  --limit N                  train on the first N images only\n"
             "  --test-limit N             evaluate on the first N test images only\n"
             "  --max-steps N              stop after N optimizer steps\n"
@@ -137,6 +140,13 @@ int train_parse_flag(trainer_cfg *cfg, int argc, char **argv, int *i, const char
         NEED_VALUE();
         if (cli_parse_long(v, 1, 1024, &lv)) goto bad;
         cfg->threads = (int)lv;
+    } else if (!strcmp(a, "--matmul-precision")) {
+        NEED_VALUE();
+        if (strcmp(v, "highest") && strcmp(v, "high") && strcmp(v, "medium")) {
+            fprintf(stderr, "amp: --matmul-precision '%s' is not highest, high or medium\n", v);
+            return -1;
+        }
+        cfg->matmul_precision = v;
     } else if (!strcmp(a, "--limit")) {
         NEED_VALUE();
         if (cli_parse_long(v, 1, 1L << 40, &lv)) goto bad;

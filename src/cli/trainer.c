@@ -1,4 +1,5 @@
 /* The training loop shared by the CLI commands. */
+#include "cli/cli.h"
 #include "cli/trainer.h"
 
 #include <math.h>
@@ -506,7 +507,18 @@ static bool storm_stop(const trainer_cfg *cfg, amp_scaler *sc, overflow_storm *s
     return true;
 }
 
+
+static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool keep_model);
+
+/* the run with cfg's matmul precision (if any) in force on this thread */
 int trainer_run(const trainer_cfg *cfg, trainer_result *res, bool keep_model) {
+    if (cfg->matmul_precision && amp_set_matmul_precision_thread(cfg->matmul_precision) != AMP_OK) return -1;
+    int rc = trainer_run_body(cfg, res, keep_model);
+    if (cfg->matmul_precision) amp_set_matmul_precision_thread(NULL);
+    return rc;
+}
+
+static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool keep_model) {
     memset(res, 0, sizeof *res);
     double t_start = bench_now();
     if (cfg->threads > 0) amp_set_num_threads(cfg->threads);
@@ -761,6 +773,12 @@ void trainer_print_summary(FILE *f, const trainer_cfg *cfg, const trainer_result
     fprintf(f, "  throughput        %.0f samples/s\n", r->samples_per_s);
     fprintf(f, "  steps             %lld (%lld skipped for inf/nan gradients)\n", (long long)r->steps, (long long)r->skipped);
     fprintf(f, "  final loss scale  %g\n", r->final_scale);
+    fprintf(f, "  matmul precision  %s\n", cfg->matmul_precision ? cfg->matmul_precision : amp_get_matmul_precision());
+    const char *which = cfg->mode.compute_dtype == AMP_BF16 ? "bf16" : cfg->mode.compute_dtype == AMP_F16 ? "fp16" : "fp32";
+    fprintf(f, "  products          ");
+    if (cfg->matmul_precision) amp_set_matmul_precision_thread(cfg->matmul_precision);
+    cli_print_precision_notes(f, "", which);
+    if (cfg->matmul_precision) amp_set_matmul_precision_thread(NULL);
     fprintf(f, "  peak memory       %s total\n", fmt_bytes(r->mem.peak_total, b, sizeof b));
     for (int c = 0; c < AMP_MEM_CATEGORY_COUNT; c++)
         fprintf(f, "    %-12s %s\n", amp_mem_category_name((amp_mem_category)c), fmt_bytes(r->mem.peak[c], b, sizeof b));

@@ -18,6 +18,7 @@ typedef struct {
     amp_optim_kind optimizer;
     uint64_t seed;
     int threads;            /* 0: OpenMP default */
+    const char *matmul_precision; /* "highest" | "high" | "medium"; NULL: the process default */
     int64_t limit;          /* train on the first N images (0: all) */
     int64_t test_limit;     /* evaluate on the first N test images (0: all) */
     int64_t max_steps;      /* stop after this many steps (0: no limit) */
