@@ -1019,7 +1019,9 @@ static void t_ops_on_every_path(void **state) {
  * path. (The products around them are amp_gemm's, whose paths differ.) */
 static void t_attention_row_paths(void **state) {
     (void)state;
-    const amp_att_kernels *K[AMP_CPU_PATH_COUNT] = {&amp_att_kernels_scalar, &amp_att_kernels_avx2, &amp_att_kernels_avx512};
+    /* avx512bf16 runs the avx512 row kernels (only its GEMMs differ) */
+    const amp_att_kernels *K[AMP_CPU_PATH_COUNT] = {&amp_att_kernels_scalar, &amp_att_kernels_avx2, &amp_att_kernels_avx512,
+                                                    &amp_att_kernels_avx512};
     test_rng r = {1520};
     float src[80], bias[80];
     uint16_t h16[80], hb16[80];

@@ -99,6 +99,10 @@ amp_status amp_cpu_select(amp_cpu_path p);
 const char *amp_cpu_path_name(amp_cpu_path p);
 amp_status amp_cpu_path_parse(const char *s, amp_cpu_path *out);
 
+/* Internal precision of products of f32 operands (amp/ops.h:
+ * amp_set_matmul_precision). */
+typedef enum { AMP_MATMUL_HIGHEST = 0, AMP_MATMUL_HIGH = 1, AMP_MATMUL_MEDIUM = 2 } amp_matmul_precision;
+
 /* Threads used by kernels (OpenMP). 0 = OpenMP's default. */
 void amp_set_num_threads(int n);
 int amp_get_num_threads(void);

@@ -59,7 +59,7 @@ amp_tensor *amp_stack(amp_tensor *const *xs, int n, int dim);
  * amp_set_matmul_precision_thread overrides it for the calling thread
  * (NULL or "default" removes the override). Errors name the function and the
  * string. */
-typedef enum { AMP_MATMUL_HIGHEST = 0, AMP_MATMUL_HIGH = 1, AMP_MATMUL_MEDIUM = 2 } amp_matmul_precision;
+/* (amp_matmul_precision, the enum of the three, is in amp/base.h) */
 amp_status amp_set_matmul_precision(const char *precision);
 amp_status amp_set_matmul_precision_thread(const char *precision);
 const char *amp_get_matmul_precision(void); /* the calling thread's: "highest", "high" or "medium" */

@@ -97,6 +97,7 @@ static amp_status sdpa_backward(amp_node *n, amp_tensor *const *gout, amp_tensor
     int64_t nb = c->nb;
     amp_k_att_in iq = att_in(q, c->boff), ik = att_in(k, c->boff + nb), iv = att_in(v, c->boff + 2 * nb), ib;
     amp_k_att_args a = c->a;
+    a.precision = amp_matmul_precision_get(); /* the setting in force when the backward runs, as the other ops */
     if (c->bias) {
         ib = att_in(c->bias, c->boff + 3 * nb);
         a.bias = &ib;
@@ -270,7 +271,8 @@ static amp_tensor *sdpa_fused(const char *fn, amp_tensor *q, amp_tensor *k, amp_
         if (bias) batch_offsets(bias, nd - 2, q->shape, c.boff + 3 * nb, nb);
         c.nb = nb;
         c.a = (amp_k_att_args){.nb = nb, .L = L, .S = S, .E = E, .Ev = Ev, .scale = (float)sdpa_scale(o, E),
-                               .causal = o->is_causal, .dropout_p = o->dropout_p};
+                               .causal = o->is_causal, .dropout_p = o->dropout_p,
+                               .precision = amp_matmul_precision_get()};
         if (o->dropout_p > 0.0) {
             c.a.seed = g->seed;
             c.a.offset = amp__gen_reserve(g, (uint64_t)nb * (uint64_t)L * (uint64_t)S); /* atomic: generators may be shared; a counter, wraps by design */

@@ -28,12 +28,12 @@ static inline const void *att_row(const amp_k_att_in *x, int64_t b, int64_t r) {
 
 /* C[m x n] (ldc) = alpha * op(A) op(B) + beta * C, one batch item, on the
  * calling thread (amp_gemm runs single-threaded inside a parallel region). */
-static amp_status att_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void *a,
-                           amp_dtype adt, int64_t lda, const void *b, amp_dtype bdt, int64_t ldb, float beta, float *c,
-                           int64_t ldc) {
+static amp_status att_gemm(amp_matmul_precision prec, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                           const void *a, amp_dtype adt, int64_t lda, const void *b, amp_dtype bdt, int64_t ldb, float beta,
+                           float *c, int64_t ldc) {
     amp_gemm_args g = {.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .alpha = alpha, .beta = beta,
                        .a = a, .a_dtype = adt, .lda = lda, .b = b, .b_dtype = bdt, .ldb = ldb,
-                       .c = c, .c_dtype = AMP_F32, .ldc = ldc, .batch = 1};
+                       .c = c, .c_dtype = AMP_F32, .ldc = ldc, .batch = 1, .precision = prec};
     return amp_gemm(&g);
 }
 
@@ -94,8 +94,8 @@ static amp_status fwd_tile(const amp_k_att_args *a, const amp_att_kernels *K, co
     for (int64_t j0 = 0; j0 < jend; j0 += AMP_ATT_BC) {
         const int64_t bc = amp_k_min64(AMP_ATT_BC, jend - j0);
         /* S = Q_i K_j^T   (br x bc) */
-        amp_status st = att_gemm(false, true, br, bc, a->E, 1.0f, att_row(q, b, i0), q->dt, q->ld, att_row(k, b, j0),
-                                 k->dt, k->ld, 0.0f, w->s, AMP_ATT_BC);
+        amp_status st = att_gemm(a->precision, false, true, br, bc, a->E, 1.0f, att_row(q, b, i0), q->dt, q->ld,
+                                 att_row(k, b, j0), k->dt, k->ld, 0.0f, w->s, AMP_ATT_BC);
         if (st != AMP_OK) return st;
         for (int64_t r = 0; r < br; r++) {
             float *srow = w->s + r * AMP_ATT_BC;
@@ -105,8 +105,8 @@ static amp_status fwd_tile(const amp_k_att_args *a, const amp_att_kernels *K, co
             if (a->dropout_p > 0.0) att_dropout_row(a, b, i0 + r, j0, srow, bc, NULL);
         }
         /* O += P V_j   (br x Ev) */
-        st = att_gemm(false, false, br, Ev, bc, 1.0f, w->s, AMP_F32, AMP_ATT_BC, att_row(v, b, j0), v->dt, v->ld,
-                      1.0f, w->o, Ev);
+        st = att_gemm(a->precision, false, false, br, Ev, bc, 1.0f, w->s, AMP_F32, AMP_ATT_BC, att_row(v, b, j0), v->dt,
+                      v->ld, 1.0f, w->o, Ev);
         if (st != AMP_OK) return st;
     }
     for (int64_t r = 0; r < br; r++) {
@@ -180,7 +180,7 @@ static amp_status bwd_head(const amp_k_att_args *a, const amp_att_kernels *K, co
         const int64_t istart = a->causal ? j0 / AMP_ATT_BR * AMP_ATT_BR : 0;
         for (int64_t i0 = istart; i0 < L; i0 += AMP_ATT_BR) {
             const int64_t br = amp_k_min64(AMP_ATT_BR, L - i0);
-            amp_status st = att_gemm(false, true, br, bc, E, 1.0f, att_row(q, b, i0), q->dt, q->ld,
+            amp_status st = att_gemm(a->precision, false, true, br, bc, E, 1.0f, att_row(q, b, i0), q->dt, q->ld,
                                      att_row(k, b, j0), k->dt, k->ld, 0.0f, w->p, AMP_ATT_BC);
             if (st != AMP_OK) return st;
             for (int64_t r = 0; r < br; r++) {
@@ -194,12 +194,12 @@ static amp_status bwd_head(const amp_k_att_args *a, const amp_att_kernels *K, co
             }
             const float *pd = drop ? w->pd : w->p;
             /* dV_j += Pd^T dO_i   (bc x Ev) */
-            st = att_gemm(true, false, bc, Ev, br, 1.0f, pd, AMP_F32, AMP_ATT_BC, dO + i0 * Ev, AMP_F32, Ev, 1.0f,
-                          dvh + j0 * Ev, Ev);
+            st = att_gemm(a->precision, true, false, bc, Ev, br, 1.0f, pd, AMP_F32, AMP_ATT_BC, dO + i0 * Ev, AMP_F32,
+                          Ev, 1.0f, dvh + j0 * Ev, Ev);
             if (st != AMP_OK) return st;
             /* dP = dO_i V_j^T   (br x bc) */
-            st = att_gemm(false, true, br, bc, Ev, 1.0f, dO + i0 * Ev, AMP_F32, Ev, att_row(v, b, j0), v->dt, v->ld,
-                          0.0f, w->dp, AMP_ATT_BC);
+            st = att_gemm(a->precision, false, true, br, bc, Ev, 1.0f, dO + i0 * Ev, AMP_F32, Ev, att_row(v, b, j0),
+                          v->dt, v->ld, 0.0f, w->dp, AMP_ATT_BC);
             if (st != AMP_OK) return st;
             /* dS = P * (dP * Z - D_i) */
             for (int64_t r = 0; r < br; r++) {
@@ -213,12 +213,12 @@ static amp_status bwd_head(const amp_k_att_args *a, const amp_att_kernels *K, co
                 }
             }
             /* dQ_i += scale dS K_j   (br x E) */
-            st = att_gemm(false, false, br, E, bc, a->scale, w->dp, AMP_F32, AMP_ATT_BC, att_row(k, b, j0), k->dt,
-                          k->ld, 1.0f, dqh + i0 * E, E);
+            st = att_gemm(a->precision, false, false, br, E, bc, a->scale, w->dp, AMP_F32, AMP_ATT_BC,
+                          att_row(k, b, j0), k->dt, k->ld, 1.0f, dqh + i0 * E, E);
             if (st != AMP_OK) return st;
             /* dK_j += scale dS^T Q_i   (bc x E) */
-            st = att_gemm(true, false, bc, E, br, a->scale, w->dp, AMP_F32, AMP_ATT_BC, att_row(q, b, i0), q->dt,
-                          q->ld, 1.0f, dkh + j0 * E, E);
+            st = att_gemm(a->precision, true, false, bc, E, br, a->scale, w->dp, AMP_F32, AMP_ATT_BC, att_row(q, b, i0),
+                          q->dt, q->ld, 1.0f, dkh + j0 * E, E);
             if (st != AMP_OK) return st;
         }
     }

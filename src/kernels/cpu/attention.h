@@ -49,6 +49,11 @@ typedef struct {
      * scaled by 1 / (1 - p). p == 0: none. */
     double dropout_p;
     uint64_t seed, offset, thresh;
+    /* matmul precision for the products with f32 operands (the op's thread's
+     * amp_matmul_precision_get(): the tiles run on OpenMP workers, which do
+     * not see that thread's override); bf16 x bf16 products (Q.K^T of bf16
+     * tensors) take the bf16 dot-product path on avx512bf16 whatever it is */
+    amp_matmul_precision precision;
 } amp_k_att_args;
 
 /* out: contiguous [nb, L, Ev] of odt (f32/f16/bf16, rounded once);
