@@ -129,8 +129,10 @@ static void t_sigkill_during_saves(void **state) {
 
     test_rng rng = {20240611};
     int64_t last = verify(dir), kills = 0, mid_save = 0, progressed = 0, between = 0;
-    double deadline = now_s() + 6.0;
-    while (now_s() < deadline && kills < 200) {
+    /* Counted, not timed: a loaded machine (CI, sanitizers) only makes each
+     * round slower. At least 40 kills, then on until the kills have landed
+     * both inside saves and after progress often enough (bounded). */
+    while (kills < 40 || ((mid_save < 3 || progressed < 3) && kills < 2000)) {
         pid_t pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
@@ -168,7 +170,6 @@ static void t_sigkill_during_saves(void **state) {
     print_message("%lld kills, %lld left temporary files, %lld between the two renames (rolled forward), %lld with progress; "
                   "last iteration %lld\n",
                   (long long)kills, (long long)mid_save, (long long)between, (long long)progressed, (long long)last);
-    assert_true(kills >= 20);
     assert_true(mid_save >= 3);
     assert_true(progressed >= 3);
     test_rmtree(root);
