@@ -76,6 +76,7 @@ TYPES = {
     "constamp_checkpoint*": "(amp_checkpoint *)arg_obj(b, v, b->ckpt)",
     "amp_context*": "(amp_context *)arg_obj(b, v, b->ctx)",
     "amp_scope*": "(amp_scope *)NULL",
+    "amp_checkpoint_lock*": "(amp_checkpoint_lock *)NULL",
     "amp_generator*": "(amp_generator *)arg_obj(b, v, &b->gen)",
     "amp_tokenizer*": "(amp_tokenizer *)arg_obj(b, v, b->tok)",
     "constamp_tokenizer*": "(amp_tokenizer *)arg_obj(b, v, b->tok)",
@@ -189,6 +190,7 @@ FREE_RESULT = {
     "amp_context*": "amp_context_free",
     "amp_setup*": "amp_setup_free",
     "amp_scope*": "amp_scope_end",
+    "amp_checkpoint_lock*": "amp_checkpoint_unlock",
     "amp_tokenizer*": "amp_tokenizer_free",
     "amp_text_dataset*": "amp_text_dataset_free",
 }

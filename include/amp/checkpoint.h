@@ -106,7 +106,17 @@ amp_status amp_module_load_safetensors(amp_module *m, const amp_safetensors *f);
  *                               generator and loader position, step, epoch
  * Both carry the same "checkpoint_id"; a save writes both temporary files,
  * then renames model, then training state, so a crash between the renames is
- * repaired (rolled forward) by the next open or save. */
+ * repaired (rolled forward) by the next save; open reads such a directory
+ * as the new checkpoint without changing it.
+ *
+ * One writer per directory: a save takes an exclusive advisory lock
+ * (flock on DIR/.amp.lock) unless this process holds it already; a run
+ * that saves repeatedly holds it from start to end with
+ * amp_checkpoint_lock_dir, so a second run on the same directory is refused
+ * at once ("in use by another process (pid N)") instead of overwriting the
+ * first one's saves mid-run. The lock dies with the process (kill -9
+ * included). Readers (open, restore, amp inspect) take no lock and never
+ * change the directory. */
 typedef struct {
     amp_module *model;           /* required */
     amp_optim *const *optims;    /* may be empty; parameters are named by model */
@@ -121,9 +131,18 @@ typedef struct {
 
 amp_status amp_checkpoint_save(const char *dir, const amp_train_state *s);
 
+typedef struct amp_checkpoint_lock amp_checkpoint_lock;
+/* Creates dir if needed and locks it for this process (AMP_ERR_STATE naming
+ * the directory and the holder's pid when another process, or this one,
+ * already holds it). */
+amp_checkpoint_lock *amp_checkpoint_lock_dir(const char *dir);
+void amp_checkpoint_unlock(amp_checkpoint_lock *l);
+
 typedef struct amp_checkpoint amp_checkpoint;
-/* Opens dir: reads and validates both files, checks their ids agree (rolling
- * a half-finished save forward when its temporary file completes it). */
+/* Opens dir for reading: reads and validates both files and checks their
+ * ids agree; when a save was interrupted (or is in progress) between its
+ * two renames, the training state is read from the temporary file that
+ * completes it. Never renames, writes or locks anything. */
 amp_checkpoint *amp_checkpoint_open(const char *dir);
 void amp_checkpoint_close(amp_checkpoint *c);
 /* Metadata of the training-state file (the trainer's keys included). */
@@ -133,7 +152,12 @@ const amp_safetensors *amp_checkpoint_state_file(const amp_checkpoint *c);
 int64_t amp_checkpoint_step(const amp_checkpoint *c);
 /* Restores everything s points to; s->step receives the saved step. The
  * optimizers must match the saved ones (count, kind, master weights,
- * parameters and shapes). Checks all before changing anything. */
+ * parameters and shapes), and every value is checked before anything
+ * changes: weights, buffers, moments and master weights finite (second
+ * moments and running variances >= 0), step counts in [0, 2^62] (a
+ * parameter's at most its optimizer's), the scaler's scale and factors in
+ * the f32 range and consistent (min_scale <= scale <= max_scale), loader
+ * position in range; the message names the key. */
 amp_status amp_checkpoint_restore(const amp_checkpoint *c, amp_train_state *s);
 
 #ifdef __cplusplus

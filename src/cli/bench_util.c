@@ -1,15 +1,16 @@
 #include "cli/bench_util.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <omp.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -133,18 +134,38 @@ int bench_write_json(const char *path, const cJSON *root) {
         fprintf(stderr, "amp: error: cannot serialise JSON for %s\n", path);
         return -1;
     }
-    size_t len = strlen(path) + 32;
+    /* a device, a FIFO or a link to one (/dev/stdout, /dev/full) is written in
+     * place: a temporary file renamed over it would replace the device */
+    struct stat sb;
+    bool special = stat(path, &sb) == 0 && !S_ISREG(sb.st_mode);
+    char *target = NULL;
+    if (!special) target = realpath(path, NULL); /* a link to a regular file: replace the file, keep the link */
+    const char *dst = target ? target : path;
+    size_t len = strlen(dst) + 32;
     char *tmp = malloc(len);
-    snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
+    if (!tmp) {
+        free(target);
+        cJSON_free(text);
+        fprintf(stderr, "amp: error: cannot write %s: out of memory\n", path);
+        return -1;
+    }
+    snprintf(tmp, len, "%s.tmp.%ld", dst, (long)getpid());
+    errno = 0;
+    FILE *f = fopen(special ? path : tmp, "w");
     int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
-    if (f) ok = (fflush(f) == 0) && ok && fsync(fileno(f)) == 0, ok = (fclose(f) == 0) && ok;
-    if (ok) ok = rename(tmp, path) == 0;
+    int e = errno;
+    if (f) {
+        if (fflush(f) != 0 || ferror(f)) ok = 0, e = errno;
+        if (ok && !special && fsync(fileno(f)) != 0) ok = 0, e = errno;
+        if (fclose(f) != 0 && ok) ok = 0, e = errno;
+    }
+    if (ok && !special && rename(tmp, dst) != 0) ok = 0, e = errno;
     if (!ok) {
-        fprintf(stderr, "amp: error: cannot write %s\n", path);
-        unlink(tmp);
+        fprintf(stderr, "amp: error: cannot write %s: %s\n", path, strerror(e ? e : EIO));
+        if (!special) unlink(tmp);
     }
     free(tmp);
+    free(target);
     cJSON_free(text);
     return ok ? 0 : -1;
 }

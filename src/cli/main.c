@@ -1,4 +1,6 @@
 /* amp — automatic mixed precision for C: the command line. */
+#include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -33,7 +35,23 @@ static void print_version(void) {
     printf(")\nthreads: %d\n", amp_get_num_threads());
 }
 
-int main(int argc, char **argv) {
+/* Results go to stdout: a failed write there (a full disk, /dev/full, a
+ * closed pipe) is a failure of the command, reported and exit 1. */
+static int close_stdout(int rc) {
+    errno = 0;
+    bool bad = fflush(stdout) != 0 || ferror(stdout);
+    int e = errno;
+    if (fclose(stdout) != 0 && !bad) bad = true, e = errno;
+    if (!bad) return rc;
+    fprintf(stderr, "amp: error: cannot write standard output: %s\n", strerror(e ? e : EIO));
+    return rc == CLI_OK ? CLI_FAIL : rc;
+}
+
+static int run(int argc, char **argv);
+
+int main(int argc, char **argv) { return close_stdout(run(argc, argv)); }
+
+static int run(int argc, char **argv) {
     if (argc < 2) return cli_usage_error(usage, "no command given");
     if (amp_init() != AMP_OK) return cli_fail("%s", amp_last_error());
     const char *cmd = argv[1];

@@ -2,12 +2,14 @@
 #include "cli/cli.h"
 #include "cli/trainer.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/bench_util.h"
@@ -418,15 +420,27 @@ static FILE *open_metrics(const char *path, int64_t resumed_step) {
             fclose(in);
             if (mem) fclose(mem);
             FILE *out = fopen(path, "w");
-            if (out && kept) fwrite(kept, 1, klen, out);
+            bool ok = out && (!kept || fwrite(kept, 1, klen, out) == klen);
             free(kept);
-            if (out && klen > 0) return out;
+            if (ok && klen > 0) return out;
             if (out) fclose(out);
+            if (!ok) return NULL;
         }
     }
     FILE *f = fopen(path, "w");
-    if (f) fprintf(f, "step,epoch,loss,scale,skipped,lr,ms\n");
+    if (f && fprintf(f, "step,epoch,loss,scale,skipped,lr,ms\n") < 0) {
+        fclose(f);
+        return NULL;
+    }
     return f;
+}
+
+/* Every write of the metrics file is checked: a full disk stops the run
+ * (naming the file) instead of losing rows silently. */
+static int metrics_check(FILE *f, const char *path, int rc_write) {
+    if (rc_write >= 0 && !ferror(f)) return 0;
+    amp_error(AMP_ERR_IO, "amp train: cannot write the metrics file %s: %s", path, strerror(errno ? errno : EIO));
+    return -1;
 }
 
 /* Names the first non-finite input value when the loss is not finite. */
@@ -522,10 +536,28 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
     memset(res, 0, sizeof *res);
     double t_start = bench_now();
     if (cfg->threads > 0) amp_set_num_threads(cfg->threads);
+    /* one run per checkpoint directory, held for the whole run: a second one is refused at once */
+    struct stat rsb;
+    if (cfg->resume_dir && stat(cfg->resume_dir, &rsb) != 0) { /* before the lock would create it */
+        amp_error(AMP_ERR_IO, "amp train: --resume %s: cannot open checkpoint directory %s: %s", cfg->resume_dir, cfg->resume_dir,
+                  strerror(errno));
+        return -1;
+    }
+    amp_checkpoint_lock *lock = NULL;
+    if (cfg->checkpoint_dir && !(lock = amp_checkpoint_lock_dir(cfg->checkpoint_dir))) {
+        char prev[1200];
+        snprintf(prev, sizeof prev, "%s", amp_last_error());
+        amp_error(amp_last_status(), "amp train: --checkpoint: %s", prev);
+        return -1;
+    }
     amp_dataset train, test;
-    if (amp_fashion_mnist_load("train", cfg->limit, &train) != AMP_OK) return -1;
+    if (amp_fashion_mnist_load("train", cfg->limit, &train) != AMP_OK) {
+        amp_checkpoint_unlock(lock);
+        return -1;
+    }
     if (amp_fashion_mnist_load("test", cfg->test_limit, &test) != AMP_OK) {
         amp_dataset_free(&train);
+        amp_checkpoint_unlock(lock);
         return -1;
     }
     int rc = -1;
@@ -620,9 +652,10 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
                     (long long)e + 1, (long long)b);
     }
     if (cfg->metrics_path) {
+        errno = 0;
         metrics = open_metrics(cfg->metrics_path, step);
         if (!metrics) {
-            amp_error(AMP_ERR_IO, "amp train: cannot write metrics file %s", cfg->metrics_path);
+            amp_error(AMP_ERR_IO, "amp train: cannot write the metrics file %s: %s", cfg->metrics_path, strerror(errno ? errno : EIO));
             goto out;
         }
     }
@@ -705,11 +738,13 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
                 }
             }
             double scale = amp_scaler_get_scale(sc);
-            if (metrics)
-                fprintf(metrics, "%lld,%lld,%.6f,%g,%lld,%g,%.3f\n", (long long)step, (long long)epoch + 1, lv, scale,
-                        (long long)res->skipped, lr, dt * 1e3);
+            if (metrics &&
+                metrics_check(metrics, cfg->metrics_path,
+                              fprintf(metrics, "%lld,%lld,%.6f,%g,%lld,%g,%.3f\n", (long long)step, (long long)epoch + 1, lv, scale,
+                                      (long long)res->skipped, lr, dt * 1e3)))
+                goto out;
             if (cfg->checkpoint_dir && cfg->save_every > 0 && step % cfg->save_every == 0) {
-                if (metrics) fflush(metrics); /* the row of a saved step is never lost */
+                if (metrics && metrics_check(metrics, cfg->metrics_path, fflush(metrics))) goto out; /* the row of a saved step is never lost */
                 if (save_checkpoint(cfg, model, opt, opt32, sc, &g, loader, step, total_steps, train.n, &rm) != 0) goto out;
                 saved_at = step;
                 res->checkpoints++;
@@ -736,9 +771,19 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
     /* the final state, unless just saved (a resumed run with nothing left to do still fills a new directory) */
     bool other_dir = cfg->resume_dir && strcmp(cfg->checkpoint_dir ? cfg->checkpoint_dir : "", cfg->resume_dir);
     if (cfg->checkpoint_dir && (saved_at != step || (other_dir && res->checkpoints == 0))) {
-        if (metrics) fflush(metrics);
+        if (metrics && metrics_check(metrics, cfg->metrics_path, fflush(metrics))) goto out;
         if (save_checkpoint(cfg, model, opt, opt32, sc, &g, loader, step, total_steps, train.n, &rm) != 0) goto out;
         res->checkpoints++;
+    }
+    if (metrics) { /* closed (and checked) before the run counts as done */
+        int w = fflush(metrics);
+        if (metrics_check(metrics, cfg->metrics_path, w)) goto out;
+        w = fclose(metrics);
+        metrics = NULL;
+        if (w != 0) {
+            amp_error(AMP_ERR_IO, "amp train: cannot write the metrics file %s: %s", cfg->metrics_path, strerror(errno));
+            goto out;
+        }
     }
     if (trainer_evaluate(model, cfg, &test, &res->test_acc) != 0) goto out;
     res->wall_s = bench_now() - t_start;
@@ -749,6 +794,7 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
     }
 out:
     if (metrics) fclose(metrics);
+    amp_checkpoint_unlock(lock);
     free(step_times);
     free(params);
     free(pnames);

@@ -6,7 +6,11 @@
  * and global step counts, the stochastic-rounding position, the GradScaler,
  * a generator and the loader position. docs/checkpoints.md. */
 #include <errno.h>
+#include <float.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <sys/file.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -25,6 +29,8 @@
 #define FORMAT_VERSION "1"
 #define MAX_META 256
 #define MAX_OPTIMS 16
+#define LOCK_FILE ".amp.lock"
+#define AMP_MAX_STEPS ((int64_t)1 << 62) /* step counts beyond this would overflow when counted on */
 
 struct amp_checkpoint {
     char *dir;
@@ -236,6 +242,117 @@ static const char *okey(char *buf, size_t n, int k, const char *what) {
 
 static amp_status repair(const char *dir);
 
+/* ---- the writer's lock ------------------------------------------------------------------------
+ * One writer per directory: an exclusive flock on DIR/.amp.lock, held for a
+ * whole run (amp_checkpoint_lock_dir) or, when the caller holds none, for
+ * one save. flock is released when the process dies (kill -9 included).
+ * The process keeps the (device, inode) of the directories it holds, so
+ * its own saves go ahead and a second lock from the same process is a clear
+ * error rather than a self-deadlock. */
+struct amp_checkpoint_lock {
+    int fd;
+    dev_t dev;
+    ino_t ino;
+    char *dir;
+};
+
+#define MAX_HELD 64
+static pthread_mutex_t g_held_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    dev_t dev;
+    ino_t ino;
+} g_held[MAX_HELD];
+static int g_n_held;
+
+static bool held_by_us(dev_t dev, ino_t ino) {
+    pthread_mutex_lock(&g_held_mu);
+    bool r = false;
+    for (int i = 0; i < g_n_held && !r; i++) r = g_held[i].dev == dev && g_held[i].ino == ino;
+    pthread_mutex_unlock(&g_held_mu);
+    return r;
+}
+
+static amp_checkpoint_lock *lock_dir(const char *fn, const char *dir) {
+    if (!dir || !*dir) return amp_error_null(AMP_ERR_ARG, "%s: dir is NULL or empty", fn);
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) return amp_error_null(AMP_ERR_IO, "%s: cannot create %s: %s", fn, dir, strerror(errno));
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return amp_error_null(AMP_ERR_IO, "%s: %s is not a directory", fn, dir);
+    if (held_by_us(sb.st_dev, sb.st_ino))
+        return amp_error_null(AMP_ERR_STATE, "%s: %s is in use: this process already holds its lock (one writer per checkpoint "
+                                             "directory)", fn, dir);
+    char *lp = join(dir, LOCK_FILE);
+    if (!lp) return amp_error_null(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    int fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) {
+        amp_error(AMP_ERR_IO, "%s: cannot open the lock file %s: %s", fn, lp, strerror(errno));
+        free(lp);
+        return NULL;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char pid[32] = "";
+        ssize_t r = pread(fd, pid, sizeof pid - 1, 0);
+        if (r > 0) pid[r] = 0;
+        pid[strcspn(pid, "\n")] = 0;
+        close(fd);
+        if (e == EWOULDBLOCK)
+            amp_error(AMP_ERR_STATE, "%s: checkpoint directory %s is in use by another process%s%s%s (it holds %s); two runs "
+                                     "writing one directory would overwrite each other's checkpoints",
+                      fn, dir, *pid ? " (pid " : "", pid, *pid ? ")" : "", lp);
+        else
+            amp_error(AMP_ERR_IO, "%s: cannot lock %s: %s", fn, lp, strerror(e));
+        free(lp);
+        return NULL;
+    }
+    /* the holder's pid, for the message another process gets */
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
+        amp_error(AMP_ERR_IO, "%s: cannot write the lock file %s: %s", fn, lp, strerror(errno));
+        close(fd);
+        free(lp);
+        return NULL;
+    }
+    free(lp);
+    amp_checkpoint_lock *l = calloc(1, sizeof *l);
+    if (l) l->dir = strdup(dir);
+    pthread_mutex_lock(&g_held_mu);
+    bool room = g_n_held < MAX_HELD;
+    if (room && l && l->dir) {
+        g_held[g_n_held].dev = sb.st_dev;
+        g_held[g_n_held].ino = sb.st_ino;
+        g_n_held++;
+    }
+    pthread_mutex_unlock(&g_held_mu);
+    if (!l || !l->dir || !room) {
+        if (l) free(l->dir);
+        free(l);
+        close(fd);
+        return amp_error_null(room ? AMP_ERR_NOMEM : AMP_ERR_STATE, "%s: %s", fn,
+                              room ? "out of memory" : "too many checkpoint directories locked by this process");
+    }
+    l->fd = fd;
+    l->dev = sb.st_dev;
+    l->ino = sb.st_ino;
+    return l;
+}
+
+amp_checkpoint_lock *amp_checkpoint_lock_dir(const char *dir) { return lock_dir("amp_checkpoint_lock_dir", dir); }
+
+void amp_checkpoint_unlock(amp_checkpoint_lock *l) {
+    if (!l) return;
+    pthread_mutex_lock(&g_held_mu);
+    for (int i = 0; i < g_n_held; i++)
+        if (g_held[i].dev == l->dev && g_held[i].ino == l->ino) {
+            g_held[i] = g_held[--g_n_held];
+            break;
+        }
+    pthread_mutex_unlock(&g_held_mu);
+    close(l->fd); /* releases the flock */
+    free(l->dir);
+    free(l);
+}
+
 amp_status amp_checkpoint_save(const char *dir, const amp_train_state *s) {
     static const char *fn = "amp_checkpoint_save";
     if (!dir || !*dir) return amp_error(AMP_ERR_ARG, "%s: dir is NULL or empty", fn);
@@ -244,7 +361,14 @@ amp_status amp_checkpoint_save(const char *dir, const amp_train_state *s) {
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) return amp_error(AMP_ERR_IO, "%s: cannot create %s: %s", fn, dir, strerror(errno));
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return amp_error(AMP_ERR_IO, "%s: %s is not a directory", fn, dir);
-    repair(dir); /* finish an interrupted commit before starting a new one */
+    /* the writer's lock: the caller's (amp_checkpoint_lock_dir), else one for this save */
+    amp_checkpoint_lock *own = NULL;
+    if (!held_by_us(sb.st_dev, sb.st_ino) && !(own = lock_dir(fn, dir))) return amp_last_status();
+    st = repair(dir); /* finish an interrupted commit before starting a new one (only the writer renames) */
+    if (st) {
+        amp_checkpoint_unlock(own);
+        return st;
+    }
 
     char *mpath = join(dir, MODEL_FILE), *spath = join(dir, STATE_FILE);
     char *mtmp = join(dir, MODEL_FILE ".tmp"), *stmp = join(dir, STATE_FILE ".tmp");
@@ -356,6 +480,7 @@ amp_status amp_checkpoint_save(const char *dir, const amp_train_state *s) {
 oom:
     st = amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
 out:
+    amp_checkpoint_unlock(own);
     tl_free(&tl);
     names_free(&pn);
     meta_free(&mm);
@@ -395,7 +520,8 @@ static amp_status repair(const char *dir) {
     char *sid = file_exists(spath) ? amp__st_peek_meta(spath, "checkpoint_id") : NULL;
     if (mid && (!sid || strcmp(mid, sid))) {
         amp_safetensors *t = amp_safetensors_read(stmp); /* full validation, checksum included */
-        if (t && !strcmp(id_of(t), mid)) st = amp__rename_durable("amp_checkpoint_open", stmp, spath);
+        if (t && !strcmp(id_of(t), mid)) st = amp__rename_durable("amp_checkpoint_save", stmp, spath);
+        amp_clear_error(); /* an incomplete temporary file is simply overwritten by this save */
         amp_safetensors_free(t);
     }
     free(mid);
@@ -407,6 +533,57 @@ out:
     return st;
 }
 
+/* One attempt at a consistent pair: the model file, and the training state
+ * with the same id, from its file or from the temporary file of a commit
+ * interrupted (or in progress) between the two renames. Nothing is renamed:
+ * opening for reading never changes the directory. *sig receives what was
+ * seen, so the caller can tell a commit in progress from a broken pair. */
+static amp_status open_pair(const char *fn, const char *dir, amp_checkpoint *c, char *sig, size_t nsig) {
+    char *mpath = join(dir, MODEL_FILE), *spath = join(dir, STATE_FILE), *stmp = join(dir, STATE_FILE ".tmp");
+    amp_status st = AMP_OK;
+    snprintf(sig, nsig, "?");
+    if (!mpath || !spath || !stmp) {
+        st = amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+        goto out;
+    }
+    if (!file_exists(mpath) || !file_exists(spath)) {
+        st = amp_error(AMP_ERR_IO, "%s: %s holds no complete checkpoint (%s missing)", fn, dir,
+                       file_exists(mpath) ? STATE_FILE : MODEL_FILE);
+        snprintf(sig, nsig, "missing %d%d", file_exists(mpath), file_exists(spath));
+        goto out;
+    }
+    c->model = amp_safetensors_read(mpath);
+    if (!c->model) {
+        st = amp__error_wrap(amp_last_status(), fn);
+        snprintf(sig, nsig, "model unreadable");
+        goto out;
+    }
+    c->state = amp_safetensors_read(spath);
+    if (c->state && strcmp(id_of(c->model), id_of(c->state)) && file_exists(stmp)) {
+        /* the model was renamed, the state not yet: its temporary file completes the commit
+           (full validation, checksum included) */
+        amp_safetensors *t = amp_safetensors_read(stmp);
+        if (t && !strcmp(id_of(t), id_of(c->model))) {
+            amp_safetensors_free(c->state);
+            c->state = t;
+        } else {
+            amp_safetensors_free(t);
+            amp_clear_error();
+        }
+    }
+    if (!c->state) {
+        st = amp__error_wrap(amp_last_status(), fn);
+        snprintf(sig, nsig, "state unreadable, model %s", id_of(c->model));
+        goto out;
+    }
+    snprintf(sig, nsig, "model %s state %s", id_of(c->model), id_of(c->state));
+out:
+    free(mpath);
+    free(spath);
+    free(stmp);
+    return st;
+}
+
 amp_checkpoint *amp_checkpoint_open(const char *dir) {
     static const char *fn = "amp_checkpoint_open";
     if (!dir) return amp_error_null(AMP_ERR_ARG, "%s: dir is NULL", fn);
@@ -414,25 +591,30 @@ amp_checkpoint *amp_checkpoint_open(const char *dir) {
     if (stat(dir, &sb) != 0) return amp_error_null(AMP_ERR_IO, "%s: cannot open checkpoint directory %s: %s", fn, dir, strerror(errno));
     if (!S_ISDIR(sb.st_mode)) return amp_error_null(AMP_ERR_ARG, "%s: %s is not a checkpoint directory", fn, dir);
     amp_checkpoint *c = calloc(1, sizeof *c);
-    char *mpath = join(dir, MODEL_FILE), *spath = join(dir, STATE_FILE);
-    if (!c || !mpath || !spath || !(c->dir = strdup(dir))) {
+    char *spath = join(dir, STATE_FILE);
+    if (!c || !spath || !(c->dir = strdup(dir))) {
         amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
         goto fail;
     }
-    repair(dir);
-    if (!file_exists(mpath) || !file_exists(spath)) {
-        amp_error(AMP_ERR_IO, "%s: %s holds no complete checkpoint (%s missing)", fn, dir, file_exists(mpath) ? STATE_FILE : MODEL_FILE);
-        goto fail;
-    }
-    c->model = amp_safetensors_read(mpath);
-    if (!c->model) {
-        amp__error_wrap(amp_last_status(), fn);
-        goto fail;
-    }
-    c->state = amp_safetensors_read(spath);
-    if (!c->state) {
-        amp__error_wrap(amp_last_status(), fn);
-        goto fail;
+    /* A writer may be between its two renames (or start a new commit while
+     * we read): read again while what we see keeps changing; stop when two
+     * attempts in a row see the same thing (a broken directory) */
+    char prev[160] = "", sig[160];
+    for (int attempt = 0;; attempt++) {
+        amp_safetensors_free(c->model);
+        amp_safetensors_free(c->state);
+        c->model = c->state = NULL;
+        amp_status st = open_pair(fn, dir, c, sig, sizeof sig);
+        bool consistent = !st && *id_of(c->state) && !strcmp(id_of(c->model), id_of(c->state));
+        if (consistent) break;
+        if (!st) {
+            const char *mid = id_of(c->model), *sid = id_of(c->state);
+            amp_error(AMP_ERR_FORMAT, "%s: %s is inconsistent: %s is checkpoint %s (step %s) but %s is checkpoint %s (step %s)", fn, dir,
+                      MODEL_FILE, *mid ? mid : "(none)", step_of(c->model), STATE_FILE, *sid ? sid : "(none)", step_of(c->state));
+        }
+        if (attempt >= 50 || !strcmp(sig, prev)) goto fail;
+        snprintf(prev, sizeof prev, "%s", sig);
+        usleep(2000 * (useconds_t)(attempt + 1)); /* a commit in progress: its renames take milliseconds */
     }
     const char *fmt = amp_safetensors_meta(c->state, "format");
     if (!fmt || strcmp(fmt, "amp.training_state")) {
@@ -445,21 +627,13 @@ amp_checkpoint *amp_checkpoint_open(const char *dir) {
                   FORMAT_VERSION);
         goto fail;
     }
-    if (!*id_of(c->state) || strcmp(id_of(c->model), id_of(c->state))) {
-        amp_error(AMP_ERR_FORMAT,
-                  "%s: %s is inconsistent: %s is checkpoint %s (step %s) but %s is checkpoint %s (step %s)", fn, dir, MODEL_FILE,
-                  *id_of(c->model) ? id_of(c->model) : "(none)", step_of(c->model), STATE_FILE, id_of(c->state), step_of(c->state));
+    if (!parse_i64(amp_safetensors_meta(c->state, "step"), &c->step) || c->step < 0 || c->step > AMP_MAX_STEPS) {
+        amp_error(AMP_ERR_FORMAT, "%s: %s: metadata step \"%s\" is not a step count (0 to 2^62)", fn, spath, step_of(c->state));
         goto fail;
     }
-    if (!parse_i64(amp_safetensors_meta(c->state, "step"), &c->step) || c->step < 0) {
-        amp_error(AMP_ERR_FORMAT, "%s: %s: metadata step \"%s\" is not a step count", fn, spath, step_of(c->state));
-        goto fail;
-    }
-    free(mpath);
     free(spath);
     return c;
 fail:
-    free(mpath);
     free(spath);
     amp_checkpoint_close(c);
     return NULL;
@@ -518,6 +692,83 @@ static amp_status get_f64(const char *fn, const amp_checkpoint *c, const char *k
     return AMP_OK;
 }
 
+/* ---- value checks: a restored value must be one training could have made ---------------- */
+static bool ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* The first bad element of a file's tensor (float: not finite, or negative
+ * when nonneg; I64: negative when nonneg), reported with the file and the
+ * key. Reads the stored bits; no conversion. */
+static amp_status check_values(const char *fn, const char *dir, const char *file, const amp_safetensors_info *in, bool nonneg) {
+    const unsigned char *p = in->data;
+    int64_t bad = -1;
+    const char *why = NULL;
+    for (int64_t i = 0; i < in->numel && bad < 0; i++) {
+        uint64_t u = 0;
+        bool nonfinite = false, neg = false;
+        switch (in->dtype) {
+        case AMP_F32: {
+            uint32_t v;
+            memcpy(&v, p + 4 * i, 4);
+            nonfinite = (v & 0x7f800000u) == 0x7f800000u;
+            neg = (v >> 31) && (v & 0x7fffffffu);
+            break;
+        }
+        case AMP_F16:
+        case AMP_BF16: {
+            uint16_t v;
+            memcpy(&v, p + 2 * i, 2);
+            uint16_t e = in->dtype == AMP_F16 ? 0x7c00u : 0x7f80u;
+            nonfinite = (v & e) == e;
+            neg = (v >> 15) && (v & 0x7fffu);
+            break;
+        }
+        case AMP_F64:
+            memcpy(&u, p + 8 * i, 8);
+            nonfinite = (u & 0x7ff0000000000000ull) == 0x7ff0000000000000ull;
+            neg = (u >> 63) && (u & 0x7fffffffffffffffull);
+            break;
+        case AMP_F8E4M3: nonfinite = (p[i] & 0x7f) == 0x7f, neg = (p[i] >> 7) && (p[i] & 0x7f); break;
+        case AMP_F8E5M2: nonfinite = (p[i] & 0x7c) == 0x7c, neg = (p[i] >> 7) && (p[i] & 0x7f); break;
+        case AMP_I64: {
+            int64_t v;
+            memcpy(&v, p + 8 * i, 8);
+            neg = v < 0;
+            break;
+        }
+        case AMP_I32: {
+            int32_t v;
+            memcpy(&v, p + 4 * i, 4);
+            neg = v < 0;
+            break;
+        }
+        default: break;
+        }
+        if (nonfinite) bad = i, why = "is not finite";
+        else if (neg && nonneg) bad = i, why = "is negative";
+    }
+    if (bad < 0) return AMP_OK;
+    return amp_error(AMP_ERR_FORMAT, "%s: %s: %s: tensor '%s' element %" PRId64 " %s (%s); a checkpoint holding it cannot be "
+                                     "resumed",
+                     fn, dir, file, in->name, bad, why,
+                     nonneg ? "it must be finite and >= 0" : "restored weights, buffers and optimizer state must be finite");
+}
+
+/* Every tensor of the model file: floats finite, running variances and
+ * batch counts >= 0. */
+static amp_status check_model_values(const char *fn, const amp_checkpoint *c) {
+    for (int i = 0; i < amp_safetensors_count(c->model); i++) {
+        amp_safetensors_info in;
+        amp_safetensors_info_at(c->model, i, &in);
+        bool nonneg = ends_with(in.name, "running_var") || ends_with(in.name, "num_batches_tracked");
+        amp_status st = check_values(fn, c->dir, MODEL_FILE, &in, nonneg);
+        if (st) return st;
+    }
+    return AMP_OK;
+}
+
 /* A state tensor: present with the parameter's shape and a float dtype. */
 static amp_status check_tensor(const char *fn, const amp_checkpoint *c, const char *name, const amp_tensor *p, bool want_int) {
     int i = amp_safetensors_find(c->state, name);
@@ -566,7 +817,14 @@ static amp_status restore_optims(const char *fn, const amp_checkpoint *c, amp_tr
         if (np != amp_optim_num_params(o))
             return amp_error(AMP_ERR_STATE, "%s: %s: optimizer %d was saved with %" PRId64 " parameters; this one has %d", fn, c->dir, k, np,
                              amp_optim_num_params(o));
-        if (steps < 0) return amp_error(AMP_ERR_FORMAT, "%s: %s: optimizer %d has a negative step count", fn, c->dir, k);
+        if (steps < 0 || steps > AMP_MAX_STEPS)
+            return amp_error(AMP_ERR_FORMAT, "%s: %s: %s = %" PRId64 " is not a step count (0 to 2^62)", fn, c->dir,
+                             okey(kb, sizeof kb, k, "steps"), steps);
+        double lr;
+        const char *lrs = amp_safetensors_meta(c->state, okey(kb, sizeof kb, k, "lr"));
+        if (lrs && (!parse_f64(lrs, &lr) || !(lr >= 0) || !isfinite(lr)))
+            return amp_error(AMP_ERR_FORMAT, "%s: %s: %s = \"%s\" is not a finite learning rate >= 0", fn, c->dir,
+                             okey(kb, sizeof kb, k, "lr"), lrs);
         if (apply) {
             amp_optim_set_steps(o, steps);
             amp_optim_set_sr_counter(o, sr);
@@ -588,6 +846,11 @@ static amp_status restore_optims(const char *fn, const amp_checkpoint *c, amp_tr
                                    kind_name(oo->kind), oo->master_weights ? " with master weights" : "");
                 } else if (in_file) {
                     st = check_tensor(fn, c, nm, p, false);
+                    if (!st && !apply) { /* values: finite; the second moment >= 0 */
+                        amp_safetensors_info info;
+                        amp_safetensors_info_at(c->state, amp_safetensors_find(c->state, nm), &info);
+                        st = check_values(fn, c->dir, STATE_FILE, &info, j == 1);
+                    }
                     if (!st && apply) {
                         amp_tensor *t = amp_safetensors_get(c->state, nm);
                         st = t ? amp_optim_load_state(o, i, g_state_names[j], t) : amp_last_status();
@@ -600,12 +863,17 @@ static amp_status restore_optims(const char *fn, const amp_checkpoint *c, amp_tr
             char *nm = fmt_name("optim.%d.%s.%s", k, pname, "step");
             if (!nm) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
             st = check_tensor(fn, c, nm, p, true);
-            if (!st && apply) {
+            if (!st) {
                 amp_safetensors_info info;
                 amp_safetensors_info_at(c->state, amp_safetensors_find(c->state, nm), &info);
                 int64_t v;
                 memcpy(&v, info.data, sizeof v);
-                st = amp_optim_set_param_steps(o, i, v);
+                /* a parameter steps only with its optimizer (and not when it has no gradient) */
+                if (v < 0 || v > steps)
+                    st = amp_error(AMP_ERR_FORMAT, "%s: %s: tensor '%s' = %" PRId64 " is not a step count in [0, %s = %" PRId64 "]", fn,
+                                   c->dir, nm, v, okey(kb, sizeof kb, k, "steps"), steps);
+                else if (apply)
+                    st = amp_optim_set_param_steps(o, i, v);
             }
             free(nm);
             if (st) return st;
@@ -633,7 +901,31 @@ static amp_status restore_scaler(const char *fn, const amp_checkpoint *c, amp_sc
         (st = get_i64(fn, c, "scaler.num_skipped", &ss.num_skipped)))
         return st;
     if (h < 0 || h > 1000000 || hl < -1000000 || hl > 1000000)
-        return amp_error(AMP_ERR_FORMAT, "%s: %s: scaler hysteresis %" PRId64 "/%" PRId64 " out of range", fn, c->dir, h, hl);
+        return amp_error(AMP_ERR_FORMAT, "%s: %s: scaler.hysteresis %" PRId64 " / scaler.hysteresis_left %" PRId64 " out of range", fn,
+                         c->dir, h, hl);
+    /* each value in its range, named by its key (amp_scaler_state_set checks the same, by field) */
+    const double fmin = (double)FLT_MIN, fmax = (double)FLT_MAX;
+    const char *bad = NULL, *why = NULL;
+    double bv = 0;
+    if (ss.scale == 0) bad = "scaler.scale", bv = ss.scale, why = "the loss scale collapsed to 0 in the run that saved it (its weights may hold NaN)";
+    else if (!(ss.scale >= fmin && ss.scale <= fmax)) bad = "scaler.scale", bv = ss.scale, why = "outside the f32 range [1.18e-38, 3.4e38]";
+    else if (!(ss.growth_factor > 1 && ss.growth_factor <= fmax)) bad = "scaler.growth_factor", bv = ss.growth_factor, why = "must be > 1 and finite as an f32";
+    else if (!(ss.backoff_factor >= fmin && ss.backoff_factor < 1)) bad = "scaler.backoff_factor", bv = ss.backoff_factor, why = "must be in [1.18e-38, 1)";
+    else if (ss.min_scale != 0 && !(ss.min_scale >= fmin && ss.min_scale <= fmax)) bad = "scaler.min_scale", bv = ss.min_scale, why = "must be 0 or in the f32 range";
+    else if (ss.max_scale != 0 && !(ss.max_scale >= fmin && ss.max_scale <= fmax)) bad = "scaler.max_scale", bv = ss.max_scale, why = "must be 0 or in the f32 range";
+    else if (ss.max_scale != 0 && ss.min_scale > ss.max_scale) bad = "scaler.min_scale", bv = ss.min_scale, why = "is above scaler.max_scale";
+    else if (ss.min_scale != 0 && ss.scale < ss.min_scale) bad = "scaler.min_scale", bv = ss.min_scale, why = "is above scaler.scale";
+    else if (ss.max_scale != 0 && ss.scale > ss.max_scale) bad = "scaler.max_scale", bv = ss.max_scale, why = "is below scaler.scale";
+    if (bad) return amp_error(AMP_ERR_FORMAT, "%s: %s: %s = %g %s", fn, c->dir, bad, bv, why);
+    const char *ibad = NULL;
+    int64_t iv = 0;
+    if (ss.growth_interval <= 0 || ss.growth_interval > AMP_MAX_STEPS) ibad = "scaler.growth_interval", iv = ss.growth_interval;
+    else if (ss.growth_tracker < 0 || ss.growth_tracker >= ss.growth_interval) ibad = "scaler.growth_tracker", iv = ss.growth_tracker;
+    else if (ss.num_updates < 0 || ss.num_updates > AMP_MAX_STEPS) ibad = "scaler.num_updates", iv = ss.num_updates;
+    else if (ss.num_skipped < 0 || ss.num_skipped > ss.num_updates) ibad = "scaler.num_skipped", iv = ss.num_skipped;
+    if (ibad)
+        return amp_error(AMP_ERR_FORMAT, "%s: %s: %s = %" PRId64 " is out of range (interval > 0, 0 <= tracker < interval, "
+                                         "0 <= skipped <= updates <= 2^62)", fn, c->dir, ibad, iv);
     ss.hysteresis = (int)h;
     ss.hysteresis_left = (int)hl;
     if (!apply) {
@@ -654,6 +946,11 @@ static amp_status restore_all(const char *fn, const amp_checkpoint *c, amp_train
     param_names pn;
     amp_status st = names_get(fn, s->model, &pn);
     if (st) return st;
+    if (!apply) st = check_model_values(fn, c);
+    if (st) {
+        names_free(&pn);
+        return st;
+    }
     if (apply) {
         st = amp_module_load_safetensors(s->model, c->model);
         if (st) st = amp__error_wrap(st, fn);
@@ -705,7 +1002,7 @@ static amp_status restore_all(const char *fn, const amp_checkpoint *c, amp_train
                 st = amp_error(AMP_ERR_STATE, "%s: %s: the loader had %" PRId64 " batches per epoch when saved, now %" PRId64
                                               " (different data or batch size)",
                                fn, c->dir, bpe, amp_loader_batches_per_epoch(s->loader));
-            else if (e < 0 || b < 0 || b > bpe)
+            else if (e < 0 || e > AMP_MAX_STEPS || b < 0 || b > bpe)
                 st = amp_error(AMP_ERR_FORMAT, "%s: %s: loader position epoch %" PRId64 " batch %" PRId64 " is invalid", fn, c->dir, e, b);
             else if (apply)
                 st = amp_loader_seek(s->loader, e, b);

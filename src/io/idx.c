@@ -4,11 +4,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "amp/io.h"
 #include "core/checked.h"
 #include "core/error.h"
+#include "io/io_util.h"
 
 #define IDX_MAX_BYTES ((size_t)4 << 30)
 
@@ -119,11 +121,13 @@ amp_status amp_idx_load(const char *path, amp_idx *out) {
     if (!out) return amp_error(AMP_ERR_ARG, "%s: out is NULL", fn);
     memset(out, 0, sizeof *out);
     if (!path) return amp_error(AMP_ERR_ARG, "%s: path is NULL", fn);
-    FILE *probe = fopen(path, "rb");
-    if (!probe) return amp_error(AMP_ERR_IO, "%s: cannot open %s: %s", fn, path, strerror(errno));
-    fclose(probe);
-    gzFile f = gzopen(path, "rb");
-    if (!f) return amp_error(AMP_ERR_IO, "%s: cannot open %s", fn, path);
+    int fd = amp__open_regular(fn, path); /* a FIFO would block open() forever */
+    if (fd < 0) return amp_last_status();
+    gzFile f = gzdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return amp_error(AMP_ERR_IO, "%s: cannot open %s", fn, path);
+    }
     unsigned char hdr[4 + 4 * AMP_MAX_DIMS];
     long long got = gz_read_all(f, hdr, 4, fn, path);
     amp_status st = AMP_OK;

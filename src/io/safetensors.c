@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include "amp/checkpoint.h"
+#include "io/io_util.h"
 #include "io/safetensors_impl.h"
 #include "tensor/tensor_impl.h"
 
@@ -74,6 +75,8 @@ struct amp_safetensors {
     int *by_name; /* indices sorted by name */
     char **mkeys, **mvals;
     int n_meta;
+    int *mtab; /* open-addressing hash of the metadata keys: index + 1, 0 = empty */
+    size_t mcap;
     bool has_crc;
 };
 
@@ -88,6 +91,7 @@ void amp_safetensors_free(amp_safetensors *f) {
     free(f->by_name);
     free(f->mkeys);
     free(f->mvals);
+    free(f->mtab);
     free(f->buf);
     free(f->fname);
     free(f);
@@ -125,10 +129,40 @@ static int cmp_name_ref(const void *a, const void *b) {
     return strcmp(x->e[x->i].name, y->e[y->i].name);
 }
 
-static int find_meta(const amp_safetensors *f, const char *key) {
-    for (int i = 0; i < f->n_meta; i++)
-        if (!strcmp(f->mkeys[i], key)) return i;
+/* ---- string hash sets (metadata keys: a header may hold millions; pairwise
+ * comparison made 80k keys take 19 s) ------------------------------------------------------------- */
+static uint64_t str_hash(const char *s) { /* FNV-1a */
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Slots for n keys: a power of two at least 2n (NULL when n is absurd). */
+static int *hash_new(size_t n, size_t *cap) {
+    size_t c = 16;
+    while (c < 2 * n) {
+        if (c > ((size_t)1 << 40)) return NULL;
+        c *= 2;
+    }
+    *cap = c;
+    return calloc(c, sizeof(int));
+}
+
+/* Index of key among keys[] through tab, or -1; when absent and insert >= 0,
+ * insert index `insert` there. */
+static int hash_find(int *tab, size_t cap, char *const *keys, const char *key, int insert) {
+    size_t i = (size_t)str_hash(key) & (cap - 1);
+    while (tab[i]) {
+        if (!strcmp(keys[tab[i] - 1], key)) return tab[i] - 1;
+        i = (i + 1) & (cap - 1);
+    }
+    if (insert >= 0) tab[i] = insert + 1;
     return -1;
+}
+
+static int find_meta(const amp_safetensors *f, const char *key) {
+    if (!f->mtab) return -1;
+    return hash_find(f->mtab, f->mcap, f->mkeys, key, -1);
 }
 
 static amp_status parse_meta(const char *fn, amp_safetensors *f, const cJSON *m) {
@@ -136,18 +170,23 @@ static amp_status parse_meta(const char *fn, amp_safetensors *f, const cJSON *m)
     int cnt = cJSON_GetArraySize(m);
     f->mkeys = calloc((size_t)(cnt ? cnt : 1), sizeof *f->mkeys);
     f->mvals = calloc((size_t)(cnt ? cnt : 1), sizeof *f->mvals);
-    if (!f->mkeys || !f->mvals) return amp_error(AMP_ERR_NOMEM, "%s: %s: out of memory", fn, f->fname);
+    f->mtab = hash_new((size_t)cnt, &f->mcap);
+    if (!f->mkeys || !f->mvals || !f->mtab) return amp_error(AMP_ERR_NOMEM, "%s: %s: out of memory", fn, f->fname);
     for (const cJSON *kv = m->child; kv; kv = kv->next) {
         const char *k = kv->string ? kv->string : "";
         if (!cJSON_IsString(kv) || !kv->valuestring)
             return amp_error(AMP_ERR_FORMAT, "%s: %s: metadata value of \"%.100s\" is not a string", fn, f->fname, k);
-        if (find_meta(f, k) >= 0) return amp_error(AMP_ERR_FORMAT, "%s: %s: metadata key \"%.100s\" appears twice", fn, f->fname, k);
         f->mkeys[f->n_meta] = strdup(k);
         f->mvals[f->n_meta] = strdup(kv->valuestring);
         if (!f->mkeys[f->n_meta] || !f->mvals[f->n_meta]) {
             free(f->mkeys[f->n_meta]);
             free(f->mvals[f->n_meta]);
+            f->mkeys[f->n_meta] = f->mvals[f->n_meta] = NULL;
             return amp_error(AMP_ERR_NOMEM, "%s: %s: out of memory", fn, f->fname);
+        }
+        if (hash_find(f->mtab, f->mcap, f->mkeys, k, f->n_meta) >= 0) {
+            f->n_meta++; /* owned: freed with the file */
+            return amp_error(AMP_ERR_FORMAT, "%s: %s: metadata key \"%.100s\" appears twice", fn, f->fname, k);
         }
         f->n_meta++;
     }
@@ -376,12 +415,12 @@ amp_safetensors *amp_safetensors_parse(const void *buf, size_t len, const char *
 amp_safetensors *amp_safetensors_read(const char *path) {
     static const char *fn = "amp_safetensors_read";
     if (!path) return amp_error_null(AMP_ERR_ARG, "%s: path is NULL", fn);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return amp_error_null(AMP_ERR_IO, "%s: cannot open %s: %s", fn, path, strerror(errno));
+    int fd = amp__open_regular(fn, path); /* a FIFO would block open() forever */
+    if (fd < 0) return NULL;
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (fstat(fd, &sb) != 0) {
         close(fd);
-        return amp_error_null(AMP_ERR_IO, "%s: %s is not a regular file", fn, path);
+        return amp_error_null(AMP_ERR_IO, "%s: cannot stat %s: %s", fn, path, strerror(errno));
     }
     amp_safetensors *f = st_new(fn, path);
     if (!f) {
@@ -536,13 +575,33 @@ static amp_status plan_build(const char *fn, amp_tensor *const *tensors, const c
     if (n < 0 || n_meta < 0) return amp_error(AMP_ERR_ARG, "%s: n %d / n_meta %d must be >= 0", fn, n, n_meta);
     if (n > 0 && (!tensors || !names)) return amp_error(AMP_ERR_ARG, "%s: tensors or names is NULL", fn);
     if (n_meta > 0 && !meta) return amp_error(AMP_ERR_ARG, "%s: meta is NULL", fn);
-    for (int i = 0; i < n_meta; i++) {
-        if (!meta[i].key || !meta[i].value) return amp_error(AMP_ERR_ARG, "%s: metadata entry %d has a NULL key or value", fn, i);
-        if (!strcmp(meta[i].key, "data_crc32"))
-            return amp_error(AMP_ERR_ARG, "%s: metadata key data_crc32 is reserved (the writer records it)", fn);
-        for (int j = 0; j < i; j++)
-            if (!strcmp(meta[i].key, meta[j].key)) return amp_error(AMP_ERR_ARG, "%s: metadata key \"%.100s\" given twice", fn, meta[i].key);
+    size_t hcap = 0;
+    int *htab = n_meta > 0 ? hash_new((size_t)n_meta, &hcap) : NULL;
+    char **hkeys = n_meta > 0 ? calloc((size_t)n_meta, sizeof *hkeys) : NULL;
+    if (n_meta > 0 && (!htab || !hkeys)) {
+        free(htab);
+        free(hkeys);
+        return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
     }
+    for (int i = 0; i < n_meta; i++) {
+        const char *bad = NULL;
+        if (!meta[i].key || !meta[i].value) bad = "has a NULL key or value";
+        else if (!strcmp(meta[i].key, "data_crc32")) bad = "uses the key data_crc32, which is reserved (the writer records it)";
+        else {
+            hkeys[i] = (char *)meta[i].key;
+            if (hash_find(htab, hcap, hkeys, meta[i].key, i) >= 0) bad = "repeats an earlier key";
+        }
+        if (bad) {
+            free(htab);
+            free(hkeys);
+            if (meta[i].key && strcmp(meta[i].key, "data_crc32"))
+                return amp_error(AMP_ERR_ARG, "%s: metadata key \"%.100s\" given twice", fn, meta[i].key);
+            if (meta[i].key) return amp_error(AMP_ERR_ARG, "%s: metadata key data_crc32 is reserved (the writer records it)", fn);
+            return amp_error(AMP_ERR_ARG, "%s: metadata entry %d %s", fn, i, bad);
+        }
+    }
+    free(htab);
+    free(hkeys);
     p->items = calloc((size_t)(n ? n : 1), sizeof *p->items);
     if (!p->items) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
     p->n = n;
@@ -735,8 +794,11 @@ amp_status amp_safetensors_write(const char *path, amp_tensor *const *tensors, c
 }
 
 char *amp__st_peek_meta(const char *path, const char *key) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
+    FILE *f = amp__fopen_regular("amp", path);
+    if (!f) {
+        amp_clear_error();
+        return NULL;
+    }
     unsigned char lb[8];
     char *out = NULL, *hdr = NULL;
     cJSON *root = NULL;

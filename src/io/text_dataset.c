@@ -20,6 +20,7 @@
 
 #include "amp/text.h"
 #include "core/error.h"
+#include "io/io_util.h"
 #include "io/safetensors_impl.h"
 #include "numeric/philox.h"
 #include "tensor/tensor_impl.h"
@@ -74,8 +75,11 @@ static void mkdir_p(const char *dir) {
 }
 
 static bool cache_load(const char *path, const cache_hdr *want, amp_text_dataset *d) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
+    FILE *f = amp__fopen_regular("amp_text_dataset_open", path);
+    if (!f) {
+        amp_clear_error();
+        return false;
+    }
     cache_hdr h;
     bool ok = fread(&h, sizeof h, 1, f) == 1 && memcmp(&h, want, offsetof(cache_hdr, n_train)) == 0 &&
               memcmp(h.tokenizer, want->tokenizer, sizeof h.tokenizer) == 0 && h.val_fraction == want->val_fraction &&
@@ -126,11 +130,8 @@ static bool cache_store(const char *path, const cache_hdr *hdr, const amp_text_d
 }
 
 static char *read_all(const char *fn, const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        amp_error(AMP_ERR_IO, "%s: cannot open %s: %s", fn, path, strerror(errno));
-        return NULL;
-    }
+    FILE *f = amp__fopen_regular(fn, path); /* never blocks on a FIFO */
+    if (!f) return NULL;
     char *buf = NULL;
     size_t cap = 0, len = 0;
     for (;;) {

@@ -24,6 +24,7 @@
 
 #include "amp/text.h"
 #include "core/error.h"
+#include "io/io_util.h"
 #include "io/unicode_tables.h"
 
 #define TOK_BYTE 0
@@ -209,11 +210,8 @@ static bool unalphabet(const uint32_t *u2b_keys, const char *s, size_t n, char *
 
 /* ---- loading ------------------------------------------------------------------------------------------ */
 static char *slurp(const char *fn, const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        amp_error(AMP_ERR_IO, "%s: cannot open %s: %s", fn, path, strerror(errno));
-        return NULL;
-    }
+    FILE *f = amp__fopen_regular(fn, path); /* never blocks on a FIFO */
+    if (!f) return NULL;
     char *buf = NULL;
     size_t cap = 0, len = 0;
     for (;;) {
