@@ -233,10 +233,9 @@ static void t_training_levels(void **st) {
         assert_non_null(s);
         test_rng rng = {7};
         amp_tensor *x = tc_randn(&rng, AMP_F32, 2, AMP_SHAPE(32, 8), 1.0), *w = tc_randn(&rng, AMP_F32, 2, AMP_SHAPE(4, 8), 0.5);
-        amp_no_grad_begin();
-        amp_tensor *y = amp_tanh(amp_matmul(x, amp_transpose(w, 0, 1)));
-        amp_tensor_keep(y);
-        amp_no_grad_end();
+        amp_scope *ds = amp_scope_begin();
+        amp_tensor *y = amp_tensor_keep(amp_tanh(amp_matmul(x, amp_transpose(w, 0, 1))));
+        amp_scope_end(ds);
         double first = 0, last = 0;
         for (int step = 0; step < 60; step++) {
             amp_scope *sc = amp_scope_begin();

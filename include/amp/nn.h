@@ -33,8 +33,9 @@
  * "1.weight": child 0 is the Flatten).
  *
  * Ownership: register_* take the caller's reference to the tensor or module
- * (on failure too: it is freed). A tensor still held by a scope is taken out
- * of it. To share a parameter between two modules (weight tying, as GPT-2's
+ * (on failure too: it is freed; only a child refused because it would make a
+ * cycle stays the caller's). A tensor still held by a scope is taken out of
+ * it. To share a parameter between two modules (weight tying, as GPT-2's
  * lm_head.weight and transformer.wte.weight), register it a second time with
  * another reference: amp_module_set_parameter(wte, "weight",
  * amp_tensor_retain(lm_head_weight)). A shared tensor is one parameter:
@@ -52,7 +53,7 @@
  * amp_module_forward on several threads at once (each with its own autocast
  * state and scopes); the queries (parameters, state, get_*) may too.
  * Training mutates the module (gradients, batch norm statistics): one thread
- * per module. docs/threads.md. */
+ * per module. docs/threads.md; the guide is docs/modules.md. */
 #ifndef AMP_NN_H
 #define AMP_NN_H
 
