@@ -155,7 +155,7 @@ amp_status amp__node_check_saved(const amp_node *n, const char *fn) {
         if (!t) continue;
         uint64_t now = amp__version(t);
         if (now == n->saved_version[i]) continue;
-        char what[48], b[AMP_SHAPE_BUF];
+        char what[64], b[AMP_SHAPE_BUF];
         if (n->saved_input[i] >= 0) snprintf(what, sizeof what, "input %d", n->saved_input[i]);
         else snprintf(what, sizeof what, "tensor %d (its output or an intermediate)", i);
         return amp_error(AMP_ERR_STATE,
