@@ -407,6 +407,10 @@ static void t_policy_and_errors(void **st) {
     expect_error("master weights need half parameters");
     assert_null(amp_initialize(NULL, 1, &o));
     expect_error("amp_initialize: models is NULL");
+    o = (amp_init_opts){.level = AMP_O2, .half = AMP_BF16, .optim = amp_sgd_opts(-1.0)};
+    assert_null(amp_initialize(&m, 1, &o));
+    expect_error("amp_initialize: amp_optim_new: lr -1");
+    assert_int_equal(amp_tensor_dtype(amp_module_get_parameter(m, "0.fc.weight")), AMP_F32); /* nothing was cast */
     amp_module *empty = amp_nn_relu();
     o = (amp_init_opts){.level = AMP_O0, .optim = amp_sgd_opts(0.1)};
     assert_null(amp_initialize(&empty, 1, &o));

@@ -7,6 +7,7 @@
 #include "amp/initialize.h"
 #include "core/error.h"
 #include "optim/optim_impl.h"
+#include "tensor/tensor_impl.h"
 
 #define MAX_MODELS 64
 
@@ -73,6 +74,18 @@ amp_setup *amp_initialize(amp_module *const *models, int n_models, const amp_ini
     amp_setup *s = calloc(1, sizeof *s);
     if (!s) return amp_error_null(AMP_ERR_NOMEM, "%s: out of memory", fn);
     if (decide(fn, o, &s->cfg, &s->output) != AMP_OK) goto fail;
+    {   /* the optimizer options, checked before any model is cast */
+        amp_tensor *probe = amp__tensor_new(fn, AMP_F32, 1, AMP_SHAPE(1), AMP_MEM_WORKSPACE, AMP_NEW_UNSCOPED);
+        amp_optim_opts po = o->optim;
+        po.master_weights = false;
+        amp_optim *check = probe && amp_tensor_set_requires_grad(probe, true) == AMP_OK ? amp_optim_new(&probe, 1, &po) : NULL;
+        amp__release(probe);
+        if (!check) {
+            amp_error(amp_last_status(), "%s: %s", fn, amp_last_error());
+            goto fail;
+        }
+        amp_optim_free(check);
+    }
     /* every parameter, once (models may share some) */
     int total = 0;
     for (int i = 0; i < n_models; i++) {
