@@ -164,7 +164,10 @@ static amp_status max_pool_backward(amp_node *n, amp_tensor *const *gout, amp_te
         const amp_edge *e = &n->inputs[0];
         amp_tensor *dx = amp__tensor_new("amp_backward", gy->dtype, e->ndim, e->shape, amp__mem_current(AMP_MEM_WORKSPACE), 0);
         if (!dx) return amp_last_status();
-        amp_max_pool2d_backward_disjoint(amp__data(gy), gy->dtype, amp__data(idx), amp__data(dx), c->planes, &c->g);
+        if (idx->dtype == AMP_U8) /* the 2 x 2 path's window slots */
+            amp_max_pool2d_backward_k2slot(amp__data(gy), gy->dtype, amp__data(idx), amp__data(dx), c->planes, &c->g);
+        else
+            amp_max_pool2d_backward_disjoint(amp__data(gy), gy->dtype, amp__data(idx), amp__data(dx), c->planes, &c->g);
         gin[0] = dx;
         return AMP_OK;
     }
@@ -192,21 +195,33 @@ amp_tensor *amp_max_pool2d(amp_tensor *x, const amp_pool_params *p, amp_tensor *
     int mask = amp__autocast(AMP_OP_MAX_POOL2D, in, 1);
     if (mask < 0) return NULL;
     x = in[0];
+    /* The 2 x 2 / stride 2 path in the tensor's dtype (AVX-512). Unless the
+     * caller asks for the indices, it keeps only what the backward needs: the
+     * window position of each max in one byte (none without autograd),
+     * instead of an 8-byte flat index. */
+    const bool k2 = amp_cpu_active() >= AMP_CPU_AVX512 && amp_tensor_is_contiguous(x) && amp_max_pool2d_k2_ok(&c.g) &&
+                    (x->dtype == AMP_F32 || x->dtype == AMP_F16 || x->dtype == AMP_BF16);
+    const bool grad = amp__needs_grad(1, in);
     amp_tensor *out = new_out(fn, x, x->dtype, c.g.OH, c.g.OW);
-    amp_tensor *idx = new_out(fn, x, AMP_I64, c.g.OH, c.g.OW);
+    amp_tensor *idx = NULL;
+    if (!k2 || indices) idx = new_out(fn, x, AMP_I64, c.g.OH, c.g.OW);
+    else if (grad) idx = new_out(fn, x, AMP_U8, c.g.OH, c.g.OW);
     bool owned = false;
     const float *xf = NULL;
     float *y = NULL;
-    if (!out || !idx) goto fail;
-    if (!(amp_cpu_active() >= AMP_CPU_AVX512 && amp_tensor_is_contiguous(x) &&
-          amp_max_pool2d_k2_avx512(amp__data(x), x->dtype, amp__data(out), amp__data(idx), c.planes, &c.g))) {
+    if (!out || ((!k2 || indices || grad) && !idx)) goto fail;
+    if (k2) {
+        const bool slots = idx && idx->dtype == AMP_U8;
+        amp_max_pool2d_k2_avx512(amp__data(x), x->dtype, amp__data(out), idx && !slots ? amp__data(idx) : NULL,
+                                 slots ? amp__data(idx) : NULL, c.planes, &c.g);
+    } else {
         xf = amp__f32_view(x, &owned);
         if (!xf || !(y = out_f32(out))) goto fail;
         amp_max_pool2d_f32(xf, y, amp__data(idx), c.planes, &c.g);
         out_done(out, y);
         amp__f32_done(x, xf, owned);
     }
-    if (amp__needs_grad(1, in)) {
+    if (grad) {
         amp_node *nd = amp__node_new(fn, max_pool_backward, 1, in, sizeof(pool_ctx));
         if (!nd) {
             xf = NULL, y = NULL;

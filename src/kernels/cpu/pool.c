@@ -56,6 +56,47 @@ void amp_max_pool2d_backward_f32(const float *dy, const int64_t *idx, float *dx,
     }
 }
 
+bool amp_max_pool2d_k2_ok(const amp_pool_geom *g) {
+    return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && !g->ph && !g->pw && g->dh == 1 && g->dw == 1 &&
+           2 * g->OH <= g->H && 2 * g->OW <= g->W && g->H * g->W < ((int64_t)1 << 30);
+}
+
+/* 0 + v in dt: f32 -0 -> +0; half -0 -> +0 and a NaN quiet */
+static inline uint16_t half_plus_zero(uint16_t h, amp_dtype dt) {
+    const uint16_t exp = dt == AMP_BF16 ? 0x7f80 : 0x7c00, quiet = dt == AMP_BF16 ? 0x40 : 0x200;
+    if ((h & 0x7fff) == 0) return 0;
+    if ((h & exp) == exp && (h & (uint16_t)~(exp | 0x8000))) h |= quiet;
+    return h;
+}
+
+void amp_max_pool2d_backward_k2slot(const void *dy, amp_dtype dt, const uint8_t *slot, void *dx, int64_t planes,
+                                    const amp_pool_geom *g) {
+    const int64_t W = g->W, HW = g->H * W, OW = g->OW, S = g->OH * OW;
+#pragma omp parallel for schedule(static) if (planes * (S + HW) > PAR_MIN_LIGHT)
+    for (int64_t p = 0; p < planes; p++) {
+        const uint8_t *sp = slot + p * S;
+        if (dt == AMP_F32) {
+            float *dp = (float *)dx + p * HW;
+            const float *gp = (const float *)dy + p * S;
+            memset(dp, 0, sizeof(float) * (size_t)HW);
+            for (int64_t oh = 0; oh < g->OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    const int k = sp[oh * OW + ow];
+                    dp[(2 * oh + (k >> 1)) * W + 2 * ow + (k & 1)] = 0.0f + gp[oh * OW + ow];
+                }
+        } else {
+            uint16_t *dp = (uint16_t *)dx + p * HW;
+            const uint16_t *gp = (const uint16_t *)dy + p * S;
+            memset(dp, 0, sizeof(uint16_t) * (size_t)HW);
+            for (int64_t oh = 0; oh < g->OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    const int k = sp[oh * OW + ow];
+                    dp[(2 * oh + (k >> 1)) * W + 2 * ow + (k & 1)] = half_plus_zero(gp[oh * OW + ow], dt);
+                }
+        }
+    }
+}
+
 void amp_max_pool2d_backward_disjoint(const void *dy, amp_dtype dt, const int64_t *idx, void *dx, int64_t planes,
                                       const amp_pool_geom *g) {
     const int64_t HW = g->H * g->W, S = g->OH * g->OW;
@@ -72,15 +113,9 @@ void amp_max_pool2d_backward_disjoint(const void *dy, amp_dtype dt, const int64_
             /* 0 + v in the half format: -0 -> +0, a NaN quiet, else v */
             uint16_t *dp = (uint16_t *)dx + p * HW;
             const uint16_t *gp = (const uint16_t *)dy + p * S;
-            const uint16_t exp = dt == AMP_BF16 ? 0x7f80 : 0x7c00, quiet = dt == AMP_BF16 ? 0x40 : 0x200;
             memset(dp, 0, sizeof(uint16_t) * (size_t)HW);
-            for (int64_t s = 0; s < S; s++) {
-                if (ip[s] < 0) continue;
-                uint16_t h = gp[s];
-                if ((h & 0x7fff) == 0) h = 0;
-                else if ((h & exp) == exp && (h & (uint16_t)~(exp | 0x8000))) h |= quiet;
-                dp[ip[s]] = h;
-            }
+            for (int64_t s = 0; s < S; s++)
+                if (ip[s] >= 0) dp[ip[s]] = half_plus_zero(gp[s], dt);
         }
     }
 }

@@ -21,13 +21,19 @@ void amp_max_pool2d_f32(const float *x, float *y, int64_t *idx, int64_t planes, 
 /* dx = 0, then dx[idx] += dy per plane (idx -1 skipped). */
 void amp_max_pool2d_backward_f32(const float *dy, const int64_t *idx, float *dx, int64_t planes, const amp_pool_geom *g);
 /* The same for a 2 x 2 window, stride 2, no padding or dilation, every
- * window inside the input (floor mode, or sizes where ceil mode adds none),
- * contiguous planes of dtype dt (f32, f16, bf16) read and written as stored:
- * y gets the max rounded to dt (exact), idx as above. AVX-512 only (call it
+ * window inside the input (floor mode, or sizes where ceil mode adds none:
+ * amp_max_pool2d_k2_ok), contiguous planes of dtype dt (f32, f16, bf16) read
+ * and written as stored: y gets the max rounded to dt (exact), idx (may be
+ * NULL) as above, slot (may be NULL) the window position of the max, 0..3
+ * row-major (idx = (2oh + slot/2) * W + 2ow + slot%2). AVX-512 only (call it
  * when amp_cpu_active() >= AMP_CPU_AVX512); returns false, doing nothing,
  * for any other geometry. */
-bool amp_max_pool2d_k2_avx512(const void *x, amp_dtype dt, void *y, int64_t *idx, int64_t planes,
+bool amp_max_pool2d_k2_ok(const amp_pool_geom *g);
+bool amp_max_pool2d_k2_avx512(const void *x, amp_dtype dt, void *y, int64_t *idx, uint8_t *slot, int64_t planes,
                               const amp_pool_geom *g);
+/* The disjoint backward from slots instead of flat indices (2 x 2, stride 2). */
+void amp_max_pool2d_backward_k2slot(const void *dy, amp_dtype dt, const uint8_t *slot, void *dx, int64_t planes,
+                                    const amp_pool_geom *g);
 /* Backward for windows that never overlap (kh <= sh, kw <= sw, no
  * dilation): every input position takes at most one dy, so dx (dtype dt,
  * dy's) = 0 + dy at idx, in dt without a wider accumulator: the bits of

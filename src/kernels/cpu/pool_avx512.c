@@ -62,16 +62,16 @@ AI void store_out(void *y, amp_dtype dt, __m512 m, __mmask16 k) {
     }
 }
 
-bool amp_max_pool2d_k2_avx512(const void *x, amp_dtype dt, void *y, int64_t *idx, int64_t planes,
+bool amp_max_pool2d_k2_avx512(const void *x, amp_dtype dt, void *y, int64_t *idx, uint8_t *slot, int64_t planes,
                               const amp_pool_geom *g) {
-    if (g->kh != 2 || g->kw != 2 || g->sh != 2 || g->sw != 2 || g->ph || g->pw || g->dh != 1 || g->dw != 1) return false;
-    if (2 * g->OH > g->H || 2 * g->OW > g->W || g->H * g->W >= ((int64_t)1 << 30)) return false;
+    if (!amp_max_pool2d_k2_ok(g)) return false;
     const int64_t H = g->H, W = g->W, OH = g->OH, OW = g->OW, HW = H * W, S = OH * OW;
     const size_t es = dt == AMP_F32 ? 4 : 2;
     AMP_K_FOR(p, planes, planes * S > 65536, {
         const char *xp = (const char *)x + (size_t)(p * HW) * es;
         char *yp = (char *)y + (size_t)(p * S) * es;
-        int64_t *ip = idx + p * S;
+        int64_t *ip = idx ? idx + p * S : NULL;
+        uint8_t *sp = slot ? slot + p * S : NULL;
         for (int64_t oh = 0; oh < OH; oh++) {
             const char *r0 = xp + (size_t)(2 * oh * W) * es, *r1 = r0 + (size_t)W * es;
             for (int64_t ow = 0; ow < OW; ow += 16) {
@@ -86,6 +86,8 @@ bool amp_max_pool2d_k2_avx512(const void *x, amp_dtype dt, void *y, int64_t *idx
                 take(d, 3, &m, &kk);
                 const __mmask16 k = (__mmask16)((1u << n) - 1u);
                 store_out(yp + (size_t)(oh * OW + ow) * es, dt, m, k);
+                if (sp) _mm_mask_storeu_epi8(sp + oh * OW + ow, k, _mm512_cvtepi32_epi8(kk));
+                if (!ip) continue;
                 /* flat index: 2oh*W + 2(ow+lane) + (k & 1) + (k >> 1) * W */
                 const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
                 __m512i fi = _mm512_add_epi32(_mm512_set1_epi32((int)(2 * oh * W + 2 * ow)), _mm512_slli_epi32(lane, 1));
