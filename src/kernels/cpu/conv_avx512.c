@@ -13,6 +13,7 @@
  * never written. */
 #include <immintrin.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cpu/conv.h"
@@ -77,10 +78,14 @@ bool amp_im2col_avx512(const void *x, void *col, int64_t ldcol, const amp_conv_g
     if (!plane_shift_ok(g) || (esize != 2 && esize != 4)) return false;
     const int64_t kk = g->kh * g->kw, K = g->C * kk, S = g->OH * g->OW, HW = g->H * g->W, W = g->W;
     const __m512i ow0 = ow_start(W);
+    /* the spans of the kernel's kh*kw offsets, shared by every channel */
+    row_span spans_local[64], *spans = kk <= 64 ? spans_local : malloc(sizeof(row_span) * (size_t)kk);
+    if (!spans) return false;
+    for (int64_t q = 0; q < kk; q++) spans[q] = span_of(g, q / g->kw, q % g->kw);
 #pragma omp parallel for schedule(static) if (K * S > PAR_MIN)
     for (int64_t r = 0; r < K; r++) {
-        const int64_t c = r / kk, i = (r / g->kw) % g->kh, j = r % g->kw;
-        const row_span sp = span_of(g, i, j);
+        const int64_t c = r / kk;
+        const row_span sp = spans[r % kk];
         const char *xp = (const char *)x + (size_t)(c * HW) * (size_t)esize;
         char *dst = (char *)col + (size_t)(r * ldcol) * (size_t)esize;
         __m512i ow32 = ow0;
@@ -109,6 +114,7 @@ bool amp_im2col_avx512(const void *x, void *col, int64_t ldcol, const amp_conv_g
             ow32 = ow_next(ow32, W);
         }
     }
+    if (spans != spans_local) free(spans);
     return true;
 }
 

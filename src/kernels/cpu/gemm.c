@@ -484,7 +484,15 @@ static void run_scale(const gemm_plan *P, const gemm_item *it, int part) {
                         src_off(P->bias, &tmp, i, 0));
 }
 
-static void run_packed(const gemm_plan *P, const gemm_item *it, int part, float *ws) {
+/* The A block last packed into a thread's workspace: a batch whose A is
+ * shared (stride_a 0: conv2d's weights over the images) packs it once per
+ * thread, not once per item, when the item is one block of rows and k. */
+typedef struct {
+    const void *a; /* NULL: nothing packed */
+    int64_t i0, p0, mb, kb;
+} pack_memo;
+
+static void run_packed(const gemm_plan *P, const gemm_item *it, int part, float *ws, pack_memo *memo) {
     const gemm_kernel *K = P->K;
     const amp_gemm_args *g = P->g;
     const int64_t i0 = (part / P->tn) * P->mt, j0 = (part % P->tn) * P->nt;
@@ -498,7 +506,11 @@ static void run_packed(const gemm_plan *P, const gemm_item *it, int part, float 
         const int64_t mb = min64(P->mc, mt - ic);
         for (int64_t pc = 0; pc < k; pc += P->kb) {
             const int64_t kb = min64(P->kb, k - pc);
-            K->pack_a(ap, &it->a, i0 + ic, mb, pc, kb);
+            if (!(memo && memo->a == it->a.p && memo->i0 == i0 + ic && memo->p0 == pc && memo->mb == mb && memo->kb == kb)) {
+                K->pack_a(ap, &it->a, i0 + ic, mb, pc, kb);
+                /* only a block that stays in the buffer for the next item may be reused */
+                if (memo) *memo = (pack_memo){mt <= P->mc && k <= P->kb && P->g->stride_a == 0 ? it->a.p : NULL, i0 + ic, pc, mb, kb};
+            }
             for (int64_t jc = 0; jc < nt; jc += P->nc) {
                 const int64_t nb = min64(P->nc, nt - jc);
                 K->pack_b(bp, &it->b, pc, kb, j0 + jc, nb);
@@ -573,12 +585,12 @@ static void run_small(const gemm_plan *P, const gemm_item *it, int part, float *
     }
 }
 
-static void run_part(const gemm_plan *P, int64_t bi, int part, float *ws) {
+static void run_part(const gemm_plan *P, int64_t bi, int part, float *ws, pack_memo *memo) {
     gemm_item it;
     get_item(P, bi, &it);
     switch (P->path) {
     case PATH_SCALE: run_scale(P, &it, part); break;
-    case PATH_PACKED: run_packed(P, &it, part, ws); break;
+    case PATH_PACKED: run_packed(P, &it, part, ws, memo); break;
     default: run_small(P, &it, part, ws); break;
     }
 }
@@ -594,20 +606,22 @@ static amp_status gemm_execute(const gemm_plan *P) {
                              per * sizeof(float) * (size_t)T);
     }
     if (T <= 1) {
+        pack_memo memo = {NULL, 0, 0, 0, 0};
         for (int64_t bi = 0; bi < P->batch; bi++)
-            for (int part = 0; part < P->parts; part++) run_part(P, bi, part, ws);
+            for (int part = 0; part < P->parts; part++) run_part(P, bi, part, ws, &memo);
         return AMP_OK;
     }
 #pragma omp parallel num_threads(T)
     {
         const int t = omp_get_thread_num(), nt = omp_get_num_threads();
         float *w = ws ? ws + per * (size_t)t : NULL;
+        pack_memo memo = {NULL, 0, 0, 0, 0};
         if (P->item_parallel) {
             for (int64_t bi = t; bi < P->batch; bi += nt)
-                for (int part = 0; part < P->parts; part++) run_part(P, bi, part, w);
+                for (int part = 0; part < P->parts; part++) run_part(P, bi, part, w, &memo);
         } else {
             for (int64_t bi = 0; bi < P->batch; bi++)
-                for (int part = t; part < P->parts; part += nt) run_part(P, bi, part, w);
+                for (int part = t; part < P->parts; part += nt) run_part(P, bi, part, w, &memo);
         }
     }
     return AMP_OK;
