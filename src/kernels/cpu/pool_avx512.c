@@ -6,8 +6,11 @@
  * widened input, rounded: the four candidates are taken in its order (row
  * by row) with its rule (a larger value, or any NaN, replaces the current
  * one), and the max is one of the inputs, so rounding it back is exact (a
- * NaN leaves quiet, as the widening makes it). */
+ * NaN leaves quiet, as the widening makes it). The backward from the
+ * window slots writes each pair of input rows whole (the max's position
+ * takes dy, the other three zero) in the half dtype. */
 #include <immintrin.h>
+#include <string.h>
 
 #include "kernels/cpu/half_avx512.h"
 #include "kernels/cpu/kernel_util.h"
@@ -98,6 +101,56 @@ bool amp_max_pool2d_k2_avx512(const void *x, amp_dtype dt, void *y, int64_t *idx
                 _mm512_mask_storeu_epi64(io + 8, (__mmask8)(k >> 8), _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(fi, 1)));
             }
         }
+    });
+    return true;
+}
+
+/* 0 + v for 32 bf16/f16 lanes: -0 -> +0, a NaN made quiet (as adding the f32
+ * zero and rounding back would) */
+AI __m512i half_plus_zero(__m512i h, amp_dtype dt) {
+    const __m512i abs = _mm512_and_si512(h, _mm512_set1_epi16(0x7fff));
+    const __mmask32 zero = _mm512_cmpeq_epi16_mask(abs, _mm512_setzero_si512());
+    const __mmask32 nan = _mm512_cmpgt_epu16_mask(abs, _mm512_set1_epi16(dt == AMP_BF16 ? 0x7f80 : 0x7c00));
+    h = _mm512_mask_mov_epi16(h, zero, _mm512_setzero_si512());
+    return _mm512_mask_mov_epi16(h, nan, _mm512_or_si512(h, _mm512_set1_epi16(dt == AMP_BF16 ? 0x40 : 0x200)));
+}
+
+bool amp_max_pool2d_backward_k2slot_avx512(const void *dy, amp_dtype dt, const uint8_t *slot, void *dx, int64_t planes,
+                                           const amp_pool_geom *g) {
+    if (!amp_max_pool2d_k2_ok(g) || dt == AMP_F32) return false;
+    const int64_t W = g->W, H = g->H, OW = g->OW, OH = g->OH, HW = H * W, S = OH * OW;
+    /* interleave two 16-lane halves a (even columns) and b (odd): lanes 2c = a[c], 2c+1 = b[c] */
+    const __m512i idx = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6, 37, 5,
+                                         36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+    AMP_K_FOR(p, planes, planes * (S + HW) > 262144, {
+        const uint16_t *gp = (const uint16_t *)dy + p * S;
+        const uint8_t *sp = slot + p * S;
+        uint16_t *dp = (uint16_t *)dx + p * HW;
+        for (int64_t oh = 0; oh < OH; oh++) {
+            uint16_t *r0 = dp + 2 * oh * W, *r1 = r0 + W;
+            for (int64_t ow = 0; ow < OW; ow += 16) {
+                const int n = (int)(OW - ow < 16 ? OW - ow : 16);
+                const __mmask16 m = (__mmask16)((1u << n) - 1u);
+                const __m256i v = _mm256_maskz_loadu_epi16(m, gp + oh * OW + ow);
+                const __m512i vv = half_plus_zero(_mm512_castsi256_si512(v), dt);
+                const __m128i k = _mm_maskz_loadu_epi8(m, sp + oh * OW + ow);
+                const __m256i k16 = _mm256_cvtepu8_epi16(k);
+                const __m256i z = _mm256_setzero_si256(), w = _mm512_castsi512_si256(vv);
+                const __m256i s0 = _mm256_mask_mov_epi16(z, _mm256_cmpeq_epi16_mask(k16, _mm256_set1_epi16(0)), w);
+                const __m256i s1 = _mm256_mask_mov_epi16(z, _mm256_cmpeq_epi16_mask(k16, _mm256_set1_epi16(1)), w);
+                const __m256i s2 = _mm256_mask_mov_epi16(z, _mm256_cmpeq_epi16_mask(k16, _mm256_set1_epi16(2)), w);
+                const __m256i s3 = _mm256_mask_mov_epi16(z, _mm256_cmpeq_epi16_mask(k16, _mm256_set1_epi16(3)), w);
+                const __m512i row0 = _mm512_permutex2var_epi16(_mm512_castsi256_si512(s0), idx, _mm512_castsi256_si512(s1));
+                const __m512i row1 = _mm512_permutex2var_epi16(_mm512_castsi256_si512(s2), idx, _mm512_castsi256_si512(s3));
+                const __mmask32 m2 = n >= 16 ? ~(__mmask32)0 : (__mmask32)((1u << (2 * n)) - 1u);
+                _mm512_mask_storeu_epi16(r0 + 2 * ow, m2, row0);
+                _mm512_mask_storeu_epi16(r1 + 2 * ow, m2, row1);
+            }
+            /* a last odd column (floor mode) takes no gradient */
+            if (W > 2 * OW) r0[W - 1] = r1[W - 1] = 0;
+        }
+        /* input rows past the last window take no gradient */
+        if (H > 2 * OH) memset(dp + 2 * OH * W, 0, sizeof(uint16_t) * (size_t)((H - 2 * OH) * W));
     });
     return true;
 }
