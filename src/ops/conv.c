@@ -263,8 +263,8 @@ static amp_status conv_backward(amp_node *n, amp_tensor *const *gout, amp_tensor
     const amp_tensor *x = n->saved[0], *w = n->saved[1];
     amp_tensor *xc = NULL, *wc = NULL, *dx = NULL, *dw = NULL, *db = NULL, *gc = NULL;
     void *col = NULL, *dcol = NULL, *dyp = NULL;
-    float *bsum = NULL;
-    size_t col_bytes = 0, dcol_bytes = 0, dyp_bytes = 0, bsum_bytes = 0;
+    float *bsum = NULL, *dxf = NULL;
+    size_t col_bytes = 0, dcol_bytes = 0, dyp_bytes = 0, bsum_bytes = 0, dxf_bytes = 0;
     amp_status st = AMP_OK;
     /* dY as stored (f32, f16 or bf16; made contiguous if it is not): a bf16
      * dY with bf16 W and x keeps both products on the bf16 path */
@@ -283,10 +283,16 @@ static amp_status conv_backward(amp_node *n, amp_tensor *const *gout, amp_tensor
     const amp_matmul_precision prec = amp_matmul_precision_get();
     amp_conv_geom gall = *g;
     gall.C = c->C;
+    /* A half x gets its gradient in its own dtype: each image's f32 sum
+     * (col2im) is rounded as soon as it is complete, while it is in cache,
+     * instead of a whole f32 dx that the engine would round afterwards (the
+     * same RNE rounding, so the same bits). */
+    const bool lowered = (need_x || need_w) && c->N > 0 && S > 0 && Kg > 0 && Og > 0; /* the loop below runs */
+    const bool dx_half = need_x && !pw && lowered && (x->dtype == AMP_F16 || x->dtype == AMP_BF16);
     if (need_x) {
-        dx = amp__tensor_new(fn, AMP_F32, x->ndim, x->shape, amp__mem_current(AMP_MEM_WORKSPACE), 0);
+        dx = amp__tensor_new(fn, dx_half ? x->dtype : AMP_F32, x->ndim, x->shape, amp__mem_current(AMP_MEM_WORKSPACE), 0);
         if (!dx) goto fail;
-        memset(amp__data(dx), 0, amp_tensor_nbytes(dx));
+        if (!dx_half) memset(amp__data(dx), 0, amp_tensor_nbytes(dx));
     }
     if (need_w) {
         dw = amp__tensor_new(fn, AMP_F32, w->ndim, w->shape, amp__mem_current(AMP_MEM_WORKSPACE), 0);
@@ -307,7 +313,7 @@ static amp_status conv_backward(amp_node *n, amp_tensor *const *gout, amp_tensor
             amp_k_sum_dim(bsum, 1, c->N, c->O, amp__data(db));
         }
     }
-    if ((need_x || need_w) && c->N > 0 && S > 0 && Kg > 0 && Og > 0) {
+    if (lowered) {
         const int64_t nb = block_images(c, 4);
         if (need_w) {
             col_bytes = (size_t)(nb * Kall * S) * xes;
@@ -317,6 +323,10 @@ static amp_status conv_backward(amp_node *n, amp_tensor *const *gout, amp_tensor
         if (!pw && need_x) {
             dcol_bytes = (size_t)(nb * Kall * S) * sizeof(float);
             if (!(dcol = amp__ws_alloc(dcol_bytes))) goto fail;
+        }
+        if (dx_half) {
+            dxf_bytes = (size_t)(nb * c->C * g->H * g->W) * sizeof(float);
+            if (!(dxf = amp__ws_alloc(dxf_bytes))) goto fail;
         }
         for (int64_t n0 = 0; n0 < c->N; n0 += nb) {
             int64_t cnt = c->N - n0 < nb ? c->N - n0 : nb;
@@ -335,9 +345,23 @@ static amp_status conv_backward(amp_node *n, amp_tensor *const *gout, amp_tensor
                 }
                 if (!pw) {
                     const int64_t img = c->C * g->H * g->W;
+                    const amp_dtype xdt = x->dtype;
 #pragma omp parallel for schedule(static, 1) if (cnt > 1 && cnt * Kall * S > PAR_ELEMS)
-                    for (int64_t i = 0; i < cnt; i++)
-                        amp_col2im_f32((const float *)dcol + i * Kall * S, (float *)amp__data(dx) + (n0 + i) * img, &gall);
+                    for (int64_t i = 0; i < cnt; i++) {
+                        if (dx_half) {
+                            float *f = dxf + i * img;
+                            memset(f, 0, sizeof(float) * (size_t)img);
+                            amp_col2im_f32((const float *)dcol + i * Kall * S, f, &gall);
+                            uint16_t *h = (uint16_t *)amp__data(dx) + (n0 + i) * img;
+                            if (xdt == AMP_BF16)
+                                amp_f32_to_bf16_array(h, f, (size_t)img);
+                            else
+                                amp_f32_to_f16_array(h, f, (size_t)img);
+                        } else {
+                            amp_col2im_f32((const float *)dcol + i * Kall * S, (float *)amp__data(dx) + (n0 + i) * img,
+                                           &gall);
+                        }
+                    }
                 }
             }
             if (need_w) {
@@ -374,6 +398,7 @@ out:
     if (dcol) amp__ws_free(dcol, dcol_bytes);
     if (dyp) amp__ws_free(dyp, dyp_bytes);
     if (bsum) amp__ws_free(bsum, bsum_bytes);
+    if (dxf) amp__ws_free(dxf, dxf_bytes);
     amp__release(gc);
     amp__release(xc);
     amp__release(wc);
