@@ -344,13 +344,14 @@ static const amp_dtype CD[3] = {AMP_F32, AMP_BF16, AMP_F16};
 static void run_path(amp_cpu_path path) {
     test_rng r = {0xb16010 + (uint64_t)path};
     /* shape classes; the comment names what each reaches on the pair kernels
-     * (8 x 48 tiles, k blocks of 768, 480 columns, 1200 rows) */
+     * (8 x 48 tiles, k blocks of at most 1024, 384 columns, 1200 rows; the
+     * f32 kernels: 384 / 256 k, 480 / 512 columns) */
     static const int64_t shapes[][3] = {
         {33, 49, 17},   /* packed: edge rows and columns, odd k */
         {64, 96, 64},   /* packed: whole tiles */
-        {17, 100, 769}, /* two k blocks, the second odd */
-        {24, 70, 1600}, /* three k blocks */
-        {20, 500, 30},  /* columns past one block of 480 */
+        {17, 100, 1025}, /* two k blocks, the second odd */
+        {24, 70, 2100},  /* three k blocks */
+        {20, 500, 30},   /* columns past one block of 384 (and 480) */
         {1250, 20, 9},  /* rows past one block of 1200 */
         {1, 300, 77},   /* gemv */
         {5, 70, 33},    /* small m */
@@ -464,7 +465,7 @@ static void t_float64(void **state) {
     const amp_cpu_path orig = amp_cpu_active();
     assert_int_equal(amp_cpu_select(AMP_CPU_AVX512BF16), AMP_OK);
     test_rng r = {0xb16030};
-    static const int64_t shapes[][3] = {{64, 96, 64}, {17, 100, 769}, {5, 70, 1000}, {70, 9, 333}, {1, 200, 2049}};
+    static const int64_t shapes[][3] = {{64, 96, 64}, {17, 100, 1025}, {5, 70, 1000}, {70, 9, 333}, {1, 200, 2049}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int v = 0; v < 2; v++)
             for (int med = 0; med < 2; med++)
