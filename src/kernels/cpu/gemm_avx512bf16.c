@@ -198,10 +198,15 @@ AI void pack_a_t(uint32_t *dst, const gemm_mat *a, int64_t i0, int64_t mb, int64
     }
 }
 
-/* op(B) = B (k x n stored row-major): rows 2p and 2p+1 interleaved. */
+/* op(B) = B (k x n stored row-major): rows 2p and 2p+1 interleaved; a whole
+ * panel's 32 leading columns with two 512-bit loads and two permutes, the
+ * rest 16 at a time. */
 AI void pack_b_n(uint32_t *dst, const gemm_mat *b, int64_t p0, int64_t kb, int64_t j0, int64_t nb, amp_dtype dt) {
     const int64_t ld = b->ld, kp = ceil2(kb);
     const size_t es = esize(dt);
+    const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6, 37, 5,
+                                        36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+    const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
     for (int64_t jq = 0; jq < nb; jq += NR) {
         uint32_t *d = dst + jq * kp;
         const int64_t w = nb - jq;
@@ -209,8 +214,15 @@ AI void pack_b_n(uint32_t *dst, const gemm_mat *b, int64_t p0, int64_t kb, int64
         for (int64_t p = 0; p < kp; p++) {
             const char *r0 = base + (size_t)(2 * p * ld) * es;
             const char *r1 = 2 * p + 1 < kb ? r0 + (size_t)ld * es : NULL;
+            int v = 0;
+            if (w >= 32 && NV >= 2) {
+                const W x0 = load_pairs(r0, dt, 32), x1 = r1 ? load_pairs(r1, dt, 32) : _mm512_setzero_si512();
+                _mm512_storeu_si512(d + p * NR, _mm512_permutex2var_epi16(x0, lo, x1));
+                _mm512_storeu_si512(d + p * NR + VL, _mm512_permutex2var_epi16(x0, hi, x1));
+                v = 2;
+            }
 #pragma GCC unroll 8
-            for (int v = 0; v < NV; v++) {
+            for (; v < NV; v++) {
                 const int64_t n = w - v * VL;
                 W x = n > 0 ? load_rows_interleaved(r0 + (size_t)(v * VL) * es, r1 ? r1 + (size_t)(v * VL) * es : NULL,
                                                     dt, n)
