@@ -746,8 +746,9 @@ static void t_batch_group_norm_paths(void **state) {
                 int k = p == 0 ? 0 : 1;
                 amp_k_channel_stats(x, AMP_F32, N, C, L, mean[k], var[k]);
                 amp_k_channel_affine(x, AMP_F32, N, C, L, mean[0], rstd, b, y[k], AMP_F32);
-                amp_k_channel_grad_sums(x, g, N, C, L, mean[0], rstd, sg[k], sgx[k]);
-                amp_k_batch_norm_backward_x(x, g, N, C, L, mean[0], rstd, w, sg[0], sgx[0], training, gx[k]);
+                amp_k_channel_grad_sums(x, AMP_F32, g, AMP_F32, N, C, L, mean[0], rstd, sg[k], sgx[k]);
+                amp_k_batch_norm_backward_x(x, AMP_F32, g, AMP_F32, N, C, L, mean[0], rstd, w, sg[0], sgx[0], training,
+                                            gx[k], AMP_F32);
                 if (p == 0) continue;
                 amp_cpu_path pp = (amp_cpu_path)p;
                 assert_same(mean[1], mean[0], AMP_F32, C, "channel_stats mean", pp);

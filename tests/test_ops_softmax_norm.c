@@ -451,6 +451,75 @@ static void gn_ref(const double *const *in, double *out, void *vc) {
         }
 }
 
+
+/* batch_norm's backward on a half x or dy (rows read as stored, a half x's
+ * gradient written in its dtype) gives the bits of the f32 computation on
+ * the widened tensors, with the x gradient rounded once: f16 and bf16, with
+ * and without weight, training and eval, N x C x L shapes including rows at
+ * AMP_K_NORM_ROW_MAX and a longer one (the f32 route). */
+static void t_batch_norm_half_backward(void **state) {
+    (void)state;
+    test_rng r = {0xb0a};
+    static const int64_t shapes[][3] = {{8, 5, 49}, {2, 3, 2048}, {3, 2, 2100}, {64, 16, 1}};
+    for (int d = 0; d < 2; d++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (int mode = 0; mode < 4; mode++) {
+                amp_scope *sc = amp_scope_begin();
+                const amp_dtype dt = d ? AMP_BF16 : AMP_F16;
+                const bool training = mode & 1, affine = mode & 2;
+                const int64_t N = shapes[si][0], C = shapes[si][1], L = shapes[si][2];
+                const int64_t sh[3] = {N, C, L};
+                amp_tensor *x32 = amp_tensor_empty(AMP_F32, 3, sh), *g32 = amp_tensor_empty(AMP_F32, 3, sh);
+                float *px = amp_tensor_data(x32), *pg = amp_tensor_data(g32);
+                for (int64_t i = 0; i < N * C * L; i++) {
+                    px[i] = (float)test_rng_normal(&r) * 2.0f + 0.5f;
+                    pg[i] = (float)test_rng_normal(&r);
+                }
+                amp_tensor *xh = amp_to(x32, dt), *gh = amp_to(g32, dt);
+                amp_tensor *xa = amp_to(xh, AMP_F32), *ga = amp_to(gh, AMP_F32); /* the widened values */
+                amp_tensor *xs[2] = {amp_clone(xh), amp_clone(xa)};
+                amp_tensor *ws[2] = {NULL, NULL}, *bs[2] = {NULL, NULL};
+                for (int k = 0; k < 2; k++) {
+                    assert_int_equal(amp_tensor_set_requires_grad(xs[k], true), AMP_OK);
+                    if (affine) {
+                        ws[k] = amp_tensor_uniform(AMP_F32, 1, &C, 0.5, 1.5, NULL);
+                        bs[k] = amp_tensor_uniform(AMP_F32, 1, &C, -0.5, 0.5, NULL);
+                        if (k) {
+                            memcpy(amp_tensor_data(ws[1]), amp_tensor_data(ws[0]), sizeof(float) * (size_t)C);
+                            memcpy(amp_tensor_data(bs[1]), amp_tensor_data(bs[0]), sizeof(float) * (size_t)C);
+                        }
+                        amp_tensor_set_requires_grad(ws[k], true);
+                        amp_tensor_set_requires_grad(bs[k], true);
+                    }
+                }
+                amp_tensor *rm[2], *rv[2];
+                for (int k = 0; k < 2; k++) {
+                    rm[k] = amp_tensor_zeros(AMP_F32, 1, &C);
+                    rv[k] = amp_tensor_ones(AMP_F32, 1, &C);
+                }
+                amp_tensor *y0 = amp_batch_norm(xs[0], rm[0], rv[0], ws[0], bs[0], training, 0.1, 1e-5);
+                amp_tensor *y1 = amp_batch_norm(xs[1], rm[1], rv[1], ws[1], bs[1], training, 0.1, 1e-5);
+                assert_non_null(y0);
+                assert_non_null(y1);
+                assert_int_equal(amp_backward_ex(y0, amp_tensor_dtype(y0) == dt ? gh : ga, false), AMP_OK);
+                assert_int_equal(amp_backward_ex(y1, ga, false), AMP_OK);
+                /* dx: the f32 route's gradient rounded to dt */
+                amp_tensor *want = amp_to(amp_tensor_grad(xs[1]), dt);
+                const amp_tensor *got = amp_tensor_grad(xs[0]);
+                assert_int_equal(amp_tensor_dtype(got), dt);
+                if (memcmp(amp_tensor_data(got), amp_tensor_data(want), (size_t)(N * C * L) * 2) != 0)
+                    fail_msg("batch_norm half backward %s N%lld C%lld L%lld mode %d: dx differs from the f32 route",
+                             amp_dtype_name(dt), (long long)N, (long long)C, (long long)L, mode);
+                if (affine) {
+                    assert_memory_equal(amp_tensor_data(amp_tensor_grad(ws[0])), amp_tensor_data(amp_tensor_grad(ws[1])),
+                                        sizeof(float) * (size_t)C);
+                    assert_memory_equal(amp_tensor_data(amp_tensor_grad(bs[0])), amp_tensor_data(amp_tensor_grad(bs[1])),
+                                        sizeof(float) * (size_t)C);
+                }
+                amp_scope_end(sc);
+            }
+}
+
 static void t_group_norm(void **state) {
     (void)state;
     test_rng r = {505};
@@ -761,7 +830,8 @@ static void t_bad_inputs(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_softmax),     cmocka_unit_test(t_softmax_extreme), cmocka_unit_test(t_layer_norm),
-        cmocka_unit_test(t_batch_norm),  cmocka_unit_test(t_batch_norm_running), cmocka_unit_test(t_group_norm),
+        cmocka_unit_test(t_batch_norm),  cmocka_unit_test(t_batch_norm_running), cmocka_unit_test(t_batch_norm_half_backward),
+        cmocka_unit_test(t_group_norm),
         cmocka_unit_test(t_embedding),   cmocka_unit_test(t_golden),          cmocka_unit_test(t_bad_inputs),
     };
     return amp_test_run(tests);

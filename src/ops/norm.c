@@ -216,9 +216,47 @@ typedef struct {
     bool training;
 } bn_ctx;
 
+static bool f32_or_half(amp_dtype dt) { return dt == AMP_F32 || dt == AMP_F16 || dt == AMP_BF16; }
+
 static amp_status batch_norm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
     bn_ctx *c = n->ctx;
     const amp_tensor *x = n->saved[0], *w = n->saved[1], *mean = n->saved[2], *rstd = n->saved[3];
+    const amp_tensor *gy = gout[0];
+    if (c->L <= AMP_K_NORM_ROW_MAX && amp_tensor_is_contiguous(x) && amp_tensor_is_contiguous(gy) &&
+        f32_or_half(x->dtype) && f32_or_half(gy->dtype) && (x->dtype != AMP_F32 || gy->dtype != AMP_F32) &&
+        (!w || (w->dtype == AMP_F32 && amp_tensor_is_contiguous(w)))) {
+        /* half x or dy read as stored, rows widened in the kernels, and a half
+         * x's gradient written in its dtype (what the engine's cast of the f32
+         * gradient would give): no f32 copies of the activations */
+        size_t nb = (size_t)(c->C ? c->C : 1) * sizeof(double);
+        double *sg = amp__ws_alloc(nb), *sgx = amp__ws_alloc(nb);
+        amp_tensor *gx = NULL;
+        if (sg && sgx && n->inputs[0].needs_grad)
+            gx = amp__tensor_new("amp_backward", x->dtype, x->ndim, x->shape, amp__mem_current(AMP_MEM_WORKSPACE), 0);
+        if (!sg || !sgx || (n->inputs[0].needs_grad && !gx) || !alloc_grads(n, gin, 3)) {
+            amp__release(gx);
+            amp__ws_free(sg, nb);
+            amp__ws_free(sgx, nb);
+            return amp_last_status();
+        }
+        if (gx) {
+            amp__release(gin[0]);
+            gin[0] = gx;
+        }
+        const float *pm = amp__data(mean), *pr = amp__data(rstd);
+        amp_k_channel_grad_sums(amp__data(x), x->dtype, amp__data(gy), gy->dtype, c->N, c->C, c->L, pm, pr, sg, sgx);
+        if (gx)
+            amp_k_batch_norm_backward_x(amp__data(x), x->dtype, amp__data(gy), gy->dtype, c->N, c->C, c->L, pm, pr,
+                                        w ? (const float *)amp__data(w) : NULL, sg, sgx, c->training, amp__data(gx),
+                                        gx->dtype);
+        for (int64_t ch = 0; ch < c->C; ch++) {
+            if (gin[1]) gdata(gin[1])[ch] = (float)sgx[ch];
+            if (gin[2]) gdata(gin[2])[ch] = (float)sg[ch];
+        }
+        amp__ws_free(sg, nb);
+        amp__ws_free(sgx, nb);
+        return AMP_OK;
+    }
     views v;
     const amp_tensor *ts[3] = {x, w, gout[0]};
     if (!views_get(&v, 3, ts)) return amp_last_status();
@@ -231,10 +269,10 @@ static amp_status batch_norm_backward(amp_node *n, amp_tensor *const *gout, amp_
         return amp_last_status();
     }
     const float *pm = amp__data(mean), *pr = amp__data(rstd);
-    amp_k_channel_grad_sums(v.p[0], v.p[2], c->N, c->C, c->L, pm, pr, sg, sgx);
+    amp_k_channel_grad_sums(v.p[0], AMP_F32, v.p[2], AMP_F32, c->N, c->C, c->L, pm, pr, sg, sgx);
     if (gin[0])
-        amp_k_batch_norm_backward_x(v.p[0], v.p[2], c->N, c->C, c->L, pm, pr, v.p[1], sg, sgx, c->training,
-                                    amp__data(gin[0]));
+        amp_k_batch_norm_backward_x(v.p[0], AMP_F32, v.p[2], AMP_F32, c->N, c->C, c->L, pm, pr, v.p[1], sg, sgx,
+                                    c->training, amp__data(gin[0]), AMP_F32);
     for (int64_t ch = 0; ch < c->C; ch++) {
         if (gin[1]) gdata(gin[1])[ch] = (float)sgx[ch];
         if (gin[2]) gdata(gin[2])[ch] = (float)sg[ch];

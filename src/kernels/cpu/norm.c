@@ -41,15 +41,15 @@ void amp_k_channel_norm(const void *x, amp_dtype xdt, int64_t N, int64_t C, int6
     norm_k()->channel_norm(x, xdt, N, C, L, eps, w, b, mean, var, rstd, y, ydt);
 }
 
-void amp_k_channel_grad_sums(const float *x, const float *g, int64_t N, int64_t C, int64_t L, const float *mean,
-                             const float *rstd, double *sg, double *sgxhat) {
-    norm_k()->channel_grad_sums(x, g, N, C, L, mean, rstd, sg, sgxhat);
+void amp_k_channel_grad_sums(const void *x, amp_dtype xdt, const void *g, amp_dtype gdt, int64_t N, int64_t C, int64_t L,
+                             const float *mean, const float *rstd, double *sg, double *sgxhat) {
+    norm_k()->channel_grad_sums(x, xdt, g, gdt, N, C, L, mean, rstd, sg, sgxhat);
 }
 
-void amp_k_batch_norm_backward_x(const float *x, const float *g, int64_t N, int64_t C, int64_t L, const float *mean,
-                                 const float *rstd, const float *w, const double *sg, const double *sgxhat, bool training,
-                                 float *gx) {
-    norm_k()->batch_norm_backward_x(x, g, N, C, L, mean, rstd, w, sg, sgxhat, training, gx);
+void amp_k_batch_norm_backward_x(const void *x, amp_dtype xdt, const void *g, amp_dtype gdt, int64_t N, int64_t C,
+                                 int64_t L, const float *mean, const float *rstd, const float *w, const double *sg,
+                                 const double *sgxhat, bool training, void *gx, amp_dtype gxdt) {
+    norm_k()->batch_norm_backward_x(x, xdt, g, gdt, N, C, L, mean, rstd, w, sg, sgxhat, training, gx, gxdt);
 }
 
 void amp_k_group_norm(const float *x, const float *w, const float *b, int64_t N, int64_t C, int64_t L, int64_t G,

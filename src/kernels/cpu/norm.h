@@ -41,15 +41,20 @@ void amp_k_channel_affine(const void *x, amp_dtype xdt, int64_t N, int64_t C, in
  * right after its statistics, while it is in cache. */
 void amp_k_channel_norm(const void *x, amp_dtype xdt, int64_t N, int64_t C, int64_t L, double eps, const float *w,
                         const float *b, float *mean, float *var, float *rstd, void *y, amp_dtype ydt);
-/* Per-channel sums over N and L: sg[c] = sum g, sgxhat[c] = sum g * (x - mean[c]) * rstd[c]. */
-void amp_k_channel_grad_sums(const float *x, const float *g, int64_t N, int64_t C, int64_t L, const float *mean,
-                             const float *rstd, double *sg, double *sgxhat);
+/* Per-channel sums over N and L: sg[c] = sum g, sgxhat[c] = sum g * (x - mean[c]) * rstd[c].
+ * x and g f32, or f16/bf16 when L <= AMP_K_NORM_ROW_MAX (each row widened on
+ * the stack: the sums of the widened tensors). */
+void amp_k_channel_grad_sums(const void *x, amp_dtype xdt, const void *g, amp_dtype gdt, int64_t N, int64_t C, int64_t L,
+                             const float *mean, const float *rstd, double *sg, double *sgxhat);
 /* Batch-norm input gradient. training:
  *   gx = rstd*w * (g - sg/n - xhat * sgxhat/n)   (n = N*L)
- * eval (statistics are constants): gx = rstd*w * g. w may be NULL (1). */
-void amp_k_batch_norm_backward_x(const float *x, const float *g, int64_t N, int64_t C, int64_t L, const float *mean,
-                                 const float *rstd, const float *w, const double *sg, const double *sgxhat, bool training,
-                                 float *gx);
+ * eval (statistics are constants): gx = rstd*w * g. w may be NULL (1).
+ * Dtypes as above; a half gx gets the f32 result rounded once (RNE). */
+void amp_k_batch_norm_backward_x(const void *x, amp_dtype xdt, const void *g, amp_dtype gdt, int64_t N, int64_t C,
+                                 int64_t L, const float *mean, const float *rstd, const float *w, const double *sg,
+                                 const double *sgxhat, bool training, void *gx, amp_dtype gxdt);
+/* The longest row (L) the two above take in a half dtype. */
+#define AMP_K_NORM_ROW_MAX 2048
 
 /* Group norm of x (N, C, L) with G groups of C/G channels: statistics per
  * (n, group) [N*G]; y = (x - mean) * rstd * w[c] + b[c] (w, b [C] or NULL). */
@@ -70,11 +75,11 @@ typedef struct {
                            const float *scale, const float *shift, void *y, amp_dtype ydt);
     void (*channel_norm)(const void *x, amp_dtype xdt, int64_t N, int64_t C, int64_t L, double eps, const float *w,
                          const float *b, float *mean, float *var, float *rstd, void *y, amp_dtype ydt);
-    void (*channel_grad_sums)(const float *x, const float *g, int64_t N, int64_t C, int64_t L, const float *mean,
-                              const float *rstd, double *sg, double *sgxhat);
-    void (*batch_norm_backward_x)(const float *x, const float *g, int64_t N, int64_t C, int64_t L, const float *mean,
-                                  const float *rstd, const float *w, const double *sg, const double *sgxhat,
-                                  bool training, float *gx);
+    void (*channel_grad_sums)(const void *x, amp_dtype xdt, const void *g, amp_dtype gdt, int64_t N, int64_t C,
+                              int64_t L, const float *mean, const float *rstd, double *sg, double *sgxhat);
+    void (*batch_norm_backward_x)(const void *x, amp_dtype xdt, const void *g, amp_dtype gdt, int64_t N, int64_t C,
+                                  int64_t L, const float *mean, const float *rstd, const float *w, const double *sg,
+                                  const double *sgxhat, bool training, void *gx, amp_dtype gxdt);
     void (*group_norm)(const float *x, const float *w, const float *b, int64_t N, int64_t C, int64_t L, int64_t G,
                        double eps, float *y, float *mean, float *rstd);
     void (*group_norm_backward)(const float *x, const float *g, const float *w, const float *mean, const float *rstd,
