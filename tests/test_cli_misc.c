@@ -1,0 +1,153 @@
+/* The smaller CLI defects of issue 12 item 11, each reproduced:
+ *   - an AMP_DATA_DIR of ~1500 characters works (the file name was cut off
+ *     at ~995);
+ *   - --schedule / --warmup changed on resume are warned about, as --lr is
+ *     (they silently changed the result);
+ *   - --opt-level O2 without --precision is a usage error naming the flag
+ *     (it silently picked fp16);
+ *   - predict on a file whose model cannot be told exits 1 (a content
+ *     problem), not 2 (usage);
+ *   - AMP_CACHE_MB=abc or -1 is an error (it was accepted silently);
+ *   - bench gemm --sizes 1,,2 is refused. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "test_support.h"
+
+static char *g_dir;
+
+static int setup(void **state) {
+    (void)state;
+    g_dir = test_mkdtemp();
+    return g_dir ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    test_rmtree(g_dir);
+    free(g_dir);
+    return 0;
+}
+
+static int cli(const char *env, char **out, char **err, const char *fmt, ...) {
+    char args[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    return test_run_cli(env, args, out, err);
+}
+
+static void t_long_data_dir(void **state) {
+    (void)state;
+    /* a directory ~1500 characters deep, holding links to the real dataset */
+    char *p = malloc(4096);
+    snprintf(p, 4096, "%s", g_dir);
+    for (int i = 0; i < 7; i++) {
+        size_t l = strlen(p);
+        p[l] = '/';
+        memset(p + l + 1, 'a' + i, 200);
+        p[l + 201] = 0;
+        assert_int_equal(mkdir(p, 0755), 0);
+    }
+    assert_true(strlen(p) > 1400);
+    const char *files[] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+                           "t10k-labels-idx1-ubyte.gz"};
+    for (int i = 0; i < 4; i++) {
+        char src[256], dst[4400];
+        snprintf(src, sizeof src, "/usr/share/datasets/fashion-mnist/%s", files[i]);
+        snprintf(dst, sizeof dst, "%s/%s", p, files[i]);
+        assert_int_equal(symlink(src, dst), 0);
+    }
+    char *env = malloc(4200), *err;
+    snprintf(env, 4200, "AMP_DATA_DIR=%s", p);
+    int rc = cli(env, NULL, &err, "train --limit 256 --batch 64 --test-limit 100 --quiet --threads 2");
+    if (rc != 0) fail_msg("exit %d with a %zu-character AMP_DATA_DIR:\n%s", rc, strlen(p), err);
+    free(err);
+    free(env);
+    free(p);
+}
+
+static void t_schedule_change_on_resume(void **state) {
+    (void)state;
+    char *err;
+    assert_int_equal(cli(NULL, NULL, &err, "train --limit 512 --batch 64 --test-limit 100 --quiet --threads 2 --stop-after 4 "
+                                           "--checkpoint %s/sch", g_dir),
+                     0);
+    free(err);
+    assert_int_equal(cli(NULL, NULL, &err, "train --limit 512 --batch 64 --test-limit 100 --quiet --threads 2 --resume %s/sch "
+                                           "--schedule constant", g_dir),
+                     0);
+    if (!strstr(err, "warning") || !strstr(err, "--schedule")) fail_msg("no warning about --schedule on resume:\n%s", err);
+    free(err);
+    assert_int_equal(cli(NULL, NULL, &err, "train --limit 512 --batch 64 --test-limit 100 --quiet --threads 2 --stop-after 4 "
+                                           "--checkpoint %s/sch2", g_dir),
+                     0);
+    free(err);
+    assert_int_equal(cli(NULL, NULL, &err, "train --limit 512 --batch 64 --test-limit 100 --quiet --threads 2 --resume %s/sch2 "
+                                           "--warmup 3", g_dir),
+                     0);
+    if (!strstr(err, "warning") || !strstr(err, "--warmup")) fail_msg("no warning about --warmup on resume:\n%s", err);
+    free(err);
+}
+
+static void t_opt_level_needs_precision(void **state) {
+    (void)state;
+    char *err;
+    int rc = cli(NULL, NULL, &err, "train --opt-level O2 --limit 128 --batch 64 --test-limit 100 --quiet");
+    if (rc != 2 || !strstr(err, "--opt-level") || !strstr(err, "--precision")) fail_msg("exit %d:\n%s", rc, err);
+    free(err);
+}
+
+static void t_predict_content_exit(void **state) {
+    (void)state;
+    /* a valid safetensors file holding neither model */
+    char path[1200];
+    snprintf(path, sizeof path, "%s/other.safetensors", g_dir);
+    amp_tensor *t = amp_tensor_ones(AMP_F32, 1, AMP_SHAPE(3));
+    const char *names[] = {"something"};
+    assert_int_equal(amp_safetensors_write(path, &t, names, 1, NULL, 0), AMP_OK);
+    amp_tensor_free(t);
+    char *err;
+    int rc = cli(NULL, NULL, &err, "predict --checkpoint %s --input /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz", path);
+    if (rc != 1 || !strstr(err, "model")) fail_msg("exit %d (expected 1):\n%s", rc, err);
+    free(err);
+}
+
+static void t_cache_env_checked(void **state) {
+    (void)state;
+    const char *bad[] = {"AMP_CACHE_MB=abc", "AMP_CACHE_MB=-1", "AMP_CACHE_MB=12x", "AMP_CACHE_MB=99999999999999999999"};
+    for (int i = 0; i < 4; i++) {
+        char *err;
+        int rc = cli(bad[i], NULL, &err, "--version");
+        if (rc != 1 || !strstr(err, "AMP_CACHE_MB")) fail_msg("%s: exit %d:\n%s", bad[i], rc, err);
+        free(err);
+    }
+    assert_int_equal(cli("AMP_CACHE_MB=0", NULL, NULL, "--version"), 0);
+    assert_int_equal(cli("AMP_CACHE_MB=256", NULL, NULL, "--version"), 0);
+}
+
+static void t_bench_sizes_strict(void **state) {
+    (void)state;
+    const char *bad[] = {"1,,2", ",4", "4,", "4,x"};
+    for (int i = 0; i < 4; i++) {
+        char *err;
+        int rc = cli(NULL, NULL, &err, "bench gemm --sizes %s --rounds 1", bad[i]);
+        if (rc != 2) fail_msg("--sizes %s: exit %d (expected 2):\n%s", bad[i], rc, err);
+        free(err);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(t_long_data_dir),          cmocka_unit_test(t_schedule_change_on_resume),
+        cmocka_unit_test(t_opt_level_needs_precision), cmocka_unit_test(t_predict_content_exit),
+        cmocka_unit_test(t_cache_env_checked),      cmocka_unit_test(t_bench_sizes_strict),
+    };
+    amp_test_prepare();
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
