@@ -13,6 +13,11 @@
  *   - such a function given NULL for every pointer (variant 0) records an
  *     error naming it (a getter may still answer 0), unless NULL is
  *     documented to be valid for it (NULL_OK below, each with its reason).
+ *   - with freed tensors (variant "freed tensors"; the walk runs in debug
+ *     mode, AMP_DEBUG=1): every function given a tensor that was freed
+ *     records an error naming itself and saying the tensor was freed,
+ *     whatever it returns (issue 12 item 14: the handle check in every
+ *     public call), and reports failure when it can.
  * Functions returning void, bool, a float or an enum cannot report failure:
  * for them the test checks that nothing crashes (destructors take NULL as a
  * no-op, as free() does). Argument values that would only break the
@@ -30,9 +35,9 @@
 const char *__asan_default_options(void);
 const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
 
-enum { V_NULL = 0, V_NEG, V_HUGE, V_DTYPE, V_RANK, V_SHAPE, V_HALF, V_VALID, N_VARIANTS };
-static const char *g_variant_names[] = {"NULL pointers", "negative values", "huge values", "wrong dtypes",
-                                        "wrong ranks",   "mismatched shapes", "half tensors", "valid inputs"};
+enum { V_NULL = 0, V_NEG, V_HUGE, V_DTYPE, V_RANK, V_SHAPE, V_HALF, V_VALID, V_DEAD, N_VARIANTS };
+static const char *g_variant_names[] = {"NULL pointers", "negative values", "huge values", "wrong dtypes", "wrong ranks",
+                                        "mismatched shapes", "half tensors", "valid inputs", "freed tensors"};
 
 typedef enum { K_STATUS, K_INT, K_PTR, K_VOID, K_OTHER } ret_kind;
 
@@ -42,6 +47,8 @@ typedef struct {
 
 typedef struct {
     amp_tensor *f32[6], *i64, *d0, *d5, *mis[6], *f16[6];
+    amp_tensor *dead[6]; /* freed: dead handles in debug mode */
+    bool dead_used;
     amp_tensor *out[16];
     amp_tensor *arr[6];
     amp_module *module;
@@ -78,6 +85,7 @@ static amp_tensor *arg_tensor(api_bank *b, int v, int pos) {
     if (pos > 5) pos = 5;
     switch (v) {
     case V_NULL: return NULL;
+    case V_DEAD: b->dead_used = true; return b->dead[pos];
     case V_DTYPE: return b->i64;
     case V_RANK: return pos == 0 ? b->d0 : b->d5;
     case V_SHAPE: return b->mis[pos];
@@ -350,6 +358,10 @@ static void bank_make(api_bank *b) {
     b->i64 = tensor_of(AMP_I64, 2, AMP_SHAPE(2, 3), false);
     b->d0 = tensor_of(AMP_F32, 0, NULL, false);
     b->d5 = tensor_of(AMP_F32, 5, AMP_SHAPE(1, 2, 1, 3, 1), false);
+    for (int i = 0; i < 6; i++) {
+        b->dead[i] = tensor_of(AMP_F32, 2, AMP_SHAPE(2, 3), i == 0);
+        amp_tensor_free(b->dead[i]); /* a handle the debug quarantine remembers as freed */
+    }
     static const int64_t shapes[6][3] = {{2, 3}, {4, 5}, {3}, {5, 2, 2}, {1, 7}, {6}};
     static const int ranks[6] = {2, 2, 1, 3, 2, 1};
     for (int i = 0; i < 6; i++) b->mis[i] = tensor_of(AMP_F32, ranks[i], shapes[i], i == 0);
@@ -551,6 +563,14 @@ static const char *ANSWERS[] = {
     NULL,
 };
 
+/* Functions that answer a freed tensor as they answer NULL (with the error
+ * message, but a value that is not a failure). */
+static const char *DEAD_ANSWERS[] = {
+    "amp_tensor_numel", /* 0 */
+    "amp_shape_str",    /* writes "(freed)" into buf and returns buf */
+    NULL,
+};
+
 static bool in_list(const char *const *list, const char *fn) {
     for (int i = 0; list[i]; i++)
         if (!strcmp(list[i], fn)) return true;
@@ -577,6 +597,7 @@ static void t_walk(void **state) {
             memset(b.fresh, 0, sizeof b.fresh);
             amp_clear_error();
             api_result r = {false, false};
+            b.dead_used = false;
             if (trace) {
                 fprintf(stderr, "walk: %s, %s\n", fn->name, g_variant_names[v]);
                 fflush(stderr);
@@ -609,6 +630,15 @@ static void t_walk(void **state) {
             bool reports = fn->kind == K_STATUS || fn->kind == K_INT || fn->kind == K_PTR;
             if (reports && r.failed) failures++;
             bool named = st != AMP_OK && strstr(msg, fn->name) != NULL;
+            if (v == V_DEAD) {
+                /* every call given a freed tensor names itself and the freed tensor, and fails when it can report */
+                if (b.dead_used && (!named || !strstr(msg, "freed") || (reports && !r.failed && !in_list(DEAD_ANSWERS, fn->name)))) {
+                    print_message("VIOLATION %s (%s): given a freed tensor, %s: \"%s\"\n", fn->name, fn->header,
+                                  reports && !r.failed ? "it reported success" : "no error naming it and the freed tensor", msg);
+                    violations++;
+                }
+                continue;
+            }
             bool answer = in_list(ANSWERS, fn->name) && v != V_NULL;
             if (reports && r.failed && !null_ok(fn->name) && !answer && !named) {
                 if (st == AMP_OK)
@@ -676,6 +706,7 @@ static int group_teardown(void **state) {
 }
 
 int main(void) {
+    setenv("AMP_DEBUG", "1", 1); /* dead handles are checked (variant "freed tensors") */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_table_covers_headers),
         cmocka_unit_test(t_walk),

@@ -109,6 +109,15 @@ int amp_get_num_threads(void);
 
 const char *amp_version(void);
 
+/* Debug mode, from the environment variable AMP_DEBUG=1 (read once, before
+ * the first tensor is made): freed tensors are poisoned and kept as dead
+ * handles, and every public call checks its tensor arguments, so a tensor
+ * used after its scope ended, or freed twice, gives an error naming the
+ * call ("amp_add: tensor 0x... (#12) was freed (by amp_scope_end) and is
+ * used again") instead of reading freed memory. It costs a little memory
+ * (the last 65536 freed tensor structs) and time; off, a check is one load. */
+bool amp_debug_enabled(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,8 +4,13 @@
  * hands out one reference. Inside a scope (amp_scope_begin) that reference
  * belongs to the innermost scope and is dropped by amp_scope_end unless the
  * caller took it with amp_tensor_keep. Outside any scope the caller owns it
- * and drops it with amp_tensor_free. Views share storage; storage lives as
- * long as any tensor (or saved autograd state) uses it. */
+ * and drops it with amp_tensor_free: run ops inside a scope, or free every
+ * result. amp_module_forward frees the intermediates it does not return
+ * either way (the graph keeps what backward needs), so a model run outside a
+ * scope leaks nothing. Views share storage; storage lives as long as any
+ * tensor (or saved autograd state) uses it. A tensor is not to be used after
+ * its scope ended or it was freed: with AMP_DEBUG=1 (amp_debug_enabled) such
+ * a use is an error naming the call (amp/base.h). */
 #ifndef AMP_TENSOR_H
 #define AMP_TENSOR_H
 
@@ -100,7 +105,10 @@ amp_tensor *amp_tensor_retain(amp_tensor *t);   /* one more reference (free it t
 typedef struct amp_scope amp_scope;
 /* Tensors created on this thread until the matching end belong to the scope. */
 amp_scope *amp_scope_begin(void);
-/* Drops every reference the scope holds. Must be the innermost open scope. */
+/* Drops every reference the scope holds. Must be the innermost open scope.
+ * AMP_ERR_STATE (after dropping them) when the autocast depth changed inside
+ * the scope: regions left open by an amp_autocast_enter without its exit are
+ * closed, so a loop that forgot the exit does not nest one more each time. */
 amp_status amp_scope_end(amp_scope *s);
 
 /* ---- inspection ------------------------------------------------------------ */
@@ -142,7 +150,10 @@ amp_status amp_tensor_mark_modified(amp_tensor *t);
  * step is skipped, so a skipped step leaves every buffer as it was. */
 amp_status amp_tensor_will_modify(amp_tensor *t);
 
-/* ---- in-place, not recorded by autograd (but counted: see above) ---------- */
+/* ---- in-place, not recorded by autograd (but counted: see above) ----------
+ * Writing into an expanded view (a dim of size > 1 and stride 0, whose
+ * elements share memory) is refused, as torch does, for fill_, zero_, copy_
+ * (dst), uniform_ and normal_. */
 amp_status amp_tensor_fill_(amp_tensor *t, double v);
 amp_status amp_tensor_zero_(amp_tensor *t);
 /* dst[...] = src[...] converted to dst's dtype; src broadcast to dst's shape. */

@@ -42,7 +42,7 @@ typedef struct {
 } cache_entry;
 
 static _Thread_local region g_regions[MAX_REGIONS];
-static _Thread_local int g_depth;
+#define g_depth amp__autocast_depth /* kept in the tensor layer: amp_scope_end reads it */
 static _Thread_local cache_entry *g_cache;
 static _Thread_local size_t g_cache_n, g_cache_cap;
 static _Thread_local uint64_t g_cast_count;
@@ -68,6 +68,8 @@ static void cache_clear(void) {
     g_cache_n = g_cache_cap = 0;
 }
 
+static void unwind(int depth);
+
 /* fn: the public entry point, named in errors */
 static amp_status enter(const char *fn, const amp_autocast_opts *o) {
     if (!o) return amp_error(AMP_ERR_ARG, "%s: o is NULL", fn);
@@ -77,7 +79,9 @@ static amp_status enter(const char *fn, const amp_autocast_opts *o) {
     if (o->table != AMP_AUTOCAST_TABLE_DEFAULT && o->table != AMP_AUTOCAST_TABLE_CPU)
         return amp_error(AMP_ERR_ARG, "%s: table %d is not a built-in table", fn, (int)o->table);
     if (g_depth >= MAX_REGIONS)
-        return amp_error(AMP_ERR_STATE, "%s: more than %d nested regions", fn, MAX_REGIONS);
+        return amp_error(AMP_ERR_STATE, "%s: more than %d nested regions (an amp_autocast_enter without its "
+                                        "amp_autocast_exit in a loop?)", fn, MAX_REGIONS);
+    amp__autocast_unwind = unwind;
     g_regions[g_depth++].o = *o;
     return AMP_OK;
 }
@@ -91,6 +95,14 @@ amp_status amp_autocast_enter(amp_dtype dt) {
         o.table = g_regions[g_depth - 1].o.table;
     }
     return enter("amp_autocast_enter", &o);
+}
+
+/* amp_scope_end: close the regions a scope left open (down to depth). */
+static void unwind(int depth) {
+    while (g_depth > depth && g_depth > 0) {
+        g_depth--;
+        if (g_depth == 0) cache_clear();
+    }
 }
 
 amp_status amp_autocast_exit(void) {

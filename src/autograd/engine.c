@@ -25,6 +25,7 @@ static bool grad_dtype_ok(amp_dtype dt) { return dt == AMP_F32 || dt == AMP_F16 
 
 amp_status amp_tensor_set_requires_grad(amp_tensor *t, bool rg) {
     if (!t) return amp_error(AMP_ERR_ARG, "amp_tensor_set_requires_grad: t is NULL");
+    if (!amp__live("amp_tensor_set_requires_grad", t)) return AMP_ERR_STATE;
     if (t->grad_fn)
         return amp_error(AMP_ERR_STATE, "amp_tensor_set_requires_grad: t is not a leaf (it was produced by %s); "
                                         "use amp_detach first", t->grad_fn->name);
@@ -35,16 +36,21 @@ amp_status amp_tensor_set_requires_grad(amp_tensor *t, bool rg) {
     return AMP_OK;
 }
 
-bool amp_tensor_requires_grad(const amp_tensor *t) { return t && t->requires_grad; }
-bool amp_tensor_is_leaf(const amp_tensor *t) { return t && !t->grad_fn; }
-amp_tensor *amp_tensor_grad(const amp_tensor *t) { return t ? t->grad : amp_error_null(AMP_ERR_ARG, "amp_tensor_grad: t is NULL"); }
+bool amp_tensor_requires_grad(const amp_tensor *t) { return t && amp__live("amp_tensor_requires_grad", t) && t->requires_grad; }
+bool amp_tensor_is_leaf(const amp_tensor *t) { return t && amp__live("amp_tensor_is_leaf", t) && !t->grad_fn; }
+amp_tensor *amp_tensor_grad(const amp_tensor *t) {
+    if (!t) return amp_error_null(AMP_ERR_ARG, "amp_tensor_grad: t is NULL");
+    return amp__live("amp_tensor_grad", t) ? t->grad : NULL;
+}
 const char *amp_tensor_grad_fn_name(const amp_tensor *t) {
     if (!t) return amp_error_null(AMP_ERR_ARG, "amp_tensor_grad_fn_name: t is NULL");
+    if (!amp__live("amp_tensor_grad_fn_name", t)) return NULL;
     return t->grad_fn ? t->grad_fn->name : NULL;
 }
 
 amp_status amp_tensor_set_grad(amp_tensor *t, const amp_tensor *grad) {
     if (!t) return amp_error(AMP_ERR_ARG, "amp_tensor_set_grad: t is NULL");
+    if (!amp__live("amp_tensor_set_grad", t) || (grad && !amp__live("amp_tensor_set_grad", grad))) return AMP_ERR_STATE;
     if (!grad) {
         amp__release(t->grad);
         t->grad = NULL;
@@ -69,6 +75,7 @@ amp_status amp_tensor_set_grad(amp_tensor *t, const amp_tensor *grad) {
 
 amp_tensor *amp_detach(amp_tensor *t) {
     if (!t) return amp_error_null(AMP_ERR_ARG, "amp_detach: t is NULL");
+    if (!amp__live("amp_detach", t)) return NULL;
     amp_tensor *a = amp__alias(t);
     if (a) amp__scope_register(a);
     return a;
@@ -643,6 +650,7 @@ amp_status amp_backward_ex(amp_tensor *root, const amp_tensor *grad, bool retain
  * one-element output). what names it in messages ("root", "outputs[2]"). */
 static amp_status check_root(const char *fn, const char *what, const amp_tensor *root, const amp_tensor *grad, bool amp_grad_api) {
     if (!root) return amp_error(AMP_ERR_ARG, "%s: %s is NULL (did the forward fail? %s)", fn, what, amp_last_error());
+    if (!amp__live(fn, root) || (grad && !amp__live(fn, grad))) return AMP_ERR_STATE;
     if (!root->requires_grad)
         return amp_error(AMP_ERR_STATE, "%s: %s does not require grad (no input of the ops that produced it "
                                         "requires grad, or it was made under no_grad)", fn, what);
@@ -714,6 +722,7 @@ amp_status amp_grad(amp_tensor *const *outputs, int n_outputs, amp_tensor *const
     }
     for (int i = 0; i < n_inputs; i++) {
         if (!inputs[i]) return amp_error(AMP_ERR_ARG, "%s: inputs[%d] is NULL", fn, i);
+        if (!amp__live(fn, inputs[i])) return AMP_ERR_STATE;
         if (!inputs[i]->requires_grad) return amp_error(AMP_ERR_STATE, "%s: inputs[%d] does not require grad", fn, i);
     }
     /* torch: a graph is recorded only when grad mode is on at the call */

@@ -169,6 +169,7 @@ amp_tensor *amp_function_apply(const amp_function *f, amp_tensor *const *inputs,
 }
 
 amp_status amp_function_save(amp_function_ctx *ctx, amp_tensor *t) {
+    if (!amp__live("amp_function_save", t)) return AMP_ERR_STATE;
     if (!ctx) return amp_error(AMP_ERR_ARG, "amp_function_save: ctx is NULL");
     if (!t) return amp_error(AMP_ERR_ARG, "amp_function_save: %s: tensor is NULL (%s)", ctx->f->name, amp_last_error());
     if (!ctx->node) return AMP_OK; /* nothing is recorded: nothing to keep */

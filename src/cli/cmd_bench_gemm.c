@@ -299,12 +299,15 @@ static double loop_peak(const gemm_kernel *K, int threads) {
 }
 
 /* ---- argument parsing -------------------------------------------------- */
+/* Comma lists are split with strsep, which keeps empty items ("1,,2",
+ * ",4", "4,") so they are refused instead of skipped as strtok would. */
 static int parse_sizes(const char *s, int64_t *out, int *n) {
     char buf[256];
     if (strlen(s) >= sizeof buf) return -1;
     strcpy(buf, s);
     *n = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    char *cur = buf;
+    for (char *tok; (tok = strsep(&cur, ",")) != NULL;) {
         long v;
         if (*n >= MAX_SIZES || cli_parse_long(tok, 1, 16384, &v)) return -1;
         out[(*n)++] = v;
@@ -317,7 +320,8 @@ static int parse_dtypes(const char *s, amp_dtype *out, int *n) {
     if (strlen(s) >= sizeof buf) return -1;
     strcpy(buf, s);
     *n = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    char *cur = buf;
+    for (char *tok; (tok = strsep(&cur, ",")) != NULL;) {
         amp_dtype dt;
         if (amp_dtype_parse(tok, &dt) != AMP_OK || !(dt == AMP_F32 || dt == AMP_F16 || dt == AMP_BF16)) {
             amp_clear_error();

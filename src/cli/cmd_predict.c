@@ -73,10 +73,12 @@ int cmd_predict(int argc, char **argv) {
     if (threads > 0) amp_set_num_threads((int)threads);
     amp_dtype half = !strcasecmp(precision, "fp16") ? AMP_F16 : !strcasecmp(precision, "bf16") ? AMP_BF16 : AMP_F32;
 
-    char path[4096];
+    size_t plen = strlen(ckpt) + 32;
+    char *path = malloc(plen);
+    if (!path) return cli_fail("predict: out of memory");
     struct stat sb;
-    if (stat(ckpt, &sb) == 0 && S_ISDIR(sb.st_mode)) snprintf(path, sizeof path, "%s/model.safetensors", ckpt);
-    else snprintf(path, sizeof path, "%s", ckpt);
+    if (stat(ckpt, &sb) == 0 && S_ISDIR(sb.st_mode)) snprintf(path, plen, "%s/model.safetensors", ckpt);
+    else snprintf(path, plen, "%s", ckpt);
 
     int rc = CLI_FAIL;
     amp_safetensors *f = NULL;
@@ -96,7 +98,8 @@ int cmd_predict(int argc, char **argv) {
     }
     if (!model_name) model_name = guess_model(f);
     if (!model_name) {
-        rc = cli_usage_error(NULL, "predict: cannot tell which model %s holds; pass --model mlp|cnn", path);
+        rc = cli_fail("predict: cannot tell which model %s holds (no \"model\" metadata, and its tensor names are neither the "
+                      "mlp's nor the cnn's); pass --model mlp|cnn", path); /* the file's content, not the usage: exit 1 */
         goto out;
     }
     amp_generator g = amp_generator_make(0);
@@ -189,6 +192,7 @@ int cmd_predict(int argc, char **argv) {
     }
     rc = CLI_OK;
 out:
+    free(path);
     free(pred);
     free(fake_labels);
     amp_idx_free(&im);

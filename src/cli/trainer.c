@@ -87,6 +87,10 @@ int trainer_resolve_mode(trainer_cfg *cfg, const char *precision, const char *op
             fprintf(stderr, "amp: --opt-level: %s\n", amp_last_error());
             return -1;
         }
+        if (lvl != AMP_O0 && !precision) { /* it used to pick fp16 silently */
+            fprintf(stderr, "amp: --opt-level O%d needs --precision fp16 or bf16 (the half type of the run)\n", (int)lvl);
+            return -1;
+        }
         if (lvl != AMP_O0 && prec_f32) {
             fprintf(stderr, "amp: --opt-level O%d needs --precision fp16 or bf16\n", (int)lvl);
             return -1;
@@ -307,6 +311,17 @@ static void config_meta(const trainer_cfg *cfg, int64_t train_n, ckpt_meta *m) {
     cm_add(m, "train_examples", "%lld", (long long)train_n);
 }
 
+/* The learning-rate schedule a run of total_steps uses: the cosine spans the
+ * run, and the warmup is capped at 10% of it unless --warmup was given. */
+static amp_lr_schedule effective_schedule(const trainer_cfg *cfg, int64_t total_steps) {
+    amp_lr_schedule sched = cfg->schedule;
+    if (sched.kind == AMP_LR_COSINE && sched.total_steps <= 0) sched.total_steps = total_steps;
+    if (!cfg->warmup_set && sched.warmup_steps > total_steps / 10) sched.warmup_steps = total_steps / 10;
+    return sched;
+}
+
+static const char *schedule_name(amp_lr_kind k) { return k == AMP_LR_COSINE ? "cosine" : k == AMP_LR_STEP ? "step" : "constant"; }
+
 static int save_checkpoint(const trainer_cfg *cfg, amp_module *model, amp_optim *opt, amp_optim *opt32, amp_scaler *sc,
                            amp_generator *g, amp_loader *loader, int64_t step, int64_t total_steps, int64_t train_n,
                            const run_metrics *rm) {
@@ -319,6 +334,9 @@ static int save_checkpoint(const trainer_cfg *cfg, amp_module *model, amp_optim 
     cm_add(&m, "precision", "%s", cfg->mode_name);
     cm_add(&m, "lr", "%.17g", cfg->lr);
     cm_add(&m, "total_steps", "%lld", (long long)total_steps);
+    amp_lr_schedule sched = effective_schedule(cfg, total_steps);
+    cm_add(&m, "schedule", "%s", schedule_name(sched.kind));
+    cm_add(&m, "warmup", "%lld", (long long)sched.warmup_steps);
     cm_add(&m, "amp_version", "%s", amp_version());
     cm_add(&m, "trainer.loss_acc", "%a", rm->loss_acc);
     cm_add(&m, "trainer.loss_n", "%lld", (long long)rm->loss_n);
@@ -377,11 +395,32 @@ static int resume(const trainer_cfg *cfg, amp_module *model, amp_optim *opt, amp
                 (long long)total_steps, (long long)saved_total);
     if (meta_num(c, "lr", &saved_lr, NULL) && saved_lr != cfg->lr)
         fprintf(stderr, "amp train: warning: --lr %g differs from the checkpoint's %g\n", cfg->lr, saved_lr);
+    /* the schedule changes the result as much as the lr: say so too */
+    amp_lr_schedule sched = effective_schedule(cfg, total_steps);
+    const char *saved_sched = amp_checkpoint_meta(c, "schedule");
+    int64_t saved_warmup;
+    if (saved_sched && strcmp(saved_sched, schedule_name(sched.kind)))
+        fprintf(stderr, "amp train: warning: --schedule %s differs from the checkpoint's %s; the result will differ from an "
+                        "uninterrupted run\n", schedule_name(sched.kind), saved_sched);
+    else if (meta_num(c, "warmup", NULL, &saved_warmup) && saved_warmup != sched.warmup_steps)
+        fprintf(stderr, "amp train: warning: --warmup: this run warms up for %lld steps, the checkpoint's run for %lld; the "
+                        "result will differ from an uninterrupted run\n", (long long)sched.warmup_steps, (long long)saved_warmup);
     run_metrics m;
     if (!meta_num(c, "trainer.loss_acc", &m.loss_acc, NULL) || !meta_num(c, "trainer.last_loss", &m.last_loss, NULL) ||
         !meta_num(c, "trainer.loss_n", NULL, &m.loss_n) || !meta_num(c, "trainer.skipped", NULL, &m.skipped)) {
         amp_error(AMP_ERR_FORMAT, "amp train: --resume %s: the checkpoint lacks the trainer's metrics (not written by amp train?)",
                   cfg->resume_dir);
+        amp_checkpoint_close(c);
+        return -1;
+    }
+    /* the trainer's own values are checked like the library's (a key named, nothing changed) */
+    const char *badkey = !isfinite(m.loss_acc) ? "trainer.loss_acc"
+                         : m.loss_n < 0        ? "trainer.loss_n"
+                         : m.skipped < 0 || m.skipped > amp_checkpoint_step(c) ? "trainer.skipped"
+                                                                               : NULL;
+    if (badkey) {
+        amp_error(AMP_ERR_FORMAT, "amp train: --resume %s: %s = \"%s\" is out of range", cfg->resume_dir, badkey,
+                  amp_checkpoint_meta(c, badkey));
         amp_checkpoint_close(c);
         return -1;
     }

@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "core/cpu.h"
+#include "core/env.h"
 #include "core/error.h"
 
 static bool g_supported[AMP_CPU_PATH_COUNT];
@@ -50,6 +51,9 @@ static void detect(void) {
 
 static void init_once(void) {
     detect();
+    /* AMP_CACHE_MB=abc or -1 was ignored silently: name it (the default is used meanwhile) */
+    int est = amp__env_check(g_init_msg, sizeof g_init_msg);
+    if (est != AMP_OK) g_init_status = (amp_status)est;
     amp_cpu_path best = AMP_CPU_SCALAR;
     for (int p = 0; p < AMP_CPU_PATH_COUNT; p++)
         if (g_supported[p]) best = (amp_cpu_path)p;

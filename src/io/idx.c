@@ -248,10 +248,19 @@ amp_status amp_fashion_mnist_load(const char *split, int64_t limit, amp_dataset 
         return amp_error(AMP_ERR_ARG, "amp_fashion_mnist_load: split '%s' is not train or test", split ? split : "(null)");
     const char *dir = amp_fashion_mnist_dir();
     const char *pre = strcmp(split, "train") == 0 ? "train" : "t10k";
-    char im[1024], lb[1024];
-    snprintf(im, sizeof im, "%s/%s-images-idx3-ubyte.gz", dir, pre);
-    snprintf(lb, sizeof lb, "%s/%s-labels-idx1-ubyte.gz", dir, pre);
+    /* paths of any length ($AMP_DATA_DIR was cut off at ~995 characters) */
+    size_t n = strlen(dir) + 64;
+    char *im = malloc(n), *lb = malloc(n);
+    if (!im || !lb) {
+        free(im);
+        free(lb);
+        return amp_error(AMP_ERR_NOMEM, "amp_fashion_mnist_load: out of memory");
+    }
+    snprintf(im, n, "%s/%s-images-idx3-ubyte.gz", dir, pre);
+    snprintf(lb, n, "%s/%s-labels-idx1-ubyte.gz", dir, pre);
     amp_status st = amp_dataset_load(im, lb, limit, out);
+    free(im);
+    free(lb);
     if (st) return amp_error(st, "amp_fashion_mnist_load: %s", amp_last_error());
     return AMP_OK;
 }

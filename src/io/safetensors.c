@@ -611,6 +611,7 @@ static amp_status plan_build(const char *fn, amp_tensor *const *tensors, const c
         if (!nm || !*nm || !strcmp(nm, "__metadata__"))
             return amp_error(AMP_ERR_ARG, "%s: tensor %d has an invalid name (NULL, empty or \"__metadata__\")", fn, i);
         if (!t) return amp_error(AMP_ERR_ARG, "%s: tensor '%.200s' is NULL", fn, nm);
+        if (!amp__live(fn, t)) return AMP_ERR_STATE;
         if (!st_name_of(t->dtype)) return amp_error(AMP_ERR_DTYPE, "%s: tensor '%.200s': dtype %d cannot be stored", fn, nm, (int)t->dtype);
         w_item *it = &p->items[i];
         it->name = nm;

@@ -443,9 +443,28 @@ static amp_tensor *forward_entry(const char *fn, amp_module *m, amp_tensor *cons
     for (int i = 0; i < n; i++)
         if (!xs[i])
             return amp_error_null(AMP_ERR_ARG, "%s: %s input %d is NULL (%s)", fn, m->cls->name, i, amp_last_error());
+    for (int i = 0; i < n; i++)
+        if (!amp__live(fn, xs[i])) return NULL;
+    /* The outermost forward runs in a scope of its own, so it frees what it
+     * does not return even when the caller has no scope (issue 12: an mlp
+     * forward outside a scope left ~24 KB of intermediates nobody could
+     * free). What backward needs stays alive through the graph; the output
+     * goes to the caller's scope, or to the caller when there is none. */
+    amp_scope *own = g_fwd_depth == 0 ? amp_scope_begin() : NULL;
     g_fwd_depth++;
     amp_tensor *y = forward_io(m, xs, n);
     g_fwd_depth--;
+    if (own) {
+        bool mine = y && y->scope == own;
+        if (mine) amp__scope_forget(y);
+        amp_status keep_st = amp_last_status();
+        char keep_msg[1024];
+        snprintf(keep_msg, sizeof keep_msg, "%s", amp_last_error());
+        amp_scope_end(own);
+        if (keep_st != AMP_OK) amp_error(keep_st, "%s", keep_msg); /* the forward's own error stays the last one */
+        else amp_clear_error();
+        if (mine) amp__scope_register(y);
+    }
     /* an op's error inside names the op; the outermost forward names itself too */
     if (!y && g_fwd_depth == 0 && strncmp(amp_last_error(), fn, strlen(fn)))
         amp_error(amp_last_status() ? amp_last_status() : AMP_ERR_ARG, "%s: %s: %s", fn, m->cls->name, amp_last_error());

@@ -4,7 +4,7 @@
 #include "ops/op_util.h"
 
 bool amp__arg(const char *fn, const amp_tensor *t, const char *name) {
-    if (t) return true;
+    if (t) return amp__live(fn, t); /* debug mode: a freed tensor is named, not read */
     if (amp_last_status() != AMP_OK) {
         char prev[700];
         snprintf(prev, sizeof prev, "%s", amp_last_error());

@@ -110,6 +110,7 @@ amp_optim *amp_optim_new(amp_tensor *const *params, int n, const amp_optim_opts 
     for (int i = 0; i < n; i++) {
         const amp_tensor *p = params[i];
         if (!p) return amp_error_null(AMP_ERR_ARG, "%s: params[%d] is NULL", fn, i);
+        if (!amp__live(fn, p)) return NULL;
         if (!amp_tensor_is_leaf(p) || !p->requires_grad)
             return amp_error_null(AMP_ERR_ARG, "%s: params[%d] must be a leaf tensor that requires grad", fn, i);
         if (!amp_tensor_is_contiguous(p)) return amp_error_null(AMP_ERR_ARG, "%s: params[%d] is not contiguous", fn, i);
@@ -252,8 +253,10 @@ amp_status amp_optim_set_sr_counter(amp_optim *opt, uint64_t counter) {
 
 amp_status amp_optim_load_state(amp_optim *opt, int i, const char *name, const amp_tensor *src) {
     static const char *fn = "amp_optim_load_state";
+    if (src && !amp__live(fn, src)) return AMP_ERR_STATE;
     if (!opt || i < 0 || i >= opt->n) return amp_error(AMP_ERR_ARG, "%s: bad optimizer or index %d", fn, i);
     if (!name || !src) return amp_error(AMP_ERR_ARG, "%s: name or src is NULL", fn);
+    if (!amp__live(fn, src)) return AMP_ERR_STATE;
     amp_param_state *ps = &opt->ps[i];
     amp_tensor **slot = !strcmp(name, "exp_avg")           ? &ps->exp_avg
                         : !strcmp(name, "exp_avg_sq")      ? &ps->exp_avg_sq
@@ -691,6 +694,8 @@ double amp_clip_grad_norm_params(amp_tensor *const *params, int n, double max_no
         amp_error(AMP_ERR_ARG, "%s: params is NULL or n %d is not positive", fn, n);
         return -1;
     }
+    for (int i = 0; i < n; i++)
+        if (!amp__live(fn, params[i])) return -1;
     amp_tensor **gs = calloc((size_t)n, sizeof *gs);
     if (!gs) {
         amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/env.h"
 #include "tensor/tensor_impl.h"
 
 static atomic_size_t g_live[AMP_MEM_CATEGORY_COUNT];
@@ -68,8 +69,7 @@ static pthread_once_t g_cache_once = PTHREAD_ONCE_INIT;
 static atomic_size_t g_cached_pub;
 
 static void cache_init(void) {
-    const char *e = getenv("AMP_CACHE_MB");
-    long mb = e && *e ? strtol(e, NULL, 10) : AMP_CACHE_DEFAULT_MB;
+    long mb = amp__env_cache_mb(AMP_CACHE_DEFAULT_MB); /* a malformed value: the default, and amp_init says so */
     g_cache_cap = mb > 0 ? (size_t)mb << 20 : 0;
 }
 

@@ -81,6 +81,8 @@ amp_tensor *amp_tensor_bernoulli(amp_dtype dt, int ndim, const int64_t *shape, d
 
 amp_status amp_tensor_uniform_(amp_tensor *t, double lo, double hi, amp_generator *g) {
     if (!t) return amp_error(AMP_ERR_ARG, "amp_tensor_uniform_: t is NULL");
+    if (!amp__live("amp_tensor_uniform_", t)) return AMP_ERR_STATE;
+    if (amp__check_writable("amp_tensor_uniform_", t)) return amp_last_status();
     if (!amp_dtype_is_float(t->dtype))
         return amp_error(AMP_ERR_DTYPE, "amp_tensor_uniform_: dtype %s is not a float dtype", amp_dtype_name(t->dtype));
     if (!(lo <= hi) || !isfinite(lo) || !isfinite(hi))
@@ -92,6 +94,8 @@ amp_status amp_tensor_uniform_(amp_tensor *t, double lo, double hi, amp_generato
 
 amp_status amp_tensor_normal_(amp_tensor *t, double mean, double std, amp_generator *g) {
     if (!t) return amp_error(AMP_ERR_ARG, "amp_tensor_normal_: t is NULL");
+    if (!amp__live("amp_tensor_normal_", t)) return AMP_ERR_STATE;
+    if (amp__check_writable("amp_tensor_normal_", t)) return amp_last_status();
     if (!amp_dtype_is_float(t->dtype))
         return amp_error(AMP_ERR_DTYPE, "amp_tensor_normal_: dtype %s is not a float dtype", amp_dtype_name(t->dtype));
     if (!(std >= 0) || !isfinite(mean) || !isfinite(std))

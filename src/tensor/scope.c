@@ -8,14 +8,18 @@ struct amp_scope {
     amp_tensor **items;
     int64_t n, cap;
     amp_scope *parent;
+    int autocast_depth; /* at amp_scope_begin: a region left open inside is reported at the end */
 };
 
 static _Thread_local amp_scope *g_top;
+void (*amp__autocast_unwind)(int depth);
+_Thread_local int amp__autocast_depth;
 
 amp_scope *amp_scope_begin(void) {
     amp_scope *s = calloc(1, sizeof *s);
     if (!s) return amp_error_null(AMP_ERR_NOMEM, "amp_scope_begin: out of memory");
     s->parent = g_top;
+    s->autocast_depth = amp__autocast_depth;
     g_top = s;
     return s;
 }
@@ -50,6 +54,8 @@ amp_status amp_scope_end(amp_scope *s) {
                                         "(end inner scopes first)", (void *)s);
     }
     /* Release in reverse creation order: outputs before the inputs they use. */
+    const char *outer = amp__freer;
+    amp__freer = "amp_scope_end";
     for (int64_t i = s->n - 1; i >= 0; i--) {
         amp_tensor *t = s->items[i];
         if (!t) continue;
@@ -57,8 +63,19 @@ amp_status amp_scope_end(amp_scope *s) {
         t->scope_slot = -1;
         amp__release(t);
     }
+    amp__freer = outer;
     g_top = s->parent;
+    int began = s->autocast_depth, now = amp__autocast_depth;
     free(s->items);
     free(s);
+    /* An amp_autocast_enter without its exit inside the scope: every later
+     * iteration would nest one more region (training stalled at 64 with
+     * errors nobody read). Close what was left open and say so. */
+    if (now != began) {
+        if (now > began && amp__autocast_unwind) amp__autocast_unwind(began);
+        return amp_error(AMP_ERR_STATE, "amp_scope_end: the autocast depth changed inside this scope (%d when it began, %d at its "
+                                        "end): an amp_autocast_enter without its amp_autocast_exit%s",
+                         began, now, now > began ? " (the regions left open were closed)" : " (or an exit of a region opened before it)");
+    }
     return AMP_OK;
 }

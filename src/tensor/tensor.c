@@ -1,14 +1,65 @@
 /* Tensors: creation, ownership, inspection, element access, conversion. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "amp/numeric.h"
 #include "autograd/node.h"
+#include "core/env.h"
 #include "tensor/tensor_impl.h"
 
 _Thread_local int amp__engine_depth;
+bool amp__debug;
+_Thread_local const char *amp__freer;
+
+/* ---- debug mode (tensor_impl.h) ------------------------------------------------ */
+static pthread_once_t g_debug_once = PTHREAD_ONCE_INIT;
+static atomic_uint_fast64_t g_gen;
+static void debug_init(void) { amp__debug = amp__env_debug(); }
+
+bool amp_debug_enabled(void) {
+    pthread_once(&g_debug_once, debug_init);
+    return amp__debug;
+}
+
+void amp__dead_error(const char *fn, const amp_tensor *t) {
+    amp_error(AMP_ERR_STATE, "%s: tensor %p (#%llu) was freed (by %s) and is used again; a tensor lives until its scope ends or "
+                             "amp_tensor_free (amp_tensor_keep takes it out of its scope)",
+              fn, (const void *)t, (unsigned long long)t->gen, t->freed_by ? t->freed_by : "the library");
+}
+
+/* What a dead tensor points at: one NaN, never freed. */
+static float g_nan_block[16] __attribute__((aligned(64))) = {NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN,
+                                                               NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN};
+static amp_storage g_dead_storage = {.data = g_nan_block, .nbytes = sizeof g_nan_block, .refcount = 1 << 30, .borrowed = true};
+
+#define QUARANTINE 65536
+static pthread_mutex_t g_q_mu = PTHREAD_MUTEX_INITIALIZER;
+static amp_tensor *g_q[QUARANTINE];
+static size_t g_q_next;
+
+/* Marks t dead and keeps its struct; the oldest kept one is freed for real. */
+static void bury(amp_tensor *t) {
+    t->magic = AMP_T_DEAD;
+    t->freed_by = amp__freer ? amp__freer : "the library (its last reference)";
+    t->storage = &g_dead_storage;
+    t->dtype = AMP_F32;
+    t->ndim = 0;
+    t->offset = 0;
+    t->grad = NULL;
+    t->grad_fn = NULL;
+    t->requires_grad = false;
+    t->scope = NULL;
+    t->scope_slot = -1;
+    pthread_mutex_lock(&g_q_mu);
+    amp_tensor *old = g_q[g_q_next];
+    g_q[g_q_next] = t;
+    g_q_next = (g_q_next + 1) % QUARANTINE;
+    pthread_mutex_unlock(&g_q_mu);
+    free(old);
+}
 
 /* ---- shapes ---------------------------------------------------------------- */
 /* For shapes already validated (amp__check_shape, or a view's checks): the
@@ -80,10 +131,13 @@ amp_status amp__norm_dim(const char *fn, int dim, int ndim, int *out) {
 
 /* ---- creation and ownership -------------------------------------------------- */
 static amp_tensor *tensor_struct(void) {
+    pthread_once(&g_debug_once, debug_init);
     amp_tensor *t = calloc(1, sizeof *t);
     if (!t) return amp_error_null(AMP_ERR_NOMEM, "amp: out of memory (tensor struct)");
     atomic_init(&t->refcount, 1);
     t->scope_slot = -1;
+    t->magic = AMP_T_LIVE;
+    t->gen = atomic_fetch_add_explicit(&g_gen, 1, memory_order_relaxed) + 1;
     return t;
 }
 
@@ -102,8 +156,9 @@ static amp_storage *storage_new(size_t nbytes, amp_mem_category c) {
 }
 
 static void storage_release(amp_storage *s) {
-    if (!s) return;
+    if (!s || s == &g_dead_storage) return;
     if (atomic_fetch_sub(&s->refcount, 1) != 1) return;
+    if (!s->borrowed && amp__debug && s->nbytes) memset(s->data, 0xff, s->nbytes); /* poison: NaN in every float type */
     if (!s->borrowed) amp__free(s->data, s->nbytes, s->cat);
     free(s);
 }
@@ -238,10 +293,18 @@ amp_tensor *amp_tensor_borrow(void *data, amp_dtype dt, int ndim, const int64_t 
 
 void amp__release(amp_tensor *t) {
     if (!t) return;
+    if (amp__debug && t->magic != AMP_T_LIVE) { /* released twice */
+        amp__dead_error(amp__freer ? amp__freer : "amp", t);
+        return;
+    }
     if (atomic_fetch_sub(&t->refcount, 1) != 1) return;
     if (t->grad) amp__release(t->grad);
     if (t->grad_fn) amp__node_release(t->grad_fn);
     storage_release(t->storage);
+    if (amp__debug) {
+        bury(t);
+        return;
+    }
     free(t);
 }
 
@@ -270,25 +333,31 @@ amp_status amp__tensor_change_dtype(amp_tensor *t, amp_dtype dt) {
 }
 
 void amp_tensor_free(amp_tensor *t) {
-    if (!t) return;
+    if (!t || !amp__live("amp_tensor_free", t)) return;
     if (t->scope) amp__scope_forget(t);
+    const char *outer = amp__freer;
+    amp__freer = "amp_tensor_free";
     amp__release(t);
+    amp__freer = outer;
 }
 
 amp_tensor *amp_tensor_keep(amp_tensor *t) {
     if (!t) return amp_error_null(AMP_ERR_ARG, "amp_tensor_keep: t is NULL");
+    if (!amp__live("amp_tensor_keep", t)) return NULL;
     if (t->scope) amp__scope_forget(t);
     return t;
 }
 
 amp_tensor *amp_tensor_retain(amp_tensor *t) {
     if (!t) return amp_error_null(AMP_ERR_ARG, "amp_tensor_retain: t is NULL");
+    if (!amp__live("amp_tensor_retain", t)) return NULL;
     atomic_fetch_add(&t->refcount, 1);
     return t;
 }
 
 amp_status amp_tensor_set_category(amp_tensor *t, amp_mem_category c) {
     if (!t) return amp_error(AMP_ERR_ARG, "amp_tensor_set_category: t is NULL");
+    if (!amp__live("amp_tensor_set_category", t)) return AMP_ERR_STATE;
     if ((int)c < 0 || c >= AMP_MEM_CATEGORY_COUNT)
         return amp_error(AMP_ERR_ARG, "amp_tensor_set_category: category %d is not valid", (int)c);
     amp_storage *s = t->storage;
@@ -299,13 +368,14 @@ amp_status amp_tensor_set_category(amp_tensor *t, amp_mem_category c) {
 }
 
 /* ---- inspection -------------------------------------------------------------- */
-amp_dtype amp_tensor_dtype(const amp_tensor *t) { return t ? t->dtype : AMP_DTYPE_COUNT; }
+amp_dtype amp_tensor_dtype(const amp_tensor *t) { return t && amp__live("amp_tensor_dtype", t) ? t->dtype : AMP_DTYPE_COUNT; }
 /* Getters: NULL gives the documented failure value and an error message. */
 int amp_tensor_ndim(const amp_tensor *t) {
     if (!t) {
         amp_error(AMP_ERR_ARG, "amp_tensor_ndim: t is NULL");
         return -1;
     }
+    if (!amp__live("amp_tensor_ndim", t)) return -1;
     return t->ndim;
 }
 
@@ -314,6 +384,7 @@ int64_t amp_tensor_dim(const amp_tensor *t, int i) {
         amp_error(AMP_ERR_ARG, "amp_tensor_dim: t is NULL");
         return -1;
     }
+    if (!amp__live("amp_tensor_dim", t)) return -1;
     int d = i < 0 ? i + t->ndim : i;
     if (d < 0 || d >= t->ndim) {
         amp_error(AMP_ERR_ARG, "amp_tensor_dim: dim %d is out of range for a tensor of rank %d", i, t->ndim);
@@ -322,23 +393,33 @@ int64_t amp_tensor_dim(const amp_tensor *t, int i) {
     return t->shape[d];
 }
 
-const int64_t *amp_tensor_shape(const amp_tensor *t) { return t ? t->shape : amp_error_null(AMP_ERR_ARG, "amp_tensor_shape: t is NULL"); }
+const int64_t *amp_tensor_shape(const amp_tensor *t) {
+    if (!t) return amp_error_null(AMP_ERR_ARG, "amp_tensor_shape: t is NULL");
+    return amp__live("amp_tensor_shape", t) ? t->shape : NULL;
+}
 const int64_t *amp_tensor_strides(const amp_tensor *t) {
-    return t ? t->stride : amp_error_null(AMP_ERR_ARG, "amp_tensor_strides: t is NULL");
+    if (!t) return amp_error_null(AMP_ERR_ARG, "amp_tensor_strides: t is NULL");
+    return amp__live("amp_tensor_strides", t) ? t->stride : NULL;
 }
 int64_t amp_tensor_numel(const amp_tensor *t) {
     if (!t) {
         amp_error(AMP_ERR_ARG, "amp_tensor_numel: t is NULL");
         return 0;
     }
+    if (!amp__live("amp_tensor_numel", t)) return 0;
     return amp__numel(t->ndim, t->shape);
 }
-size_t amp_tensor_nbytes(const amp_tensor *t) { return t ? (size_t)amp_tensor_numel(t) * amp_dtype_size(t->dtype) : 0; }
-amp_device amp_tensor_device(const amp_tensor *t) { return t ? t->storage->device : AMP_DEVICE_CPU; }
-void *amp_tensor_data(const amp_tensor *t) { return t ? amp__data(t) : amp_error_null(AMP_ERR_ARG, "amp_tensor_data: t is NULL"); }
+size_t amp_tensor_nbytes(const amp_tensor *t) {
+    return t && amp__live("amp_tensor_nbytes", t) ? (size_t)amp__numel(t->ndim, t->shape) * amp_dtype_size(t->dtype) : 0;
+}
+amp_device amp_tensor_device(const amp_tensor *t) { return t && amp__live("amp_tensor_device", t) ? t->storage->device : AMP_DEVICE_CPU; }
+void *amp_tensor_data(const amp_tensor *t) {
+    if (!t) return amp_error_null(AMP_ERR_ARG, "amp_tensor_data: t is NULL");
+    return amp__live("amp_tensor_data", t) ? amp__data(t) : NULL;
+}
 
 bool amp_tensor_is_contiguous(const amp_tensor *t) {
-    if (!t) return false;
+    if (!t || !amp__live("amp_tensor_is_contiguous", t)) return false;
     int64_t s = 1;
     for (int i = t->ndim - 1; i >= 0; i--) {
         if (t->shape[i] != 1 && t->stride[i] != s) return false;
@@ -351,6 +432,10 @@ char *amp_shape_str(const amp_tensor *t, char *buf, size_t n) {
     if (!buf || n == 0) return buf;
     if (!t) {
         snprintf(buf, n, "(null)");
+        return buf;
+    }
+    if (!amp__live("amp_shape_str", t)) {
+        snprintf(buf, n, "(freed)");
         return buf;
     }
     return amp__shape_fmt(t->ndim, t->shape, buf, n);
@@ -408,6 +493,7 @@ double amp_tensor_item(const amp_tensor *t) {
         amp_error(AMP_ERR_ARG, "amp_tensor_item: t is NULL");
         return NAN;
     }
+    if (!amp__live("amp_tensor_item", t)) return NAN;
     if (amp_tensor_numel(t) != 1) {
         char b[AMP_SHAPE_BUF];
         amp_error(AMP_ERR_SHAPE, "amp_tensor_item: tensor of shape %s has %lld elements, not 1",
@@ -419,6 +505,7 @@ double amp_tensor_item(const amp_tensor *t) {
 
 static void *index_ptr(const char *fn, const amp_tensor *t, const int64_t *idx) {
     if (!t) return amp_error_null(AMP_ERR_ARG, "%s: t is NULL", fn);
+    if (!amp__live(fn, t)) return NULL;
     if (t->ndim > 0 && !idx) return amp_error_null(AMP_ERR_ARG, "%s: idx is NULL", fn);
     int64_t off = t->offset;
     for (int i = 0; i < t->ndim; i++) {
@@ -537,6 +624,7 @@ void amp__from_f32(amp_tensor *out, const float *src) {
 
 amp_status amp_tensor_copy_out(const amp_tensor *t, void *dst, amp_dtype dt) {
     if (!t) return amp_error(AMP_ERR_ARG, "amp_tensor_copy_out: t is NULL");
+    if (!amp__live("amp_tensor_copy_out", t)) return AMP_ERR_STATE;
     if (!dst) return amp_error(AMP_ERR_ARG, "amp_tensor_copy_out: dst is NULL");
     if (!amp_dtype_valid(dt)) return amp_error(AMP_ERR_DTYPE, "amp_tensor_copy_out: dtype %d is not valid", (int)dt);
     amp_tensor tmp;
@@ -560,24 +648,41 @@ uint64_t amp_tensor_version(const amp_tensor *t) {
         amp_error(AMP_ERR_ARG, "amp_tensor_version: t is NULL");
         return 0;
     }
+    if (!amp__live("amp_tensor_version", t)) return 0;
     return amp__version(t);
 }
 
 amp_status amp_tensor_mark_modified(amp_tensor *t) {
     if (!t) return amp_error(AMP_ERR_ARG, "amp_tensor_mark_modified: t is NULL");
+    if (!amp__live("amp_tensor_mark_modified", t)) return AMP_ERR_STATE;
     amp__bump_version(t);
     return AMP_OK;
 }
 
 amp_status amp_tensor_will_modify(amp_tensor *t) {
     if (!t) return amp_error(AMP_ERR_ARG, "amp_tensor_will_modify: t is NULL");
+    if (!amp__live("amp_tensor_will_modify", t)) return AMP_ERR_STATE;
     amp__journal_record(t);
     amp__bump_version(t);
     return AMP_OK;
 }
 
+/* In-place writes refuse an expanded view: its elements share memory (torch:
+ * "more than one element of the written-to tensor refers to a single memory
+ * location"). */
+amp_status amp__check_writable(const char *fn, const amp_tensor *t) {
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] > 1 && t->stride[i] == 0)
+            return amp_error(AMP_ERR_ARG, "%s: the tensor is an expanded view (dim %d has size %lld and stride 0): its elements "
+                                          "share memory, so an in-place write is ambiguous; write into a copy (amp_contiguous)",
+                             fn, i, (long long)t->shape[i]);
+    return AMP_OK;
+}
+
 amp_status amp_tensor_fill_(amp_tensor *t, double v) {
     if (!t) return amp_error(AMP_ERR_ARG, "amp_tensor_fill_: t is NULL");
+    if (!amp__live("amp_tensor_fill_", t)) return AMP_ERR_STATE;
+    if (amp__check_writable("amp_tensor_fill_", t)) return amp_last_status();
     amp__bump_version(t);
     unsigned char one[8];
     amp__store(one, t->dtype, v);
@@ -594,12 +699,15 @@ amp_status amp_tensor_fill_(amp_tensor *t, double v) {
 
 amp_status amp_tensor_zero_(amp_tensor *t) {
     if (!t) return amp_error(AMP_ERR_ARG, "amp_tensor_zero_: t is NULL");
+    if (!amp__live("amp_tensor_zero_", t)) return AMP_ERR_STATE;
     return amp_tensor_fill_(t, 0.0);
 }
 
 amp_status amp_tensor_copy_(amp_tensor *dst, const amp_tensor *src) {
     if (!dst) return amp_error(AMP_ERR_ARG, "amp_tensor_copy_: dst is NULL");
     if (!src) return amp_error(AMP_ERR_ARG, "amp_tensor_copy_: src is NULL");
+    if (!amp__live("amp_tensor_copy_", dst) || !amp__live("amp_tensor_copy_", src)) return AMP_ERR_STATE;
+    if (amp__check_writable("amp_tensor_copy_", dst)) return amp_last_status();
     amp__bump_version(dst);
     if (amp__same_shape(dst, src)) return amp__copy_convert(dst, src);
     /* broadcast src to dst's shape with zero strides */
@@ -626,6 +734,10 @@ bad:;
 
 void amp_tensor_print(const amp_tensor *t, const char *label) {
     char b[AMP_SHAPE_BUF];
+    if (t && !amp__live("amp_tensor_print", t)) {
+        printf("%s: (freed tensor)\n", label ? label : "tensor");
+        return;
+    }
     if (!t) {
         printf("%s: (null)\n", label ? label : "tensor");
         return;

@@ -41,7 +41,40 @@ struct amp_tensor {
     struct amp_scope *scope; /* scope holding the creation reference */
     int64_t scope_slot;
     uint32_t flags;
+    /* debug mode (AMP_DEBUG=1): a released tensor's struct is kept a while,
+     * marked dead with the call that freed it, so a later use is an error
+     * naming the call instead of a read of freed memory */
+    uint32_t magic;       /* AMP_T_LIVE, or AMP_T_DEAD */
+    uint64_t gen;         /* handle generation: which tensor this was */
+    const char *freed_by; /* the public call that released it */
 };
+
+#define AMP_T_LIVE 0x4556494cu
+#define AMP_T_DEAD 0x44414544u
+
+/* ---- debug mode ---------------------------------------------------------------
+ * AMP_DEBUG=1 (read before the first tensor is made): freed tensors are
+ * poisoned (their data filled with 0xff bytes, NaN in every float type,
+ * before it returns to the allocator; the struct kept in a quarantine of the
+ * last 65536, pointing at a one-element NaN) and every public call checks its
+ * tensor arguments with amp__live, so a tensor used after its scope ended,
+ * or freed twice, gives "fn: tensor ... was freed (by amp_scope_end) and
+ * used again". Off, the check is one load of a global. */
+extern bool amp__debug;
+extern _Thread_local const char *amp__freer; /* the public call releasing tensors now */
+void amp__dead_error(const char *fn, const amp_tensor *t);
+static inline bool amp__live(const char *fn, const amp_tensor *t) {
+    if (!amp__debug || !t || t->magic == AMP_T_LIVE) return true;
+    amp__dead_error(fn, t);
+    return false;
+}
+/* AMP_OK, or AMP_ERR_ARG naming fn when t is an expanded view (a dim of size
+ * > 1 with stride 0): an in-place write there is ambiguous. */
+amp_status amp__check_writable(const char *fn, const amp_tensor *t);
+/* amp_scope_end calls this (set by autocast) when the autocast depth grew
+ * inside the scope, to close the regions left open down to `depth`. */
+extern void (*amp__autocast_unwind)(int depth);
+extern _Thread_local int amp__autocast_depth; /* regions open on this thread (autocast.c keeps it) */
 
 /* tensor flags */
 #define AMP_TF_NONE 0u
