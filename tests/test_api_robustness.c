@@ -69,6 +69,8 @@ typedef struct {
     amp_module *fresh[6];
     amp_tokenizer *tok;
     amp_text_dataset *text;
+    amp_module *gpt;
+    amp_gpt_cache *gpt_cache;
 } api_bank;
 
 typedef struct {
@@ -201,8 +203,17 @@ static int arg_enum(int v) { return v == V_NEG ? -1 : v == V_HUGE ? 1000 : 0; }
 
 enum {
     OPT_POLICY, OPT_SCALER_STATE, OPT_OPTIM, OPT_SCALER, OPT_CONV, OPT_POOL, OPT_LOSS, OPT_LR, OPT_AUTOCAST, OPT_CONTEXT,
-    OPT_LOADER, OPT_KV, OPT_TRAIN_STATE, OPT_SDPA, OPT_MODULE_CLASS, OPT_TEXT, OPT_FUNCTION, OPT_INIT, OPT_MODULE_IO, N_OPTS
+    OPT_LOADER, OPT_KV, OPT_TRAIN_STATE, OPT_SDPA, OPT_MODULE_CLASS, OPT_TEXT, OPT_FUNCTION, OPT_INIT, OPT_MODULE_IO,
+    OPT_CKPT, OPT_GPT, OPT_GEN, N_OPTS
 };
+
+/* A checkpointed region for amp_activation_checkpoint: y = 2 x[0]. */
+static amp_tensor *walk_ckpt_fn(void *arg, amp_tensor *const *in, int n) {
+    (void)arg;
+    (void)n;
+    return amp_mul_scalar(in[0], 2.0);
+}
+static amp_checkpoint_fn arg_ckpt_fn(int v) { return v == V_NULL ? NULL : walk_ckpt_fn; }
 
 /* A custom function for amp_function_apply: y = 2 x[0]. */
 static amp_tensor *walk_fn_forward(amp_function_ctx *ctx, amp_tensor *const *in, int n) {
@@ -238,6 +249,9 @@ static const void *arg_opts(api_bank *b, int v, int which) {
         amp_function fnc;
         amp_init_opts init;
         amp_module_io io;
+        amp_checkpoint_opts ck;
+        amp_gpt_config gpt;
+        amp_gpt_generate_opts gen;
         char raw[512];
     } u;
     if (v == V_NULL) return NULL;
@@ -317,6 +331,13 @@ static const void *arg_opts(api_bank *b, int v, int which) {
         break;
     case OPT_MODULE_IO:
         u.io = bad ? (amp_module_io){AMP_I64, true, AMP_F32, AMP_U8} : (amp_module_io){AMP_DTYPE_COUNT, true, AMP_BF16, AMP_F32};
+        break;
+    case OPT_CKPT: u.ck = (amp_checkpoint_opts){NULL, bad ? 3 : 0}; break;
+    case OPT_GPT: u.gpt = bad ? (amp_gpt_config){-1, 3, 4, -4, 0, 2.0, true} : (amp_gpt_config){1, 1, 4, 4, 8, 0.0, true}; break;
+    case OPT_GEN:
+        u.gen = AMP_GPT_GENERATE_DEFAULTS;
+        u.gen.max_new_tokens = 2;
+        if (bad) u.gen.temperature = -1, u.gen.top_k = -3;
         break;
     case OPT_FUNCTION:
         u.fnc = (amp_function){.name = "Walk", .forward = walk_fn_forward, .backward = walk_fn_backward};
@@ -409,6 +430,10 @@ static void bank_make(api_bank *b) {
     amp_text_opts to = {0.1, "", 1};
     b->text = amp_text_dataset_open(tp, b->tok, &to);
     assert_true(b->tok && b->text);
+    amp_gpt_config gc = {1, 1, 4, 4, 8, 0.0, true};
+    b->gpt = amp_gpt_new(&gc, &b->gen);
+    b->gpt_cache = amp_gpt_cache_new(b->gpt, 1);
+    assert_true(b->gpt && b->gpt_cache);
     assert_true(b->module && b->optim && b->scaler && b->loader && b->st && b->ckpt && b->ctx && b->devnull && b->setup);
 }
 
@@ -428,6 +453,8 @@ static void bank_free(api_bank *b) {
     amp_dataset_free(&b->ds);
     amp_safetensors_free(b->st);
     amp_text_dataset_free(b->text);
+    amp_gpt_cache_free(b->gpt_cache);
+    amp_module_free(b->gpt);
     amp_tokenizer_free(b->tok);
     amp_checkpoint_close(b->ckpt);
     amp_context_free(b->ctx);
@@ -440,7 +467,7 @@ static void bank_free(api_bank *b) {
 /* ---- the header parser: which functions are public ------------------------------------------- */
 static int header_functions(char names[][64], int max) {
     const char *hdrs[] = {"amp.h", "base.h", "numeric.h", "tensor.h", "autograd.h", "autocast.h", "ops.h", "optim.h",
-                          "scaler.h", "policy.h", "nn.h", "initialize.h", "io.h", "checkpoint.h", "text.h"};
+                          "scaler.h", "policy.h", "nn.h", "initialize.h", "io.h", "checkpoint.h", "text.h", "gpt.h"};
     int n = 0;
     for (size_t h = 0; h < sizeof hdrs / sizeof hdrs[0]; h++) {
         char path[1024];

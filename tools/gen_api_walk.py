@@ -120,6 +120,13 @@ TYPES = {
     "constamp_loader_opts*": "(const amp_loader_opts *)arg_opts(b, v, OPT_LOADER)",
     "constamp_kv*": "(const amp_kv *)arg_opts(b, v, OPT_KV)",
     "constamp_sdpa_opts*": "(const amp_sdpa_opts *)arg_opts(b, v, OPT_SDPA)",
+    "amp_checkpoint_fn": "arg_ckpt_fn(v)",
+    "constamp_checkpoint_opts*": "(const amp_checkpoint_opts *)arg_opts(b, v, OPT_CKPT)",
+    "constamp_gpt_config*": "(const amp_gpt_config *)arg_opts(b, v, OPT_GPT)",
+    "amp_gpt_config*": "(amp_gpt_config *)arg_obj(b, v, b->scratch)",
+    "amp_gpt_cache*": "(amp_gpt_cache *)arg_obj(b, v, b->gpt_cache)",
+    "constamp_gpt_cache*": "(amp_gpt_cache *)arg_obj(b, v, b->gpt_cache)",
+    "constamp_gpt_generate_opts*": "(const amp_gpt_generate_opts *)arg_opts(b, v, OPT_GEN)",
     "amp_train_state*": "(amp_train_state *)arg_opts(b, v, OPT_TRAIN_STATE)",
     "constamp_train_state*": "(const amp_train_state *)arg_opts(b, v, OPT_TRAIN_STATE)",
     "constchar*": "arg_str(v, {pos})",
@@ -193,6 +200,7 @@ FREE_RESULT = {
     "amp_checkpoint_lock*": "amp_checkpoint_unlock",
     "amp_tokenizer*": "amp_tokenizer_free",
     "amp_text_dataset*": "amp_text_dataset_free",
+    "amp_gpt_cache*": "amp_gpt_cache_free",
 }
 
 # int parameters that count the entries of a caller's array: "huge" would only

@@ -16,5 +16,6 @@
 #include "amp/io.h"
 #include "amp/checkpoint.h"
 #include "amp/text.h"
+#include "amp/gpt.h"
 
 #endif

@@ -119,6 +119,48 @@ bool amp_function_needs_input_grad(const amp_function_ctx *ctx, int i);
 void *amp_function_data(amp_function_ctx *ctx); /* data_size bytes shared by forward and backward */
 void *amp_function_arg(amp_function_ctx *ctx);  /* apply's arg, in forward */
 
+/* ---- activation checkpointing: torch.utils.checkpoint ----------------------
+ *
+ *   static amp_tensor *block(void *arg, amp_tensor *const *in, int n) {
+ *       return amp_module_forward((amp_module *)arg, in[0]);
+ *   }
+ *   ... x = amp_activation_checkpoint(block, blk, &x, 1, NULL);
+ *
+ * Runs fn(arg, inputs, n) without recording a graph: nothing fn computes is
+ * kept for backward except its output and the inputs themselves. When the
+ * backward reaches the output, fn runs again (the recompute) with grad mode
+ * on, on detached copies of the inputs, and its graph is backwarded through
+ * at once with the incoming gradient: the parameters fn uses receive their
+ * gradients in .grad (as a backward through the ordinary graph gives them),
+ * the inputs' gradients flow on to the rest of the graph. Memory: the
+ * activations inside fn live during that recompute only.
+ *
+ * The recompute runs under exactly the state the forward saw: the autocast
+ * region (enabled, dtype, table, cache; torch issues #71124 / #141896 were
+ * recomputes in the wrong dtype) and the random generators, restored to
+ * their offsets at the forward and put back afterwards (torch's
+ * preserve_rng_state), so dropout draws the same mask: the default
+ * generator always, and the ones listed in opts (a model's dropout
+ * generator). The gradients are then bit-identical to the run without
+ * checkpointing (tested on the GPT, fp32 and mixed precision).
+ *
+ * Like torch's reentrant checkpoint: only amp_backward / amp_backward_ex
+ * (not amp_grad, not create_graph) may run through it, which is checked;
+ * fn must compute the same thing twice (it may not depend on state it
+ * changes, e.g. BatchNorm's running statistics would be updated twice);
+ * arg and the generators must stay valid until the backward. Inputs: 1 to
+ * 8 tensors (entries may be NULL), saved with their version counters (a
+ * change in place before the backward is an error naming the call). With
+ * grad mode off (inference), fn simply runs. Returns fn's output (one
+ * tensor), which requires grad. */
+typedef amp_tensor *(*amp_checkpoint_fn)(void *arg, amp_tensor *const *inputs, int n);
+typedef struct {
+    amp_generator *const *generators; /* restored for the recompute (besides the default one) */
+    int n_generators;                 /* at most 8 */
+} amp_checkpoint_opts;
+amp_tensor *amp_activation_checkpoint(amp_checkpoint_fn fn, void *arg, amp_tensor *const *inputs, int n,
+                                      const amp_checkpoint_opts *opts);
+
 #ifdef __cplusplus
 }
 #endif

@@ -57,6 +57,13 @@ amp_status amp_optim_zero_grad(amp_optim *opt);
  * without a gradient are skipped. */
 amp_status amp_optim_step(amp_optim *opt);
 amp_status amp_optim_set_lr(amp_optim *opt, double lr);
+/* Parameter groups with their own weight decay (torch's
+ * [{'params': decay, 'weight_decay': 0.1}, {'params': no_decay, 'weight_decay': 0.0}],
+ * nanoGPT's and GPT-2's recipe: no decay on biases, norms and embeddings):
+ * parameter i's decay, which starts as opts.weight_decay. The same checks as
+ * the option (>= 0, lr * decay finite as an f32). */
+amp_status amp_optim_set_param_weight_decay(amp_optim *opt, int i, double weight_decay);
+double amp_optim_param_weight_decay(const amp_optim *opt, int i); /* NAN on bad arguments */
 double amp_optim_get_lr(const amp_optim *opt);
 int64_t amp_optim_steps(const amp_optim *opt); /* updates applied so far */
 int amp_optim_num_params(const amp_optim *opt);

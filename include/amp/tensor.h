@@ -110,6 +110,13 @@ amp_scope *amp_scope_begin(void);
  * the scope: regions left open by an amp_autocast_enter without its exit are
  * closed, so a loop that forgot the exit does not nest one more each time. */
 amp_status amp_scope_end(amp_scope *s);
+/* Ends s like amp_scope_end, except that t (when s holds it) moves to the
+ * enclosing scope, or to the caller when there is none: how a function that
+ * opened a scope for its temporaries returns its result (a module's forward
+ * frees what backward does not need, as soon as it returns). t may be NULL
+ * or a tensor s does not hold (returned as is). Returns t; NULL with an
+ * error when s is not the innermost scope (then nothing ends). */
+amp_tensor *amp_scope_end_keep(amp_scope *s, amp_tensor *t);
 
 /* ---- inspection ------------------------------------------------------------ */
 amp_dtype amp_tensor_dtype(const amp_tensor *t);

@@ -10,6 +10,8 @@
 static _Thread_local int g_no_grad;
 /* > 0 while a create_graph run is in the engine: its own sums and casts record history */
 static _Thread_local int g_create_graph;
+/* > 0 while the innermost engine run is amp_grad or create_graph (not an accumulating backward) */
+static _Thread_local int g_grad_api;
 static atomic_uint_fast64_t g_seq = 1;
 static atomic_uint_fast64_t g_epoch = 1;
 
@@ -18,6 +20,7 @@ void amp_no_grad_begin(void) { g_no_grad++; }
 void amp_no_grad_end(void) {
     if (g_no_grad > 0) g_no_grad--;
 }
+bool amp__engine_grad_api(void) { return g_grad_api > 0; }
 bool amp_grad_enabled(void) { return g_no_grad == 0 && (amp__engine_depth == 0 || g_create_graph > 0); }
 
 /* ---- leaves ------------------------------------------------------------------- */
@@ -483,6 +486,8 @@ static amp_status engine_run(const run_spec *rs) {
     node_vec all = {0}, stack = {0}, order = {0};
     uint64_t epoch = atomic_fetch_add(&g_epoch, 1);
     g_create_graph += rs->create_graph;
+    int grad_api = g_grad_api;
+    g_grad_api = rs->n_cap > 0 || rs->create_graph;
     /* seeds: leaves directly, nodes through their pending gradient */
     for (int k = 0; k < rs->n_roots; k++) {
         amp_tensor *root = rs->roots[k], *g = rs->seeds[k];
@@ -632,6 +637,7 @@ out:
         all.v[i]->pending = NULL;
     }
     g_create_graph -= rs->create_graph;
+    g_grad_api = grad_api;
     free(all.v);
     free(stack.v);
     free(order.v);

@@ -129,6 +129,10 @@ amp_status amp__run_as_user(amp_backward_fn f, amp_node *n, amp_tensor *gout, am
  * (differentiable; g itself when the shapes agree). */
 amp_tensor *amp__sum_to_diff(amp_tensor *g, int ndim, const int64_t *shape);
 void amp__node_release(amp_node *n);
+/* True while the innermost engine run is amp_grad or create_graph (a node
+ * whose backward runs a backward of its own, as activation checkpointing
+ * does, accumulates into .grad and refuses those). */
+bool amp__engine_grad_api(void);
 
 /* Backward helper: gradient w.r.t. an input broadcast to out_shape, summed
  * back to the input's shape (new tensor, dtype of g). */

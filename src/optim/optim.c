@@ -135,6 +135,7 @@ amp_optim *amp_optim_new(amp_tensor *const *params, int n, const amp_optim_opts 
     for (int i = 0; i < n; i++) {
         amp_param_state *ps = &opt->ps[i];
         ps->param = amp_tensor_retain(params[i]);
+        ps->weight_decay = o->weight_decay;
         bool ok = true;
         if (o->kind != AMP_OPTIM_SGD) {
             ps->exp_avg = state_tensor(fn, params[i], AMP_MEM_OPTIM, 0);
@@ -179,8 +180,34 @@ amp_status amp_optim_zero_grad(amp_optim *opt) {
 amp_status amp_optim_set_lr(amp_optim *opt, double lr) {
     if (!opt) return amp_error(AMP_ERR_ARG, "amp_optim_set_lr: opt is NULL");
     if (check_lr("amp_optim_set_lr", &opt->o, lr) != AMP_OK) return amp_last_status();
+    for (int i = 0; i < opt->n; i++) { /* per-parameter weight decays too */
+        amp_optim_opts o = opt->o;
+        o.weight_decay = opt->ps[i].weight_decay;
+        if (o.weight_decay != opt->o.weight_decay && check_lr("amp_optim_set_lr", &o, lr) != AMP_OK) return amp_last_status();
+    }
     opt->o.lr = lr;
     return AMP_OK;
+}
+
+amp_status amp_optim_set_param_weight_decay(amp_optim *opt, int i, double weight_decay) {
+    static const char *fn = "amp_optim_set_param_weight_decay";
+    if (!opt) return amp_error(AMP_ERR_ARG, "%s: opt is NULL", fn);
+    if (i < 0 || i >= opt->n) return amp_error(AMP_ERR_ARG, "%s: index %d out of range (%d parameters)", fn, i, opt->n);
+    amp_optim_opts o = opt->o;
+    o.weight_decay = weight_decay;
+    if (!(weight_decay >= 0) || !f32_finite(weight_decay))
+        return amp_error(AMP_ERR_ARG, "%s: weight_decay %g must be >= 0 and finite as an f32", fn, weight_decay);
+    if (check_lr(fn, &o, o.lr) != AMP_OK) return amp_last_status();
+    opt->ps[i].weight_decay = weight_decay;
+    return AMP_OK;
+}
+
+double amp_optim_param_weight_decay(const amp_optim *opt, int i) {
+    if (!opt || i < 0 || i >= opt->n) {
+        amp_error(AMP_ERR_ARG, "amp_optim_param_weight_decay: %s", !opt ? "opt is NULL" : "index out of range");
+        return NAN;
+    }
+    return opt->ps[i].weight_decay;
 }
 
 double amp_optim_get_lr(const amp_optim *opt) { return opt ? opt->o.lr : NAN; }
@@ -430,7 +457,7 @@ static amp_status step_param(amp_optim *opt, int idx, float inv_scale, uint64_t 
     memset(&c, 0, sizeof c);
     c.kind = (int)o->kind;
     c.inv_scale = inv_scale;
-    c.wd = (float)o->weight_decay;
+    c.wd = (float)ps->weight_decay;
     ps->step++;
     bool new_momentum = false;
     if (o->kind == AMP_OPTIM_SGD) {
@@ -456,7 +483,7 @@ static amp_status step_param(amp_optim *opt, int idx, float inv_scale, uint64_t 
         c.neg_step = (float)(-(o->lr / bc1));
         c.bc2s = (float)sqrt(bc2);
         c.eps = (float)o->eps;
-        c.decay = (float)(1.0 - o->lr * o->weight_decay);
+        c.decay = (float)(1.0 - o->lr * ps->weight_decay);
     }
     char *gsrc = amp__data(g);
     /* torch leaves unscaled values in .grad after step; do the same (f32/bf16

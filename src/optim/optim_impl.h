@@ -13,6 +13,7 @@ typedef struct {
     amp_tensor *master;     /* f32 master copy (master weights) */
     amp_tensor *master_grad;/* f32 unscaled gradient after amp_scaler_unscale */
     int64_t step;
+    double weight_decay;    /* this parameter's (torch's param group setting); starts as opts.weight_decay */
 } amp_param_state;
 
 struct amp_optim {

@@ -79,3 +79,20 @@ amp_status amp_scope_end(amp_scope *s) {
     }
     return AMP_OK;
 }
+
+amp_tensor *amp_scope_end_keep(amp_scope *s, amp_tensor *t) {
+    if (!s) {
+        amp_error(AMP_ERR_ARG, "amp_scope_end_keep: s is NULL");
+        return NULL;
+    }
+    if (s != g_top) {
+        amp_error(AMP_ERR_STATE, "amp_scope_end_keep: scope %p is not the innermost open scope on this thread "
+                                 "(end inner scopes first)", (void *)s);
+        return NULL;
+    }
+    bool moved = t && t->scope == s;
+    if (moved) amp__scope_forget(t);
+    amp_scope_end(s);
+    if (moved) amp__scope_register(t); /* into the enclosing scope, or the caller's with none */
+    return t;
+}

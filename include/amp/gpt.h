@@ -1,0 +1,132 @@
+/* amp/gpt.h — GPT-2 (nanoGPT's model), built on the module mechanism of
+ * amp/nn.h like any user model: training, PyTorch state_dicts, a KV cache
+ * for generation, activation checkpointing.
+ *
+ * The model: token embedding wte [V, C] and learned positions wpe
+ * [block_size, C], dropout, n_layer pre-LayerNorm blocks
+ *   x = x + attn(ln_1(x))      causal self-attention: one c_attn Linear
+ *                              C -> 3C (q, k, v), n_head heads through the
+ *                              fused scaled_dot_product_attention, c_proj
+ *                              C -> C, residual dropout
+ *   x = x + mlp(ln_2(x))       c_fc C -> 4C, tanh GELU, c_proj 4C -> C, dropout
+ * then ln_f and the LM head, whose weight IS wte's (tied): logits [B, T, V].
+ * LayerNorm eps 1e-5.
+ *
+ * Parameter names are nanoGPT's state_dict keys (transformer.wte.weight,
+ * transformer.h.0.attn.c_attn.weight, ..., transformer.ln_f.bias,
+ * lm_head.weight = transformer.wte.weight), so amp_model_save writes what
+ * nanoGPT's model.state_dict() holds and amp_model_load reads it back;
+ * amp_gpt_load also reads Hugging Face's GPT2LMHeadModel layout (names
+ * without "transformer.", Conv1D weights stored [in, out]).
+ *
+ * Initialisation (nanoGPT's, GPT-2's): Linear and Embedding weights
+ * N(0, 0.02), biases 0, LayerNorm 1 / 0, and each residual projection
+ * (attn.c_proj and mlp.c_proj weights) N(0, 0.02 / sqrt(2 n_layer)). */
+#ifndef AMP_GPT_H
+#define AMP_GPT_H
+
+#include "amp/nn.h"
+#include "amp/optim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int64_t n_layer, n_head, n_embd, block_size, vocab_size;
+    double dropout; /* embedding, attention-weight, residual and MLP dropout (training only) */
+    bool bias;      /* biases in the Linears and LayerNorms (GPT-2: true) */
+} amp_gpt_config;
+
+/* GPT-2 small, 124M parameters. */
+#define AMP_GPT_CONFIG_GPT2 ((amp_gpt_config){12, 12, 768, 1024, 50257, 0.0, true})
+
+/* A new GPT with nanoGPT's initialisation drawn from g (NULL: the default
+ * generator). g is also the dropout generator: it must outlive the model
+ * (save it in checkpoints for a bit-exact resume). n_embd must divide by
+ * n_head; every size > 0; dropout in [0, 1). */
+amp_module *amp_gpt_new(const amp_gpt_config *c, amp_generator *g);
+/* The configuration of a model made by amp_gpt_new (error otherwise). */
+amp_status amp_gpt_get_config(const amp_module *m, amp_gpt_config *out);
+/* Sets the dropout generator (after loading a model, or to share one). */
+amp_status amp_gpt_set_generator(amp_module *m, amp_generator *g);
+
+/* amp_module_forward(gpt, idx): idx i64/i32 [B, T] (T <= block_size,
+ * tokens < vocab_size) -> logits [B, T, V]. In training mode dropout is on.
+ *
+ * The mean cross-entropy of the logits against targets [B, T] (entries -1
+ * are ignored, as nanoGPT's ignore_index=-1); *logits (may be NULL)
+ * receives them. */
+amp_tensor *amp_gpt_loss(amp_module *m, amp_tensor *idx, amp_tensor *targets, amp_tensor **logits);
+
+/* Activation checkpointing: each block's forward runs without keeping its
+ * activations and is recomputed during backward (amp_activation_checkpoint,
+ * with the model's dropout generator restored, under the forward's autocast
+ * state), giving bit-identical gradients for about one block's activations
+ * plus the residual stream between blocks. */
+amp_status amp_gpt_set_activation_checkpointing(amp_module *m, bool on);
+bool amp_gpt_activation_checkpointing(const amp_module *m);
+
+/* Weight-decay groups. decays: parameters whose name is a Linear weight
+ * (attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj): the 2-D matrices of the
+ * blocks; not decayed: biases, LayerNorm weights, and the embeddings wte
+ * (= lm_head) and wpe, as the issue, minGPT and nanoGPT before 2023 group
+ * them. With decay_embeddings (today's nanoGPT: every parameter with
+ * dim >= 2) the embeddings decay too. Sets each parameter's weight decay in
+ * the optimizers (amp_optim_set_param_weight_decay): weight_decay or 0. The
+ * optimizers may hold any subset of m's parameters (O2's half and f32
+ * optimizers); other parameters are an error. */
+amp_status amp_gpt_apply_weight_decay(amp_module *m, amp_optim *const *optims, int n_optims, double weight_decay,
+                                      bool decay_embeddings);
+
+/* Loads a safetensors state_dict written by amp_model_save, nanoGPT
+ * (torch: state_dict() saved with safetensors) or Hugging Face's
+ * GPT2LMHeadModel (h.0.attn.c_attn.weight [C, 3C], ...: names mapped and
+ * Conv1D weights transposed). lm_head.weight may be absent (tied); the
+ * causal-mask buffers (attn.bias, attn.masked_bias) are ignored. Every
+ * parameter must be present with its shape; nothing changes unless all check. */
+amp_status amp_gpt_load(amp_module *m, const char *path);
+
+/* ---- generation ---------------------------------------------------------------
+ * A KV cache: per layer the keys and values [B, n_head, block_size, hs] of
+ * the positions seen so far, in the model's dtype (or the autocast dtype of
+ * the region the first forward runs in). */
+typedef struct amp_gpt_cache amp_gpt_cache;
+amp_gpt_cache *amp_gpt_cache_new(amp_module *m, int64_t batch);
+void amp_gpt_cache_free(amp_gpt_cache *c);
+void amp_gpt_cache_reset(amp_gpt_cache *c);
+int64_t amp_gpt_cache_length(const amp_gpt_cache *c); /* positions held */
+/* Forward of idx [B, T'] at positions length .. length + T' - 1 (at most
+ * block_size in all), attending to the cached keys and values (each new
+ * token costs O(length), not O(length^2)); appends the new keys and values.
+ * Returns logits [B, T', V]. No grad (inference). */
+amp_tensor *amp_gpt_forward_cached(amp_module *m, amp_tensor *idx, amp_gpt_cache *c);
+
+typedef struct {
+    int64_t max_new_tokens;
+    double temperature;  /* 0: greedy (argmax); else logits / temperature */
+    int64_t top_k;       /* 0: all tokens; else sample among the k largest */
+    amp_generator *generator; /* sampling (NULL: the default generator) */
+    bool use_kv_cache;   /* false: every token recomputes its whole context (the reference) */
+    int64_t stop_token;  /* stop after generating it (-1: none) */
+} amp_gpt_generate_opts;
+#define AMP_GPT_GENERATE_DEFAULTS ((amp_gpt_generate_opts){100, 1.0, 0, NULL, true, -1})
+
+/* Continues the prompt (n tokens, n >= 1) by up to max_new_tokens tokens
+ * into out (capacity >= max_new_tokens); *n_out receives the count. The
+ * model runs in eval mode (dropout off; its mode is restored), under the
+ * caller's autocast state. Context: the last block_size tokens. When the
+ * cache is full, its newest block_size / 2 positions are kept by
+ * re-encoding those tokens from position 0 (one forward of block_size / 2
+ * tokens), so every token sees at least block_size / 2 tokens of context;
+ * the uncached path applies the same windows (and so gives the same
+ * tokens). Sampling: softmax of logits / temperature over the top_k
+ * largest, one uniform draw per token from the generator (counter-based:
+ * the same seed gives the same text). */
+amp_status amp_gpt_generate(amp_module *m, const int64_t *prompt, int64_t n, int64_t *out, int64_t *n_out,
+                            const amp_gpt_generate_opts *o);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,741 @@
+/* GPT-2 as nanoGPT writes it, built with the public module API only
+ * (amp/nn.h), as a user's model would be: the module tree and parameter
+ * names of nanoGPT's GPT, its initialisation, weight tying through one
+ * shared parameter, activation checkpointing through
+ * amp_activation_checkpoint, a KV cache for generation. amp/gpt.h has the
+ * contract. Shapes in comments: B batch, T sequence, C n_embd, nh heads,
+ * hs = C / nh, V vocabulary. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "amp/amp.h"
+#include "core/error.h"
+
+/* What every module of one GPT shares (reference counted: a block may
+ * outlive the model that made it). */
+typedef struct {
+    atomic_int refs;
+    amp_gpt_config cfg;
+    amp_generator *gen; /* dropout */
+    bool checkpoint;
+} gpt_shared;
+
+typedef struct {
+    gpt_shared *sh;
+    double p; /* Dropout */
+} mod_data;
+
+static gpt_shared *sh_retain(gpt_shared *s) {
+    atomic_fetch_add(&s->refs, 1);
+    return s;
+}
+static void sh_destroy(void *data) {
+    mod_data *d = data;
+    if (d->sh && atomic_fetch_sub(&d->sh->refs, 1) == 1) free(d->sh);
+    d->sh = NULL;
+}
+static gpt_shared *SH(const amp_module *m) { return ((mod_data *)amp_module_data(m))->sh; }
+static amp_module *CH(const amp_module *m, const char *name) { return amp_module_get_child(m, name); }
+static amp_tensor *P(const amp_module *m, const char *name) { return amp_module_get_parameter(m, name); }
+
+/* ---- the module classes ------------------------------------------------------------------------ */
+static amp_tensor *dropout_fwd(amp_module *m, amp_tensor *x) {
+    mod_data *d = amp_module_data(m);
+    return amp_dropout(x, d->p, amp_module_is_training(m), d->sh->gen);
+}
+static void dropout_repr(const amp_module *m, char *b, size_t n) {
+    snprintf(b, n, "p=%g, inplace=False", ((mod_data *)amp_module_data(m))->p);
+}
+static const amp_module_class dropout_class = {
+    .name = "Dropout", .forward = dropout_fwd, .extra_repr = dropout_repr, .destroy = sh_destroy};
+
+/* nanoGPT's LayerNorm: weight and an optional bias */
+static amp_tensor *ln_fwd(amp_module *m, amp_tensor *x) {
+    return amp_layer_norm(x, 1, P(m, "weight"), SH(m)->cfg.bias ? P(m, "bias") : NULL, 1e-5);
+}
+static const amp_module_class ln_class = {.name = "LayerNorm", .forward = ln_fwd, .destroy = sh_destroy, .flags = AMP_MODULE_NORM};
+
+/* the LM head: a bias-free Linear whose weight is wte's */
+static amp_tensor *head_fwd(amp_module *m, amp_tensor *x) { return amp_linear(x, P(m, "weight"), NULL); }
+static void head_repr(const amp_module *m, char *b, size_t n) {
+    const amp_gpt_config *c = &SH(m)->cfg;
+    snprintf(b, n, "in_features=%lld, out_features=%lld, bias=False", (long long)c->n_embd, (long long)c->vocab_size);
+}
+static const amp_module_class head_class = {.name = "Linear", .forward = head_fwd, .extra_repr = head_repr, .destroy = sh_destroy};
+
+/* q, k, v of the fused projection qkv [B, T, 3C]: [B, nh, T, hs] views (no copy) */
+static void split_heads(amp_tensor *qkv, const amp_gpt_config *c, amp_tensor **hd) {
+    int64_t B = amp_tensor_dim(qkv, 0), T = amp_tensor_dim(qkv, 1), C = c->n_embd, nh = c->n_head;
+    for (int i = 0; i < 3; i++)
+        hd[i] = amp_transpose(amp_reshape(amp_slice(qkv, 2, i * C, (i + 1) * C, 1), 4, AMP_SHAPE(B, T, nh, C / nh)), 1, 2);
+}
+
+/* y [B, nh, T, hs] -> c_proj(y [B, T, C]) with residual dropout */
+static amp_tensor *attn_out(amp_module *m, amp_tensor *y) {
+    int64_t B = amp_tensor_dim(y, 0), T = amp_tensor_dim(y, 2), C = SH(m)->cfg.n_embd;
+    amp_tensor *yc = amp_reshape(amp_transpose(y, 1, 2), 3, AMP_SHAPE(B, T, C)); /* a copy: transpose is not contiguous */
+    return amp_module_forward(CH(m, "resid_dropout"), amp_module_forward(CH(m, "c_proj"), yc));
+}
+
+static amp_tensor *attn_fwd(amp_module *m, amp_tensor *x) { /* x [B, T, C] */
+    gpt_shared *s = SH(m);
+    amp_tensor *qkv = amp_module_forward(CH(m, "c_attn"), x); /* [B, T, 3C] */
+    if (!qkv) return NULL;
+    amp_tensor *hd[3];
+    split_heads(qkv, &s->cfg, hd);
+    amp_sdpa_opts o = AMP_SDPA_DEFAULTS;
+    o.is_causal = true;
+    o.dropout_p = amp_module_is_training(m) ? s->cfg.dropout : 0.0;
+    o.generator = s->gen;
+    return attn_out(m, amp_scaled_dot_product_attention_ex(hd[0], hd[1], hd[2], &o));
+}
+static const amp_module_class attn_class = {.name = "CausalSelfAttention", .forward = attn_fwd, .destroy = sh_destroy};
+
+static amp_tensor *mlp_fwd(amp_module *m, amp_tensor *x) {
+    amp_tensor *h = amp_module_forward(CH(m, "gelu"), amp_module_forward(CH(m, "c_fc"), x));
+    return amp_module_forward(CH(m, "dropout"), amp_module_forward(CH(m, "c_proj"), h));
+}
+static const amp_module_class mlp_class = {.name = "MLP", .forward = mlp_fwd, .destroy = sh_destroy};
+
+/* A block frees its temporaries as it returns: only what autograd saved
+ * (and the output) outlives the call, as with torch's reference counts. */
+static amp_tensor *block_fwd(amp_module *m, amp_tensor *x) {
+    amp_scope *sc = amp_scope_begin();
+    if (!sc) return NULL;
+    amp_tensor *h = amp_add(x, amp_module_forward(CH(m, "attn"), amp_module_forward(CH(m, "ln_1"), x)));
+    amp_tensor *y = h ? amp_add(h, amp_module_forward(CH(m, "mlp"), amp_module_forward(CH(m, "ln_2"), h))) : NULL;
+    return amp_scope_end_keep(sc, y);
+}
+static const amp_module_class block_class = {.name = "Block", .forward = block_fwd, .destroy = sh_destroy};
+
+static const amp_module_class dict_class = {.name = "ModuleDict", .destroy = sh_destroy};
+
+static amp_tensor *ckpt_block(void *arg, amp_tensor *const *in, int n) {
+    (void)n;
+    return amp_module_forward((amp_module *)arg, in[0]);
+}
+
+static amp_tensor *gpt_fwd(amp_module *m, amp_tensor *idx) {
+    static const char *fn = "amp_gpt_forward";
+    gpt_shared *s = SH(m);
+    const amp_gpt_config *c = &s->cfg;
+    if (amp_tensor_ndim(idx) != 2 || (amp_tensor_dtype(idx) != AMP_I64 && amp_tensor_dtype(idx) != AMP_I32)) {
+        char b[64];
+        return amp_error_null(AMP_ERR_SHAPE, "%s: idx must be i64 or i32 [B, T], got %s %s", fn,
+                              amp_dtype_name(amp_tensor_dtype(idx)), amp_shape_str(idx, b, sizeof b));
+    }
+    int64_t T = amp_tensor_dim(idx, 1);
+    if (T < 1 || T > c->block_size)
+        return amp_error_null(AMP_ERR_SHAPE, "%s: sequence length %lld is outside 1..block_size %lld", fn, (long long)T,
+                              (long long)c->block_size);
+    amp_scope *sc = amp_scope_begin();
+    if (!sc) return NULL;
+    amp_module *tr = CH(m, "transformer");
+    amp_tensor *pos = amp_tensor_arange(0, (double)T, 1, AMP_I64);
+    amp_tensor *x = amp_add(amp_module_forward(CH(tr, "wte"), idx), amp_module_forward(CH(tr, "wpe"), pos)); /* [B, T, C] */
+    x = amp_module_forward(CH(tr, "drop"), x);
+    amp_module *h = CH(tr, "h");
+    amp_checkpoint_opts co = {&s->gen, 1};
+    for (int l = 0; l < c->n_layer && x; l++) {
+        amp_module *blk = amp_module_child_at(h, l, NULL);
+        x = s->checkpoint ? amp_activation_checkpoint(ckpt_block, blk, &x, 1, &co) : amp_module_forward(blk, x);
+    }
+    x = amp_module_forward(CH(tr, "ln_f"), x);
+    amp_tensor *logits = amp_module_forward(CH(m, "lm_head"), x); /* [B, T, V] */
+    return amp_scope_end_keep(sc, logits);
+}
+static const amp_module_class gpt_class = {.name = "GPT", .forward = gpt_fwd, .destroy = sh_destroy};
+
+/* ---- construction ---------------------------------------------------------------------------------- */
+static amp_module *new_mod(const amp_module_class *cls, gpt_shared *s) {
+    amp_module *m = amp_module_new(cls, sizeof(mod_data));
+    if (m) ((mod_data *)amp_module_data(m))->sh = sh_retain(s);
+    return m;
+}
+
+/* Registers child under name when everything went well so far (ok), frees
+ * it otherwise; register_module takes the child's reference either way. */
+static void take(amp_module *parent, const char *name, amp_module *child, bool *ok) {
+    if (*ok && child && parent) *ok = amp_module_register_module(parent, name, child) != NULL;
+    else {
+        amp_module_free(child);
+        *ok = false;
+    }
+}
+
+static amp_module *dropout_new(gpt_shared *s) {
+    amp_module *m = new_mod(&dropout_class, s);
+    if (m) ((mod_data *)amp_module_data(m))->p = s->cfg.dropout;
+    return m;
+}
+
+static amp_module *ln_new(gpt_shared *s) {
+    amp_module *m = new_mod(&ln_class, s);
+    if (!m) return NULL;
+    int64_t C = s->cfg.n_embd;
+    amp_mem_push_category(AMP_MEM_PARAM);
+    amp_tensor *w = amp_tensor_ones(AMP_F32, 1, AMP_SHAPE(C));
+    amp_tensor *b = s->cfg.bias ? amp_tensor_zeros(AMP_F32, 1, AMP_SHAPE(C)) : NULL;
+    amp_mem_pop_category();
+    bool ok = w && (!s->cfg.bias || b);
+    if (!ok) {
+        amp_tensor_free(w);
+        amp_tensor_free(b);
+    } else {
+        ok = amp_module_register_parameter(m, "weight", w) != NULL;
+        if (b) ok = ok ? amp_module_register_parameter(m, "bias", b) != NULL : (amp_tensor_free(b), false);
+    }
+    if (!ok) {
+        amp_module_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* nn.Linear re-initialised as GPT-2: weight N(0, std), bias 0 */
+static amp_module *linear_new(int64_t in, int64_t out, bool bias, double std, amp_generator *g) {
+    amp_module *m = amp_nn_linear(in, out, bias, g);
+    if (!m) return NULL;
+    if (amp_tensor_normal_(P(m, "weight"), 0.0, std, g) != AMP_OK || (bias && amp_tensor_zero_(P(m, "bias")) != AMP_OK)) {
+        amp_module_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static amp_module *block_new(gpt_shared *s, amp_generator *g) {
+    const amp_gpt_config *c = &s->cfg;
+    int64_t C = c->n_embd;
+    double proj_std = 0.02 / sqrt(2.0 * (double)c->n_layer);
+    amp_module *b = new_mod(&block_class, s), *attn = new_mod(&attn_class, s), *mlp = new_mod(&mlp_class, s);
+    bool ok = b && attn && mlp;
+    take(attn, "c_attn", linear_new(C, 3 * C, c->bias, 0.02, g), &ok);
+    take(attn, "c_proj", linear_new(C, C, c->bias, proj_std, g), &ok);
+    take(attn, "attn_dropout", dropout_new(s), &ok);
+    take(attn, "resid_dropout", dropout_new(s), &ok);
+    take(mlp, "c_fc", linear_new(C, 4 * C, c->bias, 0.02, g), &ok);
+    take(mlp, "gelu", amp_nn_gelu(AMP_GELU_TANH), &ok);
+    take(mlp, "c_proj", linear_new(4 * C, C, c->bias, proj_std, g), &ok);
+    take(mlp, "dropout", dropout_new(s), &ok);
+    take(b, "ln_1", ln_new(s), &ok);
+    take(b, "attn", attn, &ok);
+    take(b, "ln_2", ln_new(s), &ok);
+    take(b, "mlp", mlp, &ok);
+    if (!ok) {
+        amp_module_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+static amp_status check_config(const char *fn, const amp_gpt_config *c) {
+    if (!c) return amp_error(AMP_ERR_ARG, "%s: config is NULL", fn);
+    if (c->n_layer < 1 || c->n_layer > 1000 || c->n_head < 1 || c->n_embd < 1 || c->block_size < 1 || c->vocab_size < 1 ||
+        c->n_embd > (1 << 20) || c->block_size > (1 << 24) || c->vocab_size > (1 << 26) || c->n_head > c->n_embd)
+        return amp_error(AMP_ERR_ARG, "%s: n_layer %lld, n_head %lld, n_embd %lld, block_size %lld, vocab_size %lld: each "
+                                      "must be >= 1 (n_layer <= 1000, n_embd <= 2^20, block_size <= 2^24, vocab <= 2^26)",
+                         fn, (long long)c->n_layer, (long long)c->n_head, (long long)c->n_embd, (long long)c->block_size,
+                         (long long)c->vocab_size);
+    if (c->n_embd % c->n_head)
+        return amp_error(AMP_ERR_ARG, "%s: n_embd %lld is not a multiple of n_head %lld", fn, (long long)c->n_embd,
+                         (long long)c->n_head);
+    if (!(c->dropout >= 0 && c->dropout < 1)) return amp_error(AMP_ERR_ARG, "%s: dropout %g is outside [0, 1)", fn, c->dropout);
+    return AMP_OK;
+}
+
+amp_module *amp_gpt_new(const amp_gpt_config *c, amp_generator *g) {
+    static const char *fn = "amp_gpt_new";
+    if (check_config(fn, c) != AMP_OK) return NULL;
+    if (!g) g = amp_default_generator();
+    gpt_shared *s = calloc(1, sizeof *s);
+    if (!s) return amp_error_null(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    atomic_init(&s->refs, 1); /* this function's; the modules take their own */
+    s->cfg = *c;
+    s->gen = g;
+    amp_module *m = new_mod(&gpt_class, s), *tr = new_mod(&dict_class, s), *h = amp_nn_module_list();
+    amp_module *wte = amp_nn_embedding(c->vocab_size, c->n_embd, g), *wpe = amp_nn_embedding(c->block_size, c->n_embd, g);
+    bool ok = m && tr && h && wte && wpe && amp_tensor_normal_(P(wte, "weight"), 0.0, 0.02, g) == AMP_OK &&
+              amp_tensor_normal_(P(wpe, "weight"), 0.0, 0.02, g) == AMP_OK;
+    amp_tensor *tied = ok ? P(wte, "weight") : NULL;
+    take(tr, "wte", wte, &ok);
+    take(tr, "wpe", wpe, &ok);
+    take(tr, "drop", dropout_new(s), &ok);
+    for (int64_t l = 0; ok && l < c->n_layer; l++) ok = amp_module_append(h, block_new(s, g)) == AMP_OK;
+    take(tr, "h", h, &ok);
+    take(tr, "ln_f", ln_new(s), &ok);
+    take(m, "transformer", tr, &ok);
+    amp_module *head = ok ? new_mod(&head_class, s) : NULL;
+    if (head && !amp_module_register_parameter(head, "weight", amp_tensor_retain(tied))) {
+        amp_module_free(head);
+        head = NULL;
+    }
+    ok = ok && head;
+    take(m, "lm_head", head, &ok);
+    sh_destroy(&(mod_data){s, 0});
+    if (!ok) {
+        amp_module_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static amp_status gpt_of(const char *fn, const amp_module *m) {
+    if (!m) return amp_error(AMP_ERR_ARG, "%s: model is NULL", fn);
+    if (amp_module_class_of(m) != &gpt_class)
+        return amp_error(AMP_ERR_ARG, "%s: the model is a %s, not a GPT made by amp_gpt_new", fn, amp_module_kind(m));
+    return AMP_OK;
+}
+
+amp_status amp_gpt_get_config(const amp_module *m, amp_gpt_config *out) {
+    if (gpt_of("amp_gpt_get_config", m) != AMP_OK) return amp_last_status();
+    if (!out) return amp_error(AMP_ERR_ARG, "amp_gpt_get_config: out is NULL");
+    *out = SH(m)->cfg;
+    return AMP_OK;
+}
+
+amp_status amp_gpt_set_generator(amp_module *m, amp_generator *g) {
+    if (gpt_of("amp_gpt_set_generator", m) != AMP_OK) return amp_last_status();
+    SH(m)->gen = g ? g : amp_default_generator();
+    return AMP_OK;
+}
+
+amp_status amp_gpt_set_activation_checkpointing(amp_module *m, bool on) {
+    if (gpt_of("amp_gpt_set_activation_checkpointing", m) != AMP_OK) return amp_last_status();
+    SH(m)->checkpoint = on;
+    return AMP_OK;
+}
+
+bool amp_gpt_activation_checkpointing(const amp_module *m) {
+    return gpt_of("amp_gpt_activation_checkpointing", m) == AMP_OK && SH(m)->checkpoint;
+}
+
+amp_tensor *amp_gpt_loss(amp_module *m, amp_tensor *idx, amp_tensor *targets, amp_tensor **logits) {
+    static const char *fn = "amp_gpt_loss";
+    if (logits) *logits = NULL;
+    if (gpt_of(fn, m) != AMP_OK) return NULL;
+    if (!idx || !targets) return amp_error_null(AMP_ERR_ARG, "%s: idx or targets is NULL", fn);
+    if (amp_tensor_ndim(targets) != 2 || amp_tensor_ndim(idx) != 2 || amp_tensor_dim(targets, 0) != amp_tensor_dim(idx, 0) ||
+        amp_tensor_dim(targets, 1) != amp_tensor_dim(idx, 1)) {
+        char a[64], b[64];
+        return amp_error_null(AMP_ERR_SHAPE, "%s: targets %s must have idx's shape %s", fn, amp_shape_str(targets, a, sizeof a),
+                              amp_shape_str(idx, b, sizeof b));
+    }
+    amp_tensor *lg = amp_module_forward(m, idx);
+    if (!lg) return NULL;
+    int64_t BT = amp_tensor_dim(idx, 0) * amp_tensor_dim(idx, 1), V = SH(m)->cfg.vocab_size;
+    amp_loss_opts o = AMP_LOSS_DEFAULTS;
+    o.ignore_index = -1;
+    amp_tensor *loss = amp_cross_entropy(amp_reshape(lg, 2, AMP_SHAPE(BT, V)), amp_reshape(targets, 1, AMP_SHAPE(BT)), &o);
+    if (logits) *logits = lg;
+    return loss;
+}
+
+/* ---- weight decay groups -------------------------------------------------------------------------- */
+static bool ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+static bool name_decays(const char *name, bool emb) {
+    if (ends_with(name, ".c_attn.weight") || ends_with(name, ".c_proj.weight") || ends_with(name, ".c_fc.weight")) return true;
+    return emb && (!strcmp(name, "transformer.wte.weight") || !strcmp(name, "transformer.wpe.weight") ||
+                   !strcmp(name, "lm_head.weight"));
+}
+
+amp_status amp_gpt_apply_weight_decay(amp_module *m, amp_optim *const *optims, int n_optims, double weight_decay,
+                                      bool decay_embeddings) {
+    static const char *fn = "amp_gpt_apply_weight_decay";
+    if (gpt_of(fn, m) != AMP_OK) return amp_last_status();
+    if (n_optims < 1 || !optims) return amp_error(AMP_ERR_ARG, "%s: no optimizers (n_optims %d)", fn, n_optims);
+    int np = amp_module_parameters(m, NULL, NULL, 0);
+    amp_tensor **ps = calloc((size_t)np, sizeof *ps);
+    const char **names = calloc((size_t)np, sizeof *names);
+    if (!ps || !names) {
+        free(ps);
+        free(names);
+        return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    }
+    amp_module_parameters(m, ps, names, np);
+    amp_status st = AMP_OK;
+    for (int k = 0; k < n_optims && st == AMP_OK; k++) {
+        if (!optims[k]) {
+            st = amp_error(AMP_ERR_ARG, "%s: optims[%d] is NULL", fn, k);
+            break;
+        }
+        int n = amp_optim_num_params(optims[k]);
+        for (int i = 0; i < n && st == AMP_OK; i++) {
+            amp_tensor *p = amp_optim_param(optims[k], i);
+            int j = 0;
+            while (j < np && ps[j] != p) j++;
+            if (j == np) {
+                st = amp_error(AMP_ERR_ARG, "%s: parameter %d of optims[%d] is not one of the model's", fn, i, k);
+                break;
+            }
+            st = amp_optim_set_param_weight_decay(optims[k], i, name_decays(names[j], decay_embeddings) ? weight_decay : 0.0);
+        }
+    }
+    free(ps);
+    free(names);
+    return st;
+}
+
+/* ---- loading PyTorch / Hugging Face state dicts ------------------------------------------------------- */
+static bool conv1d_name(const char *n) {
+    return ends_with(n, ".c_attn.weight") || ends_with(n, ".c_proj.weight") || ends_with(n, ".c_fc.weight");
+}
+
+static bool ignorable(const char *n) {
+    return ends_with(n, ".attn.bias") || ends_with(n, ".attn.masked_bias") || !strcmp(n, "lm_head.weight");
+}
+
+amp_status amp_gpt_load(amp_module *m, const char *path) {
+    static const char *fn = "amp_gpt_load";
+    if (gpt_of(fn, m) != AMP_OK) return amp_last_status();
+    if (!path) return amp_error(AMP_ERR_ARG, "%s: path is NULL", fn);
+    amp_safetensors *f = amp_safetensors_read(path);
+    if (!f) return amp_error(amp_last_status(), "%s: %s", fn, amp_last_error());
+    const amp_gpt_config *c = &SH(m)->cfg;
+    int np = amp_module_parameters(m, NULL, NULL, 0);
+    amp_tensor **ps = calloc((size_t)np, sizeof *ps), **vals = calloc((size_t)np, sizeof *vals);
+    const char **names = calloc((size_t)np, sizeof *names);
+    int nf = amp_safetensors_count(f);
+    bool *used = calloc((size_t)nf + 1, sizeof *used);
+    amp_status st = AMP_OK;
+    if (!ps || !vals || !names || !used) {
+        st = amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+        goto out;
+    }
+    amp_module_parameters(m, ps, names, np);
+    /* the layout: nanoGPT's Linear [3C, C] or Hugging Face's Conv1D [C, 3C] */
+    bool hf_prefixless = amp_safetensors_find(f, "wte.weight") >= 0;
+    bool conv1d = false;
+    char key[256];
+    snprintf(key, sizeof key, "%sh.0.attn.c_attn.weight", hf_prefixless ? "" : "transformer.");
+    int ka = amp_safetensors_find(f, key);
+    if (ka >= 0) {
+        amp_safetensors_info inf;
+        amp_safetensors_info_at(f, ka, &inf);
+        conv1d = inf.ndim == 2 && inf.shape[0] == c->n_embd && inf.shape[1] == 3 * c->n_embd;
+    }
+    for (int i = 0; i < np && st == AMP_OK; i++) {
+        const char *want = names[i];
+        const char *fname = hf_prefixless && !strncmp(want, "transformer.", 12) ? want + 12 : want;
+        int k = amp_safetensors_find(f, fname);
+        if (k < 0) {
+            st = amp_error(AMP_ERR_FORMAT, "%s: %s: no tensor %s (the model's parameter %s)", fn, path, fname, want);
+            break;
+        }
+        used[k] = true;
+        amp_tensor *t = amp_safetensors_get(f, fname);
+        if (!t) {
+            st = amp_last_status();
+            break;
+        }
+        if (conv1d && conv1d_name(want) && amp_tensor_ndim(t) == 2) {
+            amp_tensor *tt = amp_contiguous(amp_transpose(t, 0, 1));
+            amp_tensor *own = tt ? amp_tensor_keep(tt) : NULL;
+            amp_tensor_free(t);
+            t = own;
+            if (!t) {
+                st = amp_last_status();
+                break;
+            }
+        }
+        if (amp_tensor_ndim(t) != amp_tensor_ndim(ps[i]) ||
+            memcmp(amp_tensor_shape(t), amp_tensor_shape(ps[i]), sizeof(int64_t) * (size_t)amp_tensor_ndim(t))) {
+            char a[64], b[64];
+            st = amp_error(AMP_ERR_SHAPE, "%s: %s: %s has shape %s%s, the model's %s is %s (a different configuration?)", fn, path,
+                           fname, amp_shape_str(t, a, sizeof a), conv1d && conv1d_name(want) ? " (transposed from Conv1D)" : "",
+                           want, amp_shape_str(ps[i], b, sizeof b));
+            amp_tensor_free(t);
+            break;
+        }
+        if (!amp_dtype_is_float(amp_tensor_dtype(t))) {
+            st = amp_error(AMP_ERR_DTYPE, "%s: %s: %s is %s, not a float tensor", fn, path, fname, amp_dtype_name(amp_tensor_dtype(t)));
+            amp_tensor_free(t);
+            break;
+        }
+        vals[i] = t;
+    }
+    for (int k = 0; k < nf && st == AMP_OK; k++) {
+        amp_safetensors_info inf;
+        amp_safetensors_info_at(f, k, &inf);
+        if (used[k] || ignorable(inf.name)) continue;
+        st = amp_error(AMP_ERR_FORMAT, "%s: %s holds %s, which this GPT (n_layer %lld, bias %s) has no parameter for", fn, path,
+                       inf.name, (long long)c->n_layer, c->bias ? "true" : "false");
+    }
+    for (int i = 0; i < np && st == AMP_OK; i++) st = amp_tensor_copy_(ps[i], vals[i]);
+out:
+    if (vals)
+        for (int i = 0; i < np; i++) amp_tensor_free(vals[i]);
+    free(vals);
+    free(ps);
+    free(names);
+    free(used);
+    amp_safetensors_free(f);
+    return st;
+}
+
+/* ---- KV cache ---------------------------------------------------------------------------------------------- */
+struct amp_gpt_cache {
+    amp_module *m;
+    int64_t B, len;
+    int n_layer;
+    amp_dtype dt;
+    amp_tensor **k, **v; /* per layer [B, nh, block_size, hs], allocated at the first forward */
+};
+
+amp_gpt_cache *amp_gpt_cache_new(amp_module *m, int64_t batch) {
+    static const char *fn = "amp_gpt_cache_new";
+    if (gpt_of(fn, m) != AMP_OK) return NULL;
+    if (batch < 1 || batch > (1 << 20)) return amp_error_null(AMP_ERR_ARG, "%s: batch %lld must be 1..2^20", fn, (long long)batch);
+    amp_gpt_cache *c = calloc(1, sizeof *c);
+    int L = (int)SH(m)->cfg.n_layer;
+    if (c) {
+        c->k = calloc((size_t)L, sizeof *c->k);
+        c->v = calloc((size_t)L, sizeof *c->v);
+    }
+    if (!c || !c->k || !c->v) {
+        if (c) {
+            free(c->k);
+            free(c->v);
+        }
+        free(c);
+        return amp_error_null(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    }
+    c->m = amp_module_retain(m);
+    c->B = batch;
+    c->n_layer = L;
+    c->dt = AMP_DTYPE_COUNT;
+    return c;
+}
+
+void amp_gpt_cache_free(amp_gpt_cache *c) {
+    if (!c) return;
+    for (int l = 0; l < c->n_layer; l++) {
+        amp_tensor_free(c->k[l]);
+        amp_tensor_free(c->v[l]);
+    }
+    free(c->k);
+    free(c->v);
+    amp_module_free(c->m);
+    free(c);
+}
+
+void amp_gpt_cache_reset(amp_gpt_cache *c) {
+    if (c) c->len = 0;
+}
+int64_t amp_gpt_cache_length(const amp_gpt_cache *c) {
+    if (!c) amp_error(AMP_ERR_ARG, "amp_gpt_cache_length: cache is NULL");
+    return c ? c->len : -1;
+}
+
+/* One block on new tokens x [B, T', C] at positions c->len ..: keys and
+ * values appended to layer l's cache, queries attend to all of them. */
+static amp_tensor *block_cached(amp_module *blk, amp_tensor *x, amp_gpt_cache *c, int l) {
+    amp_module *at = CH(blk, "attn");
+    gpt_shared *s = SH(blk);
+    int64_t B = amp_tensor_dim(x, 0), Tn = amp_tensor_dim(x, 1), L0 = c->len, S = L0 + Tn;
+    int64_t nh = s->cfg.n_head, hs = s->cfg.n_embd / nh, W = s->cfg.block_size;
+    amp_tensor *qkv = amp_module_forward(CH(at, "c_attn"), amp_module_forward(CH(blk, "ln_1"), x));
+    if (!qkv) return NULL;
+    amp_tensor *hd[3];
+    split_heads(qkv, &s->cfg, hd);
+    if (!c->k[l]) {
+        amp_mem_push_category(AMP_MEM_ACTIVATION);
+        c->k[l] = amp_tensor_keep(amp_tensor_zeros(amp_tensor_dtype(hd[1]), 4, AMP_SHAPE(B, nh, W, hs)));
+        c->v[l] = amp_tensor_keep(amp_tensor_zeros(amp_tensor_dtype(hd[2]), 4, AMP_SHAPE(B, nh, W, hs)));
+        amp_mem_pop_category();
+        if (!c->k[l] || !c->v[l]) return NULL;
+    }
+    if (amp_tensor_dtype(c->k[l]) != amp_tensor_dtype(hd[1]))
+        return amp_error_null(AMP_ERR_DTYPE, "amp_gpt_forward_cached: the cache holds %s keys, this forward computes %s (the "
+                                             "autocast state or the model's dtype changed: amp_gpt_cache_reset)",
+                              amp_dtype_name(amp_tensor_dtype(c->k[l])), amp_dtype_name(amp_tensor_dtype(hd[1])));
+    if (amp_tensor_copy_(amp_slice(c->k[l], 2, L0, S, 1), hd[1]) != AMP_OK ||
+        amp_tensor_copy_(amp_slice(c->v[l], 2, L0, S, 1), hd[2]) != AMP_OK)
+        return NULL;
+    amp_sdpa_opts o = AMP_SDPA_DEFAULTS;
+    amp_tensor *mask = NULL;
+    if (Tn > 1 && L0 == 0) {
+        o.is_causal = true;
+    } else if (Tn > 1) { /* new query i (position L0 + i) sees keys j <= L0 + i: bottom-right aligned */
+        mask = amp_tensor_zeros(AMP_U8, 2, AMP_SHAPE(Tn, S));
+        if (!mask) return NULL;
+        uint8_t *pm = amp_tensor_data(mask);
+        for (int64_t i = 0; i < Tn; i++)
+            for (int64_t j = 0; j <= L0 + i; j++) pm[i * S + j] = 1;
+        o.attn_mask = mask;
+    }
+    amp_tensor *y = amp_scaled_dot_product_attention_ex(hd[0], amp_slice(c->k[l], 2, 0, S, 1), amp_slice(c->v[l], 2, 0, S, 1), &o);
+    amp_tensor *h = amp_add(x, attn_out(at, y));
+    return h ? amp_add(h, amp_module_forward(CH(blk, "mlp"), amp_module_forward(CH(blk, "ln_2"), h))) : NULL;
+}
+
+amp_tensor *amp_gpt_forward_cached(amp_module *m, amp_tensor *idx, amp_gpt_cache *c) {
+    static const char *fn = "amp_gpt_forward_cached";
+    if (gpt_of(fn, m) != AMP_OK) return NULL;
+    if (!c || !idx) return amp_error_null(AMP_ERR_ARG, "%s: cache or idx is NULL", fn);
+    if (c->m != m) return amp_error_null(AMP_ERR_ARG, "%s: the cache was made for another model", fn);
+    const amp_gpt_config *cf = &SH(m)->cfg;
+    if (amp_tensor_ndim(idx) != 2 || amp_tensor_dim(idx, 0) != c->B ||
+        (amp_tensor_dtype(idx) != AMP_I64 && amp_tensor_dtype(idx) != AMP_I32)) {
+        char b[64];
+        return amp_error_null(AMP_ERR_SHAPE, "%s: idx must be i64 or i32 [%lld, T], got %s %s", fn, (long long)c->B,
+                              amp_dtype_name(amp_tensor_dtype(idx)), amp_shape_str(idx, b, sizeof b));
+    }
+    int64_t Tn = amp_tensor_dim(idx, 1);
+    if (Tn < 1 || c->len + Tn > cf->block_size)
+        return amp_error_null(AMP_ERR_RANGE, "%s: %lld cached + %lld new positions exceed block_size %lld (reset the cache)", fn,
+                              (long long)c->len, (long long)Tn, (long long)cf->block_size);
+    amp_module_io io;
+    bool has_io = amp_module_get_io(m, &io);
+    amp_no_grad_begin();
+    bool ac = has_io && io.autocast && amp_autocast_enter(io.autocast_dtype) == AMP_OK;
+    amp_scope *sc = amp_scope_begin();
+    amp_module *tr = CH(m, "transformer"), *h = CH(tr, "h");
+    amp_tensor *pos = amp_tensor_arange((double)c->len, (double)(c->len + Tn), 1, AMP_I64);
+    amp_tensor *x = amp_add(amp_module_forward(CH(tr, "wte"), idx), amp_module_forward(CH(tr, "wpe"), pos));
+    for (int l = 0; l < c->n_layer && x; l++) x = block_cached(amp_module_child_at(h, l, NULL), x, c, l);
+    amp_tensor *logits = amp_module_forward(CH(m, "lm_head"), amp_module_forward(CH(tr, "ln_f"), x));
+    if (logits && has_io && io.output != AMP_DTYPE_COUNT && amp_tensor_dtype(logits) != io.output) logits = amp_to(logits, io.output);
+    if (logits) c->len += Tn;
+    logits = sc ? amp_scope_end_keep(sc, logits) : NULL;
+    if (ac) amp_autocast_exit();
+    amp_no_grad_end();
+    return logits;
+}
+
+/* ---- generation ----------------------------------------------------------------------------------------- */
+/* Next token from a logits row (V floats). */
+static int64_t sample(const float *row, int64_t V, const amp_gpt_generate_opts *o, amp_generator *g, double *scratch) {
+    int64_t best = 0;
+    for (int64_t v = 1; v < V; v++)
+        if (row[v] > row[best]) best = v;
+    if (o->temperature <= 0) return best;
+    for (int64_t v = 0; v < V; v++) scratch[v] = (double)row[v] / o->temperature;
+    double cut = -INFINITY;
+    if (o->top_k > 0 && o->top_k < V) { /* the k-th largest value (ties kept, as nanoGPT's logits < v[-1]) */
+        double *tmp = scratch + V;
+        memcpy(tmp, scratch, sizeof(double) * (size_t)V);
+        int64_t lo = 0, hi = V - 1, k = o->top_k - 1; /* quickselect for descending order */
+        while (lo < hi) {
+            double piv = tmp[(lo + hi) / 2];
+            int64_t i = lo, j = hi;
+            while (i <= j) {
+                while (tmp[i] > piv) i++;
+                while (tmp[j] < piv) j--;
+                if (i <= j) {
+                    double t = tmp[i];
+                    tmp[i] = tmp[j];
+                    tmp[j] = t;
+                    i++;
+                    j--;
+                }
+            }
+            if (k <= j) hi = j;
+            else if (k >= i) lo = i;
+            else break;
+        }
+        cut = tmp[k];
+    }
+    double mx = scratch[best], sum = 0;
+    for (int64_t v = 0; v < V; v++) {
+        scratch[v] = scratch[v] < cut ? 0.0 : exp(scratch[v] - mx);
+        sum += scratch[v];
+    }
+    amp_tensor *u = amp_tensor_uniform(AMP_F32, 1, AMP_SHAPE(1), 0.0, 1.0, g);
+    double r = u ? amp_tensor_item(u) * sum : 0;
+    amp_tensor_free(u);
+    double acc = 0;
+    int64_t last = best;
+    for (int64_t v = 0; v < V; v++) {
+        if (scratch[v] <= 0) continue;
+        acc += scratch[v];
+        last = v;
+        if (r < acc) return v;
+    }
+    return last;
+}
+
+amp_status amp_gpt_generate(amp_module *m, const int64_t *prompt, int64_t n, int64_t *out, int64_t *n_out,
+                            const amp_gpt_generate_opts *o) {
+    static const char *fn = "amp_gpt_generate";
+    if (gpt_of(fn, m) != AMP_OK) return amp_last_status();
+    if (n_out) *n_out = 0;
+    amp_gpt_generate_opts d = AMP_GPT_GENERATE_DEFAULTS;
+    if (!o) o = &d;
+    if (!prompt || n < 1 || !n_out || (o->max_new_tokens > 0 && !out))
+        return amp_error(AMP_ERR_ARG, "%s: need a prompt of at least one token, out and n_out", fn);
+    if (o->max_new_tokens < 0 || o->max_new_tokens > (1 << 24) || n > (1 << 24))
+        return amp_error(AMP_ERR_ARG, "%s: max_new_tokens %lld / prompt length %lld out of range", fn,
+                         (long long)o->max_new_tokens, (long long)n);
+    if (!(o->temperature >= 0) || !isfinite(o->temperature) || o->top_k < 0)
+        return amp_error(AMP_ERR_ARG, "%s: temperature %g must be >= 0 and finite, top_k %lld >= 0", fn, o->temperature,
+                         (long long)o->top_k);
+    const amp_gpt_config *cf = &SH(m)->cfg;
+    int64_t V = cf->vocab_size, W = cf->block_size, H = W / 2 > 0 ? W / 2 : 1;
+    for (int64_t i = 0; i < n; i++)
+        if (prompt[i] < 0 || prompt[i] >= V)
+            return amp_error(AMP_ERR_RANGE, "%s: prompt token %lld (at %lld) is outside the vocabulary 0..%lld", fn,
+                             (long long)prompt[i], (long long)i, (long long)V - 1);
+    amp_generator *g = o->generator ? o->generator : amp_default_generator();
+    int64_t total = n + o->max_new_tokens;
+    int64_t *seq = malloc(sizeof(int64_t) * (size_t)total);
+    double *scratch = malloc(sizeof(double) * 2 * (size_t)V);
+    float *row = malloc(sizeof(float) * (size_t)V);
+    amp_gpt_cache *cache = o->use_kv_cache ? amp_gpt_cache_new(m, 1) : NULL;
+    amp_status st = AMP_OK;
+    if (!seq || !scratch || !row || (o->use_kv_cache && !cache)) {
+        st = cache || !o->use_kv_cache ? amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn) : amp_last_status();
+        goto done;
+    }
+    memcpy(seq, prompt, sizeof(int64_t) * (size_t)n);
+    bool was = amp_module_is_training(m);
+    amp_module_train(m, false);
+    amp_no_grad_begin();
+    int64_t len = n, ws = n > W ? n - W : 0, cached_ws = -1;
+    while (len < total && st == AMP_OK) {
+        if (len - ws > W) ws = len - H; /* the window is full: keep its newest half */
+        amp_scope *sc = amp_scope_begin();
+        amp_tensor *logits;
+        int64_t from;
+        if (cache) {
+            if (cached_ws != ws) { /* a new window: encode it from position 0 */
+                amp_gpt_cache_reset(cache);
+                cached_ws = ws;
+            }
+            from = ws + amp_gpt_cache_length(cache);
+            amp_tensor *x = amp_tensor_from_data(seq + from, AMP_I64, 2, AMP_SHAPE(1, len - from));
+            logits = amp_gpt_forward_cached(m, x, cache);
+        } else {
+            from = ws;
+            amp_tensor *x = amp_tensor_from_data(seq + from, AMP_I64, 2, AMP_SHAPE(1, len - from));
+            logits = amp_module_forward(m, x);
+        }
+        if (logits) {
+            amp_tensor *last = amp_slice(amp_reshape(logits, 2, AMP_SHAPE(len - from, V)), 0, len - from - 1, len - from, 1);
+            st = last ? amp_tensor_copy_out(last, row, AMP_F32) : amp_last_status();
+        } else {
+            st = amp_last_status();
+        }
+        amp_scope_end(sc);
+        if (st != AMP_OK) break;
+        int64_t tok = sample(row, V, o, g, scratch);
+        seq[len++] = tok;
+        out[len - n - 1] = tok;
+        *n_out = len - n;
+        if (tok == o->stop_token) break;
+    }
+    amp_no_grad_end();
+    amp_module_train(m, was);
+done:
+    amp_gpt_cache_free(cache);
+    free(seq);
+    free(scratch);
+    free(row);
+    return st;
+}
