@@ -626,6 +626,64 @@ static void t_softmax_paths(void **state) {
     amp_cpu_select(orig);
 }
 
+/* Cross-entropy rows (cross_entropy's row path): the same bits on every
+ * path, for f32 and half logits (widened inside), and equal to the f32
+ * log_softmax / softmax kernels on the widened rows (the values the generic
+ * path computes), gradients rounded once to f32 / bf16 / f16. */
+static void t_xent_paths(void **state) {
+    (void)state;
+    static const int64_t lens[] = {5, 16, 33, 257, 9000, 50257};
+    static const amp_dtype dts[] = {AMP_F32, AMP_F16, AMP_BF16};
+    test_rng r = {8};
+    amp_cpu_path orig = amp_cpu_active();
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        int64_t len = lens[li], rows = len > 1000 ? 3 : 13, n = rows * len;
+        float *x = malloc((size_t)n * 4), *wide = malloc((size_t)n * 4), *lp = malloc((size_t)n * 4);
+        fill_rows(x, n, &r, true);
+        void *xin = malloc((size_t)n * 4), *gref = malloc((size_t)n * 4), *got = malloc((size_t)n * 4);
+        int64_t t[16];
+        double g[16], loss[16], want[16];
+        for (int64_t i = 0; i < rows; i++) {
+            t[i] = (i * 7919) % len;
+            g[i] = 0.25 + 0.1 * (double)i;
+        }
+        t[1] = -100; /* ignored */
+        float *work = malloc(sizeof(float) * 2 * (size_t)len * (size_t)(amp_get_num_threads() + 1));
+        for (int d = 0; d < 3; d++) {
+            amp_dtype dt = dts[d];
+            for (int64_t i = 0; i < n; i++) store_val(xin, dt, i, x[i]);
+            amp_cpu_select(AMP_CPU_SCALAR);
+            amp_convert(wide, AMP_F32, xin, dt, (size_t)n, 0);
+            amp_k_softmax(wide, rows, len, 1, lp, true);
+            for (int64_t i = 0; i < rows; i++) want[i] = t[i] == -100 ? 0.0 : -(double)lp[i * len + t[i]];
+            amp_k_softmax(wide, rows, len, 1, lp, false);
+            for (int64_t i = 0; i < rows; i++)
+                for (int64_t k = 0; k < len; k++)
+                    wide[i * len + k] = t[i] == -100 ? 0.0f : (float)(g[i] * ((double)lp[i * len + k] - (k == t[i] ? 1.0 : 0.0)));
+            amp_convert(gref, dt, wide, AMP_F32, (size_t)n, 0);
+            for (int p = 0; p < AMP_CPU_PATH_COUNT; p++) {
+                if (!amp_cpu_supported((amp_cpu_path)p)) continue;
+                amp_cpu_select((amp_cpu_path)p);
+                char what[96];
+                snprintf(what, sizeof what, "cross-entropy rows %lldx%lld %s", (long long)rows, (long long)len, amp_dtype_name(dt));
+                amp_k_xent_rows(xin, dt, rows, len, t, -100, loss, work);
+                for (int64_t i = 0; i < rows; i++)
+                    if (loss[i] != want[i]) fail_msg("%s on path %d: row %lld loss %.9g, want %.9g", what, p, (long long)i, loss[i], want[i]);
+                amp_k_xent_rows_backward(xin, dt, rows, len, t, -100, g, got, dt, work);
+                assert_same(got, gref, dt, n, what, (amp_cpu_path)p);
+            }
+        }
+        free(work);
+        free(x);
+        free(wide);
+        free(lp);
+        free(xin);
+        free(gref);
+        free(got);
+    }
+    amp_cpu_select(orig);
+}
+
 /* ---- normalisation -------------------------------------------------------------------------- */
 static void t_layer_norm_paths(void **state) {
     (void)state;
@@ -1076,7 +1134,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_ew_every_op_f32),     cmocka_unit_test(t_ew_math_sweep),
         cmocka_unit_test(t_ew_halves_and_strides), cmocka_unit_test(t_ew_tails),
-        cmocka_unit_test(t_softmax_paths),       cmocka_unit_test(t_layer_norm_paths),
+        cmocka_unit_test(t_softmax_paths),       cmocka_unit_test(t_xent_paths),       cmocka_unit_test(t_layer_norm_paths),
         cmocka_unit_test(t_batch_group_norm_paths), cmocka_unit_test(t_reduce_paths),
         cmocka_unit_test(t_ops_on_every_path), cmocka_unit_test(t_ew_half_math), cmocka_unit_test(t_bf16_round_ways),
         cmocka_unit_test(t_ew_flat_bf16), cmocka_unit_test(t_attention_row_paths),

@@ -545,6 +545,59 @@ static void t_golden(void **state) {
 }
 
 /* ---- bad input ------------------------------------------------------------------------------------- */
+/* cross_entropy's row path under autocast: half logits are widened inside
+ * the kernel instead of being cast to an f32 copy. The loss (f32) and the
+ * logits' gradient have the bits of the explicit cast path (amp_to(logits,
+ * f32) then cross_entropy, whose backward rounds the f32 gradient to the
+ * half type), and no [N, C] f32 tensor is made, forward or backward. */
+static void t_ce_widen_inside(void **state) {
+    (void)state;
+    const int64_t N = 64, C = 5000;
+    amp_generator g = amp_generator_make(3);
+    for (int d = 0; d < 2; d++) {
+        amp_dtype dt = d ? AMP_F16 : AMP_BF16;
+        amp_tensor *lf = amp_tensor_randn(AMP_F32, 2, AMP_SHAPE(N, C), &g);
+        amp_tensor *x = amp_to(lf, dt);
+        amp_tensor_free(lf);
+        amp_tensor_set_requires_grad(x, true);
+        int64_t tv[64];
+        for (int64_t i = 0; i < N; i++) tv[i] = (i * 131) % C;
+        tv[5] = -100;
+        amp_tensor *t = amp_tensor_from_data(tv, AMP_I64, 1, AMP_SHAPE(N));
+        double lv[2];
+        amp_tensor *gr[2];
+        size_t peak[2];
+        for (int k = 0; k < 2; k++) {
+            amp_memory_reset_peak();
+            size_t base = amp_memory_stats().live_total;
+            amp_scope *s = amp_scope_begin();
+            assert_int_equal(amp_autocast_enter(dt), AMP_OK);
+            amp_tensor *loss = k ? amp_cross_entropy(amp_to(x, AMP_F32), t, NULL) : amp_cross_entropy(x, t, NULL);
+            assert_int_equal(amp_autocast_exit(), AMP_OK);
+            assert_non_null(loss);
+            assert_int_equal(amp_tensor_dtype(loss), AMP_F32);
+            lv[k] = amp_tensor_item(loss);
+            assert_int_equal(amp_backward(loss), AMP_OK);
+            amp_scope_end(s);
+            peak[k] = amp_memory_stats().peak_total - base;
+            gr[k] = amp_clone(amp_tensor_grad(x));
+            amp_tensor_set_grad(x, NULL);
+        }
+        assert_true(lv[0] == lv[1]);
+        assert_int_equal(amp_tensor_dtype(gr[0]), dt);
+        assert_memory_equal(amp_tensor_data(gr[0]), amp_tensor_data(gr[1]), amp_tensor_nbytes(gr[0]));
+        size_t f32_copy = (size_t)(N * C) * 4;
+        printf("%s logits [%lld, %lld]: peak above the inputs %zu bytes widened inside, %zu with an f32 cast\n",
+               amp_dtype_name(dt), (long long)N, (long long)C, peak[0], peak[1]);
+        assert_true(peak[0] < f32_copy);       /* not even one f32 copy */
+        assert_true(peak[1] >= f32_copy);
+        amp_tensor_free(gr[0]);
+        amp_tensor_free(gr[1]);
+        amp_tensor_free(x);
+        amp_tensor_free(t);
+    }
+}
+
 static void t_bad_inputs(void **state) {
     (void)state;
     amp_tensor *x = amp_tensor_zeros(AMP_F32, 2, AMP_SHAPE(4, 3));
@@ -633,7 +686,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_cross_entropy), cmocka_unit_test(t_ce_edges),   cmocka_unit_test(t_nll_loss),
         cmocka_unit_test(t_pointwise),     cmocka_unit_test(t_bce_stable), cmocka_unit_test(t_golden),
-        cmocka_unit_test(t_bad_inputs),
+        cmocka_unit_test(t_bad_inputs),    cmocka_unit_test(t_ce_widen_inside),
     };
     return amp_test_run(tests);
 }

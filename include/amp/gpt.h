@@ -55,8 +55,9 @@ amp_status amp_gpt_set_generator(amp_module *m, amp_generator *g);
  * tokens < vocab_size) -> logits [B, T, V]. In training mode dropout is on.
  *
  * The mean cross-entropy of the logits against targets [B, T] (entries -1
- * are ignored, as nanoGPT's ignore_index=-1); *logits (may be NULL)
- * receives them. */
+ * are ignored, as nanoGPT's ignore_index=-1), an f32 scalar whatever the
+ * logits' dtype (half logits are widened inside the loss kernel, never
+ * copied to f32); *logits (may be NULL) receives the logits. */
 amp_tensor *amp_gpt_loss(amp_module *m, amp_tensor *idx, amp_tensor *targets, amp_tensor **logits);
 
 /* Activation checkpointing: each block's forward runs without keeping its

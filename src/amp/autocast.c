@@ -246,6 +246,11 @@ int amp__autocast(amp_op_id op, amp_tensor **in, int n) {
     return mask;
 }
 
+amp_cast_category amp__autocast_category(amp_op_id op) {
+    if (!amp_autocast_is_enabled() || amp__engine_depth > 0) return AMP_CAST_NONE;
+    return category_of(op, g_regions[g_depth - 1].o.table);
+}
+
 void amp__autocast_done(amp_tensor **in, int n, int mask) {
     for (int i = 0; i < n && i < 31; i++)
         if (mask & (1 << i)) amp__release(in[i]);

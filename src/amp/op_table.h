@@ -99,5 +99,9 @@ int amp__autocast(amp_op_id op, amp_tensor **in, int n);
  * enabled false, f16, the default table). Custom functions record it. */
 void amp__autocast_current(amp_autocast_opts *o);
 void amp__autocast_done(amp_tensor **in, int n, int mask);
+/* The category op has in the active region (AMP_CAST_NONE when autocast is
+ * off or inside the engine): for ops that widen half inputs in their kernel
+ * instead of casting them (cross_entropy's row path). */
+amp_cast_category amp__autocast_category(amp_op_id op);
 
 #endif

@@ -328,7 +328,15 @@ amp_tensor *amp_gpt_loss(amp_module *m, amp_tensor *idx, amp_tensor *targets, am
     int64_t BT = amp_tensor_dim(idx, 0) * amp_tensor_dim(idx, 1), V = SH(m)->cfg.vocab_size;
     amp_loss_opts o = AMP_LOSS_DEFAULTS;
     o.ignore_index = -1;
+    /* The loss is f32 whatever the logits' dtype (O2's half logits too):
+     * cross_entropy in an autocast region is an fp32 op that widens half
+     * logits inside its kernel, so neither an f32 copy of the [B T, V]
+     * logits nor a half-precision loss is made. */
+    bool region = amp_dtype_is_half(amp_tensor_dtype(lg)) && !amp_autocast_is_enabled() &&
+                  amp_autocast_enter(amp_tensor_dtype(lg)) == AMP_OK;
     amp_tensor *loss = amp_cross_entropy(amp_reshape(lg, 2, AMP_SHAPE(BT, V)), amp_reshape(targets, 1, AMP_SHAPE(BT)), &o);
+    if (region) amp_autocast_exit();
+    if (loss && amp_tensor_dtype(loss) != AMP_F32) loss = amp_to(loss, AMP_F32);
     if (logits) *logits = lg;
     return loss;
 }

@@ -54,6 +54,7 @@ typedef struct {
     double W;         /* summed weight of the non-ignored targets */
     amp_reduction reduction;
     bool ce; /* cross_entropy (input = logits) vs nll_loss (input = log-probs) */
+    bool rows; /* the row path: [N, C] logits kept in their dtype, gradient in it */
 } cls_ctx;
 
 static int64_t target_at(const amp_tensor *t, int64_t flat) {
@@ -78,8 +79,42 @@ static double sample_grad(const cls_ctx *c, const float *g, int64_t i) {
     }
 }
 
+/* Per-thread work rows of the row path: 2 C floats each. */
+static float *xent_work(int64_t C, size_t *bytes) {
+    int nt = amp_get_num_threads();
+    *bytes = (size_t)(nt > 0 ? nt : 1) * 2 * (size_t)C * sizeof(float);
+    return amp__ws_alloc(*bytes);
+}
+
+static amp_status cls_backward_rows(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    cls_ctx *c = n->ctx;
+    const amp_tensor *x = n->saved[0], *tg = n->saved[1];
+    int64_t N = c->N, C = c->C;
+    amp_tensor *gx = amp__tensor_new("amp_backward", x->dtype, 2, x->shape, amp__mem_current(AMP_MEM_WORKSPACE), AMP_NEW_UNSCOPED);
+    int64_t *t = gx ? targets_i64(tg, N) : NULL;
+    double *gr = t ? amp__ws_alloc((size_t)(N ? N : 1) * sizeof(double)) : NULL;
+    bool og = false;
+    const float *pg = gr ? amp__f32_view(gout[0], &og) : NULL;
+    size_t wb = 0;
+    float *work = pg ? xent_work(C, &wb) : NULL;
+    amp_status st = work ? AMP_OK : amp_last_status();
+    if (work) {
+        for (int64_t i = 0; i < N; i++) gr[i] = sample_grad(c, pg, i);
+        amp_k_xent_rows_backward(amp__data(x), x->dtype, N, C, t, c->ignore_index, gr, amp__data(gx), gx->dtype, work);
+        gin[0] = gx;
+        gx = NULL;
+    }
+    amp__ws_free(work, wb);
+    if (pg) amp__f32_done(gout[0], pg, og);
+    amp__ws_free(gr, (size_t)(N ? N : 1) * sizeof(double));
+    amp__ws_free(t, (size_t)(N ? N : 1) * sizeof(int64_t));
+    amp__release(gx);
+    return st;
+}
+
 static amp_status cls_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
     cls_ctx *c = n->ctx;
+    if (c->rows) return cls_backward_rows(n, gout, gin);
     const amp_tensor *x = n->saved[0], *tg = n->saved[1], *w = n->saved[2];
     int64_t N = c->N, C = c->C, L = c->L, ns = N * L;
     amp_tensor *gx = amp__f32_grad(x->ndim, x->shape, true);
@@ -169,13 +204,75 @@ static amp_status cls_backward_diff(amp_node *n, amp_tensor *const *gout, amp_te
         }
     }
     amp_tensor *core;
-    if (c->ce) core = amp_sub(amp_mul(amp_softmax(amp__saved_input(n, 0), cdim), A), Q);
+    amp_tensor *xin = amp__saved_input(n, 0);
+    if (c->rows && xin && amp_dtype_is_half(xin->dtype) && n->out_dtype == AMP_F32) xin = amp_to(xin, AMP_F32); /* widened inside under autocast */
+    if (c->ce) core = amp_sub(amp_mul(amp_softmax(xin, cdim), A), Q);
     else core = amp_neg(Q);
     amp_tensor *g = gout[0];
     if (c->reduction == AMP_REDUCTION_NONE) g = amp_unsqueeze(g, cdim);
     else if (c->reduction == AMP_REDUCTION_MEAN) g = amp_div_scalar(g, c->W);
     gin[0] = amp_mul(core, g);
     return gin[0] ? AMP_OK : amp_last_status();
+}
+
+/* cross_entropy of [N, C] logits without class weights or smoothing, row by
+ * row (kernels/cpu/softmax.h): no [N, C] f32 buffers in the forward or the
+ * backward, the logits saved in their own dtype and their gradient made in
+ * it. Under autocast, where cross_entropy is an fp32 op, half logits are
+ * widened inside the kernel instead of being cast to an f32 copy: the
+ * widening is exact, so the loss (f32) and the gradient (rounded once to the
+ * logits' dtype, as the cast's backward would) have the bits of the cast
+ * path, without the copy (for GPT-2's 50257-word vocabulary the copy is
+ * most of the activation memory). t: the targets as i64 (checked). */
+static amp_tensor *class_loss_rows(const char *fn, amp_op_id op, amp_tensor *x, amp_tensor *target, const amp_loss_opts *o,
+                                   const int64_t *t, int64_t N, int64_t C) {
+    amp_tensor *in[3] = {x, target, NULL};
+    bool widen = amp_dtype_is_half(x->dtype) && amp__autocast_category(op) == AMP_CAST_FP32;
+    if (widen) in[0] = NULL; /* nothing else to cast: the target is integer */
+    int mask = amp__autocast(op, in, 3);
+    if (mask < 0) return NULL;
+    if (!widen) x = in[0];
+    amp_dtype out_dt = widen ? AMP_F32 : x->dtype;
+    amp_tensor *out = NULL;
+    size_t wb = 0;
+    double *li = amp__ws_alloc((size_t)(N ? N : 1) * sizeof(double));
+    float *work = li ? xent_work(C, &wb) : NULL;
+    if (!work) goto done;
+    amp_k_xent_rows(amp__data(x), x->dtype, N, C, t, o->ignore_index, li, work);
+    double W = 0, total = 0;
+    for (int64_t i = 0; i < N; i++) {
+        if (t[i] == o->ignore_index) continue;
+        W += 1.0;
+        total += li[i];
+    }
+    if (o->reduction == AMP_REDUCTION_NONE) {
+        out = amp__empty_out(fn, out_dt, 1, &N);
+        if (out)
+            for (int64_t i = 0; i < N; i++) amp__store(amp__elem_ptr(out, i), out_dt, (float)li[i]);
+    } else {
+        out = amp__empty_out(fn, out_dt, 0, NULL);
+        if (out) amp__store(amp__data(out), out_dt, o->reduction == AMP_REDUCTION_SUM ? total : total / W);
+    }
+    amp_tensor *gin_[3] = {x, target, NULL};
+    if (out && amp__needs_grad(1, gin_)) {
+        amp_node *node = amp__node_new(fn, cls_backward, 1, gin_, sizeof(cls_ctx));
+        if (!node) {
+            amp_tensor_free(out);
+            out = NULL;
+            goto done;
+        }
+        amp__node_save(node, x);
+        amp__node_save(node, target);
+        amp__node_save(node, NULL);
+        *(cls_ctx *)node->ctx = (cls_ctx){N, C, 1, o->ignore_index, 0.0, W, o->reduction, true, true};
+        node->backward_diff = cls_backward_diff;
+        amp__node_attach(node, out);
+    }
+done:
+    amp__ws_free(work, wb);
+    amp__ws_free(li, (size_t)(N ? N : 1) * sizeof(double));
+    amp__autocast_done(in, 3, mask);
+    return out;
 }
 
 static amp_tensor *class_loss(const char *fn, amp_op_id op, bool ce, amp_tensor *x, amp_tensor *target,
@@ -224,6 +321,11 @@ static amp_tensor *class_loss(const char *fn, amp_op_id op, bool ce, amp_tensor 
         }
     }
     amp_tensor *in[3] = {x, target, o->weight};
+    if (ce && x->ndim == 2 && !o->weight && eps == 0 && amp_tensor_is_contiguous(x) && x->dtype != AMP_F64) {
+        amp_tensor *out = class_loss_rows(fn, op, x, target, o, t, N, C);
+        amp__ws_free(t, tbytes);
+        return out;
+    }
     int mask = amp__autocast(op, in, 3);
     if (mask < 0) {
         amp__ws_free(t, tbytes);
@@ -293,7 +395,7 @@ static amp_tensor *class_loss(const char *fn, amp_op_id op, bool ce, amp_tensor 
         amp__node_save(node, x);
         amp__node_save(node, in[1]);
         amp__node_save(node, w);
-        *(cls_ctx *)node->ctx = (cls_ctx){N, C, L, o->ignore_index, eps, W, o->reduction, ce};
+        *(cls_ctx *)node->ctx = (cls_ctx){N, C, L, o->ignore_index, eps, W, o->reduction, ce, false};
         node->backward_diff = cls_backward_diff;
         amp__node_attach(node, out);
     }

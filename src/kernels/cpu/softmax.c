@@ -31,3 +31,13 @@ void amp_k_softmax_backward(const float *y, const float *g, int64_t outer, int64
                             bool log) {
     softmax_k()->backward(y, g, outer, len, inner, gx, log);
 }
+
+void amp_k_xent_rows(const void *x, amp_dtype xdt, int64_t rows, int64_t len, const int64_t *t, int64_t ignore, double *loss,
+                     float *work) {
+    softmax_k()->xent(x, xdt, rows, len, t, ignore, loss, work);
+}
+
+void amp_k_xent_rows_backward(const void *x, amp_dtype xdt, int64_t rows, int64_t len, const int64_t *t, int64_t ignore,
+                              const double *g, void *gx, amp_dtype gdt, float *work) {
+    softmax_k()->xent_backward(x, xdt, rows, len, t, ignore, g, gx, gdt, work);
+}
