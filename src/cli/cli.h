@@ -43,6 +43,8 @@ int cmd_inspect(int argc, char **argv);
 void cmd_inspect_usage(FILE *f);
 int cmd_predict(int argc, char **argv);
 void cmd_predict_usage(FILE *f);
+int cmd_generate(int argc, char **argv);
+void cmd_generate_usage(FILE *f);
 int cmd_bench(int argc, char **argv);
 void cmd_bench_usage(FILE *f);
 /* bench parts: argv[0] is the part name; each handles its own --help. */

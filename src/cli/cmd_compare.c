@@ -8,8 +8,6 @@
 #include "cli/cli.h"
 #include "cli/trainer.h"
 
-int train_parse_flag(trainer_cfg *cfg, int argc, char **argv, int *i, const char **precision, const char **opt_level,
-                     const char **policy);
 
 void cmd_compare_usage(FILE *f) {
     fprintf(f,

@@ -1,4 +1,5 @@
-/* amp train: train a built-in model on Fashion-MNIST in any precision mode. */
+/* amp train: train a built-in model (mlp or cnn on Fashion-MNIST, a GPT on
+ * text) in any precision mode. */
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -13,8 +14,10 @@ void cmd_train_usage(FILE *f) {
     fprintf(f,
             "usage: amp train [OPTIONS]\n\n"
             "Train the mlp (784-512-512-10) or cnn on Fashion-MNIST (Debian package\n"
-            "dataset-fashion-mnist, or $AMP_DATA_DIR) and print a summary.\n\n"
-            "  --model mlp|cnn            model (default mlp)\n"
+            "dataset-fashion-mnist, or $AMP_DATA_DIR), or a GPT-2 style transformer on a\n"
+            "text file (default: the Shakespeare corpus scripts/deps.sh text installs), and\n"
+            "print a summary.\n\n"
+            "  --model mlp|cnn|gpt        model (default mlp)\n"
             "  --precision fp32|fp16|bf16 compute precision (default fp32). fp16 uses autocast\n"
             "                             and the GradScaler; bf16 uses autocast, no scaler\n"
             "  --opt-level O0|O1|O2|O3    Apex opt level with the --precision half type:\n"
@@ -61,6 +64,29 @@ void cmd_train_usage(FILE *f) {
             "  --stop-after N             stop at step N without changing the learning-rate schedule\n"
             "                             (a run split into jobs: save with --checkpoint, then --resume)\n"
             "\n"
+            "--model gpt (nanoGPT's GPT-2: tied embeddings, pre-LayerNorm blocks, tanh GELU):\n"
+            "  --preset NAME              tiny (default: 4 layers, 4 heads, 128 wide, block 128),\n"
+            "                             shakespeare-char (nanoGPT's: 6, 6, 384, block 256, dropout\n"
+            "                             0.2) or gpt2-124m (12, 12, 768, block 1024, gpt2 tokens);\n"
+            "                             the flags below change single values\n"
+            "  --n-layer N --n-head N --n-embd N --block-size N --dropout P --bias true|false\n"
+            "  --tokenizer byte|gpt2      byte-level (vocab 256, default) or GPT-2 BPE (50257)\n"
+            "  --data FILE                any UTF-8 text file; the last 10%% (from a line start) is\n"
+            "                             validation, tokens are cached in ~/.cache/amp\n"
+            "  --eval-every N             validation loss every N steps (default: at the end only)\n"
+            "  --eval-windows N           validation windows of block-size tokens per evaluation\n"
+            "                             (default 128; 0: the whole validation split)\n"
+            "  --grad-clip X              clip the global gradient norm (default 1.0; 0: off)\n"
+            "  --weight-decay X           AdamW decay of the block matrices (default 0.1); biases,\n"
+            "                             LayerNorms and embeddings are not decayed unless\n"
+            "  --decay-embeddings         (today's nanoGPT: every parameter with dim >= 2)\n"
+            "  --beta2 X                  Adam beta2 (default 0.95)\n"
+            "  --checkpoint-activations   recompute each block's forward in backward (same\n"
+            "                             gradients bit for bit, less activation memory)\n"
+            "  Batch default 16; an epoch is train tokens / (batch x block) steps; the cosine\n"
+            "  schedule ends at lr / 10. Progress shows tokens/s; the summary the validation\n"
+            "  loss beside the unigram entropy of the validation text.\n"
+            "\n"
             "A batch whose input holds NaN/inf stops the run with a report naming the step and batch,\n"
             "before the weights are touched. Exit status: 0 success, 1 failure, 2 bad usage.\n");
 }
@@ -83,11 +109,65 @@ int train_parse_flag(trainer_cfg *cfg, int argc, char **argv, int *i, const char
     double dv;
     if (!strcmp(a, "--model")) {
         NEED_VALUE();
-        if (strcmp(v, "mlp") && strcmp(v, "cnn")) {
-            fprintf(stderr, "amp: --model '%s' is not mlp or cnn\n", v);
+        if (strcmp(v, "mlp") && strcmp(v, "cnn") && strcmp(v, "gpt")) {
+            fprintf(stderr, "amp: --model '%s' is not mlp, cnn or gpt\n", v);
             return -1;
         }
         cfg->model = v;
+    } else if (!strcmp(a, "--preset")) {
+        NEED_VALUE();
+        if (trainer_gpt_preset(cfg, v)) {
+            fprintf(stderr, "amp: --preset '%s' is not tiny, shakespeare-char or gpt2-124m\n", v);
+            return -1;
+        }
+        cfg->gpt_flags++;
+    } else if (!strcmp(a, "--n-layer") || !strcmp(a, "--n-head") || !strcmp(a, "--n-embd") || !strcmp(a, "--block-size")) {
+        NEED_VALUE();
+        if (cli_parse_long(v, 1, !strcmp(a, "--block-size") ? 1L << 20 : 1L << 16, &lv)) goto bad;
+        if (!strcmp(a, "--n-layer")) cfg->gpt.n_layer = lv;
+        else if (!strcmp(a, "--n-head")) cfg->gpt.n_head = lv;
+        else if (!strcmp(a, "--n-embd")) cfg->gpt.n_embd = lv;
+        else cfg->gpt.block_size = lv;
+        cfg->gpt_flags++;
+    } else if (!strcmp(a, "--dropout")) {
+        NEED_VALUE();
+        if (cli_parse_double(v, &dv) || !(dv >= 0 && dv < 1)) goto bad;
+        cfg->gpt.dropout = dv;
+        cfg->gpt_flags++;
+    } else if (!strcmp(a, "--bias")) {
+        NEED_VALUE();
+        if (!strcmp(v, "true")) cfg->gpt.bias = true;
+        else if (!strcmp(v, "false")) cfg->gpt.bias = false;
+        else goto bad;
+        cfg->gpt_flags++;
+    } else if (!strcmp(a, "--tokenizer")) {
+        NEED_VALUE();
+        if (strcmp(v, "byte") && strcmp(v, "gpt2")) goto bad;
+        cfg->tokenizer = v;
+        cfg->gpt_flags++;
+    } else if (!strcmp(a, "--data")) {
+        NEED_VALUE();
+        cfg->data_path = v;
+        cfg->gpt_flags++;
+    } else if (!strcmp(a, "--eval-every") || !strcmp(a, "--eval-windows")) {
+        NEED_VALUE();
+        if (cli_parse_long(v, 0, 1L << 40, &lv)) goto bad;
+        if (!strcmp(a, "--eval-every")) cfg->eval_every = lv;
+        else cfg->eval_windows = lv;
+        cfg->gpt_flags++;
+    } else if (!strcmp(a, "--grad-clip") || !strcmp(a, "--weight-decay") || !strcmp(a, "--beta2")) {
+        NEED_VALUE();
+        if (cli_parse_double(v, &dv) || !(dv >= 0 && dv < 1e6) || (!strcmp(a, "--beta2") && !(dv < 1))) goto bad;
+        if (!strcmp(a, "--grad-clip")) cfg->grad_clip = dv;
+        else if (!strcmp(a, "--weight-decay")) cfg->weight_decay = dv;
+        else cfg->beta2 = dv;
+        cfg->gpt_flags++;
+    } else if (!strcmp(a, "--decay-embeddings")) {
+        cfg->decay_embeddings = true;
+        cfg->gpt_flags++;
+    } else if (!strcmp(a, "--checkpoint-activations")) {
+        cfg->checkpoint_activations = true;
+        cfg->gpt_flags++;
     } else if (!strcmp(a, "--precision")) {
         NEED_VALUE();
         *precision = v;
@@ -105,6 +185,7 @@ int train_parse_flag(trainer_cfg *cfg, int argc, char **argv, int *i, const char
         NEED_VALUE();
         if (cli_parse_long(v, 1, 1 << 20, &lv)) goto bad;
         cfg->batch = lv;
+        cfg->batch_set = true;
     } else if (!strcmp(a, "--lr")) {
         NEED_VALUE();
         if (cli_parse_double(v, &dv) || !(dv >= 0) || dv > 1e3) goto bad;
@@ -201,6 +282,28 @@ bad:
 #undef NEED_VALUE
 }
 
+/* After parsing: GPT flags only with --model gpt; the GPT's defaults. 0 or -1 (message printed). */
+int train_check_model_flags(trainer_cfg *cfg) {
+    if (strcmp(cfg->model, "gpt")) {
+        if (cfg->gpt_flags) {
+            fprintf(stderr, "amp: --preset, --n-layer, --tokenizer, --data ... are options of --model gpt\n");
+            return -1;
+        }
+        return 0;
+    }
+    if (!cfg->batch_set) cfg->batch = 16;
+    if (cfg->gpt.n_embd % cfg->gpt.n_head) {
+        fprintf(stderr, "amp: --n-embd %lld is not a multiple of --n-head %lld\n", (long long)cfg->gpt.n_embd,
+                (long long)cfg->gpt.n_head);
+        return -1;
+    }
+    if (cfg->limit || cfg->test_limit) {
+        fprintf(stderr, "amp: --limit and --test-limit are Fashion-MNIST options (the GPT takes --data, --eval-windows)\n");
+        return -1;
+    }
+    return 0;
+}
+
 int cmd_train(int argc, char **argv) {
     trainer_cfg cfg;
     trainer_defaults(&cfg);
@@ -224,6 +327,7 @@ int cmd_train(int argc, char **argv) {
         if (r == 0) return cli_usage_error(cmd_train_usage, "train: unknown option '%s'", argv[i]);
     }
     if (trainer_resolve_mode(&cfg, precision, opt_level, policy)) return cli_usage_error(cmd_train_usage, "train: bad precision mode");
+    if (train_check_model_flags(&cfg)) return cli_usage_error(cmd_train_usage, "train: bad options for --model %s", cfg.model);
     if (!cfg.checkpoint_dir) cfg.checkpoint_dir = cfg.resume_dir;
     if (cfg.save_every > 0 && !cfg.checkpoint_dir)
         return cli_usage_error(cmd_train_usage, "train: --save-every needs --checkpoint DIR (or --resume DIR)");

@@ -7,7 +7,8 @@
 #include "cli/cli.h"
 
 static const cli_command g_commands[] = {
-    {"train", "train mlp or cnn on Fashion-MNIST in fp32/fp16/bf16, O0-O3 or a policy", cmd_train, cmd_train_usage},
+    {"train", "train mlp/cnn on Fashion-MNIST or a GPT on text in fp32/fp16/bf16, O0-O3 or a policy", cmd_train, cmd_train_usage},
+    {"generate", "text from a GPT checkpoint or GPT-2 state_dict, with a KV cache", cmd_generate, cmd_generate_usage},
     {"compare", "fp32 vs fp16 vs bf16 on the same model, seed and data: the evaluation table", cmd_compare, cmd_compare_usage},
     {"memory", "memory arithmetic per mode beside the allocator's measurements", cmd_memory, cmd_memory_usage},
     {"formats", "number formats: bits, range, precision; --convert X", cmd_formats, cmd_formats_usage},

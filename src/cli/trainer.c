@@ -36,6 +36,13 @@ void trainer_defaults(trainer_cfg *cfg) {
     /* 40 halvings take torch's 2^16 to 2^-24, fp16's smallest subnormal:
      * past that no scale helps, so the run is stopped with a diagnosis */
     cfg->max_consecutive_overflows = 40;
+    /* --model gpt */
+    trainer_gpt_preset(cfg, "tiny");
+    cfg->eval_windows = 128;
+    cfg->grad_clip = 1.0;
+    cfg->weight_decay = 0.1;
+    cfg->beta2 = 0.95;
+    cfg->min_lr_frac = 0.1;
 }
 
 static const char *dt_short(amp_dtype d) { return d == AMP_F16 ? "fp16" : d == AMP_BF16 ? "bf16" : "fp32"; }
@@ -572,6 +579,7 @@ int trainer_run(const trainer_cfg *cfg, trainer_result *res, bool keep_model) {
 }
 
 static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool keep_model) {
+    if (!strcmp(cfg->model, "gpt")) return trainer_run_gpt(cfg, res, keep_model);
     memset(res, 0, sizeof *res);
     double t_start = bench_now();
     if (cfg->threads > 0) amp_set_num_threads(cfg->threads);
@@ -847,7 +855,31 @@ out:
     return rc;
 }
 
+static void print_summary_gpt(FILE *f, const trainer_cfg *cfg, const trainer_result *r) {
+    char b[32];
+    fprintf(f, "\nsummary: gpt %lldL/%lldH/%lld, block %lld (%s tokens), %s, batch %lld, %s lr %g, seed %llu\n",
+            (long long)cfg->gpt.n_layer, (long long)cfg->gpt.n_head, (long long)cfg->gpt.n_embd, (long long)cfg->gpt.block_size,
+            cfg->tokenizer, cfg->mode_name, (long long)cfg->batch,
+            cfg->optimizer == AMP_OPTIM_SGD ? "sgd" : cfg->optimizer == AMP_OPTIM_ADAM ? "adam" : "adamw", cfg->lr,
+            (unsigned long long)cfg->seed);
+    fprintf(f, "  parameters        %lld\n", (long long)r->params);
+    fprintf(f, "  val loss          %.4f nats/token (unigram entropy of the validation text %.4f)\n", r->val_loss,
+            r->unigram_entropy);
+    fprintf(f, "  final train loss  %.4f\n", r->final_loss);
+    fprintf(f, "  wall time         %.2f s (training %.2f s, %.2f ms/step median)\n", r->wall_s, r->train_s, r->step_ms);
+    fprintf(f, "  throughput        %.0f tokens/s\n", r->tokens_per_s);
+    fprintf(f, "  steps             %lld (%lld skipped for inf/nan gradients)\n", (long long)r->steps, (long long)r->skipped);
+    fprintf(f, "  final loss scale  %g\n", r->final_scale);
+    fprintf(f, "  peak memory       %s total\n", fmt_bytes(r->mem.peak_total, b, sizeof b));
+    for (int c = 0; c < AMP_MEM_CATEGORY_COUNT; c++)
+        fprintf(f, "    %-12s %s\n", amp_mem_category_name((amp_mem_category)c), fmt_bytes(r->mem.peak[c], b, sizeof b));
+}
+
 void trainer_print_summary(FILE *f, const trainer_cfg *cfg, const trainer_result *r) {
+    if (!strcmp(cfg->model, "gpt")) {
+        print_summary_gpt(f, cfg, r);
+        return;
+    }
     char b[32];
     fprintf(f, "\nsummary: %s, %s, %d epoch(s), batch %lld, %s lr %g, seed %llu\n", cfg->model, cfg->mode_name, cfg->epochs,
             (long long)cfg->batch, cfg->optimizer == AMP_OPTIM_SGD ? "sgd" : cfg->optimizer == AMP_OPTIM_ADAM ? "adam" : "adamw",

@@ -1,5 +1,6 @@
-/* The training loop behind `amp train`, `amp compare`, `amp memory` and
- * `amp bench train`: Fashion-MNIST, the built-in models, any precision mode. */
+/* The training loops behind `amp train`, `amp compare`, `amp memory` and
+ * `amp bench train`: the mlp and cnn on Fashion-MNIST (trainer.c), the GPT
+ * on a text file (trainer_gpt.c), any precision mode. */
 #ifndef AMP_CLI_TRAINER_H
 #define AMP_CLI_TRAINER_H
 
@@ -8,7 +9,7 @@
 #include "amp/amp.h"
 
 typedef struct {
-    const char *model;      /* "mlp" | "cnn" */
+    const char *model;      /* "mlp" | "cnn" | "gpt" */
     amp_opt_config mode;    /* O0..O3 resolved from --precision/--opt-level/--policy */
     amp_dtype output_dtype; /* policy output dtype (logits cast before the loss) */
     char mode_name[96];     /* for printing: "fp16 O1 (autocast, loss scaling)" */
@@ -39,6 +40,20 @@ typedef struct {
     const char *resume_dir; /* resume from this checkpoint (NULL: fresh start) */
     int64_t stop_after;     /* stop once the run reaches this step, schedule unchanged (0: no) */
     FILE *out;              /* progress and summary (stdout) */
+    bool batch_set;         /* --batch given (the GPT's default batch is 16) */
+    /* --model gpt */
+    amp_gpt_config gpt;     /* vocab_size comes from the tokenizer */
+    const char *data_path;  /* --data (NULL: the Shakespeare corpus) */
+    const char *tokenizer;  /* "byte" | "gpt2" */
+    int64_t eval_every;     /* validation loss every N steps (0: at the end only) */
+    int64_t eval_windows;   /* validation windows per evaluation (0: every window of the split) */
+    double grad_clip;       /* clip the global gradient norm to this (0: off) */
+    double weight_decay;    /* AdamW decay of the block matrices */
+    bool decay_embeddings;  /* ... and of the embeddings (today's nanoGPT) */
+    double beta2;
+    double min_lr_frac;     /* the cosine schedule ends at lr * this */
+    bool checkpoint_activations;
+    int gpt_flags;          /* GPT-only flags given (refused for mlp/cnn) */
 } trainer_cfg;
 
 typedef struct {
@@ -53,6 +68,11 @@ typedef struct {
     amp_module *model;      /* kept when trainer_run's keep_model is set */
     int64_t resumed_step;   /* step the run resumed from (0: fresh start) */
     int64_t checkpoints;    /* checkpoints saved */
+    /* gpt */
+    double val_loss;        /* validation loss at the end (nats per token) */
+    double tokens_per_s;
+    double unigram_entropy; /* of the validation split (nats per token) */
+    int64_t params;
 } trainer_result;
 
 /* Fill cfg with `amp train`'s defaults (mlp, fp32/O0, adamw, lr 1e-3,
@@ -64,6 +84,15 @@ int trainer_resolve_mode(trainer_cfg *cfg, const char *precision, const char *op
 /* Train, evaluate, fill res. keep_model: res->model holds the trained model
  * (free with amp_module_free). Returns 0, or -1 with amp_last_error set. */
 int trainer_run(const trainer_cfg *cfg, trainer_result *res, bool keep_model);
+/* The GPT's loop (trainer_run calls it for model "gpt"). */
+int trainer_run_gpt(const trainer_cfg *cfg, trainer_result *res, bool keep_model);
+/* GPT presets by name ("shakespeare-char": nanoGPT's 6 x 384, block 256,
+ * dropout 0.2; "gpt2-124m": GPT-2 small, block 1024) into cfg->gpt (and the
+ * tokenizer); -1 for an unknown name. */
+int trainer_gpt_preset(trainer_cfg *cfg, const char *name);
+/* The validation loss of m on the first `windows` validation windows of d
+ * (0: all), batches of cfg->batch, eval mode, under cfg's precision. */
+int trainer_gpt_eval(amp_module *m, const trainer_cfg *cfg, amp_text_dataset *d, int64_t windows, double *loss);
 /* Evaluate a model on the test split: accuracy, and the logits if wanted. */
 int trainer_evaluate(amp_module *m, const trainer_cfg *cfg, const amp_dataset *test, double *acc);
 /* Max |logit difference| between an f32 forward and an autocast(dt) forward
@@ -71,6 +100,13 @@ int trainer_evaluate(amp_module *m, const trainer_cfg *cfg, const amp_dataset *t
  * receives the largest |f32 logit|. */
 double trainer_logit_diff(amp_module *m, const amp_dataset *test, int64_t n, amp_dtype dt, double *logit_max);
 void trainer_print_summary(FILE *f, const trainer_cfg *cfg, const trainer_result *r);
+/* The training flags shared by train, compare, memory and bench (cmd_train.c):
+ * 1 consumed, 0 not a training flag, -1 bad value (message printed). */
+int train_parse_flag(trainer_cfg *cfg, int argc, char **argv, int *i, const char **precision, const char **opt_level,
+                     const char **policy);
+/* After parsing: GPT-only flags refused for mlp/cnn, the GPT's defaults
+ * (batch 16) applied. 0 or -1 (message printed). */
+int train_check_model_flags(trainer_cfg *cfg);
 /* "1.25 MiB" */
 const char *fmt_bytes(size_t b, char *buf, size_t n);
 

@@ -1,0 +1,220 @@
+/* amp generate: text from a GPT checkpoint (amp train --model gpt) or a
+ * PyTorch / Hugging Face GPT-2 state_dict, with a KV cache. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/bench_util.h"
+#include "cli/cli.h"
+
+void cmd_generate_usage(FILE *f) {
+    fprintf(f,
+            "usage: amp generate --checkpoint DIR|FILE [--prompt TEXT] [--tokens N] [--temperature T]\n"
+            "                    [--top-k K] [--seed S] [--precision fp32|bf16|fp16] [--no-kv-cache]\n\n"
+            "Continues a prompt with a GPT and prints the text. DIR is a checkpoint of\n"
+            "'amp train --model gpt' (its configuration and tokenizer come from it); FILE is a\n"
+            "GPT-2 state_dict in safetensors (nanoGPT's names, or Hugging Face's with Conv1D\n"
+            "weights), whose sizes come from its shapes: give --n-head N (and --tokenizer gpt2\n"
+            "for GPT-2's vocabulary; default byte when the vocabulary is 256).\n\n"
+            "  --prompt TEXT        text to continue (default: a newline, or <|endoftext|> for gpt2)\n"
+            "  --tokens N           tokens to generate (default 200)\n"
+            "  --temperature T      softmax temperature (default 0.8; 0: greedy)\n"
+            "  --top-k K            sample among the K most likely tokens (default 200; 0: all)\n"
+            "  --seed S             sampling seed (default 0): the same seed gives the same text\n"
+            "  --precision P        fp32 (default), or bf16 / fp16: weights and KV cache in the half\n"
+            "                       type, LayerNorms in f32\n"
+            "  --no-kv-cache        recompute the whole context for every token (the reference;\n"
+            "                       gives the same tokens, O(T^2) per token instead of O(T))\n"
+            "  --threads T          threads\n"
+            "  --stats              print tokens/s and the sizes to stderr\n"
+            "Context: the last block_size tokens; a full window keeps its newest half (amp/gpt.h).\n");
+}
+
+/* "n_layer=6 n_head=6 n_embd=384 block_size=256 vocab_size=256 dropout=0.2 bias=1" */
+static int parse_config(const char *s, amp_gpt_config *c) {
+    long long l, h, e, b, v;
+    double d;
+    int bias;
+    if (!s || sscanf(s, "n_layer=%lld n_head=%lld n_embd=%lld block_size=%lld vocab_size=%lld dropout=%lf bias=%d", &l, &h, &e,
+                     &b, &v, &d, &bias) != 7)
+        return -1;
+    *c = (amp_gpt_config){l, h, e, b, v, d, bias != 0};
+    return 0;
+}
+
+/* The configuration of a state_dict file from its shapes (n_head given). */
+static int config_from_file(const amp_safetensors *f, int64_t n_head, amp_gpt_config *c) {
+    amp_safetensors_info wte, wpe;
+    bool pre = amp_safetensors_find(f, "transformer.wte.weight") >= 0;
+    const char *p = pre ? "transformer." : "";
+    char k[128];
+    snprintf(k, sizeof k, "%swte.weight", p);
+    int iw = amp_safetensors_find(f, k);
+    snprintf(k, sizeof k, "%swpe.weight", p);
+    int ip = amp_safetensors_find(f, k);
+    if (iw < 0 || ip < 0) return -1;
+    amp_safetensors_info_at(f, iw, &wte);
+    amp_safetensors_info_at(f, ip, &wpe);
+    int64_t L = 0;
+    for (;; L++) {
+        snprintf(k, sizeof k, "%sh.%lld.ln_1.weight", p, (long long)L);
+        if (amp_safetensors_find(f, k) < 0) break;
+    }
+    snprintf(k, sizeof k, "%sh.0.ln_1.bias", p);
+    *c = (amp_gpt_config){L, n_head, wte.shape[1], wpe.shape[0], wte.shape[0], 0.0, amp_safetensors_find(f, k) >= 0};
+    return L > 0 ? 0 : -1;
+}
+
+int cmd_generate(int argc, char **argv) {
+    const char *ckpt = NULL, *prompt = NULL, *prec = "fp32", *tokname = NULL;
+    long tokens = 200, topk = 200, seed = 0, threads = 0, nhead = 0;
+    double temp = 0.8;
+    bool cache = true, stats = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--no-kv-cache")) cache = false;
+        else if (!strcmp(a, "--stats")) stats = true;
+        else if (!v) return cli_usage_error(cmd_generate_usage, "generate: %s needs a value (or is unknown)", a);
+        else if (!strcmp(a, "--checkpoint")) ckpt = v, i++;
+        else if (!strcmp(a, "--prompt")) prompt = v, i++;
+        else if (!strcmp(a, "--precision")) prec = v, i++;
+        else if (!strcmp(a, "--tokenizer")) tokname = v, i++;
+        else if (!strcmp(a, "--tokens") && !cli_parse_long(v, 0, 1 << 20, &tokens)) i++;
+        else if (!strcmp(a, "--top-k") && !cli_parse_long(v, 0, 1 << 26, &topk)) i++;
+        else if (!strcmp(a, "--seed") && !cli_parse_long(v, 0, 0x7fffffffffffffffL, &seed)) i++;
+        else if (!strcmp(a, "--threads") && !cli_parse_long(v, 1, 1024, &threads)) i++;
+        else if (!strcmp(a, "--n-head") && !cli_parse_long(v, 1, 1 << 16, &nhead)) i++;
+        else if (!strcmp(a, "--temperature") && !cli_parse_double(v, &temp) && temp >= 0 && isfinite(temp)) i++;
+        else return cli_usage_error(cmd_generate_usage, "generate: bad option or value: %s %s", a, v);
+    }
+    if (!ckpt) return cli_usage_error(cmd_generate_usage, "generate: --checkpoint DIR|FILE is required");
+    amp_dtype dt;
+    if (!strcmp(prec, "fp32")) dt = AMP_F32;
+    else if (!strcmp(prec, "bf16")) dt = AMP_BF16;
+    else if (!strcmp(prec, "fp16")) dt = AMP_F16;
+    else return cli_usage_error(cmd_generate_usage, "generate: --precision '%s' is not fp32, bf16 or fp16", prec);
+    if (tokname && strcmp(tokname, "byte") && strcmp(tokname, "gpt2"))
+        return cli_usage_error(cmd_generate_usage, "generate: --tokenizer '%s' is not byte or gpt2", tokname);
+    if (threads > 0) amp_set_num_threads((int)threads);
+
+    int rc = CLI_FAIL;
+    amp_gpt_config gc;
+    amp_module *m = NULL;
+    amp_tokenizer *tok = NULL;
+    int32_t *ids = NULL;
+    int64_t *seq = NULL, *out = NULL;
+    char *text = NULL;
+    struct stat sb;
+    if (stat(ckpt, &sb) != 0) return cli_fail("generate: --checkpoint %s: %s", ckpt, strerror(errno));
+    if (S_ISDIR(sb.st_mode)) {
+        amp_checkpoint *c = amp_checkpoint_open(ckpt);
+        if (!c) return cli_fail("generate: %s", amp_last_error());
+        const char *model = amp_checkpoint_meta(c, "model");
+        if (!model || strcmp(model, "gpt") || parse_config(amp_checkpoint_meta(c, "gpt.config"), &gc)) {
+            amp_checkpoint_close(c);
+            return cli_fail("generate: %s is not a checkpoint of 'amp train --model gpt' (model %s)", ckpt, model ? model : "unknown");
+        }
+        if (!tokname) {
+            const char *t = amp_checkpoint_meta(c, "tokenizer");
+            tokname = t && !strcmp(t, "gpt2") ? "gpt2" : "byte";
+        }
+        gc.dropout = 0;
+        m = amp_gpt_new(&gc, NULL);
+        if (!m || amp_module_load_safetensors(m, amp_checkpoint_model_file(c)) != AMP_OK) {
+            amp_checkpoint_close(c);
+            rc = cli_fail("generate: %s", amp_last_error());
+            goto out;
+        }
+        amp_checkpoint_close(c);
+    } else {
+        amp_safetensors *f = amp_safetensors_read(ckpt);
+        if (!f) return cli_fail("generate: %s", amp_last_error());
+        int bad = config_from_file(f, nhead, &gc);
+        amp_safetensors_free(f);
+        if (bad) return cli_fail("generate: %s has no GPT-2 state_dict (wte.weight, wpe.weight, h.0...)", ckpt);
+        if (!nhead) return cli_usage_error(cmd_generate_usage, "generate: a state_dict file needs --n-head (it is not in the shapes)");
+        if (!tokname) tokname = gc.vocab_size == 256 ? "byte" : "gpt2";
+        m = amp_gpt_new(&gc, NULL);
+        if (!m || amp_gpt_load(m, ckpt) != AMP_OK) {
+            rc = cli_fail("generate: %s", amp_last_error());
+            goto out;
+        }
+    }
+    tok = amp_tokenizer_by_name(tokname ? tokname : "byte");
+    if (!tok) {
+        rc = cli_fail("generate: %s", amp_last_error());
+        goto out;
+    }
+    if (amp_tokenizer_vocab_size(tok) > gc.vocab_size) {
+        rc = cli_fail("generate: the %s tokenizer has %lld tokens, the model %lld", tokname, (long long)amp_tokenizer_vocab_size(tok),
+                      (long long)gc.vocab_size);
+        goto out;
+    }
+    if (dt != AMP_F32 && amp_module_to(m, dt, true) != AMP_OK) {
+        rc = cli_fail("generate: %s", amp_last_error());
+        goto out;
+    }
+    int64_t eot;
+    amp_tokenizer_eot(tok, &eot);
+    const char *p = prompt && *prompt ? prompt : eot >= 0 ? "<|endoftext|>" : "\n";
+    size_t n;
+    if (amp_tokenizer_encode(tok, p, strlen(p), &ids, &n) != AMP_OK || n == 0) {
+        rc = cli_fail("generate: %s", n == 0 ? "the prompt encodes to no tokens" : amp_last_error());
+        goto out;
+    }
+    seq = malloc(sizeof(int64_t) * n);
+    out = malloc(sizeof(int64_t) * (size_t)(tokens > 0 ? tokens : 1));
+    int32_t *oid = malloc(sizeof(int32_t) * (size_t)(tokens > 0 ? tokens : 1));
+    if (!seq || !out || !oid) {
+        free(oid);
+        rc = cli_fail("generate: out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) seq[i] = ids[i];
+    amp_generator g = amp_generator_make((uint64_t)seed);
+    amp_gpt_generate_opts o = AMP_GPT_GENERATE_DEFAULTS;
+    o.max_new_tokens = tokens;
+    o.temperature = temp;
+    o.top_k = topk;
+    o.generator = &g;
+    o.use_kv_cache = cache;
+    int64_t got = 0;
+    double t0 = bench_now();
+    if (amp_gpt_generate(m, seq, (int64_t)n, out, &got, &o) != AMP_OK) {
+        free(oid);
+        rc = cli_fail("generate: %s", amp_last_error());
+        goto out;
+    }
+    double dt_s = bench_now() - t0;
+    for (int64_t i = 0; i < got; i++) oid[i] = (int32_t)out[i];
+    size_t tn;
+    amp_status st = amp_tokenizer_decode(tok, oid, (size_t)got, &text, &tn);
+    free(oid);
+    if (st != AMP_OK) {
+        rc = cli_fail("generate: %s", amp_last_error());
+        goto out;
+    }
+    if (prompt) fwrite(prompt, 1, strlen(prompt), stdout);
+    fwrite(text, 1, tn, stdout);
+    fputc('\n', stdout);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        rc = cli_fail("generate: writing the text failed");
+        goto out;
+    }
+    if (stats)
+        fprintf(stderr, "amp generate: %lld prompt + %lld new tokens in %.3f s (%.1f tokens/s), %s, %s, %s tokenizer, model "
+                        "%lldL/%lldH/%lld block %lld vocab %lld\n",
+                (long long)n, (long long)got, dt_s, got / (dt_s > 0 ? dt_s : 1e-9), prec, cache ? "KV cache" : "no cache", tokname,
+                (long long)gc.n_layer, (long long)gc.n_head, (long long)gc.n_embd, (long long)gc.block_size, (long long)gc.vocab_size);
+    rc = CLI_OK;
+out:
+    free(text);
+    free(seq);
+    free(out);
+    free(ids);
+    amp_tokenizer_free(tok);
+    amp_module_free(m);
+    return rc;
+}
