@@ -69,7 +69,11 @@ static amp_status ckpt_recompute(amp_node *n, amp_tensor *const *gout, amp_tenso
     amp_status st = amp_backward_ex(out, gout[0], false);
     if (st != AMP_OK) return st;
     for (int i = 0; i < c->n; i++)
-        if (in[i] && n->inputs[i].needs_grad) gin[i] = amp_tensor_grad(in[i]); /* retained by amp__run_as_user */
+        if (in[i] && n->inputs[i].needs_grad) {
+            gin[i] = amp_tensor_grad(in[i]); /* retained by amp__run_as_user */
+            /* a gradient in flight to the rest of the graph, not a leaf's .grad */
+            if (gin[i]) amp_tensor_set_category(gin[i], AMP_MEM_WORKSPACE);
+        }
     return AMP_OK;
 }
 

@@ -11,7 +11,7 @@
 
 void cmd_compare_usage(FILE *f) {
     fprintf(f,
-            "usage: amp compare [--model mlp|cnn] [--epochs N] [TRAIN OPTIONS]\n\n"
+            "usage: amp compare [--model mlp|cnn|gpt] [--epochs N] [TRAIN OPTIONS]\n\n"
             "Trains the same model with the same seed and data order three times: fp32,\n"
             "fp16 (autocast + GradScaler) and bf16 (autocast), then prints the evaluation\n"
             "table: speedup (fp32 time / mixed time), peak memory by category and saving,\n"
@@ -20,7 +20,89 @@ void cmd_compare_usage(FILE *f) {
             "(fp32-trained) weights on 1000 test images.\n\n"
             "Accepts the training options of 'amp train' (--batch, --lr, --optimizer, --seed,\n"
             "--threads, --limit, --test-limit, --max-steps, --quiet, ...) except the precision\n"
-            "ones. --opt-level O2 compares O2 (master weights) instead of O1 for the halves.\n");
+            "ones. --opt-level O2 compares O2 (master weights) instead of O1 for the halves.\n\n"
+            "--model gpt: fp32, fp16 O1 (+ GradScaler), bf16 O1 and bf16 O2 (or both halves at\n"
+            "--opt-level), 100 steps (--max-steps) of the tiny preset at block 256, batch 16 (a\n"
+            "config whose activations are most of the memory; any GPT option of 'amp train'\n"
+            "changes it); the table has the validation loss and its delta instead of accuracy,\n"
+            "tokens/s, peak memory by category and the saving, skipped steps, final scale.\n");
+}
+
+/* --model gpt: fp32, fp16 O1 (+ GradScaler), bf16 O1 and bf16 O2 (or the
+ * halves at --opt-level), the validation loss instead of accuracy. The
+ * default config is one whose activations are most of the memory. */
+static int compare_gpt(trainer_cfg *base, const char *opt_level) {
+    static const struct {
+        const char *label, *precision, *opt_level;
+    } rows4[] = {{"fp32", "fp32", NULL}, {"fp16 O1", "fp16", "O1"}, {"bf16 O1", "bf16", "O1"}, {"bf16 O2", "bf16", "O2"}};
+    struct {
+        const char *label, *precision, *opt_level;
+    } rows[4];
+    int nr = 4;
+    for (int k = 0; k < 4; k++) {
+        rows[k].label = rows4[k].label;
+        rows[k].precision = rows4[k].precision;
+        rows[k].opt_level = rows4[k].opt_level;
+    }
+    if (opt_level) { /* the two halves at the level asked for */
+        static char l1[32], l2[32];
+        snprintf(l1, sizeof l1, "fp16 %s", opt_level);
+        snprintf(l2, sizeof l2, "bf16 %s", opt_level);
+        rows[1].label = l1, rows[1].opt_level = opt_level;
+        rows[2].label = l2, rows[2].opt_level = opt_level;
+        nr = 3;
+    }
+    trainer_cfg cfg[4];
+    trainer_result res[4];
+    memset(res, 0, sizeof res);
+    for (int k = 0; k < nr; k++) {
+        cfg[k] = *base;
+        if (trainer_resolve_mode(&cfg[k], rows[k].precision, rows[k].opt_level, NULL))
+            return cli_usage_error(cmd_compare_usage, "compare: bad --opt-level");
+        fprintf(base->out, "== %s: gpt, %s\n", rows[k].label, cfg[k].mode_name);
+        if (trainer_run(&cfg[k], &res[k], false) != 0) return cli_fail("%s", amp_last_error());
+        fprintf(base->out, "   val loss %.4f, %.2f s training, %.0f tokens/s, %lld skipped steps\n", res[k].val_loss, res[k].train_s,
+                res[k].tokens_per_s, (long long)res[k].skipped);
+    }
+    FILE *f = base->out;
+    char b1[32], b2[32];
+    const amp_gpt_config *g = &base->gpt;
+    fprintf(f, "\nevaluation (gpt %lld layers, %lld heads, %lld wide, block %lld, %s tokens, %lld parameters; batch %lld, %lld "
+               "steps, seed %llu, %d threads, cpu path %s)\n\n",
+            (long long)g->n_layer, (long long)g->n_head, (long long)g->n_embd, (long long)g->block_size, base->tokenizer,
+            (long long)res[0].params, (long long)base->batch, (long long)res[0].steps, (unsigned long long)base->seed,
+            base->threads ? base->threads : amp_get_num_threads(), amp_cpu_path_name(amp_cpu_active()));
+    fprintf(f, "| mode | val loss | delta vs fp32 | train time | speedup | tokens/s | peak memory | saving | skipped | final scale |\n");
+    fprintf(f, "|---|---|---|---|---|---|---|---|---|---|\n");
+    for (int k = 0; k < nr; k++) {
+        double speed = res[k].train_s > 0 ? res[0].train_s / res[k].train_s : 0;
+        double saving = res[0].mem.peak_total ? 1.0 - (double)res[k].mem.peak_total / (double)res[0].mem.peak_total : 0;
+        fprintf(f, "| %s | %.4f | %+.4f (%+.2f%%) | %.2f s | %.2fx | %.0f | %s | %+.1f%% | %lld | %g |\n", rows[k].label,
+                res[k].val_loss, res[k].val_loss - res[0].val_loss, 100 * (res[k].val_loss / res[0].val_loss - 1), res[k].train_s,
+                speed, res[k].tokens_per_s, fmt_bytes(res[k].mem.peak_total, b1, sizeof b1), 100 * saving,
+                (long long)res[k].skipped, res[k].final_scale);
+    }
+    fprintf(f, "\npeak memory by category (each category's own peak; the total is the peak of the sum)\n\n| category |");
+    for (int k = 0; k < nr; k++) fprintf(f, " %s |", rows[k].label);
+    fprintf(f, "\n|---|");
+    for (int k = 0; k < nr; k++) fprintf(f, "---|");
+    fprintf(f, "\n");
+    for (int c = 0; c < AMP_MEM_CATEGORY_COUNT; c++) {
+        fprintf(f, "| %s |", amp_mem_category_name((amp_mem_category)c));
+        for (int k = 0; k < nr; k++) fprintf(f, " %s |", fmt_bytes(res[k].mem.peak[c], b1, sizeof b1));
+        fprintf(f, "\n");
+    }
+    fprintf(f, "| total (peak of the sum) |");
+    for (int k = 0; k < nr; k++) fprintf(f, " %s |", fmt_bytes(res[k].mem.peak_total, b2, sizeof b2));
+    fprintf(f, "\n\nunigram entropy of the validation text: %.4f nats/token (a model that ignores context).\n"
+               "notes: activations (forward outputs kept for backward) are most of this config's memory:\n"
+               "autocast (O1) keeps the matmul, attention and GELU outputs in half and adds a cast\n"
+               "cache of the weights (2 B/param); O2 stores the parameters and gradients in half beside\n"
+               "f32 masters, and its activations are half except the LayerNorms (kept f32). The\n"
+               "cross-entropy keeps half logits as they are (no f32 copy). Speed: this CPU path's\n"
+               "matrix products in bf16 (vdpbf16ps where the CPU has it); fp16 is widened to f32.\n",
+               res[0].unigram_entropy);
+    return CLI_OK;
 }
 
 int cmd_compare(int argc, char **argv) {
@@ -35,6 +117,15 @@ int cmd_compare(int argc, char **argv) {
     }
     if (precision || policy)
         return cli_usage_error(cmd_compare_usage, "compare: --precision and --policy are chosen by compare itself");
+    if (!strcmp(base.model, "gpt")) {
+        /* a config whose activations dominate memory, unless the user chose one */
+        bool shape_given = base.gpt_flags > 0;
+        if (!base.batch_set) base.batch = 16;
+        if (!shape_given) base.gpt.block_size = 256;
+        if (!base.max_steps) base.max_steps = 100;
+    }
+    if (train_check_model_flags(&base)) return cli_usage_error(cmd_compare_usage, "compare: bad options for --model %s", base.model);
+    if (!strcmp(base.model, "gpt")) return compare_gpt(&base, opt_level);
     const char *modes[3] = {"fp32", "fp16", "bf16"};
     trainer_cfg cfg[3];
     trainer_result res[3];

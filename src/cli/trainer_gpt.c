@@ -345,6 +345,10 @@ int trainer_run_gpt(const trainer_cfg *cfg, trainer_result *res, bool keep_model
     }
     sc = amp_scaler_new(&so);
     if (!sc) goto out;
+    /* the peaks of the training steps: what is live now (parameters,
+     * optimizer state) stays counted, the set-up's transients (amp_module_to's
+     * conversions) do not */
+    amp_memory_reset_peak();
     int64_t per_epoch = ntrain / (B * T) > 0 ? ntrain / (B * T) : 1;
     int64_t total_steps = cfg->max_steps > 0 ? cfg->max_steps : per_epoch * cfg->epochs;
     int64_t step = 0, ran = 0, saved_at = -1;
