@@ -29,8 +29,10 @@ one warm-up step.
 
 serves `amp bench train`, which interleaves its rounds with PyTorch's: prints
 "ready <version>", then answers each line "run MODEL BATCH STEPS THREADS MODE"
-(MODE fp32, fp16 or bf16) with "ok <median ms per step>" or "na" (the mode is
-not supported by this PyTorch), until "quit" or end of input."""
+(MODE fp32, fp16 or bf16) or, for the GPT, "gpt N_LAYER N_HEAD N_EMBD
+BLOCK_SIZE VOCAB BATCH SEQ STEPS THREADS MODE" with "ok <median ms per step>"
+or "na" (the mode is not supported by this PyTorch), until "quit" or end of
+input."""
 import argparse
 import json
 import os
@@ -122,6 +124,15 @@ def serve():
         if not f or f[0] == "quit":
             break
         try:
+            if f[0] == "gpt" and len(f) == 12 and f[11] in dts:
+                v = [int(t) for t in f[1:11]]
+                cfg = dict(n_layer=v[0], n_head=v[1], n_embd=v[2], block_size=v[3], vocab_size=v[4])
+                torch.set_num_threads(v[9])
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error")
+                    ms = bench_gpt(cfg, v[5], v[6], v[7], dts[f[11]])
+                print("ok %.6f" % ms, flush=True)
+                continue
             if f[0] != "run" or len(f) != 6 or f[1] not in ("mlp", "cnn") or f[5] not in dts:
                 raise ValueError("bad request: " + line.strip())
             torch.set_num_threads(int(f[4]))

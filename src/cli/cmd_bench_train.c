@@ -12,7 +12,8 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: amp bench train [--model mlp|cnn|mlp,cnn] [--batch B] [--steps N] [--rounds R]\n"
-               "                       [--threads T] [--torch-script PATH] [--no-torch] [--json FILE]\n\n"
+               "                       [--threads T] [--torch-script PATH] [--no-torch] [--json FILE]\n"
+               "       amp bench train --model gpt ... (its own options: amp bench train --model gpt --help)\n\n"
                "Median ms per training step (forward, loss, backward, optimizer; AdamW) in fp32,\n"
                "fp16 + GradScaler, bf16 (O1) and bf16 O2, with the ratio to fp32 and the time of\n"
                "one epoch of 60000 images. With PyTorch installed, tools/bench_torch.py --serve runs\n"
@@ -125,6 +126,8 @@ static int bench_model(const char *model, long batch, long steps, int rounds, lo
 }
 
 int cmd_bench_train(int argc, char **argv) {
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--model") && !strcmp(argv[i + 1], "gpt")) return bench_train_gpt(argc, argv);
     const char *models = "mlp,cnn", *json = NULL, *script = "tools/bench_torch.py";
     long batch = 128, steps = 40, threads = 0, rounds = 7;
     bool no_torch = false;

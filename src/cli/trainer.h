@@ -43,6 +43,7 @@ typedef struct {
     bool batch_set;         /* --batch given (the GPT's default batch is 16) */
     /* --model gpt */
     amp_gpt_config gpt;     /* vocab_size comes from the tokenizer */
+    int64_t seq_len;        /* training and validation windows (0: gpt.block_size) */
     const char *data_path;  /* --data (NULL: the Shakespeare corpus) */
     const char *tokenizer;  /* "byte" | "gpt2" */
     int64_t eval_every;     /* validation loss every N steps (0: at the end only) */

@@ -40,7 +40,7 @@ static amp_tensor *gpt_loss(amp_module *m, const trainer_cfg *cfg, amp_tensor *x
 }
 
 int trainer_gpt_eval(amp_module *m, const trainer_cfg *cfg, amp_text_dataset *d, int64_t windows, double *loss) {
-    int64_t T = cfg->gpt.block_size, total = amp_text_dataset_windows(d, AMP_TEXT_VAL, T);
+    int64_t T = cfg->seq_len > 0 ? cfg->seq_len : cfg->gpt.block_size, total = amp_text_dataset_windows(d, AMP_TEXT_VAL, T);
     if (total < 1) {
         amp_error(AMP_ERR_ARG, "amp train: the validation split holds %lld tokens, fewer than one window of %lld + 1",
                   (long long)amp_text_dataset_tokens(d, AMP_TEXT_VAL), (long long)T);
@@ -288,7 +288,11 @@ int trainer_run_gpt(const trainer_cfg *cfg, trainer_result *res, bool keep_model
     }
     amp_gpt_config gc = cfg->gpt;
     gc.vocab_size = amp_tokenizer_vocab_size(tok);
-    int64_t B = cfg->batch, T = gc.block_size, ntrain = amp_text_dataset_tokens(ds, AMP_TEXT_TRAIN);
+    int64_t B = cfg->batch, T = cfg->seq_len > 0 ? cfg->seq_len : gc.block_size, ntrain = amp_text_dataset_tokens(ds, AMP_TEXT_TRAIN);
+    if (T > gc.block_size) {
+        amp_error(AMP_ERR_ARG, "amp train: windows of %lld tokens exceed block_size %lld", (long long)T, (long long)gc.block_size);
+        goto out;
+    }
     if (ntrain < T + 2) {
         amp_error(AMP_ERR_ARG, "amp train: %s holds %lld training tokens, too few for windows of --block-size %lld", path,
                   (long long)ntrain, (long long)T);
