@@ -41,6 +41,22 @@ static gpt_shared *SH(const amp_module *m) { return ((mod_data *)amp_module_data
 static amp_module *CH(const amp_module *m, const char *name) { return amp_module_get_child(m, name); }
 static amp_tensor *P(const amp_module *m, const char *name) { return amp_module_get_parameter(m, name); }
 
+/* A tensor argument usable (not NULL, not freed: amp_tensor_ndim names a
+ * freed tensor in debug mode); the error names fn. */
+static bool arg_ok(const char *fn, const char *what, const amp_tensor *t) {
+    if (!t) {
+        amp_error(AMP_ERR_ARG, "%s: %s is NULL", fn, what);
+        return false;
+    }
+    if (amp_tensor_ndim(t) < 0) {
+        char prev[600];
+        snprintf(prev, sizeof prev, "%s", amp_last_error());
+        amp_error(amp_last_status(), "%s: %s: %s", fn, what, prev);
+        return false;
+    }
+    return true;
+}
+
 /* ---- the module classes ------------------------------------------------------------------------ */
 static amp_tensor *dropout_fwd(amp_module *m, amp_tensor *x) {
     mod_data *d = amp_module_data(m);
@@ -315,8 +331,7 @@ bool amp_gpt_activation_checkpointing(const amp_module *m) {
 amp_tensor *amp_gpt_loss(amp_module *m, amp_tensor *idx, amp_tensor *targets, amp_tensor **logits) {
     static const char *fn = "amp_gpt_loss";
     if (logits) *logits = NULL;
-    if (gpt_of(fn, m) != AMP_OK) return NULL;
-    if (!idx || !targets) return amp_error_null(AMP_ERR_ARG, "%s: idx or targets is NULL", fn);
+    if (!arg_ok(fn, "idx", idx) || !arg_ok(fn, "targets", targets) || gpt_of(fn, m) != AMP_OK) return NULL;
     if (amp_tensor_ndim(targets) != 2 || amp_tensor_ndim(idx) != 2 || amp_tensor_dim(targets, 0) != amp_tensor_dim(idx, 0) ||
         amp_tensor_dim(targets, 1) != amp_tensor_dim(idx, 1)) {
         char a[64], b[64];
@@ -585,8 +600,8 @@ static amp_tensor *block_cached(amp_module *blk, amp_tensor *x, amp_gpt_cache *c
 
 amp_tensor *amp_gpt_forward_cached(amp_module *m, amp_tensor *idx, amp_gpt_cache *c) {
     static const char *fn = "amp_gpt_forward_cached";
-    if (gpt_of(fn, m) != AMP_OK) return NULL;
-    if (!c || !idx) return amp_error_null(AMP_ERR_ARG, "%s: cache or idx is NULL", fn);
+    if (!arg_ok(fn, "idx", idx) || gpt_of(fn, m) != AMP_OK) return NULL;
+    if (!c) return amp_error_null(AMP_ERR_ARG, "%s: cache is NULL", fn);
     if (c->m != m) return amp_error_null(AMP_ERR_ARG, "%s: the cache was made for another model", fn);
     const amp_gpt_config *cf = &SH(m)->cfg;
     if (amp_tensor_ndim(idx) != 2 || amp_tensor_dim(idx, 0) != c->B ||

@@ -81,6 +81,7 @@ amp_status amp_scope_end(amp_scope *s) {
 }
 
 amp_tensor *amp_scope_end_keep(amp_scope *s, amp_tensor *t) {
+    if (t && !amp__live("amp_scope_end_keep", t)) return NULL;
     if (!s) {
         amp_error(AMP_ERR_ARG, "amp_scope_end_keep: s is NULL");
         return NULL;
