@@ -268,6 +268,40 @@ static void t_unscale_overflow_cli(void **state) {
     assert_checkpoint_finite(dir);
 }
 
+/* The scale collapsing to its floor: every step poisoned, no limit on the
+ * count. f32 arithmetic reached 0 after 165 halvings (then 1/0); amp stops
+ * at 2^-126, and the run stops when an overflow leaves the scale there:
+ * 65536 -> 2^-126 is 142 halvings. */
+static void t_scale_floor_stops(void **state) {
+    (void)state;
+    char *err;
+    free(run(NULL, 1, &err,
+             "train --precision fp16 --limit 4096 --batch 16 --test-limit 100 --quiet --threads 2 --inject-nonfinite-every 1 "
+             "--max-consecutive-overflows 100000 --checkpoint %s/floor --save-every 50",
+             g_dir));
+    if (!strstr(err, "step 142") || !strstr(err, "(its floor)") || !strstr(err, "bf16")) fail_msg("expected a stop at the floor:\n%s", err);
+    free(err);
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/floor", g_dir);
+    assert_checkpoint_finite(dir);
+}
+
+/* Unscale overflow on every step (1e38 at scale 0.25): each is skipped, the
+ * weights stay finite, and the run stops with the diagnosis. */
+static void t_unscale_overflow_storm(void **state) {
+    (void)state;
+    char *err;
+    free(run(NULL, 1, &err,
+             "train --precision fp16 --limit 512 --batch 16 --test-limit 100 --quiet --threads 2 --init-scale 0.25 "
+             "--inject-nonfinite-every 1 --inject-value 1e38 --max-consecutive-overflows 8 --checkpoint %s/uo --save-every 2",
+             g_dir));
+    if (!strstr(err, "8 consecutive steps overflowed") || !strstr(err, "1.weight")) fail_msg("%s", err);
+    free(err);
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/uo", g_dir);
+    assert_checkpoint_finite(dir);
+}
+
 /* ---- issue 12 item 4: a skipped step leaves the BatchNorm buffers alone --------------------- */
 static void t_bn_skipped_step_buffers(void **state) {
     (void)state;
@@ -375,6 +409,8 @@ int main(void) {
         cmocka_unit_test(t_overflow_storm_diagnosis),
         cmocka_unit_test(t_scale_collapse_stops),
         cmocka_unit_test(t_unscale_overflow_cli),
+        cmocka_unit_test(t_scale_floor_stops),
+        cmocka_unit_test(t_unscale_overflow_storm),
         cmocka_unit_test(t_bn_skipped_step_buffers),
     };
     amp_test_prepare();
