@@ -459,7 +459,7 @@ static void t_many_metadata_keys(void **state) {
     for (int i = 0; i < n; i++) len += (size_t)snprintf(hdr + len, cap - len, "%s\"key%d\":\"v%d\"", i ? "," : "", i, i);
     size_t dup_at = len;
     len += (size_t)snprintf(hdr + len, cap - len, "}}");
-    unsigned char *img = malloc(len + 16);
+    unsigned char *img = malloc(cap + 16); /* room for the longer header with the duplicate, below */
     for (int k = 0; k < 8; k++) img[k] = (unsigned char)((uint64_t)len >> (8 * k));
     memcpy(img + 8, hdr, len);
     alarm(120);
