@@ -439,6 +439,68 @@ static void t_weight_decay_o2(void **state) {
     amp_module_free(m);
 }
 
+/* A half embedding table's gradient (O2's tied wte) is made in its dtype:
+ * each row summed in f32 over its occurrences and rounded once, the bits of
+ * an f32 scatter-add rounded; accumulated into a half .grad (the LM head's
+ * use first) tile by tile, the bits of f32 addition rounded. */
+static void t_embedding_half_grad(void **state) {
+    (void)state;
+    amp_generator g = amp_generator_make(8);
+    for (int d = 0; d < 2; d++) {
+        amp_dtype dt = d ? AMP_F16 : AMP_BF16;
+        amp_tensor *w32 = amp_tensor_randn(AMP_F32, 2, AMP_SHAPE(50, 24), &g);
+        amp_tensor *w = amp_to(w32, dt);
+        amp_tensor_set_requires_grad(w, true);
+        int64_t iv[40];
+        for (int i = 0; i < 40; i++) iv[i] = (i * 7) % 13; /* repeated rows */
+        amp_tensor *idx = amp_tensor_from_data(iv, AMP_I64, 2, AMP_SHAPE(4, 10));
+        amp_tensor *up = amp_tensor_randn(AMP_F32, 3, AMP_SHAPE(4, 10, 24), &g);
+        float xs[6 * 24]; /* small integers: the head's gradient is exact in any summation order */
+        for (int i = 0; i < 6 * 24; i++) xs[i] = (float)((i * 5) % 9 - 4);
+        amp_tensor *x = amp_tensor_from_data(xs, AMP_F32, 2, AMP_SHAPE(6, 24));
+        amp_scope *s = amp_scope_begin();
+        /* loss = sum(emb(idx) * up) + sum(x w^T * 1): the head's use, then the embedding's */
+        amp_tensor *l1 = amp_sum(amp_mul(amp_to(amp_embedding(w, idx), AMP_F32), up), NULL, 0, false);
+        amp_tensor *l2 = amp_sum(amp_to(amp_linear(amp_to(x, dt), w, NULL), AMP_F32), NULL, 0, false);
+        assert_int_equal(amp_backward(amp_add(l2, l1)), AMP_OK);
+        amp_scope_end(s);
+        /* reference: f32 scatter-add rounded; the head's gradient (sum over x rows) rounded; their sum rounded */
+        amp_scope *s2 = amp_scope_begin();
+        amp_tensor *uph = amp_to(up, dt); /* the embedding's output is half: its upstream gradient arrives rounded */
+        double *pu = tc_values(uph);
+        float emb[50 * 24] = {0}, head[50 * 24];
+        for (int i = 0; i < 40; i++)
+            for (int k = 0; k < 24; k++) emb[iv[i] * 24 + k] += (float)pu[i * 24 + k];
+        free(pu);
+        amp_tensor *xh = amp_to(x, dt);
+        double *xv = tc_values(xh);
+        for (int r = 0; r < 50; r++) /* d(sum(x w^T))/dw[r] = sum over the rows of x (f32 sum of half values) */
+            for (int k = 0; k < 24; k++) {
+                float sacc = 0;
+                for (int i = 0; i < 6; i++) sacc += (float)xv[i * 24 + k];
+                head[r * 24 + k] = sacc;
+            }
+        amp_tensor *eh = amp_to(amp_tensor_from_data(emb, AMP_F32, 2, AMP_SHAPE(50, 24)), dt);
+        amp_tensor *hh = amp_to(amp_tensor_from_data(head, AMP_F32, 2, AMP_SHAPE(50, 24)), dt);
+        amp_tensor *want = amp_to(amp_add(amp_to(hh, AMP_F32), amp_to(eh, AMP_F32)), dt);
+        amp_tensor *got = amp_tensor_grad(w);
+        assert_int_equal(amp_tensor_dtype(got), dt);
+        double *gv = tc_values(got), *wv = tc_values(want), worst = 0;
+        for (int i = 0; i < 50 * 24; i++) worst = fmax(worst, fabs(gv[i] - wv[i]));
+        printf("%s tied table: gradient within %.3g of the rounded f32 reference\n", amp_dtype_name(dt), worst);
+        assert_true(worst == 0);
+        free(gv);
+        free(wv);
+        free(xv);
+        amp_scope_end(s2);
+        amp_tensor_free(w32);
+        amp_tensor_free(w);
+        amp_tensor_free(idx);
+        amp_tensor_free(up);
+        amp_tensor_free(x);
+    }
+}
+
 static void t_errors(void **state) {
     (void)state;
     amp_gpt_config c = small_cfg(0.0);
@@ -477,7 +539,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_structure),   cmocka_unit_test(t_init),     cmocka_unit_test(t_checkpoint_bitwise),
         cmocka_unit_test(t_checkpoint_generic), cmocka_unit_test(t_kv_cache), cmocka_unit_test(t_generate),
-        cmocka_unit_test(t_weight_decay_o2), cmocka_unit_test(t_errors),
+        cmocka_unit_test(t_weight_decay_o2), cmocka_unit_test(t_embedding_half_grad), cmocka_unit_test(t_errors),
     };
     return amp_test_run(tests);
 }

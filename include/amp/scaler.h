@@ -60,6 +60,25 @@ amp_status amp_scaler_unscale(amp_scaler *s, amp_optim *opt);
  * says which. Disabled: a plain amp_optim_step. */
 amp_status amp_scaler_step(amp_scaler *s, amp_optim *opt, bool *skipped);
 amp_status amp_scaler_update(amp_scaler *s);
+
+/* unscale + clip_grad_norm_ + the skip check in one read pass over the
+ * gradients of opts[0..n), for the common loop
+ *     amp_scaler_unscale(s, opts[k]) for each k;
+ *     amp_clip_grad_norm_optims(opts, n, max_norm, s);
+ *     amp_scaler_step(s, opts[k]) for each k
+ * which reads the gradients five times and writes them twice (and, for
+ * master weights, makes f32 copies). Returns the total L2 norm of the
+ * unscaled gradients (the value clip_grad_norm_ returns) or -1 with an
+ * error. The gradients in .grad are left as they are (still scaled,
+ * unclipped); each optimizer's following amp_scaler_step multiplies them
+ * by 1/scale and, when norm > max_norm, by max_norm / (norm + 1e-6) inside
+ * its fused update, and is skipped when the norm is not finite (an inf/nan
+ * gradient). The same update as the three calls, except that 1/scale and
+ * the clip coefficient are one f32 factor (with a power-of-two scale and
+ * normal values: the same bits). The optimizers must not have been
+ * unscaled, clipped or stepped since the last update. A disabled scaler:
+ * amp_clip_grad_norm_optims. */
+double amp_scaler_clip_grad_norm(amp_scaler *s, amp_optim *const *opts, int n, double max_norm);
 /* torch's update(new_scale): sets the scale, leaves the growth tracker. */
 amp_status amp_scaler_update_to(amp_scaler *s, double new_scale);
 

@@ -27,6 +27,8 @@ typedef struct {
     bool found_inf;
     bool checked; /* an inf check was recorded for this optimizer */
     int first_bad; /* first parameter whose unscaled gradient held inf/nan, or -1 */
+    bool clipped;  /* amp_scaler_clip_grad_norm checked it: the step multiplies by factor */
+    float factor;  /* 1/scale times the clip coefficient */
 } opt_state;
 
 struct amp_scaler {
@@ -251,6 +253,9 @@ amp_status amp_scaler_unscale(amp_scaler *s, amp_optim *opt) {
     if (!st) return amp_last_status();
     if (st->stage == STAGE_UNSCALED)
         return amp_error(AMP_ERR_STATE, "%s: unscale already called on this optimizer since the last update", fn);
+    if (st->clipped)
+        return amp_error(AMP_ERR_STATE, "%s: amp_scaler_clip_grad_norm already took this optimizer's gradients (its step "
+                                        "unscales and clips them); call update first", fn);
     if (st->stage == STAGE_STEPPED) return amp_error(AMP_ERR_STATE, "%s: unscale called after step (call update first)", fn);
     bool found = false;
     int first = -1;
@@ -274,7 +279,9 @@ amp_status amp_scaler_step(amp_scaler *s, amp_optim *opt, bool *skipped) {
     if (st->stage == STAGE_STEPPED)
         return amp_error(AMP_ERR_STATE, "%s: step already called on this optimizer since the last update", fn);
     float inv = 1.0f;
-    if (st->stage == STAGE_READY) {
+    if (st->stage == STAGE_READY && st->clipped) { /* checked by amp_scaler_clip_grad_norm: unscale and clip on the fly */
+        inv = st->factor;
+    } else if (st->stage == STAGE_READY) {
         /* Fused path: the check (read-only) multiplies each gradient by
          * 1/scale exactly as the update kernel will and decides on those
          * unscaled values; then the optimizer's single update pass unscales
@@ -304,6 +311,71 @@ amp_status amp_scaler_step(amp_scaler *s, amp_optim *opt, bool *skipped) {
     return rc;
 }
 
+double amp_scaler_clip_grad_norm(amp_scaler *s, amp_optim *const *opts, int n, double max_norm) {
+    static const char *fn = "amp_scaler_clip_grad_norm";
+    if (!s) {
+        amp_error(AMP_ERR_ARG, "%s: scaler is NULL", fn);
+        return -1;
+    }
+    if (!opts || n <= 0 || n > 64) {
+        amp_error(AMP_ERR_ARG, "%s: opts is NULL or n %d is not in 1..64", fn, n);
+        return -1;
+    }
+    if (!(max_norm > 0) || !isfinite(max_norm)) {
+        amp_error(AMP_ERR_ARG, "%s: max_norm %g must be finite and > 0", fn, max_norm);
+        return -1;
+    }
+    for (int k = 0; k < n; k++) {
+        if (!opts[k]) {
+            amp_error(AMP_ERR_ARG, "%s: opts[%d] is NULL", fn, k);
+            return -1;
+        }
+        for (int j = 0; j < k; j++)
+            if (opts[j] == opts[k]) {
+                amp_error(AMP_ERR_ARG, "%s: opts[%d] and opts[%d] are the same optimizer", fn, j, k);
+                return -1;
+            }
+    }
+    if (!s->enabled) return amp_clip_grad_norm_optims(opts, n, max_norm, NULL); /* no skipping: clip .grad itself */
+    opt_state *sts[64];
+    for (int k = 0; k < n; k++) {
+        opt_state *st = state_for(s, opts[k]);
+        if (!st) return -1;
+        if (st->stage != STAGE_READY || st->clipped) {
+            amp_error(AMP_ERR_STATE, "%s: opts[%d] was already unscaled, clipped or stepped since the last update", fn, k);
+            return -1;
+        }
+        for (int i = 0; i < opts[k]->n; i++) {
+            const amp_tensor *g = opts[k]->ps[i].param->grad;
+            if (g && g->dtype == AMP_F16 && !opts[k]->o.master_weights) {
+                amp_error(AMP_ERR_DTYPE, "%s: attempting to unscale FP16 gradients (opts[%d] parameter %d is f16 without "
+                                         "master weights)", fn, k, i);
+                return -1;
+            }
+        }
+        sts[k] = st;
+    }
+    const float inv = inv_scale_of(s);
+    double total = 0;
+    for (int k = 0; k < n; k++) {
+        int first = -1;
+        double ss = amp__optim_sumsq_unscaled(opts[k], inv, &first);
+        sts[k]->found_inf = !isfinite(ss);
+        sts[k]->first_bad = first;
+        sts[k]->checked = true;
+        total += ss;
+    }
+    double norm = sqrt(total);
+    /* torch's clip_grad_norm_: coef = max_norm / (norm + 1e-6), applied when < 1 */
+    double coef = max_norm / (norm + 1e-6);
+    float cf = isfinite(norm) && coef < 1.0 ? (float)coef : 1.0f;
+    for (int k = 0; k < n; k++) {
+        sts[k]->clipped = true;
+        sts[k]->factor = inv * cf;
+    }
+    return norm;
+}
+
 static void record(amp_scaler *s) {
     if (s->hist_n == s->hist_cap) {
         int64_t cap = s->hist_cap ? s->hist_cap * 2 : 256;
@@ -315,7 +387,7 @@ static void record(amp_scaler *s) {
     s->history[s->hist_n++] = s->scale;
 }
 
-static void reset_per_opt(amp_scaler *s) { s->n_opt = 0; }
+static void reset_per_opt(amp_scaler *s) { s->n_opt = 0; } /* (state_for zeroes a reused entry: clipped too) */
 
 amp_status amp_scaler_update(amp_scaler *s) {
     static const char *fn = "amp_scaler_update";

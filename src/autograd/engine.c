@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "amp/autograd.h"
+#include "amp/numeric.h"
 #include "amp/ops.h"
 #include "autograd/node.h"
 
@@ -275,6 +276,23 @@ static amp_status accumulate_leaf(amp_tensor *leaf, const amp_tensor *g) {
         float *a = amp__data(acc);
         const float *b = amp__data(g);
         for (int64_t i = 0; i < n; i++) a[i] += b[i];
+        return AMP_OK;
+    }
+    if (amp_dtype_is_half(acc->dtype) && g->dtype == acc->dtype && amp_tensor_is_contiguous(acc) && amp_tensor_is_contiguous(g)) {
+        /* a half .grad (O2's tied embedding): widened, added and rounded tile
+         * by tile in place, the bits of add_new without its whole-tensor f32
+         * copies */
+        char *a = amp__data(acc);
+        const char *b = amp__data(g);
+        enum { T = 2048 };
+        for (int64_t t0 = 0; t0 < n; t0 += T) {
+            float x[T], y[T];
+            size_t m = (size_t)(n - t0 < T ? n - t0 : T);
+            amp_convert(x, AMP_F32, a + (size_t)t0 * es, acc->dtype, m, 0);
+            amp_convert(y, AMP_F32, b + (size_t)t0 * es, g->dtype, m, 0);
+            for (size_t k = 0; k < m; k++) x[k] += y[k];
+            amp_convert(a + (size_t)t0 * es, acc->dtype, x, AMP_F32, m, 0);
+        }
         return AMP_OK;
     }
     amp_tensor *sum = add_new(acc, g);

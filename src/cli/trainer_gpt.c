@@ -406,10 +406,9 @@ int trainer_run_gpt(const trainer_cfg *cfg, trainer_result *res, bool keep_model
         double lv = amp_tensor_item(loss);
         amp_status st = amp_backward(cfg->mode.loss_scaling ? amp_scaler_scale(sc, loss) : loss);
         double norm = NAN;
-        if (st == AMP_OK && cfg->grad_clip > 0) {
-            for (int k = 0; k < nopt && st == AMP_OK; k++) st = amp_scaler_unscale(sc, opts[k]);
-            if (st == AMP_OK) norm = amp_clip_grad_norm_optims(opts, nopt, cfg->grad_clip, sc);
-            if (st == AMP_OK && norm < 0) st = amp_last_status();
+        if (st == AMP_OK && cfg->grad_clip > 0) { /* unscale, clip and the inf check: one read pass, applied in the steps */
+            norm = amp_scaler_clip_grad_norm(sc, opts, nopt, cfg->grad_clip);
+            if (norm < 0) st = amp_last_status();
         }
         bool skipped = false, sk;
         for (int k = 0; k < nopt && st == AMP_OK; k++) {

@@ -3,6 +3,7 @@
  * into a [V, D] weight gradient (f32 accumulation). */
 #include <string.h>
 
+#include "amp/numeric.h"
 #include "ops/f32_util.h"
 
 static int64_t index_at(const amp_tensor *idx, int64_t flat) {
@@ -22,27 +23,72 @@ static int64_t *indices_i64(const amp_tensor *idx, int64_t n) {
     return v;
 }
 
+/* The gradient [V, D] in the weight's dtype: zero except the rows of the
+ * indices, each summed in f32 over its occurrences (in order) and rounded
+ * once, which are the values of an f32 scatter-add rounded to the weight's
+ * dtype. A half weight's gradient is made in its dtype directly (GPT-2's
+ * [50257, 768] table: half the bytes to zero and no conversion pass). */
 static amp_status embedding_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
     const amp_tensor *idx = n->saved[0];
     amp_edge *e = &n->inputs[0];
-    int64_t D = e->shape[1], cnt = amp_tensor_numel(idx);
-    amp_tensor *gw = amp__f32_grad(2, e->shape, true);
+    int64_t V = e->shape[0], D = e->shape[1], cnt = amp_tensor_numel(idx);
+    amp_dtype gdt = amp_dtype_is_half(e->dtype) ? e->dtype : AMP_F32;
+    amp_tensor *gw = amp__tensor_new("amp_backward", gdt, 2, e->shape, amp__mem_current(AMP_MEM_WORKSPACE), AMP_NEW_UNSCOPED);
     if (!gw) return amp_last_status();
+    memset(amp__data(gw), 0, gw->storage->nbytes);
     int64_t *iv = indices_i64(idx, cnt);
     bool og = false;
     const float *pg = iv ? amp__f32_view(gout[0], &og) : NULL;
-    if (!pg) {
+    /* half: rows accumulated in f32 (one per distinct index, first-use order), then rounded */
+    int64_t *slot = NULL, *rows = NULL;
+    float *acc = NULL;
+    size_t slot_b = (size_t)V * sizeof(int64_t), rows_b = (size_t)(cnt ? cnt : 1) * sizeof(int64_t), acc_b = 0;
+    int64_t nd = 0;
+    if (pg && gdt != AMP_F32) {
+        slot = amp__ws_alloc(slot_b);
+        rows = slot ? amp__ws_alloc(rows_b) : NULL;
+        if (rows) {
+            for (int64_t i = 0; i < cnt; i++) slot[iv[i]] = -1;
+            for (int64_t i = 0; i < cnt; i++)
+                if (slot[iv[i]] < 0) {
+                    slot[iv[i]] = nd;
+                    rows[nd++] = iv[i];
+                }
+            acc_b = (size_t)(nd ? nd : 1) * (size_t)D * sizeof(float);
+            acc = amp__ws_alloc(acc_b);
+        }
+    }
+    if (!pg || (gdt != AMP_F32 && !acc)) {
+        if (pg) amp__f32_done(gout[0], pg, og);
+        amp__ws_free(acc, acc_b);
+        amp__ws_free(rows, rows_b);
+        amp__ws_free(slot, slot_b);
         amp__ws_free(iv, (size_t)(cnt ? cnt : 1) * sizeof(int64_t));
         amp__release(gw);
         return amp_last_status();
     }
-    float *q = amp__data(gw);
-    for (int64_t i = 0; i < cnt; i++) {
-        float *row = q + iv[i] * D;
-        const float *src = pg + i * D;
-        for (int64_t d = 0; d < D; d++) row[d] += src[d];
+    if (gdt == AMP_F32) {
+        float *q = amp__data(gw);
+        for (int64_t i = 0; i < cnt; i++) {
+            float *row = q + iv[i] * D;
+            const float *src = pg + i * D;
+            for (int64_t d = 0; d < D; d++) row[d] += src[d];
+        }
+    } else {
+        memset(acc, 0, acc_b);
+        for (int64_t i = 0; i < cnt; i++) {
+            float *row = acc + slot[iv[i]] * D;
+            const float *src = pg + i * D;
+            for (int64_t d = 0; d < D; d++) row[d] += src[d];
+        }
+        size_t es = amp_dtype_size(gdt);
+        char *q = amp__data(gw);
+        for (int64_t r = 0; r < nd; r++) amp_convert(q + (size_t)(rows[r] * D) * es, gdt, acc + r * D, AMP_F32, (size_t)D, 0);
     }
     amp__f32_done(gout[0], pg, og);
+    amp__ws_free(acc, acc_b);
+    amp__ws_free(rows, rows_b);
+    amp__ws_free(slot, slot_b);
     amp__ws_free(iv, (size_t)(cnt ? cnt : 1) * sizeof(int64_t));
     gin[0] = gw;
     return AMP_OK;

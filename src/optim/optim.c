@@ -601,6 +601,54 @@ amp_status amp_optim_step(amp_optim *opt) {
 }
 
 /* ---- clipping ---------------------------------------------------------------------------- */
+/* sum of (x[k] * f)^2 over a tile, the product rounded to f32 as the update
+ * kernel rounds it, the squares summed in double over 8 lanes (one chain
+ * waited on each add's latency) */
+static double tile_sumsq(const float *x, int64_t m, float f) {
+    double acc[8] = {0};
+    int64_t k = 0;
+    for (; k + 8 <= m; k += 8)
+        for (int j = 0; j < 8; j++) {
+            double v = (double)(x[k + j] * f);
+            acc[j] += v * v;
+        }
+    for (; k < m; k++) {
+        double v = (double)(x[k] * f);
+        acc[0] += v * v;
+    }
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+/* sum of squares of one gradient tensor times f (double; inf/nan when it holds one) */
+static double grad_sumsq(const amp_tensor *g, float f) {
+    int64_t cnt = amp_tensor_numel(g);
+    const char *base = amp__data(g);
+    size_t es = amp_dtype_size(g->dtype);
+    double s = 0;
+#pragma omp parallel for reduction(+ : s) schedule(static) if (cnt > PAR_MIN)
+    for (int64_t t0 = 0; t0 < cnt; t0 += TILE) {
+        float tmp[TILE];
+        int64_t m = cnt - t0 < TILE ? cnt - t0 : TILE;
+        const float *src = tmp;
+        if (g->dtype == AMP_F32) src = (const float *)(base + (size_t)t0 * es);
+        else load_f32(tmp, base + (size_t)t0 * es, g->dtype, m);
+        s += tile_sumsq(src, m, f);
+    }
+    return s;
+}
+
+double amp__optim_sumsq_unscaled(amp_optim *opt, float inv_scale, int *first_bad) {
+    if (first_bad) *first_bad = -1;
+    double total = 0;
+    for (int i = 0; i < opt->n; i++) {
+        const amp_tensor *g = current_grad(opt, &opt->ps[i]);
+        if (!g) continue;
+        double s = grad_sumsq(g, inv_scale);
+        if (!isfinite(s) && first_bad && *first_bad < 0) *first_bad = i;
+        total += s;
+    }
+    return total;
+}
 /* The total L2 norm of gs[0..n) (NULL entries skipped, a tensor listed twice
  * counted once), accumulated in double; when it exceeds max_norm every
  * gradient is scaled by max_norm / (norm + 1e-6) (torch's
@@ -623,24 +671,8 @@ static double clip_list(const char *fn, amp_tensor **gs, int n, double max_norm)
         }
     }
     double total = 0;
-    for (int i = 0; i < n; i++) {
-        const amp_tensor *g = gs[i];
-        if (!g) continue;
-        int64_t cnt = amp_tensor_numel(g);
-        const char *base = amp__data(g);
-        size_t es = amp_dtype_size(g->dtype);
-        double s = 0;
-#pragma omp parallel for reduction(+ : s) schedule(static) if (cnt > PAR_MIN)
-        for (int64_t t0 = 0; t0 < cnt; t0 += TILE) {
-            float tmp[TILE];
-            int64_t m = cnt - t0 < TILE ? cnt - t0 : TILE;
-            load_f32(tmp, base + (size_t)t0 * es, g->dtype, m);
-            double a = 0;
-            for (int64_t k = 0; k < m; k++) a += (double)tmp[k] * tmp[k];
-            s += a;
-        }
-        total += s;
-    }
+    for (int i = 0; i < n; i++)
+        if (gs[i]) total += grad_sumsq(gs[i], 1.0f);
     double norm = sqrt(total);
     if (!isfinite(norm)) return norm;
     double coef = max_norm / (norm + 1e-6);

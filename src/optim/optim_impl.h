@@ -30,6 +30,11 @@ struct amp_optim {
  * same f32 product the update kernel computes)? *first_bad (may be NULL)
  * gets the index of the first parameter with an inf/nan (-1 if none). */
 bool amp__optim_check_unscaled(amp_optim *opt, float inv_scale, int *first_bad);
+/* The sum of squares (double) of the gradients the next step would use, each
+ * element multiplied by inv_scale in f32 as the update does: inf/nan when
+ * one is (then *first_bad, may be NULL, names the first such parameter, else
+ * -1). One read pass: the skip check and the norm for clipping at once. */
+double amp__optim_sumsq_unscaled(amp_optim *opt, float inv_scale, int *first_bad);
 /* torch's _unscale_grads_, in place (into the f32 master gradients on a
  * master-weight optimizer): each element multiplied by inv_scale, and
  * *found_inf set when an unscaled value is inf/nan (amp checks after the
