@@ -501,6 +501,67 @@ static void t_embedding_half_grad(void **state) {
     }
 }
 
+/* A LayerNorm kept in f32 (O2) takes a half input as it is
+ * (AMP_MODULE_HALF_IO): the output, the input's gradient and the f32
+ * weight and bias gradients have the bits of the f32 route (cast in,
+ * layer_norm in f32, cast out), and what backward keeps is the half input,
+ * not an f32 copy. */
+static void t_layernorm_half_io(void **state) {
+    (void)state;
+    amp_generator g = amp_generator_make(12);
+    for (int d = 0; d < 2; d++) {
+        amp_dtype dt = d ? AMP_F16 : AMP_BF16;
+        amp_module *ln = amp_nn_layernorm(96, 1e-5);
+        assert_int_equal(amp_module_to(ln, dt, true), AMP_OK);
+        assert_true(amp_module_is_kept_f32(ln));
+        amp_tensor *w = amp_module_get_parameter(ln, "weight"), *b = amp_module_get_parameter(ln, "bias");
+        assert_int_equal(amp_tensor_dtype(w), AMP_F32);
+        amp_tensor_uniform_(w, 0.5, 1.5, &g);
+        amp_tensor_uniform_(b, -0.5, 0.5, &g);
+        amp_tensor *x32 = amp_tensor_randn(AMP_F32, 3, AMP_SHAPE(4, 33, 96), &g), *x = amp_to(x32, dt);
+        amp_tensor *u32 = amp_tensor_randn(AMP_F32, 3, AMP_SHAPE(4, 33, 96), &g), *up = amp_to(u32, dt);
+        amp_tensor_free(u32);
+        amp_tensor_set_requires_grad(x, true);
+        amp_tensor *y[2], *gx[2], *gw[2], *gb[2];
+        size_t act[2];
+        for (int k = 0; k < 2; k++) {
+            amp_memory_reset_peak();
+            size_t base = amp_memory_stats().live[AMP_MEM_ACTIVATION];
+            amp_scope *s = amp_scope_begin();
+            amp_tensor *out = k ? amp_to(amp_layer_norm(amp_to(x, AMP_F32), 1, w, b, 1e-5), dt) : amp_module_forward(ln, x);
+            assert_non_null(out);
+            assert_int_equal(amp_tensor_dtype(out), dt);
+            act[k] = amp_memory_stats().live[AMP_MEM_ACTIVATION] - base;
+            y[k] = amp_tensor_keep(amp_clone(out));
+            assert_int_equal(amp_backward(amp_sum(amp_to(amp_mul(out, up), AMP_F32), NULL, 0, false)), AMP_OK);
+            amp_scope_end(s);
+            gx[k] = amp_clone(amp_tensor_grad(x));
+            gw[k] = amp_clone(amp_tensor_grad(w));
+            gb[k] = amp_clone(amp_tensor_grad(b));
+            amp_tensor_set_grad(x, NULL);
+            amp_tensor_set_grad(w, NULL);
+            amp_tensor_set_grad(b, NULL);
+        }
+        assert_memory_equal(amp_tensor_data(y[0]), amp_tensor_data(y[1]), amp_tensor_nbytes(y[0]));
+        assert_memory_equal(amp_tensor_data(gx[0]), amp_tensor_data(gx[1]), amp_tensor_nbytes(gx[0]));
+        assert_memory_equal(amp_tensor_data(gw[0]), amp_tensor_data(gw[1]), amp_tensor_nbytes(gw[0]));
+        assert_memory_equal(amp_tensor_data(gb[0]), amp_tensor_data(gb[1]), amp_tensor_nbytes(gb[0]));
+        printf("%s LayerNorm kept f32: the f32 route's bits; activations after forward %zu bytes (f32 route %zu)\n",
+               amp_dtype_name(dt), act[0], act[1]);
+        assert_true(act[0] < act[1]);
+        for (int k = 0; k < 2; k++) {
+            amp_tensor_free(y[k]);
+            amp_tensor_free(gx[k]);
+            amp_tensor_free(gw[k]);
+            amp_tensor_free(gb[k]);
+        }
+        amp_tensor_free(x32);
+        amp_tensor_free(x);
+        amp_tensor_free(up);
+        amp_module_free(ln);
+    }
+}
+
 static void t_errors(void **state) {
     (void)state;
     amp_gpt_config c = small_cfg(0.0);
@@ -539,7 +600,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_structure),   cmocka_unit_test(t_init),     cmocka_unit_test(t_checkpoint_bitwise),
         cmocka_unit_test(t_checkpoint_generic), cmocka_unit_test(t_kv_cache), cmocka_unit_test(t_generate),
-        cmocka_unit_test(t_weight_decay_o2), cmocka_unit_test(t_embedding_half_grad), cmocka_unit_test(t_errors),
+        cmocka_unit_test(t_weight_decay_o2), cmocka_unit_test(t_embedding_half_grad), cmocka_unit_test(t_layernorm_half_io), cmocka_unit_test(t_errors),
     };
     return amp_test_run(tests);
 }

@@ -70,6 +70,11 @@ typedef struct amp_module amp_module;
 
 /* Class flags. */
 #define AMP_MODULE_NORM 1u /* a normalisation layer: kept in f32 (with its buffers) by amp_module_to(.., true) / O2 */
+/* Kept in f32, its forward takes half inputs as they are (its ops compute in
+ * f32 from f32 parameters and return the input's dtype, as layer_norm does:
+ * Apex's batch norm under keep_batchnorm_fp32) instead of f32 copies: the
+ * same values, and backward keeps the half input, not an f32 copy. */
+#define AMP_MODULE_HALF_IO 2u
 
 typedef struct {
     const char *name; /* the kind, "Linear", "Block" (amp_module_kind); required */
@@ -148,7 +153,8 @@ amp_module *amp_nn_flatten(void);
 /* ---- running ------------------------------------------------------------------------
  * Forward under the module's settings: a module kept in f32 runs with autocast
  * disabled and casts its input to f32 (the seeds' bn.float()), returning its
- * result in the input's dtype when that was half. An error inside names the
+ * result in the input's dtype when that was half (a class with
+ * AMP_MODULE_HALF_IO gets the half input itself and returns its own result). An error inside names the
  * op and, at the outermost forward, the module kind. */
 amp_tensor *amp_module_forward(amp_module *m, amp_tensor *x);
 amp_tensor *amp_module_forward_n(amp_module *m, amp_tensor *const *xs, int n);

@@ -72,7 +72,8 @@ static const amp_module_class dropout_class = {
 static amp_tensor *ln_fwd(amp_module *m, amp_tensor *x) {
     return amp_layer_norm(x, 1, P(m, "weight"), SH(m)->cfg.bias ? P(m, "bias") : NULL, 1e-5);
 }
-static const amp_module_class ln_class = {.name = "LayerNorm", .forward = ln_fwd, .destroy = sh_destroy, .flags = AMP_MODULE_NORM};
+static const amp_module_class ln_class = {
+    .name = "LayerNorm", .forward = ln_fwd, .destroy = sh_destroy, .flags = AMP_MODULE_NORM | AMP_MODULE_HALF_IO};
 
 /* the LM head: a bias-free Linear whose weight is wte's */
 static amp_tensor *head_fwd(amp_module *m, amp_tensor *x) { return amp_linear(x, P(m, "weight"), NULL); }

@@ -167,8 +167,11 @@ static void ln_repr(const amp_module *m, char *b, size_t n) {
     const ln_cfg *c = amp_module_data(m);
     snprintf(b, n, "(%lld,), eps=%g, elementwise_affine=True", (long long)c->features, c->eps);
 }
+/* layer_norm computes half rows in f32 with f32 weights and returns x's
+ * dtype: kept in f32 (O2) it takes half inputs as they are (the values of
+ * the f32 route, without the f32 copy backward would keep) */
 static const amp_module_class ln_class = {
-    .name = "LayerNorm", .forward = ln_forward, .extra_repr = ln_repr, .flags = AMP_MODULE_NORM};
+    .name = "LayerNorm", .forward = ln_forward, .extra_repr = ln_repr, .flags = AMP_MODULE_NORM | AMP_MODULE_HALF_IO};
 
 amp_module *amp_nn_layernorm(int64_t features, double eps) {
     if (features <= 0 || !(eps > 0))

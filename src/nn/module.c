@@ -364,12 +364,13 @@ static amp_tensor *forward_body(amp_module *m, amp_tensor *const *xs, int n) {
     amp_autocast_opts off = AMP_AUTOCAST_OPTS(AMP_F16);
     off.enabled = false;
     if (amp_autocast_enter_opts(&off) != AMP_OK) return NULL;
+    const bool half_io = (m->cls->flags & AMP_MODULE_HALF_IO) != 0; /* computes in f32 from half inputs itself */
     amp_tensor *local[8], **xf = n <= 8 ? local : calloc((size_t)n, sizeof *xf);
     amp_tensor *y = NULL;
     if (xf) {
         bool ok = true;
         for (int i = 0; i < n && ok; i++) {
-            xf[i] = xs[i] && amp_dtype_is_half(xs[i]->dtype) ? amp_to(xs[i], AMP_F32) : xs[i];
+            xf[i] = !half_io && xs[i] && amp_dtype_is_half(xs[i]->dtype) ? amp_to(xs[i], AMP_F32) : xs[i];
             ok = !xs[i] || xf[i];
         }
         if (ok) y = call_forward(m, xf, n);
@@ -378,7 +379,7 @@ static amp_tensor *forward_body(amp_module *m, amp_tensor *const *xs, int n) {
         amp_error(AMP_ERR_NOMEM, "amp_module_forward: out of memory");
     }
     amp_autocast_exit();
-    if (y && n > 0 && xs[0] && y->dtype == AMP_F32 && amp_dtype_is_half(xs[0]->dtype)) y = amp_to(y, xs[0]->dtype);
+    if (y && !half_io && n > 0 && xs[0] && y->dtype == AMP_F32 && amp_dtype_is_half(xs[0]->dtype)) y = amp_to(y, xs[0]->dtype);
     return y;
 }
 
