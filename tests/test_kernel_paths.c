@@ -28,6 +28,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/norm.h"
+#include "kernels/cpu/optim_update.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/softmax.h"
 #include "numeric/convert_impl.h"
@@ -684,6 +685,36 @@ static void t_xent_paths(void **state) {
     amp_cpu_select(orig);
 }
 
+/* The gradient-norm tile kernel: the same bits on every path (ragged
+ * lengths, scale factors, an inf) and within 1e-12 of a sequential double sum. */
+static void t_sumsq_paths(void **state) {
+    (void)state;
+    static const amp_optim_sumsq_fn fns[3] = {amp_optim_sumsq_scalar, amp_optim_sumsq_avx2, amp_optim_sumsq_avx512};
+    static const amp_cpu_path paths[3] = {AMP_CPU_SCALAR, AMP_CPU_AVX2, AMP_CPU_AVX512};
+    test_rng r = {11};
+    float g[1024];
+    fill_rows(g, 1024, &r, false);
+    const int64_t ms[] = {1, 15, 16, 17, 255, 1000, 1024};
+    const float fs[] = {1.0f, 0.5f, 0x1p-16f, 3.0f};
+    for (size_t a = 0; a < sizeof ms / sizeof ms[0]; a++)
+        for (size_t b = 0; b < sizeof fs / sizeof fs[0]; b++) {
+            double want = amp_optim_sumsq_scalar(fs[b], ms[a], g), ref = 0;
+            for (int64_t k = 0; k < ms[a]; k++) ref += (double)(g[k] * fs[b]) * (double)(g[k] * fs[b]);
+            assert_true(fabs(want - ref) <= 1e-12 * ref);
+            for (int p = 1; p < 3; p++) {
+                if (!amp_cpu_supported(paths[p])) continue;
+                double got = fns[p](fs[b], ms[a], g);
+                if (memcmp(&got, &want, sizeof got)) fail_msg("sumsq m %lld f %g path %d: %.17g vs %.17g", (long long)ms[a], fs[b], p, got, want);
+            }
+        }
+    g[5] = 1e30f; /* finite: its f32 square would not be */
+    for (int p = 0; p < 3; p++)
+        if (amp_cpu_supported(paths[p])) assert_true(isfinite(fns[p](1.0f, 1024, g)));
+    g[77] = INFINITY;
+    for (int p = 0; p < 3; p++)
+        if (amp_cpu_supported(paths[p])) assert_false(isfinite(fns[p](1.0f, 1024, g)));
+}
+
 /* ---- normalisation -------------------------------------------------------------------------- */
 static void t_layer_norm_paths(void **state) {
     (void)state;
@@ -1134,7 +1165,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_ew_every_op_f32),     cmocka_unit_test(t_ew_math_sweep),
         cmocka_unit_test(t_ew_halves_and_strides), cmocka_unit_test(t_ew_tails),
-        cmocka_unit_test(t_softmax_paths),       cmocka_unit_test(t_xent_paths),       cmocka_unit_test(t_layer_norm_paths),
+        cmocka_unit_test(t_softmax_paths),       cmocka_unit_test(t_xent_paths),      cmocka_unit_test(t_sumsq_paths),       cmocka_unit_test(t_layer_norm_paths),
         cmocka_unit_test(t_batch_group_norm_paths), cmocka_unit_test(t_reduce_paths),
         cmocka_unit_test(t_ops_on_every_path), cmocka_unit_test(t_ew_half_math), cmocka_unit_test(t_bf16_round_ways),
         cmocka_unit_test(t_ew_flat_bf16), cmocka_unit_test(t_attention_row_paths),

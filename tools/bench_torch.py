@@ -124,13 +124,13 @@ def serve():
         if not f or f[0] == "quit":
             break
         try:
-            if f[0] == "gpt" and len(f) == 12 and f[11] in dts:
-                v = [int(t) for t in f[1:11]]
+            if f[0] == "gpt" and len(f) == 11 and f[10] in dts:
+                v = [int(t) for t in f[1:10]]
                 cfg = dict(n_layer=v[0], n_head=v[1], n_embd=v[2], block_size=v[3], vocab_size=v[4])
-                torch.set_num_threads(v[9])
+                torch.set_num_threads(v[8])
                 with warnings.catch_warnings():
                     warnings.simplefilter("error")
-                    ms = bench_gpt(cfg, v[5], v[6], v[7], dts[f[11]])
+                    ms = bench_gpt(cfg, v[5], v[6], v[7], dts[f[10]])
                 print("ok %.6f" % ms, flush=True)
                 continue
             if f[0] != "run" or len(f) != 6 or f[1] not in ("mlp", "cnn") or f[5] not in dts:

@@ -601,29 +601,15 @@ amp_status amp_optim_step(amp_optim *opt) {
 }
 
 /* ---- clipping ---------------------------------------------------------------------------- */
-/* sum of (x[k] * f)^2 over a tile, the product rounded to f32 as the update
- * kernel rounds it, the squares summed in double over 8 lanes (one chain
- * waited on each add's latency) */
-static double tile_sumsq(const float *x, int64_t m, float f) {
-    double acc[8] = {0};
-    int64_t k = 0;
-    for (; k + 8 <= m; k += 8)
-        for (int j = 0; j < 8; j++) {
-            double v = (double)(x[k + j] * f);
-            acc[j] += v * v;
-        }
-    for (; k < m; k++) {
-        double v = (double)(x[k] * f);
-        acc[0] += v * v;
-    }
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
+static const amp_optim_sumsq_fn g_sumsq_fns[AMP_CPU_PATH_COUNT] = {amp_optim_sumsq_scalar, amp_optim_sumsq_avx2,
+                                                                     amp_optim_sumsq_avx512};
 
 /* sum of squares of one gradient tensor times f (double; inf/nan when it holds one) */
 static double grad_sumsq(const amp_tensor *g, float f) {
     int64_t cnt = amp_tensor_numel(g);
     const char *base = amp__data(g);
     size_t es = amp_dtype_size(g->dtype);
+    amp_optim_sumsq_fn sumsq = AMP_DISPATCH(g_sumsq_fns);
     double s = 0;
 #pragma omp parallel for reduction(+ : s) schedule(static) if (cnt > PAR_MIN)
     for (int64_t t0 = 0; t0 < cnt; t0 += TILE) {
@@ -632,7 +618,7 @@ static double grad_sumsq(const amp_tensor *g, float f) {
         const float *src = tmp;
         if (g->dtype == AMP_F32) src = (const float *)(base + (size_t)t0 * es);
         else load_f32(tmp, base + (size_t)t0 * es, g->dtype, m);
-        s += tile_sumsq(src, m, f);
+        s += sumsq(f, m, src);
     }
     return s;
 }

@@ -42,4 +42,12 @@ int amp_optim_check_scalar(float inv_scale, int64_t m, const float *g);
 int amp_optim_check_avx2(float inv_scale, int64_t m, const float *g);
 int amp_optim_check_avx512(float inv_scale, int64_t m, const float *g);
 
+/* sum of (g[k] * f)^2 over m values (gradient norms): the f32 products
+ * squared and summed in double over 16 fixed lanes; the same bits on every
+ * path. inf/nan when a product is. */
+typedef double (*amp_optim_sumsq_fn)(float f, int64_t m, const float *g);
+double amp_optim_sumsq_scalar(float f, int64_t m, const float *g);
+double amp_optim_sumsq_avx2(float f, int64_t m, const float *g);
+double amp_optim_sumsq_avx512(float f, int64_t m, const float *g);
+
 #endif
