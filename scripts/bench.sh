@@ -10,6 +10,12 @@ mkdir -p "$OUT"
 # Debian 12's OpenBLAS picks slow SSE3 kernels on recent CPUs unless told.
 export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SKYLAKEX}
 parts=${BENCH_PARTS:-$($AMP bench --list)}
+parts=${parts//memory-gpt/}
+# llm.c's CPU trainer for the GPT part: tools/llmc_setup.sh builds it outside
+# the repository; without AMP_LLMC_DIR the part says it was skipped
+if [ -z "${AMP_LLMC_DIR:-}" ]; then
+  echo "note: AMP_LLMC_DIR is not set: amp bench gpt runs without llm.c (tools/llmc_setup.sh builds it)" >&2
+fi
 doc=docs/BENCHMARKS.md
 tmp=$(mktemp "$doc.XXXXXX")
 {
@@ -39,6 +45,21 @@ for p in $parts; do
     echo
   } >> "$tmp"
 done
+# the GPT's memory by category at GPT-2 124M where activations dominate
+# (make bench; BENCH_PARTS without "memory-gpt" leaves it out)
+if [ -z "${BENCH_PARTS:-}" ] || [[ " $BENCH_PARTS " == *" memory-gpt "* ]]; then
+  echo "== amp memory --model gpt" >&2
+  {
+    echo "## amp memory --model gpt (GPT-2 124M, batch 16 x 256)"
+    echo
+    echo '```'
+    echo "\$ amp memory --model gpt --preset gpt2-124m --batch 16 --block-size 256"
+    echo '```'
+    echo
+    $AMP memory --model gpt --preset gpt2-124m --batch 16 --block-size 256
+    echo
+  } >> "$tmp"
+fi
 if ls docs/bench/*.md >/dev/null 2>&1; then
   { echo "## JSON fields"; echo; cat docs/bench/*.md; } >> "$tmp"
 fi

@@ -239,6 +239,11 @@ static void t_usage(void **s) {
     free(amp(2, NULL, "train --model gpt --tokenizer words"));
     free(amp(2, NULL, "train --model gpt --preset huge"));
     free(amp(2, NULL, "train --model gpt --limit 5"));
+    char *h = amp(0, NULL, "bench gpt --help");
+    assert_non_null(strstr(h, "shakespeare-char"));
+    assert_non_null(strstr(h, "llm.c"));
+    free(h);
+    free(amp(2, NULL, "bench train --model gpt --preset nope"));
     char *err;
     free(amp(1, &err, "train " SMALL " --data /nonexistent-amp-dir/t.txt --max-steps 2"));
     assert_non_null(strstr(err, "/nonexistent-amp-dir/t.txt"));

@@ -17,6 +17,7 @@ static const bench_part g_parts[] = {
     {"attention", "fused scaled_dot_product_attention vs the naive composition: ms and peak memory", cmd_bench_attention},
     {"kernels", "bandwidth-bound ops (elementwise, softmax, layer_norm, sum, casts) vs triad", cmd_bench_kernels},
     {"train", "ms per training step fp32 / fp16+scaler / bf16 / O2, beside PyTorch CPU", cmd_bench_train},
+    {"gpt", "the GPT (shakespeare-char, GPT-2 124M): ms/step and tokens/s beside PyTorch and llm.c", cmd_bench_gpt},
 };
 #define N_PARTS (sizeof g_parts / sizeof g_parts[0])
 

@@ -17,7 +17,7 @@
 #include "cli/trainer.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: amp bench train --model gpt [--preset shakespeare-char|gpt2-124m|both] [--steps N]\n"
+    fprintf(f, "usage: amp bench train --model gpt (or: amp bench gpt) [--preset shakespeare-char|gpt2-124m|both] [--steps N]\n"
                "                       [--rounds R] [--threads T] [--llmc DIR | --no-llmc] [--no-torch] [--json FILE]\n\n"
                "Median ms per training step (forward, cross-entropy, backward, clip_grad_norm 1.0, AdamW\n"
                "with nanoGPT's groups) and tokens/s of amp's GPT in fp32, fp16 + GradScaler, bf16 (O1,\n"
@@ -257,3 +257,5 @@ int bench_train_gpt(int argc, char **argv) {
     cJSON_Delete(root);
     return rc;
 }
+
+int cmd_bench_gpt(int argc, char **argv) { return bench_train_gpt(argc, argv); }
