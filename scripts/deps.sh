@@ -13,7 +13,10 @@
 # installed first when missing.
 set -euo pipefail
 
-pkgs_build="cmake make gcc libc6-dev pkg-config zlib1g-dev libcjson-dev"
+# Open MPI (data-parallel training, src/dist/): optional for the library (CMake
+# builds without it), but installed with the build group so that `make test`
+# runs the mpirun tests.
+pkgs_build="cmake make gcc libc6-dev pkg-config zlib1g-dev libcjson-dev openmpi-bin libopenmpi-dev"
 pkgs_test="libcmocka-dev dataset-fashion-mnist"
 pkgs_run="dataset-fashion-mnist"
 pkgs_bench="libopenblas-dev python3-torch"

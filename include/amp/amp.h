@@ -17,5 +17,6 @@
 #include "amp/checkpoint.h"
 #include "amp/text.h"
 #include "amp/gpt.h"
+#include "amp/dist.h"
 
 #endif

@@ -33,6 +33,27 @@ amp_status amp_backward(amp_tensor *root);
  * backward. */
 amp_status amp_backward_ex(amp_tensor *root, const amp_tensor *grad, bool retain_graph);
 
+/* ---- hooks: torch's register_post_accumulate_grad_hook and queue_callback ------
+ * fn(leaf, ctx) runs during amp_backward / amp_backward_ex once the leaf's
+ * .grad holds every contribution of that backward (a leaf used twice, e.g.
+ * a tied weight, fires after its second gradient arrived), before the rest
+ * of the graph has run; not for amp_grad, which does not touch .grad.
+ * Hooks run inside the engine (grad mode off): they may read .grad and call
+ * amp_autograd_queue_callback, not run a backward. A status other than
+ * AMP_OK stops the backward with it. Returns a handle (>= 0) for
+ * amp_tensor_remove_hook, or -1 with an error. Data parallel training
+ * (amp/dist.h) sends each gradient bucket from these hooks. */
+typedef amp_status (*amp_grad_hook_fn)(amp_tensor *leaf, void *ctx);
+int amp_tensor_register_post_accumulate_grad_hook(amp_tensor *leaf, amp_grad_hook_fn fn, void *ctx);
+amp_status amp_tensor_remove_hook(amp_tensor *leaf, int handle);
+/* From a hook: fn(ctx, status) runs once the backward has processed the
+ * whole graph (status: how it went; the callbacks run even when it failed,
+ * so they can release what their hooks started), in the order queued, before
+ * amp_backward returns. A failing callback makes amp_backward fail.
+ * Outside a backward it is an error. */
+typedef amp_status (*amp_backward_callback_fn)(void *ctx, amp_status backward_status);
+amp_status amp_autograd_queue_callback(amp_backward_callback_fn fn, void *ctx);
+
 /* No-grad regions (nest; per thread): ops record nothing inside. */
 void amp_no_grad_begin(void);
 void amp_no_grad_end(void);

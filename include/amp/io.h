@@ -66,6 +66,13 @@ typedef struct {
     bool drop_last;
     uint64_t seed;
     double mean, std; /* std 0: no normalisation */
+    /* Data parallel (torch's DistributedSampler): with num_shards > 1 each
+     * call returns shard `shard` of the global batch of `batch` examples:
+     * rows [shard * b / n ...) of it, the first (b mod n) shards one row
+     * longer, so the union over shards is exactly the batch a single
+     * loader returns (same order, same epochs, same position). A shard of
+     * a short last batch may be empty (0 rows). 0 or 1: no sharding. */
+    int64_t num_shards, shard;
 } amp_loader_opts;
 
 typedef struct amp_loader amp_loader;
@@ -77,6 +84,10 @@ amp_status amp_loader_start_epoch(amp_loader *l, int64_t epoch);
  * epoch. */
 bool amp_loader_next(amp_loader *l, amp_tensor **x, amp_tensor **y);
 int64_t amp_loader_batches_per_epoch(const amp_loader *l);
+/* Rows of the whole (global) batch the last amp_loader_next drew, before
+ * sharding: scale a shard's mean loss by rows * num_shards / global_rows
+ * when shards are unequal. 0 before the first batch. */
+int64_t amp_loader_last_global_rows(const amp_loader *l);
 /* Position for checkpoints: epoch and next batch index; restoring it
  * reproduces the same remaining batches. */
 void amp_loader_position(const amp_loader *l, int64_t *epoch, int64_t *batch);

@@ -68,6 +68,11 @@ double amp_optim_get_lr(const amp_optim *opt);
 int64_t amp_optim_steps(const amp_optim *opt); /* updates applied so far */
 int amp_optim_num_params(const amp_optim *opt);
 amp_tensor *amp_optim_param(const amp_optim *opt, int i);
+/* The parameter the optimizer's i-th tensor belongs to: that tensor itself,
+ * or, for a ZeRO-1 optimizer (amp/dist.h), whose tensors are this rank's
+ * slices, the whole parameter the slice is cut from; *offset (may be NULL)
+ * receives the slice's first element in it (0 for a whole parameter). */
+amp_tensor *amp_optim_param_origin(const amp_optim *opt, int i, int64_t *offset);
 const amp_optim_opts *amp_optim_get_opts(const amp_optim *opt);
 /* Optimizer state of parameter i for inspection/checkpoints (f32 tensors
  * sharing the optimizer's memory, or NULL when absent): "exp_avg",

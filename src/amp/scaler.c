@@ -295,6 +295,9 @@ amp_status amp_scaler_step(amp_scaler *s, amp_optim *opt, bool *skipped) {
         inv = inv_scale_of(s);
         int first = -1;
         st->found_inf = !amp__optim_check_unscaled(opt, inv, &first);
+        /* data parallel: the flag MAX-reduced over ranks, so every rank skips or steps together */
+        amp_status ast = amp__optim_agree(opt, &st->found_inf);
+        if (ast != AMP_OK) return ast;
         st->first_bad = first;
         st->checked = true;
         if (st->found_inf) { /* torch has unscaled the grads in place by now */
@@ -356,15 +359,27 @@ double amp_scaler_clip_grad_norm(amp_scaler *s, amp_optim *const *opts, int n, d
         sts[k] = st;
     }
     const float inv = inv_scale_of(s);
-    double total = 0;
+    double total = 0, sharded = 0;
+    const amp_optim_dist *dist = NULL; /* data parallel, ZeRO-1: these optimizers hold shards */
     for (int k = 0; k < n; k++) {
         int first = -1;
         double ss = amp__optim_sumsq_unscaled(opts[k], inv, &first);
         sts[k]->found_inf = !isfinite(ss);
         sts[k]->first_bad = first;
         sts[k]->checked = true;
-        total += ss;
+        if (opts[k]->dist.sum_sq) {
+            sharded += ss;
+            if (!dist) dist = &opts[k]->dist;
+        } else {
+            total += ss;
+        }
     }
+    /* data parallel: every rank skips or steps each optimizer together, and
+     * the norm is the global one (the shards' sums of squares over ranks) */
+    for (int k = 0; k < n; k++)
+        if (amp__optim_agree(opts[k], &sts[k]->found_inf) != AMP_OK) return -1;
+    if (dist && dist->sum_sq(dist->ctx, &sharded) != AMP_OK) return -1;
+    total += sharded;
     double norm = sqrt(total);
     /* torch's clip_grad_norm_: coef = max_norm / (norm + 1e-6), applied when < 1 */
     double coef = max_norm / (norm + 1e-6);

@@ -85,6 +85,116 @@ amp_tensor *amp_detach(amp_tensor *t) {
     return a;
 }
 
+/* ---- post-accumulate-grad hooks and end-of-backward callbacks ------------------ */
+typedef struct {
+    amp_grad_hook_fn fn;
+    void *ctx;
+    int handle;
+} grad_hook;
+
+struct amp_grad_hooks {
+    grad_hook *v;
+    int n, cap, next_handle;
+    /* engine scratch for one backward: edges still to run, whether a gradient arrived */
+    uint64_t mark;
+    int pending;
+    bool got;
+};
+
+void amp__grad_hooks_free(struct amp_grad_hooks *h) {
+    if (!h) return;
+    free(h->v);
+    free(h);
+}
+
+int amp_tensor_register_post_accumulate_grad_hook(amp_tensor *leaf, amp_grad_hook_fn fn, void *ctx) {
+    static const char *fn_name = "amp_tensor_register_post_accumulate_grad_hook";
+    if (!leaf || !fn) {
+        amp_error(AMP_ERR_ARG, "%s: leaf or fn is NULL", fn_name);
+        return -1;
+    }
+    if (leaf->grad_fn || !leaf->requires_grad) {
+        amp_error(AMP_ERR_ARG, "%s: the tensor must be a leaf that requires grad (its .grad is what the hook sees)", fn_name);
+        return -1;
+    }
+    struct amp_grad_hooks *h = leaf->hooks;
+    if (!h) {
+        h = calloc(1, sizeof *h);
+        if (!h) {
+            amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn_name);
+            return -1;
+        }
+        leaf->hooks = h;
+    }
+    if (h->n == h->cap) {
+        int cap = h->cap ? h->cap * 2 : 2;
+        grad_hook *v = realloc(h->v, sizeof *v * (size_t)cap);
+        if (!v) {
+            amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn_name);
+            return -1;
+        }
+        h->v = v;
+        h->cap = cap;
+    }
+    int handle = h->next_handle++;
+    h->v[h->n++] = (grad_hook){fn, ctx, handle};
+    return handle;
+}
+
+amp_status amp_tensor_remove_hook(amp_tensor *leaf, int handle) {
+    if (!leaf) return amp_error(AMP_ERR_ARG, "amp_tensor_remove_hook: leaf is NULL");
+    struct amp_grad_hooks *h = leaf->hooks;
+    for (int i = 0; h && i < h->n; i++)
+        if (h->v[i].handle == handle) {
+            memmove(&h->v[i], &h->v[i + 1], sizeof *h->v * (size_t)(h->n - i - 1));
+            h->n--;
+            return AMP_OK;
+        }
+    return amp_error(AMP_ERR_ARG, "amp_tensor_remove_hook: the tensor has no hook %d", handle);
+}
+
+static amp_status run_hooks(const char *fn, amp_tensor *leaf) {
+    struct amp_grad_hooks *h = leaf->hooks;
+    for (int i = 0; h && i < h->n; i++) {
+        amp_status st = h->v[i].fn(leaf, h->v[i].ctx);
+        if (st != AMP_OK) {
+            if (amp_last_status() == AMP_OK) amp_error(st, "%s: a post-accumulate-grad hook failed", fn);
+            return st;
+        }
+        h = leaf->hooks; /* a hook may have registered or removed hooks */
+    }
+    return AMP_OK;
+}
+
+typedef struct {
+    amp_backward_callback_fn fn;
+    void *ctx;
+} queued_cb;
+
+typedef struct {
+    queued_cb *v;
+    int n, cap;
+} cb_queue;
+
+/* the callbacks of the backward running on this thread (NULL outside one) */
+static _Thread_local cb_queue *g_cb_queue;
+
+amp_status amp_autograd_queue_callback(amp_backward_callback_fn fn, void *ctx) {
+    static const char *name = "amp_autograd_queue_callback";
+    if (!fn) return amp_error(AMP_ERR_ARG, "%s: fn is NULL", name);
+    cb_queue *q = g_cb_queue;
+    if (!q) return amp_error(AMP_ERR_STATE, "%s: no backward is running on this thread (call it from a hook)", name);
+    if (q->n == q->cap) {
+        int cap = q->cap ? q->cap * 2 : 4;
+        queued_cb *v = realloc(q->v, sizeof *v * (size_t)cap);
+        if (!v) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", name);
+        q->v = v;
+        q->cap = cap;
+    }
+    q->v[q->n++] = (queued_cb){fn, ctx};
+    return AMP_OK;
+}
+
 /* ---- nodes -------------------------------------------------------------------- */
 bool amp__needs_grad(int n, amp_tensor *const *inputs) {
     if (!amp_grad_enabled()) return false;
@@ -480,6 +590,7 @@ static amp_status deliver_leaf(const run_spec *rs, amp_tensor *leaf, amp_tensor 
     if (!rs->n_cap) {
         amp_status st = accumulate_leaf(leaf, g);
         amp__release(g);
+        if (st == AMP_OK && leaf->hooks) leaf->hooks->got = true;
         return st;
     }
     int i = cap_leaf_index(rs, leaf);
@@ -516,6 +627,7 @@ static amp_status engine_run(const run_spec *rs) {
         }
         if (!root->grad_fn) {
             st = deliver_leaf(rs, root, g);
+            if (st == AMP_OK && !rs->n_cap && root->hooks) st = run_hooks(fn, root); /* nothing else can reach it */
             continue;
         }
         amp_node *r = root->grad_fn;
@@ -540,6 +652,16 @@ static amp_status engine_run(const run_spec *rs) {
             goto out;
         }
         for (int i = 0; i < n->n_inputs; i++) {
+            amp_tensor *lf = n->inputs[i].leaf;
+            if (lf && lf->hooks && !rs->n_cap && n->inputs[i].needs_grad) {
+                struct amp_grad_hooks *h = lf->hooks;
+                if (h->mark != epoch) {
+                    h->mark = epoch;
+                    h->pending = 0;
+                    h->got = false;
+                }
+                h->pending++;
+            }
             amp_node *c = n->inputs[i].node;
             if (!c) continue;
             if (c->mark != epoch) {
@@ -638,6 +760,9 @@ static amp_status engine_run(const run_spec *rs) {
             } else {
                 amp__release(g);
             }
+            if (e->leaf && e->leaf->hooks && !rs->n_cap && e->needs_grad && e->leaf->hooks->mark == epoch &&
+                --e->leaf->hooks->pending == 0 && e->leaf->hooks->got && st == AMP_OK)
+                st = run_hooks(fn, e->leaf); /* every edge into the leaf has run: its .grad is final */
             if (e->node && --e->node->deps == 0) {
                 if (vec_push(&stack, e->node)) st = amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
             }
@@ -725,7 +850,21 @@ static amp_status backward_impl(const char *fn, amp_tensor *root, const amp_tens
         return amp_last_status();
     }
     run_spec rs = {fn, 1, &root, &g0, retain_graph, false, 0, NULL, NULL};
+    cb_queue q = {0}, *outer = g_cb_queue;
+    g_cb_queue = &q;
     st = engine_run(&rs);
+    /* callbacks queued by hooks run once the graph is done (torch's
+     * queue_callback), each told how the backward went; a callback may
+     * queue another */
+    for (int i = 0; i < q.n; i++) {
+        amp_status cs = q.v[i].fn(q.v[i].ctx, st);
+        if (cs != AMP_OK && st == AMP_OK) {
+            st = cs;
+            if (amp_last_status() == AMP_OK) amp_error(st, "%s: a backward callback failed", fn);
+        }
+    }
+    g_cb_queue = outer;
+    free(q.v);
     amp__engine_depth--;
     return st;
 }

@@ -87,6 +87,20 @@ void cmd_train_usage(FILE *f) {
             "  schedule ends at lr / 10. Progress shows tokens/s; the summary the validation\n"
             "  loss beside the unigram entropy of the validation text.\n"
             "\n"
+            "Data parallel: mpirun -np N amp train ... trains one model on N processes (add\n"
+            "--allow-run-as-root as root, --oversubscribe for more processes than cores). --batch\n"
+            "is the global batch: each rank takes its shard of every batch, gradients are averaged\n"
+            "during backward, every rank skips or steps together; rank 0 prints and writes the\n"
+            "checkpoint, which resumes on any number of ranks (docs/distributed.md).\n"
+            "  --zero 0|1                 1: ZeRO-1, f32 master weights and optimizer moments\n"
+            "                             sharded across ranks (default 0: replicated)\n"
+            "  --grad-comm param|bf16     gradients sent in the parameters' dtype (default) or\n"
+            "                             rounded to bf16 (half the bytes; summed in f32)\n"
+            "  --bucket-mb X              gradient bucket size in MiB (default 25; the first 1)\n"
+            "  --no-overlap               send the buckets after the backward, not during it\n"
+            "  --dist-timeout S           fail a collective after S seconds without a peer\n"
+            "                             (default $AMP_DIST_TIMEOUT or 300)\n"
+            "\n"
             "A batch whose input holds NaN/inf stops the run with a report naming the step and batch,\n"
             "before the weights are touched. Exit status: 0 success, 1 failure, 2 bad usage.\n");
 }
@@ -322,6 +336,32 @@ int cmd_train(int argc, char **argv) {
             else cfg.stop_after = lv;
             continue;
         }
+        if (!strcmp(a, "--zero") || !strcmp(a, "--grad-comm") || !strcmp(a, "--bucket-mb") || !strcmp(a, "--dist-timeout")) {
+            if (!v || !*v) return cli_usage_error(cmd_train_usage, "train: %s needs a value", a);
+            i++;
+            long lv;
+            double dv;
+            if (!strcmp(a, "--zero")) {
+                if (cli_parse_long(v, 0, 1, &lv))
+                    return cli_usage_error(cmd_train_usage, "train: --zero '%s' is not 0 or 1 (ZeRO-2/3 are not implemented)", v);
+                cfg.zero_stage = (int)lv;
+            } else if (!strcmp(a, "--grad-comm")) {
+                if (!strcmp(v, "param")) cfg.grad_comm = AMP_GRAD_COMM_PARAM;
+                else if (!strcmp(v, "bf16")) cfg.grad_comm = AMP_GRAD_COMM_BF16;
+                else return cli_usage_error(cmd_train_usage, "train: --grad-comm '%s' is not param or bf16", v);
+            } else if (cli_parse_double(v, &dv) || !(dv > 0) || dv > 1e6) {
+                return cli_usage_error(cmd_train_usage, "train: %s: invalid value '%s'", a, v);
+            } else if (!strcmp(a, "--bucket-mb")) {
+                cfg.bucket_mb = dv;
+            } else {
+                cfg.dist_timeout = dv;
+            }
+            continue;
+        }
+        if (!strcmp(a, "--no-overlap")) {
+            cfg.no_overlap = true;
+            continue;
+        }
         int r = train_parse_flag(&cfg, argc, argv, &i, &precision, &opt_level, &policy);
         if (r < 0) return cli_usage_error(cmd_train_usage, "train: bad option");
         if (r == 0) return cli_usage_error(cmd_train_usage, "train: unknown option '%s'", argv[i]);
@@ -335,13 +375,27 @@ int cmd_train(int argc, char **argv) {
         /* total steps are known only after loading; the trainer clamps */
         cfg.schedule.total_steps = 0;
     }
-    fprintf(cfg.out, "amp train: %s, %s, cpu path %s, %d threads\n", cfg.model, cfg.mode_name,
-            amp_cpu_path_name(amp_cpu_active()), cfg.threads ? cfg.threads : amp_get_num_threads());
+    /* under mpirun: one rank of a data-parallel run; rank 0 prints */
+    if (trainer_dist_init() != 0) return CLI_FAIL;
+    amp_dist_group *world = amp_dist_world();
+    bool root = amp_dist_rank(world) == 0;
+    if (!root) cfg.progress = false;
+    if (root) {
+        fprintf(cfg.out, "amp train: %s, %s, cpu path %s, %d threads", cfg.model, cfg.mode_name, amp_cpu_path_name(amp_cpu_active()),
+                cfg.threads ? cfg.threads : amp_get_num_threads());
+        if (amp_dist_world_size(world) > 1) fprintf(cfg.out, " per rank, %d ranks", amp_dist_world_size(world));
+        fputc('\n', cfg.out);
+    }
     trainer_result r;
-    if (trainer_run(&cfg, &r, false) != 0) return cli_fail("%s", amp_last_error());
-    trainer_print_summary(cfg.out, &cfg, &r);
-    if (cfg.checkpoint_dir)
-        fprintf(cfg.out, "  checkpoint        %s (step %lld; %lld saved by this run%s)\n", cfg.checkpoint_dir, (long long)r.steps,
-                (long long)r.checkpoints, r.resumed_step ? ", resumed" : "");
+    if (trainer_run(&cfg, &r, false) != 0) return trainer_dist_fail(amp_last_error());
+    if (root) {
+        trainer_print_summary(cfg.out, &cfg, &r);
+        trainer_dist_print_summary(cfg.out, &cfg, &r);
+        if (cfg.checkpoint_dir)
+            fprintf(cfg.out, "  checkpoint        %s (step %lld; %lld saved by this run%s)\n", cfg.checkpoint_dir, (long long)r.steps,
+                    (long long)r.checkpoints, r.resumed_step ? ", resumed" : "");
+    }
+    fflush(cfg.out);
+    if (amp_dist_finalize() != AMP_OK) return cli_fail("%s", amp_last_error());
     return CLI_OK;
 }

@@ -34,6 +34,7 @@ static void print_version(void) {
     for (int p = 0; p < AMP_CPU_PATH_COUNT; p++)
         if (amp_cpu_supported((amp_cpu_path)p)) printf(" %s", amp_cpu_path_name((amp_cpu_path)p));
     printf(")\nthreads: %d\n", amp_get_num_threads());
+    printf("distributed: %s\n", amp_dist_build_info());
 }
 
 /* Results go to stdout: a failed write there (a full disk, /dev/full, a

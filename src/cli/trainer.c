@@ -140,6 +140,12 @@ static int64_t count_correct(amp_tensor *logits, amp_tensor *y) {
 
 int trainer_evaluate(amp_module *m, const trainer_cfg *cfg, const amp_dataset *test, double *acc) {
     amp_loader_opts lo = {.batch = 1000, .shuffle = false};
+    /* data parallel: each rank evaluates its shard of every batch, the counts are summed */
+    amp_dist_group *dg = amp_dist_is_initialized() ? amp_dist_world() : NULL;
+    if (amp_dist_world_size(dg) > 1) {
+        lo.num_shards = amp_dist_world_size(dg);
+        lo.shard = amp_dist_rank(dg);
+    }
     amp_loader *l = amp_loader_new(test, &lo);
     if (!l) return -1;
     bool was = amp_module_is_training(m);
@@ -154,9 +160,9 @@ int trainer_evaluate(amp_module *m, const trainer_cfg *cfg, const amp_dataset *t
             amp_scope_end(s);
             break;
         }
-        amp_tensor *logits = model_logits(m, x, cfg);
-        int64_t c = logits ? count_correct(logits, y) : -1;
         int64_t rows = amp_tensor_dim(y, 0);
+        amp_tensor *logits = rows > 0 ? model_logits(m, x, cfg) : NULL;
+        int64_t c = rows == 0 ? 0 : logits ? count_correct(logits, y) : -1;
         amp_scope_end(s);
         if (c < 0) {
             rc = -1;
@@ -168,6 +174,12 @@ int trainer_evaluate(amp_module *m, const trainer_cfg *cfg, const amp_dataset *t
     amp_no_grad_end();
     amp_module_train(m, was);
     amp_loader_free(l);
+    if (rc == 0 && amp_dist_world_size(dg) > 1) {
+        double v[2] = {(double)correct, (double)total};
+        if (amp_dist_all_reduce_f64(dg, v, 2, AMP_DIST_SUM) != AMP_OK) return -1;
+        correct = (int64_t)v[0];
+        total = (int64_t)v[1];
+    }
     if (rc == 0) *acc = total ? (double)correct / (double)total : 0.0;
     return rc;
 }
@@ -329,9 +341,9 @@ static amp_lr_schedule effective_schedule(const trainer_cfg *cfg, int64_t total_
 
 static const char *schedule_name(amp_lr_kind k) { return k == AMP_LR_COSINE ? "cosine" : k == AMP_LR_STEP ? "step" : "constant"; }
 
-static int save_checkpoint(const trainer_cfg *cfg, amp_module *model, amp_optim *opt, amp_optim *opt32, amp_scaler *sc,
-                           amp_generator *g, amp_loader *loader, int64_t step, int64_t total_steps, int64_t train_n,
-                           const run_metrics *rm) {
+static int save_checkpoint(trainer_dist *td, const trainer_cfg *cfg, amp_module *model, amp_optim *opt, amp_optim *opt32,
+                           amp_scaler *sc, amp_generator *g, amp_loader *loader, int64_t step, int64_t total_steps,
+                           int64_t train_n, const run_metrics *rm) {
     ckpt_meta m;
     m.n = 0;
     config_meta(cfg, train_n, &m);
@@ -351,7 +363,7 @@ static int save_checkpoint(const trainer_cfg *cfg, amp_module *model, amp_optim 
     cm_add(&m, "trainer.skipped", "%lld", (long long)rm->skipped);
     amp_optim *opts[2] = {opt, opt32};
     amp_train_state st = {model, opts, opt32 ? 2 : 1, sc, g, loader, step, m.kv, m.n};
-    if (amp_checkpoint_save(cfg->checkpoint_dir, &st) != AMP_OK) {
+    if (trainer_dist_save(td, cfg->checkpoint_dir, &st) != AMP_OK) {
         char prev[1024];
         snprintf(prev, sizeof prev, "%s", amp_last_error());
         amp_error(AMP_ERR_IO, "amp train: saving the checkpoint at step %lld failed: %s", (long long)step, prev);
@@ -369,8 +381,8 @@ static bool meta_num(const amp_checkpoint *c, const char *key, double *d, int64_
     return *v && !*e;
 }
 
-static int resume(const trainer_cfg *cfg, amp_module *model, amp_optim *opt, amp_optim *opt32, amp_scaler *sc, amp_generator *g,
-                  amp_loader *loader, int64_t train_n, int64_t total_steps, int64_t *step, run_metrics *rm) {
+static int resume(trainer_dist *td, const trainer_cfg *cfg, amp_module *model, amp_optim *opt, amp_optim *opt32, amp_scaler *sc,
+                  amp_generator *g, amp_loader *loader, int64_t train_n, int64_t total_steps, int64_t *step, run_metrics *rm) {
     amp_checkpoint *c = amp_checkpoint_open(cfg->resume_dir);
     if (!c) {
         char prev[1024];
@@ -396,11 +408,12 @@ static int resume(const trainer_cfg *cfg, amp_module *model, amp_optim *opt, amp
     /* allowed to change, but then the run is no longer the uninterrupted one */
     int64_t saved_total = 0;
     double saved_lr = 0;
-    if (meta_num(c, "total_steps", NULL, &saved_total) && saved_total != total_steps && cfg->schedule.kind != AMP_LR_CONSTANT)
+    if (meta_num(c, "total_steps", NULL, &saved_total) && saved_total != total_steps && cfg->schedule.kind != AMP_LR_CONSTANT &&
+        trainer_dist_is_root())
         fprintf(stderr, "amp train: warning: the learning-rate schedule spans %lld steps in this run but %lld when the checkpoint "
                         "was saved (--epochs/--max-steps differ); the result will differ from an uninterrupted run\n",
                 (long long)total_steps, (long long)saved_total);
-    if (meta_num(c, "lr", &saved_lr, NULL) && saved_lr != cfg->lr)
+    if (meta_num(c, "lr", &saved_lr, NULL) && saved_lr != cfg->lr && trainer_dist_is_root())
         fprintf(stderr, "amp train: warning: --lr %g differs from the checkpoint's %g\n", cfg->lr, saved_lr);
     /* the schedule changes the result as much as the lr: say so too */
     amp_lr_schedule sched = effective_schedule(cfg, total_steps);
@@ -433,7 +446,7 @@ static int resume(const trainer_cfg *cfg, amp_module *model, amp_optim *opt, amp
     }
     amp_optim *opts[2] = {opt, opt32};
     amp_train_state st = {model, opts, opt32 ? 2 : 1, sc, g, loader, 0, NULL, 0};
-    if (amp_checkpoint_restore(c, &st) != AMP_OK) {
+    if (trainer_dist_restore(td, c, &st) != AMP_OK) {
         char prev[1024];
         snprintf(prev, sizeof prev, "%s", amp_last_error());
         amp_error(AMP_ERR_STATE, "amp train: --resume %s: %s", cfg->resume_dir, prev);
@@ -591,7 +604,8 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
         return -1;
     }
     amp_checkpoint_lock *lock = NULL;
-    if (cfg->checkpoint_dir && !(lock = amp_checkpoint_lock_dir(cfg->checkpoint_dir))) {
+    /* data parallel: rank 0 alone writes checkpoints, so it alone holds the directory */
+    if (cfg->checkpoint_dir && trainer_dist_is_root() && !(lock = amp_checkpoint_lock_dir(cfg->checkpoint_dir))) {
         char prev[1200];
         snprintf(prev, sizeof prev, "%s", amp_last_error());
         amp_error(amp_last_status(), "amp train: --checkpoint: %s", prev);
@@ -619,6 +633,9 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
     const char **pnames = NULL;
     overflow_storm storm = {-1, NULL};
     amp_optim *opt32 = NULL;
+    trainer_dist td;
+    memset(&td, 0, sizeof td);
+    td.world = 1;
 
     amp_memory_reset_peak();
     model = amp_model_build(cfg->model, &g);
@@ -626,6 +643,10 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
     if (cfg->mode.param_dtype != AMP_F32 &&
         amp_module_to(model, cfg->mode.param_dtype, cfg->mode.keep_norm_f32) != AMP_OK)
         goto out;
+    /* data parallel: rank 0's weights everywhere, gradients averaged during backward */
+    if (trainer_dist_begin(&td, cfg, model) != 0) goto out;
+    /* each rank its own dropout stream (the model's initialisation is done) */
+    if (td.rank > 0) g.seed ^= 0x9E3779B97F4A7C15ull * (uint64_t)(td.rank + 1);
     int np = amp_module_parameters(model, NULL, NULL, 0);
     params = calloc((size_t)np, sizeof *params);
     pnames = calloc((size_t)np, sizeof *pnames);
@@ -647,10 +668,10 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
         for (int i = 0; i < np; i++)
             if (amp_tensor_dtype(params[i]) != AMP_F32) params[nh++] = params[i];
         /* f32 params (kept norms) are trained by a second, plain optimizer below */
-        opt = amp_optim_new(params, nh, &oo);
+        opt = trainer_dist_optim_new(&td, params, nh, &oo);
         amp_module_parameters(model, params, pnames, np);
     } else {
-        opt = amp_optim_new(params, np, &oo);
+        opt = trainer_dist_optim_new(&td, params, np, &oo);
     }
     if (!opt) goto out;
     if (cfg->mode.master_weights) {
@@ -661,7 +682,7 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
         if (nf > 0) {
             amp_optim_opts o32 = oo;
             o32.master_weights = false;
-            opt32 = amp_optim_new(f32p, nf, &o32);
+            opt32 = trainer_dist_optim_new(&td, f32p, nf, &o32);
         }
         free(f32p);
         if (nf > 0 && !opt32) goto out;
@@ -680,6 +701,10 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
     sc = amp_scaler_new(&so);
     if (!sc) goto out;
     amp_loader_opts lo = {.batch = cfg->batch, .shuffle = true, .seed = cfg->seed};
+    if (td.world > 1) { /* this rank's shard of every global batch (the union is the single-process batch) */
+        lo.num_shards = td.world;
+        lo.shard = td.rank;
+    }
     loader = amp_loader_new(&train, &lo);
     if (!loader) goto out;
     int64_t per_epoch = amp_loader_batches_per_epoch(loader);
@@ -688,7 +713,7 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
     int64_t step = 0, ran = 0, saved_at = -1;
     run_metrics rm = {0, NAN, 0, 0};
     if (cfg->resume_dir) {
-        if (resume(cfg, model, opt, opt32, sc, &g, loader, train.n, total_steps, &step, &rm) != 0) goto out;
+        if (resume(&td, cfg, model, opt, opt32, sc, &g, loader, train.n, total_steps, &step, &rm) != 0) goto out;
         res->resumed_step = step;
         res->skipped = rm.skipped;
         saved_at = step;
@@ -698,7 +723,7 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
             fprintf(cfg->out, "resumed from %s at step %lld (epoch %lld, batch %lld)\n", cfg->resume_dir, (long long)step,
                     (long long)e + 1, (long long)b);
     }
-    if (cfg->metrics_path) {
+    if (cfg->metrics_path && trainer_dist_is_root()) {
         errno = 0;
         metrics = open_metrics(cfg->metrics_path, step);
         if (!metrics) {
@@ -734,14 +759,21 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
             if (opt32) amp_optim_set_lr(opt32, lr);
             amp_optim_zero_grad(opt);
             if (opt32) amp_optim_zero_grad(opt32);
-            amp_tensor *logits = model_logits(model, x, cfg);
-            amp_tensor *loss = amp_cross_entropy(logits, y, NULL);
-            if (!loss) {
-                amp_scope_end(s);
-                goto out;
+            int64_t rows = amp_tensor_dim(y, 0), global_rows = amp_loader_last_global_rows(loader);
+            amp_tensor *loss = NULL;
+            double lv = 0;
+            if (rows > 0) {
+                amp_tensor *logits = model_logits(model, x, cfg);
+                loss = amp_cross_entropy(logits, y, NULL);
+                if (!loss) {
+                    amp_scope_end(s);
+                    goto out;
+                }
+                lv = amp_tensor_item(loss);
+                /* unequal shards of a short last batch: each rank's part of the global mean */
+                if (td.world > 1 && rows * td.world != global_rows) loss = amp_mul_scalar(loss, (double)(rows * td.world) / (double)global_rows);
             }
-            double lv = amp_tensor_item(loss);
-            if (!isfinite(lv)) {
+            if (rows > 0 && !isfinite(lv)) {
                 /* bad data cannot be fixed by skipping steps: stop before it reaches the weights */
                 int64_t sample;
                 const char *what;
@@ -756,9 +788,16 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
             }
             amp_status st;
             bool skipped = false;
-            amp_tensor *scaled = cfg->mode.loss_scaling ? amp_scaler_scale(sc, loss) : loss;
-            st = amp_backward(scaled);
-            if (st == AMP_OK && cfg->inject_nonfinite_every > 0 && (step + 1) % cfg->inject_nonfinite_every == 0)
+            if (rows > 0) {
+                amp_tensor *scaled = cfg->mode.loss_scaling ? amp_scaler_scale(sc, loss) : loss;
+                st = amp_backward(scaled);
+            } else {
+                st = trainer_dist_no_backward(&td) == 0 ? AMP_OK : amp_last_status();
+            }
+            /* the loss over the global batch, as one process would report it */
+            if (st == AMP_OK && td.world > 1) lv = trainer_dist_global_mean(&td, lv, rows, global_rows);
+            /* data parallel: poison rank 0's averaged gradient only: every rank must skip */
+            if (st == AMP_OK && cfg->inject_nonfinite_every > 0 && (step + 1) % cfg->inject_nonfinite_every == 0 && td.rank == 0)
                 poison_grad(opt, step, cfg);
             bool skipped32 = false;
             if (st == AMP_OK) st = amp_scaler_step(sc, opt, &skipped);
@@ -792,7 +831,7 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
                 goto out;
             if (cfg->checkpoint_dir && cfg->save_every > 0 && step % cfg->save_every == 0) {
                 if (metrics && metrics_check(metrics, cfg->metrics_path, fflush(metrics))) goto out; /* the row of a saved step is never lost */
-                if (save_checkpoint(cfg, model, opt, opt32, sc, &g, loader, step, total_steps, train.n, &rm) != 0) goto out;
+                if (save_checkpoint(&td, cfg, model, opt, opt32, sc, &g, loader, step, total_steps, train.n, &rm) != 0) goto out;
                 saved_at = step;
                 res->checkpoints++;
             }
@@ -819,7 +858,7 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
     bool other_dir = cfg->resume_dir && strcmp(cfg->checkpoint_dir ? cfg->checkpoint_dir : "", cfg->resume_dir);
     if (cfg->checkpoint_dir && (saved_at != step || (other_dir && res->checkpoints == 0))) {
         if (metrics && metrics_check(metrics, cfg->metrics_path, fflush(metrics))) goto out;
-        if (save_checkpoint(cfg, model, opt, opt32, sc, &g, loader, step, total_steps, train.n, &rm) != 0) goto out;
+        if (save_checkpoint(&td, cfg, model, opt, opt32, sc, &g, loader, step, total_steps, train.n, &rm) != 0) goto out;
         res->checkpoints++;
     }
     if (metrics) { /* closed (and checked) before the run counts as done */
@@ -849,6 +888,7 @@ out:
     amp_scaler_free(sc);
     amp_optim_free(opt);
     amp_optim_free(opt32);
+    trainer_dist_end(&td, res); /* after the optimizers it made */
     amp_module_free(model);
     amp_dataset_free(&train);
     amp_dataset_free(&test);

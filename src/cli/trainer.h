@@ -55,6 +55,12 @@ typedef struct {
     double min_lr_frac;     /* the cosine schedule ends at lr * this */
     bool checkpoint_activations;
     int gpt_flags;          /* GPT-only flags given (refused for mlp/cnn) */
+    /* data parallel under mpirun (amp/dist.h; trainer_dist.c) */
+    int zero_stage;          /* --zero 0|1 */
+    amp_grad_comm grad_comm; /* --grad-comm param|bf16 */
+    bool no_overlap;         /* --no-overlap: send gradient buckets after the backward */
+    double bucket_mb;        /* --bucket-mb (0: 25, torch's) */
+    double dist_timeout;     /* --dist-timeout seconds (0: AMP_DIST_TIMEOUT or 300) */
 } trainer_cfg;
 
 typedef struct {
@@ -74,7 +80,50 @@ typedef struct {
     double tokens_per_s;
     double unigram_entropy; /* of the validation split (nats per token) */
     int64_t params;
+    /* data parallel: world size (1 without mpirun) and communication */
+    int world_size;
+    amp_ddp_stats ddp;      /* valid when world_size > 1 */
+    uint64_t comm_bytes;    /* payload this rank sent during training */
 } trainer_result;
+
+/* ---- data parallel (trainer_dist.c) --------------------------------------------------
+ * The pieces every trainer (mlp/cnn, gpt) calls so that `mpirun -np N amp
+ * train ...` trains one model on N ranks: each rank takes its shard of every
+ * global batch, gradients are averaged during backward, skip decisions and
+ * norms agreed, ZeRO-1 on request, one checkpoint written by rank 0. With a
+ * world of one every function is the single-process code path. */
+typedef struct {
+    amp_dist_group *g; /* NULL: a single process */
+    int rank, world;
+    amp_ddp *ddp;
+    amp_dist_stats s0;
+} trainer_dist;
+
+/* amp_dist_init for the CLI; prints the problem and returns -1 on failure. */
+int trainer_dist_init(void);
+/* This process prints progress and summaries (rank 0, or no world). */
+bool trainer_dist_is_root(void);
+/* A rank that cannot go on: prints "amp: error: rank R of N: msg" and ends
+ * every rank (amp_dist_abort); in a world of one returns CLI_FAIL. */
+int trainer_dist_fail(const char *what);
+/* After the model is built (and cast): the world, and with more than one
+ * rank the data-parallel object (rank 0's weights broadcast; cfg's
+ * --zero/--grad-comm/--no-overlap/--bucket-mb). */
+int trainer_dist_begin(trainer_dist *td, const trainer_cfg *cfg, amp_module *model);
+/* amp_optim_new, or the data-parallel optimizer (ZeRO-1 shards) when distributed. */
+amp_optim *trainer_dist_optim_new(trainer_dist *td, amp_tensor *const *params, int n, const amp_optim_opts *o);
+/* The mean over the global batch of a per-rank mean v over rows of global_rows rows. */
+double trainer_dist_global_mean(trainer_dist *td, double v, int64_t rows, int64_t global_rows);
+/* A rank with no rows this step: its (zero) part of the gradient average. */
+int trainer_dist_no_backward(trainer_dist *td);
+/* Checkpoints: amp_checkpoint_save / restore, or their distributed forms
+ * (rank 0 writes; ZeRO-1 state gathered and re-sharded). */
+amp_status trainer_dist_save(trainer_dist *td, const char *dir, const amp_train_state *st);
+amp_status trainer_dist_restore(trainer_dist *td, const amp_checkpoint *c, amp_train_state *st);
+/* Statistics into res, then frees the data-parallel object (after the optimizers). */
+void trainer_dist_end(trainer_dist *td, trainer_result *res);
+/* The summary's lines about ranks and communication (nothing for one process). */
+void trainer_dist_print_summary(FILE *f, const trainer_cfg *cfg, const trainer_result *r);
 
 /* Fill cfg with `amp train`'s defaults (mlp, fp32/O0, adamw, lr 1e-3,
  * batch 128, 1 epoch, seed 0). */

@@ -13,6 +13,7 @@ struct amp_loader {
     amp_loader_opts o;
     int64_t *order;
     int64_t epoch, next;
+    int64_t last_global;
 };
 
 amp_loader *amp_loader_new(const amp_dataset *ds, const amp_loader_opts *o) {
@@ -21,6 +22,9 @@ amp_loader *amp_loader_new(const amp_dataset *ds, const amp_loader_opts *o) {
     if (ds->n <= 0 || (!ds->images && !ds->fimages) || !ds->labels) return amp_error_null(AMP_ERR_ARG, "%s: the dataset is empty", fn);
     if (o->batch <= 0) return amp_error_null(AMP_ERR_ARG, "%s: batch %lld must be > 0", fn, (long long)o->batch);
     if (o->std < 0) return amp_error_null(AMP_ERR_ARG, "%s: std %g must be >= 0", fn, o->std);
+    if (o->num_shards < 0 || (o->num_shards > 1 && (o->shard < 0 || o->shard >= o->num_shards)) || (o->num_shards <= 1 && o->shard != 0))
+        return amp_error_null(AMP_ERR_ARG, "%s: shard %lld of num_shards %lld: need 0 <= shard < num_shards", fn, (long long)o->shard,
+                              (long long)o->num_shards);
     amp_loader *l = calloc(1, sizeof *l);
     if (!l) return amp_error_null(AMP_ERR_NOMEM, "%s: out of memory", fn);
     l->order = malloc(sizeof(int64_t) * (size_t)ds->n);
@@ -68,6 +72,12 @@ bool amp_loader_next(amp_loader *l, amp_tensor **x, amp_tensor **y) {
     int64_t n = l->ds->n, start = amp_ck_mul(&ck, l->next, l->o.batch); /* < n: cannot fail */
     if (!ck.ok) return false;
     int64_t b = n - start < l->o.batch ? n - start : l->o.batch;
+    l->last_global = b;
+    if (l->o.num_shards > 1) { /* this shard's rows of the global batch */
+        int64_t ns = l->o.num_shards, q = l->o.shard, per = b / ns, extra = b % ns;
+        start += q * per + (q < extra ? q : extra);
+        b = per + (q < extra);
+    }
     int64_t hw = l->ds->h * l->ds->w;
     *x = amp_tensor_empty(AMP_F32, 4, AMP_SHAPE(b, 1, l->ds->h, l->ds->w));
     *y = amp_tensor_empty(AMP_I64, 1, AMP_SHAPE(b));
@@ -98,6 +108,8 @@ bool amp_loader_next(amp_loader *l, amp_tensor **x, amp_tensor **y) {
     l->next++;
     return true;
 }
+
+int64_t amp_loader_last_global_rows(const amp_loader *l) { return l ? l->last_global : 0; }
 
 void amp_loader_position(const amp_loader *l, int64_t *epoch, int64_t *batch) {
     if (epoch) *epoch = l ? l->epoch : 0;

@@ -391,7 +391,7 @@ amp_status amp_gpt_apply_weight_decay(amp_module *m, amp_optim *const *optims, i
         }
         int n = amp_optim_num_params(optims[k]);
         for (int i = 0; i < n && st == AMP_OK; i++) {
-            amp_tensor *p = amp_optim_param(optims[k], i);
+            amp_tensor *p = amp_optim_param_origin(optims[k], i, NULL); /* a ZeRO-1 slice: its parameter */
             int j = 0;
             while (j < np && ps[j] != p) j++;
             if (j == np) {

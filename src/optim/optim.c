@@ -102,10 +102,13 @@ static amp_status check_opts(const char *fn, const amp_optim_opts *o) {
 }
 
 amp_optim *amp_optim_new(amp_tensor *const *params, int n, const amp_optim_opts *o) {
-    static const char *fn = "amp_optim_new";
+    return amp__optim_new("amp_optim_new", params, n, o, false);
+}
+
+amp_optim *amp__optim_new(const char *fn, amp_tensor *const *params, int n, const amp_optim_opts *o, bool allow_empty) {
     if (!o) return amp_error_null(AMP_ERR_ARG, "%s: opts is NULL (use amp_adamw_opts(lr) etc.)", fn);
-    if (n <= 0) return amp_error_null(AMP_ERR_ARG, "%s: n = %d: need at least one parameter", fn, n);
-    if (!params) return amp_error_null(AMP_ERR_ARG, "%s: params is NULL", fn);
+    if (n < 0 || (n == 0 && !allow_empty)) return amp_error_null(AMP_ERR_ARG, "%s: n = %d: need at least one parameter", fn, n);
+    if (!params && n > 0) return amp_error_null(AMP_ERR_ARG, "%s: params is NULL", fn);
     if (check_opts(fn, o) != AMP_OK) return NULL;
     for (int i = 0; i < n; i++) {
         const amp_tensor *p = params[i];
@@ -125,7 +128,7 @@ amp_optim *amp_optim_new(amp_tensor *const *params, int n, const amp_optim_opts 
     }
     amp_optim *opt = calloc(1, sizeof *opt);
     if (!opt) return amp_error_null(AMP_ERR_NOMEM, "%s: out of memory", fn);
-    opt->ps = calloc((size_t)n, sizeof *opt->ps);
+    opt->ps = calloc((size_t)(n ? n : 1), sizeof *opt->ps);
     if (!opt->ps) {
         free(opt);
         return amp_error_null(AMP_ERR_NOMEM, "%s: out of memory", fn);
@@ -136,6 +139,7 @@ amp_optim *amp_optim_new(amp_tensor *const *params, int n, const amp_optim_opts 
         amp_param_state *ps = &opt->ps[i];
         ps->param = amp_tensor_retain(params[i]);
         ps->weight_decay = o->weight_decay;
+        ps->sr_off = -1;
         bool ok = true;
         if (o->kind != AMP_OPTIM_SGD) {
             ps->exp_avg = state_tensor(fn, params[i], AMP_MEM_OPTIM, 0);
@@ -157,6 +161,7 @@ amp_optim *amp_optim_new(amp_tensor *const *params, int n, const amp_optim_opts 
 
 void amp_optim_free(amp_optim *opt) {
     if (!opt) return;
+    if (opt->dist.destroy) opt->dist.destroy(opt->dist.ctx);
     for (int i = 0; i < opt->n; i++) {
         amp_param_state *ps = &opt->ps[i];
         amp__release(ps->param);
@@ -174,6 +179,7 @@ amp_status amp_optim_zero_grad(amp_optim *opt) {
     if (!opt) return amp_error(AMP_ERR_ARG, "amp_optim_zero_grad: opt is NULL");
     for (int i = 0; i < opt->n; i++) amp_tensor_set_grad(opt->ps[i].param, NULL);
     opt->master_grads_valid = false;
+    if (opt->dist.zero_grad) opt->dist.zero_grad(opt->dist.ctx);
     return AMP_OK;
 }
 
@@ -236,6 +242,14 @@ amp_tensor *amp_optim_state(const amp_optim *opt, int i, const char *name) {
     if (!strcmp(name, "momentum_buffer")) return ps->momentum;
     if (!strcmp(name, "master")) return ps->master;
     return amp_error_null(AMP_ERR_ARG, "amp_optim_state: unknown state '%s' (exp_avg, exp_avg_sq, momentum_buffer, master)", name);
+}
+
+amp_tensor *amp_optim_param_origin(const amp_optim *opt, int i, int64_t *offset) {
+    if (offset) *offset = -1;
+    if (!opt || i < 0 || i >= opt->n) return amp_error_null(AMP_ERR_ARG, "amp_optim_param_origin: index %d out of range", i);
+    if (opt->dist.origin) return opt->dist.origin(opt->dist.ctx, i, offset);
+    if (offset) *offset = 0;
+    return opt->ps[i].param;
 }
 
 amp_tensor *amp_optim_grad(const amp_optim *opt, int i) {
@@ -432,7 +446,7 @@ amp_status amp__optim_unscale(amp_optim *opt, float inv_scale, bool *found_inf, 
     }
     if (opt->o.master_weights) opt->master_grads_valid = true;
     *found_inf = any;
-    return AMP_OK;
+    return amp__optim_agree(opt, found_inf); /* data parallel: all ranks skip or none */
 }
 
 static bool master_of(const amp_param_state *ps) { return ps->master != NULL; }
@@ -565,13 +579,19 @@ static amp_status step_param(amp_optim *opt, int idx, float inv_scale, uint64_t 
     return AMP_OK;
 }
 
-amp_status amp__optim_step_scaled(amp_optim *opt, float inv_scale, const char *fn) {
+amp_status amp__optim_agree(amp_optim *opt, bool *found_inf) {
+    if (!opt->dist.agree) return AMP_OK;
+    return opt->dist.agree(opt->dist.ctx, found_inf);
+}
+
+static amp_status step_all(amp_optim *opt, float inv_scale, const char *fn) {
     uint64_t base = opt->sr_counter;
     for (int i = 0; i < opt->n; i++) {
         amp_param_state *ps = &opt->ps[i];
         int64_t n = amp_tensor_numel(ps->param);
+        uint64_t at = ps->sr_off >= 0 ? opt->sr_counter + (uint64_t)ps->sr_off : base;
         if (current_grad(opt, ps)) {
-            amp_status st = step_param(opt, i, inv_scale, base, fn);
+            amp_status st = step_param(opt, i, inv_scale, at, fn);
             if (st != AMP_OK) {
                 opt->master_grads_valid = false;
                 return st;
@@ -579,10 +599,17 @@ amp_status amp__optim_step_scaled(amp_optim *opt, float inv_scale, const char *f
         }
         base += (uint64_t)n;
     }
-    opt->sr_counter = base;
+    opt->sr_counter = opt->sr_span ? opt->sr_counter + opt->sr_span : base;
     opt->steps++;
     opt->master_grads_valid = false;
     return AMP_OK;
+}
+
+amp_status amp__optim_step_scaled(amp_optim *opt, float inv_scale, const char *fn) {
+    amp_status st = step_all(opt, inv_scale, fn);
+    /* data parallel: every rank's result agreed, ZeRO-1 shards spread */
+    if (opt->dist.after_step) st = opt->dist.after_step(opt->dist.ctx, st);
+    return st;
 }
 
 amp_status amp_optim_step(amp_optim *opt) {
@@ -590,7 +617,13 @@ amp_status amp_optim_step(amp_optim *opt) {
     if (!opt) return amp_error(AMP_ERR_ARG, "%s: opt is NULL", fn);
     /* amp's promise: inf/nan never reaches the weights (torch would write it) */
     int bad;
-    if (!amp__optim_check_unscaled(opt, 1.0f, &bad)) {
+    bool found = !amp__optim_check_unscaled(opt, 1.0f, &bad), local = found;
+    amp_status ast = amp__optim_agree(opt, &found);
+    if (ast != AMP_OK) return ast;
+    if (found && !local)
+        return amp_error(AMP_ERR_RANGE, "%s: a gradient on another rank holds inf or nan; the step was not applied on any rank "
+                                        "(amp_scaler_step skips such steps)", fn);
+    if (found) {
         char sb[AMP_SHAPE_BUF];
         const amp_tensor *p = opt->ps[bad].param;
         return amp_error(AMP_ERR_RANGE, "%s: the gradient of parameter %d (%s %s) holds inf or nan; the step was not applied "
@@ -639,7 +672,15 @@ double amp__optim_sumsq_unscaled(amp_optim *opt, float inv_scale, int *first_bad
  * counted once), accumulated in double; when it exceeds max_norm every
  * gradient is scaled by max_norm / (norm + 1e-6) (torch's
  * clip_grad_norm_). A non-finite norm leaves the gradients alone. */
+/* Data parallel: sharded[i] marks gradients that are this rank's shard of
+ * a ZeRO-1 optimizer (dist: the first such optimizer's hooks); their sum of
+ * squares is reduced over the ranks (in double, rank order: the same norm on
+ * every rank), the replicated ones' counted once. */
+static double clip_list_dist(const char *fn, amp_tensor **gs, const bool *sharded, int n, double max_norm, const amp_optim_dist *dist);
 static double clip_list(const char *fn, amp_tensor **gs, int n, double max_norm) {
+    return clip_list_dist(fn, gs, NULL, n, max_norm, NULL);
+}
+static double clip_list_dist(const char *fn, amp_tensor **gs, const bool *sharded, int n, double max_norm, const amp_optim_dist *dist) {
     if (!(max_norm > 0) || !isfinite(max_norm)) {
         amp_error(AMP_ERR_ARG, "%s: max_norm %g must be finite and > 0", fn, max_norm);
         return -1;
@@ -656,9 +697,18 @@ static double clip_list(const char *fn, amp_tensor **gs, int n, double max_norm)
             return -1;
         }
     }
-    double total = 0;
-    for (int i = 0; i < n; i++)
-        if (gs[i]) total += grad_sumsq(gs[i], 1.0f);
+    double total = 0, total_sharded = 0;
+    for (int i = 0; i < n; i++) {
+        if (!gs[i]) continue;
+        double s = grad_sumsq(gs[i], 1.0f);
+        if (sharded && sharded[i]) total_sharded += s;
+        else total += s;
+    }
+    if (dist && dist->sum_sq) {
+        amp_status st = dist->sum_sq(dist->ctx, &total_sharded);
+        if (st != AMP_OK) return -1;
+    }
+    total += total_sharded;
     double norm = sqrt(total);
     if (!isfinite(norm)) return norm;
     double coef = max_norm / (norm + 1e-6);
@@ -716,7 +766,21 @@ static double clip_optims(const char *fn, amp_optim *const *opts, int n, double 
     int count = 0;
     amp_tensor **gs = optim_grads(fn, opts, n, &count);
     if (!gs) return -1;
-    double norm = clip_list(fn, gs, count, max_norm);
+    /* ZeRO-1 optimizers hold shards: their part of the norm is summed over ranks */
+    const amp_optim_dist *dist = NULL;
+    bool *sharded = calloc((size_t)(count ? count : 1), sizeof *sharded);
+    if (!sharded) {
+        free(gs);
+        amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+        return -1;
+    }
+    for (int k = 0, c = 0; k < n; k++) {
+        bool sh = opts[k]->dist.sum_sq != NULL;
+        if (sh && !dist) dist = &opts[k]->dist;
+        for (int i = 0; i < opts[k]->n; i++) sharded[c++] = sh;
+    }
+    double norm = clip_list_dist(fn, gs, sharded, count, max_norm, dist);
+    free(sharded);
     free(gs);
     return norm;
 }

@@ -14,7 +14,27 @@ typedef struct {
     amp_tensor *master_grad;/* f32 unscaled gradient after amp_scaler_unscale */
     int64_t step;
     double weight_decay;    /* this parameter's (torch's param group setting); starts as opts.weight_decay */
+    int64_t sr_off;         /* stochastic-rounding offset of element 0 in a step's stream; -1: after the previous parameters */
 } amp_param_state;
+
+/* An optimizer made by a data-parallel object (src/dist/ddp.c): decisions
+ * and updates agreed across ranks. Unset (ctx NULL) for ordinary ones. */
+typedef struct {
+    void *ctx;
+    /* *flag becomes the OR over ranks (the skip decision: all skip or all step) */
+    amp_status (*agree)(void *ctx, bool *flag);
+    /* *sumsq (this rank's part) becomes the sum over ranks; NULL when every
+     * rank holds the same gradients (the local norm is the global one) */
+    amp_status (*sum_sq)(void *ctx, double *sumsq);
+    /* after an update was attempted (st: this rank's result): spread the
+     * updated shards (ZeRO-1) and return the result agreed over ranks */
+    amp_status (*after_step)(void *ctx, amp_status st);
+    /* amp_optim_zero_grad: the full parameters' gradients too */
+    void (*zero_grad)(void *ctx);
+    void (*destroy)(void *ctx); /* amp_optim_free */
+    /* amp_optim_param_origin: the full parameter slice i is part of */
+    amp_tensor *(*origin)(void *ctx, int i, int64_t *offset);
+} amp_optim_dist;
 
 struct amp_optim {
     amp_optim_opts o;
@@ -22,8 +42,16 @@ struct amp_optim {
     amp_param_state *ps;
     int64_t steps;
     uint64_t sr_counter;   /* stochastic-rounding stream position */
+    uint64_t sr_span;      /* stream advance per step; 0: the parameters' total size */
     bool master_grads_valid;
+    amp_optim_dist dist;
 };
+
+/* amp_optim_new that also accepts n = 0 (a ZeRO-1 rank may own no element
+ * of an optimizer's parameters): a step then changes nothing but the counts. */
+amp_optim *amp__optim_new(const char *fn, amp_tensor *const *params, int n, const amp_optim_opts *o, bool allow_empty);
+/* Agreement on a skip decision across ranks (no-op for ordinary optimizers). */
+amp_status amp__optim_agree(amp_optim *opt, bool *found_inf);
 
 /* The skip decision, read-only: is every gradient element the next step
  * would use finite once multiplied by inv_scale (the unscaled value, the

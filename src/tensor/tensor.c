@@ -300,6 +300,7 @@ void amp__release(amp_tensor *t) {
     if (atomic_fetch_sub(&t->refcount, 1) != 1) return;
     if (t->grad) amp__release(t->grad);
     if (t->grad_fn) amp__node_release(t->grad_fn);
+    if (t->hooks) amp__grad_hooks_free(t->hooks);
     storage_release(t->storage);
     if (amp__debug) {
         bury(t);

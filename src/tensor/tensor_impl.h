@@ -11,6 +11,7 @@
 
 struct amp_node;
 struct amp_scope;
+struct amp_grad_hooks;
 
 typedef struct amp_storage {
     void *data;
@@ -47,6 +48,7 @@ struct amp_tensor {
     uint32_t magic;       /* AMP_T_LIVE, or AMP_T_DEAD */
     uint64_t gen;         /* handle generation: which tensor this was */
     const char *freed_by; /* the public call that released it */
+    struct amp_grad_hooks *hooks; /* post-accumulate-grad hooks (leaves; autograd/engine.c) */
 };
 
 #define AMP_T_LIVE 0x4556494cu

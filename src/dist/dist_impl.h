@@ -1,0 +1,104 @@
+/* Internal: the process group, its transport table and the collective work
+ * handles (docs/ARCHITECTURE.md, "Distributed").
+ *
+ * A group is a rank, a world size and a transport: a table of functions that
+ * start a collective on raw buffers and make progress on it. The generic
+ * layer (group.c) checks tensors, keeps statistics, waits with a deadline
+ * and turns a timeout into an error naming the ranks that did not deliver.
+ * Two transports exist: "single" (a world of one: every collective is a
+ * copy) and "mpi" (mpi.c: point-to-point messages with the arithmetic done
+ * here, so every dtype sums in f32 in rank order and every rank gets the
+ * same bits). A CUDA transport would be a third table (see ARCHITECTURE.md:
+ * NCCL, with MPI handing out the NCCL id). */
+#ifndef AMP_DIST_IMPL_H
+#define AMP_DIST_IMPL_H
+
+#include <pthread.h>
+
+#include "amp/dist.h"
+#include "tensor/tensor_impl.h"
+
+typedef enum {
+    AMP_DIST_K_ALL_REDUCE = 0, /* buf: count elements, in place */
+    AMP_DIST_K_REDUCE_SCATTER, /* send: world*count elements -> recv: count */
+    AMP_DIST_K_ALL_GATHER,     /* send: count -> recv: world*count (send may equal recv + rank*count) */
+    AMP_DIST_K_BROADCAST,      /* buf: count elements from root */
+    AMP_DIST_K_BARRIER
+} amp_dist_kind;
+
+struct amp_dist_work {
+    amp_dist_group *g;
+    amp_dist_kind kind;
+    const char *fn; /* the public call, named in errors */
+    amp_dtype dt;
+    amp_dist_op op;
+    void *buf;        /* ALL_REDUCE, BROADCAST */
+    const void *send; /* REDUCE_SCATTER, ALL_GATHER */
+    void *recv;
+    size_t count; /* elements (see amp_dist_kind) */
+    int root;
+    uint64_t seq; /* per group, the same on every rank for the same call */
+    double t_start;
+    bool done;
+    void *impl; /* transport state */
+};
+
+typedef struct {
+    const char *name;
+    /* Starts w (fields above filled); may complete it at once (w->done). */
+    amp_status (*start)(amp_dist_work *w);
+    /* Progress without blocking; sets w->done when complete. */
+    amp_status (*test)(amp_dist_work *w);
+    /* "ranks 1, 3" whose messages have not arrived (timeout messages). */
+    void (*pending)(const amp_dist_work *w, char *buf, size_t n);
+    /* Releases w's transport state (after completion, or abandoning it). */
+    void (*release)(amp_dist_work *w);
+    void (*abort)(amp_dist_group *g, int code);
+    amp_status (*finalize)(amp_dist_group *g);
+} amp_dist_transport;
+
+struct amp_dist_group {
+    const amp_dist_transport *tp;
+    void *impl;
+    int rank, size, local_rank, local_size;
+    double timeout;
+    uint64_t seq;
+    bool broken; /* a collective failed or timed out: the ranks may disagree on what was sent */
+    char broken_why[400];
+    amp_dist_stats stats;
+    pthread_mutex_t lock;
+};
+
+/* The single-process transport and, with AMP_HAVE_MPI, MPI's. */
+extern const amp_dist_transport amp__dist_single;
+#ifdef AMP_HAVE_MPI
+extern const amp_dist_transport amp__dist_mpi;
+/* Initialises MPI (or adopts the program's) and fills g. */
+amp_status amp__dist_mpi_init(amp_dist_group *g, int *argc, char ***argv);
+const char *amp__dist_mpi_library(void);
+#endif
+
+double amp__dist_now(void);
+
+/* out[i] = op over src[0..nsrc)[i] (rank order), widened to f32 (f64 for
+ * f64), AVG dividing by world, rounded once to dt. out may alias a source
+ * (each tile reads all sources before writing). Float dtypes only. */
+void amp__dist_reduce(void *out, amp_dtype dt, amp_dist_op op, const void *const *src, int nsrc, size_t count, int world);
+bool amp__dist_op_valid(amp_dist_op op);
+const char *amp__dist_op_name(amp_dist_op op);
+
+/* Raw collectives (buffers, not tensors) for the library's own use: the
+ * same checks, statistics, deadline and errors as the tensor calls. */
+amp_dist_work *amp__dist_start(amp_dist_group *g, const char *fn, amp_dist_kind kind, amp_dtype dt, amp_dist_op op, void *buf,
+                               const void *send, void *recv, size_t count, int root);
+/* Progress; true once complete. False with an error when the transport failed. */
+amp_status amp__dist_progress(amp_dist_work *w, bool *done);
+/* Waits up to the group's timeout; frees w. */
+amp_status amp__dist_finish(amp_dist_work *w);
+/* Frees w without waiting (after an error elsewhere); the group is marked broken. */
+void amp__dist_abandon(amp_dist_work *w, const char *why);
+/* Blocking all-reduce of n doubles / a flag (MAX of 0/1) across g. */
+amp_status amp__dist_allreduce_f64(amp_dist_group *g, const char *fn, double *v, int n, amp_dist_op op);
+amp_status amp__dist_any(amp_dist_group *g, const char *fn, bool *flag);
+
+#endif

@@ -1,0 +1,546 @@
+/* The process group: joining the world, the collectives on tensors and raw
+ * buffers, waits with a deadline, statistics, and the single-process
+ * transport (a world of one). */
+#include <errno.h>
+#include <math.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "amp/numeric.h"
+#include "dist/dist_impl.h"
+
+static amp_dist_group *g_world;
+static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER;
+
+double amp__dist_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+bool amp_dist_is_available(void) {
+#ifdef AMP_HAVE_MPI
+    return true;
+#else
+    return false;
+#endif
+}
+
+const char *amp_dist_build_info(void) {
+#ifdef AMP_HAVE_MPI
+    static char buf[300];
+    if (!buf[0]) snprintf(buf, sizeof buf, "MPI (%s)", amp__dist_mpi_library());
+    return buf;
+#else
+    return "not built (no MPI library was found at build time: a world of one process only)";
+#endif
+}
+
+bool amp__dist_op_valid(amp_dist_op op) { return op == AMP_DIST_SUM || op == AMP_DIST_AVG || op == AMP_DIST_MAX || op == AMP_DIST_MIN; }
+const char *amp__dist_op_name(amp_dist_op op) {
+    return op == AMP_DIST_SUM ? "sum" : op == AMP_DIST_AVG ? "avg" : op == AMP_DIST_MAX ? "max" : op == AMP_DIST_MIN ? "min" : "?";
+}
+
+/* ---- local reduction ------------------------------------------------------------ */
+#define RTILE 1024
+
+static void widen(float *dst, const void *src, amp_dtype dt, size_t n) {
+    switch (dt) {
+    case AMP_F32: memcpy(dst, src, n * 4); break;
+    case AMP_F16: amp_f16_to_f32_array(dst, src, n); break;
+    case AMP_BF16: amp_bf16_to_f32_array(dst, src, n); break;
+    default: amp_convert(dst, AMP_F32, src, dt, n, 0); break;
+    }
+}
+
+static void narrow(void *dst, amp_dtype dt, const float *src, size_t n) {
+    switch (dt) {
+    case AMP_F32: memcpy(dst, src, n * 4); break;
+    case AMP_F16: amp_f32_to_f16_array(dst, src, n); break;
+    case AMP_BF16: amp_f32_to_bf16_array(dst, src, n); break;
+    default: amp_convert(dst, dt, src, AMP_F32, n, 0); break;
+    }
+}
+
+/* NaN-propagating max/min (torch.maximum's rule) */
+static inline float fmaxp(float a, float b) { return a != a || b != b ? a + b : a > b ? a : b; }
+static inline float fminp(float a, float b) { return a != a || b != b ? a + b : a < b ? a : b; }
+static inline double dmaxp(double a, double b) { return a != a || b != b ? a + b : a > b ? a : b; }
+static inline double dminp(double a, double b) { return a != a || b != b ? a + b : a < b ? a : b; }
+
+void amp__dist_reduce(void *out, amp_dtype dt, amp_dist_op op, const void *const *src, int nsrc, size_t count, int world) {
+    size_t es = amp_dtype_size(dt);
+    if (dt == AMP_F64) {
+        double *o = out;
+#pragma omp parallel for schedule(static) if (count > 65536)
+        for (size_t i = 0; i < count; i++) {
+            double a = ((const double *)src[0])[i];
+            for (int k = 1; k < nsrc; k++) {
+                double b = ((const double *)src[k])[i];
+                a = op == AMP_DIST_MAX ? dmaxp(a, b) : op == AMP_DIST_MIN ? dminp(a, b) : a + b;
+            }
+            if (op == AMP_DIST_AVG) a /= (double)world;
+            o[i] = a;
+        }
+        return;
+    }
+    size_t ntiles = (count + RTILE - 1) / RTILE;
+#pragma omp parallel for schedule(static) if (count > 65536)
+    for (size_t t = 0; t < ntiles; t++) {
+        float acc[RTILE], tmp[RTILE];
+        size_t lo = t * RTILE, m = count - lo < RTILE ? count - lo : RTILE;
+        widen(acc, (const char *)src[0] + lo * es, dt, m);
+        for (int k = 1; k < nsrc; k++) {
+            widen(tmp, (const char *)src[k] + lo * es, dt, m);
+            if (op == AMP_DIST_MAX)
+                for (size_t i = 0; i < m; i++) acc[i] = fmaxp(acc[i], tmp[i]);
+            else if (op == AMP_DIST_MIN)
+                for (size_t i = 0; i < m; i++) acc[i] = fminp(acc[i], tmp[i]);
+            else
+                for (size_t i = 0; i < m; i++) acc[i] += tmp[i];
+        }
+        if (op == AMP_DIST_AVG) {
+            float w = (float)world;
+            for (size_t i = 0; i < m; i++) acc[i] /= w;
+        }
+        narrow((char *)out + lo * es, dt, acc, m);
+    }
+}
+
+/* ---- the single-process transport -------------------------------------------------- */
+static amp_status single_start(amp_dist_work *w) {
+    size_t es = w->kind == AMP_DIST_K_BARRIER ? 0 : amp_dtype_size(w->dt);
+    switch (w->kind) {
+    case AMP_DIST_K_ALL_REDUCE:
+        if (w->op == AMP_DIST_AVG || w->op == AMP_DIST_SUM) { /* one contribution: itself (rounded as a sum would be) */
+            const void *s = w->buf;
+            amp__dist_reduce(w->buf, w->dt, w->op, &s, 1, w->count, 1);
+        }
+        break;
+    case AMP_DIST_K_REDUCE_SCATTER: {
+        const void *s = w->send;
+        amp__dist_reduce(w->recv, w->dt, w->op, &s, 1, w->count, 1);
+        break;
+    }
+    case AMP_DIST_K_ALL_GATHER:
+        if (w->recv != w->send) memmove(w->recv, w->send, w->count * es);
+        break;
+    default: break;
+    }
+    w->done = true;
+    return AMP_OK;
+}
+static amp_status single_test(amp_dist_work *w) {
+    w->done = true;
+    return AMP_OK;
+}
+static void single_pending(const amp_dist_work *w, char *buf, size_t n) {
+    (void)w;
+    snprintf(buf, n, "none");
+}
+static void single_release(amp_dist_work *w) { (void)w; }
+static void single_abort(amp_dist_group *g, int code) {
+    (void)g;
+    fflush(stdout);
+    fflush(stderr);
+    exit(code);
+}
+static amp_status single_finalize(amp_dist_group *g) {
+    (void)g;
+    return AMP_OK;
+}
+
+const amp_dist_transport amp__dist_single = {"single", single_start, single_test, single_pending, single_release, single_abort,
+                                            single_finalize};
+
+/* ---- joining ------------------------------------------------------------------------------ */
+static bool launched_by_mpi(void) {
+    static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK", "PMIX_RANK", "MPI_LOCALNRANKS", "MV2_COMM_WORLD_SIZE"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        if (getenv(vars[i])) return true;
+    return false;
+}
+
+static double env_timeout(void) {
+    const char *s = getenv("AMP_DIST_TIMEOUT");
+    if (s && *s) {
+        char *end;
+        errno = 0;
+        double v = strtod(s, &end);
+        if (!*end && errno == 0 && v > 0 && isfinite(v)) return v;
+        fprintf(stderr, "amp: warning: AMP_DIST_TIMEOUT='%s' is not a positive number of seconds; using 300\n", s);
+    }
+    return 300.0;
+}
+
+amp_status amp_dist_init(int *argc, char ***argv) {
+    static const char *fn = "amp_dist_init";
+    pthread_mutex_lock(&g_init_lock);
+    if (g_world) {
+        pthread_mutex_unlock(&g_init_lock);
+        return AMP_OK;
+    }
+    amp_dist_group *g = calloc(1, sizeof *g);
+    if (!g) {
+        pthread_mutex_unlock(&g_init_lock);
+        return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    }
+    pthread_mutex_init(&g->lock, NULL);
+    g->timeout = env_timeout();
+    g->size = 1;
+    g->local_size = 1;
+    g->tp = &amp__dist_single;
+    const char *want = getenv("AMP_DIST");
+    bool force_mpi = want && !strcmp(want, "mpi"), forbid = want && !strcmp(want, "none");
+    if (want && *want && !force_mpi && !forbid && strcmp(want, "auto")) {
+        free(g);
+        pthread_mutex_unlock(&g_init_lock);
+        return amp_error(AMP_ERR_ARG, "%s: AMP_DIST='%s' is not mpi, none or auto", fn, want);
+    }
+    if (!forbid && (force_mpi || launched_by_mpi())) {
+#ifdef AMP_HAVE_MPI
+        amp_status st = amp__dist_mpi_init(g, argc, argv);
+        if (st != AMP_OK) {
+            free(g);
+            pthread_mutex_unlock(&g_init_lock);
+            return st;
+        }
+#else
+        (void)argc;
+        (void)argv;
+        if (force_mpi) {
+            free(g);
+            pthread_mutex_unlock(&g_init_lock);
+            return amp_error(AMP_ERR_UNSUPPORTED, "%s: AMP_DIST=mpi, but amp was built without MPI (%s)", fn, amp_dist_build_info());
+        }
+        /* started by mpirun without MPI support: each copy would train alone on the whole data */
+        const char *sz = getenv("OMPI_COMM_WORLD_SIZE") ? getenv("OMPI_COMM_WORLD_SIZE") : getenv("PMI_SIZE");
+        if (sz && atoi(sz) > 1) {
+            free(g);
+            pthread_mutex_unlock(&g_init_lock);
+            return amp_error(AMP_ERR_UNSUPPORTED, "%s: started by an MPI launcher with %s processes, but amp was built without MPI "
+                                                  "(install libopenmpi-dev and rebuild: scripts/deps.sh build)", fn, sz);
+        }
+#endif
+    }
+    g_world = g;
+    pthread_mutex_unlock(&g_init_lock);
+    return AMP_OK;
+}
+
+bool amp_dist_is_initialized(void) { return g_world != NULL; }
+
+amp_dist_group *amp_dist_world(void) {
+    if (!g_world) return amp_error_null(AMP_ERR_STATE, "amp_dist_world: call amp_dist_init first");
+    return g_world;
+}
+
+amp_status amp_dist_finalize(void) {
+    pthread_mutex_lock(&g_init_lock);
+    amp_dist_group *g = g_world;
+    g_world = NULL;
+    pthread_mutex_unlock(&g_init_lock);
+    if (!g) return AMP_OK;
+    amp_status st = g->tp->finalize(g);
+    pthread_mutex_destroy(&g->lock);
+    free(g);
+    return st;
+}
+
+void amp_dist_abort(amp_dist_group *g, int code) {
+    if (!g) g = g_world;
+    fflush(stdout);
+    fflush(stderr);
+    if (g) g->tp->abort(g, code);
+    exit(code);
+}
+
+int amp_dist_rank(const amp_dist_group *g) { return g ? g->rank : 0; }
+int amp_dist_world_size(const amp_dist_group *g) { return g ? g->size : 1; }
+int amp_dist_local_rank(const amp_dist_group *g) { return g ? g->local_rank : 0; }
+int amp_dist_local_size(const amp_dist_group *g) { return g ? g->local_size : 1; }
+const char *amp_dist_backend_name(const amp_dist_group *g) { return g ? g->tp->name : "single"; }
+
+amp_status amp_dist_set_timeout(amp_dist_group *g, double seconds) {
+    if (!g) return amp_error(AMP_ERR_ARG, "amp_dist_set_timeout: group is NULL");
+    if (!(seconds > 0) || !isfinite(seconds))
+        return amp_error(AMP_ERR_ARG, "amp_dist_set_timeout: seconds %g must be finite and > 0", seconds);
+    g->timeout = seconds;
+    return AMP_OK;
+}
+double amp_dist_get_timeout(const amp_dist_group *g) { return g ? g->timeout : 0; }
+
+amp_status amp_dist_get_stats(const amp_dist_group *g, amp_dist_stats *out) {
+    if (!g || !out) return amp_error(AMP_ERR_ARG, "amp_dist_get_stats: NULL argument");
+    *out = g->stats;
+    return AMP_OK;
+}
+void amp_dist_reset_stats(amp_dist_group *g) {
+    if (g) memset(&g->stats, 0, sizeof g->stats);
+}
+
+/* ---- raw collectives ------------------------------------------------------------------ */
+static const char *kind_name(amp_dist_kind k) {
+    return k == AMP_DIST_K_ALL_REDUCE       ? "all_reduce"
+           : k == AMP_DIST_K_REDUCE_SCATTER ? "reduce_scatter"
+           : k == AMP_DIST_K_ALL_GATHER     ? "all_gather"
+           : k == AMP_DIST_K_BROADCAST      ? "broadcast"
+                                            : "barrier";
+}
+
+static void mark_broken(amp_dist_group *g, const char *why) {
+    if (g->broken) return;
+    g->broken = true;
+    snprintf(g->broken_why, sizeof g->broken_why, "%s", why);
+}
+
+amp_dist_work *amp__dist_start(amp_dist_group *g, const char *fn, amp_dist_kind kind, amp_dtype dt, amp_dist_op op, void *buf,
+                               const void *send, void *recv, size_t count, int root) {
+    if (!g) return amp_error_null(AMP_ERR_ARG, "%s: group is NULL", fn);
+    if (g->broken)
+        return amp_error_null(AMP_ERR_STATE, "%s: the process group is unusable after an earlier failure (%s); end the run "
+                                             "(amp_dist_abort)", fn, g->broken_why);
+    amp_dist_work *w = calloc(1, sizeof *w);
+    if (!w) return amp_error_null(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    w->g = g;
+    w->fn = fn;
+    w->kind = kind;
+    w->dt = dt;
+    w->op = op;
+    w->buf = buf;
+    w->send = send;
+    w->recv = recv;
+    w->count = count;
+    w->root = root;
+    double t0 = amp__dist_now();
+    w->t_start = t0;
+    pthread_mutex_lock(&g->lock);
+    w->seq = g->seq++;
+    g->stats.collectives++;
+    amp_status st = g->tp->start(w);
+    g->stats.wait_s += amp__dist_now() - t0;
+    pthread_mutex_unlock(&g->lock);
+    if (st != AMP_OK) {
+        char why[300];
+        snprintf(why, sizeof why, "%s", amp_last_error());
+        mark_broken(g, why);
+        g->tp->release(w);
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+static amp_status progress(amp_dist_work *w, bool *done, bool timed) {
+    if (!w->done) {
+        amp_dist_group *g = w->g;
+        double t0 = timed ? amp__dist_now() : 0;
+        pthread_mutex_lock(&g->lock);
+        amp_status st = g->tp->test(w);
+        if (timed) g->stats.wait_s += amp__dist_now() - t0;
+        pthread_mutex_unlock(&g->lock);
+        if (st != AMP_OK) {
+            char why[300];
+            snprintf(why, sizeof why, "%s", amp_last_error());
+            mark_broken(g, why);
+            *done = false;
+            return st;
+        }
+    }
+    *done = w->done;
+    return AMP_OK;
+}
+
+amp_status amp__dist_progress(amp_dist_work *w, bool *done) { return progress(w, done, true); }
+
+static void release(amp_dist_work *w) {
+    w->g->tp->release(w);
+    free(w);
+}
+
+void amp__dist_abandon(amp_dist_work *w, const char *why) {
+    if (!w) return;
+    if (!w->done) mark_broken(w->g, why);
+    release(w);
+}
+
+amp_status amp__dist_finish(amp_dist_work *w) {
+    if (!w) return amp_last_status() ? amp_last_status() : AMP_ERR_STATE;
+    amp_dist_group *g = w->g;
+    double t0 = amp__dist_now(), deadline = t0 + g->timeout;
+    long spins = 0;
+    for (;;) {
+        bool done;
+        amp_status st = progress(w, &done, false);
+        double now = amp__dist_now();
+        if (st != AMP_OK || done) {
+            pthread_mutex_lock(&g->lock);
+            g->stats.wait_s += now - t0;
+            pthread_mutex_unlock(&g->lock);
+        }
+        if (st != AMP_OK) {
+            release(w);
+            return st;
+        }
+        if (done) break;
+        if (now > deadline) {
+            char pend[200];
+            g->tp->pending(w, pend, sizeof pend);
+            amp_status e = amp_error(AMP_ERR_IO,
+                                     "%s: %s #%llu on rank %d of %d did not complete within %g s: no data from rank(s) %s (stopped, "
+                                     "dead or calling other collectives; AMP_DIST_TIMEOUT sets the limit)",
+                                     w->fn, kind_name(w->kind), (unsigned long long)w->seq, g->rank, g->size, g->timeout, pend);
+            char why[300];
+            snprintf(why, sizeof why, "%s", amp_last_error());
+            mark_broken(g, why);
+            release(w);
+            return e;
+        }
+        /* spin briefly (latency), then yield, then sleep: a rank waiting on
+         * another must not steal its core when ranks outnumber cores */
+        if (++spins > 2000) {
+            if (now - t0 > 0.002) {
+                struct timespec ts = {0, 50000};
+                nanosleep(&ts, NULL);
+            } else {
+                sched_yield();
+            }
+        }
+    }
+    release(w);
+    return AMP_OK;
+}
+
+amp_status amp__dist_allreduce_f64(amp_dist_group *g, const char *fn, double *v, int n, amp_dist_op op) {
+    if (n <= 0) return AMP_OK;
+    return amp__dist_finish(amp__dist_start(g, fn, AMP_DIST_K_ALL_REDUCE, AMP_F64, op, v, NULL, NULL, (size_t)n, 0));
+}
+
+amp_status amp__dist_any(amp_dist_group *g, const char *fn, bool *flag) {
+    if (!g || g->size == 1) return AMP_OK;
+    double v = *flag ? 1.0 : 0.0;
+    amp_status st = amp__dist_allreduce_f64(g, fn, &v, 1, AMP_DIST_MAX);
+    if (st == AMP_OK) *flag = v != 0;
+    return st;
+}
+
+/* ---- collectives on tensors --------------------------------------------------------- */
+static amp_status check_tensor(const char *fn, const char *what, const amp_tensor *t, bool reduce) {
+    if (!t) return amp_error(AMP_ERR_ARG, "%s: %s is NULL", fn, what);
+    if (!amp_tensor_is_contiguous(t)) return amp_error(AMP_ERR_ARG, "%s: %s is not contiguous", fn, what);
+    if (reduce && !amp_dtype_is_float(t->dtype))
+        return amp_error(AMP_ERR_DTYPE, "%s: %s has dtype %s; reductions take float tensors (f32, f16, bf16, f8e4m3, f8e5m2, f64)", fn,
+                         what, amp_dtype_name(t->dtype));
+    return AMP_OK;
+}
+
+static amp_status check_op(const char *fn, amp_dist_op op) {
+    if (!amp__dist_op_valid(op)) return amp_error(AMP_ERR_ARG, "%s: op %d is not SUM, AVG, MAX or MIN", fn, (int)op);
+    return AMP_OK;
+}
+
+static amp_dist_work *all_reduce_start(const char *fn, amp_dist_group *g, amp_tensor *t, amp_dist_op op) {
+    if (!g) return amp_error_null(AMP_ERR_ARG, "%s: group is NULL", fn);
+    if (check_tensor(fn, "t", t, true) || check_op(fn, op)) return NULL;
+    amp__bump_version(t);
+    return amp__dist_start(g, fn, AMP_DIST_K_ALL_REDUCE, t->dtype, op, amp__data(t), NULL, NULL, (size_t)amp_tensor_numel(t), 0);
+}
+
+static amp_dist_work *reduce_scatter_start(const char *fn, amp_dist_group *g, amp_tensor *out, const amp_tensor *in, amp_dist_op op) {
+    if (!g) return amp_error_null(AMP_ERR_ARG, "%s: group is NULL", fn);
+    if (check_tensor(fn, "out", out, true) || check_tensor(fn, "in", in, true) || check_op(fn, op)) return NULL;
+    if (in->dtype != out->dtype)
+        return amp_error_null(AMP_ERR_DTYPE, "%s: in is %s, out is %s", fn, amp_dtype_name(in->dtype), amp_dtype_name(out->dtype));
+    amp_ck ck = AMP_CK(fn, "world_size * numel(out)");
+    int64_t want = amp_ck_mul(&ck, amp_tensor_numel(out), g->size);
+    if (!ck.ok) return NULL;
+    if (amp_tensor_numel(in) != want)
+        return amp_error_null(AMP_ERR_SHAPE, "%s: in has %lld elements; expected world_size %d * numel(out) %lld = %lld", fn,
+                              (long long)amp_tensor_numel(in), g->size, (long long)amp_tensor_numel(out), (long long)want);
+    if (in->storage == out->storage)
+        return amp_error_null(AMP_ERR_ARG, "%s: in and out share storage; reduce_scatter is out of place", fn);
+    amp__bump_version(out);
+    return amp__dist_start(g, fn, AMP_DIST_K_REDUCE_SCATTER, in->dtype, op, NULL, amp__data(in), amp__data(out),
+                           (size_t)amp_tensor_numel(out), 0);
+}
+
+static amp_dist_work *all_gather_start(const char *fn, amp_dist_group *g, amp_tensor *out, const amp_tensor *in) {
+    if (!g) return amp_error_null(AMP_ERR_ARG, "%s: group is NULL", fn);
+    if (check_tensor(fn, "out", out, false) || check_tensor(fn, "in", in, false)) return NULL;
+    if (in->dtype != out->dtype)
+        return amp_error_null(AMP_ERR_DTYPE, "%s: in is %s, out is %s", fn, amp_dtype_name(in->dtype), amp_dtype_name(out->dtype));
+    amp_ck ck = AMP_CK(fn, "world_size * numel(in)");
+    int64_t want = amp_ck_mul(&ck, amp_tensor_numel(in), g->size);
+    if (!ck.ok) return NULL;
+    if (amp_tensor_numel(out) != want)
+        return amp_error_null(AMP_ERR_SHAPE, "%s: out has %lld elements; expected world_size %d * numel(in) %lld = %lld", fn,
+                              (long long)amp_tensor_numel(out), g->size, (long long)amp_tensor_numel(in), (long long)want);
+    size_t es = amp_dtype_size(in->dtype), n = (size_t)amp_tensor_numel(in);
+    const char *ip = amp__data(in);
+    char *op = amp__data(out);
+    /* in may be out's own slot (in place); any other overlap is refused */
+    if (in->storage == out->storage && ip != op + (size_t)g->rank * n * es && n > 0)
+        return amp_error_null(AMP_ERR_ARG, "%s: in overlaps out somewhere other than out's slot for this rank", fn);
+    amp__bump_version(out);
+    return amp__dist_start(g, fn, AMP_DIST_K_ALL_GATHER, in->dtype, AMP_DIST_SUM, NULL, ip, op, n, 0);
+}
+
+static amp_dist_work *broadcast_start(const char *fn, amp_dist_group *g, amp_tensor *t, int root) {
+    if (!g) return amp_error_null(AMP_ERR_ARG, "%s: group is NULL", fn);
+    if (check_tensor(fn, "t", t, false)) return NULL;
+    if (root < 0 || root >= g->size) return amp_error_null(AMP_ERR_ARG, "%s: root %d is not a rank (world size %d)", fn, root, g->size);
+    if (g->rank != root) amp__bump_version(t);
+    return amp__dist_start(g, fn, AMP_DIST_K_BROADCAST, t->dtype, AMP_DIST_SUM, amp__data(t), NULL, NULL, (size_t)amp_tensor_numel(t),
+                           root);
+}
+
+amp_status amp_dist_all_reduce(amp_dist_group *g, amp_tensor *t, amp_dist_op op) {
+    return amp__dist_finish(all_reduce_start("amp_dist_all_reduce", g, t, op));
+}
+amp_status amp_dist_reduce_scatter(amp_dist_group *g, amp_tensor *out, const amp_tensor *in, amp_dist_op op) {
+    return amp__dist_finish(reduce_scatter_start("amp_dist_reduce_scatter", g, out, in, op));
+}
+amp_status amp_dist_all_gather(amp_dist_group *g, amp_tensor *out, const amp_tensor *in) {
+    return amp__dist_finish(all_gather_start("amp_dist_all_gather", g, out, in));
+}
+amp_status amp_dist_broadcast(amp_dist_group *g, amp_tensor *t, int root) {
+    return amp__dist_finish(broadcast_start("amp_dist_broadcast", g, t, root));
+}
+amp_status amp_dist_barrier(amp_dist_group *g) {
+    if (!g) return amp_error(AMP_ERR_ARG, "amp_dist_barrier: group is NULL");
+    return amp__dist_finish(amp__dist_start(g, "amp_dist_barrier", AMP_DIST_K_BARRIER, AMP_U8, AMP_DIST_SUM, NULL, NULL, NULL, 0, 0));
+}
+
+amp_status amp_dist_all_reduce_f64(amp_dist_group *g, double *v, int n, amp_dist_op op) {
+    static const char *fn = "amp_dist_all_reduce_f64";
+    if (!g) return amp_error(AMP_ERR_ARG, "%s: group is NULL", fn);
+    if (!v || n < 0) return amp_error(AMP_ERR_ARG, "%s: v is NULL or n %d < 0", fn, n);
+    if (check_op(fn, op)) return amp_last_status();
+    return amp__dist_allreduce_f64(g, fn, v, n, op);
+}
+
+amp_dist_work *amp_dist_all_reduce_async(amp_dist_group *g, amp_tensor *t, amp_dist_op op) {
+    return all_reduce_start("amp_dist_all_reduce_async", g, t, op);
+}
+amp_dist_work *amp_dist_reduce_scatter_async(amp_dist_group *g, amp_tensor *out, const amp_tensor *in, amp_dist_op op) {
+    return reduce_scatter_start("amp_dist_reduce_scatter_async", g, out, in, op);
+}
+amp_dist_work *amp_dist_all_gather_async(amp_dist_group *g, amp_tensor *out, const amp_tensor *in) {
+    return all_gather_start("amp_dist_all_gather_async", g, out, in);
+}
+amp_dist_work *amp_dist_broadcast_async(amp_dist_group *g, amp_tensor *t, int root) {
+    return broadcast_start("amp_dist_broadcast_async", g, t, root);
+}
+
+amp_status amp_dist_test(amp_dist_work *w, bool *done) {
+    if (!w || !done) return amp_error(AMP_ERR_ARG, "amp_dist_test: NULL argument");
+    return amp__dist_progress(w, done);
+}
+
+amp_status amp_dist_wait(amp_dist_work *w) {
+    if (!w) return amp_error(AMP_ERR_ARG, "amp_dist_wait: work is NULL");
+    return amp__dist_finish(w);
+}

@@ -1,0 +1,364 @@
+/* The MPI transport. Reductions are point-to-point exchanges with the
+ * arithmetic done here rather than MPI_Allreduce: MPI has no bf16 or f16
+ * sum, and doing the sum ourselves fixes its order (rank 0 first, in f32),
+ * so every rank gets the same bits, a stage-0 all-reduce and a ZeRO-1
+ * reduce-scatter agree bit for bit, and a stalled collective can name the
+ * ranks whose messages are missing.
+ *
+ * all_reduce (count elements, chunk i = [i*c, min((i+1)*c, count)),
+ * c = ceil(count / N)) is a reduce-scatter then an all-gather, the
+ * bandwidth-optimal pair that ring all-reduce also is: each rank sends
+ * every other rank that rank's chunk of its buffer, sums the N
+ * contributions to its own chunk in rank order, then sends its reduced chunk
+ * to every other rank: 2 (N-1)/N of the buffer out and in per rank.
+ * Broadcast and barrier use MPI's own (Ibcast, Ibarrier): no arithmetic.
+ *
+ * Messages are split at 1 GiB (MPI counts are int). Tags come from the
+ * group's sequence number, which advances identically on every rank because
+ * collectives are called in the same order everywhere. */
+#ifdef AMP_HAVE_MPI
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist/dist_impl.h"
+
+#define SEG_BYTES ((size_t)1 << 30)
+
+typedef struct {
+    MPI_Comm comm;
+    bool we_init; /* MPI_Init was ours: finalize it too */
+} mpi_group;
+
+typedef struct {
+    int phase; /* 0: exchange; 1: all-gather half of all_reduce */
+    MPI_Request *reqs;
+    int *peer;
+    int nreq, cap;
+    char *stage;
+    size_t stage_bytes;
+} mpi_work;
+
+const char *amp__dist_mpi_library(void) {
+    static char buf[MPI_MAX_LIBRARY_VERSION_STRING + 1];
+    if (!buf[0]) {
+        int len = 0;
+        if (MPI_Get_library_version(buf, &len) != MPI_SUCCESS) snprintf(buf, sizeof buf, "unknown MPI");
+        char *c = strchr(buf, ',');
+        if (c) *c = 0;
+        c = strchr(buf, '\n');
+        if (c) *c = 0;
+    }
+    return buf;
+}
+
+static amp_status mpi_fail(const char *fn, const char *what, int peer, int rc) {
+    char msg[MPI_MAX_ERROR_STRING + 1];
+    int len = 0;
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "MPI error %d", rc);
+    msg[len < MPI_MAX_ERROR_STRING ? len : MPI_MAX_ERROR_STRING] = 0;
+    if (peer >= 0) return amp_error(AMP_ERR_IO, "%s: %s (rank %d): %s", fn, what, peer, msg);
+    return amp_error(AMP_ERR_IO, "%s: %s: %s", fn, what, msg);
+}
+
+amp_status amp__dist_mpi_init(amp_dist_group *g, int *argc, char ***argv) {
+    static const char *fn = "amp_dist_init";
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (finalized) return amp_error(AMP_ERR_STATE, "%s: MPI was already finalized in this process", fn);
+    mpi_group *m = calloc(1, sizeof *m);
+    if (!m) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    if (!inited) {
+        int provided = 0;
+        /* amp's collectives are called by one thread at a time (the group's
+         * lock serializes them); OpenMP kernel threads never call MPI */
+        int rc = MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
+        if (rc != MPI_SUCCESS) {
+            free(m);
+            return mpi_fail(fn, "MPI_Init_thread", -1, rc);
+        }
+        m->we_init = true;
+    }
+    /* amp's own communicator: its tags never meet the program's messages */
+    int rc = MPI_Comm_dup(MPI_COMM_WORLD, &m->comm);
+    if (rc != MPI_SUCCESS) {
+        free(m);
+        return mpi_fail(fn, "MPI_Comm_dup", -1, rc);
+    }
+    MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(m->comm, &g->rank);
+    MPI_Comm_size(m->comm, &g->size);
+    MPI_Comm local;
+    if (MPI_Comm_split_type(m->comm, MPI_COMM_TYPE_SHARED, g->rank, MPI_INFO_NULL, &local) == MPI_SUCCESS) {
+        MPI_Comm_rank(local, &g->local_rank);
+        MPI_Comm_size(local, &g->local_size);
+        MPI_Comm_free(&local);
+    }
+    g->impl = m;
+    g->tp = &amp__dist_mpi;
+    return AMP_OK;
+}
+
+static amp_status push(amp_dist_work *w, mpi_work *s, MPI_Request r, int peer) {
+    if (s->nreq == s->cap) {
+        int cap = s->cap ? s->cap * 2 : 16;
+        MPI_Request *nr = realloc(s->reqs, sizeof *nr * (size_t)cap);
+        if (!nr) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", w->fn);
+        s->reqs = nr;
+        int *np = realloc(s->peer, sizeof *np * (size_t)cap);
+        if (!np) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", w->fn);
+        s->peer = np;
+        s->cap = cap;
+    }
+    s->reqs[s->nreq] = r;
+    s->peer[s->nreq] = peer;
+    s->nreq++;
+    return AMP_OK;
+}
+
+static int tag_of(const amp_dist_work *w, int phase) { return (int)((w->seq % 8000u) * 4u + (unsigned)phase); }
+
+/* Point-to-point in segments of at most 1 GiB. */
+static amp_status post(amp_dist_work *w, mpi_work *s, bool send, void *p, size_t bytes, int peer, int phase) {
+    mpi_group *m = w->g->impl;
+    int tag = tag_of(w, phase);
+    for (size_t off = 0; off < bytes; off += SEG_BYTES) {
+        size_t len = bytes - off < SEG_BYTES ? bytes - off : SEG_BYTES;
+        MPI_Request r;
+        int rc = send ? MPI_Isend((char *)p + off, (int)len, MPI_BYTE, peer, tag, m->comm, &r)
+                      : MPI_Irecv((char *)p + off, (int)len, MPI_BYTE, peer, tag, m->comm, &r);
+        if (rc != MPI_SUCCESS) return mpi_fail(w->fn, send ? "MPI_Isend" : "MPI_Irecv", peer, rc);
+        if (push(w, s, r, peer) != AMP_OK) return amp_last_status();
+    }
+    return AMP_OK;
+}
+
+/* chunk i of an all_reduce buffer of count elements */
+static void chunk(size_t count, int n, int i, size_t *lo, size_t *len) {
+    size_t c = count / (size_t)n + (count % (size_t)n != 0);
+    size_t a = (size_t)i * c;
+    if (a > count) a = count;
+    size_t b = a + c > count ? count : a + c;
+    *lo = a;
+    *len = b - a;
+}
+
+static int slot(int peer, int rank) { return peer < rank ? peer : peer - 1; }
+
+/* The all-gather half of all_reduce (phase 1), or the whole all_gather. */
+static amp_status post_gather(amp_dist_work *w, mpi_work *s, char *base, bool uniform, bool count_bytes) {
+    amp_dist_group *g = w->g;
+    size_t es = amp_dtype_size(w->dt), lo_r, len_r;
+    if (uniform) lo_r = (size_t)g->rank * w->count, len_r = w->count;
+    else chunk(w->count, g->size, g->rank, &lo_r, &len_r);
+    for (int p = 0; p < g->size; p++) {
+        if (p == g->rank) continue;
+        size_t lo, len;
+        if (uniform) lo = (size_t)p * w->count, len = w->count;
+        else chunk(w->count, g->size, p, &lo, &len);
+        if (len && post(w, s, false, base + lo * es, len * es, p, 1) != AMP_OK) return amp_last_status();
+        if (len_r && post(w, s, true, base + lo_r * es, len_r * es, p, 1) != AMP_OK) return amp_last_status();
+        if (count_bytes) {
+            g->stats.bytes_sent += len_r * es;
+            g->stats.bytes_received += len * es;
+        }
+    }
+    return AMP_OK;
+}
+
+static amp_status mpi_start(amp_dist_work *w) {
+    amp_dist_group *g = w->g;
+    mpi_group *m = g->impl;
+    mpi_work *s = calloc(1, sizeof *s);
+    if (!s) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", w->fn);
+    w->impl = s;
+    int n = g->size, r = g->rank;
+    size_t es = w->kind == AMP_DIST_K_BARRIER ? 1 : amp_dtype_size(w->dt);
+    switch (w->kind) {
+    case AMP_DIST_K_ALL_REDUCE:
+    case AMP_DIST_K_REDUCE_SCATTER: {
+        bool ar = w->kind == AMP_DIST_K_ALL_REDUCE;
+        size_t lo_r, len_r;
+        if (ar) chunk(w->count, n, r, &lo_r, &len_r);
+        else lo_r = (size_t)r * w->count, len_r = w->count;
+        amp_ck ck = AMP_CK(w->fn, "receive buffer");
+        int64_t sb = amp_ck_mul(&ck, amp_ck_mul(&ck, (int64_t)len_r, (int64_t)es), n - 1);
+        if (!ck.ok) return amp_last_status();
+        s->stage_bytes = (size_t)sb;
+        if (sb > 0 && !(s->stage = amp__alloc((size_t)sb, AMP_MEM_WORKSPACE))) return amp_last_status();
+        const char *src = ar ? (const char *)w->buf : (const char *)w->send;
+        for (int p = 0; p < n; p++) {
+            if (p == r) continue;
+            size_t lo, len;
+            if (ar) chunk(w->count, n, p, &lo, &len);
+            else lo = (size_t)p * w->count, len = w->count;
+            if (len_r && post(w, s, false, s->stage + (size_t)slot(p, r) * len_r * es, len_r * es, p, 0) != AMP_OK) return amp_last_status();
+            if (len && post(w, s, true, (void *)(src + lo * es), len * es, p, 0) != AMP_OK) return amp_last_status();
+            g->stats.bytes_sent += len * es;
+            g->stats.bytes_received += len_r * es;
+        }
+        if (ar) { /* the all-gather half will move this much */
+            for (int p = 0; p < n; p++) {
+                if (p == r) continue;
+                size_t lo, len;
+                chunk(w->count, n, p, &lo, &len);
+                g->stats.bytes_sent += len_r * es;
+                g->stats.bytes_received += len * es;
+            }
+        }
+        break;
+    }
+    case AMP_DIST_K_ALL_GATHER: {
+        char *dst = (char *)w->recv + (size_t)r * w->count * es;
+        if (dst != (const char *)w->send) memcpy(dst, w->send, w->count * es);
+        s->phase = 1;
+        if (post_gather(w, s, w->recv, true, true) != AMP_OK) return amp_last_status();
+        break;
+    }
+    case AMP_DIST_K_BROADCAST: {
+        size_t bytes = w->count * es;
+        for (size_t off = 0; off < bytes; off += SEG_BYTES) {
+            size_t len = bytes - off < SEG_BYTES ? bytes - off : SEG_BYTES;
+            MPI_Request q;
+            int rc = MPI_Ibcast((char *)w->buf + off, (int)len, MPI_BYTE, w->root, m->comm, &q);
+            if (rc != MPI_SUCCESS) return mpi_fail(w->fn, "MPI_Ibcast", -1, rc);
+            if (push(w, s, q, w->root) != AMP_OK) return amp_last_status();
+        }
+        if (r == w->root) g->stats.bytes_sent += bytes * (size_t)(n - 1);
+        else g->stats.bytes_received += bytes;
+        break;
+    }
+    case AMP_DIST_K_BARRIER: {
+        MPI_Request q;
+        int rc = MPI_Ibarrier(m->comm, &q);
+        if (rc != MPI_SUCCESS) return mpi_fail(w->fn, "MPI_Ibarrier", -1, rc);
+        if (push(w, s, q, -1) != AMP_OK) return amp_last_status();
+        break;
+    }
+    }
+    return AMP_OK;
+}
+
+/* The reduction of this rank's chunk once every contribution arrived. */
+static amp_status reduce_own(amp_dist_work *w, mpi_work *s) {
+    amp_dist_group *g = w->g;
+    int n = g->size, r = g->rank;
+    size_t es = amp_dtype_size(w->dt);
+    bool ar = w->kind == AMP_DIST_K_ALL_REDUCE;
+    size_t lo_r, len_r;
+    if (ar) chunk(w->count, n, r, &lo_r, &len_r);
+    else lo_r = (size_t)r * w->count, len_r = w->count;
+    if (!len_r) return AMP_OK;
+    const void *stack_src[16];
+    const void **src = n <= 16 ? stack_src : malloc(sizeof *src * (size_t)n);
+    if (!src) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", w->fn);
+    const char *own = ar ? (const char *)w->buf + lo_r * es : (const char *)w->send + lo_r * es;
+    for (int p = 0; p < n; p++) src[p] = p == r ? own : s->stage + (size_t)slot(p, r) * len_r * es;
+    void *out = ar ? (char *)w->buf + lo_r * es : w->recv;
+    amp__dist_reduce(out, w->dt, w->op, src, n, len_r, n);
+    if (src != stack_src) free(src);
+    return AMP_OK;
+}
+
+static amp_status mpi_test(amp_dist_work *w) {
+    mpi_work *s = w->impl;
+    for (;;) {
+        if (s->nreq > 0) {
+            int outcount = 0, idx_stack[64];
+            int *idx = s->nreq <= 64 ? idx_stack : malloc(sizeof *idx * (size_t)s->nreq);
+            if (!idx) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", w->fn);
+            int rc = MPI_Testsome(s->nreq, s->reqs, &outcount, idx, MPI_STATUSES_IGNORE);
+            if (idx != idx_stack) free(idx);
+            if (rc != MPI_SUCCESS) {
+                int peer = -1;
+                for (int i = 0; i < s->nreq; i++)
+                    if (s->reqs[i] != MPI_REQUEST_NULL) peer = s->peer[i];
+                return mpi_fail(w->fn, "MPI_Testsome (a peer failed?)", peer, rc);
+            }
+            if (outcount != MPI_UNDEFINED) {
+                for (int i = 0; i < s->nreq; i++)
+                    if (s->reqs[i] != MPI_REQUEST_NULL) return AMP_OK; /* still running */
+            }
+            s->nreq = 0;
+        }
+        /* every request of this phase completed */
+        if (s->phase == 0 && (w->kind == AMP_DIST_K_ALL_REDUCE || w->kind == AMP_DIST_K_REDUCE_SCATTER)) {
+            if (reduce_own(w, s) != AMP_OK) return amp_last_status();
+            if (s->stage) {
+                amp__free(s->stage, s->stage_bytes, AMP_MEM_WORKSPACE);
+                s->stage = NULL;
+            }
+            if (w->kind == AMP_DIST_K_ALL_REDUCE) {
+                s->phase = 1;
+                /* its bytes were counted at start */
+                if (post_gather(w, s, w->buf, false, false) != AMP_OK) return amp_last_status();
+                if (s->nreq > 0) continue;
+            }
+        }
+        w->done = true;
+        return AMP_OK;
+    }
+}
+
+static void mpi_pending(const amp_dist_work *w, char *buf, size_t n) {
+    const mpi_work *s = w->impl;
+    size_t used = 0;
+    buf[0] = 0;
+    if (!s) return;
+    bool seen[4096] = {false};
+    for (int i = 0; i < s->nreq; i++) {
+        if (s->reqs[i] == MPI_REQUEST_NULL) continue;
+        int p = s->peer[i];
+        if (p >= 0 && p < 4096) {
+            if (seen[p]) continue;
+            seen[p] = true;
+        }
+        int k = p < 0 ? snprintf(buf + used, n - used, "%sany (barrier)", used ? ", " : "")
+                      : snprintf(buf + used, n - used, "%s%d", used ? ", " : "", p);
+        if (k < 0 || (size_t)k >= n - used) break;
+        used += (size_t)k;
+    }
+    if (!used) snprintf(buf, n, "unknown");
+}
+
+static void mpi_release(amp_dist_work *w) {
+    mpi_work *s = w->impl;
+    if (!s) return;
+    for (int i = 0; i < s->nreq; i++) {
+        if (s->reqs[i] == MPI_REQUEST_NULL) continue;
+        /* abandoned (timeout or error): cancel receives, let sends go */
+        MPI_Cancel(&s->reqs[i]);
+        MPI_Request_free(&s->reqs[i]);
+    }
+    if (s->stage) amp__free(s->stage, s->stage_bytes, AMP_MEM_WORKSPACE);
+    free(s->reqs);
+    free(s->peer);
+    free(s);
+    w->impl = NULL;
+}
+
+static void mpi_abort(amp_dist_group *g, int code) {
+    (void)g;
+    MPI_Abort(MPI_COMM_WORLD, code);
+}
+
+static amp_status mpi_finalize(amp_dist_group *g) {
+    mpi_group *m = g->impl;
+    if (!m) return AMP_OK;
+    MPI_Comm_free(&m->comm);
+    int rc = MPI_SUCCESS;
+    if (m->we_init && !g->broken) rc = MPI_Finalize();
+    free(m);
+    g->impl = NULL;
+    if (rc != MPI_SUCCESS) return mpi_fail("amp_dist_finalize", "MPI_Finalize", -1, rc);
+    return AMP_OK;
+}
+
+const amp_dist_transport amp__dist_mpi = {"mpi", mpi_start, mpi_test, mpi_pending, mpi_release, mpi_abort, mpi_finalize};
+
+#else
+/* Built without MPI: the single-process transport only (group.c). */
+typedef int amp_dist_mpi_not_built;
+#endif
