@@ -826,7 +826,7 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
             double scale = amp_scaler_get_scale(sc);
             if (metrics &&
                 metrics_check(metrics, cfg->metrics_path,
-                              fprintf(metrics, "%lld,%lld,%.6f,%g,%lld,%g,%.3f\n", (long long)step, (long long)epoch + 1, lv, scale,
+                              fprintf(metrics, "%lld,%lld,%.9g,%g,%lld,%g,%.3f\n", (long long)step, (long long)epoch + 1, lv, scale,
                                       (long long)res->skipped, lr, dt * 1e3)))
                 goto out;
             if (cfg->checkpoint_dir && cfg->save_every > 0 && step % cfg->save_every == 0) {

@@ -84,6 +84,21 @@ int test_run_cli(const char *extra_env, const char *args, char **out, char **err
     return WEXITSTATUS(st);
 }
 
+const char *test_mpirun_prefix(int np) {
+#ifdef AMP_MPIEXEC
+    static char buf[1024];
+    if (!amp_dist_is_available() || !AMP_MPIEXEC[0]) return NULL;
+    snprintf(buf, sizeof buf,
+             "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none "
+             "OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1 %s --oversubscribe -np %d",
+             AMP_MPIEXEC, np);
+    return buf;
+#else
+    (void)np;
+    return NULL;
+#endif
+}
+
 char *test_mkdtemp(void) {
     char tmpl[] = "/tmp/amp_test_dirXXXXXX";
     char *d = mkdtemp(tmpl);

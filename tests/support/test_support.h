@@ -43,6 +43,11 @@ void test_assert_close(double a, double b, double rtol, double atol, const char 
  * extra_env (may be NULL) is prepended, e.g. "AMP_CPU=scalar". Returns the
  * exit status, or -1 if the process did not exit normally. */
 int test_run_cli(const char *extra_env, const char *args, char **out, char **err);
+/* The command prefix that runs a program on np MPI ranks (Open MPI's
+ * mpirun found at build time, with what it needs as root, with more ranks
+ * than cores and in containers); pass it as test_run_cli's extra_env. NULL
+ * when amp was built without MPI. Static storage. */
+const char *test_mpirun_prefix(int np);
 /* Read a whole file (malloc'd, NUL-terminated); NULL if it cannot be read. */
 char *test_read_file(const char *path, size_t *len);
 /* A fresh empty temporary directory (malloc'd path); removed by test_rmtree. */

@@ -1,0 +1,413 @@
+/* `mpirun -np N amp train` end to end (the issue's bar through the CLI):
+ * 2 ranks on a global batch B against 1 process on B (loss curve and final
+ * weights), bit-exact resume on 2 ranks (ZeRO-1, O2 bf16), a 2-rank
+ * checkpoint resumed on 1 process and a 1-process one on 2 ranks, a rank
+ * killed with SIGKILL (the other exits non-zero within a bounded time and
+ * the last checkpoint is intact), a rank failing with an error (the run
+ * ends on every rank naming it), and the summary and flags.
+ * Skipped (77) when amp was built without MPI. */
+#include <dirent.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "test_support.h"
+
+static char *g_dir;
+
+static int setup(void **state) {
+    (void)state;
+    g_dir = test_mkdtemp();
+    return g_dir ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    test_rmtree(g_dir);
+    free(g_dir);
+    return 0;
+}
+
+/* `amp ARGS` on np ranks (np 0: no mpirun); fails unless the exit status is want; returns stdout. */
+static char *run(int np, int want, const char *fmt, ...) {
+    char args[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    char *out = NULL, *err = NULL;
+    int rc = test_run_cli(np ? test_mpirun_prefix(np) : "OMP_NUM_THREADS=2", args, &out, &err);
+    if (rc != want) fail_msg("%d rank(s): amp %s: exit %d (expected %d)\nstdout:\n%s\nstderr:\n%s", np, args, rc, want, out, err);
+    free(err);
+    return out;
+}
+
+/* step -> loss from a metrics file */
+static int read_losses(const char *path, double *loss, int max) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char line[512];
+    int n = 0;
+    if (!fgets(line, sizeof line, f)) {
+        fclose(f);
+        return -1;
+    }
+    while (n < max && fgets(line, sizeof line, f)) {
+        long step, epoch;
+        double l;
+        if (sscanf(line, "%ld,%ld,%lf", &step, &epoch, &l) != 3) break;
+        loss[n++] = l;
+    }
+    fclose(f);
+    return n;
+}
+
+/* max over tensors of max|a - b| / max|b| between two model files */
+static double model_diff(const char *a, const char *b, bool *bitwise) {
+    char pa[1200], pb[1200];
+    snprintf(pa, sizeof pa, "%s/model.safetensors", a);
+    snprintf(pb, sizeof pb, "%s/model.safetensors", b);
+    amp_safetensors *fa = amp_safetensors_read(pa), *fb = amp_safetensors_read(pb);
+    if (!fa || !fb) fail_msg("%s", amp_last_error());
+    double worst = 0;
+    *bitwise = true;
+    for (int i = 0; i < amp_safetensors_count(fa); i++) {
+        amp_safetensors_info x;
+        amp_safetensors_info_at(fa, i, &x);
+        amp_tensor *ta = amp_safetensors_get(fa, x.name), *tb = amp_safetensors_get(fb, x.name);
+        assert_non_null(ta);
+        assert_non_null(tb);
+        int64_t n = amp_tensor_numel(ta);
+        double *va = malloc(sizeof(double) * (size_t)n), *vb = malloc(sizeof(double) * (size_t)n);
+        amp_tensor_copy_out(ta, va, AMP_F64);
+        amp_tensor_copy_out(tb, vb, AMP_F64);
+        double m = 0, d = 0;
+        for (int64_t k = 0; k < n; k++) {
+            m = fmax(m, fabs(vb[k]));
+            d = fmax(d, fabs(va[k] - vb[k]));
+        }
+        if (d != 0) *bitwise = false;
+        worst = fmax(worst, m > 0 ? d / m : d);
+        free(va);
+        free(vb);
+        amp_tensor_free(ta);
+        amp_tensor_free(tb);
+    }
+    amp_safetensors_free(fa);
+    amp_safetensors_free(fb);
+    return worst;
+}
+
+static bool same_state_tensors(const char *a, const char *b) {
+    char pa[1200], pb[1200];
+    snprintf(pa, sizeof pa, "%s/training_state.safetensors", a);
+    snprintf(pb, sizeof pb, "%s/training_state.safetensors", b);
+    amp_safetensors *fa = amp_safetensors_read(pa), *fb = amp_safetensors_read(pb);
+    if (!fa || !fb) fail_msg("%s", amp_last_error());
+    bool same = amp_safetensors_count(fa) == amp_safetensors_count(fb);
+    for (int i = 0; same && i < amp_safetensors_count(fa); i++) {
+        amp_safetensors_info x, y;
+        amp_safetensors_info_at(fa, i, &x);
+        amp_safetensors_info_at(fb, i, &y);
+        same = !strcmp(x.name, y.name) && x.end - x.begin == y.end - y.begin && !memcmp(x.data, y.data, x.end - x.begin);
+        if (!same) fprintf(stderr, "training state tensor %s differs\n", x.name);
+    }
+    amp_safetensors_free(fa);
+    amp_safetensors_free(fb);
+    return same;
+}
+
+#define COMMON "train --quiet --model mlp --limit 1280 --test-limit 500 --batch 64"
+
+/* the bar: 2 ranks, global batch 64 == 1 process, batch 64 (fp32 SGD, 20 steps) */
+static void t_two_ranks_equal_one_process(void **state) {
+    (void)state;
+    char a[1100], b[1100];
+    snprintf(a, sizeof a, "%s/one", g_dir);
+    snprintf(b, sizeof b, "%s/two", g_dir);
+    const char *flags = "--optimizer sgd --lr 0.05 --max-steps 20 --precision fp32";
+    free(run(0, 0, COMMON " %s --checkpoint %s --metrics %s/one.csv", flags, a, g_dir));
+    char *out = run(2, 0, COMMON " %s --checkpoint %s --metrics %s/two.csv", flags, b, g_dir);
+    assert_non_null(strstr(out, "world size        2 ranks"));
+    assert_non_null(strstr(out, "communication"));
+    free(out);
+    double l1[32], l2[32];
+    char p1[1200], p2[1200];
+    snprintf(p1, sizeof p1, "%s/one.csv", g_dir);
+    snprintf(p2, sizeof p2, "%s/two.csv", g_dir);
+    assert_int_equal(read_losses(p1, l1, 32), 20);
+    assert_int_equal(read_losses(p2, l2, 32), 20);
+    double worst = 0;
+    for (int i = 0; i < 20; i++) worst = fmax(worst, fabs(l2[i] - l1[i]) / fabs(l1[i]));
+    bool bitwise;
+    double w = model_diff(b, a, &bitwise);
+    printf("  amp train, 2 ranks x 32 vs 1 process x 64 (fp32 SGD, 20 steps): loss curve max rel diff %.3g, final weights max rel "
+           "diff %.3g%s\n",
+           worst, w, bitwise ? " (bitwise equal)" : "");
+    assert_true(worst <= 1e-6);
+    assert_true(w <= 1e-6);
+}
+
+/* bit-exact resume on 2 ranks: ZeRO-1, bf16 O2 with stochastic rounding, bf16 gradient communication */
+static void t_resume_two_ranks_bitexact(void **state) {
+    (void)state;
+    char a[1100], b[1100];
+    snprintf(a, sizeof a, "%s/zstraight", g_dir);
+    snprintf(b, sizeof b, "%s/zsplit", g_dir);
+    const char *flags = "--precision bf16 --opt-level O2 --rounding stochastic --zero 1 --grad-comm bf16 --max-steps 12";
+    free(run(2, 0, COMMON " %s --checkpoint %s", flags, a));
+    free(run(2, 0, COMMON " %s --stop-after 5 --checkpoint %s", flags, b));
+    free(run(2, 0, COMMON " %s --resume %s", flags, b));
+    bool bitwise;
+    double w = model_diff(b, a, &bitwise);
+    bool st = same_state_tensors(a, b);
+    printf("  2 ranks, ZeRO-1 O2 bf16 SR, stopped at 5 and resumed on 2 ranks: weights %s, training state %s\n",
+           bitwise ? "bit-exact" : "differ", st ? "bit-exact" : "differs");
+    assert_true(bitwise && w == 0);
+    assert_true(st);
+}
+
+/* re-sharding: a 2-rank ZeRO-1 checkpoint continues on 1 process, a 1-process one on 2 ranks */
+static void t_resume_other_world_size(void **state) {
+    (void)state;
+    const char *flags = "--optimizer adamw --max-steps 12";
+    char s2[1100], s1[1100], c2[1100], c1[1100];
+    snprintf(s2, sizeof s2, "%s/w2straight", g_dir);
+    snprintf(s1, sizeof s1, "%s/w1straight", g_dir);
+    snprintf(c2, sizeof c2, "%s/w2to1", g_dir);
+    snprintf(c1, sizeof c1, "%s/w1to2", g_dir);
+    free(run(2, 0, COMMON " %s --zero 1 --checkpoint %s", flags, s2));
+    free(run(0, 0, COMMON " %s --checkpoint %s", flags, s1));
+    /* 2 ranks to step 6, then 1 process to 12 */
+    free(run(2, 0, COMMON " %s --zero 1 --stop-after 6 --checkpoint %s", flags, c2));
+    char *out = run(0, 0, "%s %s --resume %s", COMMON " --log-every 100", flags, c2);
+    free(out);
+    /* 1 process to step 6, then 2 ranks (ZeRO-1) to 12 */
+    free(run(0, 0, COMMON " %s --stop-after 6 --checkpoint %s", flags, c1));
+    free(run(2, 0, COMMON " %s --zero 1 --resume %s", flags, c1));
+    bool b1, b2;
+    double d21 = model_diff(c2, s2, &b1), d12 = model_diff(c1, s1, &b2);
+    printf("  resumed on another world size (AdamW, 12 steps): 2 ranks -> 1 process vs 2 ranks straight: max rel diff %.3g; "
+           "1 process -> 2 ranks vs 1 process straight: %.3g (summation order only)\n", d21, d12);
+    assert_true(d21 < 1e-5);
+    assert_true(d12 < 1e-5);
+    amp_checkpoint *c = amp_checkpoint_open(c1);
+    assert_non_null(c);
+    assert_string_equal(amp_checkpoint_meta(c, "dist.world_size"), "2");
+    assert_int_equal(amp_checkpoint_step(c), 12);
+    amp_checkpoint_close(c);
+}
+
+/* ---- failures ------------------------------------------------------------------------------ */
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* the pid of the process whose environment holds tag and OMPI_COMM_WORLD_RANK=rank, or -1 */
+static pid_t find_rank(const char *tag, int rank) {
+    char want[64];
+    snprintf(want, sizeof want, "OMPI_COMM_WORLD_RANK=%d", rank);
+    DIR *d = opendir("/proc");
+    if (!d) return -1;
+    struct dirent *e;
+    pid_t found = -1;
+    while ((e = readdir(d)) && found < 0) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 0) continue;
+        char path[300];
+        snprintf(path, sizeof path, "/proc/%ld/environ", pid);
+        size_t len = 0;
+        char *env = test_read_file(path, &len);
+        if (!env) continue;
+        bool has_tag = false, has_rank = false;
+        for (size_t k = 0; k < len; k += strlen(env + k) + 1) {
+            if (!strcmp(env + k, tag)) has_tag = true;
+            if (!strcmp(env + k, want)) has_rank = true;
+        }
+        free(env);
+        char cpath[300];
+        snprintf(cpath, sizeof cpath, "/proc/%ld/comm", pid);
+        char *comm = test_read_file(cpath, NULL);
+        if (has_tag && has_rank && comm && !strncmp(comm, "amp", 3)) found = (pid_t)pid;
+        free(comm);
+    }
+    closedir(d);
+    return found;
+}
+
+/* kill -9 one rank mid-run: the other exits non-zero within a bounded time, naming it; the checkpoint is intact */
+static void t_kill_one_rank(void **state) {
+    (void)state;
+    char ck[1100], outp[1100], tag[128];
+    snprintf(ck, sizeof ck, "%s/killed", g_dir);
+    snprintf(outp, sizeof outp, "%s/killed.out", g_dir);
+    snprintf(tag, sizeof tag, "AMP_TEST_KILL_TAG=%ld_%d", (long)getpid(), rand());
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s %s train --quiet --model mlp --limit 2048 --test-limit 100 --batch 32 --epochs 1000 "
+                              "--checkpoint %s --save-every 10 < /dev/null > %s 2>&1",
+             tag, test_mpirun_prefix(2), AMP_CLI_PATH, ck, outp);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    /* wait for a checkpoint, then a few more steps */
+    char spath[1200];
+    snprintf(spath, sizeof spath, "%s/training_state.safetensors", ck);
+    double t0 = now_s();
+    while (access(spath, F_OK) != 0 && now_s() - t0 < 120) usleep(50000);
+    assert_int_equal(access(spath, F_OK), 0);
+    usleep(300000);
+    pid_t victim = find_rank(tag, 1);
+    assert_true(victim > 0);
+    double tk = now_s();
+    assert_int_equal(kill(victim, SIGKILL), 0);
+    int status = 0;
+    pid_t w = 0;
+    while ((w = waitpid(child, &status, WNOHANG)) == 0 && now_s() - tk < 60) usleep(20000);
+    double took = now_s() - tk;
+    if (w == 0) { /* still running: end it and fail */
+        kill(child, SIGKILL);
+        waitpid(child, &status, 0);
+        fail_msg("mpirun still running %.1f s after rank 1 was killed", took);
+    }
+    char *out = test_read_file(outp, NULL);
+    printf("  rank 1 killed with SIGKILL: mpirun exited with status %d after %.2f s\n",
+           WIFEXITED(status) ? WEXITSTATUS(status) : -1, took);
+    assert_true(!WIFEXITED(status) || WEXITSTATUS(status) != 0);
+    assert_true(took < 30.0);
+    assert_non_null(out);
+    assert_non_null(strstr(out, "rank 1")); /* Open MPI: "process rank 1 with PID ... exited on signal 9" */
+    free(out);
+    /* no rank left behind */
+    assert_true(find_rank(tag, 0) < 0);
+    /* the last good checkpoint opens and validates */
+    amp_checkpoint *c = amp_checkpoint_open(ck);
+    if (!c) fail_msg("%s", amp_last_error());
+    int64_t at = amp_checkpoint_step(c);
+    assert_true(at >= 10 && at % 10 == 0);
+    amp_checkpoint_close(c);
+    /* and resumes (on one process) */
+    free(run(0, 0, "train --quiet --model mlp --limit 2048 --test-limit 100 --batch 32 --epochs 1000 --resume %s --stop-after %lld", ck,
+             (long long)at + 5));
+}
+
+/* a rank that stops answering (SIGSTOP: no death for mpirun to notice) is
+ * named by the others' watchdog once AMP_DIST_TIMEOUT passes, and the run ends */
+static void t_stalled_rank_times_out(void **state) {
+    (void)state;
+    char outp[1100], tag[128];
+    snprintf(outp, sizeof outp, "%s/stalled.out", g_dir);
+    snprintf(tag, sizeof tag, "AMP_TEST_STALL_TAG=%ld_%d", (long)getpid(), rand());
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s AMP_DIST_TIMEOUT=3 %s %s train --quiet --model mlp --limit 2048 --test-limit 100 --batch 32 "
+                              "--epochs 1000 < /dev/null > %s 2>&1",
+             tag, test_mpirun_prefix(2), AMP_CLI_PATH, outp);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    pid_t victim = -1;
+    double t0 = now_s();
+    while ((victim = find_rank(tag, 1)) < 0 && now_s() - t0 < 60) usleep(50000);
+    assert_true(victim > 0);
+    usleep(500000); /* training */
+    double ts = now_s();
+    assert_int_equal(kill(victim, SIGSTOP), 0);
+    int status = 0;
+    pid_t w = 0;
+    while ((w = waitpid(child, &status, WNOHANG)) == 0 && now_s() - ts < 90) usleep(20000);
+    double took = now_s() - ts;
+    if (w == 0) {
+        kill(victim, SIGKILL);
+        kill(child, SIGKILL);
+        waitpid(child, &status, 0);
+        fail_msg("mpirun still running %.1f s after rank 1 stopped", took);
+    }
+    char *out = test_read_file(outp, NULL);
+    printf("  rank 1 stopped (SIGSTOP), AMP_DIST_TIMEOUT=3: run ended with status %d after %.2f s\n",
+           WIFEXITED(status) ? WEXITSTATUS(status) : -1, took);
+    assert_true(!WIFEXITED(status) || WEXITSTATUS(status) != 0);
+    assert_true(took < 45.0);
+    assert_non_null(out);
+    if (!strstr(out, "no data from rank(s) 1")) fail_msg("no watchdog message naming rank 1:\n%s", out);
+    free(out);
+    pid_t left = find_rank(tag, 1);
+    if (left > 0) kill(left, SIGKILL);
+    assert_true(left < 0);
+}
+
+/* a rank that fails with an error ends the run on every rank, naming itself */
+static void t_rank_error_ends_run(void **state) {
+    (void)state;
+    /* MPMD: rank 1 is given a checkpoint directory that does not exist to resume from */
+    char args[2048];
+    snprintf(args, sizeof args, "train --quiet --model mlp --limit 512 --batch 32 --epochs 100 : -np 1 %s train --quiet --model mlp "
+                                "--limit 512 --batch 32 --epochs 100 --resume %s/no_such_dir", AMP_CLI_PATH, g_dir);
+    char pre[1200];
+    snprintf(pre, sizeof pre, "%s", test_mpirun_prefix(1));
+    char *out = NULL, *err = NULL;
+    double t0 = now_s();
+    int rc = test_run_cli(pre, args, &out, &err);
+    double took = now_s() - t0;
+    printf("  rank 1 failing at start: exit %d after %.2f s\n", rc, took);
+    assert_true(rc != 0);
+    assert_true(took < 60);
+    assert_non_null(strstr(err, "rank 1 of 2"));
+    assert_non_null(strstr(err, "no_such_dir"));
+    free(out);
+    free(err);
+}
+
+static void t_flags_and_version(void **state) {
+    (void)state;
+    char *out = run(0, 0, "--version");
+    assert_non_null(strstr(out, "distributed: MPI"));
+    free(out);
+    char *o2 = NULL, *e2 = NULL;
+    assert_int_equal(test_run_cli(NULL, "train --zero 2", &o2, &e2), 2);
+    assert_non_null(strstr(e2, "--zero"));
+    free(o2);
+    free(e2);
+    assert_int_equal(test_run_cli(NULL, "train --grad-comm fp8", &o2, &e2), 2);
+    free(o2);
+    free(e2);
+    /* one process: the flags change nothing and the summary has no distributed lines */
+    out = run(0, 0, COMMON " --max-steps 3 --zero 1 --grad-comm bf16");
+    assert_null(strstr(out, "world size"));
+    free(out);
+    /* 2 ranks, ZeRO-1, bf16 gradients, no overlap: the summary says so; the optimizer
+     * memory per rank is half of the 1-process figure */
+    out = run(2, 0, COMMON " --max-steps 3 --zero 1 --grad-comm bf16 --no-overlap");
+    assert_non_null(strstr(out, "ZeRO stage 1, gradients sent as bf16"));
+    assert_non_null(strstr(out, "overlap off"));
+    assert_non_null(strstr(out, " 0 of "));
+    free(out);
+}
+
+int main(void) {
+    if (!test_mpirun_prefix(2)) {
+        printf("amp was built without MPI: skipped\n");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(t_two_ranks_equal_one_process), cmocka_unit_test(t_resume_two_ranks_bitexact),
+        cmocka_unit_test(t_resume_other_world_size),     cmocka_unit_test(t_kill_one_rank),
+        cmocka_unit_test(t_stalled_rank_times_out),      cmocka_unit_test(t_rank_error_ends_run),
+        cmocka_unit_test(t_flags_and_version),
+    };
+    amp_test_prepare();
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
