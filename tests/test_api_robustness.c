@@ -71,6 +71,8 @@ typedef struct {
     amp_text_dataset *text;
     amp_module *gpt;
     amp_gpt_cache *gpt_cache;
+    amp_dist_group *group; /* the world of one this process is */
+    amp_ddp *ddp;          /* data parallel over f32[0] */
 } api_bank;
 
 typedef struct {
@@ -204,7 +206,7 @@ static int arg_enum(int v) { return v == V_NEG ? -1 : v == V_HUGE ? 1000 : 0; }
 enum {
     OPT_POLICY, OPT_SCALER_STATE, OPT_OPTIM, OPT_SCALER, OPT_CONV, OPT_POOL, OPT_LOSS, OPT_LR, OPT_AUTOCAST, OPT_CONTEXT,
     OPT_LOADER, OPT_KV, OPT_TRAIN_STATE, OPT_SDPA, OPT_MODULE_CLASS, OPT_TEXT, OPT_FUNCTION, OPT_INIT, OPT_MODULE_IO,
-    OPT_CKPT, OPT_GPT, OPT_GEN, N_OPTS
+    OPT_CKPT, OPT_GPT, OPT_GEN, OPT_DDP, N_OPTS
 };
 
 /* A checkpointed region for amp_activation_checkpoint: y = 2 x[0]. */
@@ -214,6 +216,19 @@ static amp_tensor *walk_ckpt_fn(void *arg, amp_tensor *const *in, int n) {
     return amp_mul_scalar(in[0], 2.0);
 }
 static amp_checkpoint_fn arg_ckpt_fn(int v) { return v == V_NULL ? NULL : walk_ckpt_fn; }
+
+/* hooks for amp_tensor_register_post_accumulate_grad_hook / amp_autograd_queue_callback */
+static amp_status walk_hook(amp_tensor *leaf, void *ctx) {
+    (void)leaf;
+    (void)ctx;
+    return AMP_OK;
+}
+static amp_status walk_callback(void *ctx, amp_status st) {
+    (void)ctx;
+    return st;
+}
+static amp_grad_hook_fn arg_hook(int v) { return v == V_NULL ? NULL : walk_hook; }
+static amp_backward_callback_fn arg_callback(int v) { return v == V_NULL ? NULL : walk_callback; }
 
 /* A custom function for amp_function_apply: y = 2 x[0]. */
 static amp_tensor *walk_fn_forward(amp_function_ctx *ctx, amp_tensor *const *in, int n) {
@@ -252,6 +267,7 @@ static const void *arg_opts(api_bank *b, int v, int which) {
         amp_checkpoint_opts ck;
         amp_gpt_config gpt;
         amp_gpt_generate_opts gen;
+        amp_ddp_opts ddp;
         char raw[512];
     } u;
     if (v == V_NULL) return NULL;
@@ -300,7 +316,7 @@ static const void *arg_opts(api_bank *b, int v, int which) {
         u.ctx = bad ? (amp_context_opts){true, AMP_F8E4M3, (amp_scaler_mode)7, {.init_scale = -1}, (amp_autocast_table)9}
                     : (amp_context_opts){true, AMP_F16, AMP_SCALER_AUTO, {.init_scale = 0}, AMP_AUTOCAST_TABLE_DEFAULT};
         break;
-    case OPT_LOADER: u.lo = bad ? (amp_loader_opts){-3, true, true, 1, NAN, -1} : (amp_loader_opts){2, true, false, 1, 0, 0}; break;
+    case OPT_LOADER: u.lo = bad ? (amp_loader_opts){-3, true, true, 1, NAN, -1, 0, 0} : (amp_loader_opts){2, true, false, 1, 0, 0, 0, 0}; break;
     case OPT_TEXT:
         u.text = bad ? (amp_text_opts){-1, NULL, 0} : (amp_text_opts){0.1, "", 1};
         break;
@@ -327,6 +343,14 @@ static const void *arg_opts(api_bank *b, int v, int which) {
             u.init.level = (amp_opt_level)9;
             u.init.half = AMP_I64;
             u.init.keep_norm_f32 = (amp_switch)7;
+        }
+        break;
+    case OPT_DDP:
+        u.ddp = amp_ddp_default_opts();
+        if (bad) {
+            u.ddp.zero_stage = -2;
+            u.ddp.bucket_mb = -1;
+            u.ddp.grad_comm = (amp_grad_comm)99;
         }
         break;
     case OPT_MODULE_IO:
@@ -398,7 +422,7 @@ static void bank_make(api_bank *b) {
     b->ds.num_classes = 2;
     b->ds.images = calloc(16, 1);
     b->ds.labels = calloc(4, 1);
-    amp_loader_opts lo = {2, true, false, 1, 0, 0};
+    amp_loader_opts lo = {2, true, false, 1, 0, 0, 0, 0};
     b->loader = amp_loader_new(&b->ds, &lo);
     amp_tensor *w = b->f32[1];
     const char *nm[] = {"w"};
@@ -429,6 +453,9 @@ static void bank_make(api_bank *b) {
     fclose(tf);
     amp_text_opts to = {0.1, "", 1};
     b->text = amp_text_dataset_open(tp, b->tok, &to);
+    b->group = amp_dist_world();
+    b->ddp = amp_ddp_new(b->group, &b->f32[0], 1, NULL);
+    assert_true(b->group && b->ddp);
     assert_true(b->tok && b->text);
     amp_gpt_config gc = {1, 1, 4, 4, 8, 0.0, true};
     b->gpt = amp_gpt_new(&gc, &b->gen);
@@ -438,6 +465,7 @@ static void bank_make(api_bank *b) {
 }
 
 static void bank_free(api_bank *b) {
+    amp_ddp_free(b->ddp);
     for (int i = 0; i < 6; i++) {
         amp_tensor_free(b->f32[i]);
         amp_tensor_free(b->f16[i]);
@@ -467,7 +495,7 @@ static void bank_free(api_bank *b) {
 /* ---- the header parser: which functions are public ------------------------------------------- */
 static int header_functions(char names[][64], int max) {
     const char *hdrs[] = {"amp.h", "base.h", "numeric.h", "tensor.h", "autograd.h", "autocast.h", "ops.h", "optim.h",
-                          "scaler.h", "policy.h", "nn.h", "initialize.h", "io.h", "checkpoint.h", "text.h", "gpt.h"};
+                          "scaler.h", "policy.h", "nn.h", "initialize.h", "io.h", "checkpoint.h", "text.h", "gpt.h", "dist.h"};
     int n = 0;
     for (size_t h = 0; h < sizeof hdrs / sizeof hdrs[0]; h++) {
         char path[1024];
@@ -570,6 +598,7 @@ static const char *NULL_OK[] = {
     "amp_context_new",  /* NULL options = all zero: a disabled context, the plain f32 loop */
     "amp_tokenizer_gpt2", /* NULL paths = the vocabulary files amp ships (text.h) */
     "amp_set_matmul_precision_thread", /* NULL removes the thread's override (ops.h) */
+    "amp_dist_init",    /* NULL argc/argv: MPI_Init accepts them (dist.h) */
     NULL,
 };
 
@@ -720,6 +749,8 @@ static int group_setup(void **state) {
     amp_train_state s = {m, NULL, 0, NULL, NULL, NULL, 0, NULL, 0};
     amp_status st = amp_checkpoint_save(g_ckpt_dir, &s);
     amp_module_free(m);
+    /* a world of one (this test is not started by mpirun) for amp/dist.h's functions */
+    if (amp_dist_init(NULL, NULL) != AMP_OK) return -1;
     return st == AMP_OK ? 0 : -1;
 }
 
@@ -729,6 +760,7 @@ static int group_teardown(void **state) {
     *slash = 0;
     test_rmtree(g_ckpt_dir);
     free(g_ckpt_dir);
+    amp_dist_finalize();
     return 0;
 }
 

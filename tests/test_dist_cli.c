@@ -265,14 +265,24 @@ static void t_kill_one_rank(void **state) {
     char spath[1200];
     snprintf(spath, sizeof spath, "%s/training_state.safetensors", ck);
     double t0 = now_s();
-    while (access(spath, F_OK) != 0 && now_s() - t0 < 120) usleep(50000);
-    assert_int_equal(access(spath, F_OK), 0);
+    int status = 0;
+    while (access(spath, F_OK) != 0 && now_s() - t0 < 120) {
+        if (waitpid(child, &status, WNOHANG) == child) {
+            char *o = test_read_file(outp, NULL);
+            fail_msg("the run ended (status %d) before its first checkpoint:\n%s", status, o ? o : "");
+        }
+        usleep(50000);
+    }
+    if (access(spath, F_OK) != 0) {
+        kill(child, SIGKILL);
+        char *o = test_read_file(outp, NULL);
+        fail_msg("no checkpoint after %.0f s:\n%s", now_s() - t0, o ? o : "");
+    }
     usleep(300000);
     pid_t victim = find_rank(tag, 1);
     assert_true(victim > 0);
     double tk = now_s();
     assert_int_equal(kill(victim, SIGKILL), 0);
-    int status = 0;
     pid_t w = 0;
     while ((w = waitpid(child, &status, WNOHANG)) == 0 && now_s() - tk < 60) usleep(20000);
     double took = now_s() - tk;
@@ -321,12 +331,18 @@ static void t_stalled_rank_times_out(void **state) {
     }
     pid_t victim = -1;
     double t0 = now_s();
-    while ((victim = find_rank(tag, 1)) < 0 && now_s() - t0 < 60) usleep(50000);
+    int status = 0;
+    while ((victim = find_rank(tag, 1)) < 0 && now_s() - t0 < 60) {
+        if (waitpid(child, &status, WNOHANG) == child) {
+            char *o = test_read_file(outp, NULL);
+            fail_msg("the run ended (status %d) before rank 1 was seen:\n%s", status, o ? o : "");
+        }
+        usleep(50000);
+    }
     assert_true(victim > 0);
     usleep(500000); /* training */
     double ts = now_s();
     assert_int_equal(kill(victim, SIGSTOP), 0);
-    int status = 0;
     pid_t w = 0;
     while ((w = waitpid(child, &status, WNOHANG)) == 0 && now_s() - ts < 90) usleep(20000);
     double took = now_s() - ts;

@@ -78,6 +78,18 @@ TYPES = {
     "amp_scope*": "(amp_scope *)NULL",
     "amp_checkpoint_lock*": "(amp_checkpoint_lock *)NULL",
     "amp_generator*": "(amp_generator *)arg_obj(b, v, &b->gen)",
+    "amp_dist_group*": "(amp_dist_group *)arg_obj(b, v, b->group)",
+    "constamp_dist_group*": "(amp_dist_group *)arg_obj(b, v, b->group)",
+    "amp_ddp*": "(amp_ddp *)arg_obj(b, v, b->ddp)",
+    "constamp_ddp*": "(amp_ddp *)arg_obj(b, v, b->ddp)",
+    "constamp_ddp_opts*": "(const amp_ddp_opts *)arg_opts(b, v, OPT_DDP)",
+    "amp_dist_work*": "(amp_dist_work *)NULL",  # a handle is consumed by wait: only NULL is a fair argument
+    "amp_dist_stats*": "(amp_dist_stats *)arg_obj(b, v, b->scratch)",
+    "amp_ddp_stats*": "(amp_ddp_stats *)arg_obj(b, v, b->scratch)",
+    "double*": "(double *)arg_obj(b, v, b->scratch)",
+    "char***": "(char ***)NULL",
+    "amp_grad_hook_fn": "arg_hook(v)",
+    "amp_backward_callback_fn": "arg_callback(v)",
     "amp_tokenizer*": "(amp_tokenizer *)arg_obj(b, v, b->tok)",
     "constamp_tokenizer*": "(amp_tokenizer *)arg_obj(b, v, b->tok)",
     "amp_text_dataset*": "(amp_text_dataset *)arg_obj(b, v, b->text)",
@@ -163,7 +175,7 @@ TYPES = {
     "float": "(float)arg_double(v, {i})",
 }
 ENUMS = ["amp_switch", "amp_dtype", "amp_cpu_path", "amp_mem_category", "amp_status", "amp_format", "amp_autocast_table",
-         "amp_cast_category", "amp_gelu_approx", "amp_opt_level", "amp_text_split"]
+         "amp_cast_category", "amp_gelu_approx", "amp_opt_level", "amp_text_split", "amp_dist_op", "amp_grad_comm"]
 for e in ENUMS:
     TYPES[e] = "(" + e + ")arg_enum(v)"
 
@@ -183,6 +195,8 @@ SPECIAL = {
     # fills a caller buffer of n elements: a huge n with a real buffer breaks the
     # caller's side of the contract, which no library can detect
     "caller_sized": r"^amp_randperm$",
+    # end the process (abort) or the bank's world (finalize): never called by the walk
+    "never": r"^amp_dist_(abort|finalize)$",
 }
 
 # Pointer results that are new objects to free (others are borrowed, or new
@@ -201,6 +215,8 @@ FREE_RESULT = {
     "amp_tokenizer*": "amp_tokenizer_free",
     "amp_text_dataset*": "amp_text_dataset_free",
     "amp_gpt_cache*": "amp_gpt_cache_free",
+    "amp_ddp*": "amp_ddp_free",
+    "amp_dist_work*": "amp_dist_wait",
 }
 
 # int parameters that count the entries of a caller's array: "huge" would only
@@ -255,9 +271,15 @@ def gen():
         only_null = bool(destructor.search(fn))
         if only_null:
             body.append("    if (v != 0) { r->skipped = true; return; }")
+        if re.search(SPECIAL["never"], fn):
+            body.append("    r->skipped = true;")
+            body.append("    return;")
+            k = "K_NEVER"
         if re.search(SPECIAL["caller_sized"], fn):
             body.append("    if (v == V_HUGE) { r->skipped = true; return; }")
-        if k == "K_VOID":
+        if k == "K_NEVER":
+            k = kind_of(ret)
+        elif k == "K_VOID":
             body.append(f"    {call};")
         elif k == "K_STATUS":
             body.append(f"    amp_status ret = {call};")

@@ -75,12 +75,13 @@ amp_status amp_dist_finalize(void);
  * wait for its next collective. Never returns. */
 void amp_dist_abort(amp_dist_group *g, int code);
 
-int amp_dist_rank(const amp_dist_group *g);       /* 0 for NULL */
-int amp_dist_world_size(const amp_dist_group *g); /* 1 for NULL */
+/* NULL answers as a single process (0 and 1), with an error message */
+int amp_dist_rank(const amp_dist_group *g);
+int amp_dist_world_size(const amp_dist_group *g);
 /* Rank and number of ranks on this machine (from the launcher; 0 / 1 when unknown). */
 int amp_dist_local_rank(const amp_dist_group *g);
 int amp_dist_local_size(const amp_dist_group *g);
-const char *amp_dist_backend_name(const amp_dist_group *g); /* "mpi" or "single" */
+const char *amp_dist_backend_name(const amp_dist_group *g); /* "mpi" or "single" (NULL for NULL) */
 /* Seconds a wait may last before it fails naming the ranks not heard from
  * (> 0; the default is AMP_DIST_TIMEOUT or 300). */
 amp_status amp_dist_set_timeout(amp_dist_group *g, double seconds);

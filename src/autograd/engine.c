@@ -113,6 +113,7 @@ int amp_tensor_register_post_accumulate_grad_hook(amp_tensor *leaf, amp_grad_hoo
         amp_error(AMP_ERR_ARG, "%s: leaf or fn is NULL", fn_name);
         return -1;
     }
+    if (!amp__live(fn_name, leaf)) return -1;
     if (leaf->grad_fn || !leaf->requires_grad) {
         amp_error(AMP_ERR_ARG, "%s: the tensor must be a leaf that requires grad (its .grad is what the hook sees)", fn_name);
         return -1;
@@ -143,6 +144,7 @@ int amp_tensor_register_post_accumulate_grad_hook(amp_tensor *leaf, amp_grad_hoo
 
 amp_status amp_tensor_remove_hook(amp_tensor *leaf, int handle) {
     if (!leaf) return amp_error(AMP_ERR_ARG, "amp_tensor_remove_hook: leaf is NULL");
+    if (!amp__live("amp_tensor_remove_hook", leaf)) return AMP_ERR_STATE;
     struct amp_grad_hooks *h = leaf->hooks;
     for (int i = 0; h && i < h->n; i++)
         if (h->v[i].handle == handle) {

@@ -142,7 +142,7 @@ int trainer_evaluate(amp_module *m, const trainer_cfg *cfg, const amp_dataset *t
     amp_loader_opts lo = {.batch = 1000, .shuffle = false};
     /* data parallel: each rank evaluates its shard of every batch, the counts are summed */
     amp_dist_group *dg = amp_dist_is_initialized() ? amp_dist_world() : NULL;
-    if (amp_dist_world_size(dg) > 1) {
+    if (dg && amp_dist_world_size(dg) > 1) {
         lo.num_shards = amp_dist_world_size(dg);
         lo.shard = amp_dist_rank(dg);
     }
@@ -174,7 +174,7 @@ int trainer_evaluate(amp_module *m, const trainer_cfg *cfg, const amp_dataset *t
     amp_no_grad_end();
     amp_module_train(m, was);
     amp_loader_free(l);
-    if (rc == 0 && amp_dist_world_size(dg) > 1) {
+    if (rc == 0 && dg && amp_dist_world_size(dg) > 1) {
         double v[2] = {(double)correct, (double)total};
         if (amp_dist_all_reduce_f64(dg, v, 2, AMP_DIST_SUM) != AMP_OK) return -1;
         correct = (int64_t)v[0];

@@ -366,7 +366,10 @@ amp_status amp_ddp_set_sync(amp_ddp *d, bool sync) {
     return AMP_OK;
 }
 
-bool amp_ddp_sync_enabled(const amp_ddp *d) { return d && d->sync; }
+bool amp_ddp_sync_enabled(const amp_ddp *d) {
+    if (!d) amp_error(AMP_ERR_ARG, "amp_ddp_sync_enabled: ddp is NULL");
+    return d && d->sync;
+}
 amp_dist_group *amp_ddp_group(const amp_ddp *d) { return d ? d->g : amp_error_null(AMP_ERR_ARG, "amp_ddp_group: ddp is NULL"); }
 
 /* ---- writing the averages back --------------------------------------------------------- */
@@ -492,6 +495,7 @@ static amp_ddp *ddp_new(const char *fn, amp_dist_group *g, amp_tensor *const *pa
     for (int i = 0; i < n; i++) {
         const amp_tensor *p = params[i];
         if (!p) return amp_error_null(AMP_ERR_ARG, "%s: params[%d] is NULL", fn, i);
+        if (!amp__live(fn, p)) return NULL;
         if (!amp_tensor_is_leaf(p) || !p->requires_grad)
             return amp_error_null(AMP_ERR_ARG, "%s: params[%d] must be a leaf tensor that requires grad", fn, i);
         if (!amp_tensor_is_contiguous(p)) return amp_error_null(AMP_ERR_ARG, "%s: params[%d] is not contiguous", fn, i);
@@ -822,6 +826,10 @@ amp_optim *amp_ddp_optim_new(amp_ddp *d, amp_tensor *const *params, int n, const
     z->buckets = calloc((size_t)d->nb, sizeof *z->buckets);
     if (!z->params || !z->buckets) goto nomem;
     for (int i = 0; i < n; i++) {
+        if (!params[i] || !amp__live(fn, params[i])) {
+            z_destroy(z);
+            return params[i] ? NULL : amp_error_null(AMP_ERR_ARG, "%s: params[%d] is NULL", fn, i);
+        }
         int k = -1;
         for (int j = 0; j < d->n; j++)
             if (d->ps[j].param == params[i]) k = j;

@@ -258,11 +258,26 @@ void amp_dist_abort(amp_dist_group *g, int code) {
     exit(code);
 }
 
-int amp_dist_rank(const amp_dist_group *g) { return g ? g->rank : 0; }
-int amp_dist_world_size(const amp_dist_group *g) { return g ? g->size : 1; }
-int amp_dist_local_rank(const amp_dist_group *g) { return g ? g->local_rank : 0; }
-int amp_dist_local_size(const amp_dist_group *g) { return g ? g->local_size : 1; }
-const char *amp_dist_backend_name(const amp_dist_group *g) { return g ? g->tp->name : "single"; }
+/* NULL (no world: a single process) answers as a world of one, with an error saying why */
+int amp_dist_rank(const amp_dist_group *g) {
+    if (!g) amp_error(AMP_ERR_ARG, "amp_dist_rank: group is NULL (answering 0: a single process)");
+    return g ? g->rank : 0;
+}
+int amp_dist_world_size(const amp_dist_group *g) {
+    if (!g) amp_error(AMP_ERR_ARG, "amp_dist_world_size: group is NULL (answering 1: a single process)");
+    return g ? g->size : 1;
+}
+int amp_dist_local_rank(const amp_dist_group *g) {
+    if (!g) amp_error(AMP_ERR_ARG, "amp_dist_local_rank: group is NULL (answering 0)");
+    return g ? g->local_rank : 0;
+}
+int amp_dist_local_size(const amp_dist_group *g) {
+    if (!g) amp_error(AMP_ERR_ARG, "amp_dist_local_size: group is NULL (answering 1)");
+    return g ? g->local_size : 1;
+}
+const char *amp_dist_backend_name(const amp_dist_group *g) {
+    return g ? g->tp->name : amp_error_null(AMP_ERR_ARG, "amp_dist_backend_name: group is NULL");
+}
 
 amp_status amp_dist_set_timeout(amp_dist_group *g, double seconds) {
     if (!g) return amp_error(AMP_ERR_ARG, "amp_dist_set_timeout: group is NULL");
@@ -271,7 +286,10 @@ amp_status amp_dist_set_timeout(amp_dist_group *g, double seconds) {
     g->timeout = seconds;
     return AMP_OK;
 }
-double amp_dist_get_timeout(const amp_dist_group *g) { return g ? g->timeout : 0; }
+double amp_dist_get_timeout(const amp_dist_group *g) {
+    if (!g) amp_error(AMP_ERR_ARG, "amp_dist_get_timeout: group is NULL");
+    return g ? g->timeout : 0;
+}
 
 amp_status amp_dist_get_stats(const amp_dist_group *g, amp_dist_stats *out) {
     if (!g || !out) return amp_error(AMP_ERR_ARG, "amp_dist_get_stats: NULL argument");
@@ -430,6 +448,7 @@ amp_status amp__dist_any(amp_dist_group *g, const char *fn, bool *flag) {
 /* ---- collectives on tensors --------------------------------------------------------- */
 static amp_status check_tensor(const char *fn, const char *what, const amp_tensor *t, bool reduce) {
     if (!t) return amp_error(AMP_ERR_ARG, "%s: %s is NULL", fn, what);
+    if (!amp__live(fn, t)) return AMP_ERR_STATE;
     if (!amp_tensor_is_contiguous(t)) return amp_error(AMP_ERR_ARG, "%s: %s is not contiguous", fn, what);
     if (reduce && !amp_dtype_is_float(t->dtype))
         return amp_error(AMP_ERR_DTYPE, "%s: %s has dtype %s; reductions take float tensors (f32, f16, bf16, f8e4m3, f8e5m2, f64)", fn,

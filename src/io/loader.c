@@ -109,7 +109,13 @@ bool amp_loader_next(amp_loader *l, amp_tensor **x, amp_tensor **y) {
     return true;
 }
 
-int64_t amp_loader_last_global_rows(const amp_loader *l) { return l ? l->last_global : 0; }
+int64_t amp_loader_last_global_rows(const amp_loader *l) {
+    if (!l) {
+        amp_error(AMP_ERR_ARG, "amp_loader_last_global_rows: loader is NULL");
+        return -1;
+    }
+    return l->last_global;
+}
 
 void amp_loader_position(const amp_loader *l, int64_t *epoch, int64_t *batch) {
     if (epoch) *epoch = l ? l->epoch : 0;

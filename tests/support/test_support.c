@@ -90,7 +90,7 @@ const char *test_mpirun_prefix(int np) {
     if (!amp_dist_is_available() || !AMP_MPIEXEC[0]) return NULL;
     snprintf(buf, sizeof buf,
              "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none "
-             "OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1 %s --oversubscribe -np %d",
+             "OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1 timeout -k 10 300 %s --oversubscribe -np %d",
              AMP_MPIEXEC, np);
     return buf;
 #else
