@@ -265,6 +265,29 @@ static void t_dataset(void **state) {
     assert_int_equal(amp_text_dataset_batch(ds, B, T, &x2, &y2), AMP_OK);
     assert_memory_equal(amp_tensor_data(x), amp_tensor_data(x2), (size_t)(B * T * 8));
     assert_memory_equal(amp_tensor_data(y), amp_tensor_data(y2), (size_t)(B * T * 8));
+    /* data parallel: the shards of a batch of 7 on 3 ranks are its rows 0-2, 3-4, 5-6 */
+    assert_int_equal(amp_text_dataset_seek(ds, 0), AMP_OK);
+    for (int q = 0, at = 0; q < 3; q++) {
+        amp_tensor *xs, *ys;
+        assert_int_equal(amp_text_dataset_seek(ds, 0), AMP_OK);
+        amp_tensor *xw, *yw;
+        assert_int_equal(amp_text_dataset_batch(ds, 7, T, &xw, &yw), AMP_OK);
+        assert_int_equal(amp_text_dataset_seek(ds, 0), AMP_OK);
+        assert_int_equal(amp_text_dataset_batch_shard(ds, 7, T, 3, q, &xs, &ys), AMP_OK);
+        assert_int_equal(amp_text_dataset_position(ds), 7u);
+        int64_t rows = amp_tensor_shape(xs)[0];
+        assert_int_equal(rows, q == 0 ? 3 : 2);
+        assert_memory_equal(amp_tensor_data(xs), (int64_t *)amp_tensor_data(xw) + at * T, (size_t)(rows * T * 8));
+        assert_memory_equal(amp_tensor_data(ys), (int64_t *)amp_tensor_data(yw) + at * T, (size_t)(rows * T * 8));
+        at += (int)rows;
+        amp_tensor_free(xs);
+        amp_tensor_free(ys);
+        amp_tensor_free(xw);
+        amp_tensor_free(yw);
+    }
+    amp_tensor *xf, *yf;
+    tc_fails_msg(amp_text_dataset_batch_shard(ds, 2, T, 3, 0, &xf, &yf) != AMP_OK, "cannot give each of 3 shards one");
+    tc_fails_msg(amp_text_dataset_batch_shard(ds, 4, T, 2, 2, &xf, &yf) != AMP_OK, "need 0 <= shard < num_shards");
     amp_tensor_free(x);
     amp_tensor_free(y);
     amp_tensor_free(x2);

@@ -75,6 +75,12 @@ bool amp_text_dataset_from_cache(const amp_text_dataset *d); /* tokens came from
  * y shifted by one). Row r of the call at position p starts at a Philox
  * draw for (seed, p + r) in [0, n - T - 1]; the position advances by B. */
 amp_status amp_text_dataset_batch(amp_text_dataset *d, int64_t B, int64_t T, amp_tensor **x, amp_tensor **y);
+/* Data parallel: shard `shard` of num_shards of the batch of B windows the
+ * call above would return (rows shard * B / n ..., the first B mod n shards
+ * one row longer; B >= num_shards), the position advancing by B: the
+ * shards of all ranks are exactly that batch. */
+amp_status amp_text_dataset_batch_shard(amp_text_dataset *d, int64_t B, int64_t T, int64_t num_shards, int64_t shard, amp_tensor **x,
+                                        amp_tensor **y);
 uint64_t amp_text_dataset_position(const amp_text_dataset *d);
 amp_status amp_text_dataset_seek(amp_text_dataset *d, uint64_t position);
 /* Sequential windows of a split: window w covers tokens [w T, w T + T + 1).

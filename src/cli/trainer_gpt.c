@@ -53,7 +53,11 @@ int trainer_gpt_eval(amp_module *m, const trainer_cfg *cfg, amp_text_dataset *d,
     double sum = 0;
     int64_t rows = 0;
     int rc = 0;
-    for (int64_t w = 0; w < windows && rc == 0; w += cfg->batch) {
+    /* data parallel: rank r takes every world-th batch of windows; the sums are added */
+    amp_dist_group *dg = amp_dist_is_initialized() ? amp_dist_world() : NULL;
+    int world = dg ? amp_dist_world_size(dg) : 1, rank = dg ? amp_dist_rank(dg) : 0;
+    for (int64_t w = 0, k = 0; w < windows && rc == 0; w += cfg->batch, k++) {
+        if (k % world != rank) continue;
         int64_t B = windows - w < cfg->batch ? windows - w : cfg->batch;
         amp_scope *s = amp_scope_begin();
         amp_tensor *x, *y, *l = NULL;
@@ -68,6 +72,12 @@ int trainer_gpt_eval(amp_module *m, const trainer_cfg *cfg, amp_text_dataset *d,
     }
     amp_no_grad_end();
     amp_module_train(m, was);
+    if (rc == 0 && world > 1) {
+        double v[2] = {sum, (double)rows};
+        if (amp_dist_all_reduce_f64(dg, v, 2, AMP_DIST_SUM) != AMP_OK) return -1;
+        sum = v[0];
+        rows = (int64_t)v[1];
+    }
     if (rc == 0) *loss = sum / (double)rows;
     return rc;
 }
@@ -135,8 +145,8 @@ static void config_meta(const trainer_cfg *cfg, const amp_gpt_config *gc, uint32
            cfg->decay_embeddings, cfg->beta2, cfg->grad_clip);
 }
 
-static int save_ckpt(const trainer_cfg *cfg, const amp_gpt_config *gc, amp_module *model, amp_optim **opts, int nopt,
-                     amp_scaler *sc, amp_generator *g, amp_text_dataset *ds, int64_t step, int64_t total_steps,
+static int save_ckpt(trainer_dist *td, const trainer_cfg *cfg, const amp_gpt_config *gc, amp_module *model, amp_optim **opts,
+                     int nopt, amp_scaler *sc, amp_generator *g, amp_text_dataset *ds, int64_t step, int64_t total_steps,
                      const gpt_metrics *gm) {
     gmeta m;
     m.n = 0;
@@ -153,7 +163,7 @@ static int save_ckpt(const trainer_cfg *cfg, const amp_gpt_config *gc, amp_modul
     gm_add(&m, "trainer.val_loss", "%a", gm->val_loss);
     gm_add(&m, "trainer.skipped", "%lld", (long long)gm->skipped);
     amp_train_state st = {model, opts, nopt, sc, g, NULL, step, m.kv, m.n};
-    if (amp_checkpoint_save(cfg->checkpoint_dir, &st) != AMP_OK) {
+    if (trainer_dist_save(td, cfg->checkpoint_dir, &st) != AMP_OK) {
         char prev[1024];
         snprintf(prev, sizeof prev, "%s", amp_last_error());
         amp_error(AMP_ERR_IO, "amp train: saving the checkpoint at step %lld failed: %s", (long long)step, prev);
@@ -172,8 +182,9 @@ static bool meta_num(const amp_checkpoint *c, const char *key, double *d, int64_
     return !*e;
 }
 
-static int resume(const trainer_cfg *cfg, const amp_gpt_config *gc, amp_module *model, amp_optim **opts, int nopt,
-                  amp_scaler *sc, amp_generator *g, amp_text_dataset *ds, int64_t total_steps, int64_t *step, gpt_metrics *gm) {
+static int resume(trainer_dist *td, const trainer_cfg *cfg, const amp_gpt_config *gc, amp_module *model, amp_optim **opts,
+                  int nopt, amp_scaler *sc, amp_generator *g, amp_text_dataset *ds, int64_t total_steps, int64_t *step,
+                  gpt_metrics *gm) {
     amp_checkpoint *c = amp_checkpoint_open(cfg->resume_dir);
     if (!c) {
         char prev[1024];
@@ -197,11 +208,11 @@ static int resume(const trainer_cfg *cfg, const amp_gpt_config *gc, amp_module *
     }
     int64_t saved_total = 0;
     double saved_lr = 0;
-    if (meta_num(c, "total_steps", NULL, &saved_total, NULL) && saved_total != total_steps)
+    if (meta_num(c, "total_steps", NULL, &saved_total, NULL) && saved_total != total_steps && trainer_dist_is_root())
         fprintf(stderr, "amp train: warning: the learning-rate schedule spans %lld steps in this run but %lld when the checkpoint "
                         "was saved (--epochs/--max-steps differ); the result will differ from an uninterrupted run\n",
                 (long long)total_steps, (long long)saved_total);
-    if (meta_num(c, "lr", &saved_lr, NULL, NULL) && saved_lr != cfg->lr)
+    if (meta_num(c, "lr", &saved_lr, NULL, NULL) && saved_lr != cfg->lr && trainer_dist_is_root())
         fprintf(stderr, "amp train: warning: --lr %g differs from the checkpoint's %g\n", cfg->lr, saved_lr);
     gpt_metrics m;
     uint64_t pos = 0;
@@ -214,7 +225,7 @@ static int resume(const trainer_cfg *cfg, const amp_gpt_config *gc, amp_module *
         return -1;
     }
     amp_train_state st = {model, opts, nopt, sc, g, NULL, 0, NULL, 0};
-    if (amp_checkpoint_restore(c, &st) != AMP_OK || amp_text_dataset_seek(ds, pos) != AMP_OK) {
+    if (trainer_dist_restore(td, c, &st) != AMP_OK || amp_text_dataset_seek(ds, pos) != AMP_OK) {
         char prev[1024];
         snprintf(prev, sizeof prev, "%s", amp_last_error());
         amp_error(AMP_ERR_STATE, "amp train: --resume %s: %s", cfg->resume_dir, prev);
@@ -273,6 +284,9 @@ int trainer_run_gpt(const trainer_cfg *cfg, trainer_result *res, bool keep_model
     amp_tensor **params = NULL, **half = NULL;
     amp_generator g = amp_generator_make(cfg->seed);
     const char *path = cfg->data_path ? cfg->data_path : amp_shakespeare_path();
+    trainer_dist td;
+    memset(&td, 0, sizeof td);
+    td.world = 1;
 
     tok = amp_tokenizer_by_name(cfg->tokenizer ? cfg->tokenizer : "byte");
     if (!tok) goto out;
@@ -306,6 +320,14 @@ int trainer_run_gpt(const trainer_cfg *cfg, trainer_result *res, bool keep_model
     if (amp_gpt_set_activation_checkpointing(model, cfg->checkpoint_activations) != AMP_OK) goto out;
     if (cfg->mode.param_dtype != AMP_F32 && amp_module_to(model, cfg->mode.param_dtype, cfg->mode.keep_norm_f32) != AMP_OK)
         goto out;
+    /* data parallel: rank 0's weights everywhere, gradients averaged during backward */
+    if (trainer_dist_begin(&td, cfg, model) != 0) goto out;
+    if (td.world > 1 && B < td.world) {
+        amp_error(AMP_ERR_ARG, "amp train: --batch %lld is smaller than the %d ranks (each takes its share of every batch)",
+                  (long long)B, td.world);
+        goto out;
+    }
+    if (td.rank > 0) g.seed ^= 0x9E3779B97F4A7C15ull * (uint64_t)(td.rank + 1); /* each rank its own dropout stream */
     int np = amp_module_parameters(model, NULL, NULL, 0), nh = 0, nf = 0;
     params = calloc((size_t)np, sizeof *params);
     half = calloc((size_t)np, sizeof *half);
@@ -327,15 +349,15 @@ int trainer_run_gpt(const trainer_cfg *cfg, trainer_result *res, bool keep_model
             if (amp_tensor_dtype(params[i]) != AMP_F32) half[nh++] = params[i];
             else params[nf++] = params[i];
         }
-        opts[nopt] = amp_optim_new(half, nh, &oo);
+        opts[nopt] = trainer_dist_optim_new(&td, half, nh, &oo);
         if (!opts[nopt++]) goto out;
         if (nf > 0) {
             oo.master_weights = false;
-            opts[nopt] = amp_optim_new(params, nf, &oo);
+            opts[nopt] = trainer_dist_optim_new(&td, params, nf, &oo);
             if (!opts[nopt++]) goto out;
         }
     } else {
-        opts[nopt] = amp_optim_new(params, np, &oo);
+        opts[nopt] = trainer_dist_optim_new(&td, params, np, &oo);
         if (!opts[nopt++]) goto out;
     }
     if (amp_gpt_apply_weight_decay(model, opts, nopt, cfg->weight_decay, cfg->decay_embeddings) != AMP_OK) goto out;
@@ -358,13 +380,13 @@ int trainer_run_gpt(const trainer_cfg *cfg, trainer_result *res, bool keep_model
     int64_t step = 0, ran = 0, saved_at = -1;
     gpt_metrics gm = {0, NAN, NAN, 0, 0};
     if (cfg->resume_dir) {
-        if (resume(cfg, &gc, model, opts, nopt, sc, &g, ds, total_steps, &step, &gm) != 0) goto out;
+        if (resume(&td, cfg, &gc, model, opts, nopt, sc, &g, ds, total_steps, &step, &gm) != 0) goto out;
         res->resumed_step = step;
         res->skipped = gm.skipped;
         saved_at = step;
         if (cfg->progress) fprintf(cfg->out, "resumed from %s at step %lld\n", cfg->resume_dir, (long long)step);
     }
-    if (cfg->metrics_path && !(metrics = open_metrics(cfg->metrics_path, step))) {
+    if (cfg->metrics_path && trainer_dist_is_root() && !(metrics = open_metrics(cfg->metrics_path, step))) {
         amp_error(AMP_ERR_IO, "amp train: cannot write metrics file %s", cfg->metrics_path);
         goto out;
     }
@@ -394,7 +416,9 @@ int trainer_run_gpt(const trainer_cfg *cfg, trainer_result *res, bool keep_model
             amp_optim_zero_grad(opts[k]);
         }
         amp_tensor *x, *y;
-        if (amp_text_dataset_batch(ds, B, T, &x, &y) != AMP_OK) {
+        /* data parallel: this rank's share of the global batch of B windows */
+        if ((td.world > 1 ? amp_text_dataset_batch_shard(ds, B, T, td.world, td.rank, &x, &y) : amp_text_dataset_batch(ds, B, T, &x, &y)) !=
+            AMP_OK) {
             amp_scope_end(s);
             goto out;
         }
@@ -404,7 +428,11 @@ int trainer_run_gpt(const trainer_cfg *cfg, trainer_result *res, bool keep_model
             goto out;
         }
         double lv = amp_tensor_item(loss);
+        int64_t rows = amp_tensor_dim(x, 0);
+        /* unequal shares (B not a multiple of the ranks): each rank's part of the global mean */
+        if (td.world > 1 && rows * td.world != B) loss = amp_mul_scalar(loss, (double)(rows * td.world) / (double)B);
         amp_status st = amp_backward(cfg->mode.loss_scaling ? amp_scaler_scale(sc, loss) : loss);
+        if (st == AMP_OK && td.world > 1) lv = trainer_dist_global_mean(&td, lv, rows, B); /* the global batch's loss */
         double norm = NAN;
         if (st == AMP_OK && cfg->grad_clip > 0) { /* unscale, clip and the inf check: one read pass, applied in the steps */
             norm = amp_scaler_clip_grad_norm(sc, opts, nopt, cfg->grad_clip);
@@ -453,7 +481,7 @@ int trainer_run_gpt(const trainer_cfg *cfg, trainer_result *res, bool keep_model
                     norm, dt * 1e3);
         if (cfg->checkpoint_dir && cfg->save_every > 0 && step % cfg->save_every == 0) {
             if (metrics) fflush(metrics);
-            if (save_ckpt(cfg, &gc, model, opts, nopt, sc, &g, ds, step, total_steps, &gm) != 0) goto out;
+            if (save_ckpt(&td, cfg, &gc, model, opts, nopt, sc, &g, ds, step, total_steps, &gm) != 0) goto out;
             saved_at = step;
             res->checkpoints++;
         }
@@ -489,7 +517,7 @@ int trainer_run_gpt(const trainer_cfg *cfg, trainer_result *res, bool keep_model
     bool other_dir = cfg->resume_dir && strcmp(cfg->checkpoint_dir ? cfg->checkpoint_dir : "", cfg->resume_dir);
     if (cfg->checkpoint_dir && (saved_at != step || (other_dir && res->checkpoints == 0))) {
         if (metrics) fflush(metrics);
-        if (save_ckpt(cfg, &gc, model, opts, nopt, sc, &g, ds, step, total_steps, &gm) != 0) goto out;
+        if (save_ckpt(&td, cfg, &gc, model, opts, nopt, sc, &g, ds, step, total_steps, &gm) != 0) goto out;
         res->checkpoints++;
     }
     res->wall_s = bench_now() - t_start;
@@ -506,6 +534,7 @@ out:
     free(half);
     amp_scaler_free(sc);
     for (int k = 0; k < nopt; k++) amp_optim_free(opts[k]);
+    trainer_dist_end(&td, res); /* after the optimizers it made */
     amp_module_free(model);
     amp_text_dataset_free(ds);
     amp_tokenizer_free(tok);

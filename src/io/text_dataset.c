@@ -319,22 +319,44 @@ static amp_status bt_check(const char *fn, const amp_text_dataset *d, amp_text_s
     return AMP_OK;
 }
 
+/* rows [first, first + rows) of the global batch of B at the current position */
+static amp_status batch_rows(const char *fn, amp_text_dataset *d, int64_t B, int64_t first, int64_t rows, int64_t T, amp_tensor **x,
+                             amp_tensor **y) {
+    int64_t *start = malloc((size_t)rows * sizeof *start);
+    if (!start) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    uint64_t range = (uint64_t)(d->n[0] - T); /* starts 0 .. n - T - 1 */
+    for (int64_t r = 0; r < rows; r++) {
+        uint64_t c = (d->pos + (uint64_t)(first + r)) * 2;
+        uint64_t v = ((uint64_t)amp_philox_u32_at(d->seed, c) << 32) | amp_philox_u32_at(d->seed, c + 1);
+        start[r] = (int64_t)(v % range);
+    }
+    amp_status st = fill_xy(fn, d, AMP_TEXT_TRAIN, start, rows, T, x, y);
+    free(start);
+    if (st == AMP_OK) d->pos += (uint64_t)B;
+    return st;
+}
+
 amp_status amp_text_dataset_batch(amp_text_dataset *d, int64_t B, int64_t T, amp_tensor **x, amp_tensor **y) {
     static const char *fn = "amp_text_dataset_batch";
     amp_status st = bt_check(fn, d, AMP_TEXT_TRAIN, B, T, x, y);
     if (st != AMP_OK) return st;
-    int64_t *start = malloc((size_t)B * sizeof *start);
-    if (!start) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
-    uint64_t range = (uint64_t)(d->n[0] - T); /* starts 0 .. n - T - 1 */
-    for (int64_t r = 0; r < B; r++) {
-        uint64_t c = (d->pos + (uint64_t)r) * 2;
-        uint64_t v = ((uint64_t)amp_philox_u32_at(d->seed, c) << 32) | amp_philox_u32_at(d->seed, c + 1);
-        start[r] = (int64_t)(v % range);
-    }
-    st = fill_xy(fn, d, AMP_TEXT_TRAIN, start, B, T, x, y);
-    free(start);
-    if (st == AMP_OK) d->pos += (uint64_t)B;
-    return st;
+    return batch_rows(fn, d, B, 0, B, T, x, y);
+}
+
+amp_status amp_text_dataset_batch_shard(amp_text_dataset *d, int64_t B, int64_t T, int64_t num_shards, int64_t shard, amp_tensor **x,
+                                        amp_tensor **y) {
+    static const char *fn = "amp_text_dataset_batch_shard";
+    amp_status st = bt_check(fn, d, AMP_TEXT_TRAIN, B, T, x, y);
+    if (st != AMP_OK) return st;
+    if (num_shards < 1 || shard < 0 || shard >= num_shards)
+        return amp_error(AMP_ERR_ARG, "%s: shard %lld of num_shards %lld: need 0 <= shard < num_shards", fn, (long long)shard,
+                         (long long)num_shards);
+    if (B < num_shards)
+        return amp_error(AMP_ERR_ARG, "%s: a batch of %lld windows cannot give each of %lld shards one", fn, (long long)B,
+                         (long long)num_shards);
+    int64_t per = B / num_shards, extra = B % num_shards;
+    int64_t first = shard * per + (shard < extra ? shard : extra), rows = per + (shard < extra);
+    return batch_rows(fn, d, B, first, rows, T, x, y);
 }
 
 int64_t amp_text_dataset_windows(const amp_text_dataset *d, amp_text_split s, int64_t T) {
