@@ -158,6 +158,41 @@ static void t_errors_and_removal(void **state) {
     amp_tensor_free(a);
 }
 
+/* Activation checkpointing runs an inner backward for the region's
+ * parameters: a callback queued from a hook there still runs when the
+ * whole (outer) backward is done, after the hooks of parameters outside. */
+static amp_tensor *region(void *arg, amp_tensor *const *in, int n) {
+    (void)n;
+    return amp_tanh(amp_mul(in[0], (amp_tensor *)arg));
+}
+
+static void t_callback_waits_for_outer_backward(void **state) {
+    (void)state;
+    float v[1] = {0.5f};
+    amp_tensor *w_in = leaf(v, 1), *w_out = leaf(v, 1);
+    hook_log hi = {0}, ho = {0};
+    cb_log cb = {0};
+    amp_tensor_register_post_accumulate_grad_hook(w_in, log_hook, &hi);
+    amp_tensor_register_post_accumulate_grad_hook(w_in, queue_hook, &cb);
+    amp_tensor_register_post_accumulate_grad_hook(w_out, log_hook, &ho);
+    amp_scope *s = amp_scope_begin();
+    g_order = 0;
+    float xv[1] = {1.5f};
+    amp_tensor *x = amp_tensor_from_data(xv, AMP_F32, 1, AMP_SHAPE(1));
+    amp_tensor *z = amp_mul(x, w_out);
+    amp_tensor *y = amp_activation_checkpoint(region, w_in, &z, 1, NULL);
+    assert_non_null(y);
+    assert_int_equal(amp_backward(amp_sum(y, NULL, 0, false)), AMP_OK);
+    assert_int_equal(hi.calls, 1);
+    assert_int_equal(ho.calls, 1);
+    assert_true(hi.order < ho.order);
+    assert_int_equal(cb.calls, 1);
+    assert_int_equal(cb.hooks_before, 2); /* after w_out's hook, outside the region */
+    amp_scope_end(s);
+    amp_tensor_free(w_in);
+    amp_tensor_free(w_out);
+}
+
 /* A leaf root: its hook fires although no node runs. */
 static void t_leaf_root(void **state) {
     (void)state;
@@ -233,7 +268,7 @@ static void t_loader_shards(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_once_after_all_contributions), cmocka_unit_test(t_ready_order), cmocka_unit_test(t_errors_and_removal),
-        cmocka_unit_test(t_leaf_root), cmocka_unit_test(t_loader_shards),
+        cmocka_unit_test(t_leaf_root), cmocka_unit_test(t_callback_waits_for_outer_backward), cmocka_unit_test(t_loader_shards),
     };
     return amp_test_run(tests);
 }

@@ -225,6 +225,13 @@ static void t_gpt(void **state) {
     printf("  amp train --model gpt, 2 ranks x 4 vs 1 process x 8 windows (fp32 SGD, clip 1.0, 10 steps): final weights max rel "
            "diff %.3g\n", w);
     assert_true(w < 1e-6);
+    /* activation checkpointing: the block's parameters get their gradients in an inner backward; the same bits */
+    char ck[1100];
+    snprintf(ck, sizeof ck, "%s/gpt2ckpt", g_dir);
+    free(run(2, 0, GPT " --optimizer sgd --lr 0.05 --max-steps 10 --checkpoint-activations --checkpoint %s", ck));
+    double wc = model_diff(ck, b, &bitwise);
+    printf("  gpt, 2 ranks, activation checkpointing vs not: %s\n", bitwise ? "bitwise equal" : "differ");
+    assert_true(bitwise && wc == 0);
     const char *z = "--precision bf16 --opt-level O2 --dropout 0.1 --zero 1 --max-steps 8";
     free(run(2, 0, GPT " %s --checkpoint %s", z, z1));
     free(run(2, 0, GPT " %s --stop-after 3 --checkpoint %s", z, z2));

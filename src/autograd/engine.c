@@ -852,9 +852,17 @@ static amp_status backward_impl(const char *fn, amp_tensor *root, const amp_tens
         return amp_last_status();
     }
     run_spec rs = {fn, 1, &root, &g0, retain_graph, false, 0, NULL, NULL};
-    cb_queue q = {0}, *outer = g_cb_queue;
-    g_cb_queue = &q;
+    /* a backward run inside another one (activation checkpointing's inner
+     * backward) queues onto the outermost backward: its callbacks run when
+     * the whole graph is done */
+    cb_queue q = {0};
+    bool outermost = g_cb_queue == NULL;
+    if (outermost) g_cb_queue = &q;
     st = engine_run(&rs);
+    if (!outermost) {
+        amp__engine_depth--;
+        return st;
+    }
     /* callbacks queued by hooks run once the graph is done (torch's
      * queue_callback), each told how the backward went; a callback may
      * queue another */
@@ -865,7 +873,7 @@ static amp_status backward_impl(const char *fn, amp_tensor *root, const amp_tens
             if (amp_last_status() == AMP_OK) amp_error(st, "%s: a backward callback failed", fn);
         }
     }
-    g_cb_queue = outer;
+    g_cb_queue = NULL;
     free(q.v);
     amp__engine_depth--;
     return st;

@@ -56,5 +56,6 @@ int bench_train_gpt(int argc, char **argv); /* amp bench train --model gpt (cmd_
 int cmd_bench_gpt(int argc, char **argv);   /* amp bench gpt: the same */
 int cmd_bench_kernels(int argc, char **argv);
 int cmd_bench_attention(int argc, char **argv);
+int cmd_bench_dist(int argc, char **argv);
 
 #endif

@@ -341,7 +341,12 @@ static amp_status grad_hook(amp_tensor *leaf, void *ctx) {
     (void)leaf;
     ddp_param *p = ctx;
     amp_ddp *d = p->d;
-    if (!d->sync || p->ready) return AMP_OK;
+    if (!d->sync) return AMP_OK;
+    if (p->ready) /* a second engine run reached it in one backward: its first part is on its way already */
+        return amp_error(AMP_ERR_STATE, "amp_ddp: a parameter (%lld elements) received gradients from two backward runs of one "
+                                        "backward (used inside an activation-checkpointed region and elsewhere, or in two "
+                                        "regions); data parallel needs each parameter's gradient final once per backward",
+                         (long long)p->numel);
     amp_status st = begin_round(d);
     if (st != AMP_OK) return st;
     copy_grad_in(d, p);

@@ -35,7 +35,10 @@ const char *amp_dist_build_info(void) {
     if (!buf[0]) snprintf(buf, sizeof buf, "MPI (%s)", amp__dist_mpi_library());
     return buf;
 #else
-    return "not built (no MPI library was found at build time: a world of one process only)";
+#ifndef AMP_NO_MPI_REASON
+#define AMP_NO_MPI_REASON "no MPI library was found at build time"
+#endif
+    return "not built (" AMP_NO_MPI_REASON "): a world of one process only";
 #endif
 }
 
