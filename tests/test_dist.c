@@ -469,7 +469,9 @@ static void t_grad_accumulation(void **state) {
 static void t_inf_on_one_rank(void **state) {
     (void)state;
     const int64_t B = 8;
-    for (int zero = 0; zero <= 1; zero++) {
+    for (int variant = 0; variant < 4; variant++) {
+        int zero = variant & 1;
+        bool fused = variant >= 2; /* amp_scaler_clip_grad_norm decides, then the step */
         amp_generator g;
         amp_module *m = mlp(9, &g);
         amp_tensor *p[16];
@@ -498,6 +500,11 @@ static void t_inf_on_one_rank(void **state) {
                 ((float *)amp_tensor_data(gt))[0] = INFINITY;
             }
             bool skipped = false;
+            if (fused) {
+                double nrm = amp_scaler_clip_grad_norm(sc, &opt, 1, 1e9);
+                /* the norm is global with ZeRO-1 (inf everywhere); replicated gradients give each rank its own */
+                AGREE(k != 3 ? nrm > 0 : (zero || R == N - 1) ? !isfinite(nrm) : true);
+            }
             AGREE(amp_scaler_step(sc, opt, &skipped) == AMP_OK);
             AGREE(amp_scaler_update(sc) == AMP_OK);
             AGREE(skipped == (k == 3)); /* every rank skipped step 3, and only it */
@@ -517,9 +524,9 @@ static void t_inf_on_one_rank(void **state) {
         AGREE(same);
         AGREE(amp_scaler_num_skipped(sc) == 1);
         if (R == 0)
-            printf("  inf on rank %d only (ZeRO stage %d): %d step skipped on every rank, scale history %g %g %g %g %g %g on every "
-                   "rank, weights bitwise equal across ranks\n",
-                   N - 1, zero, skipped_steps, h[0], h[1], h[2], h[3], h[4], h[5]);
+            printf("  inf on rank %d only (ZeRO stage %d%s): %d step skipped on every rank, scale history %g %g %g %g %g %g on "
+                   "every rank, weights bitwise equal across ranks\n",
+                   N - 1, zero, fused ? ", amp_scaler_clip_grad_norm" : "", skipped_steps, h[0], h[1], h[2], h[3], h[4], h[5]);
         amp_tensor_free(ht);
         amp_tensor_free(hall);
         amp_scaler_free(sc);
@@ -562,7 +569,13 @@ static void zero_run(int zero, bool o2, amp_round_mode rounding, double clip, am
         if (o2) xin = amp_to(xin, AMP_BF16);
         amp_tensor *loss = amp_cross_entropy(amp_to(amp_module_forward(m, xin), AMP_F32), rows(y, B), NULL);
         AGREE(amp_backward(amp_scaler_scale(sc, loss)) == AMP_OK);
-        AGREE(amp_scaler_unscale(sc, opt) == AMP_OK);
+        if (clip < 0) { /* the fused unscale + clip + check of amp_scaler_clip_grad_norm */
+            double nrm = amp_scaler_clip_grad_norm(sc, &opt, 1, -clip);
+            AGREE(nrm > 0);
+            if (k == 0) *norm_out = nrm;
+        } else {
+            AGREE(amp_scaler_unscale(sc, opt) == AMP_OK);
+        }
         if (clip > 0) {
             double nrm = amp_clip_grad_norm_optims(&opt, 1, clip, sc);
             AGREE(nrm > 0);
@@ -603,7 +616,8 @@ static void t_zero1(void **state) {
     } cases[] = {{false, AMP_ROUND_NEAREST, 0, "fp32 AdamW"},
                  {true, AMP_ROUND_NEAREST, 0, "bf16 params + f32 master (O2) AdamW"},
                  {true, AMP_ROUND_STOCHASTIC, 0, "O2 AdamW, stochastic rounding"},
-                 {false, AMP_ROUND_NEAREST, 0.05, "fp32 AdamW, clipped to global norm 0.05"}};
+                 {false, AMP_ROUND_NEAREST, 0.05, "fp32 AdamW, clipped to global norm 0.05"},
+                 {true, AMP_ROUND_NEAREST, -0.05, "O2 AdamW, amp_scaler_clip_grad_norm to 0.05"}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         amp_module *m0, *m1;
         size_t b0, b1;
@@ -617,12 +631,12 @@ static void t_zero1(void **state) {
             printf("  ZeRO-1 vs stage 0, %s: weights %s after 8 steps%s; optimizer+master bytes per rank %zu vs %zu for 1 "
                    "process (ratio %.4f, 1/N = %.4f)%s\n",
                    cases[c].what, same ? "bitwise equal" : "differ", same ? "" : " (see max rel diff)", b1, single,
-                   (double)b1 / (double)single, 1.0 / N, cases[c].clip > 0 ? "" : "");
+                   (double)b1 / (double)single, 1.0 / N, "");
         if (!same && R == 0) printf("    max rel diff %.3g; first-step norms %.17g vs %.17g\n", diff, n1, n0);
         AGREE(b0 == single); /* stage 0 keeps everything */
         /* each rank holds its chunk of every bucket: N equal shares up to one element per bucket of padding */
         AGREE(fabs((double)b1 / (double)single - 1.0 / N) < 0.01);
-        if (cases[c].clip > 0) {
+        if (cases[c].clip != 0) {
             AGREE(fabs(n1 - n0) <= 1e-12 * n0); /* the global norm: sums of squares reduced in double */
             AGREE(diff <= 1e-6);
         } else {
