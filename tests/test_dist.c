@@ -1,7 +1,9 @@
 /* Data parallel across processes: the process group's collectives, DDP
  * against one process on the whole batch, the skip decision agreed across
  * ranks, ZeRO-1 against stage 0 and its memory, global-norm clipping,
- * gradient accumulation, bf16 gradient compression, checkpoint resume.
+ * gradient accumulation, bf16 gradient compression, checkpoint resume,
+ * rank 0's parameters and buffers on every rank (at the start, and
+ * BatchNorm's statistics after every step).
  *
  * CTest runs this file under `mpirun -np 2` (marker below); started
  * without mpirun it is a world of one and the same checks hold.
@@ -730,6 +732,68 @@ static void t_checkpoint_resume(void **state) {
     }
 }
 
+/* ---- rank 0's parameters and buffers everywhere ------------------------------------------------ */
+static amp_module *conv_bn(uint64_t seed, amp_generator *g) {
+    *g = amp_generator_make(seed);
+    amp_module *ch[] = {amp_nn_conv2d(2, 4, 3, NULL, true, g), amp_nn_batchnorm2d(4, 1e-5, 0.1), amp_nn_relu(), amp_nn_flatten(),
+                        amp_nn_linear(4 * 4 * 4, OUT, true, g)};
+    return amp_nn_sequential(ch, 5);
+}
+
+static bool buffers_equal(amp_module *a, amp_module *b) {
+    amp_tensor *ba[8], *bb[8];
+    int n = amp_module_buffers(a, ba, NULL, 8);
+    if (n != amp_module_buffers(b, bb, NULL, 8)) return false;
+    for (int i = 0; i < n; i++)
+        if (amp_tensor_dtype(ba[i]) == AMP_F32 &&
+            memcmp(amp_tensor_data(ba[i]), amp_tensor_data(bb[i]), (size_t)amp_tensor_numel(ba[i]) * 4))
+            return false;
+    return true;
+}
+
+/* Each rank initialises differently (its own seed, its own BatchNorm running
+ * statistics); amp_ddp_new_module leaves rank 0's on every rank. After a
+ * training step the BatchNorm statistics (each rank's from its own rows)
+ * are rank 0's again (torch's broadcast_buffers). Every rank checks against
+ * its own rebuild of rank 0's model, run on rank 0's rows without DDP. */
+static void t_broadcast_params_and_buffers(void **state) {
+    (void)state;
+    const int64_t B = 8;
+    amp_generator g, g0;
+    amp_module *m = conv_bn(40 + (uint64_t)R, &g), *ref = conv_bn(40, &g0);
+    amp_tensor *rm = amp_module_get_buffer(m, "1.running_mean"), *rm0 = amp_module_get_buffer(ref, "1.running_mean");
+    AGREE(rm && rm0);
+    amp_tensor_fill_(rm, 0.5 + R);
+    amp_tensor_fill_(rm0, 0.5);
+    /* the test would prove nothing if the other ranks started equal to rank 0 */
+    AGREE(R == 0 ? bitwise_equal(m, ref) && buffers_equal(m, ref) : !bitwise_equal(m, ref) && !buffers_equal(m, ref));
+    amp_ddp *d = amp_ddp_new_module(W, m, NULL);
+    AGREE(d != NULL);
+    AGREE(bitwise_equal(m, ref) && buffers_equal(m, ref));
+    AGREE(same_on_all_ranks(m));
+    /* one step in training mode: each rank's statistics come from its own rows */
+    amp_scope *s = amp_scope_begin();
+    amp_generator gx = amp_generator_make(99);
+    amp_tensor *x = amp_tensor_randn(AMP_F32, 4, AMP_SHAPE(B, 2, 6, 6), &gx);
+    amp_tensor *mine = amp_contiguous(amp_slice(x, 0, R * (B / N), (R + 1) * (B / N), 1));
+    amp_tensor *r0 = amp_contiguous(amp_slice(x, 0, 0, B / N, 1));
+    int64_t lab[8] = {0, 1, 2, 3, 4, 0, 1, 2};
+    amp_tensor *y = amp_tensor_from_data(lab, AMP_I64, 1, AMP_SHAPE(B));
+    amp_tensor *ymine = amp_contiguous(amp_slice(y, 0, R * (B / N), (R + 1) * (B / N), 1));
+    AGREE(!isnan(loss_step(m, mine, ymine)));
+    amp_tensor *ref_out = amp_module_forward(ref, r0); /* rank 0's statistics update, no DDP */
+    AGREE(ref_out != NULL);
+    AGREE(amp_tensor_get(rm0, AMP_SHAPE(0)) != 0.5); /* it did update */
+    AGREE(buffers_equal(m, ref));
+    amp_scope_end(s);
+    if (R == 0)
+        printf("  rank r initialised with seed 40+r and running_mean 0.5+r: after amp_ddp_new_module every rank holds rank 0's "
+               "parameters and buffers (bitwise); after a training step every rank's BatchNorm statistics are rank 0's\n");
+    amp_ddp_free(d);
+    amp_module_free(m);
+    amp_module_free(ref);
+}
+
 /* A parameter no rank used keeps no gradient; one used on one rank gets the average. */
 static void t_unused_params(void **state) {
     (void)state;
@@ -774,6 +838,7 @@ int main(void) {
         cmocka_unit_test(t_inf_on_one_rank),
         cmocka_unit_test(t_zero1),
         cmocka_unit_test(t_checkpoint_resume),
+        cmocka_unit_test(t_broadcast_params_and_buffers),
         cmocka_unit_test(t_unused_params),
     };
     amp_test_prepare();

@@ -4,7 +4,8 @@
  * checkpoint resumed on 1 process and a 1-process one on 2 ranks, a rank
  * killed with SIGKILL (the other exits non-zero within a bounded time and
  * the last checkpoint is intact), a rank failing with an error (the run
- * ends on every rank naming it), and the summary and flags.
+ * ends on every rank naming it), the CNN under mpirun with rank 0 alone
+ * printing, and the summary and flags.
  * Skipped (77) when amp was built without MPI. */
 #include <dirent.h>
 #include <math.h>
@@ -243,6 +244,40 @@ static void t_gpt(void **state) {
     assert_true(bitwise && wz == 0 && st);
 }
 
+static int count(const char *s, const char *what) {
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, what)); p += strlen(what)) n++;
+    return n;
+}
+
+/* the CNN (BatchNorm: buffers follow rank 0) under mpirun with ZeRO-1: one
+ * header, one progress line and one summary (rank 0 only), a checkpoint that
+ * a single process continues */
+static void t_cnn_rank0_output(void **state) {
+    (void)state;
+    char ck[1100];
+    snprintf(ck, sizeof ck, "%s/cnn2", g_dir);
+    const char *cnn = "train --model cnn --limit 512 --test-limit 200 --batch 64";
+    char *out = run(2, 0, "%s --max-steps 6 --log-every 5 --zero 1 --grad-comm bf16 --checkpoint %s", cnn, ck);
+    int headers = count(out, "amp train: cnn"), summaries = count(out, "summary: cnn"), bars = count(out, "epoch 1/1 [");
+    printf("  amp train --model cnn on 2 ranks (ZeRO-1, bf16 gradients): %d header, %d progress line(s), %d summary in the output\n",
+           headers, bars, summaries);
+    assert_int_equal(headers, 1);
+    assert_int_equal(summaries, 1);
+    /* under mpirun the ranks' stdout is a pseudo-terminal (Open MPI's I/O forwarding), so the
+     * terminal rule applies (a line every 5 steps of an epoch); without one, --log-every 5: 1 line either way */
+    assert_int_equal(bars, 1);
+    assert_int_equal(count(out, "5/8"), 1);
+    assert_non_null(strstr(out, "world size        2 ranks"));
+    assert_non_null(strstr(out, "ZeRO stage 1, gradients sent as bf16"));
+    free(out);
+    free(run(0, 0, "%s --quiet --max-steps 8 --resume %s", cnn, ck));
+    amp_checkpoint *c = amp_checkpoint_open(ck);
+    if (!c) fail_msg("%s", amp_last_error());
+    assert_int_equal(amp_checkpoint_step(c), 8);
+    amp_checkpoint_close(c);
+}
+
 /* ---- failures ------------------------------------------------------------------------------ */
 static double now_s(void) {
     struct timespec ts;
@@ -460,6 +495,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_two_ranks_equal_one_process), cmocka_unit_test(t_resume_two_ranks_bitexact),
         cmocka_unit_test(t_resume_other_world_size),     cmocka_unit_test(t_gpt),
+        cmocka_unit_test(t_cnn_rank0_output),
         cmocka_unit_test(t_kill_one_rank),
         cmocka_unit_test(t_stalled_rank_times_out),      cmocka_unit_test(t_rank_error_ends_run),
         cmocka_unit_test(t_flags_and_version),
