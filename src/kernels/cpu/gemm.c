@@ -32,8 +32,12 @@
  * region costs a few microseconds (far more when a core is busy elsewhere),
  * so a GEMM is split only when each thread gets ~20 us of work or more. */
 #define GEMM_MIN_WORK_PER_THREAD (96.0 * 96.0 * 96.0)
-/* f32 scratch (elements per thread) for a half C that takes several k blocks. */
-#define GEMM_SCRATCH_ELEMS (1 << 20)
+/* f32 scratch (elements per thread) for a half C that takes several k blocks:
+ * mc x nt partial sums. It caps mc, and B is repacked once per mc block, so a
+ * small cap costs B packing (4096^3 bf16 -> bf16 on 2 threads: 1 M elements
+ * made mc 256 and the GEMM 10% slower than with f32 output; 4 M keeps mc at
+ * 1024 there, 16 MB per thread, no more than an f32 C of that block). */
+#define GEMM_SCRATCH_ELEMS (1 << 22)
 
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
