@@ -266,13 +266,16 @@ static bool same_on_all_ranks(amp_module *m) {
     amp_tensor *p[16];
     int n = params_of(m, p);
     bool ok = true;
+    amp_scope *s = amp_scope_begin(); /* the views and gathered copies */
     for (int i = 0; i < n; i++) {
         amp_tensor *flat = amp_contiguous(amp_reshape(p[i], 1, AMP_SHAPE(amp_tensor_numel(p[i]))));
         amp_tensor *g = amp_tensor_empty(amp_tensor_dtype(p[i]), 1, AMP_SHAPE(amp_tensor_numel(p[i]) * N));
-        if (amp_dist_all_gather(W, g, flat) != AMP_OK) return false;
+        bool got = amp_dist_all_gather(W, g, flat) == AMP_OK;
+        ok &= got;
         size_t bytes = (size_t)amp_tensor_numel(p[i]) * amp_dtype_size(amp_tensor_dtype(p[i]));
-        for (int r = 1; r < N; r++) ok &= !memcmp(amp_tensor_data(g), (char *)amp_tensor_data(g) + (size_t)r * bytes, bytes);
+        for (int r = 1; got && r < N; r++) ok &= !memcmp(amp_tensor_data(g), (char *)amp_tensor_data(g) + (size_t)r * bytes, bytes);
     }
+    amp_scope_end(s);
     return ok;
 }
 
