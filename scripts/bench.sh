@@ -7,8 +7,12 @@ BUILD=${1:-build}
 AMP="./$BUILD/amp"
 OUT="$BUILD/bench"
 mkdir -p "$OUT"
-# Debian 12's OpenBLAS picks slow SSE3 kernels on recent CPUs unless told.
-export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SKYLAKEX}
+# Debian 12's OpenBLAS (the sgemm column, and PyTorch's fp32 products) picks
+# slow kernels on recent CPUs unless told: SKYLAKEX on a CPU with AVX-512
+# (an inherited OPENBLAS_CORETYPE=Haswell halved its sgemm on Zen 5), Haswell
+# on AVX2. AMP_OPENBLAS_CORETYPE overrides the choice.
+if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then ob=SKYLAKEX; else ob=Haswell; fi
+export OPENBLAS_CORETYPE=${AMP_OPENBLAS_CORETYPE:-$ob}
 parts=${BENCH_PARTS:-$($AMP bench --list)}
 parts=${parts//memory-gpt/}
 # llm.c's CPU trainer for the GPT part: tools/llmc_setup.sh builds it outside
@@ -34,15 +38,24 @@ tmp=$(mktemp "$doc.XXXXXX")
 } > "$tmp"
 for p in $parts; do
   echo "== amp bench $p" >&2
+  # the GPT's two configs run in their own processes, as a user trains one
+  # model per process: after the small config, glibc serves the 124M model's
+  # step buffers with fresh pages (its fp32 step measured 757 ms after it in
+  # one process, 578 ms alone)
+  runs=("")
+  if [ "$p" = gpt ]; then runs=(shakespeare-char gpt2-124m); fi
   {
     echo "## amp bench $p"
     echo
-    echo '```'
-    echo "\$ amp bench $p --json $OUT/$p.json"
-    echo '```'
-    echo
-    $AMP bench "$p" --json "$OUT/$p.json"
-    echo
+    for r in "${runs[@]}"; do
+      if [ -n "$r" ]; then args=(--preset "$r" --json "$OUT/$p-$r.json"); else args=(--json "$OUT/$p.json"); fi
+      echo '```'
+      echo "\$ amp bench $p ${args[*]}"
+      echo '```'
+      echo
+      $AMP bench "$p" "${args[@]}"
+      echo
+    done
   } >> "$tmp"
 done
 # the GPT's memory by category at GPT-2 124M where activations dominate
@@ -63,5 +76,6 @@ fi
 if ls docs/bench/*.md >/dev/null 2>&1; then
   { echo "## JSON fields"; echo; cat docs/bench/*.md; } >> "$tmp"
 fi
+chmod 644 "$tmp"
 mv "$tmp" "$doc"
 echo "wrote $doc (JSON in $OUT/)" >&2
