@@ -7,18 +7,20 @@
 
 #include <stdint.h>
 
+#include "core/hd.h"
+
 typedef struct {
     uint32_t v[4];
 } amp_philox_u32x4;
 
-static inline uint32_t amp_philox_mulhilo(uint32_t a, uint32_t b, uint32_t *hi) {
+AMP_HD uint32_t amp_philox_mulhilo(uint32_t a, uint32_t b, uint32_t *hi) {
     uint64_t p = (uint64_t)a * b;
     *hi = (uint32_t)(p >> 32);
     return (uint32_t)p;
 }
 
 /* 10 rounds of Philox4x32 on a 128-bit counter with a 64-bit key. */
-static inline amp_philox_u32x4 amp_philox4x32(uint64_t key, uint64_t ctr_lo, uint64_t ctr_hi) {
+AMP_HD amp_philox_u32x4 amp_philox4x32(uint64_t key, uint64_t ctr_lo, uint64_t ctr_hi) {
     uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
     uint32_t c0 = (uint32_t)ctr_lo, c1 = (uint32_t)(ctr_lo >> 32);
     uint32_t c2 = (uint32_t)ctr_hi, c3 = (uint32_t)(ctr_hi >> 32);
@@ -37,12 +39,12 @@ static inline amp_philox_u32x4 amp_philox4x32(uint64_t key, uint64_t ctr_lo, uin
 
 /* One 32-bit random word for element i of stream (seed, counter): four
  * consecutive elements share one Philox block. */
-static inline uint32_t amp_philox_u32_at(uint64_t seed, uint64_t index) {
+AMP_HD uint32_t amp_philox_u32_at(uint64_t seed, uint64_t index) {
     amp_philox_u32x4 r = amp_philox4x32(seed, index >> 2, 0);
     return r.v[index & 3];
 }
 
 /* Uniform in [0,1) with 24 random bits. */
-static inline float amp_philox_uniform(uint32_t bits) { return (float)(bits >> 8) * (1.0f / 16777216.0f); }
+AMP_HD float amp_philox_uniform(uint32_t bits) { return (float)(bits >> 8) * (1.0f / 16777216.0f); }
 
 #endif

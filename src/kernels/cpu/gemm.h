@@ -26,34 +26,9 @@
 #define AMP_KERNELS_CPU_GEMM_H
 
 #include "amp/ops.h"
+#include "kernels/gemm_args.h"
 
-typedef struct {
-    bool trans_a, trans_b;
-    int64_t m, n, k;
-    float alpha, beta;
-    const void *a;
-    amp_dtype a_dtype;
-    int64_t lda, stride_a;
-    const void *b;
-    amp_dtype b_dtype;
-    int64_t ldb, stride_b;
-    void *c;
-    amp_dtype c_dtype;
-    int64_t ldc, stride_c;
-    int64_t batch; /* 0 is taken as 1 */
-    amp_matmul_precision precision; /* for f32 operands; 0 = highest (ops pass amp_matmul_precision_get()) */
-    /* Optional addend of the beta term instead of C (a bias): when bias is
-     * set and beta != 0, C_b = alpha * op(A_b) @ op(B_b) + beta * X with
-     * X(i, j) = bias[i*bias_rs + j*bias_cs] (f32, f16 or bf16; the same for
-     * every batch item; a stride 0 broadcasts: bias_rs = 1, bias_cs = 0 is
-     * one value per row of C, as conv2d's; bias_rs = 0, bias_cs = 1 one per
-     * column, as linear's). C is then only written. The arithmetic is the
-     * beta step's (fma(beta, x, alpha * AB)), so it equals prefilling C with
-     * X rounded to C's dtype whenever that rounding is exact. */
-    const void *bias;
-    amp_dtype bias_dtype;
-    int64_t bias_rs, bias_cs;
-} amp_gemm_args;
+/* amp_gemm_args: kernels/gemm_args.h (shared by every backend). */
 
 /* Validates the arguments (error names "amp_gemm" and the bad field), then
  * runs the fastest path for the active CPU path. */

@@ -25,7 +25,9 @@
 #include <math.h>
 #include <stdint.h>
 
-#if defined(__GNUC__)
+#if defined(__CUDACC__) /* CUDA kernels evaluate the same functions (kernels/cuda/) */
+#define VM_INLINE static __host__ __device__ __forceinline__
+#elif defined(__GNUC__)
 #define VM_INLINE static inline __attribute__((always_inline))
 #else
 #define VM_INLINE static inline
@@ -58,7 +60,9 @@ VM_INLINE float vm_expf(float x) {
     /* the scale from a NaN-free copy of n (converting NaN to int is
      * undefined); a NaN x still gives NaN through p */
     int32_t n = (int32_t)(fn == fn ? fn : 0.0f), n1 = n / 2, n2 = n - n1; /* each in [-75, 72] */
-    union { uint32_t i; float f; } s1 = {.i = (uint32_t)(n1 + 127) << 23}, s2 = {.i = (uint32_t)(n2 + 127) << 23};
+    union { uint32_t i; float f; } s1, s2;
+    s1.i = (uint32_t)(n1 + 127) << 23;
+    s2.i = (uint32_t)(n2 + 127) << 23;
     return (p * s1.f) * s2.f;
 }
 
