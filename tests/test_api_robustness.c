@@ -494,7 +494,7 @@ static void bank_free(api_bank *b) {
 
 /* ---- the header parser: which functions are public ------------------------------------------- */
 static int header_functions(char names[][64], int max) {
-    const char *hdrs[] = {"amp.h", "base.h", "numeric.h", "tensor.h", "autograd.h", "autocast.h", "ops.h", "optim.h",
+    const char *hdrs[] = {"amp.h", "base.h", "numeric.h", "cuda.h", "tensor.h", "autograd.h", "autocast.h", "ops.h", "optim.h",
                           "scaler.h", "policy.h", "nn.h", "initialize.h", "io.h", "checkpoint.h", "text.h", "gpt.h", "dist.h"};
     int n = 0;
     for (size_t h = 0; h < sizeof hdrs / sizeof hdrs[0]; h++) {

@@ -160,6 +160,8 @@ TYPES = {
     "amp_dtype*": "(amp_dtype *)arg_obj(b, v, b->scratch)",
     "amp_cpu_path*": "(amp_cpu_path *)arg_obj(b, v, b->scratch)",
     "amp_opt_level*": "(amp_opt_level *)arg_obj(b, v, b->scratch)",
+    "amp_device*": "(amp_device *)arg_obj(b, v, b->scratch)",
+    "amp_cuda_info*": "(amp_cuda_info *)arg_obj(b, v, b->scratch)",
     "constint64_t*": "arg_shape(v)",
     "constint*": "arg_dims(v)",
     "int": "arg_int(v, {i})",
@@ -175,7 +177,8 @@ TYPES = {
     "float": "(float)arg_double(v, {i})",
 }
 ENUMS = ["amp_switch", "amp_dtype", "amp_cpu_path", "amp_mem_category", "amp_status", "amp_format", "amp_autocast_table",
-         "amp_cast_category", "amp_gelu_approx", "amp_opt_level", "amp_text_split", "amp_dist_op", "amp_grad_comm"]
+         "amp_cast_category", "amp_gelu_approx", "amp_opt_level", "amp_text_split", "amp_dist_op", "amp_grad_comm",
+         "amp_device"]
 for e in ENUMS:
     TYPES[e] = "(" + e + ")arg_enum(v)"
 

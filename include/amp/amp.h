@@ -5,6 +5,7 @@
 
 #include "amp/base.h"
 #include "amp/numeric.h"
+#include "amp/cuda.h"
 #include "amp/autocast.h"
 #include "amp/autograd.h"
 #include "amp/ops.h"

@@ -26,7 +26,27 @@ extern "C" {
 
 typedef struct amp_tensor amp_tensor;
 
-typedef enum { AMP_DEVICE_CPU = 0 } amp_device;
+/* ---- devices -----------------------------------------------------------------
+ * A tensor lives on one device: the CPU, or the CUDA GPU (one per process:
+ * $AMP_CUDA_DEVICE, default 0; amp/cuda.h). The creation functions below
+ * make CPU tensors (amp_tensor_empty_on and friends take a device);
+ * amp_tensor_to copies a tensor to another device (differentiable: the
+ * gradient comes back). An op computes on the device of its inputs and
+ * refuses a mix ("amp_add: a is on cuda, b on cpu: move them to one device
+ * with amp_tensor_to"), as torch does. A CUDA tensor's memory is GPU memory:
+ * amp_tensor_data returns the device pointer (for the user's own kernels;
+ * not readable from the host); amp_tensor_item, _get, _set, _copy_out and
+ * _print copy through the host and wait for the GPU. */
+typedef enum { AMP_DEVICE_CPU = 0, AMP_DEVICE_CUDA = 1, AMP_DEVICE_COUNT } amp_device;
+
+/* "cpu", "cuda"; "invalid-device" otherwise. */
+const char *amp_device_name(amp_device d);
+/* Accepts "cpu", "cuda", "cuda:0" (the process's GPU) and "gpu". */
+amp_status amp_device_parse(const char *s, amp_device *out);
+/* AMP_OK when tensors can be made on d now; else an error saying why: "amp
+ * was built without CUDA (nvcc was not found when it was configured)" or "no
+ * CUDA device: cudaGetDeviceCount: CUDA driver version is insufficient ...". */
+amp_status amp_device_check(amp_device d);
 
 /* ---- memory accounting --------------------------------------------------- */
 typedef enum {
@@ -46,12 +66,26 @@ typedef struct {
     size_t live_total, peak_total;       /* peak_total: max of the sum */
     uint64_t allocs, frees;
     size_t cached; /* freed blocks kept for reuse (not in live/peak) */
+    /* A device's caching allocator (amp_memory_stats_device): bytes it holds
+     * from the driver (live + cached + rounding), and how many times it asked
+     * the driver (cudaMalloc): constant over the steady-state steps of a
+     * training loop. 0 for the CPU. */
+    size_t reserved;
+    uint64_t device_mallocs;
 } amp_mem_stats;
 
+/* The CPU's counters (host memory). */
 amp_mem_stats amp_memory_stats(void);
-/* Return the cached free blocks to the system (torch's empty_cache). The
- * cache holds at most $AMP_CACHE_MB MiB (default 1024; 0 disables it). */
+/* The counters of one device's memory, in the same categories (torch's
+ * torch.cuda.memory_stats). amp_memory_stats_device(AMP_DEVICE_CPU) equals
+ * amp_memory_stats(); a device amp cannot use gives zeros. */
+amp_mem_stats amp_memory_stats_device(amp_device d);
+/* Return the cached free blocks to the system (torch's empty_cache), on
+ * every device. The CPU cache holds at most $AMP_CACHE_MB MiB (default 1024;
+ * 0 disables it); a GPU's cache keeps what it was given until it is emptied
+ * or an allocation would otherwise fail. */
 void amp_memory_empty_cache(void);
+/* Peaks := live values, on every device. */
 void amp_memory_reset_peak(void);
 const char *amp_mem_category_name(amp_mem_category c);
 /* Category for tensors created on this thread until the matching pop (nests).
@@ -74,6 +108,20 @@ amp_tensor *amp_tensor_from_data(const void *data, amp_dtype dt, int ndim, const
 /* Wraps user memory without copying; the caller keeps it alive and
  * unchanged-in-size for the tensor's lifetime. Not counted by the allocator. */
 amp_tensor *amp_tensor_borrow(void *data, amp_dtype dt, int ndim, const int64_t *shape);
+/* On a device: uninitialised / zeros / a constant. */
+amp_tensor *amp_tensor_empty_on(amp_device d, amp_dtype dt, int ndim, const int64_t *shape);
+amp_tensor *amp_tensor_zeros_on(amp_device d, amp_dtype dt, int ndim, const int64_t *shape);
+amp_tensor *amp_tensor_full_on(amp_device d, amp_dtype dt, int ndim, const int64_t *shape, double value);
+
+/* A copy of t on device d (a new contiguous tensor; t itself, as a new
+ * reference that shares its data, when t is already there: torch's
+ * Tensor.to). Differentiable: the gradient is copied back to t's device. */
+amp_tensor *amp_tensor_to(amp_tensor *t, amp_device d);
+/* Moves t's data to device d in place, keeping the tensor (what
+ * Module.to(device) does to parameters: optimizers and modules holding t see
+ * it on d). Only for leaves (no grad_fn); a .grad is moved with it. Views of
+ * the old storage keep the old data. */
+amp_status amp_tensor_move_(amp_tensor *t, amp_device d);
 
 /* ---- random ----------------------------------------------------------------
  * Counter-based (Philox4x32-10): element i of a call uses counter offset+i, so

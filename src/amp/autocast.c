@@ -209,6 +209,15 @@ static amp_tensor *do_cast(amp_tensor *x, amp_dtype dt, bool cache_enabled) {
 }
 
 int amp__autocast(amp_op_id op, amp_tensor **in, int n) {
+    /* Until each op computes through its device's backend, an op takes CPU
+     * tensors only: a device pointer must never reach a CPU kernel. */
+    for (int i = 0; i < n; i++)
+        if (in[i] && in[i]->storage->device != AMP_DEVICE_CPU) {
+            amp_error(AMP_ERR_UNSUPPORTED, "amp_%s: input %d is on %s, and this op computes on the CPU only so far "
+                                           "(docs/cuda.md lists what runs on cuda); move it with amp_tensor_to",
+                      amp__op_table[op].name, i, amp_device_name(in[i]->storage->device));
+            return -1;
+        }
     /* backward functions reuse public ops: never autocast inside the engine */
     if (!amp_autocast_is_enabled() || amp__engine_depth > 0) return 0;
     const amp_autocast_opts *o = &g_regions[g_depth - 1].o;

@@ -1,15 +1,25 @@
-/* The counting allocator: live and peak bytes per category. */
+/* The counting allocator: live and peak bytes per device and category.
+ * Host memory comes from the block cache below; a device's from its
+ * backend (kernels/backend.h: raw_alloc, a caching allocator on CUDA). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/env.h"
+#include "kernels/backend.h"
 #include "tensor/tensor_impl.h"
 
-static atomic_size_t g_live[AMP_MEM_CATEGORY_COUNT];
-static atomic_size_t g_peak[AMP_MEM_CATEGORY_COUNT];
-static atomic_size_t g_live_total, g_peak_total;
-static atomic_uint_fast64_t g_allocs, g_frees;
+static atomic_size_t g_live_d[AMP_DEVICE_COUNT][AMP_MEM_CATEGORY_COUNT];
+static atomic_size_t g_peak_d[AMP_DEVICE_COUNT][AMP_MEM_CATEGORY_COUNT];
+static atomic_size_t g_live_total_d[AMP_DEVICE_COUNT], g_peak_total_d[AMP_DEVICE_COUNT];
+static atomic_uint_fast64_t g_allocs_d[AMP_DEVICE_COUNT], g_frees_d[AMP_DEVICE_COUNT];
+/* the host's (device 0) under their old names */
+#define g_live g_live_d[AMP_DEVICE_CPU]
+#define g_peak g_peak_d[AMP_DEVICE_CPU]
+#define g_live_total g_live_total_d[AMP_DEVICE_CPU]
+#define g_peak_total g_peak_total_d[AMP_DEVICE_CPU]
+#define g_allocs g_allocs_d[AMP_DEVICE_CPU]
+#define g_frees g_frees_d[AMP_DEVICE_CPU]
 
 #define MAX_CAT_STACK 32
 static _Thread_local amp_mem_category g_cat_stack[MAX_CAT_STACK];
@@ -29,17 +39,20 @@ static void raise_peak(atomic_size_t *peak, size_t v) {
     }
 }
 
-static void count_add(amp_mem_category c, size_t n) {
-    size_t v = atomic_fetch_add(&g_live[c], n) + n;
-    raise_peak(&g_peak[c], v);
-    size_t t = atomic_fetch_add(&g_live_total, n) + n;
-    raise_peak(&g_peak_total, t);
+static void count_add_d(int d, amp_mem_category c, size_t n) {
+    size_t v = atomic_fetch_add(&g_live_d[d][c], n) + n;
+    raise_peak(&g_peak_d[d][c], v);
+    size_t t = atomic_fetch_add(&g_live_total_d[d], n) + n;
+    raise_peak(&g_peak_total_d[d], t);
 }
 
-static void count_sub(amp_mem_category c, size_t n) {
-    atomic_fetch_sub(&g_live[c], n);
-    atomic_fetch_sub(&g_live_total, n);
+static void count_sub_d(int d, amp_mem_category c, size_t n) {
+    atomic_fetch_sub(&g_live_d[d][c], n);
+    atomic_fetch_sub(&g_live_total_d[d], n);
 }
+
+static void count_add(amp_mem_category c, size_t n) { count_add_d(AMP_DEVICE_CPU, c, n); }
+static void count_sub(amp_mem_category c, size_t n) { count_sub_d(AMP_DEVICE_CPU, c, n); }
 
 /* ---- the block cache ------------------------------------------------------
  * A training loop allocates the same sizes every step. Returning big blocks
@@ -119,7 +132,17 @@ static bool cache_put(void *p, size_t sz) {
     return kept;
 }
 
+static void empty_host_cache(void);
 void amp_memory_empty_cache(void) {
+    empty_host_cache();
+    /* devices already in use (never starts one) */
+    for (int d = 1; d < AMP_DEVICE_COUNT; d++) {
+        const amp_backend *be = amp__backend_if_started((amp_device)d);
+        if (be && be->empty_cache) be->empty_cache();
+    }
+}
+
+static void empty_host_cache(void) {
     pthread_mutex_lock(&g_cache_mu);
     for (int h = 0; h < NBUCKETS; h++) {
         bucket *b = g_buckets[h];
@@ -141,7 +164,7 @@ void amp_memory_empty_cache(void) {
     pthread_mutex_unlock(&g_cache_mu);
 }
 
-static void free_cache_at_exit(void) { amp_memory_empty_cache(); }
+static void free_cache_at_exit(void) { empty_host_cache(); }
 
 static void cache_once(void) {
     cache_init();
@@ -156,7 +179,7 @@ void *amp__alloc(size_t nbytes, amp_mem_category c) {
     void *p = cache_take(sz);
     if (!p) p = aligned_alloc(64, sz);
     if (!p) {
-        amp_memory_empty_cache(); /* give cached blocks back and retry once */
+        empty_host_cache(); /* give cached blocks back and retry once */
         p = aligned_alloc(64, sz);
     }
     if (!p) return amp_error_null(AMP_ERR_NOMEM, "amp: out of memory allocating %zu bytes (%s)", nbytes, g_cat_names[c]);
@@ -174,31 +197,69 @@ void amp__free(void *p, size_t nbytes, amp_mem_category c) {
     atomic_fetch_add(&g_frees, 1);
 }
 
-void amp__mem_move(size_t nbytes, amp_mem_category from, amp_mem_category to) {
-    if (from == to) return;
-    atomic_fetch_sub(&g_live[from], nbytes);
-    size_t v = atomic_fetch_add(&g_live[to], nbytes) + nbytes;
-    raise_peak(&g_peak[to], v);
+void amp__mem_move_dev(amp_device d, size_t nbytes, amp_mem_category from, amp_mem_category to) {
+    if (from == to || (int)d < 0 || d >= AMP_DEVICE_COUNT) return;
+    atomic_fetch_sub(&g_live_d[d][from], nbytes);
+    size_t v = atomic_fetch_add(&g_live_d[d][to], nbytes) + nbytes;
+    raise_peak(&g_peak_d[d][to], v);
 }
 
-amp_mem_stats amp_memory_stats(void) {
+void amp__mem_move(size_t nbytes, amp_mem_category from, amp_mem_category to) {
+    amp__mem_move_dev(AMP_DEVICE_CPU, nbytes, from, to);
+}
+
+/* ---- device memory ---------------------------------------------------------------- */
+void *amp__alloc_dev(amp_device d, size_t nbytes, amp_mem_category c) {
+    if (d == AMP_DEVICE_CPU) return amp__alloc(nbytes, c);
+    const amp_backend *be = amp__backend("amp", d);
+    if (!be) return NULL;
+    void *p = be->raw_alloc(nbytes);
+    if (!p) return NULL;
+    count_add_d(d, c, nbytes);
+    atomic_fetch_add(&g_allocs_d[d], 1);
+    return p;
+}
+
+void amp__free_dev(amp_device d, void *p, size_t nbytes, amp_mem_category c) {
+    if (!p) return;
+    if (d == AMP_DEVICE_CPU) {
+        amp__free(p, nbytes, c);
+        return;
+    }
+    const amp_backend *be = amp__backend_if_started(d);
+    if (be) be->raw_free(p, nbytes);
+    count_sub_d(d, c, nbytes);
+    atomic_fetch_add(&g_frees_d[d], 1);
+}
+
+amp_mem_stats amp_memory_stats_device(amp_device d) {
     amp_mem_stats s;
     memset(&s, 0, sizeof s);
+    if ((int)d < 0 || d >= AMP_DEVICE_COUNT) return s;
     for (int c = 0; c < AMP_MEM_CATEGORY_COUNT; c++) {
-        s.live[c] = atomic_load(&g_live[c]);
-        s.peak[c] = atomic_load(&g_peak[c]);
+        s.live[c] = atomic_load(&g_live_d[d][c]);
+        s.peak[c] = atomic_load(&g_peak_d[d][c]);
     }
-    s.live_total = atomic_load(&g_live_total);
-    s.peak_total = atomic_load(&g_peak_total);
-    s.allocs = atomic_load(&g_allocs);
-    s.cached = atomic_load(&g_cached_pub);
-    s.frees = atomic_load(&g_frees);
+    s.live_total = atomic_load(&g_live_total_d[d]);
+    s.peak_total = atomic_load(&g_peak_total_d[d]);
+    s.allocs = atomic_load(&g_allocs_d[d]);
+    s.frees = atomic_load(&g_frees_d[d]);
+    if (d == AMP_DEVICE_CPU) {
+        s.cached = atomic_load(&g_cached_pub);
+    } else {
+        const amp_backend *be = amp__backend_if_started(d);
+        if (be && be->cache_stats) be->cache_stats(&s.cached, &s.reserved, &s.device_mallocs);
+    }
     return s;
 }
 
+amp_mem_stats amp_memory_stats(void) { return amp_memory_stats_device(AMP_DEVICE_CPU); }
+
 void amp_memory_reset_peak(void) {
-    for (int c = 0; c < AMP_MEM_CATEGORY_COUNT; c++) atomic_store(&g_peak[c], atomic_load(&g_live[c]));
-    atomic_store(&g_peak_total, atomic_load(&g_live_total));
+    for (int d = 0; d < AMP_DEVICE_COUNT; d++) {
+        for (int c = 0; c < AMP_MEM_CATEGORY_COUNT; c++) atomic_store(&g_peak_d[d][c], atomic_load(&g_live_d[d][c]));
+        atomic_store(&g_peak_total_d[d], atomic_load(&g_live_total_d[d]));
+    }
 }
 
 void amp_mem_push_category(amp_mem_category c) {

@@ -29,7 +29,25 @@ static double u53(uint32_t hi, uint32_t lo) {
 
 typedef enum { DIST_UNIFORM, DIST_NORMAL, DIST_BERNOULLI } dist_kind;
 
-static void fill(amp_tensor *t, dist_kind k, double a, double b, amp_generator *g) {
+static void fill_host(amp_tensor *t, dist_kind k, double a, double b, amp_generator *g);
+
+/* A device tensor: the same values made in host memory, then copied (the
+ * device's libm would round log/cos differently; this runs at
+ * initialisation). */
+static amp_status fill(amp_tensor *t, dist_kind k, double a, double b, amp_generator *g) {
+    if (amp__dev(t) == AMP_DEVICE_CPU) {
+        fill_host(t, k, a, b, g);
+        return AMP_OK;
+    }
+    amp_tensor *h = amp__tensor_new("amp_random", t->dtype, t->ndim, t->shape, AMP_MEM_WORKSPACE, AMP_NEW_UNSCOPED);
+    if (!h) return amp_last_status();
+    fill_host(h, k, a, b, g);
+    amp_status st = amp__copy_convert(t, h);
+    amp__release(h);
+    return st;
+}
+
+static void fill_host(amp_tensor *t, dist_kind k, double a, double b, amp_generator *g) {
     int64_t n = amp_tensor_numel(t);
     uint64_t base = amp__gen_reserve(g, (uint64_t)n), seed = g->seed;
     bool contig = amp_tensor_is_contiguous(t);
@@ -88,8 +106,7 @@ amp_status amp_tensor_uniform_(amp_tensor *t, double lo, double hi, amp_generato
     if (!(lo <= hi) || !isfinite(lo) || !isfinite(hi))
         return amp_error(AMP_ERR_ARG, "amp_tensor_uniform_: need finite lo <= hi, got [%g, %g)", lo, hi);
     amp__bump_version(t);
-    fill(t, DIST_UNIFORM, lo, hi, g ? g : &g_default);
-    return AMP_OK;
+    return fill(t, DIST_UNIFORM, lo, hi, g ? g : &g_default);
 }
 
 amp_status amp_tensor_normal_(amp_tensor *t, double mean, double std, amp_generator *g) {
@@ -101,8 +118,7 @@ amp_status amp_tensor_normal_(amp_tensor *t, double mean, double std, amp_genera
     if (!(std >= 0) || !isfinite(mean) || !isfinite(std))
         return amp_error(AMP_ERR_ARG, "amp_tensor_normal_: need finite mean and std >= 0, got %g, %g", mean, std);
     amp__bump_version(t);
-    fill(t, DIST_NORMAL, mean, std, g ? g : &g_default);
-    return AMP_OK;
+    return fill(t, DIST_NORMAL, mean, std, g ? g : &g_default);
 }
 
 amp_status amp_randperm(int64_t n, int64_t *out, amp_generator *g) {

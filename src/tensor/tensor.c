@@ -8,6 +8,7 @@
 #include "amp/numeric.h"
 #include "autograd/node.h"
 #include "core/env.h"
+#include "kernels/backend.h"
 #include "tensor/tensor_impl.h"
 
 _Thread_local int amp__engine_depth;
@@ -141,16 +142,17 @@ static amp_tensor *tensor_struct(void) {
     return t;
 }
 
-static amp_storage *storage_new(size_t nbytes, amp_mem_category c) {
+static amp_storage *storage_new(amp_device d, size_t nbytes, amp_mem_category c) {
     amp_storage *s = calloc(1, sizeof *s);
     if (!s) return amp_error_null(AMP_ERR_NOMEM, "amp: out of memory (storage struct)");
-    s->data = amp__alloc(nbytes, c);
+    s->data = amp__alloc_dev(d, nbytes, c);
     if (!s->data) {
         free(s);
         return NULL;
     }
     s->nbytes = nbytes;
     s->cat = c;
+    s->device = d;
     atomic_init(&s->refcount, 1);
     return s;
 }
@@ -158,14 +160,27 @@ static amp_storage *storage_new(size_t nbytes, amp_mem_category c) {
 static void storage_release(amp_storage *s) {
     if (!s || s == &g_dead_storage) return;
     if (atomic_fetch_sub(&s->refcount, 1) != 1) return;
-    if (!s->borrowed && amp__debug && s->nbytes) memset(s->data, 0xff, s->nbytes); /* poison: NaN in every float type */
-    if (!s->borrowed) amp__free(s->data, s->nbytes, s->cat);
+    if (!s->borrowed && amp__debug && s->nbytes) { /* poison: NaN in every float type */
+        if (s->device == AMP_DEVICE_CPU) {
+            memset(s->data, 0xff, s->nbytes);
+        } else {
+            const amp_backend *be = amp__backend_if_started(s->device);
+            if (be && be->memset_bytes) be->memset_bytes(s->data, 0xff, s->nbytes);
+        }
+    }
+    if (!s->borrowed) amp__free_dev(s->device, s->data, s->nbytes, s->cat);
     free(s);
 }
 
 amp_tensor *amp__tensor_new(const char *fn, amp_dtype dt, int ndim, const int64_t *shape, amp_mem_category c,
                             unsigned flags) {
+    return amp__tensor_new_on(fn, AMP_DEVICE_CPU, dt, ndim, shape, c, flags);
+}
+
+amp_tensor *amp__tensor_new_on(const char *fn, amp_device d, amp_dtype dt, int ndim, const int64_t *shape,
+                               amp_mem_category c, unsigned flags) {
     if (amp__check_shape(fn, ndim, shape, dt) != AMP_OK) return NULL;
+    if ((int)d < 0 || d >= AMP_DEVICE_COUNT) return amp_error_null(AMP_ERR_ARG, "%s: device %d is not valid", fn, (int)d);
     amp_tensor *t = tensor_struct();
     if (!t) return NULL;
     t->dtype = dt;
@@ -173,7 +188,7 @@ amp_tensor *amp__tensor_new(const char *fn, amp_dtype dt, int ndim, const int64_
     for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
     amp__contig_strides(ndim, t->shape, t->stride);
     size_t nbytes = (size_t)amp__numel(ndim, t->shape) * amp_dtype_size(dt);
-    t->storage = storage_new(nbytes, c);
+    t->storage = storage_new(d, nbytes, c);
     if (!t->storage) {
         free(t);
         return NULL;
@@ -183,12 +198,42 @@ amp_tensor *amp__tensor_new(const char *fn, amp_dtype dt, int ndim, const int64_
 }
 
 amp_tensor *amp__empty_out(const char *fn, amp_dtype dt, int ndim, const int64_t *shape) {
+    return amp__empty_out_on(fn, AMP_DEVICE_CPU, dt, ndim, shape);
+}
+
+amp_tensor *amp__empty_out_on(const char *fn, amp_device d, amp_dtype dt, int ndim, const int64_t *shape) {
     amp_mem_category c = amp__mem_current(amp__engine_depth ? AMP_MEM_WORKSPACE : AMP_MEM_ACTIVATION);
-    return amp__tensor_new(fn, dt, ndim, shape, c, 0);
+    return amp__tensor_new_on(fn, d, dt, ndim, shape, c, 0);
 }
 
 amp_tensor *amp__empty_like(const char *fn, const amp_tensor *t, amp_dtype dt) {
-    return amp__empty_out(fn, dt, t->ndim, t->shape);
+    return amp__empty_out_on(fn, amp__dev(t), dt, t->ndim, t->shape);
+}
+
+amp_status amp__same_device(const char *fn, const amp_tensor *const *t, const char *const *names, int n, amp_device *dev) {
+    int first = -1;
+    for (int i = 0; i < n; i++) {
+        if (!t[i]) continue;
+        if (first < 0) {
+            first = i;
+            continue;
+        }
+        if (amp__dev(t[i]) != amp__dev(t[first])) {
+            char a[32], b[32];
+            if (names) {
+                snprintf(a, sizeof a, "%s", names[first]);
+                snprintf(b, sizeof b, "%s", names[i]);
+            } else {
+                snprintf(a, sizeof a, "input %d", first);
+                snprintf(b, sizeof b, "input %d", i);
+            }
+            return amp_error(AMP_ERR_ARG, "%s: %s is on %s and %s on %s: an op takes its tensors on one device "
+                                          "(move them with amp_tensor_to)", fn, a, amp_device_name(amp__dev(t[first])), b,
+                             amp_device_name(amp__dev(t[i])));
+        }
+    }
+    if (dev) *dev = first >= 0 ? amp__dev(t[first]) : AMP_DEVICE_CPU;
+    return AMP_OK;
 }
 
 amp_tensor *amp__view(const amp_tensor *t, int ndim, const int64_t *shape, const int64_t *stride, int64_t offset) {
@@ -222,6 +267,37 @@ amp_tensor *amp__alias(const amp_tensor *t) {
 
 static amp_tensor *user_new(const char *fn, amp_dtype dt, int ndim, const int64_t *shape) {
     return amp__tensor_new(fn, dt, ndim, shape, amp__mem_current(AMP_MEM_DATA), 0);
+}
+
+static amp_tensor *user_new_on(const char *fn, amp_device d, amp_dtype dt, int ndim, const int64_t *shape) {
+    if (amp_device_check(d) != AMP_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", amp_last_error());
+        return amp_error_null(amp_last_status(), "%s: %s", fn, why);
+    }
+    return amp__tensor_new_on(fn, d, dt, ndim, shape, amp__mem_current(AMP_MEM_DATA), 0);
+}
+
+amp_tensor *amp_tensor_empty_on(amp_device d, amp_dtype dt, int ndim, const int64_t *shape) {
+    return user_new_on("amp_tensor_empty_on", d, dt, ndim, shape);
+}
+
+amp_tensor *amp_tensor_zeros_on(amp_device d, amp_dtype dt, int ndim, const int64_t *shape) {
+    amp_tensor *t = user_new_on("amp_tensor_zeros_on", d, dt, ndim, shape);
+    if (t && amp_tensor_fill_(t, 0.0) != AMP_OK) {
+        amp_tensor_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+amp_tensor *amp_tensor_full_on(amp_device d, amp_dtype dt, int ndim, const int64_t *shape, double value) {
+    amp_tensor *t = user_new_on("amp_tensor_full_on", d, dt, ndim, shape);
+    if (t && amp_tensor_fill_(t, value) != AMP_OK) {
+        amp_tensor_free(t);
+        return NULL;
+    }
+    return t;
 }
 
 amp_tensor *amp_tensor_empty(amp_dtype dt, int ndim, const int64_t *shape) {
@@ -311,7 +387,7 @@ void amp__release(amp_tensor *t) {
 
 amp_status amp__tensor_change_dtype(amp_tensor *t, amp_dtype dt) {
     if (t->grad_fn) return amp_error(AMP_ERR_STATE, "amp_module_to: tensor is not a leaf");
-    amp_storage *s = storage_new((size_t)amp__numel(t->ndim, t->shape) * amp_dtype_size(dt), t->storage->cat);
+    amp_storage *s = storage_new(amp__dev(t), (size_t)amp__numel(t->ndim, t->shape) * amp_dtype_size(dt), t->storage->cat);
     if (!s) return amp_last_status();
     amp_tensor tmp = *t;
     tmp.storage = s;
@@ -331,6 +407,48 @@ amp_status amp__tensor_change_dtype(amp_tensor *t, amp_dtype dt) {
     amp__release(t->grad);
     t->grad = NULL;
     return AMP_OK;
+}
+
+amp_status amp__tensor_change_device(amp_tensor *t, amp_device d) {
+    if (amp__dev(t) == d) return AMP_OK;
+    amp_storage *s = storage_new(d, (size_t)amp__numel(t->ndim, t->shape) * amp_dtype_size(t->dtype), t->storage->cat);
+    if (!s) return amp_last_status();
+    amp_tensor tmp = *t;
+    tmp.storage = s;
+    tmp.offset = 0;
+    amp__contig_strides(t->ndim, t->shape, tmp.stride);
+    amp_status st = amp__copy_convert(&tmp, t);
+    if (st != AMP_OK) {
+        storage_release(s);
+        return st;
+    }
+    atomic_store(&s->version, amp__version(t) + 1); /* a change of t's data, as a copy_ would be */
+    storage_release(t->storage);
+    t->storage = s;
+    t->offset = 0;
+    memcpy(t->stride, tmp.stride, sizeof t->stride);
+    return AMP_OK;
+}
+
+amp_status amp_tensor_move_(amp_tensor *t, amp_device d) {
+    static const char *fn = "amp_tensor_move_";
+    if (!t) return amp_error(AMP_ERR_ARG, "%s: t is NULL", fn);
+    if (!amp__live(fn, t)) return AMP_ERR_STATE;
+    if ((int)d < 0 || d >= AMP_DEVICE_COUNT) return amp_error(AMP_ERR_ARG, "%s: device %d is not valid", fn, (int)d);
+    if (t->grad_fn)
+        return amp_error(AMP_ERR_STATE, "%s: t is the result of an op (it has a grad_fn); only leaf tensors move in place "
+                                        "(use amp_tensor_to for a differentiable copy)", fn);
+    if (amp__dev(t) == d) return AMP_OK;
+    if (amp_device_check(d) != AMP_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", amp_last_error());
+        return amp_error(amp_last_status(), "%s: %s", fn, why);
+    }
+    if (t->grad && amp__dev(t->grad) != d) {
+        amp_status st = amp__tensor_change_device(t->grad, d);
+        if (st != AMP_OK) return st;
+    }
+    return amp__tensor_change_device(t, d);
 }
 
 void amp_tensor_free(amp_tensor *t) {
@@ -363,7 +481,7 @@ amp_status amp_tensor_set_category(amp_tensor *t, amp_mem_category c) {
         return amp_error(AMP_ERR_ARG, "amp_tensor_set_category: category %d is not valid", (int)c);
     amp_storage *s = t->storage;
     if (s->borrowed) return AMP_OK;
-    amp__mem_move(s->nbytes, s->cat, c);
+    amp__mem_move_dev(s->device, s->nbytes, s->cat, c);
     s->cat = c;
     return AMP_OK;
 }
@@ -489,6 +607,13 @@ void *amp__elem_ptr(const amp_tensor *t, int64_t flat) {
     return (char *)t->storage->data + (size_t)off * amp_dtype_size(t->dtype);
 }
 
+/* One element of a device tensor read into host memory (waits for the device). */
+static amp_status dev_read(const char *fn, const amp_tensor *t, const void *dev_p, void *host) {
+    const amp_backend *be = amp__backend(fn, amp__dev(t));
+    if (!be) return amp_last_status();
+    return be->to_host(host, dev_p, amp_dtype_size(t->dtype));
+}
+
 double amp_tensor_item(const amp_tensor *t) {
     if (!t) {
         amp_error(AMP_ERR_ARG, "amp_tensor_item: t is NULL");
@@ -500,6 +625,11 @@ double amp_tensor_item(const amp_tensor *t) {
         amp_error(AMP_ERR_SHAPE, "amp_tensor_item: tensor of shape %s has %lld elements, not 1",
                   amp__shape_fmt(t->ndim, t->shape, b, sizeof b), (long long)amp_tensor_numel(t));
         return NAN;
+    }
+    if (amp__dev(t) != AMP_DEVICE_CPU) {
+        unsigned char one[8];
+        if (dev_read("amp_tensor_item", t, amp__data(t), one) != AMP_OK) return NAN;
+        return amp__load(one, t->dtype);
     }
     return amp__load(amp__data(t), t->dtype);
 }
@@ -520,6 +650,11 @@ static void *index_ptr(const char *fn, const amp_tensor *t, const int64_t *idx) 
 
 double amp_tensor_get(const amp_tensor *t, const int64_t *idx) {
     void *p = index_ptr("amp_tensor_get", t, idx);
+    if (p && amp__dev(t) != AMP_DEVICE_CPU) {
+        unsigned char one[8];
+        if (dev_read("amp_tensor_get", t, p, one) != AMP_OK) return NAN;
+        return amp__load(one, t->dtype);
+    }
     return p ? amp__load(p, t->dtype) : NAN;
 }
 
@@ -527,13 +662,93 @@ amp_status amp_tensor_set(amp_tensor *t, const int64_t *idx, double v) {
     void *p = index_ptr("amp_tensor_set", t, idx);
     if (!p) return amp_last_status();
     amp__bump_version(t);
+    if (amp__dev(t) != AMP_DEVICE_CPU) {
+        unsigned char one[8];
+        amp__store(one, t->dtype, v);
+        const amp_backend *be = amp__backend("amp_tensor_set", amp__dev(t));
+        return be ? be->from_host(p, one, amp_dtype_size(t->dtype)) : amp_last_status();
+    }
     amp__store(p, t->dtype, v);
     return AMP_OK;
 }
 
 /* ---- strided conversion ----------------------------------------------------- */
-/* Iterate rows (innermost dim) of two same-shape tensors. */
+/* Between devices: src as a contiguous host array of its dtype, then into dst. */
+static amp_status copy_across(amp_tensor *dst, const amp_tensor *src) {
+    static const char *fn = "amp";
+    amp_status st = AMP_OK;
+    amp_tensor *dtmp = NULL, *host = NULL, *dtmp2 = NULL;
+    const amp_tensor *hs = src;
+    size_t nbytes = (size_t)amp__numel(src->ndim, src->shape) * amp_dtype_size(src->dtype);
+    if (amp__dev(src) != AMP_DEVICE_CPU) {
+        const amp_backend *sb = amp__backend(fn, amp__dev(src));
+        if (!sb) return amp_last_status();
+        const amp_tensor *cs = src;
+        if (!amp_tensor_is_contiguous(src)) {
+            dtmp = amp__tensor_new_on(fn, amp__dev(src), src->dtype, src->ndim, src->shape, AMP_MEM_WORKSPACE, AMP_NEW_UNSCOPED);
+            if (!dtmp) {
+                st = amp_last_status();
+                goto out;
+            }
+            if ((st = sb->copy(fn, dtmp, src)) != AMP_OK) goto out;
+            cs = dtmp;
+        }
+        host = amp__tensor_new(fn, src->dtype, src->ndim, src->shape, AMP_MEM_WORKSPACE, AMP_NEW_UNSCOPED);
+        if (!host) {
+            st = amp_last_status();
+            goto out;
+        }
+        if ((st = sb->to_host(amp__data(host), amp__data(cs), nbytes)) != AMP_OK) goto out;
+        hs = host;
+    }
+    if (amp__dev(dst) == AMP_DEVICE_CPU) {
+        st = amp__cpu_copy_convert(dst, hs);
+    } else {
+        const amp_backend *db = amp__backend(fn, amp__dev(dst));
+        if (!db) {
+            st = amp_last_status();
+            goto out;
+        }
+        const amp_tensor *hc = hs;
+        amp_tensor *hcopy = NULL;
+        if (!amp_tensor_is_contiguous(hs)) { /* a strided (or broadcast) CPU source */
+            hcopy = amp__tensor_new(fn, hs->dtype, hs->ndim, hs->shape, AMP_MEM_WORKSPACE, AMP_NEW_UNSCOPED);
+            st = hcopy ? amp__cpu_copy_convert(hcopy, hs) : amp_last_status();
+            if (st != AMP_OK) {
+                amp__release(hcopy);
+                goto out;
+            }
+            hc = hcopy;
+        }
+        if (amp_tensor_is_contiguous(dst) && dst->dtype == hc->dtype) {
+            st = db->from_host(amp__data(dst), amp__data(hc), nbytes);
+        } else {
+            dtmp2 = amp__tensor_new_on(fn, amp__dev(dst), hc->dtype, hc->ndim, hc->shape, AMP_MEM_WORKSPACE, AMP_NEW_UNSCOPED);
+            if (!dtmp2) st = amp_last_status();
+            else if ((st = db->from_host(amp__data(dtmp2), amp__data(hc), nbytes)) == AMP_OK) st = db->copy(fn, dst, dtmp2);
+        }
+        amp__release(hcopy);
+    }
+out:
+    amp__release(dtmp);
+    amp__release(host);
+    amp__release(dtmp2);
+    return st;
+}
+
 amp_status amp__copy_convert(amp_tensor *dst, const amp_tensor *src) {
+    if (amp__numel(dst->ndim, dst->shape) == 0) return AMP_OK;
+    amp_device dd = amp__dev(dst), sd = amp__dev(src);
+    if (dd == AMP_DEVICE_CPU && sd == AMP_DEVICE_CPU) return amp__cpu_copy_convert(dst, src);
+    if (dd == sd) {
+        const amp_backend *be = amp__backend("amp", dd);
+        return be ? be->copy("amp", dst, src) : amp_last_status();
+    }
+    return copy_across(dst, src);
+}
+
+/* Iterate rows (innermost dim) of two same-shape tensors. */
+amp_status amp__cpu_copy_convert(amp_tensor *dst, const amp_tensor *src) {
     int64_t n = amp_tensor_numel(dst);
     if (n == 0) return AMP_OK;
     if (amp_tensor_is_contiguous(dst) && amp_tensor_is_contiguous(src)) {
@@ -685,6 +900,10 @@ amp_status amp_tensor_fill_(amp_tensor *t, double v) {
     if (!amp__live("amp_tensor_fill_", t)) return AMP_ERR_STATE;
     if (amp__check_writable("amp_tensor_fill_", t)) return amp_last_status();
     amp__bump_version(t);
+    if (amp__dev(t) != AMP_DEVICE_CPU) {
+        const amp_backend *be = amp__backend("amp_tensor_fill_", amp__dev(t));
+        return be ? be->fill("amp_tensor_fill_", t, v) : amp_last_status();
+    }
     unsigned char one[8];
     amp__store(one, t->dtype, v);
     size_t es = amp_dtype_size(t->dtype);
@@ -743,11 +962,23 @@ void amp_tensor_print(const amp_tensor *t, const char *label) {
         printf("%s: (null)\n", label ? label : "tensor");
         return;
     }
-    printf("%s: %s %s%s\n", label ? label : "tensor", amp_dtype_name(t->dtype), amp__shape_fmt(t->ndim, t->shape, b, sizeof b),
+    printf("%s: %s %s%s%s%s\n", label ? label : "tensor", amp_dtype_name(t->dtype), amp__shape_fmt(t->ndim, t->shape, b, sizeof b),
+           amp__dev(t) != AMP_DEVICE_CPU ? " on " : "", amp__dev(t) != AMP_DEVICE_CPU ? amp_device_name(amp__dev(t)) : "",
            t->requires_grad ? " requires_grad" : "");
     int64_t n = amp_tensor_numel(t);
     int64_t show = n < 64 ? n : 64;
+    amp_tensor *host = NULL;
+    if (amp__dev(t) != AMP_DEVICE_CPU) { /* through the host */
+        host = amp__tensor_new("amp_tensor_print", t->dtype, t->ndim, t->shape, AMP_MEM_WORKSPACE, AMP_NEW_UNSCOPED);
+        if (!host || amp__copy_convert(host, t) != AMP_OK) {
+            printf("  (%s: %s)\n", amp_device_name(amp__dev(t)), amp_last_error());
+            amp__release(host);
+            return;
+        }
+        t = host;
+    }
     printf("  [");
     for (int64_t i = 0; i < show; i++) printf(i ? ", %.6g" : "%.6g", amp__load(amp__elem_ptr(t, i), t->dtype));
     printf(n > show ? ", ...]\n" : "]\n");
+    amp__release(host);
 }

@@ -86,6 +86,10 @@ extern _Thread_local int amp__autocast_depth; /* regions open on this thread (au
 void *amp__alloc(size_t nbytes, amp_mem_category c);
 void amp__free(void *p, size_t nbytes, amp_mem_category c);
 void amp__mem_move(size_t nbytes, amp_mem_category from, amp_mem_category to);
+/* The same on a device (device memory from its backend, counted per device). */
+void *amp__alloc_dev(amp_device d, size_t nbytes, amp_mem_category c);
+void amp__free_dev(amp_device d, void *p, size_t nbytes, amp_mem_category c);
+void amp__mem_move_dev(amp_device d, size_t nbytes, amp_mem_category from, amp_mem_category to);
 /* Category for the next allocation: the pushed one, else fallback. */
 amp_mem_category amp__mem_current(amp_mem_category fallback);
 /* Scratch memory counted as WORKSPACE. */
@@ -99,10 +103,21 @@ static inline void amp__ws_free(void *p, size_t nbytes) { amp__free(p, nbytes, A
 #define AMP_NEW_UNSCOPED 1u
 amp_tensor *amp__tensor_new(const char *fn, amp_dtype dt, int ndim, const int64_t *shape, amp_mem_category c,
                             unsigned flags);
-/* New op output: category = pushed category or ACTIVATION. */
+/* The same on device d. */
+amp_tensor *amp__tensor_new_on(const char *fn, amp_device d, amp_dtype dt, int ndim, const int64_t *shape,
+                               amp_mem_category c, unsigned flags);
+/* New op output: category = pushed category or ACTIVATION (WORKSPACE inside
+ * the engine); on the CPU, or on device d. */
 amp_tensor *amp__empty_out(const char *fn, amp_dtype dt, int ndim, const int64_t *shape);
-/* Same shape as t. */
+amp_tensor *amp__empty_out_on(const char *fn, amp_device d, amp_dtype dt, int ndim, const int64_t *shape);
+/* Same shape and device as t. */
 amp_tensor *amp__empty_like(const char *fn, const amp_tensor *t, amp_dtype dt);
+/* The device of a tensor. */
+static inline amp_device amp__dev(const amp_tensor *t) { return t->storage->device; }
+/* AMP_OK when the n tensors (NULL entries skipped) are on one device, else
+ * "fn: a is on cuda, b on cpu: ..." (names from names[], or "input k");
+ * *dev (may be NULL) gets the device (the CPU when all are NULL). */
+amp_status amp__same_device(const char *fn, const amp_tensor *const *t, const char *const *names, int n, amp_device *dev);
 /* A view of t's storage with its own shape/strides/offset (no autograd). */
 amp_tensor *amp__view(const amp_tensor *t, int ndim, const int64_t *shape, const int64_t *stride, int64_t offset);
 /* A detached alias sharing storage, unscoped (used for saved tensors). */
@@ -176,8 +191,12 @@ void amp__store(void *p, amp_dtype dt, double v);
 void *amp__elem_ptr(const amp_tensor *t, int64_t flat);
 
 /* Copy src into dst elementwise, converting dtype (RNE). Shapes equal. Any
- * strides on either side. */
+ * strides on either side; any devices (through the host when they differ). */
 amp_status amp__copy_convert(amp_tensor *dst, const amp_tensor *src);
+/* The CPU's strided copy (both tensors in host memory): the CPU backend's copy. */
+amp_status amp__cpu_copy_convert(amp_tensor *dst, const amp_tensor *src);
+/* Change a leaf's device in place (amp_tensor_move_ without the checks). */
+amp_status amp__tensor_change_device(amp_tensor *t, amp_device d);
 /* Contiguous f32 buffer with t's values (WORKSPACE; free with amp__ws_free
  * and nbytes numel*4). For an f32 contiguous t, still a copy. */
 float *amp__to_f32(const amp_tensor *t);

@@ -111,3 +111,11 @@ void test_rmtree(const char *path) {
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
     if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", path);
 }
+
+void amp_test_require_cuda(void) {
+    if (amp_cuda_available()) return;
+    amp_status st = amp_device_check(AMP_DEVICE_CUDA);
+    printf("SKIP: no CUDA device: %s\n", st == AMP_OK ? "(unknown)" : amp_last_error());
+    fflush(stdout);
+    exit(77);
+}

@@ -24,6 +24,11 @@
 #define amp_test_run(tests) (amp_test_prepare(), cmocka_run_group_tests(tests, NULL, NULL))
 void amp_test_prepare(void);
 
+/* For the CUDA tests: exits 77 (CTest's "skipped") with "SKIP: no CUDA
+ * device: <why>" on stdout unless a CUDA device can be used (amp built with
+ * CUDA and a GPU present). */
+void amp_test_require_cuda(void);
+
 /* A small independent PRNG for test inputs (splitmix64), not the library's. */
 typedef struct {
     uint64_t s;

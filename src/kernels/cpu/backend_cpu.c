@@ -1,0 +1,91 @@
+/* The CPU backend's table (kernels/backend.h). Host memory is counted and
+ * cached by tensor/alloc.c directly, so the memory entries are trivial. */
+#include <string.h>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/gemm.h"
+#include "tensor/tensor_impl.h"
+
+static amp_status cpu_sync(void) { return AMP_OK; }
+
+static amp_status cpu_to_host(void *dst, const void *src, size_t n) {
+    if (n) memmove(dst, src, n);
+    return AMP_OK;
+}
+
+static amp_status cpu_memset(void *p, int byte, size_t n) {
+    if (n) memset(p, byte, n);
+    return AMP_OK;
+}
+
+static amp_status cpu_copy(const char *fn, amp_tensor *dst, const amp_tensor *src) {
+    AMP_UNUSED(fn);
+    return amp__cpu_copy_convert(dst, src);
+}
+
+static amp_status cpu_fill(const char *fn, amp_tensor *t, double v) {
+    AMP_UNUSED(fn);
+    return amp_tensor_fill_(t, v);
+}
+
+static amp_status cpu_ew(const char *fn, amp_ew_op op, const amp_ew_params *p, int ndim, const int64_t *shape, void *out,
+                         amp_dtype out_dtype, int nin, const amp_ew_operand *in) {
+    AMP_UNUSED(fn);
+    amp_ew_run(op, p, ndim, shape, out, out_dtype, nin, in);
+    return AMP_OK;
+}
+
+/* amp_gemm, then the epilogue as one more elementwise pass over C */
+static amp_status cpu_gemm(const char *fn, const amp_gemm_args *g) {
+    AMP_UNUSED(fn);
+    if (g->epilogue == AMP_GEMM_EPI_NONE) return amp_gemm(g);
+    amp_gemm_args a = *g;
+    a.epilogue = AMP_GEMM_EPI_NONE;
+    a.epi_aux = NULL;
+    amp_status st = amp_gemm(&a);
+    if (st != AMP_OK) return st;
+    if (g->epilogue != AMP_GEMM_EPI_GELU_TANH)
+        return amp_error(AMP_ERR_ARG, "amp_gemm: epilogue %d is not known", (int)g->epilogue);
+    size_t es = amp_dtype_size(g->c_dtype);
+    int64_t batch = g->batch > 0 ? g->batch : 1, mn = g->m * g->n;
+    /* the pre-activation values, packed [m, n] per batch item: into epi_aux
+     * when asked for, else a workspace; then C = gelu(them), row by row */
+    char *pre = g->epi_aux ? (char *)g->epi_aux : amp__ws_alloc((size_t)(mn ? mn : 1) * es);
+    if (!pre) return amp_last_status();
+    for (int64_t b = 0; b < batch; b++) {
+        char *c = (char *)g->c + (size_t)(b * g->stride_c) * es;
+        char *pb = g->epi_aux ? pre + (size_t)(b * mn) * es : pre;
+        amp_ew_operand in;
+        memset(&in, 0, sizeof in);
+        int64_t shape[2] = {g->m, g->n};
+        in.data = c;
+        in.dtype = g->c_dtype;
+        in.stride[0] = g->ldc;
+        in.stride[1] = 1;
+        amp_ew_run(AMP_EW_COPY, NULL, 2, shape, pb, g->c_dtype, 1, &in);
+        for (int64_t r = 0; r < g->m; r++) {
+            amp_ew_operand row;
+            memset(&row, 0, sizeof row);
+            row.data = pb + (size_t)(r * g->n) * es;
+            row.dtype = g->c_dtype;
+            row.stride[0] = 1;
+            amp_ew_run(AMP_EW_GELU_TANH, NULL, 1, &g->n, c + (size_t)(r * g->ldc) * es, g->c_dtype, 1, &row);
+        }
+    }
+    if (!g->epi_aux) amp__ws_free(pre, (size_t)(mn ? mn : 1) * es);
+    return AMP_OK;
+}
+
+const amp_backend amp_backend_cpu = {
+    .name = "cpu",
+    .device = AMP_DEVICE_CPU,
+    .synchronize = cpu_sync,
+    .to_host = cpu_to_host,
+    .from_host = cpu_to_host,
+    .memset_bytes = cpu_memset,
+    .copy = cpu_copy,
+    .fill = cpu_fill,
+    .ew = cpu_ew,
+    .gemm = cpu_gemm,
+};

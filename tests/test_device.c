@@ -1,0 +1,148 @@
+/* The device API on any machine: names and parsing, what amp says when CUDA
+ * cannot be used (built without it, or no device), amp_tensor_to within the
+ * CPU (a differentiable view), per-device memory counters, and the refusal of
+ * tensors on another device: a tensor whose storage claims to be on cuda
+ * (made here by hand, never dereferenced) must be refused by name before any
+ * kernel could read it. The GPU itself is tested by tests/test_cuda_*.c. */
+#include <string.h>
+
+#include "op_check.h"
+#include "tensor/tensor_impl.h"
+
+static void t_names(void **state) {
+    (void)state;
+    assert_string_equal(amp_device_name(AMP_DEVICE_CPU), "cpu");
+    assert_string_equal(amp_device_name(AMP_DEVICE_CUDA), "cuda");
+    assert_string_equal(amp_device_name((amp_device)7), "invalid-device");
+    amp_device d = AMP_DEVICE_CUDA;
+    assert_int_equal(amp_device_parse("cpu", &d), AMP_OK);
+    assert_int_equal(d, AMP_DEVICE_CPU);
+    const char *cuda_names[] = {"cuda", "cuda:0", "gpu"};
+    for (int i = 0; i < 3; i++) {
+        d = AMP_DEVICE_CPU;
+        assert_int_equal(amp_device_parse(cuda_names[i], &d), AMP_OK);
+        assert_int_equal(d, AMP_DEVICE_CUDA);
+    }
+    assert_int_equal(amp_device_parse("cuda:1", &d), AMP_ERR_ARG);
+    assert_non_null(strstr(amp_last_error(), "AMP_CUDA_DEVICE"));
+    assert_int_equal(amp_device_parse("tpu", &d), AMP_ERR_ARG);
+    assert_non_null(strstr(amp_last_error(), "'tpu' is not a device"));
+    assert_int_equal(amp_device_parse(NULL, &d), AMP_ERR_ARG);
+    assert_int_equal(amp_device_check(AMP_DEVICE_CPU), AMP_OK);
+    assert_int_equal(amp_device_check((amp_device)9), AMP_ERR_ARG);
+}
+
+/* Without a usable GPU every way onto cuda fails with the reason. */
+static void t_cuda_unavailable(void **state) {
+    (void)state;
+    if (amp_cuda_available()) skip();
+    amp_status st = amp_device_check(AMP_DEVICE_CUDA);
+    assert_int_not_equal(st, AMP_OK);
+    const char *why = amp_cuda_built() ? "no CUDA device" : "built without CUDA";
+    assert_non_null(strstr(amp_last_error(), why));
+    if (!amp_cuda_built()) assert_int_equal(amp_cuda_device_count(), 0);
+    amp_tensor *x = amp_tensor_ones(AMP_F32, 1, AMP_SHAPE(4));
+    amp_clear_error();
+    assert_null(amp_tensor_to(x, AMP_DEVICE_CUDA));
+    assert_non_null(strstr(amp_last_error(), "amp_tensor_to: "));
+    assert_non_null(strstr(amp_last_error(), why));
+    assert_int_not_equal(amp_tensor_move_(x, AMP_DEVICE_CUDA), AMP_OK);
+    assert_non_null(strstr(amp_last_error(), "amp_tensor_move_: "));
+    assert_int_equal(amp_tensor_device(x), AMP_DEVICE_CPU); /* unchanged */
+    assert_true(amp_tensor_get(x, AMP_SHAPE(2)) == 1.0);
+    assert_null(amp_tensor_zeros_on(AMP_DEVICE_CUDA, AMP_F32, 1, AMP_SHAPE(3)));
+    assert_non_null(strstr(amp_last_error(), "amp_tensor_zeros_on: "));
+    assert_non_null(strstr(amp_last_error(), why));
+    amp_cuda_info info;
+    assert_int_not_equal(amp_cuda_get_info(&info), AMP_OK);
+    assert_int_not_equal(amp_cuda_synchronize(), AMP_OK);
+    assert_non_null(strstr(amp_last_error(), why));
+    amp_mem_stats m = amp_memory_stats_device(AMP_DEVICE_CUDA);
+    assert_int_equal(m.live_total, 0);
+    assert_int_equal(m.reserved, 0);
+    amp_tensor_free(x);
+}
+
+/* to(cpu) of a CPU tensor: a new reference sharing the data, and the
+ * gradient flows through it */
+static void t_to_same_device(void **state) {
+    (void)state;
+    amp_tensor *x = amp_tensor_from_data((float[]){1, 2, 3}, AMP_F32, 1, AMP_SHAPE(3));
+    amp_tensor_set_requires_grad(x, true);
+    amp_tensor *y = amp_tensor_to(x, AMP_DEVICE_CPU);
+    assert_non_null(y);
+    assert_ptr_equal(amp_tensor_data(y), amp_tensor_data(x));
+    amp_tensor *l = amp_sum(amp_mul(y, y), NULL, 0, false);
+    assert_int_equal(amp_backward(l), AMP_OK);
+    const amp_tensor *g = amp_tensor_grad(x);
+    assert_non_null(g);
+    for (int i = 0; i < 3; i++) assert_true(amp_tensor_get(g, AMP_SHAPE(i)) == 2.0 * (i + 1));
+    assert_int_equal(amp_tensor_move_(x, AMP_DEVICE_CPU), AMP_OK); /* nothing to do */
+    assert_null(amp_tensor_to(NULL, AMP_DEVICE_CPU));
+    assert_non_null(strstr(amp_last_error(), "amp_tensor_to"));
+    assert_null(amp_tensor_to(x, (amp_device)5));
+    assert_non_null(strstr(amp_last_error(), "device 5 is not valid"));
+    amp_tensor_free(l);
+    amp_tensor_free(y);
+    amp_tensor_free(x);
+}
+
+static void t_memory_stats(void **state) {
+    (void)state;
+    amp_mem_stats a = amp_memory_stats(), b = amp_memory_stats_device(AMP_DEVICE_CPU);
+    assert_int_equal(a.live_total, b.live_total);
+    assert_int_equal(a.allocs, b.allocs);
+    amp_tensor *x = amp_tensor_zeros_on(AMP_DEVICE_CPU, AMP_F32, 1, AMP_SHAPE(1000));
+    assert_non_null(x);
+    assert_int_equal(amp_memory_stats_device(AMP_DEVICE_CPU).live[AMP_MEM_DATA], a.live[AMP_MEM_DATA] + 4000);
+    assert_true(amp_tensor_get(x, AMP_SHAPE(999)) == 0.0);
+    amp_tensor *f = amp_tensor_full_on(AMP_DEVICE_CPU, AMP_BF16, 1, AMP_SHAPE(3), 0.1);
+    assert_true(amp_tensor_get(f, AMP_SHAPE(1)) == 0.10009765625);
+    amp_tensor_free(f);
+    amp_tensor_free(x);
+    assert_int_equal(amp_memory_stats_device((amp_device)42).live_total, 0);
+}
+
+/* A tensor that claims to live on cuda: its storage is borrowed host memory
+ * (never freed by the allocator); ops must refuse it by name. */
+static amp_tensor *fake_cuda(float *buf, int64_t n) {
+    amp_tensor *t = amp_tensor_borrow(buf, AMP_F32, 1, &n);
+    t->storage->device = AMP_DEVICE_CUDA;
+    return t;
+}
+
+static void t_mixed_devices_refused(void **state) {
+    (void)state;
+    float buf[4] = {1, 2, 3, 4};
+    amp_scope *s = amp_scope_begin();
+    amp_tensor *c = amp_tensor_ones(AMP_F32, 1, AMP_SHAPE(4)), *g = fake_cuda(buf, 4);
+    assert_int_equal(amp_tensor_device(g), AMP_DEVICE_CUDA);
+    amp_clear_error();
+    assert_null(amp_add(c, g));
+    assert_non_null(strstr(amp_last_error(), "amp_add"));
+    assert_non_null(strstr(amp_last_error(), "cuda"));
+    assert_null(amp_matmul(g, c));
+    assert_non_null(strstr(amp_last_error(), "amp_matmul"));
+    assert_null(amp_softmax(g, 0));
+    assert_non_null(strstr(amp_last_error(), "amp_softmax"));
+    /* the internal check every op runs names both tensors and devices */
+    const amp_tensor *ts[2] = {c, g};
+    const char *names[2] = {"a", "b"};
+    amp_device dev;
+    assert_int_equal(amp__same_device("amp_add", ts, names, 2, &dev), AMP_ERR_ARG);
+    assert_string_equal(amp_last_error(), "amp_add: a is on cpu and b on cuda: an op takes its tensors on one device "
+                                          "(move them with amp_tensor_to)");
+    const amp_tensor *one[2] = {NULL, g};
+    assert_int_equal(amp__same_device("amp_x", one, NULL, 2, &dev), AMP_OK);
+    assert_int_equal(dev, AMP_DEVICE_CUDA);
+    g->storage->device = AMP_DEVICE_CPU; /* so the scope frees it as the borrowed tensor it is */
+    amp_scope_end(s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(t_names),           cmocka_unit_test(t_cuda_unavailable), cmocka_unit_test(t_to_same_device),
+        cmocka_unit_test(t_memory_stats),    cmocka_unit_test(t_mixed_devices_refused),
+    };
+    return amp_test_run(tests);
+}
