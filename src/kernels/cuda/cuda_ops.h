@@ -1,0 +1,10 @@
+/* Internal: the CUDA backend's entries implemented outside cuda_backend.c
+ * (one file per family; signatures of kernels/backend.h). */
+#ifndef AMP_KERNELS_CUDA_OPS_H
+#define AMP_KERNELS_CUDA_OPS_H
+
+#include "kernels/backend.h"
+
+amp_status amp__cu_gemm(const char *fn, const amp_gemm_args *g);
+
+#endif

@@ -1,0 +1,342 @@
+/* The CUDA backend's entries against the CPU backend's on the same inputs
+ * (kernels/backend.h). Skipped (exit 77, "SKIP: no CUDA device: ...") where
+ * no GPU can be used; meant to run on an H100/H200 (scripts/gpu_check.sh).
+ *
+ * Bounds (stated where each is checked):
+ *  - copies and conversions, fills, every elementwise op whose formula uses
+ *    only IEEE operations, vmath.h's exp/logistic/tanh/normal CDF: bit for
+ *    bit (the kernels evaluate the CPU's formulas, built without FMA
+ *    contraction);
+ *  - ops using log, log1p or pow: within 4 ulp of the CPU's (CUDA's math
+ *    library rounds them differently from glibc: 1-2 ulp each);
+ *  - GEMM: f32 with "highest" precision within 1e-5 relative of the CPU's
+ *    f32 (sums in another order); TF32 within 2e-3 (10-bit mantissa
+ *    products); f16/bf16 operands with f32 accumulation within 1e-4 relative
+ *    of the same inputs widened on the CPU (the products are exact in f32),
+ *    results rounded to a half C within one half ulp more. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "op_check.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/gemm.h"
+#include "tensor/tensor_impl.h"
+
+static const amp_backend *cu(void) {
+    const amp_backend *be = amp__backend("test", AMP_DEVICE_CUDA);
+    assert_non_null(be);
+    return be;
+}
+
+/* a random CPU tensor and its copy on the GPU */
+static amp_tensor *rand_cpu(amp_dtype dt, int nd, const int64_t *shape, uint64_t seed, double scale) {
+    amp_generator g = amp_generator_make(seed);
+    amp_tensor *f = amp_tensor_randn(AMP_F64, nd, shape, &g);
+    int64_t n = amp_tensor_numel(f);
+    for (int64_t i = 0; i < n; i++) ((double *)amp__data(f))[i] *= scale;
+    amp_tensor *t = amp_tensor_empty(dt, nd, shape);
+    assert_int_equal(amp_tensor_copy_(t, f), AMP_OK);
+    amp_tensor_free(f);
+    return t;
+}
+
+static amp_tensor *to_cuda(amp_tensor *t) {
+    amp_tensor *d = amp_tensor_to(t, AMP_DEVICE_CUDA);
+    assert_non_null(d);
+    return d;
+}
+
+static amp_tensor *to_cpu(amp_tensor *t) {
+    amp_tensor *h = amp_tensor_to(t, AMP_DEVICE_CPU);
+    assert_non_null(h);
+    return h;
+}
+
+static uint64_t bits_at(const amp_tensor *t, int64_t i) {
+    uint64_t u = 0;
+    memcpy(&u, (const char *)amp__elem_ptr(t, i), amp_dtype_size(t->dtype));
+    return u;
+}
+
+static void assert_same_bits(const amp_tensor *a, const amp_tensor *b, const char *what) {
+    int64_t n = amp_tensor_numel(a);
+    assert_int_equal(n, amp_tensor_numel(b));
+    for (int64_t i = 0; i < n; i++) {
+        double x = amp__load(amp__elem_ptr(a, i), a->dtype), y = amp__load(amp__elem_ptr(b, i), b->dtype);
+        if (isnan(x) && isnan(y)) continue;
+        if (bits_at(a, i) != bits_at(b, i)) fail_msg("%s: element %lld: %.9g vs %.9g", what, (long long)i, x, y);
+    }
+}
+
+/* ---- memory, copies, fills ------------------------------------------------------------ */
+static void t_roundtrip(void **state) {
+    (void)state;
+    amp_dtype dts[] = {AMP_F32, AMP_F16, AMP_BF16, AMP_F64, AMP_F8E4M3, AMP_F8E5M2, AMP_I32, AMP_I64, AMP_U8};
+    for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) {
+        amp_tensor *h = amp_tensor_arange(-50, 77, 0.75, dts[i] >= AMP_I32 ? AMP_F64 : AMP_F32);
+        amp_tensor *c = amp_tensor_empty(dts[i], 1, h->shape);
+        if (dts[i] == AMP_U8 || dts[i] >= AMP_I32) {
+            amp_tensor_free(h);
+            h = amp_tensor_arange(0, 200, 1, dts[i]);
+            amp_tensor_free(c);
+            c = amp_tensor_empty(dts[i], 1, h->shape);
+        }
+        assert_int_equal(amp_tensor_copy_(c, h), AMP_OK);
+        amp_tensor *d = to_cuda(c);
+        assert_int_equal(amp_tensor_device(d), AMP_DEVICE_CUDA);
+        amp_tensor *back = to_cpu(d);
+        assert_same_bits(c, back, amp_dtype_name(dts[i]));
+        amp_tensor_free(back);
+        amp_tensor_free(d);
+        amp_tensor_free(c);
+        amp_tensor_free(h);
+    }
+}
+
+/* device-side conversions between float dtypes through strided views */
+static void t_copy_convert(void **state) {
+    (void)state;
+    amp_dtype dts[] = {AMP_F32, AMP_F16, AMP_BF16, AMP_F64, AMP_F8E4M3, AMP_F8E5M2};
+    for (size_t a = 0; a < 6; a++)
+        for (size_t b = 0; b < 6; b++) {
+            amp_tensor *x = rand_cpu(dts[a], 2, AMP_SHAPE(37, 53), 10 + a, 30.0);
+            amp_tensor *xt = amp_transpose(x, 0, 1); /* strided source */
+            amp_tensor *want = amp_tensor_empty(dts[b], 2, AMP_SHAPE(53, 37));
+            assert_int_equal(amp_tensor_copy_(want, xt), AMP_OK);
+            amp_tensor *dx = to_cuda(x), *dxt = amp_transpose(dx, 0, 1);
+            amp_tensor *got = amp_tensor_empty_on(AMP_DEVICE_CUDA, dts[b], 2, AMP_SHAPE(53, 37));
+            assert_int_equal(amp_tensor_copy_(got, dxt), AMP_OK);
+            amp_tensor *hg = to_cpu(got);
+            char what[64];
+            snprintf(what, sizeof what, "%s -> %s", amp_dtype_name(dts[a]), amp_dtype_name(dts[b]));
+            assert_same_bits(want, hg, what);
+            amp_tensor *ts[] = {x, xt, want, dx, dxt, got, hg};
+            for (int i = 0; i < 7; i++) amp_tensor_free(ts[i]);
+        }
+}
+
+static void t_fill_and_access(void **state) {
+    (void)state;
+    amp_tensor *z = amp_tensor_zeros_on(AMP_DEVICE_CUDA, AMP_BF16, 2, AMP_SHAPE(3, 1000));
+    assert_non_null(z);
+    assert_true(amp_tensor_get(z, AMP_SHAPE(2, 999)) == 0.0);
+    assert_int_equal(amp_tensor_fill_(z, 0.1), AMP_OK);
+    assert_true(amp_tensor_get(z, AMP_SHAPE(1, 5)) == 0.10009765625);
+    assert_int_equal(amp_tensor_set(z, AMP_SHAPE(0, 0), -3.0), AMP_OK);
+    assert_true(amp_tensor_get(z, AMP_SHAPE(0, 0)) == -3.0);
+    amp_tensor *col = amp_slice(z, 1, 10, 20, 3); /* strided fill */
+    assert_int_equal(amp_tensor_fill_(col, 7.0), AMP_OK);
+    assert_true(amp_tensor_get(z, AMP_SHAPE(2, 13)) == 7.0);
+    assert_true(amp_tensor_get(z, AMP_SHAPE(2, 14)) == 0.10009765625);
+    amp_tensor *one = amp_tensor_full_on(AMP_DEVICE_CUDA, AMP_F32, 0, NULL, 2.5);
+    assert_true(amp_tensor_item(one) == 2.5);
+    amp_mem_stats m = amp_memory_stats_device(AMP_DEVICE_CUDA);
+    assert_int_equal(m.live[AMP_MEM_DATA] >= 3 * 1000 * 2 + 4, 1);
+    amp_tensor_free(col);
+    amp_tensor_free(one);
+    amp_tensor_free(z);
+}
+
+/* A loop allocating the same sizes: no cudaMalloc after the first round. */
+static void t_steady_state(void **state) {
+    (void)state;
+    uint64_t after = 0;
+    for (int it = 0; it < 10; it++) {
+        amp_tensor *a = amp_tensor_zeros_on(AMP_DEVICE_CUDA, AMP_F32, 2, AMP_SHAPE(1024, 1024));
+        amp_tensor *b = amp_tensor_zeros_on(AMP_DEVICE_CUDA, AMP_BF16, 1, AMP_SHAPE(12345));
+        amp_tensor *c = amp_tensor_zeros_on(AMP_DEVICE_CUDA, AMP_F16, 3, AMP_SHAPE(7, 300, 50));
+        amp_tensor_free(b);
+        amp_tensor_free(a);
+        amp_tensor_free(c);
+        if (it == 0) after = amp_memory_stats_device(AMP_DEVICE_CUDA).device_mallocs;
+    }
+    amp_mem_stats m = amp_memory_stats_device(AMP_DEVICE_CUDA);
+    assert_int_equal(m.device_mallocs, after);
+    assert_true(m.reserved >= 4u << 20);
+    amp_memory_empty_cache();
+    assert_true(amp_memory_stats_device(AMP_DEVICE_CUDA).reserved < m.reserved);
+}
+
+/* an index found out of range inside a kernel is reported at the next sync */
+static void t_deferred_error(void **state) {
+    (void)state;
+    amp_tensor *h = amp_tensor_from_data((int64_t[]){1, 2, 3, 70000, 4}, AMP_I64, 1, AMP_SHAPE(5));
+    amp_tensor *d = to_cuda(h);
+    const amp_backend *be = cu();
+    assert_int_equal(be->check_index("amp_cross_entropy", "target", d, 50257, -100), AMP_OK); /* queued */
+    assert_int_equal(amp_cuda_synchronize(), AMP_ERR_RANGE);
+    assert_non_null(strstr(amp_last_error(), "target 70000 (element 3) is out of range [0, 50257)"));
+    assert_non_null(strstr(amp_last_error(), "amp_cross_entropy"));
+    assert_int_equal(amp_cuda_synchronize(), AMP_OK); /* reported once */
+    amp_tensor_free(d);
+    amp_tensor_free(h);
+}
+
+/* ---- elementwise ------------------------------------------------------------------------- */
+static bool uses_libm(amp_ew_op op) {
+    return op == AMP_EW_LOG || op == AMP_EW_LOG1P || op == AMP_EW_POW || op == AMP_EW_POW_S || op == AMP_EW_SOFTPLUS ||
+           op == AMP_EW_G_POW_S || op == AMP_EW_G_POW_A || op == AMP_EW_G_POW_B;
+}
+
+static double ulp_diff(double a, double b, amp_dtype dt) {
+    if (a == b || (isnan(a) && isnan(b))) return 0;
+    double m = fabs(a) > fabs(b) ? fabs(a) : fabs(b);
+    int e;
+    frexp(m, &e);
+    int mant = dt == AMP_F32 ? 24 : dt == AMP_F16 ? 11 : dt == AMP_BF16 ? 8 : 53;
+    return fabs(a - b) / ldexp(1.0, e - mant);
+}
+
+static void ew_case(amp_ew_op op, amp_dtype in_dt, amp_dtype out_dt, bool broadcast) {
+    int nin = amp_ew_arity(op);
+    int64_t shape[3] = {5, 33, 257};
+    amp_tensor *h[3] = {0}, *d[3] = {0};
+    amp_ew_operand hi[3], di[3];
+    memset(hi, 0, sizeof hi);
+    memset(di, 0, sizeof di);
+    for (int k = 0; k < nin; k++) {
+        h[k] = rand_cpu(in_dt, 3, shape, 50 + (uint64_t)k + 10 * (uint64_t)op, k == 0 ? 3.0 : 1.5);
+        d[k] = to_cuda(h[k]);
+        hi[k].data = amp__data(h[k]), di[k].data = amp__data(d[k]);
+        hi[k].dtype = di[k].dtype = in_dt;
+        for (int j = 0; j < 3; j++) hi[k].stride[j] = di[k].stride[j] = h[k]->stride[j];
+        if (broadcast && k == 1) hi[k].stride[1] = di[k].stride[1] = 0; /* y broadcast over dim 1 */
+    }
+    amp_ew_params p;
+    memset(&p, 0, sizeof p);
+    p.s0 = op == AMP_EW_POW_S ? 1.7 : op == AMP_EW_DROPOUT || op == AMP_EW_G_DROPOUT ? 0.8 : 0.5;
+    p.s1 = op == AMP_EW_CLAMP || op == AMP_EW_G_CLAMP ? 1.0 : 20.0;
+    if (op == AMP_EW_CLAMP || op == AMP_EW_G_CLAMP) p.s0 = -0.5;
+    p.seed = 11, p.offset = 1234567, p.thresh = (uint64_t)ceil(0.2 * 4294967296.0);
+    amp_tensor *ho = amp_tensor_empty(out_dt, 3, shape), *dout = amp_tensor_empty_on(AMP_DEVICE_CUDA, out_dt, 3, shape);
+    assert_int_equal(amp_backend_cpu.ew("test", op, &p, 3, shape, amp__data(ho), out_dt, nin, hi), AMP_OK);
+    assert_int_equal(cu()->ew("test", op, &p, 3, shape, amp__data(dout), out_dt, nin, di), AMP_OK);
+    amp_tensor *got = to_cpu(dout);
+    char what[96];
+    snprintf(what, sizeof what, "%s %s->%s%s", amp_ew_name(op), amp_dtype_name(in_dt), amp_dtype_name(out_dt),
+             broadcast ? " broadcast" : "");
+    if (!uses_libm(op) || in_dt == AMP_F64) {
+        if (!uses_libm(op)) assert_same_bits(ho, got, what);
+    }
+    int64_t n = amp_tensor_numel(ho);
+    for (int64_t i = 0; i < n && uses_libm(op); i++) {
+        double a = amp__load(amp__elem_ptr(ho, i), out_dt), b = amp__load(amp__elem_ptr(got, i), out_dt);
+        if (ulp_diff(a, b, out_dt) > 4) fail_msg("%s element %lld: %.9g vs %.9g", what, (long long)i, a, b);
+    }
+    for (int k = 0; k < nin; k++) {
+        amp_tensor_free(h[k]);
+        amp_tensor_free(d[k]);
+    }
+    amp_tensor_free(ho);
+    amp_tensor_free(dout);
+    amp_tensor_free(got);
+}
+
+static void t_elementwise(void **state) {
+    (void)state;
+    amp_dtype dts[] = {AMP_F32, AMP_F16, AMP_BF16, AMP_F64};
+    for (int op = 0; op < AMP_EW_OP_COUNT; op++)
+        for (int i = 0; i < 4; i++) {
+            ew_case((amp_ew_op)op, dts[i], dts[i], false);
+            if (amp_ew_arity((amp_ew_op)op) >= 2) ew_case((amp_ew_op)op, dts[i], AMP_F32, true);
+        }
+}
+
+/* ---- GEMM ---------------------------------------------------------------------------------- */
+typedef struct {
+    bool ta, tb;
+    int64_t m, n, k, batch;
+    amp_dtype at, bt, ct;
+    amp_matmul_precision prec;
+    bool bias, gelu, bshare;
+    float alpha, beta;
+} gcase;
+
+static void gemm_case(const gcase *c, double rtol) {
+    int64_t lda = (c->ta ? c->m : c->k) + 3, ldb = (c->tb ? c->k : c->n) + 1, ldc = c->n + 2;
+    int64_t ra = c->ta ? c->k : c->m, rb = c->tb ? c->n : c->k;
+    int64_t sa = ra * lda, sb = c->bshare ? 0 : rb * ldb, sc = c->m * ldc;
+    amp_tensor *A = rand_cpu(c->at, 1, AMP_SHAPE(c->batch * sa), 1, 1.0);
+    amp_tensor *B = rand_cpu(c->bt, 1, AMP_SHAPE((c->bshare ? 1 : c->batch) * rb * ldb), 2, 1.0);
+    amp_tensor *C = rand_cpu(c->ct, 1, AMP_SHAPE(c->batch * sc), 3, 1.0);
+    amp_tensor *bias = c->bias ? rand_cpu(c->ct, 1, AMP_SHAPE(c->n), 4, 1.0) : NULL;
+    amp_tensor *dA = to_cuda(A), *dB = to_cuda(B), *dC = to_cuda(C), *dbias = bias ? to_cuda(bias) : NULL;
+    amp_gemm_args g = {.trans_a = c->ta, .trans_b = c->tb, .m = c->m, .n = c->n, .k = c->k, .alpha = c->alpha, .beta = c->beta,
+                       .a_dtype = c->at, .lda = lda, .stride_a = sa, .b_dtype = c->bt, .ldb = ldb, .stride_b = sb,
+                       .c_dtype = c->ct, .ldc = ldc, .stride_c = sc, .batch = c->batch, .precision = AMP_MATMUL_HIGHEST,
+                       .bias_dtype = c->ct, .bias_rs = 0, .bias_cs = 1,
+                       .epilogue = c->gelu ? AMP_GEMM_EPI_GELU_TANH : AMP_GEMM_EPI_NONE};
+    amp_gemm_args h = g;
+    h.a = amp__data(A), h.b = amp__data(B), h.c = amp__data(C), h.bias = bias ? amp__data(bias) : NULL;
+    g.a = amp__data(dA), g.b = amp__data(dB), g.c = amp__data(dC), g.bias = dbias ? amp__data(dbias) : NULL;
+    g.precision = c->prec;
+    assert_int_equal(amp_backend_cpu.gemm("test", &h), AMP_OK);
+    assert_int_equal(cu()->gemm("test", &g), AMP_OK);
+    amp_tensor *got = to_cpu(dC);
+    /* compare C (not the padding columns) relative to the row's scale */
+    double scale = sqrt((double)c->k) + 1.0;
+    for (int64_t b = 0; b < c->batch; b++)
+        for (int64_t i = 0; i < c->m; i++)
+            for (int64_t j = 0; j < c->n; j++) {
+                int64_t off = b * sc + i * ldc + j;
+                double x = amp__load(amp__elem_ptr(C, off), c->ct), y = amp__load(amp__elem_ptr(got, off), c->ct);
+                double tol = rtol * scale + (c->ct == AMP_F32 ? 0 : (c->ct == AMP_F16 ? 1e-3 : 8e-3) * fabs(x));
+                if (!(fabs(x - y) <= tol))
+                    fail_msg("gemm %s%s x %s%s -> %s [%lld,%lld,%lld] x%lld prec %d%s%s: (%lld,%lld,%lld) cpu %.7g gpu %.7g",
+                             amp_dtype_name(c->at), c->ta ? "T" : "", amp_dtype_name(c->bt), c->tb ? "T" : "",
+                             amp_dtype_name(c->ct), (long long)c->m, (long long)c->n, (long long)c->k, (long long)c->batch,
+                             (int)c->prec, c->bias ? " bias" : "", c->gelu ? " gelu" : "", (long long)b, (long long)i,
+                             (long long)j, x, y);
+            }
+    amp_tensor *ts[] = {A, B, C, bias, dA, dB, dC, dbias, got};
+    for (int i = 0; i < 9; i++) amp_tensor_free(ts[i]);
+}
+
+static void t_gemm(void **state) {
+    (void)state;
+    amp_dtype dts[] = {AMP_F32, AMP_F16, AMP_BF16};
+    int64_t sizes[][3] = {{1, 1, 1}, {7, 13, 5}, {64, 96, 128}, {130, 67, 259}, {1, 512, 768}, {300, 1, 77}};
+    for (int s = 0; s < 6; s++)
+        for (int d = 0; d < 3; d++)
+            for (int t = 0; t < 4; t++) {
+                gcase c = {.ta = t & 1, .tb = t >> 1, .m = sizes[s][0], .n = sizes[s][1], .k = sizes[s][2], .batch = 1,
+                           .at = dts[d], .bt = dts[d], .ct = dts[d], .alpha = 1.0f, .beta = 0.0f};
+                gemm_case(&c, dts[d] == AMP_F32 ? 1e-5 : 1e-4);
+                c.ct = AMP_F32, c.beta = 0.5f, c.batch = 3;
+                gemm_case(&c, 1e-4);
+                c.bshare = true, c.alpha = 0.25f;
+                gemm_case(&c, 1e-4);
+            }
+    /* TF32 */
+    gcase tf = {.m = 256, .n = 256, .k = 512, .batch = 1, .at = AMP_F32, .bt = AMP_F32, .ct = AMP_F32, .prec = AMP_MATMUL_HIGH,
+                .alpha = 1.0f};
+    gemm_case(&tf, 2e-3);
+    /* mixed operands (f32 x bf16) and an f32 product into a bf16 C */
+    gcase mx = {.m = 33, .n = 65, .k = 129, .batch = 2, .at = AMP_F32, .bt = AMP_BF16, .ct = AMP_BF16, .alpha = 1.0f, .beta = 1.0f};
+    gemm_case(&mx, 1e-4);
+    /* linear's bias in the epilogue, and with beta != 1 (written first) */
+    for (int d = 0; d < 3; d++) {
+        gcase bc = {.tb = true, .m = 96, .n = 128, .k = 64, .batch = 1, .at = dts[d], .bt = dts[d], .ct = dts[d], .bias = true,
+                    .alpha = 1.0f, .beta = 1.0f};
+        gemm_case(&bc, 1e-4);
+        bc.beta = 0.5f;
+        gemm_case(&bc, 1e-4);
+        bc.gelu = true, bc.beta = 1.0f;
+        gemm_case(&bc, 1e-4);
+    }
+    /* k = 0 and alpha = 0: C = beta * C */
+    gcase z = {.m = 5, .n = 6, .k = 0, .batch = 2, .at = AMP_F32, .bt = AMP_F32, .ct = AMP_F32, .alpha = 1.0f, .beta = 0.5f};
+    gemm_case(&z, 0);
+}
+
+int main(void) {
+    amp_test_require_cuda();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(t_roundtrip),   cmocka_unit_test(t_copy_convert), cmocka_unit_test(t_fill_and_access),
+        cmocka_unit_test(t_steady_state), cmocka_unit_test(t_deferred_error), cmocka_unit_test(t_elementwise),
+        cmocka_unit_test(t_gemm),
+    };
+    return amp_test_run(tests);
+}
