@@ -96,6 +96,11 @@ bool amp_cuda_available(void) {
 }
 
 #ifndef AMP_HAVE_CUDA
+bool amp__cuda_libs(amp_cuda_libs *out) {
+    memset(out, 0, sizeof *out);
+    return false;
+}
+
 amp_status amp_cuda_get_info(amp_cuda_info *out) {
     if (!out) return amp_error(AMP_ERR_ARG, "amp_cuda_get_info: out is NULL");
     memset(out, 0, sizeof *out);

@@ -327,6 +327,17 @@ const char *amp__cuda_unavailable_reason(void);
 int amp__cuda_count(void);
 #endif
 
+/* What the CUDA backend's dynamic loading found (kernels/cuda/dl.h):
+ * cuBLASLt (required), cuDNN and NCCL (when built with them), and their
+ * versions. Starts the backend (the libraries load before the device is
+ * looked for, so this answers on a machine without a GPU); false when
+ * cuBLASLt did not load or amp was built without CUDA. */
+typedef struct {
+    bool lt_loaded, cudnn_built, cudnn_loaded, nccl_built, nccl_loaded;
+    int lt_version, cudnn_version, nccl_version;
+} amp_cuda_libs;
+bool amp__cuda_libs(amp_cuda_libs *out);
+
 /* Calls an entry: `AMP_BE_CALL(be, entry, fn, args...)` returns the
  * entry's status, or the "not implemented" error when it is NULL. */
 #define AMP_BE_CALL(be, entry, fn, ...) \
