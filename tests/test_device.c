@@ -5,6 +5,7 @@
  * (made here by hand, never dereferenced) must be refused by name before any
  * kernel could read it. The GPU itself is tested by tests/test_cuda_*.c. */
 #include <string.h>
+#include <sys/mman.h>
 
 #include "op_check.h"
 #include "tensor/tensor_impl.h"
@@ -139,10 +140,110 @@ static void t_mixed_devices_refused(void **state) {
     amp_scope_end(s);
 }
 
+/* Entries that read tensor data on the host before an op's device check
+ * (index and mask values, optimizer state) refuse a device tensor by name.
+ * The fake tensor's memory is inaccessible (PROT_NONE): a host read would
+ * crash the test instead of passing it. Views need no data and keep the
+ * device. */
+static void t_host_readers_refuse(void **state) {
+    (void)state;
+    void *mem = mmap(NULL, 1 << 16, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(mem != MAP_FAILED);
+    amp_scope *s = amp_scope_begin();
+    amp_tensor *fakes[8];
+    int nf = 0;
+#define FAKE(dt, ...)                                                                          \
+    (fakes[nf] = amp_tensor_borrow(mem, dt, (int)(sizeof((int64_t[]){__VA_ARGS__}) / 8), AMP_SHAPE(__VA_ARGS__)), \
+     fakes[nf]->storage->device = AMP_DEVICE_CUDA, fakes[nf++])
+    amp_tensor *x = FAKE(AMP_F32, 4, 8), *idx = FAKE(AMP_I64, 4), *mask = FAKE(AMP_U8, 4, 8), *idx2 = FAKE(AMP_I64, 4, 8);
+    amp_tensor *cw = amp_tensor_ones(AMP_F32, 2, AMP_SHAPE(8, 8)), *cx = amp_tensor_ones(AMP_F32, 2, AMP_SHAPE(4, 8));
+    struct {
+        const char *fn, *arg;
+        amp_tensor *r;
+    } cases[] = {
+        {"amp_embedding", "indices", amp_embedding(cw, idx)},
+        {"amp_embedding", "cuda", amp_embedding(x, amp_tensor_zeros(AMP_I64, 1, AMP_SHAPE(2)))},
+        {"amp_index_select", "index", amp_index_select(cx, 0, idx)},
+        {"amp_gather", "index", amp_gather(cx, 0, idx2)},
+        {"amp_masked_fill", "x", amp_masked_fill(x, amp_tensor_zeros(AMP_U8, 2, AMP_SHAPE(4, 8)), 0)},
+        {"amp_masked_fill", "mask", amp_masked_fill(cx, mask, 0)},
+        {"amp_cross_entropy", "target", amp_cross_entropy(cx, idx, NULL)},
+        {"amp_cat", "cuda", amp_cat((amp_tensor *[]){cx, x}, 2, 0)},
+        {"amp_linear", "cuda", amp_linear(cx, cw, x)},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].r) fail_msg("%s computed on a cuda tensor (%s)", cases[i].fn, cases[i].arg);
+    }
+    /* each refusal names the op and the argument (re-run one by one to read each message) */
+    assert_null(amp_embedding(cw, idx));
+    assert_string_equal(amp_last_error(), "amp_embedding: indices is on cuda, and amp_embedding computes on the CPU only so "
+                                          "far (docs/cuda.md lists what runs on cuda); move it with amp_tensor_to");
+    assert_null(amp_gather(cx, 0, idx2));
+    assert_non_null(strstr(amp_last_error(), "amp_gather: index is on cuda"));
+    assert_null(amp_masked_fill(cx, mask, 0));
+    assert_non_null(strstr(amp_last_error(), "amp_masked_fill: mask is on cuda"));
+    assert_null(amp_cross_entropy(cx, idx, NULL));
+    assert_non_null(strstr(amp_last_error(), "amp_cross_entropy: target is on cuda"));
+    /* views: no data read, the device kept */
+    amp_tensor *v = amp_transpose(x, 0, 1);
+    assert_non_null(v);
+    assert_int_equal(amp_tensor_device(v), AMP_DEVICE_CUDA);
+    v = amp_reshape(x, 1, AMP_SHAPE(32));
+    assert_non_null(v);
+    assert_int_equal(amp_tensor_device(v), AMP_DEVICE_CUDA);
+
+    /* optimizers: a cuda parameter is refused when the optimizer is made ... */
+    amp_tensor_set_requires_grad(x, true);
+    amp_optim_opts o = amp_adamw_opts(1e-3);
+    assert_null(amp_optim_new(&x, 1, &o));
+    assert_non_null(strstr(amp_last_error(), "amp_optim_new: params[0] is on cuda"));
+    /* ... and one that went there afterwards (amp_tensor_move_ on a GPU) before any update reads it */
+    amp_tensor *p = amp_tensor_ones(AMP_F32, 1, AMP_SHAPE(4));
+    amp_tensor_set_requires_grad(p, true);
+    amp_optim *opt = amp_optim_new(&p, 1, &o);
+    assert_non_null(opt);
+    amp_tensor_set_grad(p, amp_tensor_ones(AMP_F32, 1, AMP_SHAPE(4)));
+    amp_storage *keep = p->storage;
+    amp_storage fake_storage = *keep;
+    fake_storage.data = mem;
+    fake_storage.device = AMP_DEVICE_CUDA;
+    p->storage = &fake_storage;
+    assert_int_equal(amp_optim_step(opt), AMP_ERR_UNSUPPORTED);
+    assert_non_null(strstr(amp_last_error(), "amp_optim_step: parameter 0 is on cuda"));
+    amp_scaler *sc = amp_scaler_new(NULL);
+    assert_int_equal(amp_scaler_unscale(sc, opt), AMP_ERR_UNSUPPORTED);
+    assert_non_null(strstr(amp_last_error(), "amp_scaler_unscale: parameter 0 is on cuda"));
+    assert_int_equal(amp_scaler_step(sc, opt, NULL), AMP_ERR_UNSUPPORTED);
+    assert_int_equal(amp_clip_grad_value(opt, 1.0), AMP_ERR_UNSUPPORTED);
+    assert_true(amp_clip_grad_norm(opt, 1.0) < 0);
+    assert_non_null(strstr(amp_last_error(), "amp_clip_grad_norm: parameter 0 is on cuda"));
+    p->storage = keep;
+    amp_tensor *g = (amp_tensor *)amp_tensor_grad(p);
+    amp_storage *gkeep = g->storage, gfake = *gkeep;
+    gfake.data = mem;
+    gfake.device = AMP_DEVICE_CUDA;
+    g->storage = &gfake;
+    assert_true(amp_clip_grad_norm(opt, 1.0) < 0);
+    assert_non_null(strstr(amp_last_error(), "amp_clip_grad_norm: parameter 0 has its gradient on cuda"));
+    assert_true(amp_clip_grad_norm_params(&p, 1, 1.0) < 0);
+    assert_non_null(strstr(amp_last_error(), "amp_clip_grad_norm_params: a gradient is on cuda"));
+    assert_int_equal(amp_optim_step(opt), AMP_ERR_UNSUPPORTED);
+    assert_non_null(strstr(amp_last_error(), "parameter 0 has its gradient on cuda"));
+    g->storage = gkeep;
+    assert_int_equal(amp_optim_step(opt), AMP_OK); /* back on the CPU: it steps */
+    amp_scaler_free(sc);
+    amp_optim_free(opt);
+    amp_tensor_free(p);
+    for (int i = 0; i < nf; i++) fakes[i]->storage->device = AMP_DEVICE_CPU;
+#undef FAKE
+    amp_scope_end(s);
+    munmap(mem, 1 << 16);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_names),           cmocka_unit_test(t_cuda_unavailable), cmocka_unit_test(t_to_same_device),
-        cmocka_unit_test(t_memory_stats),    cmocka_unit_test(t_mixed_devices_refused),
+        cmocka_unit_test(t_memory_stats),    cmocka_unit_test(t_mixed_devices_refused), cmocka_unit_test(t_host_readers_refuse),
     };
     return amp_test_run(tests);
 }

@@ -248,6 +248,7 @@ amp_status amp_scaler_unscale(amp_scaler *s, amp_optim *opt) {
     static const char *fn = "amp_scaler_unscale";
     if (!s) return amp_error(AMP_ERR_ARG, "%s: scaler is NULL", fn);
     if (!opt) return amp_error(AMP_ERR_ARG, "%s: opt is NULL", fn);
+    if (amp__optim_on_cpu(fn, opt) != AMP_OK) return amp_last_status();
     if (!s->enabled) return AMP_OK;
     opt_state *st = state_for(s, opt);
     if (!st) return amp_last_status();
@@ -273,6 +274,7 @@ amp_status amp_scaler_step(amp_scaler *s, amp_optim *opt, bool *skipped) {
     if (skipped) *skipped = false;
     if (!s) return amp_error(AMP_ERR_ARG, "%s: scaler is NULL", fn);
     if (!opt) return amp_error(AMP_ERR_ARG, "%s: opt is NULL", fn);
+    if (amp__optim_on_cpu(fn, opt) != AMP_OK) return amp_last_status();
     if (!s->enabled) return amp_optim_step(opt);
     opt_state *st = state_for(s, opt);
     if (!st) return amp_last_status();
@@ -333,6 +335,7 @@ double amp_scaler_clip_grad_norm(amp_scaler *s, amp_optim *const *opts, int n, d
             amp_error(AMP_ERR_ARG, "%s: opts[%d] is NULL", fn, k);
             return -1;
         }
+        if (amp__optim_on_cpu(fn, opts[k]) != AMP_OK) return -1;
         for (int j = 0; j < k; j++)
             if (opts[j] == opts[k]) {
                 amp_error(AMP_ERR_ARG, "%s: opts[%d] and opts[%d] are the same optimizer", fn, j, k);

@@ -288,6 +288,7 @@ amp_tensor *amp_triu(amp_tensor *x, int64_t diagonal) { return tri("amp_triu", A
 amp_tensor *amp_masked_fill(amp_tensor *x, amp_tensor *mask, double value) {
     static const char *fn = "amp_masked_fill";
     if (!amp__arg(fn, x, "x") || !amp__arg(fn, mask, "mask")) return NULL;
+    if (amp__cpu_only(fn, x, "x") != AMP_OK || amp__cpu_only(fn, mask, "mask") != AMP_OK) return NULL;
     if (!amp__check_float64ok(fn, x, "x")) return NULL;
     if (mask->dtype != AMP_U8)
         return amp_error_null(AMP_ERR_DTYPE, "%s: mask has dtype %s; expected u8 (nonzero = fill)", fn,

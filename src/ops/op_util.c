@@ -29,6 +29,7 @@ bool amp__check_float64ok(const char *fn, const amp_tensor *t, const char *name)
 
 bool amp__check_index(const char *fn, const amp_tensor *t, const char *name) {
     if (!amp__arg(fn, t, name)) return false;
+    if (amp__cpu_only(fn, t, name) != AMP_OK) return false; /* its values are checked on the host */
     if (t->dtype == AMP_I64 || t->dtype == AMP_I32) return true;
     amp_error(AMP_ERR_DTYPE, "%s: %s has dtype %s; expected i64 or i32 indices", fn, name, amp_dtype_name(t->dtype));
     return false;

@@ -117,6 +117,9 @@ amp_optim *amp__optim_new(const char *fn, amp_tensor *const *params, int n, cons
         if (!amp_tensor_is_leaf(p) || !p->requires_grad)
             return amp_error_null(AMP_ERR_ARG, "%s: params[%d] must be a leaf tensor that requires grad", fn, i);
         if (!amp_tensor_is_contiguous(p)) return amp_error_null(AMP_ERR_ARG, "%s: params[%d] is not contiguous", fn, i);
+        if (amp__dev(p) != AMP_DEVICE_CPU)
+            return amp_error_null(AMP_ERR_UNSUPPORTED, "%s: params[%d] is on %s, and the optimizers update on the CPU only so "
+                                                       "far (docs/cuda.md)", fn, i, amp_device_name(amp__dev(p)));
         if (o->master_weights && !amp_dtype_is_half(p->dtype))
             return amp_error_null(AMP_ERR_DTYPE, "%s: params[%d] is %s; master weights need f16 or bf16 parameters", fn, i,
                                   amp_dtype_name(p->dtype));
@@ -351,6 +354,20 @@ static void store_f32(void *dst, amp_dtype dt, const float *src, int64_t n, amp_
         break;
     default: amp_convert(dst, dt, src, AMP_F32, (size_t)n, 0); break;
     }
+}
+
+amp_status amp__optim_on_cpu(const char *fn, const amp_optim *opt) {
+    for (int i = 0; i < opt->n; i++) {
+        const amp_param_state *ps = &opt->ps[i];
+        const amp_tensor *ts[] = {ps->param, ps->param->grad, ps->exp_avg, ps->exp_avg_sq, ps->momentum, ps->master,
+                                  ps->master_grad};
+        for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++)
+            if (ts[k] && amp__dev(ts[k]) != AMP_DEVICE_CPU)
+                return amp_error(AMP_ERR_UNSUPPORTED, "%s: parameter %d %s on %s (moved there after the optimizer was made?), "
+                                                      "and the optimizers update on the CPU only so far (docs/cuda.md)",
+                                 fn, i, k == 0 ? "is" : k == 1 ? "has its gradient" : "has state", amp_device_name(amp__dev(ts[k])));
+    }
+    return AMP_OK;
 }
 
 static const amp_tensor *current_grad(const amp_optim *opt, const amp_param_state *ps) {
@@ -615,6 +632,7 @@ amp_status amp__optim_step_scaled(amp_optim *opt, float inv_scale, const char *f
 amp_status amp_optim_step(amp_optim *opt) {
     static const char *fn = "amp_optim_step";
     if (!opt) return amp_error(AMP_ERR_ARG, "%s: opt is NULL", fn);
+    if (amp__optim_on_cpu(fn, opt) != AMP_OK) return amp_last_status();
     /* amp's promise: inf/nan never reaches the weights (torch would write it) */
     int bad;
     bool found = !amp__optim_check_unscaled(opt, 1.0f, &bad), local = found;
@@ -685,6 +703,8 @@ static double clip_list_dist(const char *fn, amp_tensor **gs, const bool *sharde
         amp_error(AMP_ERR_ARG, "%s: max_norm %g must be finite and > 0", fn, max_norm);
         return -1;
     }
+    for (int i = 0; i < n; i++)
+        if (amp__cpu_only(fn, gs[i], "a gradient") != AMP_OK) return -1;
     for (int i = 0; i < n; i++) {
         if (!gs[i]) continue;
         for (int j = 0; j < i; j++)
@@ -756,6 +776,7 @@ static double clip_optims(const char *fn, amp_optim *const *opts, int n, double 
             amp_error(AMP_ERR_ARG, "%s: opts[%d] is NULL", fn, k);
             return -1;
         }
+        if (amp__optim_on_cpu(fn, opts[k]) != AMP_OK) return -1;
         if (amp_scaler_is_enabled(sc) && !amp_scaler_is_unscaled(sc, opts[k])) {
             amp_error(AMP_ERR_STATE, "%s: the gradients of opts[%d] are still multiplied by the loss scale (%g); call "
                                      "amp_scaler_unscale on it first (the norm of scaled gradients means nothing)",
@@ -826,6 +847,7 @@ double amp_clip_grad_norm_params(amp_tensor *const *params, int n, double max_no
 amp_status amp_clip_grad_value(amp_optim *opt, double clip) {
     if (!opt) return amp_error(AMP_ERR_ARG, "amp_clip_grad_value: opt is NULL");
     if (!(clip >= 0) || !isfinite(clip)) return amp_error(AMP_ERR_ARG, "amp_clip_grad_value: clip %g must be finite and >= 0", clip);
+    if (amp__optim_on_cpu("amp_clip_grad_value", opt) != AMP_OK) return amp_last_status();
     float c = (float)clip;
     for (int i = 0; i < opt->n; i++) {
         amp_tensor *g = (amp_tensor *)current_grad(opt, &opt->ps[i]);

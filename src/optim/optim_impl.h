@@ -57,6 +57,10 @@ amp_status amp__optim_agree(amp_optim *opt, bool *found_inf);
  * would use finite once multiplied by inv_scale (the unscaled value, the
  * same f32 product the update kernel computes)? *first_bad (may be NULL)
  * gets the index of the first parameter with an inf/nan (-1 if none). */
+/* AMP_OK when every parameter, gradient and state tensor of opt is in host
+ * memory (the optimizers update on the CPU only so far), else the error
+ * naming fn and the parameter. */
+amp_status amp__optim_on_cpu(const char *fn, const amp_optim *opt);
 bool amp__optim_check_unscaled(amp_optim *opt, float inv_scale, int *first_bad);
 /* The sum of squares (double) of the gradients the next step would use, each
  * element multiplied by inv_scale in f32 as the update does: inf/nan when

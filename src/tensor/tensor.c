@@ -210,6 +210,12 @@ amp_tensor *amp__empty_like(const char *fn, const amp_tensor *t, amp_dtype dt) {
     return amp__empty_out_on(fn, amp__dev(t), dt, t->ndim, t->shape);
 }
 
+amp_status amp__cpu_only(const char *fn, const amp_tensor *t, const char *name) {
+    if (!t || amp__dev(t) == AMP_DEVICE_CPU) return AMP_OK;
+    return amp_error(AMP_ERR_UNSUPPORTED, "%s: %s is on %s, and %s computes on the CPU only so far (docs/cuda.md lists what "
+                                          "runs on cuda); move it with amp_tensor_to", fn, name, amp_device_name(amp__dev(t)), fn);
+}
+
 amp_status amp__same_device(const char *fn, const amp_tensor *const *t, const char *const *names, int n, amp_device *dev) {
     int first = -1;
     for (int i = 0; i < n; i++) {

@@ -114,6 +114,11 @@ amp_tensor *amp__empty_out_on(const char *fn, amp_device d, amp_dtype dt, int nd
 amp_tensor *amp__empty_like(const char *fn, const amp_tensor *t, amp_dtype dt);
 /* The device of a tensor. */
 static inline amp_device amp__dev(const amp_tensor *t) { return t->storage->device; }
+/* AMP_OK when t (may be NULL) is in host memory; else AMP_ERR_UNSUPPORTED
+ * "fn: name is on cuda, and fn computes on the CPU only so far ...": the
+ * guard of every entry that reads tensor data on the host before (or
+ * without) an op's device dispatch (index and mask checks, optimizers). */
+amp_status amp__cpu_only(const char *fn, const amp_tensor *t, const char *name);
 /* AMP_OK when the n tensors (NULL entries skipped) are on one device, else
  * "fn: a is on cuda, b on cpu: ..." (names from names[], or "input k");
  * *dev (may be NULL) gets the device (the CPU when all are NULL). */
