@@ -304,8 +304,8 @@ amp_status amp_cuda_synchronize(void) {
 }
 
 int amp__cu_lt_version(void);    /* gemm_cublaslt.c */
-int amp__cu_cudnn_version(void); /* conv_cudnn.c */
-int amp__cu_nccl_version(void);  /* nccl.c */
+int amp__cu_cudnn_version(void); /* versions.c */
+int amp__cu_nccl_version(void);  /* versions.c */
 
 amp_status amp_cuda_get_info(amp_cuda_info *out) {
     static const char *fn = "amp_cuda_get_info";

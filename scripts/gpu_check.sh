@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The first run on a machine with an NVIDIA GPU (issue 17): build amp with
+# the CUDA backend required, show the device, run the CUDA tests (they
+# compare every CUDA entry with the CPU backend), then the whole suite.
+#
+# Usage: scripts/gpu_check.sh [BUILD_DIR]      (default build-gpu)
+#   AMP_GPU_DEPS=DIR   .deb files to unpack first (dpkg -x) when the machine
+#                      lacks amp's build dependencies (no apt, no network):
+#                      make them here with scripts/gpu_check.sh --pack DIR
+#   JOBS=N             build and test parallelism (default nproc)
+#   AMP_CUDA_ARCHITECTURES="90"  (default "80;90")
+# Writes the log to BUILD_DIR/gpu_check.log as well as stdout. Exits
+# nonzero when the build fails, no GPU is usable, or a test fails.
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+pkgs="libcmocka0 libcmocka-dev libcjson1 libcjson-dev zlib1g-dev"
+
+if [ "${1:-}" = "--pack" ]; then
+  # on a Debian machine with network: download the build dependencies amp's
+  # build needs beyond a compiler, CMake and nvcc
+  dir="${2:?usage: scripts/gpu_check.sh --pack DIR}"
+  mkdir -p "$dir"
+  (cd "$dir" && apt-get download $pkgs)
+  ls -l "$dir"
+  exit 0
+fi
+
+build="${1:-build-gpu}"
+jobs="${JOBS:-$(nproc)}"
+mkdir -p "$here/$build"
+exec > >(tee "$here/$build/gpu_check.log") 2>&1
+cd "$here"
+
+echo "== machine"; date -u; uname -a
+command -v nvidia-smi > /dev/null && nvidia-smi || echo "nvidia-smi: not found"
+command -v nvcc > /dev/null || { echo "gpu_check: nvcc is not on PATH"; exit 1; }
+nvcc --version | tail -2
+
+cmake_extra=()
+if [ -n "${AMP_GPU_DEPS:-}" ]; then
+  root="$here/$build/deps-root"
+  mkdir -p "$root"
+  for deb in "$AMP_GPU_DEPS"/*.deb; do dpkg -x "$deb" "$root"; done
+  multi="$root/usr/lib/x86_64-linux-gnu"
+  # the unpacked packages' .pc files say prefix=/usr: the sysroot maps it
+  export PKG_CONFIG_PATH="$multi/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+  export PKG_CONFIG_SYSROOT_DIR="$root"
+  export LD_LIBRARY_PATH="$multi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  cmake_extra+=("-DCMAKE_PREFIX_PATH=$root/usr" "-DCMAKE_LIBRARY_PATH=$multi" "-DCMAKE_INCLUDE_PATH=$root/usr/include")
+fi
+
+echo "== configure (AMP_CUDA=ON)"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DAMP_CUDA=ON \
+  -DAMP_CUDA_ARCHITECTURES="${AMP_CUDA_ARCHITECTURES:-80;90}" "${cmake_extra[@]}" | grep -E "amp:|CUDA|Error" || true
+echo "== build"
+cmake --build "$build" -j "$jobs" 2>&1 | grep -E "error|warning|Built target amp$" || true
+[ -x "$build/amp" ] || { echo "gpu_check: the build failed (see above)"; exit 1; }
+
+echo "== the CUDA tests"
+set +e
+(cd "$build" && ./test_cuda_libs && ./test_device && ./test_cuda_kernels)
+rc=$?
+set -e
+[ $rc = 77 ] && { echo "gpu_check: no usable GPU (the CUDA tests were skipped)"; exit 1; }
+[ $rc = 0 ] || exit $rc
+
+echo "== the whole suite"
+(cd "$build" && ctest --output-on-failure -j "$jobs")
+echo "gpu_check: done"
