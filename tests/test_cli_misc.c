@@ -142,11 +142,28 @@ static void t_bench_sizes_strict(void **state) {
     }
 }
 
+/* --device: a bad name is a usage error; cuda without a usable GPU stops
+ * with the reason (built without CUDA, or no CUDA device) before any work */
+static void t_bench_device(void **state) {
+    (void)state;
+    char *err;
+    int rc = cli(NULL, NULL, &err, "bench precision --device tpu");
+    if (rc != 2 || !strstr(err, "'tpu' is not a device")) fail_msg("--device tpu: exit %d:\n%s", rc, err);
+    free(err);
+    if (amp_cuda_available()) return; /* a GPU machine measures instead (scripts/gpu_check.sh) */
+    rc = cli(NULL, NULL, &err, "bench precision --device cuda --n 64 --reps 1 --no-torch");
+    const char *why = amp_cuda_built() ? "no CUDA device" : "built without CUDA";
+    if (rc != 1 || !strstr(err, "amp bench precision: ") || !strstr(err, why))
+        fail_msg("--device cuda without a GPU: exit %d (expected 1, '%s'):\n%s", rc, why, err);
+    free(err);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_long_data_dir),          cmocka_unit_test(t_schedule_change_on_resume),
         cmocka_unit_test(t_opt_level_needs_precision), cmocka_unit_test(t_predict_content_exit),
         cmocka_unit_test(t_cache_env_checked),      cmocka_unit_test(t_bench_sizes_strict),
+        cmocka_unit_test(t_bench_device),
     };
     amp_test_prepare();
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -16,7 +16,9 @@
 #include "kernels/cpu/gemm.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: amp bench precision [--n N] [--reps R] [--threads T] [--json FILE]\n\n"
+    fprintf(f, "usage: amp bench precision [--n N] [--reps R] [--threads T] [--json FILE]\n"
+               "       amp bench precision --device cuda [--n N] [--reps R] [--per-round P] [--torch-script PATH]\n"
+               "                           [--no-torch] [--json FILE]\n\n"
                "  matmul     the seeds' benchmark_precision: N x N @ N x N (default 4096) with f32,\n"
                "             f16 and bf16 tensors (amp_mm), f32 with amp_set_matmul_precision(\"medium\")\n"
                "             and the bf16x3 split (a_hi b_hi + a_hi b_lo + a_lo b_hi as one bf16 GEMM\n"
@@ -24,7 +26,12 @@ static void usage(FILE *f) {
                "  inference  the seeds' Linear(1024, 10), batch 64, 100 runs, no_grad: f32 vs\n"
                "             autocast f16 and bf16\n"
                "  batch1     batch 1 through 4 layers of 4096 x 4096 with f32, f16, bf16 weights\n"
-               "  --reps R   rounds of timed matmuls (default 5)\n");
+               "  --reps R   rounds of timed matmuls (default 5)\n\n"
+               "--device cuda: only the matmul, on the GPU: f32, tf32, f16 and bf16 through the CUDA\n"
+               "backend's GEMM (cuBLASLt), interleaved round by round with torch.mm on the same GPU\n"
+               "(tools/bench_torch_cuda_mm.py under $AMP_TORCH_PYTHON or /usr/bin/python3), P products\n"
+               "per round (default 20); ms, TFLOP/s, fraction of the GPU's dense peak, amp / torch time.\n"
+               "Compiled but never run on a GPU yet (docs/cuda.md).\n");
 }
 
 typedef struct {
@@ -115,9 +122,12 @@ static void run_b1(void *p) {
     amp_no_grad_end();
 }
 
+int bench_precision_cuda(long n, long reps, long per_round, const char *torch_script, bool no_torch, const char *json);
+
 int cmd_bench_precision(int argc, char **argv) {
-    long n = 4096, reps = 5, threads = 0;
-    const char *json = NULL;
+    long n = 4096, reps = 5, threads = 0, per_round = 20;
+    const char *json = NULL, *device = "cpu", *torch_script = "tools/bench_torch_cuda_mm.py";
+    bool no_torch = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (cli_is_help(a)) {
@@ -127,8 +137,15 @@ int cmd_bench_precision(int argc, char **argv) {
         else if (!strcmp(a, "--reps") && v && !cli_parse_long(v, 1, 100, &reps)) i++;
         else if (!strcmp(a, "--threads") && v && !cli_parse_long(v, 1, 1024, &threads)) i++;
         else if (!strcmp(a, "--json") && v) json = v, i++;
+        else if (!strcmp(a, "--device") && v) device = v, i++;
+        else if (!strcmp(a, "--per-round") && v && !cli_parse_long(v, 1, 1000, &per_round)) i++;
+        else if (!strcmp(a, "--torch-script") && v) torch_script = v, i++;
+        else if (!strcmp(a, "--no-torch")) no_torch = true;
         else return cli_usage_error(usage, "bench precision: bad option '%s'", a);
     }
+    amp_device dev;
+    if (amp_device_parse(device, &dev) != AMP_OK) return cli_usage_error(usage, "bench precision: %s", amp_last_error());
+    if (dev == AMP_DEVICE_CUDA) return bench_precision_cuda(n, reps, per_round, torch_script, no_torch, json);
     if (threads > 0) amp_set_num_threads((int)threads);
     bench_print_machine();
     cJSON *root = cJSON_CreateObject();
