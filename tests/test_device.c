@@ -73,7 +73,7 @@ static void t_to_same_device(void **state) {
     amp_tensor *y = amp_tensor_to(x, AMP_DEVICE_CPU);
     assert_non_null(y);
     assert_ptr_equal(amp_tensor_data(y), amp_tensor_data(x));
-    amp_tensor *l = amp_sum(amp_mul(y, y), NULL, 0, false);
+    amp_tensor *yy = amp_mul(y, y), *l = amp_sum(yy, NULL, 0, false);
     assert_int_equal(amp_backward(l), AMP_OK);
     const amp_tensor *g = amp_tensor_grad(x);
     assert_non_null(g);
@@ -84,6 +84,7 @@ static void t_to_same_device(void **state) {
     assert_null(amp_tensor_to(x, (amp_device)5));
     assert_non_null(strstr(amp_last_error(), "device 5 is not valid"));
     amp_tensor_free(l);
+    amp_tensor_free(yy);
     amp_tensor_free(y);
     amp_tensor_free(x);
 }
