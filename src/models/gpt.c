@@ -459,8 +459,10 @@ amp_status amp_gpt_load(amp_module *m, const char *path) {
             break;
         }
         if (conv1d && conv1d_name(want) && amp_tensor_ndim(t) == 2) {
-            amp_tensor *tt = amp_contiguous(amp_transpose(t, 0, 1));
+            amp_tensor *tv = amp_transpose(t, 0, 1);
+            amp_tensor *tt = tv ? amp_contiguous(tv) : NULL;
             amp_tensor *own = tt ? amp_tensor_keep(tt) : NULL;
+            if (tv) amp_tensor_free(tv); /* the transposed view (outside a scope the caller owns it) */
             amp_tensor_free(t);
             t = own;
             if (!t) {
