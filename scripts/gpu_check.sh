@@ -13,7 +13,7 @@
 # nonzero when the build fails, no GPU is usable, or a test fails.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
-pkgs="libcmocka0 libcmocka-dev libcjson1 libcjson-dev zlib1g-dev"
+pkgs="libcmocka0 libcmocka-dev libcjson1 libcjson-dev zlib1g zlib1g-dev"
 
 if [ "${1:-}" = "--pack" ]; then
   # on a Debian machine with network: download the build dependencies amp's
@@ -41,11 +41,17 @@ if [ -n "${AMP_GPU_DEPS:-}" ]; then
   root="$here/$build/deps-root"
   mkdir -p "$root"
   for deb in "$AMP_GPU_DEPS"/*.deb; do dpkg -x "$deb" "$root"; done
+  # absolute links (zlib1g-dev's libz.so -> /lib/x86_64-linux-gnu/libz.so.1.x)
+  # point into the root instead, so they do not depend on the host's version
+  while IFS= read -r l; do
+    t="$(readlink "$l")"
+    case "$t" in /*) [ -e "$root$t" ] && ln -sfn "$root$t" "$l" ;; esac
+  done < <(find "$root" -type l)
   multi="$root/usr/lib/x86_64-linux-gnu"
   # the unpacked packages' .pc files say prefix=/usr: the sysroot maps it
   export PKG_CONFIG_PATH="$multi/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
   export PKG_CONFIG_SYSROOT_DIR="$root"
-  export LD_LIBRARY_PATH="$multi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export LD_LIBRARY_PATH="$multi:$root/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   cmake_extra+=("-DCMAKE_PREFIX_PATH=$root/usr" "-DCMAKE_LIBRARY_PATH=$multi" "-DCMAKE_INCLUDE_PATH=$root/usr/include")
 fi
 
@@ -53,7 +59,7 @@ echo "== configure (AMP_CUDA=ON)"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DAMP_CUDA=ON \
   -DAMP_CUDA_ARCHITECTURES="${AMP_CUDA_ARCHITECTURES:-80;90}" "${cmake_extra[@]}" | grep -E "amp:|CUDA|Error" || true
 echo "== build"
-cmake --build "$build" -j "$jobs" 2>&1 | grep -E "error|warning|Built target amp$" || true
+cmake --build "$build" -j "$jobs" 2>&1 | grep -E " error|warning:|Error [0-9]|Built target amp$" || true
 [ -x "$build/amp" ] || { echo "gpu_check: the build failed (see above)"; exit 1; }
 
 echo "== the CUDA tests"
