@@ -1,9 +1,12 @@
-/* Internal: the scalar conversions of numeric/convert_scalar.c (rounding
- * and NaN rules in numeric/convert_impl.h) as AMP_HD functions, for CUDA
- * kernels: a GPU converts exactly as the CPU does (round to nearest even,
+/* Internal: amp's scalar conversions (rounding and NaN rules in
+ * numeric/convert_impl.h) as AMP_HD functions: the one definition that
+ * numeric/convert_scalar.c exports (amp_f32_to_f16, ...) and CUDA kernels
+ * inline, so a GPU converts exactly as the CPU does (round to nearest even,
  * quiet NaNs keeping their top payload bits, one rounding from f64).
- * tests/test_convert_hd.c checks them against amp_convert bit for bit on
- * the CPU (every 16- and 8-bit input, millions of f32 and f64 patterns). */
+ * tests/test_convert_hd.c checks them against amp_convert on every CPU path
+ * bit for bit (every 16- and 8-bit input, millions of f32 and f64 patterns);
+ * tests/test_numeric_*.c check the conversions against float64, ml_dtypes
+ * and PyTorch. */
 #ifndef AMP_NUMERIC_CONVERT_HD_H
 #define AMP_NUMERIC_CONVERT_HD_H
 

@@ -88,82 +88,26 @@ uint8_t amp_cv_f64_to_e5m2(double x, int saturate);
 uint32_t amp_cv_f64_to_tf32_bits(double x);
 
 /* ---- bit-level helpers shared by every path ----------------------------- */
-static inline uint32_t amp_cv_f32_bits(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-static inline float amp_cv_bits_f32(uint32_t u) {
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-static inline uint64_t amp_cv_f64_bits(double x) {
-    uint64_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-/* RNE of the f32 magnitude a (not NaN; inf allowed) to a format with
- * exponent bias `bias` and `mbits` mantissa bits. Returns the magnitude
- * encoding (exponent << mbits | mantissa); a result above the format's
- * largest finite encoding means overflow (caller decides inf/NaN/clamp). */
-static inline uint32_t amp_cv_rne_mag32(uint32_t a, int bias, int mbits) {
-    const uint32_t min_normal = (uint32_t)(128 - bias) << 23;
-    if (a >= min_normal) {
-        const int s = 23 - mbits;
-        uint32_t r = a - ((uint32_t)(127 - bias) << 23);
-        return (r + ((1u << (s - 1)) - 1u) + ((r >> s) & 1u)) >> s;
-    }
-    uint32_t e = a >> 23;
-    uint32_t m = (a & 0x007fffffu) | (e ? 0x00800000u : 0u);
-    if (!e) e = 1;
-    uint32_t s = (uint32_t)(151 - bias - mbits) - e;
-    if (s > 25) s = 25;
-    return (m + ((1u << (s - 1)) - 1u) + ((m >> s) & 1u)) >> s;
-}
-
-/* Stochastic rounding of the f32 magnitude a (finite) to (bias, mbits):
- * truncated magnitude t plus one when rbits < frac, where frac is the
- * discarded part as a 32-bit binary fraction of one unit in the last place
- * (exact when at most 32 bits are discarded, else rounded down: the
- * probability of rounding up is quantised to 2^-32). */
-static inline uint32_t amp_cv_sr_mag32(uint32_t a, int bias, int mbits, uint32_t rbits) {
-    const uint32_t min_normal = (uint32_t)(128 - bias) << 23;
-    uint32_t t, frac;
-    if (a >= min_normal) {
-        const int s = 23 - mbits;
-        uint32_t r = a - ((uint32_t)(127 - bias) << 23);
-        t = r >> s;
-        frac = r << (32 - s);
-    } else {
-        uint32_t e = a >> 23;
-        uint32_t m = (a & 0x007fffffu) | (e ? 0x00800000u : 0u);
-        if (!e) e = 1;
-        uint32_t s = (uint32_t)(151 - bias - mbits) - e;
-        t = s < 32 ? m >> s : 0u;
-        if (s <= 32)
-            frac = (uint32_t)((uint64_t)m << (32 - s));
-        else
-            frac = s - 32 < 32 ? m >> (s - 32) : 0u;
-    }
-    return t + (rbits < frac ? 1u : 0u);
-}
-
-/* Decode a finite magnitude encoding of (bias, mbits) to f32 bits. */
-static inline uint32_t amp_cv_decode_mag(uint32_t mag, int bias, int mbits) {
-    uint32_t e = mag >> mbits, m = mag & ((1u << mbits) - 1u);
-    if (e == 0) {
-        if (m == 0) return 0;
-        int ee = 1; /* normalise: value = m * 2^(1 - bias - mbits) */
-        while (!(m & (1u << mbits))) {
-            m <<= 1;
-            ee--;
-        }
-        m &= (1u << mbits) - 1u;
-        return ((uint32_t)(ee - bias + 127) << 23) | (m << (23 - mbits));
-    }
-    return ((e - (uint32_t)bias + 127u) << 23) | (m << (23 - mbits));
-}
+/* One definition for the CPU paths and the CUDA kernels: numeric/convert_hd.h.
+ *  amp_cv_f32_bits / _bits_f32 / _f64_bits: the bits of a float and back.
+ *  amp_cv_rne_mag32(a, bias, mbits): RNE of the f32 magnitude a (not NaN;
+ *    inf allowed) to a format with exponent bias `bias` and `mbits` mantissa
+ *    bits; returns the magnitude encoding (exponent << mbits | mantissa); a
+ *    result above the format's largest finite encoding means overflow (the
+ *    caller decides inf/NaN/clamp).
+ *  amp_cv_sr_mag32(a, bias, mbits, rbits): stochastic rounding of the finite
+ *    f32 magnitude a: the truncated magnitude plus one when rbits < frac,
+ *    frac being the discarded part as a 32-bit binary fraction of one unit in
+ *    the last place (exact when at most 32 bits are discarded, else rounded
+ *    down: the probability of rounding up is quantised to 2^-32).
+ *  amp_cv_decode_mag(mag, bias, mbits): a finite magnitude encoding to f32
+ *    bits. */
+#include "numeric/convert_hd.h"
+#define amp_cv_f32_bits amp_hd_f32_bits
+#define amp_cv_bits_f32 amp_hd_bits_f32
+#define amp_cv_f64_bits amp_hd_f64_bits
+#define amp_cv_rne_mag32 amp_hd_rne_mag32
+#define amp_cv_sr_mag32 amp_hd_sr_mag32
+#define amp_cv_decode_mag amp_hd_decode_mag
 
 #endif

@@ -5,41 +5,16 @@
 #include "numeric/convert_impl.h"
 #include "numeric/philox.h"
 
+/* The element conversions are numeric/convert_hd.h's (the one definition the
+ * CPU paths and the CUDA kernels share); these are their exported names. */
+
 /* ---- f32 -> narrow --------------------------------------------------------- */
-uint16_t amp_f32_to_f16(float x) {
-    uint32_t u = amp_cv_f32_bits(x), a = u & 0x7fffffffu, s = (u >> 16) & 0x8000u;
-    if (a > 0x7f800000u) return (uint16_t)(s | 0x7e00u | ((a >> 13) & 0x3ffu));
-    uint32_t q = amp_cv_rne_mag32(a, 15, 10);
-    if (q > 0x7c00u) q = 0x7c00u;
-    return (uint16_t)(s | q);
-}
-
-uint16_t amp_f32_to_bf16(float x) {
-    uint32_t u = amp_cv_f32_bits(x), a = u & 0x7fffffffu, s = (u >> 16) & 0x8000u;
-    if (a > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
-    return (uint16_t)(s | amp_cv_rne_mag32(a, 127, 7)); /* inf stays 0x7f80 */
-}
-
-static inline uint8_t f32_to_e4m3(float x, int sat) {
-    uint32_t u = amp_cv_f32_bits(x), a = u & 0x7fffffffu, s = (u >> 24) & 0x80u;
-    if (a > 0x7f800000u) return (uint8_t)(s | 0x7fu);
-    uint32_t q = amp_cv_rne_mag32(a, 7, 3);
-    if (q > 0x7eu) q = sat ? 0x7eu : 0x7fu;
-    return (uint8_t)(s | q);
-}
-
-static inline uint8_t f32_to_e5m2(float x, int sat) {
-    uint32_t u = amp_cv_f32_bits(x), a = u & 0x7fffffffu, s = (u >> 24) & 0x80u;
-    if (a > 0x7f800000u) return (uint8_t)(s | 0x7eu | ((a >> 21) & 3u));
-    uint32_t q = amp_cv_rne_mag32(a, 15, 2);
-    if (q > 0x7bu) q = sat ? 0x7bu : 0x7cu;
-    return (uint8_t)(s | q);
-}
-
-uint8_t amp_f32_to_e4m3(float x) { return f32_to_e4m3(x, 0); }
-uint8_t amp_f32_to_e4m3_sat(float x) { return f32_to_e4m3(x, 1); }
-uint8_t amp_f32_to_e5m2(float x) { return f32_to_e5m2(x, 0); }
-uint8_t amp_f32_to_e5m2_sat(float x) { return f32_to_e5m2(x, 1); }
+uint16_t amp_f32_to_f16(float x) { return amp_hd_f32_to_f16(x); }
+uint16_t amp_f32_to_bf16(float x) { return amp_hd_f32_to_bf16(x); }
+uint8_t amp_f32_to_e4m3(float x) { return amp_hd_f32_to_e4m3(x, 0); }
+uint8_t amp_f32_to_e4m3_sat(float x) { return amp_hd_f32_to_e4m3(x, 1); }
+uint8_t amp_f32_to_e5m2(float x) { return amp_hd_f32_to_e5m2(x, 0); }
+uint8_t amp_f32_to_e5m2_sat(float x) { return amp_hd_f32_to_e5m2(x, 1); }
 
 float amp_f32_round_tf32(float x) {
     uint32_t u = amp_cv_f32_bits(x), a = u & 0x7fffffffu;
@@ -49,108 +24,23 @@ float amp_f32_round_tf32(float x) {
 }
 
 /* ---- narrow -> f32 --------------------------------------------------------- */
-float amp_f16_to_f32(uint16_t h) {
-    uint32_t s = (uint32_t)(h & 0x8000u) << 16, mag = h & 0x7fffu;
-    if (mag >= 0x7c00u) {
-        uint32_t m = mag & 0x3ffu;
-        return amp_cv_bits_f32(m ? s | 0x7fc00000u | (m << 13) : s | 0x7f800000u);
-    }
-    return amp_cv_bits_f32(s | amp_cv_decode_mag(mag, 15, 10));
-}
-
-float amp_bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    if ((u & 0x7fffffffu) > 0x7f800000u) u |= 0x00400000u;
-    return amp_cv_bits_f32(u);
-}
-
-float amp_e4m3_to_f32(uint8_t b) {
-    uint32_t s = (uint32_t)(b & 0x80u) << 24, mag = b & 0x7fu;
-    if (mag == 0x7fu) return amp_cv_bits_f32(s | 0x7fc00000u);
-    return amp_cv_bits_f32(s | amp_cv_decode_mag(mag, 7, 3));
-}
-
-float amp_e5m2_to_f32(uint8_t b) {
-    uint32_t s = (uint32_t)(b & 0x80u) << 24, mag = b & 0x7fu;
-    if (mag >= 0x7cu) {
-        uint32_t m = mag & 3u;
-        return amp_cv_bits_f32(m ? s | 0x7fc00000u | (m << 21) : s | 0x7f800000u);
-    }
-    return amp_cv_bits_f32(s | amp_cv_decode_mag(mag, 15, 2));
-}
+float amp_f16_to_f32(uint16_t h) { return amp_hd_f16_to_f32(h); }
+float amp_bf16_to_f32(uint16_t h) { return amp_hd_bf16_to_f32(h); }
+float amp_e4m3_to_f32(uint8_t b) { return amp_hd_e4m3_to_f32(b); }
+float amp_e5m2_to_f32(uint8_t b) { return amp_hd_e5m2_to_f32(b); }
 
 /* ---- f64 -> narrow, one rounding ------------------------------------------- */
-/* RNE of the f64 magnitude a (not NaN) to (bias, mbits); like
- * amp_cv_rne_mag32. Results that cannot fit are clamped to a value above
- * every finite encoding, so the caller's overflow test still fires. */
-static uint32_t rne_mag64(uint64_t a, int bias, int mbits) {
-    const uint64_t min_normal = (uint64_t)(1024 - bias) << 52;
-    uint64_t q;
-    if (a >= min_normal) {
-        const int s = 52 - mbits;
-        uint64_t r = a - ((uint64_t)(1023 - bias) << 52);
-        q = (r + ((UINT64_C(1) << (s - 1)) - 1u) + ((r >> s) & 1u)) >> s;
-    } else {
-        uint64_t e = a >> 52;
-        uint64_t m = (a & ((UINT64_C(1) << 52) - 1u)) | (e ? UINT64_C(1) << 52 : 0u);
-        if (!e) e = 1;
-        uint64_t s = (uint64_t)(1076 - bias - mbits) - e;
-        if (s > 54) s = 54;
-        q = (m + ((UINT64_C(1) << (s - 1)) - 1u) + ((m >> s) & 1u)) >> s;
-    }
-    return q > 0xffffffffu ? 0xffffffffu : (uint32_t)q;
-}
-
-float amp_f64_to_f32(double x) {
-    uint64_t u = amp_cv_f64_bits(x), a = u & 0x7fffffffffffffffu;
-    uint32_t s = (uint32_t)(u >> 32) & 0x80000000u;
-    if (a > 0x7ff0000000000000u) return amp_cv_bits_f32(s | 0x7fc00000u | (uint32_t)((a >> 29) & 0x7fffffu));
-    uint32_t q = rne_mag64(a, 127, 23);
-    if (q > 0x7f800000u) q = 0x7f800000u;
-    return amp_cv_bits_f32(s | q);
-}
-
-uint16_t amp_f64_to_f16(double x) {
-    uint64_t u = amp_cv_f64_bits(x), a = u & 0x7fffffffffffffffu;
-    uint32_t s = (uint32_t)(u >> 48) & 0x8000u;
-    if (a > 0x7ff0000000000000u) return (uint16_t)(s | 0x7e00u | (uint32_t)((a >> 42) & 0x3ffu));
-    uint32_t q = rne_mag64(a, 15, 10);
-    if (q > 0x7c00u) q = 0x7c00u;
-    return (uint16_t)(s | q);
-}
-
-uint16_t amp_f64_to_bf16(double x) {
-    uint64_t u = amp_cv_f64_bits(x), a = u & 0x7fffffffffffffffu;
-    uint32_t s = (uint32_t)(u >> 48) & 0x8000u;
-    if (a > 0x7ff0000000000000u) return (uint16_t)(s | 0x7fc0u | (uint32_t)((a >> 45) & 0x7fu));
-    uint32_t q = rne_mag64(a, 127, 7);
-    if (q > 0x7f80u) q = 0x7f80u;
-    return (uint16_t)(s | q);
-}
-
-uint8_t amp_cv_f64_to_e4m3(double x, int saturate) {
-    uint64_t u = amp_cv_f64_bits(x), a = u & 0x7fffffffffffffffu;
-    uint32_t s = (uint32_t)(u >> 56) & 0x80u;
-    if (a > 0x7ff0000000000000u) return (uint8_t)(s | 0x7fu);
-    uint32_t q = rne_mag64(a, 7, 3);
-    if (q > 0x7eu) q = saturate ? 0x7eu : 0x7fu;
-    return (uint8_t)(s | q);
-}
-
-uint8_t amp_cv_f64_to_e5m2(double x, int saturate) {
-    uint64_t u = amp_cv_f64_bits(x), a = u & 0x7fffffffffffffffu;
-    uint32_t s = (uint32_t)(u >> 56) & 0x80u;
-    if (a > 0x7ff0000000000000u) return (uint8_t)(s | 0x7eu | (uint32_t)((a >> 50) & 3u));
-    uint32_t q = rne_mag64(a, 15, 2);
-    if (q > 0x7bu) q = saturate ? 0x7bu : 0x7cu;
-    return (uint8_t)(s | q);
-}
+float amp_f64_to_f32(double x) { return amp_hd_f64_to_f32(x); }
+uint16_t amp_f64_to_f16(double x) { return amp_hd_f64_to_f16(x); }
+uint16_t amp_f64_to_bf16(double x) { return amp_hd_f64_to_bf16(x); }
+uint8_t amp_cv_f64_to_e4m3(double x, int saturate) { return amp_hd_f64_to_e4m3(x, saturate); }
+uint8_t amp_cv_f64_to_e5m2(double x, int saturate) { return amp_hd_f64_to_e5m2(x, saturate); }
 
 uint32_t amp_cv_f64_to_tf32_bits(double x) {
     uint64_t u = amp_cv_f64_bits(x), a = u & 0x7fffffffffffffffu;
     uint32_t s = (uint32_t)(u >> 32) & 0x80000000u;
     if (a > 0x7ff0000000000000u) return (s | 0x7fc00000u | (uint32_t)((a >> 29) & 0x7fffffu)) & 0xffffe000u;
-    uint32_t q = rne_mag64(a, 127, 10);
+    uint32_t q = amp_hd_rne_mag64(a, 127, 10);
     if (q > 0x3fc00u) q = 0x3fc00u;
     return s | (q << 13);
 }
@@ -160,19 +50,8 @@ uint32_t amp_cv_f64_to_tf32_bits(double x) {
  * infinity (as if the exponent were unbounded, 2^16 for f16), so a value
  * between 65504 and 65536 becomes inf with probability (x - 65504) / 32 and
  * anything from 65536 up is inf, like round-to-nearest past 65520. */
-uint16_t amp_f32_to_bf16_sr(float x, uint32_t rbits) {
-    uint32_t u = amp_cv_f32_bits(x), a = u & 0x7fffffffu, s = (u >> 16) & 0x8000u;
-    if (a > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
-    return (uint16_t)(s | amp_cv_sr_mag32(a, 127, 7, rbits)); /* inf: frac 0 */
-}
-
-uint16_t amp_f32_to_f16_sr(float x, uint32_t rbits) {
-    uint32_t u = amp_cv_f32_bits(x), a = u & 0x7fffffffu, s = (u >> 16) & 0x8000u;
-    if (a > 0x7f800000u) return (uint16_t)(s | 0x7e00u | ((a >> 13) & 0x3ffu));
-    uint32_t q = amp_cv_sr_mag32(a, 15, 10, rbits);
-    if (q > 0x7c00u) q = 0x7c00u;
-    return (uint16_t)(s | q);
-}
+uint16_t amp_f32_to_bf16_sr(float x, uint32_t rbits) { return amp_hd_f32_to_bf16_sr(x, rbits); }
+uint16_t amp_f32_to_f16_sr(float x, uint32_t rbits) { return amp_hd_f32_to_f16_sr(x, rbits); }
 
 /* ---- scalar path kernels ------------------------------------------------- */
 #define SCALAR_KERNEL(fname, DT, ST, expr)                          \
