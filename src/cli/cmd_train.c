@@ -9,6 +9,7 @@
 
 #include "cli/cli.h"
 #include "cli/trainer.h"
+#include "dist/dist_impl.h"
 
 void cmd_train_usage(FILE *f) {
     fprintf(f,
@@ -321,7 +322,9 @@ int train_check_model_flags(trainer_cfg *cfg) {
 int cmd_train(int argc, char **argv) {
     trainer_cfg cfg;
     trainer_defaults(&cfg);
-    cfg.tty = isatty(fileno(stdout));
+    /* under mpirun the ranks' stdout is Open MPI's pseudo-terminal even when
+     * mpirun's own output goes to a file: progress is printed as lines there */
+    cfg.tty = isatty(fileno(stdout)) && !amp__dist_launched();
     const char *precision = NULL, *opt_level = NULL, *policy = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;

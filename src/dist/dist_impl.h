@@ -78,6 +78,9 @@ amp_status amp__dist_mpi_init(amp_dist_group *g, int *argc, char ***argv);
 const char *amp__dist_mpi_library(void);
 #endif
 
+/* true when an MPI launcher started this process (OMPI_COMM_WORLD_SIZE, PMI_*,
+ * PMIX_RANK, ...), whether or not amp was built with MPI */
+bool amp__dist_launched(void);
 double amp__dist_now(void);
 
 /* out[i] = op over src[0..nsrc)[i] (rank order), widened to f32 (f64 for

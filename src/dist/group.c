@@ -160,7 +160,7 @@ const amp_dist_transport amp__dist_single = {"single", single_start, single_test
                                             single_finalize};
 
 /* ---- joining ------------------------------------------------------------------------------ */
-static bool launched_by_mpi(void) {
+bool amp__dist_launched(void) {
     static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK", "PMIX_RANK", "MPI_LOCALNRANKS", "MV2_COMM_WORLD_SIZE"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
         if (getenv(vars[i])) return true;
@@ -203,7 +203,7 @@ amp_status amp_dist_init(int *argc, char ***argv) {
         pthread_mutex_unlock(&g_init_lock);
         return amp_error(AMP_ERR_ARG, "%s: AMP_DIST='%s' is not mpi, none or auto", fn, want);
     }
-    if (!forbid && (force_mpi || launched_by_mpi())) {
+    if (!forbid && (force_mpi || amp__dist_launched())) {
 #ifdef AMP_HAVE_MPI
         amp_status st = amp__dist_mpi_init(g, argc, argv);
         if (st != AMP_OK) {
