@@ -280,22 +280,17 @@ typedef struct {
     int64_t loss_n, skipped;
 } run_metrics;
 
-#define CKPT_META_MAX 20
-typedef struct {
-    char key[CKPT_META_MAX][40];
-    char val[CKPT_META_MAX][200];
-    amp_kv kv[CKPT_META_MAX];
-    int n;
-} ckpt_meta;
-
-static void cm_add(ckpt_meta *m, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void cm_add(ckpt_meta *m, const char *key, const char *fmt, ...) {
-    if (m->n >= CKPT_META_MAX) return;
+void trainer_meta_add(trainer_meta *m, const char *key, const char *fmt, ...) {
+    if (m->n >= TRAINER_META_MAX) {
+        m->full = true;
+        return;
+    }
     snprintf(m->key[m->n], sizeof m->key[m->n], "%s", key);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(m->val[m->n], sizeof m->val[m->n], fmt, ap);
+    int w = vsnprintf(m->val[m->n], sizeof m->val[m->n], fmt, ap);
     va_end(ap);
+    if (w < 0 || (size_t)w >= sizeof m->val[m->n]) m->full = true; /* a cut value would not compare */
     m->kv[m->n].key = m->key[m->n];
     m->kv[m->n].value = m->val[m->n];
     m->n++;
@@ -303,31 +298,83 @@ static void cm_add(ckpt_meta *m, const char *key, const char *fmt, ...) {
 
 static const char *optim_name(amp_optim_kind k) { return k == AMP_OPTIM_SGD ? "sgd" : k == AMP_OPTIM_ADAM ? "adam" : "adamw"; }
 
-/* Keys that must agree between the checkpoint and the resuming run, with the
- * flags that set them (for the message). */
-static const struct {
-    const char *key, *flags;
-} g_resume_keys[] = {
-    {"model", "--model"},
-    {"mode", "--precision/--opt-level/--policy"},
-    {"optimizer", "--optimizer"},
-    {"rounding", "--rounding"},
-    {"batch", "--batch"},
-    {"seed", "--seed"},
-    {"train_examples", "--limit (training examples)"},
+const trainer_resume_key trainer_resume_common[TRAINER_META_COMMON] = {
+    {"model", "--model"}, {"mode", "--precision/--opt-level/--policy"}, {"optimizer", "--optimizer"},
+    {"rounding", "--rounding"}, {"batch", "--batch"}, {"seed", "--seed"},
 };
 
-static void config_meta(const trainer_cfg *cfg, int64_t train_n, ckpt_meta *m) {
+void trainer_meta_common(const trainer_cfg *cfg, const char *model, trainer_meta *m) {
     const amp_opt_config *c = &cfg->mode;
-    cm_add(m, "model", "%s", cfg->model);
-    cm_add(m, "mode", "O%d param=%s compute=%s output=%s autocast=%d master_weights=%d loss_scaling=%d keep_norm_f32=%d",
-           (int)c->level, amp_dtype_name(c->param_dtype), amp_dtype_name(c->compute_dtype), amp_dtype_name(cfg->output_dtype),
-           c->autocast, c->master_weights, c->loss_scaling, c->keep_norm_f32);
-    cm_add(m, "optimizer", "%s", optim_name(cfg->optimizer));
-    cm_add(m, "rounding", "%s", cfg->rounding == AMP_ROUND_STOCHASTIC ? "stochastic" : "nearest");
-    cm_add(m, "batch", "%lld", (long long)cfg->batch);
-    cm_add(m, "seed", "%llu", (unsigned long long)cfg->seed);
-    cm_add(m, "train_examples", "%lld", (long long)train_n);
+    trainer_meta_add(m, "model", "%s", model);
+    trainer_meta_add(m, "mode", "O%d param=%s compute=%s output=%s autocast=%d master_weights=%d loss_scaling=%d keep_norm_f32=%d",
+                     (int)c->level, amp_dtype_name(c->param_dtype), amp_dtype_name(c->compute_dtype),
+                     amp_dtype_name(cfg->output_dtype), c->autocast, c->master_weights, c->loss_scaling, c->keep_norm_f32);
+    trainer_meta_add(m, "optimizer", "%s", optim_name(cfg->optimizer));
+    trainer_meta_add(m, "rounding", "%s", cfg->rounding == AMP_ROUND_STOCHASTIC ? "stochastic" : "nearest");
+    trainer_meta_add(m, "batch", "%lld", (long long)cfg->batch);
+    trainer_meta_add(m, "seed", "%llu", (unsigned long long)cfg->seed);
+}
+
+bool trainer_meta_num(const amp_checkpoint *c, const char *key, double *d, int64_t *i, uint64_t *u) {
+    const char *v = amp_checkpoint_meta(c, key);
+    if (!v || !*v) return false;
+    char *e;
+    if (d) *d = strtod(v, &e);
+    else if (i) *i = strtoll(v, &e, 10);
+    else *u = strtoull(v, &e, 10);
+    return !*e;
+}
+
+int trainer_resume_check(const amp_checkpoint *c, const char *dir, const trainer_resume_key *keys, size_t n,
+                         const trainer_meta *want, size_t first, const char *needs) {
+    for (size_t k = 0; k < n && first + k < (size_t)want->n; k++) {
+        const char *saved = amp_checkpoint_meta(c, keys[k].key), *mine = want->val[first + k];
+        if (!saved || strcmp(saved, mine)) {
+            amp_error(AMP_ERR_STATE,
+                      "amp train: --resume %s: the checkpoint was saved with %s = %s, this run has %s (set by %s). Resuming "
+                      "exactly needs the same %s",
+                      dir, keys[k].key, saved ? saved : "(none)", mine, keys[k].flags, needs);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void trainer_resume_warn(const amp_checkpoint *c, const trainer_cfg *cfg, int64_t total_steps, bool schedule_spans_run) {
+    int64_t saved_total = 0;
+    double saved_lr = 0;
+    if (schedule_spans_run && trainer_meta_num(c, "total_steps", NULL, &saved_total, NULL) && saved_total != total_steps &&
+        trainer_dist_is_root())
+        fprintf(stderr, "amp train: warning: the learning-rate schedule spans %lld steps in this run but %lld when the checkpoint "
+                        "was saved (--epochs/--max-steps differ); the result will differ from an uninterrupted run\n",
+                (long long)total_steps, (long long)saved_total);
+    if (trainer_meta_num(c, "lr", &saved_lr, NULL, NULL) && saved_lr != cfg->lr && trainer_dist_is_root())
+        fprintf(stderr, "amp train: warning: --lr %g differs from the checkpoint's %g\n", cfg->lr, saved_lr);
+}
+
+int trainer_save(trainer_dist *td, const trainer_cfg *cfg, amp_train_state *st, const trainer_meta *m) {
+    if (m->full) {
+        amp_error(AMP_ERR_STATE, "amp train: the checkpoint's metadata does not fit (more than %d entries, or a value over %zu bytes)",
+                  TRAINER_META_MAX, sizeof m->val[0] - 1);
+        return -1;
+    }
+    st->meta = m->kv;
+    st->n_meta = m->n;
+    if (trainer_dist_save(td, cfg->checkpoint_dir, st) != AMP_OK) {
+        char prev[1024];
+        snprintf(prev, sizeof prev, "%s", amp_last_error());
+        amp_error(AMP_ERR_IO, "amp train: saving the checkpoint at step %lld failed: %s", (long long)st->step, prev);
+        return -1;
+    }
+    return 0;
+}
+
+/* Keys after the common ones that must agree for an exact resume. */
+static const trainer_resume_key g_resume_keys[] = {{"train_examples", "--limit (training examples)"}};
+
+static void config_meta(const trainer_cfg *cfg, int64_t train_n, trainer_meta *m) {
+    trainer_meta_common(cfg, cfg->model, m);
+    trainer_meta_add(m, "train_examples", "%lld", (long long)train_n);
 }
 
 /* The learning-rate schedule a run of total_steps uses: the cosine spans the
@@ -344,41 +391,27 @@ static const char *schedule_name(amp_lr_kind k) { return k == AMP_LR_COSINE ? "c
 static int save_checkpoint(trainer_dist *td, const trainer_cfg *cfg, amp_module *model, amp_optim *opt, amp_optim *opt32,
                            amp_scaler *sc, amp_generator *g, amp_loader *loader, int64_t step, int64_t total_steps,
                            int64_t train_n, const run_metrics *rm) {
-    ckpt_meta m;
+    trainer_meta m;
     m.n = 0;
+    m.full = false;
     config_meta(cfg, train_n, &m);
     int64_t epoch;
     amp_loader_position(loader, &epoch, NULL);
-    cm_add(&m, "epoch", "%lld", (long long)epoch);
-    cm_add(&m, "precision", "%s", cfg->mode_name);
-    cm_add(&m, "lr", "%.17g", cfg->lr);
-    cm_add(&m, "total_steps", "%lld", (long long)total_steps);
+    trainer_meta_add(&m, "epoch", "%lld", (long long)epoch);
+    trainer_meta_add(&m, "precision", "%s", cfg->mode_name);
+    trainer_meta_add(&m, "lr", "%.17g", cfg->lr);
+    trainer_meta_add(&m, "total_steps", "%lld", (long long)total_steps);
     amp_lr_schedule sched = effective_schedule(cfg, total_steps);
-    cm_add(&m, "schedule", "%s", schedule_name(sched.kind));
-    cm_add(&m, "warmup", "%lld", (long long)sched.warmup_steps);
-    cm_add(&m, "amp_version", "%s", amp_version());
-    cm_add(&m, "trainer.loss_acc", "%a", rm->loss_acc);
-    cm_add(&m, "trainer.loss_n", "%lld", (long long)rm->loss_n);
-    cm_add(&m, "trainer.last_loss", "%a", rm->last_loss);
-    cm_add(&m, "trainer.skipped", "%lld", (long long)rm->skipped);
+    trainer_meta_add(&m, "schedule", "%s", schedule_name(sched.kind));
+    trainer_meta_add(&m, "warmup", "%lld", (long long)sched.warmup_steps);
+    trainer_meta_add(&m, "amp_version", "%s", amp_version());
+    trainer_meta_add(&m, "trainer.loss_acc", "%a", rm->loss_acc);
+    trainer_meta_add(&m, "trainer.loss_n", "%lld", (long long)rm->loss_n);
+    trainer_meta_add(&m, "trainer.last_loss", "%a", rm->last_loss);
+    trainer_meta_add(&m, "trainer.skipped", "%lld", (long long)rm->skipped);
     amp_optim *opts[2] = {opt, opt32};
-    amp_train_state st = {model, opts, opt32 ? 2 : 1, sc, g, loader, step, m.kv, m.n};
-    if (trainer_dist_save(td, cfg->checkpoint_dir, &st) != AMP_OK) {
-        char prev[1024];
-        snprintf(prev, sizeof prev, "%s", amp_last_error());
-        amp_error(AMP_ERR_IO, "amp train: saving the checkpoint at step %lld failed: %s", (long long)step, prev);
-        return -1;
-    }
-    return 0;
-}
-
-static bool meta_num(const amp_checkpoint *c, const char *key, double *d, int64_t *i) {
-    const char *v = amp_checkpoint_meta(c, key);
-    if (!v) return false;
-    char *e;
-    if (d) *d = strtod(v, &e);
-    else *i = strtoll(v, &e, 10);
-    return *v && !*e;
+    amp_train_state st = {model, opts, opt32 ? 2 : 1, sc, g, loader, step, NULL, 0};
+    return trainer_save(td, cfg, &st, &m);
 }
 
 static int resume(trainer_dist *td, const trainer_cfg *cfg, amp_module *model, amp_optim *opt, amp_optim *opt32, amp_scaler *sc,
@@ -390,31 +423,19 @@ static int resume(trainer_dist *td, const trainer_cfg *cfg, amp_module *model, a
         amp_error(AMP_ERR_IO, "amp train: --resume %s: %s", cfg->resume_dir, prev);
         return -1;
     }
-    ckpt_meta want;
+    trainer_meta want;
     want.n = 0;
+    want.full = false;
     config_meta(cfg, train_n, &want);
-    for (size_t k = 0; k < sizeof g_resume_keys / sizeof g_resume_keys[0]; k++) {
-        const char *saved = amp_checkpoint_meta(c, g_resume_keys[k].key);
-        const char *mine = want.val[k];
-        if (!saved || strcmp(saved, mine)) {
-            amp_error(AMP_ERR_STATE,
-                      "amp train: --resume %s: the checkpoint was saved with %s = %s, this run has %s (set by %s). Resuming "
-                      "exactly needs the same model, precision mode, optimizer, rounding, batch size, seed and training examples",
-                      cfg->resume_dir, g_resume_keys[k].key, saved ? saved : "(none)", mine, g_resume_keys[k].flags);
-            amp_checkpoint_close(c);
-            return -1;
-        }
+    static const char needs[] = "model, precision mode, optimizer, rounding, batch size, seed and training examples";
+    if (trainer_resume_check(c, cfg->resume_dir, trainer_resume_common, TRAINER_META_COMMON, &want, 0, needs) ||
+        trainer_resume_check(c, cfg->resume_dir, g_resume_keys, sizeof g_resume_keys / sizeof g_resume_keys[0], &want,
+                             TRAINER_META_COMMON, needs)) {
+        amp_checkpoint_close(c);
+        return -1;
     }
     /* allowed to change, but then the run is no longer the uninterrupted one */
-    int64_t saved_total = 0;
-    double saved_lr = 0;
-    if (meta_num(c, "total_steps", NULL, &saved_total) && saved_total != total_steps && cfg->schedule.kind != AMP_LR_CONSTANT &&
-        trainer_dist_is_root())
-        fprintf(stderr, "amp train: warning: the learning-rate schedule spans %lld steps in this run but %lld when the checkpoint "
-                        "was saved (--epochs/--max-steps differ); the result will differ from an uninterrupted run\n",
-                (long long)total_steps, (long long)saved_total);
-    if (meta_num(c, "lr", &saved_lr, NULL) && saved_lr != cfg->lr && trainer_dist_is_root())
-        fprintf(stderr, "amp train: warning: --lr %g differs from the checkpoint's %g\n", cfg->lr, saved_lr);
+    trainer_resume_warn(c, cfg, total_steps, cfg->schedule.kind != AMP_LR_CONSTANT);
     /* the schedule changes the result as much as the lr: say so too */
     amp_lr_schedule sched = effective_schedule(cfg, total_steps);
     const char *saved_sched = amp_checkpoint_meta(c, "schedule");
@@ -422,12 +443,12 @@ static int resume(trainer_dist *td, const trainer_cfg *cfg, amp_module *model, a
     if (saved_sched && strcmp(saved_sched, schedule_name(sched.kind)))
         fprintf(stderr, "amp train: warning: --schedule %s differs from the checkpoint's %s; the result will differ from an "
                         "uninterrupted run\n", schedule_name(sched.kind), saved_sched);
-    else if (meta_num(c, "warmup", NULL, &saved_warmup) && saved_warmup != sched.warmup_steps)
+    else if (trainer_meta_num(c, "warmup", NULL, &saved_warmup, NULL) && saved_warmup != sched.warmup_steps)
         fprintf(stderr, "amp train: warning: --warmup: this run warms up for %lld steps, the checkpoint's run for %lld; the "
                         "result will differ from an uninterrupted run\n", (long long)sched.warmup_steps, (long long)saved_warmup);
     run_metrics m;
-    if (!meta_num(c, "trainer.loss_acc", &m.loss_acc, NULL) || !meta_num(c, "trainer.last_loss", &m.last_loss, NULL) ||
-        !meta_num(c, "trainer.loss_n", NULL, &m.loss_n) || !meta_num(c, "trainer.skipped", NULL, &m.skipped)) {
+    if (!trainer_meta_num(c, "trainer.loss_acc", &m.loss_acc, NULL, NULL) || !trainer_meta_num(c, "trainer.last_loss", &m.last_loss, NULL, NULL) ||
+        !trainer_meta_num(c, "trainer.loss_n", NULL, &m.loss_n, NULL) || !trainer_meta_num(c, "trainer.skipped", NULL, &m.skipped, NULL)) {
         amp_error(AMP_ERR_FORMAT, "amp train: --resume %s: the checkpoint lacks the trainer's metrics (not written by amp train?)",
                   cfg->resume_dir);
         amp_checkpoint_close(c);

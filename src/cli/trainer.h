@@ -125,6 +125,37 @@ void trainer_dist_end(trainer_dist *td, trainer_result *res);
 /* The summary's lines about ranks and communication (nothing for one process). */
 void trainer_dist_print_summary(FILE *f, const trainer_cfg *cfg, const trainer_result *r);
 
+/* ---- checkpoint metadata shared by the trainers (trainer.c) ---- */
+#define TRAINER_META_MAX 32
+typedef struct {
+    char key[TRAINER_META_MAX][40];
+    char val[TRAINER_META_MAX][240];
+    amp_kv kv[TRAINER_META_MAX];
+    int n;
+    bool full; /* an entry did not fit: trainer_save refuses to write */
+} trainer_meta;
+void trainer_meta_add(trainer_meta *m, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The keys every trainer's runs must share to resume exactly, in order:
+ * model, mode, optimizer, rounding, batch, seed (TRAINER_META_COMMON). */
+#define TRAINER_META_COMMON 6
+void trainer_meta_common(const trainer_cfg *cfg, const char *model, trainer_meta *m);
+/* A number stored under key: exactly one of d, i, u receives it; false when
+ * missing or not a whole number of that kind. */
+bool trainer_meta_num(const amp_checkpoint *c, const char *key, double *d, int64_t *i, uint64_t *u);
+typedef struct {
+    const char *key, *flags;
+} trainer_resume_key;
+extern const trainer_resume_key trainer_resume_common[TRAINER_META_COMMON];
+/* want's values first..first+n-1 against the checkpoint's, keys[k] naming
+ * entry first+k; -1 with the error set (naming the key, both values, the
+ * flags and what an exact resume needs) at the first difference. */
+int trainer_resume_check(const amp_checkpoint *c, const char *dir, const trainer_resume_key *keys, size_t n,
+                         const trainer_meta *want, size_t first, const char *needs);
+/* Warnings (rank 0) when total_steps (if the schedule depends on it) or the lr differ from the checkpoint's. */
+void trainer_resume_warn(const amp_checkpoint *c, const trainer_cfg *cfg, int64_t total_steps, bool schedule_spans_run);
+/* trainer_dist_save with the metadata; -1 with "saving the checkpoint at step N failed: ..." */
+int trainer_save(trainer_dist *td, const trainer_cfg *cfg, amp_train_state *st, const trainer_meta *m);
+
 /* Fill cfg with `amp train`'s defaults (mlp, fp32/O0, adamw, lr 1e-3,
  * batch 128, 1 epoch, seed 0). */
 void trainer_defaults(trainer_cfg *cfg);

@@ -4,7 +4,6 @@
  * with weight-decay groups, global-norm clipping, cosine schedule with
  * warmup, periodic validation loss, checkpoints with bit-exact resume. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,103 +82,51 @@ int trainer_gpt_eval(amp_module *m, const trainer_cfg *cfg, amp_text_dataset *d,
 }
 
 /* ---- checkpoint metadata ---------------------------------------------------------------------------- */
-#define GM_MAX 32
-typedef struct {
-    char key[GM_MAX][40];
-    char val[GM_MAX][240];
-    amp_kv kv[GM_MAX];
-    int n;
-} gmeta;
-
-static void gm_add(gmeta *m, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void gm_add(gmeta *m, const char *key, const char *fmt, ...) {
-    if (m->n >= GM_MAX) return;
-    snprintf(m->key[m->n], sizeof m->key[m->n], "%s", key);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(m->val[m->n], sizeof m->val[m->n], fmt, ap);
-    va_end(ap);
-    m->kv[m->n].key = m->key[m->n];
-    m->kv[m->n].value = m->val[m->n];
-    m->n++;
-}
-
 typedef struct {
     double loss_acc, last_loss, val_loss;
     int64_t loss_n, skipped;
 } gpt_metrics;
 
-/* The keys that must agree for an exact resume (first n_resume_keys) and the flags setting them. */
-static const struct {
-    const char *key, *flags;
-} g_keys[] = {
-    {"model", "--model"},
-    {"mode", "--precision/--opt-level/--policy"},
-    {"optimizer", "--optimizer"},
-    {"rounding", "--rounding"},
-    {"batch", "--batch"},
-    {"seed", "--seed"},
+/* The keys after the common ones (trainer_resume_common) that must agree
+ * for an exact resume, and the flags setting them. */
+static const trainer_resume_key g_keys[] = {
     {"gpt.config", "--n-layer/--n-head/--n-embd/--block-size/--dropout/--bias/--preset"},
     {"tokenizer", "--tokenizer"},
     {"data.crc32", "--data (another text)"},
     {"optim.groups", "--weight-decay/--decay-embeddings/--beta2/--grad-clip"},
 };
-#define N_KEYS (sizeof g_keys / sizeof g_keys[0])
 
-static void config_meta(const trainer_cfg *cfg, const amp_gpt_config *gc, uint32_t crc, gmeta *m) {
-    const amp_opt_config *c = &cfg->mode;
-    gm_add(m, "model", "gpt");
-    gm_add(m, "mode", "O%d param=%s compute=%s output=%s autocast=%d master_weights=%d loss_scaling=%d keep_norm_f32=%d",
-           (int)c->level, amp_dtype_name(c->param_dtype), amp_dtype_name(c->compute_dtype), amp_dtype_name(cfg->output_dtype),
-           c->autocast, c->master_weights, c->loss_scaling, c->keep_norm_f32);
-    gm_add(m, "optimizer", "%s", cfg->optimizer == AMP_OPTIM_SGD ? "sgd" : cfg->optimizer == AMP_OPTIM_ADAM ? "adam" : "adamw");
-    gm_add(m, "rounding", "%s", cfg->rounding == AMP_ROUND_STOCHASTIC ? "stochastic" : "nearest");
-    gm_add(m, "batch", "%lld", (long long)cfg->batch);
-    gm_add(m, "seed", "%llu", (unsigned long long)cfg->seed);
-    gm_add(m, "gpt.config", "n_layer=%lld n_head=%lld n_embd=%lld block_size=%lld vocab_size=%lld dropout=%.17g bias=%d",
+static void config_meta(const trainer_cfg *cfg, const amp_gpt_config *gc, uint32_t crc, trainer_meta *m) {
+    trainer_meta_common(cfg, "gpt", m);
+    trainer_meta_add(m, "gpt.config", "n_layer=%lld n_head=%lld n_embd=%lld block_size=%lld vocab_size=%lld dropout=%.17g bias=%d",
            (long long)gc->n_layer, (long long)gc->n_head, (long long)gc->n_embd, (long long)gc->block_size,
            (long long)gc->vocab_size, gc->dropout, gc->bias);
-    gm_add(m, "tokenizer", "%s", cfg->tokenizer);
-    gm_add(m, "data.crc32", "%08x", (unsigned)crc);
-    gm_add(m, "optim.groups", "weight_decay=%.17g decay_embeddings=%d beta2=%.17g grad_clip=%.17g", cfg->weight_decay,
+    trainer_meta_add(m, "tokenizer", "%s", cfg->tokenizer);
+    trainer_meta_add(m, "data.crc32", "%08x", (unsigned)crc);
+    trainer_meta_add(m, "optim.groups", "weight_decay=%.17g decay_embeddings=%d beta2=%.17g grad_clip=%.17g", cfg->weight_decay,
            cfg->decay_embeddings, cfg->beta2, cfg->grad_clip);
 }
 
 static int save_ckpt(trainer_dist *td, const trainer_cfg *cfg, const amp_gpt_config *gc, amp_module *model, amp_optim **opts,
                      int nopt, amp_scaler *sc, amp_generator *g, amp_text_dataset *ds, int64_t step, int64_t total_steps,
                      const gpt_metrics *gm) {
-    gmeta m;
+    trainer_meta m;
     m.n = 0;
+    m.full = false;
     config_meta(cfg, gc, amp_text_dataset_crc(ds), &m);
-    gm_add(&m, "data.position", "%llu", (unsigned long long)amp_text_dataset_position(ds));
-    gm_add(&m, "data.path", "%s", cfg->data_path ? cfg->data_path : amp_shakespeare_path());
-    gm_add(&m, "precision", "%s", cfg->mode_name);
-    gm_add(&m, "lr", "%.17g", cfg->lr);
-    gm_add(&m, "total_steps", "%lld", (long long)total_steps);
-    gm_add(&m, "amp_version", "%s", amp_version());
-    gm_add(&m, "trainer.loss_acc", "%a", gm->loss_acc);
-    gm_add(&m, "trainer.loss_n", "%lld", (long long)gm->loss_n);
-    gm_add(&m, "trainer.last_loss", "%a", gm->last_loss);
-    gm_add(&m, "trainer.val_loss", "%a", gm->val_loss);
-    gm_add(&m, "trainer.skipped", "%lld", (long long)gm->skipped);
-    amp_train_state st = {model, opts, nopt, sc, g, NULL, step, m.kv, m.n};
-    if (trainer_dist_save(td, cfg->checkpoint_dir, &st) != AMP_OK) {
-        char prev[1024];
-        snprintf(prev, sizeof prev, "%s", amp_last_error());
-        amp_error(AMP_ERR_IO, "amp train: saving the checkpoint at step %lld failed: %s", (long long)step, prev);
-        return -1;
-    }
-    return 0;
-}
-
-static bool meta_num(const amp_checkpoint *c, const char *key, double *d, int64_t *i, uint64_t *u) {
-    const char *v = amp_checkpoint_meta(c, key);
-    if (!v || !*v) return false;
-    char *e;
-    if (d) *d = strtod(v, &e);
-    else if (i) *i = strtoll(v, &e, 10);
-    else *u = strtoull(v, &e, 10);
-    return !*e;
+    trainer_meta_add(&m, "data.position", "%llu", (unsigned long long)amp_text_dataset_position(ds));
+    trainer_meta_add(&m, "data.path", "%s", cfg->data_path ? cfg->data_path : amp_shakespeare_path());
+    trainer_meta_add(&m, "precision", "%s", cfg->mode_name);
+    trainer_meta_add(&m, "lr", "%.17g", cfg->lr);
+    trainer_meta_add(&m, "total_steps", "%lld", (long long)total_steps);
+    trainer_meta_add(&m, "amp_version", "%s", amp_version());
+    trainer_meta_add(&m, "trainer.loss_acc", "%a", gm->loss_acc);
+    trainer_meta_add(&m, "trainer.loss_n", "%lld", (long long)gm->loss_n);
+    trainer_meta_add(&m, "trainer.last_loss", "%a", gm->last_loss);
+    trainer_meta_add(&m, "trainer.val_loss", "%a", gm->val_loss);
+    trainer_meta_add(&m, "trainer.skipped", "%lld", (long long)gm->skipped);
+    amp_train_state st = {model, opts, nopt, sc, g, NULL, step, NULL, 0};
+    return trainer_save(td, cfg, &st, &m);
 }
 
 static int resume(trainer_dist *td, const trainer_cfg *cfg, const amp_gpt_config *gc, amp_module *model, amp_optim **opts,
@@ -192,33 +139,22 @@ static int resume(trainer_dist *td, const trainer_cfg *cfg, const amp_gpt_config
         amp_error(AMP_ERR_IO, "amp train: --resume %s: %s", cfg->resume_dir, prev);
         return -1;
     }
-    gmeta want;
+    trainer_meta want;
     want.n = 0;
+    want.full = false;
     config_meta(cfg, gc, amp_text_dataset_crc(ds), &want);
-    for (size_t k = 0; k < N_KEYS; k++) {
-        const char *saved = amp_checkpoint_meta(c, g_keys[k].key);
-        if (!saved || strcmp(saved, want.val[k])) {
-            amp_error(AMP_ERR_STATE,
-                      "amp train: --resume %s: the checkpoint was saved with %s = %s, this run has %s (set by %s). Resuming "
-                      "exactly needs the same model, data, tokenizer, precision mode, optimizer settings, batch size and seed",
-                      cfg->resume_dir, g_keys[k].key, saved ? saved : "(none)", want.val[k], g_keys[k].flags);
-            amp_checkpoint_close(c);
-            return -1;
-        }
+    static const char needs[] = "model, data, tokenizer, precision mode, optimizer settings, batch size and seed";
+    if (trainer_resume_check(c, cfg->resume_dir, trainer_resume_common, TRAINER_META_COMMON, &want, 0, needs) ||
+        trainer_resume_check(c, cfg->resume_dir, g_keys, sizeof g_keys / sizeof g_keys[0], &want, TRAINER_META_COMMON, needs)) {
+        amp_checkpoint_close(c);
+        return -1;
     }
-    int64_t saved_total = 0;
-    double saved_lr = 0;
-    if (meta_num(c, "total_steps", NULL, &saved_total, NULL) && saved_total != total_steps && trainer_dist_is_root())
-        fprintf(stderr, "amp train: warning: the learning-rate schedule spans %lld steps in this run but %lld when the checkpoint "
-                        "was saved (--epochs/--max-steps differ); the result will differ from an uninterrupted run\n",
-                (long long)total_steps, (long long)saved_total);
-    if (meta_num(c, "lr", &saved_lr, NULL, NULL) && saved_lr != cfg->lr && trainer_dist_is_root())
-        fprintf(stderr, "amp train: warning: --lr %g differs from the checkpoint's %g\n", cfg->lr, saved_lr);
+    trainer_resume_warn(c, cfg, total_steps, true);
     gpt_metrics m;
     uint64_t pos = 0;
-    if (!meta_num(c, "trainer.loss_acc", &m.loss_acc, NULL, NULL) || !meta_num(c, "trainer.last_loss", &m.last_loss, NULL, NULL) ||
-        !meta_num(c, "trainer.val_loss", &m.val_loss, NULL, NULL) || !meta_num(c, "trainer.loss_n", NULL, &m.loss_n, NULL) ||
-        !meta_num(c, "trainer.skipped", NULL, &m.skipped, NULL) || !meta_num(c, "data.position", NULL, NULL, &pos)) {
+    if (!trainer_meta_num(c, "trainer.loss_acc", &m.loss_acc, NULL, NULL) || !trainer_meta_num(c, "trainer.last_loss", &m.last_loss, NULL, NULL) ||
+        !trainer_meta_num(c, "trainer.val_loss", &m.val_loss, NULL, NULL) || !trainer_meta_num(c, "trainer.loss_n", NULL, &m.loss_n, NULL) ||
+        !trainer_meta_num(c, "trainer.skipped", NULL, &m.skipped, NULL) || !trainer_meta_num(c, "data.position", NULL, NULL, &pos)) {
         amp_error(AMP_ERR_FORMAT, "amp train: --resume %s: the checkpoint lacks the trainer's metrics (not written by amp train "
                                   "--model gpt?)", cfg->resume_dir);
         amp_checkpoint_close(c);
