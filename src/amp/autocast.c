@@ -1,5 +1,6 @@
 /* Autocast: per-thread region stack, the op table, the cast cache. */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -208,9 +209,12 @@ static amp_tensor *do_cast(amp_tensor *x, amp_dtype dt, bool cache_enabled) {
     return c;
 }
 
+static int autocast_cast(amp_op_id op, amp_tensor **in, int n);
+
 int amp__autocast(amp_op_id op, amp_tensor **in, int n) {
     /* Until each op computes through its device's backend, an op takes CPU
-     * tensors only: a device pointer must never reach a CPU kernel. */
+     * tensors only: a device pointer must never reach a CPU kernel. Ops that
+     * dispatch through kernels/backend.h call amp__autocast_dev instead. */
     for (int i = 0; i < n; i++)
         if (in[i] && in[i]->storage->device != AMP_DEVICE_CPU) {
             amp_error(AMP_ERR_UNSUPPORTED, "amp_%s: input %d is on %s, and this op computes on the CPU only so far "
@@ -218,6 +222,17 @@ int amp__autocast(amp_op_id op, amp_tensor **in, int n) {
                       amp__op_table[op].name, i, amp_device_name(in[i]->storage->device));
             return -1;
         }
+    return autocast_cast(op, in, n);
+}
+
+int amp__autocast_dev(amp_op_id op, amp_tensor **in, int n, amp_device *dev) {
+    char fn[64];
+    snprintf(fn, sizeof fn, "amp_%s", amp__op_table[op].name);
+    if (amp__same_device(fn, (const amp_tensor *const *)in, NULL, n, dev) != AMP_OK) return -1;
+    return autocast_cast(op, in, n);
+}
+
+static int autocast_cast(amp_op_id op, amp_tensor **in, int n) {
     /* backward functions reuse public ops: never autocast inside the engine */
     if (!amp_autocast_is_enabled() || amp__engine_depth > 0) return 0;
     const amp_autocast_opts *o = &g_regions[g_depth - 1].o;

@@ -99,6 +99,12 @@ int amp__autocast(amp_op_id op, amp_tensor **in, int n);
  * enabled false, f16, the default table). Custom functions record it. */
 void amp__autocast_current(amp_autocast_opts *o);
 void amp__autocast_done(amp_tensor **in, int n, int mask);
+/* amp__autocast for an op that computes through its tensors' device's
+ * backend (kernels/backend.h): instead of refusing non-CPU tensors it checks
+ * that the non-NULL inputs share one device (an error naming the op
+ * otherwise) and returns it in *dev (the CPU when all are NULL). The casts
+ * are made on that device. */
+int amp__autocast_dev(amp_op_id op, amp_tensor **in, int n, amp_device *dev);
 /* The category op has in the active region (AMP_CAST_NONE when autocast is
  * off or inside the engine): for ops that widen half inputs in their kernel
  * instead of casting them (cross_entropy's row path). */
