@@ -205,6 +205,11 @@ bool amp_module_is_kept_f32(const amp_module *m);
  * must be created afterwards); with keep_norm_f32, modules of a class with
  * AMP_MODULE_NORM stay f32 and are marked keep-f32 (Apex O2). */
 amp_status amp_module_to(amp_module *m, amp_dtype dt, bool keep_norm_f32);
+/* Move every parameter and buffer of m and its children to device d in place
+ * (torch's Module.to(device): the same tensor objects, so a tied parameter
+ * moves once and optimizers made afterwards or before see it on d; .grad
+ * moves too). On failure the tensors moved so far stay moved. */
+amp_status amp_module_to_device(amp_module *m, amp_device d);
 
 /* ---- built-in models ----------------------------------------------------------
  * mlp: Flatten, Linear 784-512, ReLU, Linear 512-512, ReLU, Linear 512-10.

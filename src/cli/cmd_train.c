@@ -41,6 +41,9 @@ void cmd_train_usage(FILE *f) {
             "  --matmul-precision P       highest|high|medium: internal precision of products of\n"
             "                             f32 operands (amp_set_matmul_precision; default highest).\n"
             "                             medium: one bf16 pass on CPUs with a bf16 dot product\n"
+            "  --device cpu|cuda          where the model, the batches and the optimizer live\n"
+            "                             (default cpu; cuda: --model gpt, one process, no\n"
+            "                             checkpoints yet; docs/cuda.md)\n"
             "  --limit N                  train on the first N images only\n"
             "  --test-limit N             evaluate on the first N test images only\n"
             "  --max-steps N              stop after N optimizer steps\n"
@@ -243,6 +246,12 @@ int train_parse_flag(trainer_cfg *cfg, int argc, char **argv, int *i, const char
             return -1;
         }
         cfg->matmul_precision = v;
+    } else if (!strcmp(a, "--device")) {
+        NEED_VALUE();
+        if (amp_device_parse(v, &cfg->device) != AMP_OK) {
+            fprintf(stderr, "amp: --device: %s\n", amp_last_error());
+            return -1;
+        }
     } else if (!strcmp(a, "--limit")) {
         NEED_VALUE();
         if (cli_parse_long(v, 1, 1L << 40, &lv)) goto bad;
@@ -299,6 +308,21 @@ bad:
 
 /* After parsing: GPT flags only with --model gpt; the GPT's defaults. 0 or -1 (message printed). */
 int train_check_model_flags(trainer_cfg *cfg) {
+    if (cfg->device != AMP_DEVICE_CPU) {
+        const char *why = strcmp(cfg->model, "gpt")          ? "--model mlp and cnn train on the CPU only so far"
+                          : cfg->checkpoint_dir || cfg->resume_dir ? "--checkpoint/--resume are not supported there yet"
+                          : cfg->inject_nonfinite_every       ? "--inject-nonfinite-every writes into gradients on the host"
+                          : amp__dist_launched()              ? "data parallel runs (mpirun) use the CPU only so far"
+                                                              : NULL;
+        if (why) {
+            fprintf(stderr, "amp: --device %s: %s (docs/cuda.md)\n", amp_device_name(cfg->device), why);
+            return -1;
+        }
+        if (amp_device_check(cfg->device) != AMP_OK) {
+            fprintf(stderr, "amp: --device %s: %s\n", amp_device_name(cfg->device), amp_last_error());
+            return -1;
+        }
+    }
     if (strcmp(cfg->model, "gpt")) {
         if (cfg->gpt_flags) {
             fprintf(stderr, "amp: --preset, --n-layer, --tokenizer, --data ... are options of --model gpt\n");
@@ -384,8 +408,14 @@ int cmd_train(int argc, char **argv) {
     bool root = amp_dist_rank(world) == 0;
     if (!root) cfg.progress = false;
     if (root) {
-        fprintf(cfg.out, "amp train: %s, %s, cpu path %s, %d threads", cfg.model, cfg.mode_name, amp_cpu_path_name(amp_cpu_active()),
-                cfg.threads ? cfg.threads : amp_get_num_threads());
+        if (cfg.device != AMP_DEVICE_CPU) {
+            amp_cuda_info di;
+            fprintf(cfg.out, "amp train: %s, %s, on %s", cfg.model, cfg.mode_name,
+                    amp_cuda_get_info(&di) == AMP_OK ? di.name : amp_device_name(cfg.device));
+        } else {
+            fprintf(cfg.out, "amp train: %s, %s, cpu path %s, %d threads", cfg.model, cfg.mode_name,
+                    amp_cpu_path_name(amp_cpu_active()), cfg.threads ? cfg.threads : amp_get_num_threads());
+        }
         if (amp_dist_world_size(world) > 1) fprintf(cfg.out, " per rank, %d ranks", amp_dist_world_size(world));
         fputc('\n', cfg.out);
     }

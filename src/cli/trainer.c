@@ -931,9 +931,13 @@ static void print_summary_gpt(FILE *f, const trainer_cfg *cfg, const trainer_res
     fprintf(f, "  throughput        %.0f tokens/s\n", r->tokens_per_s);
     fprintf(f, "  steps             %lld (%lld skipped for inf/nan gradients)\n", (long long)r->steps, (long long)r->skipped);
     fprintf(f, "  final loss scale  %g\n", r->final_scale);
-    fprintf(f, "  peak memory       %s total\n", fmt_bytes(r->mem.peak_total, b, sizeof b));
+    fprintf(f, "  peak memory       %s total%s\n", fmt_bytes(r->mem.peak_total, b, sizeof b),
+            cfg->device != AMP_DEVICE_CPU ? " on the GPU" : "");
     for (int c = 0; c < AMP_MEM_CATEGORY_COUNT; c++)
         fprintf(f, "    %-12s %s\n", amp_mem_category_name((amp_mem_category)c), fmt_bytes(r->mem.peak[c], b, sizeof b));
+    if (cfg->device != AMP_DEVICE_CPU)
+        fprintf(f, "    reserved     %s (cudaMalloc calls: %llu)\n", fmt_bytes(r->mem.reserved, b, sizeof b),
+                (unsigned long long)r->mem.device_mallocs);
 }
 
 void trainer_print_summary(FILE *f, const trainer_cfg *cfg, const trainer_result *r) {

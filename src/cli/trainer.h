@@ -20,6 +20,7 @@ typedef struct {
     uint64_t seed;
     int threads;            /* 0: OpenMP default */
     const char *matmul_precision; /* "highest" | "high" | "medium"; NULL: the process default */
+    amp_device device;      /* --device: where the model, batches and optimizer live (--model gpt) */
     int64_t limit;          /* train on the first N images (0: all) */
     int64_t test_limit;     /* evaluate on the first N test images (0: all) */
     int64_t max_steps;      /* stop after this many steps (0: no limit) */

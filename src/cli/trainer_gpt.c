@@ -32,6 +32,11 @@ int trainer_gpt_preset(trainer_cfg *cfg, const char *name) {
 
 /* ---- forward under the run's precision ------------------------------------------------------------- */
 static amp_tensor *gpt_loss(amp_module *m, const trainer_cfg *cfg, amp_tensor *x, amp_tensor *y) {
+    if (cfg->device != AMP_DEVICE_CPU) { /* the batch to the model's device (scoped copies) */
+        x = amp_tensor_to(x, cfg->device);
+        y = x ? amp_tensor_to(y, cfg->device) : NULL;
+        if (!y) return NULL;
+    }
     if (cfg->mode.autocast && amp_autocast_enter(cfg->mode.compute_dtype) != AMP_OK) return NULL;
     amp_tensor *loss = amp_gpt_loss(m, x, y, NULL);
     if (cfg->mode.autocast) amp_autocast_exit();
@@ -256,6 +261,7 @@ int trainer_run_gpt(const trainer_cfg *cfg, trainer_result *res, bool keep_model
     if (amp_gpt_set_activation_checkpointing(model, cfg->checkpoint_activations) != AMP_OK) goto out;
     if (cfg->mode.param_dtype != AMP_F32 && amp_module_to(model, cfg->mode.param_dtype, cfg->mode.keep_norm_f32) != AMP_OK)
         goto out;
+    if (cfg->device != AMP_DEVICE_CPU && amp_module_to_device(model, cfg->device) != AMP_OK) goto out;
     /* data parallel: rank 0's weights everywhere, gradients averaged during backward */
     if (trainer_dist_begin(&td, cfg, model) != 0) goto out;
     if (td.world > 1 && B < td.world) {
@@ -434,7 +440,7 @@ int trainer_run_gpt(const trainer_cfg *cfg, trainer_result *res, bool keep_model
     }
     if (cfg->tty && cfg->progress) fputc('\n', cfg->out);
     res->train_s = bench_now() - t_train0 - eval_s;
-    res->mem = amp_memory_stats();
+    res->mem = cfg->device != AMP_DEVICE_CPU ? amp_memory_stats_device(cfg->device) : amp_memory_stats();
     res->steps = step;
     res->final_loss = gm.loss_n ? gm.loss_acc / (double)gm.loss_n : gm.last_loss;
     res->tokens_per_s = res->train_s > 0 ? (double)ran * (double)(B * T) / res->train_s : 0;

@@ -152,6 +152,7 @@ static amp_tensor *gpt_fwd(amp_module *m, amp_tensor *idx) {
     if (!sc) return NULL;
     amp_module *tr = CH(m, "transformer");
     amp_tensor *pos = amp_tensor_arange(0, (double)T, 1, AMP_I64);
+    if (pos && amp_tensor_device(idx) != AMP_DEVICE_CPU) pos = amp_tensor_to(pos, amp_tensor_device(idx)); /* beside idx */
     amp_tensor *x = amp_add(amp_module_forward(CH(tr, "wte"), idx), amp_module_forward(CH(tr, "wpe"), pos)); /* [B, T, C] */
     x = amp_module_forward(CH(tr, "drop"), x);
     amp_module *h = CH(tr, "h");

@@ -650,6 +650,18 @@ amp_status amp_module_to(amp_module *m, amp_dtype dt, bool keep_norm_f32) {
     return st;
 }
 
+amp_status amp_module_to_device(amp_module *m, amp_device d) {
+    if (!m) return amp_error(AMP_ERR_ARG, "amp_module_to_device: module is NULL");
+    if ((int)d < 0 || d >= AMP_DEVICE_COUNT) return amp_error(AMP_ERR_ARG, "amp_module_to_device: device %d is not valid", (int)d);
+    amp_status st = AMP_OK;
+    for (int i = 0; i < m->params.n && !st; i++)
+        if (m->params.v[i].t) st = amp_tensor_move_(m->params.v[i].t, d);
+    for (int i = 0; i < m->bufs.n && !st; i++)
+        if (m->bufs.v[i].t) st = amp_tensor_move_(m->bufs.v[i].t, d);
+    for (int i = 0; i < m->n_ch && !st; i++) st = amp_module_to_device(m->ch[i].m, d);
+    return st;
+}
+
 /* ---- printing ----------------------------------------------------------------------------------- */
 /* torch's Module.__repr__: one extra line alone stays on the first line;
  * with children, the extra lines and the children go on lines of their own */
