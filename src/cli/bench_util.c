@@ -277,3 +277,22 @@ void bench_worker_stop(bench_worker *w) {
     w->pid = -1;
     w->in = w->out = NULL;
 }
+
+/* dense peak TFLOP/s from NVIDIA's datasheets (SXM parts unless named), by
+ * device name: f32 (CUDA cores), tf32, f16/bf16 (tensor cores); 0 when the
+ * GPU is not listed */
+void bench_gpu_peaks(const char *name, double *f32, double *tf32, double *half) {
+    static const struct {
+        const char *match;
+        double f32, tf32, half;
+    } t[] = {
+        {"H200", 67.0, 494.7, 989.4}, {"H100 PCIe", 51.2, 378.0, 756.0}, {"H100 NVL", 60.0, 417.5, 835.5},
+        {"H100", 67.0, 494.7, 989.4}, {"A100", 19.5, 156.0, 312.0},
+    };
+    *f32 = *tf32 = *half = 0;
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (name && strstr(name, t[i].match)) {
+            *f32 = t[i].f32, *tf32 = t[i].tf32, *half = t[i].half;
+            return;
+        }
+}

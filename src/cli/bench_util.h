@@ -49,6 +49,8 @@ void bench_worker_stop(bench_worker *w);
 int bench_write_json(const char *path, const cJSON *root);
 /* Machine description object: cpu model, cores, threads, path, amp version. */
 cJSON *bench_machine_json(void);
+/* dense peak TFLOP/s of a GPU by its name (f32, tf32, f16/bf16); zeros when unknown */
+void bench_gpu_peaks(const char *name, double *f32, double *tf32, double *half);
 void bench_print_machine(void);
 
 #endif

@@ -54,6 +54,7 @@ int cmd_bench_precision(int argc, char **argv);
 int cmd_bench_train(int argc, char **argv);
 int bench_train_gpt(int argc, char **argv); /* amp bench train --model gpt (cmd_bench_train_gpt.c) */
 int cmd_bench_gpt(int argc, char **argv);   /* amp bench gpt: the same */
+int bench_gpt_cuda(int argc, char **argv);  /* amp bench gpt --device cuda (cmd_bench_gpt_cuda.c) */
 int cmd_bench_kernels(int argc, char **argv);
 int cmd_bench_attention(int argc, char **argv);
 int cmd_bench_dist(int argc, char **argv);

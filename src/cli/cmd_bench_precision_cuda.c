@@ -27,22 +27,9 @@
 enum { NM = 4, MAXR = 64 };
 static const char *g_modes[NM] = {"f32", "tf32", "f16", "bf16"};
 
-/* dense peak TFLOP/s from NVIDIA's datasheets, by device name: f32 (CUDA
- * cores), tf32, f16/bf16 (tensor cores); 0 when the GPU is not listed */
 static void peaks(const char *name, double pk[NM]) {
-    static const struct {
-        const char *match;
-        double f32, tf32, half;
-    } t[] = {
-        {"H200", 67.0, 494.7, 989.4}, {"H100 PCIe", 51.2, 378.0, 756.0}, {"H100 NVL", 60.0, 417.5, 835.5},
-        {"H100", 67.0, 494.7, 989.4}, {"A100", 19.5, 156.0, 312.0},
-    };
-    for (int m = 0; m < NM; m++) pk[m] = 0;
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (strstr(name, t[i].match)) {
-            pk[0] = t[i].f32, pk[1] = t[i].tf32, pk[2] = pk[3] = t[i].half;
-            return;
-        }
+    bench_gpu_peaks(name, &pk[0], &pk[1], &pk[2]);
+    pk[3] = pk[2];
 }
 
 typedef struct {

@@ -31,7 +31,8 @@ static void usage(FILE *f) {
                "  --steps N         timed steps per mode and round after one warm-up step (default 3)\n"
                "  --rounds R        rounds (default 3)\n"
                "  --llmc DIR        llm.c built by tools/llmc_setup.sh (default $AMP_LLMC_DIR; skipped,\n"
-               "                    with a note, when neither is set)\n");
+               "                    with a note, when neither is set)\n"
+               "  --device cuda     on the GPU beside PyTorch on the same GPU (amp bench gpt --device cuda --help)\n");
 }
 
 enum { NMODE = 4, MAXR = 15 };
@@ -210,6 +211,8 @@ int bench_train_gpt(int argc, char **argv) {
         else if (!strcmp(a, "--no-llmc")) llmc = NULL;
         else if (!strcmp(a, "--json") && v) json = v, i++;
         else if (!strcmp(a, "--no-torch")) no_torch = true;
+        else if (!strcmp(a, "--device") && v && !strcmp(v, "cpu")) i++;
+        else if (!strcmp(a, "--device") && v && !strcmp(v, "cuda")) return bench_gpt_cuda(argc, argv);
         else return cli_usage_error(usage, "bench train --model gpt: bad option '%s'", a);
     }
     if (llmc && !*llmc) llmc = NULL;
