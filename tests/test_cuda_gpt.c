@@ -215,6 +215,59 @@ static void t_bf16_o1(void **state) { (void)state; run_mode(M_BF16_O1); }
 static void t_fp16_o1(void **state) { (void)state; run_mode(M_F16_O1); }
 static void t_bf16_o2(void **state) { (void)state; run_mode(M_BF16_O2); }
 
+/* One forward + backward without an optimizer: the loss and every
+ * parameter's gradient on the GPU against the CPU twin (fp32: 1e-4 of each
+ * gradient's largest magnitude; bf16 autocast: 5e-2). */
+static void fwd_bwd_case(bool bf16) {
+    amp_gpt_config c = {2, 4, 128, 64, 256, 0.0, true};
+    amp_module *m[2];
+    amp_tensor *ps[2][256];
+    const char *names[256];
+    double loss[2];
+    amp_tensor *xc = tokens(4, 64, c.vocab_size, 7), *yc = tokens(4, 64, c.vocab_size, 8);
+    int np = 0;
+    for (int d = 0; d < 2; d++) {
+        amp_generator g = amp_generator_make(5);
+        m[d] = amp_gpt_new(&c, &g);
+        assert_non_null(m[d]);
+        if (d && amp_module_to_device(m[d], AMP_DEVICE_CUDA) != AMP_OK) fail_msg("%s", amp_last_error());
+        np = amp_module_parameters(m[d], ps[d], names, 256);
+        amp_scope *s = amp_scope_begin();
+        amp_tensor *x = d ? amp_tensor_to(xc, AMP_DEVICE_CUDA) : xc, *y = d ? amp_tensor_to(yc, AMP_DEVICE_CUDA) : yc;
+        if (bf16) assert_int_equal(amp_autocast_enter(AMP_BF16), AMP_OK);
+        amp_tensor *l = amp_gpt_loss(m[d], x, y, NULL);
+        if (bf16) assert_int_equal(amp_autocast_exit(), AMP_OK);
+        if (!l) fail_msg("forward on %s: %s", d ? "cuda" : "cpu", amp_last_error());
+        loss[d] = amp_tensor_item(l);
+        if (amp_backward(l) != AMP_OK) fail_msg("backward on %s: %s", d ? "cuda" : "cpu", amp_last_error());
+        amp_scope_end(s);
+    }
+    printf("%s forward: loss cpu %.7f gpu %.7f\n", bf16 ? "bf16" : "fp32", loss[0], loss[1]);
+    double tol = bf16 ? 5e-2 : 1e-4;
+    if (!(rel(loss[1], loss[0]) <= (bf16 ? 1e-2 : 1e-5))) fail_msg("loss cpu %.7f gpu %.7f", loss[0], loss[1]);
+    int bad = 0;
+    for (int i = 0; i < np; i++) {
+        amp_tensor *gc = amp_tensor_grad(ps[0][i]), *gg = amp_tensor_grad(ps[1][i]);
+        if (!gc || !gg) fail_msg("%s: no gradient (cpu %p, gpu %p)", names[i], (void *)gc, (void *)gg);
+        amp_tensor *h = amp_tensor_to(gg, AMP_DEVICE_CPU), *hf = amp_to(h, AMP_F32), *cf = amp_to(gc, AMP_F32);
+        const float *a = amp_tensor_data(cf), *b = amp_tensor_data(hf);
+        double mx = 0, dm = 0;
+        for (int64_t k = 0; k < amp_tensor_numel(cf); k++) mx = fmax(mx, fabs(a[k])), dm = fmax(dm, fabs((double)a[k] - b[k]));
+        if (!(dm <= tol * mx)) {
+            printf("  %s: gradient differs: max |cpu - gpu| %.3e of max %.3e\n", names[i], dm, mx);
+            bad++;
+        }
+        amp_tensor_free(h), amp_tensor_free(hf), amp_tensor_free(cf);
+    }
+    if (bad) fail_msg("%d of %d gradients differ", bad, np);
+    amp_module_free(m[0]);
+    amp_module_free(m[1]);
+    amp_tensor_free(xc);
+    amp_tensor_free(yc);
+}
+static void t_fwd_bwd_fp32(void **state) { (void)state; fwd_bwd_case(false); }
+static void t_fwd_bwd_bf16(void **state) { (void)state; fwd_bwd_case(true); }
+
 /* A module moved to the GPU and back: the same values, tied weights stay tied. */
 static void t_module_roundtrip(void **state) {
     (void)state;
@@ -240,7 +293,8 @@ static void t_module_roundtrip(void **state) {
 int main(void) {
     amp_test_require_cuda();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_module_roundtrip), cmocka_unit_test(t_fp32), cmocka_unit_test(t_bf16_o1),
+        cmocka_unit_test(t_module_roundtrip), cmocka_unit_test(t_fwd_bwd_fp32), cmocka_unit_test(t_fwd_bwd_bf16),
+        cmocka_unit_test(t_fp32),             cmocka_unit_test(t_bf16_o1),
         cmocka_unit_test(t_fp16_o1),          cmocka_unit_test(t_bf16_o2),
     };
     return amp_test_run(tests);
