@@ -245,57 +245,126 @@ static void t_elementwise(void **state) {
 }
 
 /* ---- GEMM ---------------------------------------------------------------------------------- */
+/* Every case runs to the end and prints each mismatch (at most 4 per case)
+ * and a failing call's error; t_gemm fails at the end with the count, so
+ * one GPU run lists all the wrong cases. */
+typedef enum { BIAS_NONE = 0, BIAS_COL, BIAS_ROW } bias_kind;
+
 typedef struct {
     bool ta, tb;
     int64_t m, n, k, batch;
     amp_dtype at, bt, ct;
     amp_matmul_precision prec;
-    bool bias, gelu, bshare;
+    bias_kind bias;    /* BIAS_COL: one value per column (linear's), BIAS_ROW: per row (conv's) */
+    amp_dtype bias_dt; /* 0: C's dtype */
+    int64_t bias_step; /* bias element stride (0 taken as 1) */
+    bool bias_misalign; /* bias pointer one element past an aligned block */
+    bool gelu, aux, bshare;
+    bool tight;        /* leading dims = the row lengths (no padding) */
     float alpha, beta;
 } gcase;
 
+static int g_gemm_failures;
+
+static void gemm_name(const gcase *c, char *buf, size_t n) {
+    snprintf(buf, n, "gemm %s%s x %s%s -> %s [%lld,%lld,%lld] x%lld%s prec %d alpha %g beta %g%s%s%s%s%s%s",
+             amp_dtype_name(c->at), c->ta ? "T" : "", amp_dtype_name(c->bt), c->tb ? "T" : "", amp_dtype_name(c->ct),
+             (long long)c->m, (long long)c->n, (long long)c->k, (long long)c->batch, c->bshare ? " (B shared)" : "",
+             (int)c->prec, (double)c->alpha, (double)c->beta,
+             c->bias == BIAS_COL ? " bias/col" : c->bias == BIAS_ROW ? " bias/row" : "",
+             c->bias && c->bias_dt ? amp_dtype_name(c->bias_dt) : "", c->bias_step > 1 ? " strided" : "",
+             c->bias_misalign ? " misaligned" : "", c->gelu ? " gelu" : "", c->aux ? "+aux" : "");
+}
+
+/* compares got with want over the [batch, m, n] region (row stride ld,
+ * batch stride sb); returns the number of mismatches, printing the first 4 */
+static int gemm_compare(const char *what, const char *part, const amp_tensor *want, const amp_tensor *got, amp_dtype dt,
+                        int64_t batch, int64_t m, int64_t n, int64_t ld, int64_t sb, double rtol, double scale) {
+    int bad = 0;
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) {
+                int64_t off = b * sb + i * ld + j;
+                double x = amp__load(amp__elem_ptr(want, off), dt), y = amp__load(amp__elem_ptr(got, off), dt);
+                double tol = rtol * scale + (dt == AMP_F32 ? 0 : (dt == AMP_F16 ? 1e-3 : 8e-3) * fabs(x));
+                if (!(fabs(x - y) <= tol)) {
+                    if (bad < 4)
+                        print_message("FAIL %s: %s (%lld,%lld,%lld) cpu %.7g gpu %.7g\n", what, part, (long long)b, (long long)i,
+                                      (long long)j, x, y);
+                    bad++;
+                }
+            }
+    if (bad > 4) print_message("FAIL %s: %s: %d elements differ in all\n", what, part, bad);
+    return bad;
+}
+
 static void gemm_case(const gcase *c, double rtol) {
-    int64_t lda = (c->ta ? c->m : c->k) + 3, ldb = (c->tb ? c->k : c->n) + 1, ldc = c->n + 2;
+    char what[256];
+    gemm_name(c, what, sizeof what);
+    int64_t pad = c->tight ? 0 : 1;
+    int64_t lda = (c->ta ? c->m : c->k) + 3 * pad, ldb = (c->tb ? c->k : c->n) + pad, ldc = c->n + 2 * pad;
     int64_t ra = c->ta ? c->k : c->m, rb = c->tb ? c->n : c->k;
     int64_t sa = ra * lda, sb = c->bshare ? 0 : rb * ldb, sc = c->m * ldc;
-    amp_tensor *A = rand_cpu(c->at, 1, AMP_SHAPE(c->batch * sa), 1, 1.0);
-    amp_tensor *B = rand_cpu(c->bt, 1, AMP_SHAPE((c->bshare ? 1 : c->batch) * rb * ldb), 2, 1.0);
-    amp_tensor *C = rand_cpu(c->ct, 1, AMP_SHAPE(c->batch * sc), 3, 1.0);
-    amp_tensor *bias = c->bias ? rand_cpu(c->ct, 1, AMP_SHAPE(c->n), 4, 1.0) : NULL;
+    amp_dtype bdt = c->bias_dt ? c->bias_dt : c->ct;
+    int64_t bstep = c->bias_step > 0 ? c->bias_step : 1, blen = c->bias == BIAS_ROW ? c->m : c->n;
+    int64_t boff = c->bias_misalign ? 1 : 0;
+    amp_tensor *A = rand_cpu(c->at, 1, AMP_SHAPE(c->batch * sa + 1), 1, 1.0);
+    amp_tensor *B = rand_cpu(c->bt, 1, AMP_SHAPE((c->bshare ? 1 : c->batch) * rb * ldb + 1), 2, 1.0);
+    amp_tensor *C = rand_cpu(c->ct, 1, AMP_SHAPE(c->batch * sc + 1), 3, 1.0);
+    amp_tensor *bias = c->bias ? rand_cpu(bdt, 1, AMP_SHAPE(boff + blen * bstep + 1), 4, 1.0) : NULL;
+    int64_t naux = c->batch * c->m * c->n + 1;
+    amp_tensor *aux = c->aux ? amp_tensor_zeros(c->ct, 1, AMP_SHAPE(naux)) : NULL;
     amp_tensor *dA = to_cuda(A), *dB = to_cuda(B), *dC = to_cuda(C), *dbias = bias ? to_cuda(bias) : NULL;
+    amp_tensor *daux = aux ? to_cuda(aux) : NULL;
     amp_gemm_args g = {.trans_a = c->ta, .trans_b = c->tb, .m = c->m, .n = c->n, .k = c->k, .alpha = c->alpha, .beta = c->beta,
                        .a_dtype = c->at, .lda = lda, .stride_a = sa, .b_dtype = c->bt, .ldb = ldb, .stride_b = sb,
                        .c_dtype = c->ct, .ldc = ldc, .stride_c = sc, .batch = c->batch, .precision = AMP_MATMUL_HIGHEST,
-                       .bias_dtype = c->ct, .bias_rs = 0, .bias_cs = 1,
+                       .bias_dtype = bdt, .bias_rs = c->bias == BIAS_ROW ? bstep : 0,
+                       .bias_cs = c->bias == BIAS_COL ? bstep : 0,
                        .epilogue = c->gelu ? AMP_GEMM_EPI_GELU_TANH : AMP_GEMM_EPI_NONE};
     amp_gemm_args h = g;
-    h.a = amp__data(A), h.b = amp__data(B), h.c = amp__data(C), h.bias = bias ? amp__data(bias) : NULL;
-    g.a = amp__data(dA), g.b = amp__data(dB), g.c = amp__data(dC), g.bias = dbias ? amp__data(dbias) : NULL;
+    size_t bes = amp_dtype_size(bdt);
+    h.a = amp__data(A), h.b = amp__data(B), h.c = amp__data(C);
+    h.bias = bias ? (char *)amp__data(bias) + boff * bes : NULL;
+    h.epi_aux = aux ? amp__data(aux) : NULL;
+    g.a = amp__data(dA), g.b = amp__data(dB), g.c = amp__data(dC);
+    g.bias = dbias ? (char *)amp__data(dbias) + boff * bes : NULL;
+    g.epi_aux = daux ? amp__data(daux) : NULL;
     g.precision = c->prec;
-    assert_int_equal(amp_backend_cpu.gemm("test", &h), AMP_OK);
-    assert_int_equal(cu()->gemm("test", &g), AMP_OK);
-    amp_tensor *got = to_cpu(dC);
-    /* compare C (not the padding columns) relative to the row's scale */
-    double scale = sqrt((double)c->k) + 1.0;
-    for (int64_t b = 0; b < c->batch; b++)
-        for (int64_t i = 0; i < c->m; i++)
-            for (int64_t j = 0; j < c->n; j++) {
-                int64_t off = b * sc + i * ldc + j;
-                double x = amp__load(amp__elem_ptr(C, off), c->ct), y = amp__load(amp__elem_ptr(got, off), c->ct);
-                double tol = rtol * scale + (c->ct == AMP_F32 ? 0 : (c->ct == AMP_F16 ? 1e-3 : 8e-3) * fabs(x));
-                if (!(fabs(x - y) <= tol))
-                    fail_msg("gemm %s%s x %s%s -> %s [%lld,%lld,%lld] x%lld prec %d%s%s: (%lld,%lld,%lld) cpu %.7g gpu %.7g",
-                             amp_dtype_name(c->at), c->ta ? "T" : "", amp_dtype_name(c->bt), c->tb ? "T" : "",
-                             amp_dtype_name(c->ct), (long long)c->m, (long long)c->n, (long long)c->k, (long long)c->batch,
-                             (int)c->prec, c->bias ? " bias" : "", c->gelu ? " gelu" : "", (long long)b, (long long)i,
-                             (long long)j, x, y);
+    amp_status hs = amp_backend_cpu.gemm("test", &h);
+    if (hs != AMP_OK) {
+        print_message("FAIL %s: the CPU's gemm failed: %s\n", what, amp_last_error());
+        g_gemm_failures++;
+    }
+    amp_status gs = cu()->gemm("test", &g);
+    if (gs == AMP_OK) gs = amp_cuda_synchronize();
+    if (gs != AMP_OK) {
+        print_message("FAIL %s: the GPU's gemm failed: %s\n", what, amp_last_error());
+        g_gemm_failures++;
+    }
+    amp_tensor *got = to_cpu(dC), *gaux = daux ? to_cpu(daux) : NULL;
+    if (hs == AMP_OK && gs == AMP_OK) {
+        /* C (not the padding columns) relative to the row's scale */
+        double scale = sqrt((double)c->k) + 1.0;
+        int bad = gemm_compare(what, "C", C, got, c->ct, c->batch, c->m, c->n, ldc, sc, rtol, scale);
+        /* the padding columns and the element after C are left alone */
+        for (int64_t e = 0; e < c->batch * sc + 1; e++) {
+            bool inside = e < c->batch * sc && (e % sc) % ldc < c->n;
+            if (!inside && bits_at(C, e) != bits_at(got, e)) {
+                if (bad < 4) print_message("FAIL %s: element %lld outside C was written\n", what, (long long)e);
+                bad++;
             }
-    amp_tensor *ts[] = {A, B, C, bias, dA, dB, dC, dbias, got};
-    for (int i = 0; i < 9; i++) amp_tensor_free(ts[i]);
+        }
+        if (aux) bad += gemm_compare(what, "aux", aux, gaux, c->ct, c->batch, c->m, c->n, c->n, c->m * c->n, rtol, scale);
+        if (bad) g_gemm_failures++;
+    }
+    amp_tensor *ts[] = {A, B, C, bias, aux, dA, dB, dC, dbias, daux, got, gaux};
+    for (int i = 0; i < 12; i++) amp_tensor_free(ts[i]);
 }
 
 static void t_gemm(void **state) {
     (void)state;
+    g_gemm_failures = 0;
     amp_dtype dts[] = {AMP_F32, AMP_F16, AMP_BF16};
     int64_t sizes[][3] = {{1, 1, 1}, {7, 13, 5}, {64, 96, 128}, {130, 67, 259}, {1, 512, 768}, {300, 1, 77}};
     for (int s = 0; s < 6; s++)
@@ -304,31 +373,66 @@ static void t_gemm(void **state) {
                 gcase c = {.ta = t & 1, .tb = t >> 1, .m = sizes[s][0], .n = sizes[s][1], .k = sizes[s][2], .batch = 1,
                            .at = dts[d], .bt = dts[d], .ct = dts[d], .alpha = 1.0f, .beta = 0.0f};
                 gemm_case(&c, dts[d] == AMP_F32 ? 1e-5 : 1e-4);
+                c.tight = true;
+                gemm_case(&c, dts[d] == AMP_F32 ? 1e-5 : 1e-4);
+                c.tight = false;
                 c.ct = AMP_F32, c.beta = 0.5f, c.batch = 3;
                 gemm_case(&c, 1e-4);
                 c.bshare = true, c.alpha = 0.25f;
                 gemm_case(&c, 1e-4);
             }
-    /* TF32 */
-    gcase tf = {.m = 256, .n = 256, .k = 512, .batch = 1, .at = AMP_F32, .bt = AMP_F32, .ct = AMP_F32, .prec = AMP_MATMUL_HIGH,
-                .alpha = 1.0f};
-    gemm_case(&tf, 2e-3);
+    /* TF32, every layout */
+    for (int t = 0; t < 4; t++) {
+        gcase tf = {.ta = t & 1, .tb = t >> 1, .m = 256, .n = 256, .k = 512, .batch = 1, .at = AMP_F32, .bt = AMP_F32,
+                    .ct = AMP_F32, .prec = AMP_MATMUL_HIGH, .alpha = 1.0f};
+        gemm_case(&tf, 2e-3);
+        tf.prec = AMP_MATMUL_MEDIUM, tf.batch = 2, tf.m = 33, tf.n = 47, tf.k = 129;
+        gemm_case(&tf, 2e-3);
+    }
     /* mixed operands (f32 x bf16) and an f32 product into a bf16 C */
     gcase mx = {.m = 33, .n = 65, .k = 129, .batch = 2, .at = AMP_F32, .bt = AMP_BF16, .ct = AMP_BF16, .alpha = 1.0f, .beta = 1.0f};
     gemm_case(&mx, 1e-4);
-    /* linear's bias in the epilogue, and with beta != 1 (written first) */
+    mx.at = AMP_F16, mx.bt = AMP_F32, mx.ct = AMP_F16, mx.ta = true, mx.tb = true;
+    gemm_case(&mx, 1e-4);
+    mx.at = AMP_F32, mx.bt = AMP_F32, mx.ct = AMP_BF16, mx.ta = false, mx.bias = BIAS_COL, mx.gelu = true;
+    gemm_case(&mx, 1e-4);
+    /* every transpose x bias (none, in the epilogue: beta 1 and C's dtype,
+     * written first: beta 0.5) x batch (1, 3, 3 sharing B) x dtype x gelu
+     * (none, fused, fused keeping the pre-activation in aux) */
+    for (int d = 0; d < 3; d++)
+        for (int t = 0; t < 4; t++)
+            for (int bi = 0; bi < 3; bi++)
+                for (int ba = 0; ba < 3; ba++)
+                    for (int ge = 0; ge < 3; ge++) {
+                        gcase bc = {.ta = t & 1, .tb = t >> 1, .m = 96, .n = 128, .k = 64, .batch = ba ? 3 : 1,
+                                    .bshare = ba == 2, .at = dts[d], .bt = dts[d], .ct = dts[d],
+                                    .bias = bi ? BIAS_COL : BIAS_NONE, .alpha = 1.0f, .beta = bi == 2 ? 0.5f : 1.0f,
+                                    .gelu = ge > 0, .aux = ge == 2};
+                        if (!bi) bc.beta = 0.0f;
+                        gemm_case(&bc, 1e-4);
+                    }
+    /* odd sizes with a bias and gelu (the aux leading dimension not a
+     * multiple of 8: the unfused path), a row bias (conv's), a strided f32
+     * bias on a bf16 C, a misaligned bias pointer, alpha != 1 */
     for (int d = 0; d < 3; d++) {
-        gcase bc = {.tb = true, .m = 96, .n = 128, .k = 64, .batch = 1, .at = dts[d], .bt = dts[d], .ct = dts[d], .bias = true,
-                    .alpha = 1.0f, .beta = 1.0f};
-        gemm_case(&bc, 1e-4);
-        bc.beta = 0.5f;
-        gemm_case(&bc, 1e-4);
-        bc.gelu = true, bc.beta = 1.0f;
-        gemm_case(&bc, 1e-4);
+        gcase o = {.m = 37, .n = 29, .k = 53, .batch = 2, .at = dts[d], .bt = dts[d], .ct = dts[d], .bias = BIAS_COL,
+                   .alpha = 0.75f, .beta = 1.0f, .gelu = true, .aux = true};
+        gemm_case(&o, 1e-4);
+        o.gelu = o.aux = false, o.bias = BIAS_ROW, o.tb = true;
+        gemm_case(&o, 1e-4);
+        o.bias = BIAS_COL, o.bias_dt = AMP_F32, o.bias_step = 3, o.ta = true;
+        gemm_case(&o, 1e-4);
+        o.bias_dt = 0, o.bias_step = 0, o.bias_misalign = true, o.m = 64, o.n = 64, o.k = 64, o.alpha = 1.0f;
+        gemm_case(&o, 1e-4);
     }
-    /* k = 0 and alpha = 0: C = beta * C */
+    /* k = 0 and alpha = 0: C = beta * C (or beta * bias) */
     gcase z = {.m = 5, .n = 6, .k = 0, .batch = 2, .at = AMP_F32, .bt = AMP_F32, .ct = AMP_F32, .alpha = 1.0f, .beta = 0.5f};
     gemm_case(&z, 0);
+    z.bias = BIAS_COL;
+    gemm_case(&z, 0);
+    z.k = 7, z.alpha = 0.0f, z.bias = BIAS_NONE, z.gelu = true;
+    gemm_case(&z, 1e-6);
+    if (g_gemm_failures) fail_msg("%d GEMM cases failed (listed above)", g_gemm_failures);
 }
 
 int main(void) {

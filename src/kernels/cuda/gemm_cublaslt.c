@@ -111,7 +111,7 @@ static amp_status layout(const char *fn, cublasLtMatrixLayout_t *l, int type, in
 
 /* The cached plan for key, made (descriptors + heuristic) when new. The
  * caller holds g_plan_mu; pointers matter only for alignment (in key). */
-static amp_status get_plan(const char *fn, const plan_key *k, plan **out) {
+static amp_status get_plan(const char *fn, const plan_key *k, plan **out, bool *no_algo) {
     plan *victim = NULL;
     for (int i = 0; i < PLAN_SLOTS; i++) {
         plan *p = &g_plans[i];
@@ -135,7 +135,8 @@ static amp_status get_plan(const char *fn, const plan_key *k, plan **out) {
     AMP_LT(cublasLtMatmulDescSetAttribute)(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
     st = lt_check(fn, AMP_LT(cublasLtMatmulDescSetAttribute)(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi),
                   "cublasLtMatmulDescSetAttribute(EPILOGUE)");
-    if (st == AMP_OK && (epi & CUBLASLT_EPILOGUE_BIAS)) {
+    if (st == AMP_OK && (epi == CUBLASLT_EPILOGUE_BIAS || epi == CUBLASLT_EPILOGUE_GELU_BIAS ||
+                         epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS)) {
         int32_t bt = k->ctype;
         st = lt_check(fn, AMP_LT(cublasLtMatmulDescSetAttribute)(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt),
                       "cublasLtMatmulDescSetAttribute(BIAS_DATA_TYPE)");
@@ -176,7 +177,10 @@ static amp_status get_plan(const char *fn, const plan_key *k, plan **out) {
     AMP_LT(cublasLtMatmulPreferenceDestroy)(pref);
     if (hs != CUBLAS_STATUS_SUCCESS || found == 0) {
         plan_destroy(p);
-        if (hs == CUBLAS_STATUS_SUCCESS) hs = CUBLAS_STATUS_NOT_SUPPORTED;
+        if (hs == CUBLAS_STATUS_SUCCESS || hs == CUBLAS_STATUS_NOT_SUPPORTED) {
+            hs = CUBLAS_STATUS_NOT_SUPPORTED;
+            *no_algo = true;
+        }
         return lt_check(fn, hs, "cublasLtMatmulAlgoGetHeuristic (no algorithm for this product)");
     }
     p->algo = res.algo;
@@ -284,6 +288,67 @@ static amp_status check_args(const char *fn, const amp_gemm_args *g) {
     return AMP_OK;
 }
 
+/* One cublasLtMatmul for g (operands of a supported type combination):
+ * C = alpha op(A) op(B) + beta C, or with the bias (epi_bias: beta must be
+ * 1, the bias replaces the beta term) and/or gelu (epi_gelu) fused into the
+ * epilogue. *no_algo is set when cuBLASLt has no algorithm for it. */
+static amp_status lt_run(const char *fn, const amp_gemm_args *gp, bool epi_bias, bool epi_gelu, float beta,
+                         bool *no_algo) {
+    const amp_gemm_args g = *gp;
+    *no_algo = false;
+    if (epi_bias) beta = 0.0f;
+    plan_key k;
+    memset(&k, 0, sizeof k);
+    k.ta = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    k.tb = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    k.m = g.n, k.n = g.m, k.k = g.k;
+    k.lda = g.ldb, k.ldb = g.lda, k.ldc = g.ldc;
+    k.sa = g.stride_b, k.sb = g.stride_a, k.sc = g.stride_c, k.batch = g.batch;
+    k.atype = cuda_type(g.b_dtype), k.btype = cuda_type(g.a_dtype), k.ctype = cuda_type(g.c_dtype);
+    if (g.a_dtype == AMP_F32)
+        k.compute = g.precision == AMP_MATMUL_HIGHEST ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
+    else
+        k.compute = CUBLAS_COMPUTE_32F;
+    /* The epilogue is one of cuBLASLt's named values, never DEFAULT (1)
+     * or'ed with a flag: DEFAULT | BIAS is 5, which is no epilogue of
+     * cuBLASLt's (the first H100 run got gelu(AB + bias) from it). */
+    uint32_t epi;
+    if (epi_gelu && epi_bias)
+        epi = g.epi_aux ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_BIAS;
+    else if (epi_gelu)
+        epi = g.epi_aux ? CUBLASLT_EPILOGUE_GELU_AUX : CUBLASLT_EPILOGUE_GELU;
+    else if (epi_bias)
+        epi = CUBLASLT_EPILOGUE_BIAS;
+    else
+        epi = CUBLASLT_EPILOGUE_DEFAULT;
+    k.epi = (int)epi;
+    if (epi_gelu && g.epi_aux) {
+        k.aux_ld = g.n;
+        k.aux_stride = g.m * g.n;
+    }
+    int al = align_of(g.a);
+    int a2 = align_of(g.b), a3 = align_of(g.c);
+    if (a2 < al) al = a2;
+    if (a3 < al) al = a3;
+    k.align = al;
+    pthread_mutex_lock(&g_plan_mu);
+    plan *p = NULL;
+    amp_status st = get_plan(fn, &k, &p, no_algo);
+    if (st == AMP_OK) {
+        if (epi_bias)
+            AMP_LT(cublasLtMatmulDescSetAttribute)(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias);
+        if (epi_gelu && g.epi_aux)
+            AMP_LT(cublasLtMatmulDescSetAttribute)(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.epi_aux, sizeof g.epi_aux);
+        float alpha = g.alpha;
+        st = lt_check(fn,
+                      AMP_LT(cublasLtMatmul)(g_lt, p->op, &alpha, g.b, p->la, g.a, p->lb, &beta, g.c, p->lc, g.c, p->lc, &p->algo,
+                                             g_ws, WORKSPACE_BYTES, amp__cu.stream),
+                      "cublasLtMatmul");
+    }
+    pthread_mutex_unlock(&g_plan_mu);
+    return st;
+}
+
 /* ---- the entry --------------------------------------------------------------------------- */
 amp_status amp__cu_gemm(const char *fn, const amp_gemm_args *g0) {
     amp_status st = check_args(fn, g0);
@@ -351,57 +416,24 @@ amp_status amp__cu_gemm(const char *fn, const amp_gemm_args *g0) {
     }
 
     /* bias: cuBLASLt's epilogue for linear's per-column bias of C's dtype
-     * with beta 1; otherwise written into C first, then beta * C */
+     * with beta 1; otherwise written into C first, then beta * C. gelu:
+     * cuBLASLt's epilogue when it can keep the pre-activation values where
+     * asked, else a pass after the product. Where cuBLASLt has no algorithm
+     * for a fused epilogue, the product runs again without it. */
     bool epi_bias = has_bias && g.beta == 1.0f && g.bias_rs == 0 && g.bias_cs == 1 && g.bias_dtype == g.c_dtype &&
                     align_of(g.bias) >= 16; /* the heuristic assumes an aligned bias pointer */
-    float beta = g.beta;
-    if (has_bias && !epi_bias) {
-        if ((st = set_c(fn, &g, 2, 1.0f)) != AMP_OK) goto out;
-    } else if (epi_bias) {
-        beta = 0.0f;
-    }
     bool gelu = g.epilogue == AMP_GEMM_EPI_GELU_TANH;
     bool epi_gelu = gelu && (!g.epi_aux || (g.n % 8 == 0 && align_of(g.epi_aux) >= 16));
-    plan_key k;
-    memset(&k, 0, sizeof k);
-    k.ta = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    k.tb = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    k.m = g.n, k.n = g.m, k.k = g.k;
-    k.lda = g.ldb, k.ldb = g.lda, k.ldc = g.ldc;
-    k.sa = g.stride_b, k.sb = g.stride_a, k.sc = g.stride_c, k.batch = g.batch;
-    k.atype = cuda_type(g.b_dtype), k.btype = cuda_type(g.a_dtype), k.ctype = cuda_type(g.c_dtype);
-    if (g.a_dtype == AMP_F32)
-        k.compute = g.precision == AMP_MATMUL_HIGHEST ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
-    else
-        k.compute = CUBLAS_COMPUTE_32F;
-    uint32_t epi = CUBLASLT_EPILOGUE_DEFAULT;
-    if (epi_gelu) epi = g.epi_aux ? CUBLASLT_EPILOGUE_GELU_AUX : CUBLASLT_EPILOGUE_GELU;
-    if (epi_bias) epi |= CUBLASLT_EPILOGUE_BIAS;
-    k.epi = (int)epi;
-    if (epi_gelu && g.epi_aux) {
-        k.aux_ld = g.n;
-        k.aux_stride = g.m * g.n;
+    bool no_algo = false;
+    if (epi_bias || epi_gelu) {
+        st = lt_run(fn, &g, epi_bias, epi_gelu, g.beta, &no_algo);
+        if (st == AMP_OK || !no_algo) goto done;
+        amp_clear_error();
+        epi_bias = epi_gelu = false;
     }
-    int al = align_of(g.a);
-    int a2 = align_of(g.b), a3 = align_of(g.c);
-    if (a2 < al) al = a2;
-    if (a3 < al) al = a3;
-    k.align = al;
-    pthread_mutex_lock(&g_plan_mu);
-    plan *p = NULL;
-    st = get_plan(fn, &k, &p);
-    if (st == AMP_OK) {
-        if (epi_bias)
-            AMP_LT(cublasLtMatmulDescSetAttribute)(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias);
-        if (epi_gelu && g.epi_aux)
-            AMP_LT(cublasLtMatmulDescSetAttribute)(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.epi_aux, sizeof g.epi_aux);
-        float alpha = g.alpha;
-        st = lt_check(fn,
-                      AMP_LT(cublasLtMatmul)(g_lt, p->op, &alpha, g.b, p->la, g.a, p->lb, &beta, g.c, p->lc, g.c, p->lc, &p->algo,
-                                     g_ws, WORKSPACE_BYTES, amp__cu.stream),
-                      "cublasLtMatmul");
-    }
-    pthread_mutex_unlock(&g_plan_mu);
+    if (has_bias && (st = set_c(fn, &g, 2, 1.0f)) != AMP_OK) goto out;
+    st = lt_run(fn, &g, false, false, g.beta, &no_algo);
+done:
     if (st == AMP_OK && gelu && !epi_gelu) st = gelu_after(fn, &g);
 out:
     /* scratch freed now: the stream orders its reuse after the product */
