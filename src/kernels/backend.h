@@ -170,6 +170,11 @@ typedef struct amp_backend {
 
     /* matrix products (kernels/gemm_args.h) */
     amp_status (*gemm)(const char *fn, const amp_gemm_args *g);
+    /* (added for linear's backward) out[j] (new f32 [n]) = sum over the
+     * rows i of g[i, j], g contiguous (f32, f16 or bf16) seen as [rows, n]:
+     * the bias gradient. The CPU's is the GEMM ones[1, rows] · g; a GPU's
+     * sums in f32 in its own (fixed) order. */
+    amp_status (*bias_grad)(const char *fn, const amp_tensor *g, int64_t rows, int64_t n, amp_tensor *out);
 
     /* reductions (out: new contiguous tensors of x's dtype unless said) */
     /* sum (or mean) over the dims with red[d] set: out has x's dims without

@@ -1,6 +1,8 @@
 /* Matrix products: matmul, mm, bmm, linear, addmm, baddbmm, dot.
  *
- * Every product goes through amp_gemm (kernels/cpu/gemm.h). Operands are
+ * Every product is one or more calls of the GEMM entry of the tensors'
+ * device's backend (kernels/gemm_args.h: the CPU's amp_gemm, cuBLASLt on
+ * cuda); linear's bias gradient is the backend's bias_grad. Operands are
  * described as strided matrices (mdesc) and handed to the GEMM as stored,
  * with its transpose flags, so transposed views and the weight of linear are
  * never copied; only a matrix whose two inner strides are both non-unit
@@ -14,7 +16,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "kernels/cpu/gemm.h"
+#include "kernels/backend.h"
 #include "ops/op_util.h"
 
 /* ---- strided matrix descriptors ---------------------------------------------------- */
@@ -107,9 +109,10 @@ static bool gemm_side(const mdesc *d, bool want_t, bool *trans, int64_t *ld) {
     return false;
 }
 
-/* Contiguous copy of t (same dtype; unscoped workspace). */
+/* Contiguous copy of t (same dtype and device; unscoped workspace). */
 static amp_tensor *contig_copy(const char *fn, const amp_tensor *t) {
-    amp_tensor *c = amp__tensor_new(fn, t->dtype, t->ndim, t->shape, amp__mem_current(AMP_MEM_WORKSPACE), AMP_NEW_UNSCOPED);
+    amp_tensor *c = amp__tensor_new_on(fn, amp__dev(t), t->dtype, t->ndim, t->shape, amp__mem_current(AMP_MEM_WORKSPACE),
+                                       AMP_NEW_UNSCOPED);
     if (c && amp__copy_convert(c, t) != AMP_OK) {
         amp__release(c);
         return NULL;
@@ -137,13 +140,13 @@ static const amp_tensor *gemm_ready(const char *fn, const amp_tensor *t, int vec
  * op(A) = A or Aᵀ (want_ta), m x k; op(B) k x n. C has row stride ldc and batch
  * strides cbs; a C batch stride of 0 over a dim of size > 1 sums over it
  * (the first term uses beta, the rest accumulate). */
-static amp_status bexec(int nb, const int64_t *bshape, const mdesc *A, bool want_ta, const mdesc *B, bool want_tb, void *C,
+static amp_status bexec(const char *fn, const amp_backend *be, int nb, const int64_t *bshape, const mdesc *A, bool want_ta, const mdesc *B, bool want_tb, void *C,
                         amp_dtype cdt, int64_t ldc, const int64_t *cbs, int64_t m, int64_t n, int64_t k, float alpha,
                         float beta, const amp_tensor *bias) {
     amp_gemm_args g;
     memset(&g, 0, sizeof g);
     if (!gemm_side(A, want_ta, &g.trans_a, &g.lda) || !gemm_side(B, want_tb, &g.trans_b, &g.ldb))
-        return amp_error(AMP_ERR_ARG, "amp_gemm: internal error: operand layout not usable");
+        return amp_error(AMP_ERR_ARG, "%s: amp_gemm: internal error: operand layout not usable", fn);
     g.m = m, g.n = n, g.k = k;
     g.alpha = alpha;
     g.precision = amp_matmul_precision_get();
@@ -178,7 +181,8 @@ static amp_status bexec(int nb, const int64_t *bshape, const mdesc *A, bool want
             int64_t tot = m * n;
             for (int i = 0; i < nb; i++)
                 if (cbs[i] != 0) tot *= bshape[i];
-            memset(C, 0, (size_t)tot * esz(cdt));
+            if (!be->memset_bytes) return amp__backend_missing(fn, be, "memset_bytes");
+            return be->memset_bytes(C, 0, (size_t)tot * esz(cdt));
         }
         return AMP_OK;
     }
@@ -228,7 +232,7 @@ static amp_status bexec(int nb, const int64_t *bshape, const mdesc *A, bool want
         /* a bias (one value per column, linear's) is the first term's addend */
         g.bias = first_sum && bias ? amp__data(bias) : NULL;
         if (g.bias) g.bias_dtype = bias->dtype, g.bias_rs = 0, g.bias_cs = bias->stride[0];
-        amp_status st = amp_gemm(&g);
+        amp_status st = AMP_BE_CALL(be, gemm, fn, &g);
         if (st != AMP_OK) return st;
         int j = nod - 1;
         for (; j >= 0; j--) {
@@ -393,9 +397,11 @@ static amp_tensor *mm_op(const char *fn, mm_mode mode, amp_tensor *input, amp_te
     if (input && !amp__check_float(fn, input, inn)) return NULL;
     amp_tensor *in[3] = {a, b, input};
     int nin = has_in_arg ? 3 : 2;
-    int mask = amp__autocast(op_ids[mode], in, nin);
+    amp_device dev;
+    int mask = amp__autocast_dev(op_ids[mode], in, nin, &dev);
     if (mask < 0) return NULL;
     a = in[0], b = in[1], input = in[2];
+    const amp_backend *be = NULL;
     amp_tensor *out = NULL, *ta = NULL, *tb = NULL;
     mm_geom G;
     int avec, bvec;
@@ -411,7 +417,8 @@ static amp_tensor *mm_op(const char *fn, mm_mode mode, amp_tensor *input, amp_te
     }
     amp_dtype odt = amp__promote(a->dtype, b->dtype);
     if (input) odt = amp__promote(odt, input->dtype);
-    out = amp__empty_out(fn, odt, G.ond, G.oshape);
+    if (!(be = amp__backend(fn, dev))) goto done;
+    out = amp__empty_out_on(fn, dev, odt, G.ond, G.oshape);
     if (!out) goto done;
     const amp_tensor *ua = gemm_ready(fn, a, avec, &ta);
     const amp_tensor *ub = ua ? gemm_ready(fn, b, bvec, &tb) : NULL;
@@ -437,9 +444,8 @@ static amp_tensor *mm_op(const char *fn, mm_mode mode, amp_tensor *input, amp_te
     factor_descs(mode, ua, ub, avec, bvec, &G, &A, &B);
     int64_t cbs[AMP_MAX_DIMS];
     out_bstrides(&G, cbs);
-    if (bexec(G.nb, G.bshape, &A, false, &B, false, amp__data(out), odt, G.N, cbs, G.M, G.N, G.K, (float)alpha, gbeta,
-              gbias) !=
-        AMP_OK)
+    if (bexec(fn, be, G.nb, G.bshape, &A, false, &B, false, amp__data(out), odt, G.N, cbs, G.M, G.N, G.K, (float)alpha,
+              gbeta, gbias) != AMP_OK)
         goto fail;
     amp_tensor *gi[3] = {a, b, input};
     if (amp__needs_grad(nin, gi)) {
@@ -467,8 +473,8 @@ done:
 }
 
 /* ---- backward ---------------------------------------------------------------------------------- */
-static amp_tensor *grad_buf(int ndim, const int64_t *shape) {
-    return amp__tensor_new("amp_backward", AMP_F32, ndim, shape, amp__mem_current(AMP_MEM_WORKSPACE), 0);
+static amp_tensor *grad_buf(amp_device dev, int ndim, const int64_t *shape) {
+    return amp__tensor_new_on("amp_backward", dev, AMP_F32, ndim, shape, amp__mem_current(AMP_MEM_WORKSPACE), 0);
 }
 
 static amp_status mm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
@@ -478,6 +484,9 @@ static amp_status mm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor *
     mm_geom G;
     int avec, bvec;
     if (geometry(fn, c->mode, a, b, &G, &avec, &bvec) != AMP_OK) return amp_last_status();
+    amp_device dev = amp__dev(a);
+    const amp_backend *be = amp__backend(fn, dev);
+    if (!be) return amp_last_status();
     amp_tensor *g = NULL, *ta = NULL, *tb = NULL, *gf = NULL;
     amp_status st = AMP_OK;
     /* upstream gradient as a contiguous [bshape..., M, N] buffer (its own dtype) */
@@ -497,7 +506,7 @@ static amp_status mm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor *
     factor_descs(c->mode, ua, ub, avec, bvec, &G, &A, &B);
     float alpha = (float)c->alpha;
     if (n->inputs[0].needs_grad) { /* dA = alpha * dC · op(B)ᵀ, summed over a's broadcast batch */
-        amp_tensor *da = grad_buf(a->ndim, a->shape);
+        amp_tensor *da = grad_buf(dev, a->ndim, a->shape);
         if (!da) {
             st = amp_last_status();
             goto out;
@@ -505,7 +514,8 @@ static amp_status mm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor *
         int anb = (!avec && a->ndim > 2) ? a->ndim - 2 : 0;
         mdesc Cd;
         desc_contig(amp__data(da), AMP_F32, G.M, G.K, anb, a->shape, G.nb, G.bshape, &Cd);
-        st = bexec(G.nb, G.bshape, &Gd, false, &B, true, amp__data(da), AMP_F32, G.K, Cd.bs, G.M, G.K, G.N, alpha, 0.0f, NULL);
+        st = bexec(fn, be, G.nb, G.bshape, &Gd, false, &B, true, amp__data(da), AMP_F32, G.K, Cd.bs, G.M, G.K, G.N, alpha,
+                   0.0f, NULL);
         if (st != AMP_OK) {
             amp__release(da);
             goto out;
@@ -513,7 +523,7 @@ static amp_status mm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor *
         gin[0] = da;
     }
     if (n->inputs[1].needs_grad) {
-        amp_tensor *db = grad_buf(b->ndim, b->shape);
+        amp_tensor *db = grad_buf(dev, b->ndim, b->shape);
         if (!db) {
             st = amp_last_status();
             goto out;
@@ -521,12 +531,14 @@ static amp_status mm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor *
         if (c->mode == MODE_LINEAR) {
             /* dW [N, K] = alpha * dCᵀ · x, summed over x's batch */
             int64_t zero[AMP_MAX_DIMS] = {0};
-            st = bexec(G.nb, G.bshape, &Gd, true, &A, false, amp__data(db), AMP_F32, G.K, zero, G.N, G.K, G.M, alpha, 0.0f, NULL);
+            st = bexec(fn, be, G.nb, G.bshape, &Gd, true, &A, false, amp__data(db), AMP_F32, G.K, zero, G.N, G.K, G.M, alpha,
+                       0.0f, NULL);
         } else {
             int bnb = (!bvec && b->ndim > 2) ? b->ndim - 2 : 0;
             mdesc Cd;
             desc_contig(amp__data(db), AMP_F32, G.K, G.N, bnb, b->shape, G.nb, G.bshape, &Cd);
-            st = bexec(G.nb, G.bshape, &A, true, &Gd, false, amp__data(db), AMP_F32, G.N, Cd.bs, G.K, G.N, G.M, alpha, 0.0f, NULL);
+            st = bexec(fn, be, G.nb, G.bshape, &A, true, &Gd, false, amp__data(db), AMP_F32, G.N, Cd.bs, G.K, G.N, G.M, alpha,
+                       0.0f, NULL);
         }
         if (st != AMP_OK) {
             amp__release(db);
@@ -538,37 +550,41 @@ static amp_status mm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor *
         const amp_edge *e = &n->inputs[2];
         amp_tensor *gi = NULL;
         if (c->mode == MODE_LINEAR) {
-            /* db [N] = ones[1, R] · dC [R, N] (R = all rows) */
+            /* db [N] = the column sums of dC seen as [R, N] (R = all rows) */
             int64_t R = amp_tensor_numel(g) / (G.N ? G.N : 1);
             if (G.N == 0) R = 0;
-            gi = grad_buf(1, &G.N);
-            float *ones = gi ? amp__ws_alloc((size_t)(R ? R : 1) * sizeof(float)) : NULL;
-            if (!ones) {
-                amp__release(gi);
-                st = amp_last_status();
-                goto out;
-            }
-            for (int64_t i = 0; i < R; i++) ones[i] = 1.0f;
-            amp_gemm_args ga = {.m = 1, .n = G.N, .k = R, .alpha = 1.0f, .beta = 0.0f, .a = ones, .a_dtype = AMP_F32,
-                                .lda = R ? R : 1, .b = amp__data(g), .b_dtype = g->dtype, .ldb = G.N ? G.N : 1,
-                                .c = amp__data(gi), .c_dtype = AMP_F32, .ldc = G.N ? G.N : 1, .batch = 1};
-            st = amp_gemm(&ga);
-            amp__ws_free(ones, (size_t)(R ? R : 1) * sizeof(float));
+            gi = grad_buf(dev, 1, &G.N);
+            st = gi ? AMP_BE_CALL(be, bias_grad, fn, g, R, G.N, gi) : amp_last_status();
         } else {
             /* d input = beta * dC summed to input's shape */
             if (g->dtype != AMP_F32) {
-                gf = amp__tensor_new(fn, AMP_F32, g->ndim, g->shape, amp__mem_current(AMP_MEM_WORKSPACE), AMP_NEW_UNSCOPED);
+                gf = amp__tensor_new_on(fn, dev, AMP_F32, g->ndim, g->shape, amp__mem_current(AMP_MEM_WORKSPACE),
+                                        AMP_NEW_UNSCOPED);
                 if (!gf || amp__copy_convert(gf, g) != AMP_OK) {
                     st = amp_last_status();
                     goto out;
                 }
             }
-            gi = amp__sum_to_shape(gf ? gf : g, e->ndim, e->shape);
-            if (gi) {
-                float *p = amp__data(gi);
-                int64_t cnt = amp_tensor_numel(gi);
-                float be = (float)c->beta;
-                for (int64_t i = 0; i < cnt; i++) p[i] *= be;
+            const amp_tensor *src = gf ? gf : g;
+            if (be->sum_to_shape) st = be->sum_to_shape(fn, src, e->ndim, e->shape, &gi);
+            else if (dev == AMP_DEVICE_CPU) gi = amp__sum_to_shape(src, e->ndim, e->shape);
+            else st = amp__backend_missing(fn, be, "sum_to_shape");
+            if (gi && st == AMP_OK) { /* gi (f32, contiguous) times beta: x * (float)beta */
+                amp_tensor *sum = gi;
+                gi = grad_buf(dev, e->ndim, e->shape);
+                if (gi) {
+                    amp_ew_operand x;
+                    memset(&x, 0, sizeof x);
+                    x.data = amp__data(sum);
+                    x.dtype = AMP_F32;
+                    x.stride[0] = 1;
+                    amp_ew_params ep;
+                    memset(&ep, 0, sizeof ep);
+                    ep.s0 = (float)c->beta;
+                    int64_t cnt = amp_tensor_numel(sum);
+                    st = AMP_BE_CALL(be, ew, fn, AMP_EW_MUL_S, &ep, 1, &cnt, amp__data(gi), AMP_F32, 1, &x);
+                }
+                amp__release(sum);
             }
         }
         if (!gi || st != AMP_OK) {

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/backend_cpu_gemm.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm.h"
 #include "tensor/tensor_impl.h"
@@ -88,4 +89,5 @@ const amp_backend amp_backend_cpu = {
     .fill = cpu_fill,
     .ew = cpu_ew,
     .gemm = cpu_gemm,
+    .bias_grad = amp__cpu_bias_grad,
 };

@@ -105,4 +105,5 @@ const amp_backend amp__cuda_table = {
     .check_index = cu_check_index,
     .ew = cu_ew,
     .gemm = amp__cu_gemm,
+    .bias_grad = amp__cu_bias_grad,
 };

@@ -6,5 +6,6 @@
 #include "kernels/backend.h"
 
 amp_status amp__cu_gemm(const char *fn, const amp_gemm_args *g);
+amp_status amp__cu_bias_grad(const char *fn, const amp_tensor *g, int64_t rows, int64_t n, amp_tensor *out);
 
 #endif
