@@ -269,7 +269,10 @@ typedef struct amp_backend {
                                 const amp_tensor *g, const bool *need, amp_tensor **gin);
 
     /* fused attention: out [.., L, Ev] (q's dtype), lse f32 [nb * L]; bias an
-     * additive f32 mask broadcastable to [.., L, S] or NULL */
+     * additive f32 mask broadcastable to [.., L, S] or NULL (its last two
+     * dims full, columns contiguous). The backward recomputes the weights
+     * from lse; g is d out (any float dtype and strides); gin[0..2] get dq,
+     * dk, dv: new f32 tensors of q's, k's, v's shapes, all three computed. */
     amp_status (*attention)(const char *fn, const amp_att_args *a, const amp_tensor *q, const amp_tensor *k,
                             const amp_tensor *v, const amp_tensor *bias, amp_tensor *out, amp_tensor *lse);
     amp_status (*attention_backward)(const char *fn, const amp_att_args *a, const amp_tensor *q, const amp_tensor *k,

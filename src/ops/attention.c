@@ -8,8 +8,11 @@
  * or float (added), broadcastable to [..., L, S]. The batch dims of q, k, v
  * must be equal. Autocast: lower precision (torch's CPU and CUDA lists).
  *
- * The fused kernel (kernels/cpu/attention.h) never materialises the L x S
- * weights; amp_scaled_dot_product_attention_math is the naive composition
+ * The fused op is checks + autocast + one call of its device's backend
+ * (kernels/backend.h: attention, attention_backward; the CPU's is
+ * kernels/cpu/attention.h, CUDA's kernels/cuda/attention.cu), which never
+ * materialises the L x S weights; amp_scaled_dot_product_attention_math is
+ * the naive composition
  * (matmul, scale, mask, softmax, dropout, matmul) kept as its reference. Both
  * draw the dropout mask from the same counter positions, so with the same
  * generator state they drop the same weights. */
@@ -17,112 +20,36 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/attention.h"
-#include "kernels/cpu/elementwise.h"
+#include "kernels/backend.h"
 #include "ops/f32_util.h"
 
 typedef struct {
-    amp_k_att_args a;
-    int64_t nb;
+    amp_att_args a;
     amp_tensor *bias;  /* f32 additive mask (owned), or NULL */
-    int64_t *boff;     /* 4 * nb offsets: q, k, v, bias */
 } sdpa_ctx;
 
 static void sdpa_ctx_free(void *p) {
     sdpa_ctx *c = p;
     amp__release(c->bias);
-    free(c->boff);
 }
 
-/* Offsets of the nb batch items of t ([..., r, c], batch dims nbd) in
- * row-major batch order; bstrides may be broadcast (0). */
-static void batch_offsets(const amp_tensor *t, int nbd, const int64_t *bshape, int64_t *off, int64_t nb) {
-    int64_t st[AMP_MAX_DIMS] = {0};
-    int tb = t->ndim - 2;
-    for (int d = 0; d < nbd; d++) {
-        int td = d - (nbd - tb);
-        st[d] = (td >= 0 && t->shape[td] != 1) ? t->stride[td] : 0;
-    }
-    for (int64_t b = 0; b < nb; b++) {
-        int64_t rem = b, o = t->offset;
-        for (int d = nbd - 1; d >= 0; d--) {
-            o += (rem % bshape[d]) * st[d];
-            rem /= bshape[d];
-        }
-        off[b] = o - t->offset; /* relative to amp__data(t) */
-    }
-}
-
-static amp_k_att_in att_in(const amp_tensor *t, const int64_t *boff) {
-    return (amp_k_att_in){amp__data(t), t->dtype, boff, t->ndim >= 2 ? t->stride[t->ndim - 2] : 0};
-}
-
-/* The operand as the kernel reads it: columns contiguous (else a contiguous
- * copy, *tmp set, not part of the graph). */
-static const amp_tensor *kernel_view(const char *fn, const amp_tensor *t, amp_tensor **tmp) {
-    *tmp = NULL;
-    if (t->stride[t->ndim - 1] == 1 || t->shape[t->ndim - 1] <= 1) return t;
-    amp_tensor *c = amp__tensor_new(fn, t->dtype, t->ndim, t->shape, AMP_MEM_WORKSPACE, AMP_NEW_UNSCOPED);
-    if (!c) return NULL;
-    if (amp__copy_convert(c, t) != AMP_OK) {
-        amp__release(c);
-        return NULL;
-    }
-    *tmp = c;
-    return c;
-}
-
+/* One backend call on the saved tensors' device: dq, dk, dv (f32, the
+ * shapes of q, k, v) recomputed from q, k, v, the output and its row
+ * logsumexp (kernels/backend.h: attention_backward). */
 static amp_status sdpa_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    static const char *fn = "amp_backward";
     sdpa_ctx *c = n->ctx;
-    const amp_tensor *q0 = n->saved[0], *k0 = n->saved[1], *v0 = n->saved[2], *o = n->saved[3], *lse = n->saved[4];
-    amp_tensor *tq, *tk, *tv;
-    const amp_tensor *q = kernel_view("amp_backward", q0, &tq), *k = q ? kernel_view("amp_backward", k0, &tk) : NULL,
-                     *v = k ? kernel_view("amp_backward", v0, &tv) : NULL;
-    amp_status st = AMP_OK;
-    amp_tensor *dq = NULL, *dk = NULL, *dv = NULL;
-    const float *pg = NULL;
-    bool og = false;
-    if (!v) {
-        st = amp_last_status();
-        goto out;
-    }
-    dq = amp__f32_grad(q->ndim, q->shape, false);
-    dk = dq ? amp__f32_grad(k->ndim, k->shape, false) : NULL;
-    dv = dk ? amp__f32_grad(v->ndim, v->shape, false) : NULL;
-    pg = dv ? amp__f32_view(gout[0], &og) : NULL;
-    if (!pg) {
-        st = amp_last_status();
-        goto out;
-    }
-    int64_t nb = c->nb;
-    amp_k_att_in iq = att_in(q, c->boff), ik = att_in(k, c->boff + nb), iv = att_in(v, c->boff + 2 * nb), ib;
-    amp_k_att_args a = c->a;
+    const amp_tensor *q = n->saved[0], *k = n->saved[1], *v = n->saved[2], *o = n->saved[3], *lse = n->saved[4];
+    const amp_backend *be = amp__backend_of(fn, q);
+    if (!be) return amp_last_status();
+    amp_att_args a = c->a;
     a.precision = amp_matmul_precision_get(); /* the setting in force when the backward runs, as the other ops */
-    if (c->bias) {
-        ib = att_in(c->bias, c->boff + 3 * nb);
-        a.bias = &ib;
+    amp_tensor *g[3] = {NULL, NULL, NULL};
+    amp_status st = AMP_BE_CALL(be, attention_backward, fn, &a, q, k, v, c->bias, o, lse, gout[0], g);
+    for (int i = 0; i < 3; i++) {
+        if (st == AMP_OK && n->inputs[i].needs_grad) gin[i] = g[i];
+        else amp__release(g[i]);
     }
-    st = amp_k_attention_backward(&a, &iq, &ik, &iv, amp__data(o), o->dtype, pg, amp__data(lse), amp__data(dq),
-                                  amp__data(dk), amp__data(dv));
-    if (st == AMP_OK) {
-        for (int i = 0; i < 3; i++) {
-            amp_tensor *g = i == 0 ? dq : i == 1 ? dk : dv;
-            if (n->inputs[i].needs_grad) {
-                gin[i] = g;
-                if (i == 0) dq = NULL;
-                else if (i == 1) dk = NULL;
-                else dv = NULL;
-            }
-        }
-    }
-out:
-    if (pg) amp__f32_done(gout[0], pg, og);
-    amp__release(dq);
-    amp__release(dk);
-    amp__release(dv);
-    if (tq) amp__release(tq);
-    if (q && tk) amp__release(tk);
-    if (k && v && tv) amp__release(tv);
     return st;
 }
 
@@ -222,13 +149,52 @@ static amp_tensor *mask_bias(const char *fn, const amp_tensor *q, const amp_tens
     return t;
 }
 
+/* The fused op's f32 bias on a device other than the CPU, computed there
+ * (the mask is device memory): [mb..., L, S] as mask_bias's, a float
+ * mask's values (copy: widened exactly, f64 rounded once as (float)x), a
+ * bool mask's 0 / -inf as log(0 or 1) of its values converted to f32. */
+static amp_tensor *mask_bias_dev(const char *fn, const amp_backend *be, amp_device dev, const amp_tensor *q,
+                                 const amp_tensor *k, const amp_tensor *m) {
+    int nd = q->ndim;
+    int64_t shape[AMP_MAX_DIMS];
+    for (int d = 0; d < nd - 2; d++) shape[d] = 1;
+    shape[nd - 2] = q->shape[nd - 2];
+    shape[nd - 1] = k->shape[nd - 2];
+    for (int d = 0; d < m->ndim - 2; d++) shape[nd - m->ndim + d] = m->shape[d];
+    amp_tensor *t = amp__tensor_new_on(fn, dev, AMP_F32, nd, shape, AMP_MEM_ACTIVATION, AMP_NEW_UNSCOPED);
+    if (!t) return NULL;
+    amp_tensor src = *m;
+    src.ndim = nd;
+    memcpy(src.shape, shape, sizeof(int64_t) * (size_t)nd);
+    amp__broadcast_strides(m, nd, shape, src.stride);
+    amp_status st = AMP_BE_CALL(be, copy, fn, t, &src);
+    if (st == AMP_OK && m->dtype == AMP_U8) {
+        amp_ew_operand in;
+        memset(&in, 0, sizeof in);
+        in.data = amp__data(t);
+        in.dtype = AMP_F32;
+        int64_t s = 1;
+        for (int d = nd - 1; d >= 0; d--) {
+            in.stride[d] = s;
+            s *= shape[d];
+        }
+        st = AMP_BE_CALL(be, ew, fn, AMP_EW_LOG, NULL, nd, shape, amp__data(t), AMP_F32, 1, &in);
+    }
+    if (st != AMP_OK) {
+        amp__release(t);
+        return NULL;
+    }
+    return t;
+}
+
 static amp_tensor *sdpa_fused(const char *fn, amp_tensor *q, amp_tensor *k, amp_tensor *v, const amp_sdpa_opts *o) {
     if (!amp__arg(fn, q, "q") || !amp__arg(fn, k, "k") || !amp__arg(fn, v, "v")) return NULL;
     amp_sdpa_opts dflt = AMP_SDPA_DEFAULTS;
     if (!o) o = &dflt;
     if (sdpa_check(fn, q, k, v, o) != AMP_OK) return NULL;
     amp_tensor *in[3] = {q, k, v};
-    int mask = amp__autocast(AMP_OP_SDPA, in, 3);
+    amp_device dev;
+    int mask = amp__autocast_dev(AMP_OP_SDPA, in, 3, &dev);
     if (mask < 0) return NULL;
     q = in[0], k = in[1], v = in[2];
     const int nd = q->ndim;
@@ -238,54 +204,43 @@ static amp_tensor *sdpa_fused(const char *fn, amp_tensor *q, amp_tensor *k, amp_
     int64_t oshape[AMP_MAX_DIMS];
     memcpy(oshape, q->shape, sizeof(int64_t) * (size_t)nd);
     oshape[nd - 1] = Ev;
-    amp_tensor *out = NULL, *lse = NULL, *tq = NULL, *tk = NULL, *tv = NULL, *bias = NULL;
+    amp_tensor *out = NULL, *lse = NULL, *bias = NULL;
     sdpa_ctx c;
     memset(&c, 0, sizeof c);
     amp_generator *g = o->generator ? o->generator : amp_default_generator();
-    size_t cnt = (size_t)nb * 4 * sizeof(int64_t); /* nb <= numel(q): no overflow */
-    out = amp__empty_out(fn, q->dtype, nd, oshape);
+    const amp_backend *be = amp__backend(fn, dev);
+    if (!be) goto fail;
+    if (o->attn_mask) {
+        const amp_tensor *dm[2] = {q, o->attn_mask};
+        const char *names[2] = {"q", "attn_mask"};
+        if (amp__same_device(fn, dm, names, 2, NULL) != AMP_OK) goto fail;
+    }
+    out = amp__empty_out_on(fn, dev, q->dtype, nd, oshape);
     if (!out) goto fail;
     if (amp_tensor_numel(out) == 0) goto done_ok;
     if (S == 0) { /* softmax over nothing, then a product over nothing: zeros */
-        memset(amp__data(out), 0, (size_t)amp_tensor_numel(out) * amp_dtype_size(out->dtype));
+        if (dev == AMP_DEVICE_CPU) memset(amp__data(out), 0, (size_t)amp_tensor_numel(out) * amp_dtype_size(out->dtype));
+        else if (AMP_BE_CALL(be, fill, fn, out, 0.0) != AMP_OK) goto fail;
         goto done_ok;
     }
     {
         int64_t lshape[1] = {nb * L};
-        lse = amp__f32_tensor(fn, 1, lshape, AMP_MEM_ACTIVATION);
-        c.boff = malloc(cnt ? cnt : 1);
-        if (!lse || !c.boff) {
-            if (!c.boff) amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
-            goto fail;
-        }
+        lse = amp__tensor_new_on(fn, dev, AMP_F32, 1, lshape, amp__mem_current(AMP_MEM_ACTIVATION), AMP_NEW_UNSCOPED);
+        if (!lse) goto fail;
         if (o->attn_mask) {
-            bias = mask_bias(fn, q, k, o, AMP_F32, AMP_MEM_ACTIVATION);
+            bias = dev == AMP_DEVICE_CPU ? mask_bias(fn, q, k, o, AMP_F32, AMP_MEM_ACTIVATION)
+                                         : mask_bias_dev(fn, be, dev, q, k, o->attn_mask);
             if (!bias) goto fail;
         }
-        const amp_tensor *kq = kernel_view(fn, q, &tq), *kk = kq ? kernel_view(fn, k, &tk) : NULL,
-                         *kv = kk ? kernel_view(fn, v, &tv) : NULL;
-        if (!kv) goto fail;
-        batch_offsets(kq, nd - 2, q->shape, c.boff, nb);
-        batch_offsets(kk, nd - 2, q->shape, c.boff + nb, nb);
-        batch_offsets(kv, nd - 2, q->shape, c.boff + 2 * nb, nb);
-        if (bias) batch_offsets(bias, nd - 2, q->shape, c.boff + 3 * nb, nb);
-        c.nb = nb;
-        c.a = (amp_k_att_args){.nb = nb, .L = L, .S = S, .E = E, .Ev = Ev, .scale = (float)sdpa_scale(o, E),
-                               .causal = o->is_causal, .dropout_p = o->dropout_p,
-                               .precision = amp_matmul_precision_get()};
+        c.a = (amp_att_args){.nb = nb, .L = L, .S = S, .E = E, .Ev = Ev, .scale = (float)sdpa_scale(o, E),
+                             .causal = o->is_causal, .dropout_p = o->dropout_p,
+                             .precision = amp_matmul_precision_get()};
         if (o->dropout_p > 0.0) {
             c.a.seed = g->seed;
             c.a.offset = amp__gen_reserve(g, (uint64_t)nb * (uint64_t)L * (uint64_t)S); /* atomic: generators may be shared; a counter, wraps by design */
             c.a.thresh = (uint64_t)ceil(o->dropout_p * 4294967296.0);
         }
-        amp_k_att_in iq = att_in(kq, c.boff), ik = att_in(kk, c.boff + nb), iv = att_in(kv, c.boff + 2 * nb), ib;
-        amp_k_att_args a = c.a;
-        if (bias) {
-            ib = att_in(bias, c.boff + 3 * nb);
-            a.bias = &ib;
-        }
-        if (amp_k_attention_forward(&a, &iq, &ik, &iv, amp__data(out), out->dtype, amp__data(lse)) != AMP_OK)
-            goto fail;
+        if (AMP_BE_CALL(be, attention, fn, &c.a, q, k, v, bias, out, lse) != AMP_OK) goto fail;
     }
     if (amp__needs_grad(3, in)) {
         amp_node *node = amp__node_new(fn, sdpa_backward, 3, in, sizeof(sdpa_ctx));
@@ -298,26 +253,17 @@ static amp_tensor *sdpa_fused(const char *fn, amp_tensor *q, amp_tensor *k, amp_
         c.bias = bias;
         bias = NULL;
         *(sdpa_ctx *)node->ctx = c;
-        c.boff = NULL;
         node->ctx_free = sdpa_ctx_free;
         amp__node_attach(node, out);
     }
 done_ok:
-    free(c.boff);
     amp__release(lse);
     amp__release(bias);
-    amp__release(tq);
-    amp__release(tk);
-    amp__release(tv);
     amp__autocast_done(in, 3, mask);
     return out;
 fail:
-    free(c.boff);
     amp__release(lse);
     amp__release(bias);
-    amp__release(tq);
-    amp__release(tk);
-    amp__release(tv);
     amp_tensor_free(out);
     amp__autocast_done(in, 3, mask);
     return NULL;

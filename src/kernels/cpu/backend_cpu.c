@@ -8,6 +8,13 @@
 #include "kernels/cpu/gemm.h"
 #include "tensor/tensor_impl.h"
 
+/* backend_cpu_attention.c */
+amp_status amp__cpu_attention(const char *fn, const amp_att_args *a, const amp_tensor *q, const amp_tensor *k,
+                              const amp_tensor *v, const amp_tensor *bias, amp_tensor *out, amp_tensor *lse);
+amp_status amp__cpu_attention_backward(const char *fn, const amp_att_args *a, const amp_tensor *q, const amp_tensor *k,
+                                       const amp_tensor *v, const amp_tensor *bias, const amp_tensor *out,
+                                       const amp_tensor *lse, const amp_tensor *g, amp_tensor **gin);
+
 static amp_status cpu_sync(void) { return AMP_OK; }
 
 static amp_status cpu_to_host(void *dst, const void *src, size_t n) {
@@ -90,4 +97,6 @@ const amp_backend amp_backend_cpu = {
     .ew = cpu_ew,
     .gemm = cpu_gemm,
     .bias_grad = amp__cpu_bias_grad,
+    .attention = amp__cpu_attention,
+    .attention_backward = amp__cpu_attention_backward,
 };
