@@ -106,4 +106,6 @@ const amp_backend amp__cuda_table = {
     .ew = cu_ew,
     .gemm = amp__cu_gemm,
     .bias_grad = amp__cu_bias_grad,
+    .attention = amp__cu_attention,
+    .attention_backward = amp__cu_attention_backward,
 };

@@ -84,6 +84,48 @@ typedef struct {
 } amp_cu_gemm_c_args;
 cudaError_t amp_cu_gemm_set_c(cudaStream_t s, const amp_cu_gemm_c_args *a);
 
+/* ---- fused attention (attention.cu) ---- */
+/* One operand: batch item b (row-major index over the batch dims bshape)
+ * starts at element sum_d idx_d(b) * bstride[d] of p (0 strides broadcast);
+ * its row r, column c is element r * ld + c from there (columns contiguous). */
+typedef struct {
+    const void *p;
+    int dtype;
+    int64_t bstride[AMP_CU_MAX_DIMS];
+    int64_t ld;
+} amp_cu_att_operand;
+
+/* q [nb, L, E], k [nb, S, E], v [nb, S, Ev] (f32, f16 or bf16, one dtype),
+ * E and Ev <= AMP_CU_ATT_MAX_HEAD; causal: key j visible from query i iff
+ * j <= i; bias (f32, p NULL: none) added to the scaled scores; dropout:
+ * weight (b, i, j) kept iff the dropout stream's Philox word for counter
+ * offset + (b L + i) S + j is >= thresh (never when thresh > 2^32 - 1),
+ * kept weights divided by keep. */
+#define AMP_CU_ATT_MAX_HEAD 128
+typedef struct {
+    int64_t nb, L, S, E, Ev;
+    int nbd;
+    int64_t bshape[AMP_CU_MAX_DIMS];
+    float scale;
+    int causal;
+    int dropout;
+    float keep; /* (float)(1 - p) */
+    uint64_t seed, offset, thresh;
+    amp_cu_att_operand q, k, v, bias;
+    /* forward: writes out (contiguous [nb, L, Ev], out_dtype) and lse (f32
+     * [nb * L]); backward: reads them (out = the forward's output) */
+    void *out;
+    int out_dtype;
+    float *lse;
+    /* backward: dout contiguous [nb, L, Ev] of dout_dtype; dq, dk, dv
+     * contiguous f32 (written whole); dsum f32 [nb * L] scratch */
+    const void *dout;
+    int dout_dtype;
+    float *dq, *dk, *dv, *dsum;
+} amp_cu_att_args;
+cudaError_t amp_cu_attention_fwd(cudaStream_t s, const amp_cu_att_args *a);
+cudaError_t amp_cu_attention_bwd(cudaStream_t s, const amp_cu_att_args *a);
+
 #ifdef __cplusplus
 }
 #endif
