@@ -176,13 +176,17 @@ static void t_host_readers_refuse(void **state) {
         if (cases[i].r) fail_msg("%s computed on a cuda tensor (%s)", cases[i].fn, cases[i].arg);
     }
     /* each refusal names the op and the argument (re-run one by one to read each message) */
+    /* (embedding, index_select, gather, masked_fill compute on the device
+     * of their tensors: a mix is refused before any data is read) */
     assert_null(amp_embedding(cw, idx));
-    assert_string_equal(amp_last_error(), "amp_embedding: indices is on cuda, and amp_embedding computes on the CPU only so "
-                                          "far (docs/cuda.md lists what runs on cuda); move it with amp_tensor_to");
+    assert_string_equal(amp_last_error(), "amp_embedding: weight is on cpu and indices on cuda: an op takes its tensors on "
+                                          "one device (move them with amp_tensor_to)");
+    assert_null(amp_index_select(cx, 0, idx));
+    assert_non_null(strstr(amp_last_error(), "amp_index_select: x is on cpu and index on cuda"));
     assert_null(amp_gather(cx, 0, idx2));
-    assert_non_null(strstr(amp_last_error(), "amp_gather: index is on cuda"));
+    assert_non_null(strstr(amp_last_error(), "amp_gather: x is on cpu and index on cuda"));
     assert_null(amp_masked_fill(cx, mask, 0));
-    assert_non_null(strstr(amp_last_error(), "amp_masked_fill: mask is on cuda"));
+    assert_non_null(strstr(amp_last_error(), "amp_masked_fill: x is on cpu and mask on cuda"));
     assert_null(amp_cross_entropy(cx, idx, NULL));
     assert_non_null(strstr(amp_last_error(), "amp_cross_entropy: target is on cuda"));
     /* views: no data read, the device kept */

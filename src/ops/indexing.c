@@ -7,11 +7,15 @@
  * gather scatter-add the upstream gradient into an f32 zero tensor of x's
  * shape (repeated indices accumulate, as torch's index_add / scatter_add),
  * tril/triu mask the gradient the same way, masked_fill zeroes it where the
- * mask is set. */
+ * mask is set. Each computes through the backend of its tensors' device
+ * (gather_flat and mask_fill, forward and backward); index_select and
+ * gather read a device index back to the host to check it and make the
+ * source positions (one synchronisation; the GPT does not use them). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/checked.h"
+#include "kernels/backend.h"
 #include "ops/f32_util.h"
 
 static int64_t idx_at(const amp_tensor *idx, int64_t flat) {
@@ -33,65 +37,93 @@ static int64_t flat_of(int nd, const int64_t *shape, const int64_t *ix) {
     return f;
 }
 
-/* The logical (row-major) flat position in x of each output element:
- * src[e] for e < numel(out). */
+/* The logical (row-major) flat position in x of each output element,
+ * src[e] for e < numel(out), as an i64 tensor on x's device (kept by the
+ * node for the backward). */
 typedef struct {
-    int dim;
-    int64_t n;      /* output elements */
-    int64_t *src;   /* owned (malloc) */
+    amp_tensor *src;
 } gidx_ctx;
 
-static void gidx_free(void *p) { free(((gidx_ctx *)p)->src); }
+static void gidx_free(void *p) { amp__release(((gidx_ctx *)p)->src); }
 
 static amp_status gidx_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
     gidx_ctx *c = n->ctx;
     amp_edge *e = &n->inputs[0];
-    amp_tensor *gx = amp__f32_grad(e->ndim, e->shape, true);
-    if (!gx) return amp_last_status();
-    bool og = false;
-    const float *pg = amp__f32_view(gout[0], &og);
-    if (!pg) {
-        amp__release(gx);
-        return amp_last_status();
-    }
-    float *q = amp__data(gx);
-    for (int64_t i = 0; i < c->n; i++) q[c->src[i]] += pg[i];
-    amp__f32_done(gout[0], pg, og);
-    gin[0] = gx;
-    return AMP_OK;
+    const amp_backend *be = amp__backend_of(n->name, c->src);
+    if (!be) return amp_last_status();
+    return AMP_BE_CALL(be, gather_flat_backward, n->name, c->src, gout[0], e->ndim, e->shape, &gin[0]);
 }
 
-/* out[e] = x[src[e]] in x's dtype, and the graph node. Takes src. */
+/* The host array src (n positions) as an i64 tensor on device d (unscoped). */
+static amp_tensor *src_tensor(const char *fn, amp_device d, const int64_t *src, int64_t n) {
+    amp_tensor *t = amp__tensor_new_on(fn, d, AMP_I64, 1, &n, amp__mem_current(AMP_MEM_WORKSPACE), AMP_NEW_UNSCOPED);
+    if (!t || n == 0) return t;
+    const amp_backend *be = amp__backend(fn, d);
+    amp_status st = be ? be->from_host(amp__data(t), src, (size_t)n * sizeof(int64_t)) : amp_last_status();
+    if (st != AMP_OK) {
+        amp__release(t);
+        return NULL;
+    }
+    return t;
+}
+
+/* out[e] = x[src[e]] in x's dtype (the backend's gather_flat), and the
+ * graph node. Takes src (host, malloc'd). */
 static amp_tensor *gather_out(const char *fn, amp_op_id op, amp_tensor *x, int nd, const int64_t *oshape,
                               int64_t *src, int64_t n) {
     amp_tensor *in[1] = {x};
-    int mask = amp__autocast(op, in, 1);
+    amp_device dev;
+    int mask = amp__autocast_dev(op, in, 1, &dev);
     if (mask < 0) {
         free(src);
         return NULL;
     }
     x = in[0];
-    amp_tensor *out = amp__empty_out(fn, x->dtype, nd, oshape);
+    amp_tensor *out = NULL, *st = NULL;
+    const amp_backend *be = amp__backend(fn, dev);
+    if (!be) goto fail;
+    st = src_tensor(fn, dev, src, n);
+    free(src);
+    src = NULL;
+    if (!st) goto fail;
+    out = amp__empty_out_on(fn, dev, x->dtype, nd, oshape);
     if (!out) goto fail;
-    size_t es = amp_dtype_size(x->dtype);
-    char *dst = amp__data(out);
-    for (int64_t i = 0; i < n; i++) memcpy(dst + (size_t)i * es, amp__elem_ptr(x, src[i]), es);
+    if (n > 0 && AMP_BE_CALL(be, gather_flat, fn, x, st, out) != AMP_OK) goto fail;
     if (amp__needs_grad(1, in)) {
         amp_node *node = amp__node_new(fn, gidx_backward, 1, in, sizeof(gidx_ctx));
         if (!node) goto fail;
-        *(gidx_ctx *)node->ctx = (gidx_ctx){0, n, src};
+        ((gidx_ctx *)node->ctx)->src = st;
         node->ctx_free = gidx_free;
-        src = NULL;
+        st = NULL;
         amp__node_attach(node, out);
     }
-    free(src);
+    amp__release(st);
     amp__autocast_done(in, 1, mask);
     return out;
 fail:
     free(src);
+    amp__release(st);
     amp_tensor_free(out);
     amp__autocast_done(in, 1, mask);
     return NULL;
+}
+
+/* The index values on the host: index itself on the CPU, else a copy (a
+ * device index is read back: one synchronisation; *tmp to release). */
+static const amp_tensor *host_index(const char *fn, amp_tensor *x, amp_tensor *index, amp_tensor **tmp) {
+    *tmp = NULL;
+    const amp_tensor *both[2] = {x, index};
+    static const char *const names[2] = {"x", "index"};
+    amp_device dev;
+    if (amp__same_device(fn, both, names, 2, &dev) != AMP_OK) return NULL;
+    if (dev == AMP_DEVICE_CPU) return index;
+    if (!amp__backend(fn, dev)) return NULL;
+    *tmp = amp__tensor_new(fn, index->dtype, index->ndim, index->shape, AMP_MEM_WORKSPACE, AMP_NEW_UNSCOPED);
+    if (*tmp && amp__copy_convert(*tmp, index) != AMP_OK) {
+        amp__release(*tmp);
+        *tmp = NULL;
+    }
+    return *tmp;
 }
 
 static int64_t *src_alloc(const char *fn, int64_t n) {
@@ -100,14 +132,25 @@ static int64_t *src_alloc(const char *fn, int64_t n) {
     return s;
 }
 
+static amp_tensor *index_select_impl(const char *fn, amp_tensor *x, int d, const amp_tensor *index);
+
 amp_tensor *amp_index_select(amp_tensor *x, int dim, amp_tensor *index) {
     static const char *fn = "amp_index_select";
     if (!amp__arg(fn, x, "x") || !amp__arg(fn, index, "index")) return NULL;
-    if (!amp__check_float64ok(fn, x, "x") || !amp__check_index(fn, index, "index")) return NULL;
+    if (!amp__check_float64ok(fn, x, "x") || !amp__check_index_dev(fn, index, "index")) return NULL;
     if (index->ndim > 1)
         return amp_error_null(AMP_ERR_SHAPE, "%s: index must be 0-d or 1-d, got %d dims", fn, index->ndim);
     int d;
     if (amp__norm_dim0(fn, dim, x, &d) != AMP_OK) return NULL;
+    amp_tensor *hidx = NULL;
+    const amp_tensor *hi = host_index(fn, x, index, &hidx);
+    if (!hi) return NULL;
+    amp_tensor *r = index_select_impl(fn, x, d, hi);
+    amp__release(hidx);
+    return r;
+}
+
+static amp_tensor *index_select_impl(const char *fn, amp_tensor *x, int d, const amp_tensor *index) {
     int nd = x->ndim ? x->ndim : 1;
     int64_t xs[AMP_MAX_DIMS], os[AMP_MAX_DIMS], ni = amp_tensor_numel(index);
     if (x->ndim == 0) xs[0] = 1;
@@ -136,10 +179,12 @@ amp_tensor *amp_index_select(amp_tensor *x, int dim, amp_tensor *index) {
     return gather_out(fn, AMP_OP_INDEX_SELECT, x, ond, os, src, n);
 }
 
+static amp_tensor *gather_impl(const char *fn, amp_tensor *x, int d, const amp_tensor *index);
+
 amp_tensor *amp_gather(amp_tensor *x, int dim, amp_tensor *index) {
     static const char *fn = "amp_gather";
     if (!amp__arg(fn, x, "x") || !amp__arg(fn, index, "index")) return NULL;
-    if (!amp__check_float64ok(fn, x, "x") || !amp__check_index(fn, index, "index")) return NULL;
+    if (!amp__check_float64ok(fn, x, "x") || !amp__check_index_dev(fn, index, "index")) return NULL;
     int d;
     if (amp__norm_dim0(fn, dim, x, &d) != AMP_OK) return NULL;
     char a[AMP_SHAPE_BUF], b[AMP_SHAPE_BUF];
@@ -152,6 +197,15 @@ amp_tensor *amp_gather(amp_tensor *x, int dim, amp_tensor *index) {
             return amp_error_null(AMP_ERR_SHAPE, "%s: index %s is larger than x %s in dim %d (only dim %d may be)", fn,
                                   amp__shape_fmt(index->ndim, index->shape, a, sizeof a),
                                   amp__shape_fmt(x->ndim, x->shape, b, sizeof b), i, d);
+    amp_tensor *hidx = NULL;
+    const amp_tensor *hi = host_index(fn, x, index, &hidx);
+    if (!hi) return NULL;
+    amp_tensor *r = gather_impl(fn, x, d, hi);
+    amp__release(hidx);
+    return r;
+}
+
+static amp_tensor *gather_impl(const char *fn, amp_tensor *x, int d, const amp_tensor *index) {
     int nd = x->ndim ? x->ndim : 1;
     int64_t xs[AMP_MAX_DIMS], os[AMP_MAX_DIMS];
     if (x->ndim == 0) xs[0] = os[0] = 1;
@@ -178,108 +232,84 @@ amp_tensor *amp_gather(amp_tensor *x, int dim, amp_tensor *index) {
 }
 
 /* ---- masks: tril, triu, masked_fill --------------------------------------------------------------- */
+/* The backend's mask_fill computes forward (x kept or filled) and backward
+ * (the gradient kept or zeroed the same way). masked_fill's node keeps a
+ * contiguous u8 copy of the mask broadcast to x (later changes to the mask
+ * do not change the gradient, as before). */
 typedef struct {
     int64_t diagonal;
     int kind; /* 0 tril, 1 triu, 2 masked_fill */
-} tri_ctx;
-
-/* keep element e of shape (last two dims rows x cols)? */
-static inline bool tri_keep(const tri_ctx *c, int64_t e, int64_t rows, int64_t cols) {
-    int64_t j = e % cols, i = (e / cols) % rows;
-    return c->kind == 0 ? j - i <= c->diagonal : j - i >= c->diagonal;
-}
-
-/* mask broadcast to x's shape, as flags (malloc'd numel bytes) */
-static unsigned char *mask_flags(const char *fn, const amp_tensor *mask, int nd, const int64_t *shape) {
-    int64_t n = amp__numel(nd, shape);
-    unsigned char *f = malloc((size_t)(n ? n : 1));
-    if (!f) {
-        amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
-        return NULL;
-    }
-    amp_tensor src = *mask;
-    src.ndim = nd;
-    memcpy(src.shape, shape, sizeof(int64_t) * (size_t)nd);
-    amp__broadcast_strides(mask, nd, shape, src.stride);
-    for (int64_t e = 0; e < n; e++) f[e] = *(const uint8_t *)amp__elem_ptr(&src, e) != 0;
-    return f;
-}
-
-typedef struct {
-    tri_ctx t;
-    unsigned char *flags; /* masked_fill: owned */
+    amp_tensor *mask; /* kind 2: owned */
 } mask_ctx;
 
-static void mask_ctx_free(void *p) { free(((mask_ctx *)p)->flags); }
+static void mask_ctx_free(void *p) { amp__release(((mask_ctx *)p)->mask); }
 
 static amp_status mask_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
     mask_ctx *c = n->ctx;
     amp_edge *e = &n->inputs[0];
-    amp_tensor *gx = amp__f32_grad(e->ndim, e->shape, false);
+    amp_device dev = amp__dev(gout[0]);
+    const amp_backend *be = amp__backend(n->name, dev);
+    if (!be) return amp_last_status();
+    amp_tensor *gx =
+        amp__tensor_new_on("amp_backward", dev, AMP_F32, e->ndim, e->shape, amp__mem_current(AMP_MEM_WORKSPACE), AMP_NEW_UNSCOPED);
     if (!gx) return amp_last_status();
-    bool og = false;
-    const float *pg = amp__f32_view(gout[0], &og);
-    if (!pg) {
+    amp_status st = amp_tensor_numel(gx) ? AMP_BE_CALL(be, mask_fill, n->name, gout[0], c->kind, c->diagonal, c->mask, 0.0, gx)
+                                         : AMP_OK;
+    if (st != AMP_OK) {
         amp__release(gx);
-        return amp_last_status();
+        return st;
     }
-    float *q = amp__data(gx);
-    int64_t cnt = amp__numel(e->ndim, e->shape);
-    int64_t rows = e->ndim >= 2 ? e->shape[e->ndim - 2] : 1, cols = e->ndim >= 1 ? e->shape[e->ndim - 1] : 1;
-    for (int64_t i = 0; i < cnt; i++) {
-        bool keep = c->t.kind == 2 ? !c->flags[i] : tri_keep(&c->t, i, rows, cols);
-        q[i] = keep ? pg[i] : 0.0f;
-    }
-    amp__f32_done(gout[0], pg, og);
     gin[0] = gx;
     return AMP_OK;
 }
 
-static amp_tensor *mask_op(const char *fn, amp_op_id op, amp_tensor *x, tri_ctx tc, unsigned char *flags, double value) {
+/* mask (kind 2): u8 on x's device, already known to broadcast to x */
+static amp_tensor *mask_op(const char *fn, amp_op_id op, amp_tensor *x, int kind, int64_t diagonal, amp_tensor *mask,
+                           double value) {
     amp_tensor *in[1] = {x};
-    int mask = amp__autocast(op, in, 1);
-    if (mask < 0) {
-        free(flags);
-        return NULL;
-    }
+    amp_device dev;
+    int am = amp__autocast_dev(op, in, 1, &dev);
+    if (am < 0) return NULL;
     x = in[0];
-    amp_tensor *out = amp__empty_out(fn, x->dtype, x->ndim, x->shape);
-    if (!out) goto fail;
-    {
-        int64_t cnt = amp_tensor_numel(x);
-        int64_t rows = x->ndim >= 2 ? x->shape[x->ndim - 2] : 1, cols = x->ndim >= 1 ? x->shape[x->ndim - 1] : 1;
-        size_t es = amp_dtype_size(x->dtype);
-        char zero[8], fill[8];
-        amp__store(zero, x->dtype, 0.0);
-        amp__store(fill, x->dtype, value);
-        char *dst = amp__data(out);
-        for (int64_t i = 0; i < cnt; i++) {
-            bool keep = tc.kind == 2 ? !flags[i] : tri_keep(&tc, i, rows, cols);
-            memcpy(dst + (size_t)i * es, keep ? amp__elem_ptr(x, i) : tc.kind == 2 ? fill : zero, es);
-        }
+    amp_tensor *out = NULL, *mview = NULL, *mcopy = NULL;
+    const amp_backend *be = amp__backend(fn, dev);
+    if (!be) goto fail;
+    if (kind == 2) { /* the mask seen at x's shape (0 strides where it broadcasts) */
+        int64_t bst[AMP_MAX_DIMS];
+        amp__broadcast_strides(mask, x->ndim, x->shape, bst);
+        if (!(mview = amp__view(mask, x->ndim, x->shape, bst, mask->offset))) goto fail;
     }
+    out = amp__empty_out_on(fn, dev, x->dtype, x->ndim, x->shape);
+    if (!out) goto fail;
+    if (amp_tensor_numel(out) && AMP_BE_CALL(be, mask_fill, fn, x, kind, diagonal, mview, value, out) != AMP_OK) goto fail;
     if (amp__needs_grad(1, in)) {
+        if (kind == 2) {
+            mcopy = amp__tensor_new_on(fn, dev, AMP_U8, x->ndim, x->shape, amp__mem_current(AMP_MEM_WORKSPACE),
+                                       AMP_NEW_UNSCOPED);
+            if (!mcopy || amp__copy_convert(mcopy, mview) != AMP_OK) goto fail;
+        }
         amp_node *node = amp__node_new(fn, mask_backward, 1, in, sizeof(mask_ctx));
         if (!node) goto fail;
-        *(mask_ctx *)node->ctx = (mask_ctx){tc, flags};
+        *(mask_ctx *)node->ctx = (mask_ctx){diagonal, kind, mcopy};
         node->ctx_free = mask_ctx_free;
-        flags = NULL;
+        mcopy = NULL;
         amp__node_attach(node, out);
     }
-    free(flags);
-    amp__autocast_done(in, 1, mask);
+    amp_tensor_free(mview);
+    amp__autocast_done(in, 1, am);
     return out;
 fail:
-    free(flags);
+    amp_tensor_free(mview);
+    amp__release(mcopy);
     amp_tensor_free(out);
-    amp__autocast_done(in, 1, mask);
+    amp__autocast_done(in, 1, am);
     return NULL;
 }
 
 static amp_tensor *tri(const char *fn, amp_op_id op, amp_tensor *x, int64_t diagonal, int kind) {
     if (!amp__arg(fn, x, "x") || !amp__check_float64ok(fn, x, "x")) return NULL;
     if (x->ndim < 2) return amp_error_null(AMP_ERR_SHAPE, "%s: x must have at least 2 dims, got %d", fn, x->ndim);
-    return mask_op(fn, op, x, (tri_ctx){diagonal, kind}, NULL, 0.0);
+    return mask_op(fn, op, x, kind, diagonal, NULL, 0.0);
 }
 
 amp_tensor *amp_tril(amp_tensor *x, int64_t diagonal) { return tri("amp_tril", AMP_OP_TRIL, x, diagonal, 0); }
@@ -288,7 +318,6 @@ amp_tensor *amp_triu(amp_tensor *x, int64_t diagonal) { return tri("amp_triu", A
 amp_tensor *amp_masked_fill(amp_tensor *x, amp_tensor *mask, double value) {
     static const char *fn = "amp_masked_fill";
     if (!amp__arg(fn, x, "x") || !amp__arg(fn, mask, "mask")) return NULL;
-    if (amp__cpu_only(fn, x, "x") != AMP_OK || amp__cpu_only(fn, mask, "mask") != AMP_OK) return NULL;
     if (!amp__check_float64ok(fn, x, "x")) return NULL;
     if (mask->dtype != AMP_U8)
         return amp_error_null(AMP_ERR_DTYPE, "%s: mask has dtype %s; expected u8 (nonzero = fill)", fn,
@@ -302,7 +331,8 @@ amp_tensor *amp_masked_fill(amp_tensor *x, amp_tensor *mask, double value) {
                               amp__shape_fmt(mask->ndim, mask->shape, a, sizeof a),
                               amp__shape_fmt(x->ndim, x->shape, b, sizeof b));
     }
-    unsigned char *f = mask_flags(fn, mask, x->ndim, x->shape);
-    if (!f) return NULL;
-    return mask_op(fn, AMP_OP_MASKED_FILL, x, (tri_ctx){0, 2}, f, value);
+    const amp_tensor *both[2] = {x, mask};
+    static const char *const names[2] = {"x", "mask"};
+    if (amp__same_device(fn, both, names, 2, NULL) != AMP_OK) return NULL;
+    return mask_op(fn, AMP_OP_MASKED_FILL, x, 2, 0, mask, value);
 }

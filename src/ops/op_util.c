@@ -35,6 +35,13 @@ bool amp__check_index(const char *fn, const amp_tensor *t, const char *name) {
     return false;
 }
 
+bool amp__check_index_dev(const char *fn, const amp_tensor *t, const char *name) {
+    if (!amp__arg(fn, t, name)) return false;
+    if (t->dtype == AMP_I64 || t->dtype == AMP_I32) return true;
+    amp_error(AMP_ERR_DTYPE, "%s: %s has dtype %s; expected i64 or i32 indices", fn, name, amp_dtype_name(t->dtype));
+    return false;
+}
+
 bool amp__check_ndim(const char *fn, const amp_tensor *t, const char *name, int lo, int hi) {
     if (!amp__arg(fn, t, name)) return false;
     if (t->ndim >= lo && t->ndim <= hi) return true;

@@ -34,6 +34,9 @@ bool amp__check_float(const char *fn, const amp_tensor *t, const char *name);
 bool amp__check_float64ok(const char *fn, const amp_tensor *t, const char *name);
 /* i32 or i64 (class indices, embedding ids). */
 bool amp__check_index(const char *fn, const amp_tensor *t, const char *name);
+/* The same dtype check on any device (for ops whose values are checked
+ * through the backend's check_index or read back explicitly). */
+bool amp__check_index_dev(const char *fn, const amp_tensor *t, const char *name);
 bool amp__check_ndim(const char *fn, const amp_tensor *t, const char *name, int lo, int hi);
 
 /* PyTorch type promotion for two float dtypes: equal -> same; f16 with bf16

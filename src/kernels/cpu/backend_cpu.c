@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/backend_cpu_gather.h"
 #include "kernels/cpu/backend_cpu_gemm.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm.h"
@@ -99,4 +100,9 @@ const amp_backend amp_backend_cpu = {
     .bias_grad = amp__cpu_bias_grad,
     .attention = amp__cpu_attention,
     .attention_backward = amp__cpu_attention_backward,
+    .embedding = amp__cpu_embedding,
+    .embedding_backward = amp__cpu_embedding_backward,
+    .gather_flat = amp__cpu_gather_flat,
+    .gather_flat_backward = amp__cpu_gather_flat_backward,
+    .mask_fill = amp__cpu_mask_fill,
 };

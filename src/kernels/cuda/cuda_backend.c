@@ -108,4 +108,9 @@ const amp_backend amp__cuda_table = {
     .bias_grad = amp__cu_bias_grad,
     .attention = amp__cu_attention,
     .attention_backward = amp__cu_attention_backward,
+    .embedding = amp__cu_embedding,
+    .embedding_backward = amp__cu_embedding_backward,
+    .gather_flat = amp__cu_gather_flat,
+    .gather_flat_backward = amp__cu_gather_flat_backward,
+    .mask_fill = amp__cu_mask_fill,
 };

@@ -13,5 +13,13 @@ amp_status amp__cu_attention(const char *fn, const amp_att_args *a, const amp_te
 amp_status amp__cu_attention_backward(const char *fn, const amp_att_args *a, const amp_tensor *q, const amp_tensor *k,
                                       const amp_tensor *v, const amp_tensor *bias, const amp_tensor *out,
                                       const amp_tensor *lse, const amp_tensor *g, amp_tensor **gin);
+amp_status amp__cu_embedding(const char *fn, const amp_tensor *weight, const amp_tensor *idx, amp_tensor *out);
+amp_status amp__cu_embedding_backward(const char *fn, const amp_tensor *idx, const amp_tensor *g, int64_t V, int64_t D,
+                                      amp_dtype wdtype, amp_tensor **gw);
+amp_status amp__cu_gather_flat(const char *fn, const amp_tensor *x, const amp_tensor *src, amp_tensor *out);
+amp_status amp__cu_gather_flat_backward(const char *fn, const amp_tensor *src, const amp_tensor *g, int ndim,
+                                        const int64_t *xshape, amp_tensor **gx);
+amp_status amp__cu_mask_fill(const char *fn, const amp_tensor *x, int kind, int64_t diagonal, const amp_tensor *mask,
+                             double value, amp_tensor *out);
 
 #endif
