@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "op_check.h"
 #include "test_support.h"
@@ -290,10 +291,51 @@ static void t_module_roundtrip(void **state) {
     amp_module_free(m);
 }
 
+/* A model on the GPU saved with amp_model_save gives the same file as its
+ * CPU twin (the writer copies device tensors to the host), and loading that
+ * file into a model on the GPU gives back the same values. */
+static void t_save_load_on_device(void **state) {
+    (void)state;
+    amp_gpt_config c = {1, 2, 32, 16, 64, 0.0, true};
+    amp_generator g1 = amp_generator_make(3), g2 = amp_generator_make(3);
+    amp_module *mc = amp_gpt_new(&c, &g1), *mg = amp_gpt_new(&c, &g2);
+    assert_int_equal(amp_module_to_device(mg, AMP_DEVICE_CUDA), AMP_OK);
+    char dir[] = "/tmp/amp_cuda_gpt_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char pc[128], pg[128];
+    snprintf(pc, sizeof pc, "%s/cpu.safetensors", dir);
+    snprintf(pg, sizeof pg, "%s/gpu.safetensors", dir);
+    assert_int_equal(amp_model_save(mc, pc, NULL, 0), AMP_OK);
+    if (amp_model_save(mg, pg, NULL, 0) != AMP_OK) fail_msg("%s", amp_last_error());
+    FILE *a = fopen(pc, "rb"), *b = fopen(pg, "rb");
+    assert_non_null(a);
+    assert_non_null(b);
+    int ca, cb;
+    long at = 0;
+    do {
+        ca = fgetc(a), cb = fgetc(b), at++;
+        if (ca != cb) fail_msg("the files differ at byte %ld", at);
+    } while (ca != EOF);
+    fclose(a), fclose(b);
+    /* load the CPU file into a third model on the GPU */
+    amp_generator g3 = amp_generator_make(99);
+    amp_module *m3 = amp_gpt_new(&c, &g3);
+    assert_int_equal(amp_module_to_device(m3, AMP_DEVICE_CUDA), AMP_OK);
+    if (amp_model_load(m3, pc) != AMP_OK) fail_msg("%s", amp_last_error());
+    amp_tensor *w = amp_module_get_parameter(m3, "transformer.h.0.mlp.c_fc.weight");
+    assert_int_equal(amp_tensor_device(w), AMP_DEVICE_CUDA);
+    amp_tensor *h = amp_tensor_to(w, AMP_DEVICE_CPU);
+    amp_tensor *ref = amp_module_get_parameter(mc, "transformer.h.0.mlp.c_fc.weight");
+    assert_memory_equal(amp_tensor_data(h), amp_tensor_data(ref), amp_tensor_nbytes(ref));
+    amp_tensor_free(h);
+    remove(pc), remove(pg), rmdir(dir);
+    amp_module_free(mc), amp_module_free(mg), amp_module_free(m3);
+}
+
 int main(void) {
     amp_test_require_cuda();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_module_roundtrip), cmocka_unit_test(t_fwd_bwd_fp32), cmocka_unit_test(t_fwd_bwd_bf16),
+        cmocka_unit_test(t_module_roundtrip), cmocka_unit_test(t_save_load_on_device), cmocka_unit_test(t_fwd_bwd_fp32), cmocka_unit_test(t_fwd_bwd_bf16),
         cmocka_unit_test(t_fp32),             cmocka_unit_test(t_bf16_o1),
         cmocka_unit_test(t_fp16_o1),          cmocka_unit_test(t_bf16_o2),
     };

@@ -617,9 +617,9 @@ static amp_status plan_build(const char *fn, amp_tensor *const *tensors, const c
         it->name = nm;
         it->t = t;
         it->nbytes = amp_tensor_nbytes(t);
-        if (amp_tensor_is_contiguous(t) || it->nbytes == 0) {
+        if (it->nbytes == 0 || (amp_tensor_is_contiguous(t) && amp__dev(t) == AMP_DEVICE_CPU)) {
             it->bytes = it->nbytes ? amp__data(t) : "";
-        } else {
+        } else { /* strided, or in a device's memory: a host copy (copy_out waits for the device) */
             it->owned = malloc(it->nbytes);
             if (!it->owned) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
             if (amp_tensor_copy_out(t, it->owned, t->dtype) != AMP_OK) return amp_last_status();
