@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The first run on a machine with an NVIDIA GPU (issue 17): build amp with
 # the CUDA backend required, show the device, run the CUDA tests (they
-# compare every CUDA entry with the CPU backend), then the whole suite.
+# compare every CUDA entry with the CPU backend: every test_cuda_* program), then
+# the whole suite.
 #
 # Usage: scripts/gpu_check.sh [BUILD_DIR]      (default build-gpu)
 #   AMP_GPU_DEPS=DIR   .deb files to unpack first (dpkg -x) when the machine
@@ -67,11 +68,14 @@ cmake --build "$build" -j "$jobs" 2>&1 | grep -E " error|warning:|Error [0-9]|Bu
 [ -x "$build/amp" ] || { echo "gpu_check: the build failed (see above)"; exit 1; }
 
 echo "== the CUDA tests"
+# every test_cuda_* program and test_device, each to its end (one run shows every failure)
 set +e
-(cd "$build" && ./test_cuda_libs && ./test_device && ./test_cuda_kernels)
-rc=$?
+(cd "$build" && ctest -R '^test_(cuda_|device)' --output-on-failure -j 4 --timeout "${AMP_GPU_TEST_TIMEOUT:-300}") |
+  tee "$build/gpu_tests.log"
+rc=${PIPESTATUS[0]}
 set -e
-[ $rc = 77 ] && { echo "gpu_check: no usable GPU (the CUDA tests were skipped)"; exit 1; }
+grep -qE "test_cuda_kernels .*Skipped" "$build/gpu_tests.log" &&
+  { echo "gpu_check: no usable GPU (the CUDA tests were skipped)"; exit 1; }
 [ $rc = 0 ] || exit $rc
 
 [ "${AMP_GPU_SUITE:-1}" = 0 ] && { echo "gpu_check: CUDA tests passed (the suite was not asked for)"; exit 0; }
