@@ -10,6 +10,11 @@
  * and bool masks through the op); dropout; GPT-2's strided q/k/v views of
  * one [B, T, 3C] projection; autocast to bf16.
  *
+ * Two GPU paths: the tensor-core kernels (mma.sync) for f16/bf16 with E =
+ * Ev = 64 or 128 (forward) and 64 (backward), the CUDA-core kernels for
+ * everything else; $AMP_CUDA_ATT_TC=0 forces the latter, and t_cuda_cores
+ * runs the half cases through them too, so one run checks both.
+ *
  * Bounds (the GPU sums in another order and uses CUDA's expf/logf; the CPU
  * is itself checked against float64 and torch in test_ops_attention):
  *  - out (f32) and lse: |gpu - cpu| <= 2e-5 * max|cpu| of the tensor;
@@ -19,7 +24,15 @@
  *  - dq, dk, dv (f32 on both devices, from the same half or f32 inputs):
  *    |gpu - cpu| <= 5e-5 * max|cpu| of the tensor (longer chains of sums:
  *    dP - D cancels);
- *  - dropout: exactly the CPU's mask: V one-hot (Ev = S) and Q = 0 make
+ *  - the tensor-core path rounds P (and dS in the backward) to the half
+ *    type before their products, as FlashAttention does, where the CPU
+ *    keeps them in f32: each term is off by at most 2^-9 (bf16) / 2^-12
+ *    (f16) relative, so out and dq, dk, dv are held to 1e-2 (bf16) / 2e-3
+ *    (f16) of max|cpu| there (about 5x the worst case of independent
+ *    roundings); lse comes from f32 scores of exact products and keeps
+ *    2e-5;
+ *  - dropout: exactly the CPU's mask (f32 on the CUDA cores, bf16 with
+ *    E = Ev = S = 64 on the tensor cores): V one-hot (Ev = S) and Q = 0 make
  *    out[b, i, j] = P / keep or 0, so which weights were dropped is read off
  *    the output and compared element for element with the CPU's and with
  *    the Philox words computed here (amp_ew_dropout_bits).
@@ -102,6 +115,15 @@ out:
 
 static double half_rtol(amp_dtype dt) { return dt == AMP_BF16 ? 0x1p-7 : dt == AMP_F16 ? 0x1p-10 : 0.0; }
 
+/* whether the tensor-core kernels take a case (attention.cu's tc_on) */
+static bool tc_path(amp_dtype dt, int64_t E, int64_t Ev, bool bwd) {
+    const char *e = getenv("AMP_CUDA_ATT_TC");
+    if (e && e[0] == '0') return false;
+    return dt != AMP_F32 && E == Ev && (E == 64 || (!bwd && E == 128));
+}
+/* the bound (of max|cpu|) for out and the gradients on the path taken */
+static double tc_atol(amp_dtype dt, double tight, bool tc) { return !tc ? tight : dt == AMP_BF16 ? 1e-2 : 2e-3; }
+
 typedef struct {
     int64_t nb, L, S, E, Ev;
     bool causal;
@@ -145,8 +167,9 @@ static void run_entries(const char *name, amp_dtype dt, const att_case *c, const
         g_fail++;
         goto out;
     }
-    snprintf(what, sizeof what, "%s %s out", name, amp_dtype_name(dt));
-    cmp(what, o1, o2, 2e-5, half_rtol(dt));
+    const bool tcf = tc_path(dt, c->E, c->Ev, false), tcb = tcf || tc_path(dt, c->E, c->Ev, true);
+    snprintf(what, sizeof what, "%s %s%s out", name, amp_dtype_name(dt), tcf ? " (tensor cores)" : "");
+    cmp(what, o1, o2, tc_atol(dt, 2e-5, tcf), half_rtol(dt));
     snprintf(what, sizeof what, "%s %s lse", name, amp_dtype_name(dt));
     cmp(what, l1, l2, 2e-5, 0.0);
     amp_tensor *g1[3] = {NULL, NULL, NULL}, *g2[3] = {NULL, NULL, NULL};
@@ -163,13 +186,13 @@ static void run_entries(const char *name, amp_dtype dt, const att_case *c, const
     } else {
         static const char *gn[3] = {"dq", "dk", "dv"};
         for (int i = 0; i < 3; i++) {
-            snprintf(what, sizeof what, "%s %s %s", name, amp_dtype_name(dt), gn[i]);
+            snprintf(what, sizeof what, "%s %s%s %s", name, amp_dtype_name(dt), tcb ? " (tensor cores)" : "", gn[i]);
             if (g2[i]->dtype != AMP_F32 || amp__dev(g2[i]) != AMP_DEVICE_CUDA) {
                 printf("FAIL %s: dtype %s on %s\n", what, amp_dtype_name(g2[i]->dtype), amp_device_name(amp__dev(g2[i])));
                 g_fail++;
                 continue;
             }
-            cmp(what, g1[i], g2[i], 5e-5, 0.0);
+            cmp(what, g1[i], g2[i], tc_atol(dt, 5e-5, tcb), 0.0);
         }
     }
     for (int i = 0; i < 3; i++) {
@@ -203,6 +226,27 @@ static void t_entries(void **state) {
     assert_int_equal(g_fail, 0);
 }
 
+/* The half cases again through the CUDA-core kernels ($AMP_CUDA_ATT_TC=0),
+ * with the tight bounds, and (for the tensor-core path's E = 64 and 128) a
+ * bias and dropout. */
+static void t_cuda_cores(void **state) {
+    (void)state;
+    g_fail = 0;
+    setenv("AMP_CUDA_ATT_TC", "0", 1);
+    amp_dtype dts[2] = {AMP_BF16, AMP_F16};
+    for (int d = 0; d < 2; d++)
+        for (int i = 0; i < NCASES; i++) {
+            const att_case *c = &CASES[i];
+            if (!(c->E == c->Ev && (c->E == 64 || c->E == 128))) continue;
+            char name[96];
+            snprintf(name, sizeof name, "cuda cores [nb %lld L %lld S %lld E %lld %s]", (long long)c->nb,
+                     (long long)c->L, (long long)c->S, (long long)c->E, c->causal ? "causal" : "full");
+            run_entries(name, dts[d], c, NULL, NULL, NULL, NULL, NULL);
+        }
+    unsetenv("AMP_CUDA_ATT_TC");
+    assert_int_equal(g_fail, 0);
+}
+
 /* an additive bias: per batch item and broadcast over the batch (0 stride),
  * with -inf entries (a row fully masked gives NaN out on both) */
 static void t_bias(void **state) {
@@ -232,20 +276,26 @@ static void t_bias(void **state) {
 static void t_dropout_mask(void **state) {
     (void)state;
     g_fail = 0;
-    const int64_t nb = 3, L = 70, S = 80, E = 8;
+    const int64_t nb = 3, L = 70;
     amp_att_args x = {.dropout_p = 0.3, .seed = 0x1234567890abULL, .offset = 12345};
     x.thresh = (uint64_t)ceil(x.dropout_p * 4294967296.0);
-    for (int causal = 0; causal < 2; causal++) {
+    /* f32 (CUDA cores, two key tiles) and bf16 with E = Ev = S = 64 (tensor cores) */
+    for (int cfg = 0; cfg < 4; cfg++) {
+        const int causal = cfg & 1;
+        const amp_dtype dt = cfg < 2 ? AMP_F32 : AMP_BF16;
+        const int64_t S = cfg < 2 ? 80 : 64, E = cfg < 2 ? 8 : 64;
         amp_scope *s = amp_scope_begin();
-        amp_tensor *q = amp_tensor_zeros(AMP_F32, 3, AMP_SHAPE(nb, L, E));
-        amp_tensor *k = rand_cpu(AMP_F32, 3, AMP_SHAPE(nb, S, E), 5, 1.0);
-        amp_tensor *v = amp_tensor_zeros(AMP_F32, 3, AMP_SHAPE(nb, S, S));
+        amp_tensor *q = amp_tensor_zeros(dt, 3, AMP_SHAPE(nb, L, E));
+        amp_tensor *k = rand_cpu(dt, 3, AMP_SHAPE(nb, S, E), 5, 1.0);
+        amp_tensor *vf = amp_tensor_zeros(AMP_F32, 3, AMP_SHAPE(nb, S, S));
         for (int64_t b = 0; b < nb; b++)
-            for (int64_t j = 0; j < S; j++) ((float *)amp__data(v))[(b * S + j) * S + j] = 1.0f;
+            for (int64_t j = 0; j < S; j++) ((float *)amp__data(vf))[(b * S + j) * S + j] = 1.0f;
+        amp_tensor *v = amp_tensor_empty(dt, 3, AMP_SHAPE(nb, S, S));
+        assert_int_equal(amp_tensor_copy_(v, vf), AMP_OK);
         amp_att_args a = {.nb = nb, .L = L, .S = S, .E = E, .Ev = S, .scale = 0.5f, .causal = causal != 0,
                           .dropout_p = x.dropout_p, .seed = x.seed, .offset = x.offset, .thresh = x.thresh};
-        amp_tensor *o1 = amp_tensor_empty(AMP_F32, 3, AMP_SHAPE(nb, L, S)), *l1 = amp_tensor_empty(AMP_F32, 1, AMP_SHAPE(nb * L));
-        amp_tensor *o2 = amp_tensor_empty_on(AMP_DEVICE_CUDA, AMP_F32, 3, AMP_SHAPE(nb, L, S)),
+        amp_tensor *o1 = amp_tensor_empty(dt, 3, AMP_SHAPE(nb, L, S)), *l1 = amp_tensor_empty(AMP_F32, 1, AMP_SHAPE(nb * L));
+        amp_tensor *o2 = amp_tensor_empty_on(AMP_DEVICE_CUDA, dt, 3, AMP_SHAPE(nb, L, S)),
                    *l2 = amp_tensor_empty_on(AMP_DEVICE_CUDA, AMP_F32, 1, AMP_SHAPE(nb * L));
         assert_int_equal(be_cpu()->attention("test", &a, q, k, v, NULL, o1, l1), AMP_OK);
         amp_tensor *dq = to_dev(q, AMP_DEVICE_CUDA), *dk = to_dev(k, AMP_DEVICE_CUDA), *dv = to_dev(v, AMP_DEVICE_CUDA);
@@ -264,17 +314,18 @@ static void t_dropout_mask(void **state) {
                     dropped += !ref;
                     if (kc != ref || kg != ref) {
                         if (bad < 5)
-                            printf("FAIL dropout mask %s: (b %lld, i %lld, j %lld): Philox keeps %d, cpu %d (%.6g), "
-                                   "cuda %d (%.6g)\n", causal ? "causal" : "full", (long long)b, (long long)i,
-                                   (long long)j, ref, kc, val(o1, e), kg, val(h, e));
+                            printf("FAIL dropout mask %s %s: (b %lld, i %lld, j %lld): Philox keeps %d, cpu %d (%.6g), "
+                                   "cuda %d (%.6g)\n", amp_dtype_name(dt), causal ? "causal" : "full", (long long)b,
+                                   (long long)i, (long long)j, ref, kc, val(o1, e), kg, val(h, e));
                         bad++;
                     }
                 }
-        printf("dropout mask %s: %d of %d visible weights dropped (p = 0.3), %d mismatches\n",
+        printf("dropout mask %s %s: %d of %d visible weights dropped (p = 0.3), %d mismatches\n", amp_dtype_name(dt),
                causal ? "causal" : "full", dropped, visible, bad);
         if (bad) g_fail++;
         assert_true(dropped > visible / 5 && dropped < visible * 2 / 5); /* the mask is not trivial */
-        cmp(causal ? "dropout causal out" : "dropout full out", o1, o2, 2e-5, 0.0);
+        cmp(causal ? "dropout causal out" : "dropout full out", o1, o2, tc_atol(dt, 2e-5, tc_path(dt, E, S, false)),
+            half_rtol(dt));
         amp_scope_end(s);
     }
     /* gradients with dropout, random q, k, v */
@@ -316,7 +367,8 @@ static void t_strided_views(void **state) {
             g_fail++;
         } else {
             assert_int_equal(amp__dev(y2), AMP_DEVICE_CUDA);
-            cmp(dts[d] == AMP_BF16 ? "gpt views bf16 out" : "gpt views f32 out", y1, y2, 2e-5, half_rtol(dts[d]));
+            cmp(dts[d] == AMP_BF16 ? "gpt views bf16 out" : "gpt views f32 out", y1, y2,
+                tc_atol(dts[d], 2e-5, tc_path(dts[d], hs, hs, false)), half_rtol(dts[d]));
         }
         /* through the entries (forward and backward) */
         att_case c = {B * nh, T, T, hs, hs, true};
@@ -328,15 +380,17 @@ static void t_strided_views(void **state) {
                    *l2 = amp_tensor_empty_on(AMP_DEVICE_CUDA, AMP_F32, 1, AMP_SHAPE(B * nh * T));
         assert_int_equal(be_cpu()->attention("test", &a, hv[0], hv[1], hv[2], NULL, o1, l1), AMP_OK);
         assert_int_equal(be_cu()->attention("test", &a, dhv[0], dhv[1], dhv[2], NULL, o2, l2), AMP_OK);
-        cmp("gpt views entry out", o1, o2, 2e-5, half_rtol(dts[d]));
+        const double ao = tc_atol(dts[d], 2e-5, tc_path(dts[d], hs, hs, false)),
+                     ag = tc_atol(dts[d], 5e-5, tc_path(dts[d], hs, hs, false));
+        cmp("gpt views entry out", o1, o2, ao, half_rtol(dts[d]));
         cmp("gpt views entry lse", l1, l2, 2e-5, 0.0);
         amp_tensor *g = rand_cpu(dts[d], 4, osh, 31, 1.0), *dg = to_dev(g, AMP_DEVICE_CUDA);
         amp_tensor *g1[3] = {NULL, NULL, NULL}, *g2[3] = {NULL, NULL, NULL};
         assert_int_equal(be_cpu()->attention_backward("test", &a, hv[0], hv[1], hv[2], NULL, o1, l1, g, g1), AMP_OK);
         assert_int_equal(be_cu()->attention_backward("test", &a, dhv[0], dhv[1], dhv[2], NULL, o2, l2, dg, g2), AMP_OK);
-        cmp("gpt views dq", g1[0], g2[0], 5e-5, 0.0);
-        cmp("gpt views dk", g1[1], g2[1], 5e-5, 0.0);
-        cmp("gpt views dv", g1[2], g2[2], 5e-5, 0.0);
+        cmp("gpt views dq", g1[0], g2[0], ag, 0.0);
+        cmp("gpt views dk", g1[1], g2[1], ag, 0.0);
+        cmp("gpt views dv", g1[2], g2[2], ag, 0.0);
         for (int i = 0; i < 3; i++) {
             amp__release(g1[i]);
             amp__release(g2[i]);
@@ -346,7 +400,7 @@ static void t_strided_views(void **state) {
         amp_tensor *k1 = amp_transpose(kt, 2, 3), *k2 = amp_transpose(to_dev(kt, AMP_DEVICE_CUDA), 2, 3);
         assert_int_equal(be_cpu()->attention("test", &a, hv[0], k1, hv[2], NULL, o1, l1), AMP_OK);
         assert_int_equal(be_cu()->attention("test", &a, dhv[0], k2, dhv[2], NULL, o2, l2), AMP_OK);
-        cmp("column-strided k out", o1, o2, 2e-5, half_rtol(dts[d]));
+        cmp("column-strided k out", o1, o2, ao, half_rtol(dts[d]));
         amp_scope_end(s);
     }
     assert_int_equal(g_fail, 0);
@@ -448,7 +502,8 @@ static void t_autocast(void **state) {
     }
     if (y[0] && y[1]) {
         assert_int_equal(y[1]->dtype, AMP_BF16);
-        cmp("autocast bf16 out", y[0], y[1], 2e-5, half_rtol(AMP_BF16));
+        cmp("autocast bf16 out", y[0], y[1], tc_atol(AMP_BF16, 2e-5, tc_path(AMP_BF16, 64, 64, false)),
+            half_rtol(AMP_BF16));
     }
     amp_scope_end(s);
     assert_int_equal(g_fail, 0);
@@ -476,8 +531,9 @@ static void t_gpt_shape_time(void **state) {
     (void)state;
     amp_scope *s = amp_scope_begin();
     const int64_t nb = 48, T = 1024, E = 64;
-    amp_dtype dts[2] = {AMP_BF16, AMP_F32};
-    for (int d = 0; d < 2; d++) {
+    amp_dtype dts[3] = {AMP_BF16, AMP_BF16, AMP_F32};
+    for (int d = 0; d < 3; d++) {
+        if (d == 1) setenv("AMP_CUDA_ATT_TC", "0", 1); /* bf16 on the CUDA cores, then f32 */
         amp_tensor *q = to_dev(rand_cpu(dts[d], 3, AMP_SHAPE(nb, T, E), 1, 1.0), AMP_DEVICE_CUDA);
         amp_tensor *k = to_dev(rand_cpu(dts[d], 3, AMP_SHAPE(nb, T, E), 2, 1.0), AMP_DEVICE_CUDA);
         amp_tensor *v = to_dev(rand_cpu(dts[d], 3, AMP_SHAPE(nb, T, E), 3, 1.0), AMP_DEVICE_CUDA);
@@ -504,17 +560,19 @@ static void t_gpt_shape_time(void **state) {
         }
         /* causal: half the L x S products; forward 2 GEMMs, backward 5 (with the dQ kernel's recompute: 7) */
         double fl = 2.0 * (double)nb * (double)T * (double)T * (double)E; /* one causal GEMM: 2 nb T^2/2 E */
-        printf("info: GPT-2 attention %s [48, 1024, 64] causal: forward %.3f ms (%.1f TFLOP/s), backward %.3f ms "
+        printf("info: GPT-2 attention %s%s [48, 1024, 64] causal: forward %.3f ms (%.1f TFLOP/s), backward %.3f ms "
                "(%.1f TFLOP/s at 5 GEMMs); x12 layers: %.2f ms per step\n",
-               amp_dtype_name(dts[d]), tf, 2 * fl / tf * 1e-9, tb, 5 * fl / tb * 1e-9, 12 * (tf + tb));
+               amp_dtype_name(dts[d]), tc_path(dts[d], E, E, false) ? " (tensor cores)" : " (CUDA cores)", tf, 2 * fl / tf * 1e-9, tb, 5 * fl / tb * 1e-9, 12 * (tf + tb));
     }
+    unsetenv("AMP_CUDA_ATT_TC");
     amp_scope_end(s);
 }
 
 int main(void) {
     amp_test_require_cuda();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_entries), cmocka_unit_test(t_bias),      cmocka_unit_test(t_dropout_mask),
+        cmocka_unit_test(t_entries), cmocka_unit_test(t_cuda_cores), cmocka_unit_test(t_bias),
+        cmocka_unit_test(t_dropout_mask),
         cmocka_unit_test(t_strided_views), cmocka_unit_test(t_op), cmocka_unit_test(t_autocast),
         cmocka_unit_test(t_errors),  cmocka_unit_test(t_gpt_shape_time),
     };

@@ -16,6 +16,8 @@
 // sums are f32 (FMA), exp/log are CUDA's expf/logf. Dropout draws the CPU's
 // Philox words (numeric/philox.h, stream 1), so a seed drops the same
 // weights on both devices.
+#include <stdlib.h>
+
 #include "kernels/cuda/common.cuh"
 #include "numeric/philox.h"
 
@@ -446,6 +448,395 @@ __global__ void __launch_bounds__(NT) att_bwd_q(amp_cu_att_args a, int64_t ntile
     }
 }
 
+// ---- tensor cores: f16/bf16 with E = Ev in {64, 128} (forward), 64 (backward) -------------------
+// FlashAttention-2's warp tiling on mma.sync.m16n8k16 (f32 accumulation): a
+// warp owns 16 rows (queries in the forward and dQ kernels, keys in the
+// dK/dV kernel), holds its own operand rows as A fragments in registers and
+// reads the other operand's 8-row slices from shared memory (row-major, or
+// transposed where the product sums over rows). Scores, the softmax
+// statistics, P and dS are f32 in registers; P and dS are rounded once to
+// the input's half type as the A operand of the next product (as
+// FlashAttention), so these results differ from the CUDA-core kernels'
+// (which keep P in f32) by that rounding (test_cuda_attention's bounds).
+// Fragment layouts (PTX ISA, mma.m16n8k16, g = lane / 4, t = lane % 4):
+//   A 16x16: a0 (g, 2t..2t+1), a1 (g+8, 2t..), a2 (g, 2t+8..), a3 (g+8, 2t+8..)
+//   B 16x8:  b0 (k 2t..2t+1, n g), b1 (k 2t+8..2t+9, n g)
+//   C 16x8:  c0,c1 (g, 2t..2t+1), c2,c3 (g+8, 2t..2t+1)
+// so a C tile pair (keys 16kk..16kk+15) is the A fragment of the next product.
+constexpr int TNT = 128; // 4 warps
+constexpr int TB = 64;   // rows per block and per tile
+constexpr int TRT = TB + 8; // row stride (halves) of a transposed tile
+
+template <int DT>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+    uint32_t r;
+    if constexpr (DT == AMP_BF16) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    else asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+template <int DT>
+__device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    if constexpr (DT == AMP_BF16)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// two consecutive halves (columns c, c + 1) of row r as one word (low half
+// = column c); 0 when r >= nr
+__device__ __forceinline__ uint32_t ld2(const uint16_t *p, int64_t bo, int64_t ld, int64_t r, int64_t nr, int c) {
+    if (r >= nr) return 0u;
+    const uint16_t *q = p + bo + r * ld + c;
+    return (uint32_t)q[0] | ((uint32_t)q[1] << 16);
+}
+
+// the A fragments of 16 rows (r, r + 8 of each lane) x D columns
+template <int D>
+__device__ __forceinline__ void frag_rows(uint32_t (*f)[4], const uint16_t *p, int64_t bo, int64_t ld, int64_t ra,
+                                          int64_t nr, int t) {
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ks++) {
+        const int c = ks * 16 + 2 * t;
+        f[ks][0] = ld2(p, bo, ld, ra, nr, c);
+        f[ks][1] = ld2(p, bo, ld, ra + 8, nr, c);
+        f[ks][2] = ld2(p, bo, ld, ra, nr, c + 8);
+        f[ks][3] = ld2(p, bo, ld, ra + 8, nr, c + 8);
+    }
+}
+
+// rows r0 .. r0 + TB (0 beyond nr) of D halves into a row-major shared tile
+// (row stride D + 8) and/or its transpose (D rows, stride TRT)
+template <int D>
+__device__ __forceinline__ void tc_tile(uint16_t *rm, uint16_t *tr, const uint16_t *p, int64_t bo, int64_t ld,
+                                        int64_t r0, int64_t nr, bool vec) {
+    constexpr int CH = D / 8, RS = D + 8;
+    for (int idx = threadIdx.x; idx < TB * CH; idx += TNT) {
+        // with a transpose, a warp takes 32 consecutive rows of one 8-column
+        // chunk (the transposed stores hit 16 banks, 2 halves each); without,
+        // consecutive chunks of a row (coalesced reads)
+        const int r = tr ? idx % TB : idx / CH, c = tr ? idx / TB : idx % CH;
+        union {
+            uint4 v;
+            uint16_t h[8];
+        } u;
+        u.v = make_uint4(0u, 0u, 0u, 0u);
+        if (r < nr) {
+            const uint16_t *src = p + bo + (r0 + r) * ld + c * 8;
+            if (vec) u.v = *(const uint4 *)src;
+            else
+#pragma unroll
+                for (int e = 0; e < 8; e++) u.h[e] = src[e];
+        }
+        if (rm) *(uint4 *)(rm + r * RS + c * 8) = u.v;
+        if (tr)
+#pragma unroll
+            for (int e = 0; e < 8; e++) tr[(c * 8 + e) * TRT + r] = u.h[e];
+    }
+}
+
+// B fragment words of an 8-row slice: row n0 + g, columns k0 + 2t (and + 8)
+__device__ __forceinline__ void bfrag(const uint16_t *tile, int stride, int n0, int k0, int g, int t, uint32_t &b0,
+                                      uint32_t &b1) {
+    const uint32_t *w = (const uint32_t *)(tile + (n0 + g) * stride + k0 + 2 * t);
+    b0 = w[0];
+    b1 = w[4];
+}
+
+template <int DT, int D>
+__global__ void __launch_bounds__(TNT) tc_fwd(amp_cu_att_args a, int64_t ntile, int vec) {
+    extern __shared__ __align__(16) uint16_t smh[];
+    constexpr int RS = D + 8;
+    uint16_t *Ks = smh, *Vt = Ks + TB * RS;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int64_t b = (int64_t)blockIdx.x / ntile, i0 = (ntile - 1 - (int64_t)blockIdx.x % ntile) * TB;
+    const int64_t L = a.L, S = a.S;
+    const int64_t qo = boff(a, a.q, b), ko = boff(a, a.k, b), vo = boff(a, a.v, b);
+    const int64_t bo = a.bias.p ? boff(a, a.bias, b) : 0;
+    const float *bias = (const float *)a.bias.p;
+    const uint16_t *qp = (const uint16_t *)a.q.p, *kp = (const uint16_t *)a.k.p, *vp = (const uint16_t *)a.v.p;
+    const int64_t ra = i0 + w * 16 + g; // this lane's rows: ra, ra + 8
+    uint32_t qf[D / 16][4];
+    frag_rows<D>(qf, qp, qo, a.q.ld, ra, L, t);
+    float o[D / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int n = 0; n < D / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    const int64_t jend = a.causal ? (S < i0 + TB ? S : i0 + TB) : S;
+    for (int64_t j0 = 0; j0 < jend; j0 += TB) {
+        const int64_t nk = jend - j0 < TB ? jend - j0 : TB;
+        __syncthreads();
+        tc_tile<D>(Ks, nullptr, kp, ko, a.k.ld, j0, nk, vec);
+        tc_tile<D>(nullptr, Vt, vp, vo, a.v.ld, j0, nk, vec);
+        __syncthreads();
+        float s[8][4];
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+            s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+            for (int ks = 0; ks < D / 16; ks++) {
+                uint32_t b0, b1;
+                bfrag(Ks, RS, n * 8, ks * 16, g, t, b0, b1);
+                mma<DT>(s[n], qf[ks], b0, b1);
+            }
+        }
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int64_t i = ra + (e >> 1) * 8, j = j0 + n * 8 + 2 * t + (e & 1);
+                const bool vis = i < L && j < jend && (!a.causal || j <= i);
+                float v = s[n][e] * a.scale;
+                if (bias && vis) v += bias[bo + i * a.bias.ld + j];
+                s[n][e] = vis ? v : -INFINITY;
+                mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+            }
+        float shift[2], alpha[2], rs[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+            mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+            const float mn = fmaxf(m[h], mx[h]);
+            shift[h] = mn == -INFINITY ? 0.0f : mn;
+            alpha[h] = expf(m[h] - shift[h]);
+            m[h] = mn;
+        }
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float p = expf(s[n][e] - shift[e >> 1]);
+                rs[e >> 1] += p;
+                if (a.dropout && p != 0.0f)
+                    p = att_keep(a, b, ra + (e >> 1) * 8, j0 + n * 8 + 2 * t + (e & 1)) ? p / a.keep : 0.0f;
+                s[n][e] = p;
+            }
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            rs[h] += __shfl_xor_sync(0xffffffffu, rs[h], 1);
+            rs[h] += __shfl_xor_sync(0xffffffffu, rs[h], 2);
+            l[h] = l[h] * alpha[h] + rs[h];
+        }
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {
+            o[n][0] *= alpha[0];
+            o[n][1] *= alpha[0];
+            o[n][2] *= alpha[1];
+            o[n][3] *= alpha[1];
+        }
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            const uint32_t pa[4] = {pack2<DT>(s[2 * kk][0], s[2 * kk][1]), pack2<DT>(s[2 * kk][2], s[2 * kk][3]),
+                                    pack2<DT>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                    pack2<DT>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+            for (int n = 0; n < D / 8; n++) {
+                uint32_t b0, b1;
+                bfrag(Vt, TRT, n * 8, kk * 16, g, t, b0, b1);
+                mma<DT>(o[n], pa, b0, b1);
+            }
+        }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int64_t i = ra + h * 8;
+        if (i >= L) continue;
+        const int64_t row = b * L + i;
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {
+            const int64_t col = n * 8 + 2 * t;
+            store_f(a.out, DT, row * D + col, o[n][2 * h] / l[h]);
+            store_f(a.out, DT, row * D + col + 1, o[n][2 * h + 1] / l[h]);
+        }
+        if (t == 0) a.lse[row] = m[h] + logf(l[h]);
+    }
+}
+
+// dK, dV of 64 keys; warp w owns keys j0 + 16 w + (g, g + 8)
+template <int DT, int D>
+__global__ void __launch_bounds__(TNT) tc_bwd_kv(amp_cu_att_args a, int64_t ntile, int vec) {
+    extern __shared__ __align__(16) uint16_t smh[];
+    constexpr int RS = D + 8;
+    uint16_t *Qs = smh, *Qt = Qs + TB * RS, *Os = Qt + D * TRT, *Ot = Os + TB * RS;
+    float *ls = (float *)(Ot + D * TRT), *dd = ls + TB;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int64_t b = (int64_t)blockIdx.x / ntile, j0 = ((int64_t)blockIdx.x % ntile) * TB;
+    const int64_t L = a.L, S = a.S;
+    const int64_t qo = boff(a, a.q, b), ko = boff(a, a.k, b), vo = boff(a, a.v, b);
+    const int64_t bo = a.bias.p ? boff(a, a.bias, b) : 0;
+    const float *bias = (const float *)a.bias.p;
+    const uint16_t *qp = (const uint16_t *)a.q.p, *kp = (const uint16_t *)a.k.p, *vp = (const uint16_t *)a.v.p;
+    const uint16_t *op = (const uint16_t *)a.dout;
+    const int64_t ka = j0 + w * 16 + g; // this lane's keys: ka, ka + 8
+    uint32_t kf[D / 16][4], vf[D / 16][4];
+    frag_rows<D>(kf, kp, ko, a.k.ld, ka, S, t);
+    frag_rows<D>(vf, vp, vo, a.v.ld, ka, S, t);
+    float dk[D / 8][4], dv[D / 8][4];
+#pragma unroll
+    for (int n = 0; n < D / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
+    const int64_t istart = a.causal ? j0 : 0; // queries before j0 see none of these keys
+    for (int64_t i0 = istart; i0 < L; i0 += TB) {
+        const int64_t nq = L - i0 < TB ? L - i0 : TB;
+        __syncthreads();
+        tc_tile<D>(Qs, Qt, qp, qo, a.q.ld, i0, nq, vec);
+        tc_tile<D>(Os, Ot, op, b * L * D, D, i0, nq, vec);
+        if (threadIdx.x < TB) {
+            ls[threadIdx.x] = threadIdx.x < nq ? a.lse[b * L + i0 + threadIdx.x] : 0.0f;
+            dd[threadIdx.x] = threadIdx.x < nq ? a.dsum[b * L + i0 + threadIdx.x] : 0.0f;
+        }
+        __syncthreads();
+        // S^T = K Q^T and dP^T = V dO^T: 16 keys x 64 queries
+        float st[8][4], dp[8][4];
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+            st[n][0] = st[n][1] = st[n][2] = st[n][3] = 0.0f;
+            dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.0f;
+#pragma unroll
+            for (int ks = 0; ks < D / 16; ks++) {
+                uint32_t b0, b1;
+                bfrag(Qs, RS, n * 8, ks * 16, g, t, b0, b1);
+                mma<DT>(st[n], kf[ks], b0, b1);
+                bfrag(Os, RS, n * 8, ks * 16, g, t, b0, b1);
+                mma<DT>(dp[n], vf[ks], b0, b1);
+            }
+        }
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int ii = n * 8 + 2 * t + (e & 1);
+                const int64_t i = i0 + ii, j = ka + (e >> 1) * 8;
+                const bool vis = j < S && ii < nq && (!a.causal || j <= i);
+                PdS r = att_pds(a, b, i, j, vis, st[n][e], dp[n][e], ls[ii], dd[ii], bias, bo);
+                st[n][e] = r.pd;
+                dp[n][e] = r.ds;
+            }
+        // dV += Pd^T dO, dK += dS^T Q (sums over the 64 queries)
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            const uint32_t pa[4] = {pack2<DT>(st[2 * kk][0], st[2 * kk][1]), pack2<DT>(st[2 * kk][2], st[2 * kk][3]),
+                                    pack2<DT>(st[2 * kk + 1][0], st[2 * kk + 1][1]),
+                                    pack2<DT>(st[2 * kk + 1][2], st[2 * kk + 1][3])};
+            const uint32_t sa[4] = {pack2<DT>(dp[2 * kk][0], dp[2 * kk][1]), pack2<DT>(dp[2 * kk][2], dp[2 * kk][3]),
+                                    pack2<DT>(dp[2 * kk + 1][0], dp[2 * kk + 1][1]),
+                                    pack2<DT>(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
+#pragma unroll
+            for (int n = 0; n < D / 8; n++) {
+                uint32_t b0, b1;
+                bfrag(Ot, TRT, n * 8, kk * 16, g, t, b0, b1);
+                mma<DT>(dv[n], pa, b0, b1);
+                bfrag(Qt, TRT, n * 8, kk * 16, g, t, b0, b1);
+                mma<DT>(dk[n], sa, b0, b1);
+            }
+        }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int64_t j = ka + h * 8;
+        if (j >= S) continue;
+        const int64_t row = b * S + j;
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {
+            const int64_t col = n * 8 + 2 * t;
+            a.dk[row * D + col] = dk[n][2 * h] * a.scale;
+            a.dk[row * D + col + 1] = dk[n][2 * h + 1] * a.scale;
+            a.dv[row * D + col] = dv[n][2 * h];
+            a.dv[row * D + col + 1] = dv[n][2 * h + 1];
+        }
+    }
+}
+
+// dQ of 64 queries; warp w owns queries i0 + 16 w + (g, g + 8)
+template <int DT, int D>
+__global__ void __launch_bounds__(TNT) tc_bwd_q(amp_cu_att_args a, int64_t ntile, int vec) {
+    extern __shared__ __align__(16) uint16_t smh[];
+    constexpr int RS = D + 8;
+    uint16_t *Ks = smh, *Kt = Ks + TB * RS, *Vs = Kt + D * TRT;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int64_t b = (int64_t)blockIdx.x / ntile, i0 = (ntile - 1 - (int64_t)blockIdx.x % ntile) * TB;
+    const int64_t L = a.L, S = a.S;
+    const int64_t qo = boff(a, a.q, b), ko = boff(a, a.k, b), vo = boff(a, a.v, b);
+    const int64_t bo = a.bias.p ? boff(a, a.bias, b) : 0;
+    const float *bias = (const float *)a.bias.p;
+    const uint16_t *qp = (const uint16_t *)a.q.p, *kp = (const uint16_t *)a.k.p, *vp = (const uint16_t *)a.v.p;
+    const uint16_t *op = (const uint16_t *)a.dout;
+    const int64_t ra = i0 + w * 16 + g;
+    uint32_t qf[D / 16][4], of[D / 16][4];
+    frag_rows<D>(qf, qp, qo, a.q.ld, ra, L, t);
+    frag_rows<D>(of, op, b * L * D, D, ra, L, t);
+    float lse[2], dsum[2], dq[D / 8][4];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        lse[h] = ra + h * 8 < L ? a.lse[b * L + ra + h * 8] : 0.0f;
+        dsum[h] = ra + h * 8 < L ? a.dsum[b * L + ra + h * 8] : 0.0f;
+    }
+#pragma unroll
+    for (int n = 0; n < D / 8; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+    const int64_t jend = a.causal ? (S < i0 + TB ? S : i0 + TB) : S;
+    for (int64_t j0 = 0; j0 < jend; j0 += TB) {
+        const int64_t nk = jend - j0 < TB ? jend - j0 : TB;
+        __syncthreads();
+        tc_tile<D>(Ks, Kt, kp, ko, a.k.ld, j0, nk, vec);
+        tc_tile<D>(Vs, nullptr, vp, vo, a.v.ld, j0, nk, vec);
+        __syncthreads();
+        float s[8][4], dp[8][4];
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+            s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+            dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.0f;
+#pragma unroll
+            for (int ks = 0; ks < D / 16; ks++) {
+                uint32_t b0, b1;
+                bfrag(Ks, RS, n * 8, ks * 16, g, t, b0, b1);
+                mma<DT>(s[n], qf[ks], b0, b1);
+                bfrag(Vs, RS, n * 8, ks * 16, g, t, b0, b1);
+                mma<DT>(dp[n], of[ks], b0, b1);
+            }
+        }
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int64_t i = ra + (e >> 1) * 8, j = j0 + n * 8 + 2 * t + (e & 1);
+                const bool vis = i < L && j < jend && (!a.causal || j <= i);
+                PdS r = att_pds(a, b, i, j, vis, s[n][e], dp[n][e], lse[e >> 1], dsum[e >> 1], bias, bo);
+                s[n][e] = r.ds;
+            }
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            const uint32_t sa[4] = {pack2<DT>(s[2 * kk][0], s[2 * kk][1]), pack2<DT>(s[2 * kk][2], s[2 * kk][3]),
+                                    pack2<DT>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                    pack2<DT>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+            for (int n = 0; n < D / 8; n++) {
+                uint32_t b0, b1;
+                bfrag(Kt, TRT, n * 8, kk * 16, g, t, b0, b1);
+                mma<DT>(dq[n], sa, b0, b1);
+            }
+        }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int64_t i = ra + h * 8;
+        if (i >= L) continue;
+        const int64_t row = b * L + i;
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {
+            const int64_t col = n * 8 + 2 * t;
+            a.dq[row * D + col] = dq[n][2 * h] * a.scale;
+            a.dq[row * D + col + 1] = dq[n][2 * h + 1] * a.scale;
+        }
+    }
+}
+
 // shared memory of each kernel (bytes)
 static size_t fwd_smem(int E, int Ev) {
     return sizeof(float) * ((size_t)BR * odd(E) + (size_t)BC * odd(E) + (size_t)BC * odd(Ev) + (size_t)BR * (BC + 1));
@@ -473,9 +864,74 @@ static cudaError_t launch(K kern, int64_t blocks, size_t smem, cudaStream_t s, c
 
 } // namespace
 
+// the tensor-core kernels: f16/bf16, E = Ev = D (unless $AMP_CUDA_ATT_TC=0: the CUDA-core kernels for all)
+static bool tc_on(const amp_cu_att_args &a, bool bwd) {
+    if (a.q.dtype != AMP_BF16 && a.q.dtype != AMP_F16) return false;
+    if (a.E != a.Ev || !(a.E == 64 || (!bwd && a.E == 128))) return false;
+    const char *e = getenv("AMP_CUDA_ATT_TC");
+    return !(e && e[0] == '0');
+}
+
+// 16-byte vector loads: every operand's base, row and batch strides aligned
+static int tc_vec(const amp_cu_att_args &a, bool bwd) {
+    const amp_cu_att_operand *ops[3] = {&a.q, &a.k, &a.v};
+    for (int i = 0; i < 3; i++) {
+        if ((uintptr_t)ops[i]->p % 16 != 0 || ops[i]->ld % 8 != 0) return 0;
+        for (int d = 0; d < a.nbd; d++)
+            if (ops[i]->bstride[d] % 8 != 0) return 0;
+    }
+    if (bwd && (uintptr_t)a.dout % 16 != 0) return 0;
+    return 1;
+}
+
+template <typename K>
+static cudaError_t launch_tc(K kern, int64_t blocks, size_t smem, cudaStream_t s, const amp_cu_att_args &a,
+                             int64_t ntile, int vec) {
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) return e;
+    kern<<<(unsigned)blocks, TNT, smem, s>>>(a, ntile, vec);
+    return cudaGetLastError();
+}
+
+static cudaError_t tc_fwd_launch(cudaStream_t s, const amp_cu_att_args &a) {
+    const int64_t nt = (a.L + TB - 1) / TB, blocks = a.nb * nt;
+    if (!grid_ok(a.nb, nt)) return cudaErrorInvalidConfiguration;
+    const int D = (int)a.E, vec = tc_vec(a, false);
+    const size_t smem = sizeof(uint16_t) * ((size_t)TB * (D + 8) + (size_t)D * TRT);
+    const bool bf = a.q.dtype == AMP_BF16;
+    if (D == 64) return bf ? launch_tc(tc_fwd<AMP_BF16, 64>, blocks, smem, s, a, nt, vec)
+                           : launch_tc(tc_fwd<AMP_F16, 64>, blocks, smem, s, a, nt, vec);
+    return bf ? launch_tc(tc_fwd<AMP_BF16, 128>, blocks, smem, s, a, nt, vec)
+              : launch_tc(tc_fwd<AMP_F16, 128>, blocks, smem, s, a, nt, vec);
+}
+
+static cudaError_t tc_bwd_launch(cudaStream_t s, const amp_cu_att_args &a) {
+    constexpr int D = 64;
+    const int vec = tc_vec(a, true);
+    const bool bf = a.q.dtype == AMP_BF16;
+    if (a.S > 0) {
+        const int64_t nt = (a.S + TB - 1) / TB;
+        if (!grid_ok(a.nb, nt)) return cudaErrorInvalidConfiguration;
+        const size_t smem = sizeof(uint16_t) * 2 * ((size_t)TB * (D + 8) + (size_t)D * TRT) + sizeof(float) * 2 * TB;
+        cudaError_t e = bf ? launch_tc(tc_bwd_kv<AMP_BF16, D>, a.nb * nt, smem, s, a, nt, vec)
+                           : launch_tc(tc_bwd_kv<AMP_F16, D>, a.nb * nt, smem, s, a, nt, vec);
+        if (e != cudaSuccess) return e;
+    }
+    if (a.L > 0) {
+        const int64_t nt = (a.L + TB - 1) / TB;
+        if (!grid_ok(a.nb, nt)) return cudaErrorInvalidConfiguration;
+        const size_t smem = sizeof(uint16_t) * (2 * (size_t)TB * (D + 8) + (size_t)D * TRT);
+        cudaError_t e = bf ? launch_tc(tc_bwd_q<AMP_BF16, D>, a.nb * nt, smem, s, a, nt, vec)
+                           : launch_tc(tc_bwd_q<AMP_F16, D>, a.nb * nt, smem, s, a, nt, vec);
+        if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
+}
+
 extern "C" cudaError_t amp_cu_attention_fwd(cudaStream_t s, const amp_cu_att_args *a) {
     if (a->nb == 0 || a->L == 0) return cudaSuccess;
     if (a->E > AMP_CU_ATT_MAX_HEAD || a->Ev > AMP_CU_ATT_MAX_HEAD || a->S <= 0) return cudaErrorInvalidValue;
+    if (tc_on(*a, false)) return tc_fwd_launch(s, *a);
     const int64_t ntile = (a->L + BR - 1) / BR;
     if (!grid_ok(a->nb, ntile)) return cudaErrorInvalidConfiguration;
     const size_t smem = fwd_smem((int)a->E, (int)a->Ev);
@@ -492,6 +948,7 @@ extern "C" cudaError_t amp_cu_attention_bwd(cudaStream_t s, const amp_cu_att_arg
         cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess) return e;
     }
+    if (tc_on(*a, true)) return tc_bwd_launch(s, *a);
     const bool small = a->E <= 64 && a->Ev <= 64;
     if (a->S > 0) {
         const int64_t nt = (a->S + BC - 1) / BC;
