@@ -7,6 +7,7 @@
 #include "amp/numeric.h"
 #include "amp/ops.h"
 #include "autograd/node.h"
+#include "kernels/backend.h"
 
 static _Thread_local int g_no_grad;
 /* > 0 while a create_graph run is in the engine: its own sums and casts record history */
@@ -65,7 +66,8 @@ amp_status amp_tensor_set_grad(amp_tensor *t, const amp_tensor *grad) {
         return amp_error(AMP_ERR_SHAPE, "amp_tensor_set_grad: grad shape %s differs from tensor shape %s",
                          amp__shape_fmt(grad->ndim, grad->shape, a, sizeof a), amp__shape_fmt(t->ndim, t->shape, b, sizeof b));
     }
-    amp_tensor *g = amp__tensor_new("amp_tensor_set_grad", t->dtype, t->ndim, t->shape, AMP_MEM_GRAD, AMP_NEW_UNSCOPED);
+    amp_tensor *g = amp__tensor_new_on("amp_tensor_set_grad", amp__dev(t), t->dtype, t->ndim, t->shape, AMP_MEM_GRAD,
+                                       AMP_NEW_UNSCOPED);
     if (!g) return amp_last_status();
     amp_status s = amp__copy_convert(g, grad);
     if (s != AMP_OK) {
@@ -324,10 +326,42 @@ void amp__node_release(amp_node *n) {
 }
 
 /* ---- helpers ----------------------------------------------------------------- */
-/* out = a + b (new, dtype of a, unscoped). */
+/* out (contiguous) = a + b (same shape as out) through their device's
+ * backend: the elementwise add (f32 arithmetic rounded once to out's dtype,
+ * double for f64), what add_new computes on the host. out may be a. */
+static amp_status dev_add(amp_tensor *out, const amp_tensor *a, const amp_tensor *b) {
+    static const char *fn = "amp_backward";
+    amp_device dev;
+    const amp_tensor *const ts[3] = {out, a, b};
+    const char *const names[3] = {"the gradient", "the gradient", "the gradient added to it"};
+    if (amp__same_device(fn, ts, names, 3, &dev) != AMP_OK) return amp_last_status();
+    const amp_backend *be = amp__backend(fn, dev);
+    if (!be) return amp_last_status();
+    amp_ew_operand in[2];
+    memset(in, 0, sizeof in);
+    in[0].data = amp__data(a);
+    in[0].dtype = a->dtype;
+    in[1].data = amp__data(b);
+    in[1].dtype = b->dtype;
+    for (int d = 0; d < out->ndim; d++) {
+        in[0].stride[d] = a->stride[d];
+        in[1].stride[d] = b->stride[d];
+    }
+    return AMP_BE_CALL(be, ew, fn, AMP_EW_ADD, NULL, out->ndim, out->shape, amp__data(out), out->dtype, 2, in);
+}
+
+/* out = a + b (new, dtype of a, unscoped, on a's device). */
 static amp_tensor *add_new(const amp_tensor *a, const amp_tensor *b) {
-    amp_tensor *out = amp__tensor_new("amp_backward", a->dtype, a->ndim, a->shape, AMP_MEM_WORKSPACE, AMP_NEW_UNSCOPED);
+    amp_tensor *out = amp__tensor_new_on("amp_backward", amp__dev(a), a->dtype, a->ndim, a->shape, AMP_MEM_WORKSPACE,
+                                         AMP_NEW_UNSCOPED);
     if (!out) return NULL;
+    if (amp__dev(a) != AMP_DEVICE_CPU || amp__dev(b) != AMP_DEVICE_CPU) {
+        if (dev_add(out, a, b) != AMP_OK) {
+            amp__release(out);
+            return NULL;
+        }
+        return out;
+    }
     if (a->dtype == AMP_F64) { /* f64 gradients add in double, not through f32 */
         int64_t n = amp_tensor_numel(a);
         double *po = amp__data(out);
@@ -368,12 +402,13 @@ static amp_status accumulate_leaf(amp_tensor *leaf, const amp_tensor *g) {
             amp_tensor *ng = amp__alias(g);
             if (!ng) return amp_last_status();
             amp__contig_strides(ng->ndim, ng->shape, ng->stride);
-            amp__mem_move(st->nbytes, st->cat, AMP_MEM_GRAD);
+            amp__mem_move_dev(st->device, st->nbytes, st->cat, AMP_MEM_GRAD);
             st->cat = AMP_MEM_GRAD;
             leaf->grad = ng;
             return AMP_OK;
         }
-        amp_tensor *ng = amp__tensor_new("amp_backward", leaf->dtype, leaf->ndim, leaf->shape, AMP_MEM_GRAD, AMP_NEW_UNSCOPED);
+        amp_tensor *ng = amp__tensor_new_on("amp_backward", amp__dev(leaf), leaf->dtype, leaf->ndim, leaf->shape,
+                                            AMP_MEM_GRAD, AMP_NEW_UNSCOPED);
         if (!ng) return amp_last_status();
         amp_status s = amp__copy_convert(ng, g);
         if (s != AMP_OK) {
@@ -384,6 +419,16 @@ static amp_status accumulate_leaf(amp_tensor *leaf, const amp_tensor *g) {
         return AMP_OK;
     }
     amp_tensor *acc = leaf->grad;
+    if (amp__dev(acc) != AMP_DEVICE_CPU || amp__dev(g) != AMP_DEVICE_CPU) {
+        /* on a device: added in place by its backend (element i read and
+         * written by one thread), the arithmetic of the host paths below */
+        if (amp_tensor_is_contiguous(acc)) return dev_add(acc, acc, g);
+        amp_tensor *sum = add_new(acc, g);
+        if (!sum) return amp_last_status();
+        amp_status s = amp__copy_convert(acc, sum);
+        amp__release(sum);
+        return s;
+    }
     if (acc->dtype == AMP_F32 && g->dtype == AMP_F32 && amp_tensor_is_contiguous(acc) && amp_tensor_is_contiguous(g)) {
         float *a = amp__data(acc);
         const float *b = amp__data(g);
@@ -437,7 +482,7 @@ static amp_tensor *to_dtype(amp_tensor *g, amp_dtype dt) {
     if (g_create_graph) {
         c = amp_to(g, dt);
     } else {
-        c = amp__tensor_new("amp_backward", dt, g->ndim, g->shape, AMP_MEM_WORKSPACE, AMP_NEW_UNSCOPED);
+        c = amp__tensor_new_on("amp_backward", amp__dev(g), dt, g->ndim, g->shape, AMP_MEM_WORKSPACE, AMP_NEW_UNSCOPED);
         if (c && amp__copy_convert(c, g) != AMP_OK) {
             amp__release(c);
             c = NULL;
@@ -832,7 +877,9 @@ static amp_tensor *make_seed(const char *fn, const amp_tensor *root, amp_tensor 
         g_create_graph--;
         return c;
     }
-    amp_tensor *g0 = amp__tensor_new(fn, root->dtype, root->ndim, root->shape, AMP_MEM_WORKSPACE, AMP_NEW_UNSCOPED);
+    /* on the root's device (a given grad is copied there) */
+    amp_tensor *g0 = amp__tensor_new_on(fn, amp__dev(root), root->dtype, root->ndim, root->shape, AMP_MEM_WORKSPACE,
+                                        AMP_NEW_UNSCOPED);
     if (!g0) return NULL;
     amp_status st = grad ? amp__copy_convert(g0, grad) : amp_tensor_fill_(g0, 1.0);
     if (st != AMP_OK) {
@@ -943,72 +990,22 @@ amp_status amp_grad(amp_tensor *const *outputs, int n_outputs, amp_tensor *const
 }
 
 /* ---- sum_to_shape --------------------------------------------------------------- */
+/* g summed down to shape through its device's backend (kernels/backend.h:
+ * sum_to_shape; the CPU's sums in double, kernels/cpu/backend_cpu_reduce.c);
+ * an equal shape is a copy. */
 amp_tensor *amp__sum_to_shape(const amp_tensor *g, int ndim, const int64_t *shape) {
+    static const char *fn = "amp_backward";
     if (g->ndim == ndim && memcmp(g->shape, shape, sizeof(int64_t) * (size_t)ndim) == 0) {
-        amp_tensor *c = amp__tensor_new("amp_backward", g->dtype, ndim, shape, amp__mem_current(AMP_MEM_WORKSPACE), 0);
+        amp_tensor *c = amp__tensor_new_on(fn, amp__dev(g), g->dtype, ndim, shape, amp__mem_current(AMP_MEM_WORKSPACE), 0);
         if (c && amp__copy_convert(c, g) != AMP_OK) {
             amp__release(c);
             return NULL;
         }
         return c;
     }
-    int64_t tn = amp__numel(ndim, shape);
-    double *acc = calloc((size_t)(tn ? tn : 1), sizeof *acc);
-    if (!acc) return amp_error_null(AMP_ERR_NOMEM, "amp_backward: out of memory");
-    /* stride of each g dim into the target (0 where broadcast) */
-    int64_t tstride[AMP_MAX_DIMS] = {0}, cs[AMP_MAX_DIMS];
-    amp__contig_strides(ndim, shape, cs);
-    int off = g->ndim - ndim;
-    for (int i = 0; i < g->ndim; i++) {
-        int ti = i - off;
-        tstride[i] = (ti >= 0 && shape[ti] == g->shape[i]) ? cs[ti] : 0;
-    }
-    bool owned = false;
-    const float *pg = NULL;
-    const double *pd = NULL; /* f64 gradients are summed from their double values */
-    amp_tensor *gd = NULL;
-    if (g->dtype == AMP_F64 && amp_tensor_is_contiguous(g)) {
-        pd = amp__data(g);
-    } else if (g->dtype == AMP_F64) {
-        gd = amp__tensor_new("amp_backward", AMP_F64, g->ndim, g->shape, AMP_MEM_WORKSPACE, AMP_NEW_UNSCOPED);
-        if (gd && amp__copy_convert(gd, g) == AMP_OK) pd = amp__data(gd);
-    } else {
-        pg = amp__f32_view(g, &owned);
-    }
-    if (!pg && !pd) {
-        amp__release(gd);
-        free(acc);
-        return NULL;
-    }
-    int64_t n = amp_tensor_numel(g);
-    int64_t idx[AMP_MAX_DIMS] = {0};
-    int64_t t = 0;
-    for (int64_t f = 0; f < n; f++) {
-        acc[t] += pd ? pd[f] : pg[f];
-        for (int i = g->ndim - 1; i >= 0; i--) {
-            idx[i]++;
-            t += tstride[i];
-            if (idx[i] < g->shape[i]) break;
-            t -= tstride[i] * idx[i];
-            idx[i] = 0;
-        }
-    }
-    if (pg) amp__f32_done(g, pg, owned);
-    amp__release(gd);
-    amp_tensor *out = amp__tensor_new("amp_backward", g->dtype, ndim, shape, amp__mem_current(AMP_MEM_WORKSPACE), 0);
-    if (out && g->dtype == AMP_F64) {
-        memcpy(amp__data(out), acc, (size_t)tn * sizeof(double));
-    } else if (out) {
-        float *tmp = amp__ws_alloc((size_t)(tn ? tn : 1) * sizeof(float));
-        if (!tmp) {
-            amp__release(out);
-            out = NULL;
-        } else {
-            for (int64_t i = 0; i < tn; i++) tmp[i] = (float)acc[i];
-            amp__from_f32(out, tmp);
-            amp__ws_free(tmp, (size_t)(tn ? tn : 1) * sizeof(float));
-        }
-    }
-    free(acc);
+    const amp_backend *be = amp__backend_of(fn, g);
+    if (!be) return NULL;
+    amp_tensor *out = NULL;
+    if (AMP_BE_CALL(be, sum_to_shape, fn, g, ndim, shape, &out) != AMP_OK) return NULL;
     return out;
 }

@@ -183,7 +183,12 @@ typedef struct amp_backend {
     /* gx (new f32, shape xshape) = g broadcast back over the reduced dims, times scale */
     amp_status (*sum_backward)(const char *fn, const amp_tensor *g, const bool *red, float scale, int ndim,
                                const int64_t *xshape, amp_tensor **gx);
-    /* a gradient summed down to shape (broadcasting's backward; g's dtype; sums in double) */
+    /* a gradient summed down to shape (broadcasting's backward; g's dtype;
+     * sums in double). Unlike the other entries' results, *out is made as
+     * the engine's temporaries always were (amp__mem_current(WORKSPACE),
+     * registered in the current scope outside the engine): a custom
+     * function's backward may return it. The engine calls it through
+     * amp__sum_to_shape (autograd/node.h), which also copies equal shapes. */
     amp_status (*sum_to_shape)(const char *fn, const amp_tensor *g, int ndim, const int64_t *shape, amp_tensor **out);
     amp_status (*prod)(const char *fn, const amp_tensor *x, int dim, amp_tensor *out);
     amp_status (*prod_backward)(const char *fn, const amp_tensor *x, const amp_tensor *g, int dim, amp_tensor **gx);

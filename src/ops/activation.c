@@ -100,7 +100,7 @@ amp_tensor *amp_prelu(amp_tensor *x, amp_tensor *weight) {
                               amp__shape_fmt(weight->ndim, weight->shape, a, sizeof a), (long long)wn,
                               (long long)channels, amp__shape_fmt(x->ndim, x->shape, b, sizeof b));
     amp_tensor *in[2] = {x, weight};
-    int mask = amp__autocast(AMP_OP_PRELU, in, 2);
+    int mask = amp__autocast_dev(AMP_OP_PRELU, in, 2, NULL);
     if (mask < 0) return NULL;
     amp_tensor wv;
     weight_view(in[1], in[0]->ndim, in[0]->shape, &wv);
@@ -129,7 +129,7 @@ amp_tensor *amp_dropout(amp_tensor *x, double p, bool training, amp_generator *g
     if (!(p >= 0.0 && p <= 1.0)) return amp_error_null(AMP_ERR_ARG, "%s: p = %g is outside [0, 1]", fn, p);
     if (!training || p == 0.0) {
         amp_tensor *in[1] = {x};
-        int mask = amp__autocast(AMP_OP_DROPOUT, in, 1);
+        int mask = amp__autocast_dev(AMP_OP_DROPOUT, in, 1, NULL);
         if (mask < 0) return NULL;
         amp_tensor *out = amp__ew_identity(fn, in[0]);
         amp__autocast_done(in, 1, mask);
@@ -160,6 +160,10 @@ static double gelu_d2(double x, bool tanh_form) {
 static amp_status gelu_deriv_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
     const amp_tensor *x = n->saved[0], *g = gout[0];
     bool tanh_form = *(bool *)n->ctx;
+    /* host arithmetic on the values (gelu's third derivative is rare) */
+    if (amp__cpu_only("amp_backward (create_graph)", x, "gelu's saved input") != AMP_OK ||
+        amp__cpu_only("amp_backward (create_graph)", g, "the gradient") != AMP_OK)
+        return amp_last_status();
     amp_dtype dt = x->dtype == AMP_F64 ? AMP_F64 : AMP_F32;
     amp_tensor *out = amp__tensor_new("amp_backward", dt, x->ndim, x->shape, amp__mem_current(AMP_MEM_WORKSPACE), 0);
     if (!out) return amp_last_status();
@@ -177,7 +181,7 @@ amp_tensor *amp__gelu_deriv(amp_tensor *x, bool tanh_form) {
     static const char *fn = "amp_gelu_backward";
     if (!x) return NULL;
     amp_dtype dt = x->dtype == AMP_F64 ? AMP_F64 : AMP_F32;
-    amp_tensor *ones = amp_tensor_ones(dt, x->ndim, x->shape);
+    amp_tensor *ones = amp_tensor_full_on(amp__dev(x), dt, x->ndim, x->shape, 1.0);
     if (!ones) return NULL;
     const amp_tensor *ops[2] = {ones, x};
     amp_tensor *out = amp__ew_apply(fn, tanh_form ? AMP_EW_G_GELU_TANH : AMP_EW_G_GELU_ERF, NULL, dt, 2, ops, x->ndim, x->shape);

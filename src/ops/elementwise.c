@@ -8,11 +8,18 @@
 #include <string.h>
 
 #include "amp/numeric.h"
+#include "kernels/backend.h"
 
 /* ---- shared helpers ------------------------------------------------------------------ */
 amp_tensor *amp__ew_apply(const char *fn, amp_ew_op op, const amp_ew_params *p, amp_dtype out_dt, int nin,
                           const amp_tensor *const *in, int ndim, const int64_t *shape) {
-    amp_tensor *out = amp__empty_out(fn, out_dt, ndim, shape);
+    /* the inputs' device computes (ops checked that they share one; this
+     * keeps a device pointer from ever reaching another device's kernel) */
+    amp_device dev = AMP_DEVICE_CPU;
+    if (nin > 0 && amp__same_device(fn, in, NULL, nin, &dev) != AMP_OK) return NULL;
+    const amp_backend *be = amp__backend(fn, dev);
+    if (!be) return NULL;
+    amp_tensor *out = amp__empty_out_on(fn, dev, out_dt, ndim, shape);
     if (!out) return NULL;
     amp_ew_operand opd[AMP_EW_MAX_IN];
     for (int k = 0; k < nin; k++) {
@@ -20,7 +27,11 @@ amp_tensor *amp__ew_apply(const char *fn, amp_ew_op op, const amp_ew_params *p, 
         opd[k].dtype = in[k]->dtype;
         amp__broadcast_strides(in[k], ndim, shape, opd[k].stride);
     }
-    amp_ew_run(op, p, ndim, shape, amp__data(out), out_dt, nin, opd);
+    amp_status st = AMP_BE_CALL(be, ew, fn, op, p, ndim, shape, amp__data(out), out_dt, nin, opd);
+    if (st != AMP_OK) {
+        amp_tensor_free(out);
+        return NULL;
+    }
     return out;
 }
 
@@ -85,7 +96,7 @@ static amp_status unary_backward(amp_node *n, amp_tensor *const *gout, amp_tenso
  * public ops, so they can be differentiated again. Where the derivative is
  * piecewise constant (relu, abs, clamp, dropout) it enters as a constant. */
 static amp_tensor *ones_like(const amp_tensor *t) {
-    return amp_tensor_ones(t->dtype == AMP_F64 ? AMP_F64 : AMP_F32, t->ndim, t->shape);
+    return amp_tensor_full_on(amp__dev(t), t->dtype == AMP_F64 ? AMP_F64 : AMP_F32, t->ndim, t->shape, 1.0);
 }
 
 /* grad_op(1, saved): the derivative itself, as a constant */
@@ -166,7 +177,7 @@ amp_tensor *amp__ew_unary(const char *fn, amp_op_id id, amp_tensor *x, bool allo
                           const amp_ew_params *p, amp_ew_op grad_op, const amp_ew_params *gp, amp_ew_save save) {
     if (!amp__arg(fn, x, "x") || !check_x(fn, x, "x", allow_f64)) return NULL;
     amp_tensor *in[1] = {x};
-    int mask = amp__autocast(id, in, 1);
+    int mask = amp__autocast_dev(id, in, 1, NULL);
     if (mask < 0) return NULL;
     amp_tensor *out = amp__ew_apply(fn, op, p, in[0]->dtype, 1, (const amp_tensor *const *)in, in[0]->ndim, in[0]->shape);
     if (out && amp__needs_grad(1, in)) {
@@ -352,7 +363,7 @@ static amp_tensor *binary(const char *fn, amp_op_id id, bin_kind kind, amp_ew_op
     if (!amp__arg(fn, a, "a") || !amp__arg(fn, b, "b")) return NULL;
     if (!amp__check_float64ok(fn, a, "a") || !amp__check_float64ok(fn, b, "b")) return NULL;
     amp_tensor *in[2] = {a, b};
-    int mask = amp__autocast(id, in, 2);
+    int mask = amp__autocast_dev(id, in, 2, NULL);
     if (mask < 0) return NULL;
     amp_tensor *out = NULL;
     int ndim;
@@ -440,7 +451,7 @@ static amp_tensor *addc(const char *fn, amp_op_id id, bool div, amp_tensor *inpu
         !amp__check_float64ok(fn, t2, "tensor2"))
         return NULL;
     amp_tensor *in[3] = {input, t1, t2};
-    int mask = amp__autocast(id, in, 3);
+    int mask = amp__autocast_dev(id, in, 3, NULL);
     if (mask < 0) return NULL;
     amp_tensor *out = NULL;
     /* broadcast all three: (input, t1) first, then that shape with t2 */

@@ -108,6 +108,8 @@ amp_tensor *amp__scalar_tensor(amp_dtype dt, double v) {
 }
 
 amp_tensor *amp__const_map(const amp_tensor *t, double (*f)(double v, const void *arg), const void *arg) {
+    /* f is host code reading t's values: a device tensor is refused by name */
+    if (amp__cpu_only("amp_backward (create_graph)", t, "a saved tensor") != AMP_OK) return NULL;
     amp_dtype dt = t->dtype == AMP_F64 ? AMP_F64 : AMP_F32;
     amp_tensor *out = amp__empty_out("amp_backward", dt, t->ndim, t->shape);
     if (!out) return NULL;

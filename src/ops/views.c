@@ -5,15 +5,29 @@
 #include "ops/op_util.h"
 
 /* ---- helpers ------------------------------------------------------------------- */
-/* A contiguous copy of x (no autograd), dtype dt. */
+/* A contiguous copy of x (no autograd), dtype dt, on x's device (its
+ * backend's copy converts). */
 static amp_tensor *copy_as(const char *fn, const amp_tensor *x, amp_dtype dt) {
-    amp_tensor *out = amp__empty_out(fn, dt, x->ndim, x->shape);
+    amp_tensor *out = amp__empty_out_on(fn, amp__dev(x), dt, x->ndim, x->shape);
     if (!out) return NULL;
     if (amp__copy_convert(out, x) != AMP_OK) {
         amp_tensor_free(out);
         return NULL;
     }
     return out;
+}
+
+/* Zero-filled contiguous tensor on device d (slice's gradients). */
+static amp_tensor *zeros_on(amp_device d, amp_dtype dt, int ndim, const int64_t *shape, amp_mem_category c) {
+    amp_tensor *z = amp__tensor_new_on("amp_backward", d, dt, ndim, shape, c, 0);
+    if (!z) return NULL;
+    if (d == AMP_DEVICE_CPU) {
+        memset(z->storage->data, 0, z->storage->nbytes);
+    } else if (amp_tensor_fill_(z, 0.0) != AMP_OK) {
+        amp__release(z);
+        return NULL;
+    }
+    return z;
 }
 
 /* Reshape without autograd: a view when x is contiguous, else a copy. */
@@ -230,9 +244,8 @@ typedef struct {
 static amp_status slice_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
     slice_ctx *c = n->ctx;
     amp_edge *e = &n->inputs[0];
-    amp_tensor *g = amp__tensor_new("amp_backward", gout[0]->dtype, e->ndim, e->shape, AMP_MEM_WORKSPACE, 0);
+    amp_tensor *g = zeros_on(amp__dev(gout[0]), gout[0]->dtype, e->ndim, e->shape, AMP_MEM_WORKSPACE);
     if (!g) return amp_last_status();
-    memset(g->storage->data, 0, g->storage->nbytes);
     int64_t shape[AMP_MAX_DIMS], stride[AMP_MAX_DIMS];
     amp_ck ck = AMP_CK("amp_backward", "slice");
     for (int i = 0; i < g->ndim; i++) {
@@ -353,9 +366,8 @@ static amp_status slice_backward_diff(amp_node *n, amp_tensor *const *gout, amp_
     const amp_edge *in = &n->inputs[0];
     amp_tensor *g = gout[0];
     /* runs as user code (scoped): zeros of the input's shape, g copied into the window */
-    amp_tensor *z = amp__tensor_new("amp_backward", g->dtype, in->ndim, in->shape, amp__mem_current(AMP_MEM_ACTIVATION), 0);
+    amp_tensor *z = zeros_on(amp__dev(g), g->dtype, in->ndim, in->shape, amp__mem_current(AMP_MEM_ACTIVATION));
     if (!z) return amp_last_status();
-    memset(z->storage->data, 0, z->storage->nbytes);
     int64_t shape[AMP_MAX_DIMS], stride[AMP_MAX_DIMS];
     for (int i = 0; i < z->ndim; i++) {
         shape[i] = g->shape[i];
@@ -472,7 +484,8 @@ static amp_tensor *cat_impl(const char *fn, amp_tensor *const *xs_in, int n, int
         if (!amp__arg(fn, xs_in[i], nm)) return NULL;
         xs[i] = xs_in[i];
     }
-    int mask = amp__autocast(stack ? AMP_OP_STACK : AMP_OP_CAT, xs, n);
+    amp_device dev;
+    int mask = amp__autocast_dev(stack ? AMP_OP_STACK : AMP_OP_CAT, xs, n, &dev);
     if (mask < 0) return NULL;
     amp_tensor *out = NULL;
     const amp_tensor *x0 = xs[0];
@@ -515,7 +528,7 @@ static amp_tensor *cat_impl(const char *fn, amp_tensor *const *xs_in, int n, int
             shape[j] = x0->shape[k++];
         }
     }
-    out = amp__empty_out(fn, dt, ond, shape);
+    out = amp__empty_out_on(fn, dev, dt, ond, shape);
     if (!out) goto done;
     int64_t pos = 0;
     for (int i = 0; i < n; i++) {

@@ -5,6 +5,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/backend_cpu_gather.h"
 #include "kernels/cpu/backend_cpu_gemm.h"
+#include "kernels/cpu/backend_cpu_reduce.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm.h"
 #include "tensor/tensor_impl.h"
@@ -105,4 +106,11 @@ const amp_backend amp_backend_cpu = {
     .gather_flat = amp__cpu_gather_flat,
     .gather_flat_backward = amp__cpu_gather_flat_backward,
     .mask_fill = amp__cpu_mask_fill,
+    .sum = amp__cpu_sum,
+    .sum_backward = amp__cpu_sum_backward,
+    .sum_to_shape = amp__cpu_sum_to_shape,
+    .max = amp__cpu_max,
+    .max_backward = amp__cpu_max_backward,
+    .norm = amp__cpu_norm,
+    .norm_backward = amp__cpu_norm_backward,
 };

@@ -113,4 +113,11 @@ const amp_backend amp__cuda_table = {
     .gather_flat = amp__cu_gather_flat,
     .gather_flat_backward = amp__cu_gather_flat_backward,
     .mask_fill = amp__cu_mask_fill,
+    .sum = amp__cu_sum,
+    .sum_backward = amp__cu_sum_backward,
+    .sum_to_shape = amp__cu_sum_to_shape,
+    .max = amp__cu_max,
+    .max_backward = amp__cu_max_backward,
+    .norm = amp__cu_norm,
+    .norm_backward = amp__cu_norm_backward,
 };

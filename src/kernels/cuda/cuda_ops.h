@@ -21,5 +21,16 @@ amp_status amp__cu_gather_flat_backward(const char *fn, const amp_tensor *src, c
                                         const int64_t *xshape, amp_tensor **gx);
 amp_status amp__cu_mask_fill(const char *fn, const amp_tensor *x, int kind, int64_t diagonal, const amp_tensor *mask,
                              double value, amp_tensor *out);
+/* cuda_reduce.c */
+amp_status amp__cu_sum(const char *fn, const amp_tensor *x, const bool *red, bool mean, amp_tensor *out);
+amp_status amp__cu_sum_backward(const char *fn, const amp_tensor *g, const bool *red, float scale, int ndim,
+                                const int64_t *xshape, amp_tensor **gx);
+amp_status amp__cu_sum_to_shape(const char *fn, const amp_tensor *g, int ndim, const int64_t *shape, amp_tensor **out);
+amp_status amp__cu_max(const char *fn, const amp_tensor *x, int dim, amp_tensor *out, amp_tensor *idx);
+amp_status amp__cu_max_backward(const char *fn, const amp_tensor *idx, const amp_tensor *g, int dim, int ndim,
+                                const int64_t *xshape, amp_tensor **gx);
+amp_status amp__cu_norm(const char *fn, const amp_tensor *x, double p, const bool *red, amp_tensor *out);
+amp_status amp__cu_norm_backward(const char *fn, const amp_tensor *x, const amp_tensor *nrm, const amp_tensor *g,
+                                 double p, const bool *red, amp_tensor **gx);
 
 #endif
