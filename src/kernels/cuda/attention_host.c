@@ -44,11 +44,24 @@ static amp_status att_operand(const char *fn, const amp_tensor *t, int nbd, amp_
     return AMP_OK;
 }
 
+/* every tensor an entry reads or writes must be device memory (a host
+ * pointer would fault in the kernels) */
+static amp_status on_cuda(const char *fn, const amp_tensor *const *t, const char *const *names, int n) {
+    for (int i = 0; i < n; i++)
+        if (t[i] && amp__dev(t[i]) != AMP_DEVICE_CUDA)
+            return amp_error(AMP_ERR_ARG, "%s: attention's %s is on %s; the CUDA entry takes cuda tensors only", fn,
+                             names[i], amp_device_name(amp__dev(t[i])));
+    return AMP_OK;
+}
+
 /* the common part of both entries: checks, sizes, q/k/v/bias descriptors */
 static amp_status att_setup(const char *fn, const amp_att_args *a, const amp_tensor *q, const amp_tensor *k,
                             const amp_tensor *v, const amp_tensor *bias, amp_cu_att_args *ca, amp_tensor **tmp) {
     memset(ca, 0, sizeof *ca);
     for (int i = 0; i < 4; i++) tmp[i] = NULL;
+    const amp_tensor *ts[4] = {q, k, v, bias};
+    static const char *const tn[4] = {"q", "k", "v", "bias"};
+    if (on_cuda(fn, ts, tn, 4) != AMP_OK) return amp_last_status();
     if (!att_dtype_ok(q->dtype) || k->dtype != q->dtype || v->dtype != q->dtype)
         return amp_error(AMP_ERR_DTYPE, "%s: attention on cuda takes f32, f16 or bf16 q, k, v of one dtype (got %s, %s, %s)",
                          fn, amp_dtype_name(q->dtype), amp_dtype_name(k->dtype), amp_dtype_name(v->dtype));
@@ -94,6 +107,11 @@ amp_status amp__cu_attention(const char *fn, const amp_att_args *a, const amp_te
     amp_cu_att_args ca;
     amp_tensor *tmp[4];
     amp_status st = att_setup(fn, a, q, k, v, bias, &ca, tmp);
+    if (st == AMP_OK) {
+        const amp_tensor *ts[2] = {out, lse};
+        static const char *const tn[2] = {"out", "lse"};
+        st = on_cuda(fn, ts, tn, 2);
+    }
     if (st == AMP_OK && a->L > 0 && a->Ev > 0) {
         if (a->S == 0) {
             st = amp__cuda_table.fill(fn, out, 0.0);
@@ -116,6 +134,9 @@ amp_status amp__cu_attention_backward(const char *fn, const amp_att_args *a, con
     float *dsum = NULL;
     amp_status st = att_setup(fn, a, q, k, v, bias, &ca, tmp);
     if (st != AMP_OK) goto done;
+    const amp_tensor *ts[3] = {out, lse, g};
+    static const char *const tn[3] = {"out", "lse", "gradient"};
+    if ((st = on_cuda(fn, ts, tn, 3)) != AMP_OK) goto done;
     const amp_tensor *src[3] = {q, k, v};
     for (int i = 0; i < 3; i++) {
         d[i] = amp__tensor_new_on(fn, AMP_DEVICE_CUDA, AMP_F32, src[i]->ndim, src[i]->shape,
