@@ -17,6 +17,7 @@
 #include "amp/ops.h"
 #include "amp/scaler.h"
 #include "autograd/node.h"
+#include "kernels/backend.h"
 #include "optim/optim_impl.h"
 
 typedef enum { STAGE_READY = 0, STAGE_UNSCALED, STAGE_STEPPED } opt_stage;
@@ -43,11 +44,23 @@ struct amp_scaler {
     int64_t consecutive; /* updates in a row that found inf/nan */
     float *history;
     int64_t hist_n, hist_cap;
+    /* On a device (the first optimizer or loss on one makes it): the scale,
+     * counters and found_inf flags live there (kernels/backend.h's device
+     * scaler), updated without the host waiting; the fields above are then
+     * a cache that refresh() fills when the host asks (dev_stale). The
+     * device's history holds updates from dev_hist_base on. */
+    const amp_backend *dbe;
+    amp_device ddev;
+    amp_dev_scaler *ds;
+    bool dev_stale;
+    bool dev_found_known; /* per_opt[].found_inf read back since the last check */
+    int64_t dev_hist_base, dev_hist_n;
 };
 
 /* Every scale is an f32 in the normal range: 1/scale is then finite too. */
 #define SCALE_MIN ((double)FLT_MIN) /* 2^-126 */
 #define SCALE_MAX ((double)FLT_MAX)
+static amp_status refresh(const amp_scaler *cs);
 static bool scale_in_range(double v) { return v >= SCALE_MIN && v <= SCALE_MAX; } /* false for NaN */
 
 /* The factors and limits, as amp_scaler_new and amp_scaler_state_set take
@@ -99,16 +112,21 @@ amp_scaler *amp_scaler_new(const amp_scaler_opts *in) {
 void amp_scaler_free(amp_scaler *s) {
     if (!s) return;
     if (s->enabled) amp__journal_disarm();
+    if (s->ds) s->dbe->scaler_free(s->ds);
     free(s->per_opt);
     free(s->history);
     free(s);
 }
 
 bool amp_scaler_is_enabled(const amp_scaler *s) { return s && s->enabled; }
-double amp_scaler_get_scale(const amp_scaler *s) { return s && s->enabled ? (double)s->scale : 1.0; }
+double amp_scaler_get_scale(const amp_scaler *s) {
+    (void)refresh(s);
+    return s && s->enabled ? (double)s->scale : 1.0;
+}
 /* counters: 0 for NULL, with an error message */
 int64_t amp_scaler_growth_tracker(const amp_scaler *s) {
     if (!s) amp_error(AMP_ERR_ARG, "amp_scaler_growth_tracker: scaler is NULL");
+    (void)refresh(s);
     return s ? s->growth_tracker : 0;
 }
 int64_t amp_scaler_num_updates(const amp_scaler *s) {
@@ -117,10 +135,12 @@ int64_t amp_scaler_num_updates(const amp_scaler *s) {
 }
 int64_t amp_scaler_num_skipped(const amp_scaler *s) {
     if (!s) amp_error(AMP_ERR_ARG, "amp_scaler_num_skipped: scaler is NULL");
+    (void)refresh(s);
     return s ? s->num_skipped : 0;
 }
 
 const float *amp_scaler_scale_history(const amp_scaler *s, int64_t *n) {
+    (void)refresh(s);
     if (n) *n = s ? s->hist_n : 0;
     if (!s) return amp_error_null(AMP_ERR_ARG, "amp_scaler_scale_history: scaler is NULL");
     return s->history;
@@ -152,6 +172,7 @@ bool amp_scaler_is_unscaled(const amp_scaler *s, const amp_optim *opt) {
 
 bool amp_scaler_found_inf(const amp_scaler *s, const amp_optim *opt) {
     if (!s) return false;
+    (void)refresh(s);
     for (int i = 0; i < s->n_opt; i++)
         if (s->per_opt[i].opt == opt) return s->per_opt[i].found_inf;
     return false;
@@ -162,6 +183,7 @@ int amp_scaler_overflow_param(const amp_scaler *s, const amp_optim *opt) {
         amp_error(AMP_ERR_ARG, "amp_scaler_overflow_param: scaler is NULL");
         return -1;
     }
+    (void)refresh(s);
     for (int i = 0; i < s->n_opt; i++)
         if (s->per_opt[i].opt == opt && s->per_opt[i].found_inf && s->per_opt[i].first_bad >= 0) return s->per_opt[i].first_bad;
     amp_error(AMP_ERR_STATE, "amp_scaler_overflow_param: no inf/nan was found in this optimizer's gradients since the last "
@@ -171,21 +193,158 @@ int amp_scaler_overflow_param(const amp_scaler *s, const amp_optim *opt) {
 
 int64_t amp_scaler_consecutive_overflows(const amp_scaler *s) {
     if (!s) amp_error(AMP_ERR_ARG, "amp_scaler_consecutive_overflows: scaler is NULL");
+    (void)refresh(s);
     return s ? s->consecutive : 0;
 }
 
 static double floor_of(const amp_scaler *s) { return s->o.min_scale > SCALE_MIN ? s->o.min_scale : SCALE_MIN; }
 
-bool amp_scaler_at_min_scale(const amp_scaler *s) { return s && s->enabled && (double)s->scale <= floor_of(s); }
+/* ---- the device state ------------------------------------------------------------------ */
+static amp_dev_scaler_init dev_init_of(const amp_scaler *s) {
+    amp_dev_scaler_init in;
+    memset(&in, 0, sizeof in);
+    in.scale = s->scale;
+    in.growth_tracker = s->growth_tracker;
+    in.num_skipped = s->num_skipped;
+    in.consecutive = s->consecutive;
+    in.hysteresis_left = s->hysteresis_left;
+    in.growth = s->o.growth_factor;
+    in.backoff = s->o.backoff_factor;
+    in.interval = s->o.growth_interval;
+    in.floor = floor_of(s);
+    in.max_scale = s->o.max_scale;
+    in.hysteresis = s->o.hysteresis;
+    in.static_scale = s->o.static_scale;
+    in.consecutive_hysteresis = s->o.consecutive_hysteresis;
+    return in;
+}
+
+/* The scaler on device d: made there from the host state on first use. */
+static amp_status dev_attach(const char *fn, amp_scaler *s, amp_device d) {
+    if (d == AMP_DEVICE_CPU) {
+        if (s->ds)
+            return amp_error(AMP_ERR_ARG, "%s: the scaler's state is on %s (its first optimizer or loss was there) and this "
+                                          "one is on the CPU: use one scaler per device", fn, amp_device_name(s->ddev));
+        return AMP_OK;
+    }
+    if (s->ds) {
+        if (s->ddev != d)
+            return amp_error(AMP_ERR_ARG, "%s: the scaler's state is on %s and this tensor is on %s", fn,
+                             amp_device_name(s->ddev), amp_device_name(d));
+        return AMP_OK;
+    }
+    if (s->n_opt > 0)
+        return amp_error(AMP_ERR_ARG, "%s: the scaler has checked CPU optimizers since its last update and this one is on %s",
+                         fn, amp_device_name(d));
+    const amp_backend *be = amp__backend(fn, d);
+    if (!be) return amp_last_status();
+    if (!be->scaler_new) return amp__backend_missing(fn, be, "scaler_new");
+    amp_dev_scaler_init in = dev_init_of(s);
+    s->ds = be->scaler_new(fn, &in);
+    if (!s->ds) return amp_last_status();
+    s->dbe = be;
+    s->ddev = d;
+    s->dev_stale = false;
+    s->dev_found_known = true;
+    s->dev_hist_base = s->hist_n;
+    s->dev_hist_n = 0;
+    return AMP_OK;
+}
+
+/* The host's fields made current from the device (waits for it). */
+static amp_status refresh(const amp_scaler *cs) {
+    amp_scaler *s = (amp_scaler *)cs;
+    if (!s || !s->ds || (!s->dev_stale && s->dev_found_known)) return AMP_OK;
+    int64_t nh = s->dev_hist_n;
+    if (s->dev_hist_base + nh > s->hist_cap) {
+        int64_t cap = s->hist_cap ? s->hist_cap : 256;
+        while (cap < s->dev_hist_base + nh) cap *= 2;
+        float *p = realloc(s->history, (size_t)cap * sizeof *p);
+        if (!p) return amp_error(AMP_ERR_NOMEM, "amp_scaler: out of memory");
+        s->history = p;
+        s->hist_cap = cap;
+    }
+    amp_dev_scaler_view v;
+    amp_status st = s->dbe->scaler_read(s->ds, &v, s->history + s->dev_hist_base, nh);
+    if (st != AMP_OK) return st;
+    s->scale = v.scale;
+    s->growth_tracker = v.growth_tracker;
+    s->num_skipped = v.num_skipped;
+    s->consecutive = v.consecutive;
+    s->hysteresis_left = v.hysteresis_left;
+    s->hist_n = s->dev_hist_base + nh;
+    for (int i = 0; i < s->n_opt && i < AMP_DEV_SCALER_SLOTS; i++) {
+        s->per_opt[i].found_inf = v.found[i];
+        s->per_opt[i].first_bad = v.first_bad_of[i];
+    }
+    s->dev_stale = false;
+    s->dev_found_known = true;
+    return AMP_OK;
+}
+
+/* The host state written to the device (after the host changed it). */
+static amp_status dev_push(const char *fn, amp_scaler *s) {
+    if (!s->ds) return AMP_OK;
+    amp_dev_scaler_init in = dev_init_of(s);
+    amp_status st = s->dbe->scaler_set(fn, s->ds, &in);
+    if (st != AMP_OK) return st;
+    s->dev_hist_base = s->hist_n; /* the host's history is complete up to here */
+    s->dev_hist_n = 0;
+    return AMP_OK;
+}
+
+/* The device slot of the opt_state (one found_inf flag per optimizer). */
+static amp_status dev_slot(const char *fn, amp_scaler *s, const opt_state *st) {
+    int slot = (int)(st - s->per_opt);
+    if (slot >= AMP_DEV_SCALER_SLOTS)
+        return amp_error(AMP_ERR_ARG, "%s: a scaler on a device serves at most %d optimizers between updates", fn,
+                         AMP_DEV_SCALER_SLOTS);
+    return s->dbe->scaler_select(s->ds, slot);
+}
+
+bool amp_scaler_at_min_scale(const amp_scaler *s) {
+    (void)refresh(s);
+    return s && s->enabled && (double)s->scale <= floor_of(s);
+}
 
 /* ---- scale ------------------------------------------------------------------------- */
 typedef struct {
     float scale;
+    amp_tensor *dev_scale; /* on a device: a 1-element f32 copy of the scale at the time (the host does not know it) */
 } scale_ctx;
+
+static void scale_ctx_free(void *ctx) { amp__release(((scale_ctx *)ctx)->dev_scale); }
+
+/* g * the device scale snapshot, on g's device (the f32 product rounded once) */
+static amp_status scale_backward_dev(const amp_tensor *g, const amp_tensor *sc, amp_tensor **gin) {
+    static const char *fn = "amp_scaler_scale";
+    if (amp__dev(g) != amp__dev(sc))
+        return amp_error(AMP_ERR_ARG, "%s: the gradient of the scaled loss is on %s and the scale on %s", fn,
+                         amp_device_name(amp__dev(g)), amp_device_name(amp__dev(sc)));
+    const amp_backend *be = amp__backend(fn, amp__dev(g));
+    if (!be) return amp_last_status();
+    amp_tensor *out = amp__tensor_new_on(fn, amp__dev(g), g->dtype, g->ndim, g->shape, AMP_MEM_WORKSPACE, 0);
+    if (!out) return amp_last_status();
+    amp_ew_operand in[2];
+    memset(in, 0, sizeof in);
+    in[0].data = amp__data(g);
+    in[0].dtype = g->dtype;
+    in[1].data = amp__data(sc);
+    in[1].dtype = AMP_F32;
+    for (int d = 0; d < g->ndim; d++) in[0].stride[d] = g->stride[d];
+    amp_status st = AMP_BE_CALL(be, ew, fn, AMP_EW_MUL, NULL, g->ndim, g->shape, amp__data(out), g->dtype, 2, in);
+    if (st != AMP_OK) {
+        amp__release(out);
+        return st;
+    }
+    gin[0] = out;
+    return AMP_OK;
+}
 
 static amp_status scale_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
     float sc = ((scale_ctx *)n->ctx)->scale;
     const amp_tensor *g = gout[0];
+    if (((scale_ctx *)n->ctx)->dev_scale) return scale_backward_dev(g, ((scale_ctx *)n->ctx)->dev_scale, gin);
     amp_tensor *out = amp__tensor_new("amp_scaler_scale", g->dtype, g->ndim, g->shape, AMP_MEM_WORKSPACE, 0);
     if (!out) return amp_last_status();
     bool owned;
@@ -208,6 +367,10 @@ static amp_status scale_backward(amp_node *n, amp_tensor *const *gout, amp_tenso
 
 /* create_graph (the gradient-penalty recipe differentiates a scaled loss) */
 static amp_status scale_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    if (((scale_ctx *)n->ctx)->dev_scale) {
+        gin[0] = amp_mul(gout[0], ((scale_ctx *)n->ctx)->dev_scale);
+        return gin[0] ? AMP_OK : amp_last_status();
+    }
     gin[0] = amp_mul_scalar(gout[0], ((scale_ctx *)n->ctx)->scale);
     return gin[0] ? AMP_OK : amp_last_status();
 }
@@ -220,6 +383,36 @@ amp_tensor *amp_scaler_scale(amp_scaler *s, amp_tensor *loss) {
     if (!amp_dtype_is_float(loss->dtype))
         return amp_error_null(AMP_ERR_DTYPE, "%s: loss has dtype %s; expected a float tensor", fn, amp_dtype_name(loss->dtype));
     if (!s->enabled) return amp_clone(loss);
+    if (dev_attach(fn, s, amp__dev(loss)) != AMP_OK) return NULL;
+    if (s->ds) { /* the device's scale: out = loss * scale there, and a snapshot for the backward */
+        amp_tensor *out = amp__empty_like(fn, loss, loss->dtype);
+        amp_tensor *one = amp__tensor_new_on(fn, s->ddev, AMP_F32, 0, NULL, AMP_MEM_WORKSPACE, AMP_NEW_UNSCOPED);
+        amp_tensor *snap = amp__tensor_new_on(fn, s->ddev, AMP_F32, 0, NULL, AMP_MEM_WORKSPACE, AMP_NEW_UNSCOPED);
+        amp_status st = out && one && snap ? AMP_OK : amp_last_status();
+        if (!st) st = s->dbe->fill(fn, one, 1.0);
+        if (!st) st = s->dbe->scaler_scale(fn, s->ds, one, snap); /* 1 * scale: the scale itself */
+        if (!st) st = s->dbe->scaler_scale(fn, s->ds, loss, out);
+        amp__release(one);
+        amp_node *n = NULL;
+        if (!st && amp__needs_grad(1, &loss)) {
+            n = amp__node_new(fn, scale_backward, 1, &loss, sizeof(scale_ctx));
+            if (!n) st = amp_last_status();
+        }
+        if (st) {
+            amp__release(snap);
+            if (out) amp_tensor_free(out);
+            return NULL;
+        }
+        if (n) {
+            ((scale_ctx *)n->ctx)->dev_scale = snap;
+            n->ctx_free = scale_ctx_free;
+            n->backward_diff = scale_backward_diff;
+            amp__node_attach(n, out);
+        } else {
+            amp__release(snap);
+        }
+        return out;
+    }
     float sc = s->scale;
     amp_tensor *out = amp__empty_like(fn, loss, loss->dtype);
     if (!out) return NULL;
@@ -248,8 +441,10 @@ amp_status amp_scaler_unscale(amp_scaler *s, amp_optim *opt) {
     static const char *fn = "amp_scaler_unscale";
     if (!s) return amp_error(AMP_ERR_ARG, "%s: scaler is NULL", fn);
     if (!opt) return amp_error(AMP_ERR_ARG, "%s: opt is NULL", fn);
-    if (amp__optim_on_cpu(fn, opt) != AMP_OK) return amp_last_status();
+    amp_device dev;
+    if (amp__optim_device(fn, opt, &dev) != AMP_OK) return amp_last_status();
     if (!s->enabled) return AMP_OK;
+    if (dev_attach(fn, s, dev) != AMP_OK) return amp_last_status();
     opt_state *st = state_for(s, opt);
     if (!st) return amp_last_status();
     if (st->stage == STAGE_UNSCALED)
@@ -260,7 +455,17 @@ amp_status amp_scaler_unscale(amp_scaler *s, amp_optim *opt) {
     if (st->stage == STAGE_STEPPED) return amp_error(AMP_ERR_STATE, "%s: unscale called after step (call update first)", fn);
     bool found = false;
     int first = -1;
-    amp_status rc = amp__optim_unscale(opt, inv_scale_of(s), &found, &first, fn);
+    if (s->ds) { /* on the device: its scale, its flag (this optimizer's slot) */
+        amp_status rc = dev_slot(fn, s, st);
+        if (!rc) rc = s->dbe->scaler_reset_found(s->ds);
+        if (!rc) rc = amp__optim_unscale(opt, 1.0f, s->ds, NULL, NULL, fn);
+        if (rc != AMP_OK) return rc;
+        s->dev_found_known = false;
+        st->checked = true;
+        st->stage = STAGE_UNSCALED;
+        return AMP_OK;
+    }
+    amp_status rc = amp__optim_unscale(opt, inv_scale_of(s), NULL, &found, &first, fn);
     if (rc != AMP_OK) return rc;
     st->found_inf = found;
     st->first_bad = first;
@@ -274,12 +479,49 @@ amp_status amp_scaler_step(amp_scaler *s, amp_optim *opt, bool *skipped) {
     if (skipped) *skipped = false;
     if (!s) return amp_error(AMP_ERR_ARG, "%s: scaler is NULL", fn);
     if (!opt) return amp_error(AMP_ERR_ARG, "%s: opt is NULL", fn);
-    if (amp__optim_on_cpu(fn, opt) != AMP_OK) return amp_last_status();
+    amp_device dev;
+    if (amp__optim_device(fn, opt, &dev) != AMP_OK) return amp_last_status();
     if (!s->enabled) return amp_optim_step(opt);
+    if (dev_attach(fn, s, dev) != AMP_OK) return amp_last_status();
     opt_state *st = state_for(s, opt);
     if (!st) return amp_last_status();
     if (st->stage == STAGE_STEPPED)
         return amp_error(AMP_ERR_STATE, "%s: step already called on this optimizer since the last update", fn);
+    if (s->ds) { /* on the device: check, skip and update there; the host learns the outcome only when it asks */
+        amp_status rc = dev_slot(fn, s, st);
+        if (rc != AMP_OK) return rc;
+        float f = 1.0f;
+        bool ds_scale = false;
+        if (st->stage == STAGE_READY && st->clipped) {
+            f = st->factor; /* the clip coefficient; the device's 1/scale is applied too */
+            ds_scale = true;
+        } else if (st->stage == STAGE_READY) {
+            for (int i = 0; i < opt->n; i++) {
+                const amp_tensor *g = opt->ps[i].param->grad;
+                if (g && g->dtype == AMP_F16 && !opt->o.master_weights)
+                    return amp_error(AMP_ERR_DTYPE, "%s: attempting to unscale FP16 gradients (parameter %d is f16 without "
+                                                    "master weights)", fn, i);
+            }
+            size_t ng = opt->n > 0 ? (size_t)opt->n : 1u;
+            amp_tensor **gs = calloc(ng, sizeof *gs);
+            if (!gs) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+            for (int i = 0; i < opt->n; i++) gs[i] = opt->ps[i].param->grad;
+            rc = s->dbe->scaler_reset_found(s->ds);
+            if (!rc) rc = AMP_BE_CALL(s->dbe, optim_check, fn, gs, opt->n, 1.0f, s->ds, NULL, NULL);
+            free(gs);
+            if (rc != AMP_OK) return rc;
+            s->dev_found_known = false;
+            st->checked = true;
+            ds_scale = true;
+        }
+        rc = amp__optim_step_scaled(opt, f, s->ds, ds_scale, fn);
+        st->stage = STAGE_STEPPED;
+        if (rc == AMP_OK && skipped) { /* the caller asked: wait for the answer */
+            rc = refresh(s);
+            *skipped = rc == AMP_OK && st->found_inf;
+        }
+        return rc;
+    }
     float inv = 1.0f;
     if (st->stage == STAGE_READY && st->clipped) { /* checked by amp_scaler_clip_grad_norm: unscale and clip on the fly */
         inv = st->factor;
@@ -304,12 +546,12 @@ amp_status amp_scaler_step(amp_scaler *s, amp_optim *opt, bool *skipped) {
         st->checked = true;
         if (st->found_inf) { /* torch has unscaled the grads in place by now */
             bool again;
-            amp_status rc = amp__optim_unscale(opt, inv, &again, NULL, fn);
+            amp_status rc = amp__optim_unscale(opt, inv, NULL, &again, NULL, fn);
             if (rc != AMP_OK) return rc;
         }
     }
     amp_status rc = AMP_OK;
-    if (!st->found_inf) rc = amp__optim_step_scaled(opt, inv, fn);
+    if (!st->found_inf) rc = amp__optim_step_scaled(opt, inv, NULL, false, fn);
     else opt->master_grads_valid = false;
     if (skipped) *skipped = st->found_inf;
     st->stage = STAGE_STEPPED;
@@ -419,6 +661,24 @@ amp_status amp_scaler_update(amp_scaler *s) {
     if (!any_checked)
         return amp_error(AMP_ERR_STATE, "%s: no inf checks were recorded since the last update (call amp_scaler_step "
                                         "or amp_scaler_unscale first)", fn);
+    if (s->ds) { /* _amp_update_scale_ on the device; the host waits only when the journal needs the answer */
+        if (amp__journal_size() > 0) {
+            amp_status rc = refresh(s);
+            if (rc != AMP_OK) return rc;
+            found = false;
+            for (int i = 0; i < s->n_opt; i++) found |= s->per_opt[i].found_inf;
+            if (found) amp__journal_rollback();
+            else amp__journal_commit();
+        }
+        amp_status rc = s->dbe->scaler_update(fn, s->ds, s->dev_hist_n);
+        if (rc != AMP_OK) return rc;
+        s->dev_hist_n++;
+        s->num_updates++;
+        s->dev_stale = true;
+        s->dev_found_known = true; /* the slots are cleared */
+        reset_per_opt(s);
+        return AMP_OK;
+    }
     const amp_scaler_opts *o = &s->o;
     /* a skipped step leaves every buffer the forward changed as it was */
     if (found) amp__journal_rollback();
@@ -468,6 +728,7 @@ amp_status amp_scaler_update_to(amp_scaler *s, double new_scale) {
     if (!scale_in_range(new_scale))
         return amp_error(AMP_ERR_ARG, "%s: new_scale %g is outside the f32 range [%g, %g] (the scale is an f32)", fn, new_scale,
                          SCALE_MIN, SCALE_MAX);
+    if (refresh(s) != AMP_OK) return amp_last_status(); /* on a device: the flags and counters read back */
     bool found = false;
     for (int i = 0; i < s->n_opt; i++) found |= s->per_opt[i].found_inf;
     if (found) s->num_skipped++;
@@ -478,11 +739,12 @@ amp_status amp_scaler_update_to(amp_scaler *s, double new_scale) {
     s->num_updates++;
     record(s);
     reset_per_opt(s);
-    return AMP_OK;
+    return dev_push(fn, s);
 }
 
 amp_status amp_scaler_state_get(const amp_scaler *s, amp_scaler_state *out) {
     if (!s || !out) return amp_error(AMP_ERR_ARG, "amp_scaler_state_get: NULL argument");
+    if (refresh(s) != AMP_OK) return amp_last_status();
     if (!s->enabled)
         return amp_error(AMP_ERR_STATE, "amp_scaler_state_get: the scaler is disabled and has no state (torch returns "
                                         "an empty state dict)");
@@ -505,6 +767,7 @@ amp_status amp_scaler_state_set(amp_scaler *s, const amp_scaler_state *st) {
     static const char *fn = "amp_scaler_state_set";
     if (!s || !st) return amp_error(AMP_ERR_ARG, "%s: NULL argument", fn);
     if (!s->enabled) return amp_error(AMP_ERR_STATE, "%s: cannot load state into a disabled scaler", fn);
+    if (refresh(s) != AMP_OK) return amp_last_status();
     if (st->scale == 0)
         return amp_error(AMP_ERR_ARG, "%s: scale 0: the loss scale collapsed in the run that saved this state (f32 arithmetic "
                                       "underflows after ~165 overflows in a row; amp keeps it >= %g now), and that run's "
@@ -535,5 +798,5 @@ amp_status amp_scaler_state_set(amp_scaler *s, const amp_scaler_state *st) {
     s->o.max_scale = st->max_scale;
     s->num_updates = st->num_updates;
     s->num_skipped = st->num_skipped;
-    return AMP_OK;
+    return dev_push(fn, s);
 }

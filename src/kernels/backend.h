@@ -109,11 +109,16 @@ typedef struct {
  * may be NULL. */
 typedef struct {
     amp_tensor *param, *grad, *master, *exp_avg, *exp_avg_sq, *momentum;
-    bool first_momentum;   /* SGD: the buffer starts as the gradient */
+    bool first_momentum;   /* SGD: the buffer starts as the gradient (a device backend: unless the
+                              optimizer's device counters say an earlier step initialised it) */
     bool write_grad;       /* store the unscaled gradient back into .grad (torch leaves it unscaled) */
     float wd;              /* this parameter's weight decay */
     float neg_step, bc2s, decay; /* Adam(W) per-parameter constants (bias corrections of its step count) */
     uint64_t sr_counter;   /* stochastic rounding: the first counter of this parameter */
+    /* (added for the device backends, which learn on the device whether
+     * earlier steps were skipped) */
+    int index;             /* the parameter's index in its optimizer (the device counters' slot) */
+    int64_t step;          /* the host's count of this parameter's steps, this one included */
 } amp_optim_item;
 
 typedef struct {
@@ -126,15 +131,75 @@ typedef struct {
     /* the half copy of a master-weight parameter */
     int rounding;          /* amp_round_mode */
     uint64_t sr_seed;
+    /* (added for the device backends and the guard's message) */
+    double lr, beta1, beta2;
+    /* A device backend's bookkeeping of skipped steps (NULL on the CPU, whose
+     * host counters are exact): counts is the optimizer's block of
+     * amp_optim_counts_len(n) i64 in the device's memory (see
+     * AMP_OPTIM_CNT_*), which a step whose found_inf flag is set advances
+     * instead of updating; pow_tab (device, 2 doubles per k: beta1^k,
+     * beta2^k computed by the host's libm, k < pow_n) gives the bias
+     * corrections of the device's step count
+     * (item.step - counts[skipped of the item]) with the CPU's bits; past
+     * pow_n the device's pow is used. sr_span: what this step advances the
+     * stochastic-rounding stream by (a skipped step gives it back).
+     * report_skip: a skipped step is also reported as a deferred error
+     * (amp_optim_step without a scaler: a non-finite gradient). */
+    int64_t *counts;
+    const double *pow_tab;
+    int64_t pow_n;
+    uint64_t sr_span;
+    bool report_skip;
+    bool use_ds_scale;     /* with ds: also multiply by the device scale's reciprocal (not after an unscale) */
 } amp_optim_consts_b;
 
+/* The device counters of an optimizer with n parameters (i64 each):
+ * [0] stochastic-rounding stream given back by skipped steps (u64),
+ * [1] optimizer steps skipped, [2 + 2i] steps of parameter i skipped,
+ * [3 + 2i] 1 once parameter i's momentum buffer was initialised on the device. */
+#define AMP_OPTIM_CNT_SR 0
+#define AMP_OPTIM_CNT_STEPS 1
+#define AMP_OPTIM_CNT_SKIPS(i) (2 + 2 * (int64_t)(i))
+#define AMP_OPTIM_CNT_MOMINIT(i) (3 + 2 * (int64_t)(i))
+static inline int64_t amp_optim_counts_len(int n) { return 2 + 2 * (int64_t)n; }
+
 /* The device side of a GradScaler: its scale and bookkeeping live in the
- * backend's memory (a small f32/i64 block made by scaler_state_new), so a
+ * backend's memory (a small f32/i64 block made by scaler_new), so a
  * training step on a GPU never waits for the host (torch's
  * _amp_foreach_non_finite_check_and_unscale_ + _amp_update_scale_).
  * found_inf is a per-step flag (f32 0 or 1) the check sets and the step and
  * update read. */
 typedef struct amp_dev_scaler amp_dev_scaler;
+
+/* What a device scaler starts from (the host scaler's state and settings;
+ * added: scaler_new takes this block rather than loose arguments). */
+typedef struct {
+    float scale;
+    int64_t growth_tracker, num_skipped, consecutive;
+    int hysteresis_left;
+    double growth, backoff;
+    int64_t interval;
+    double floor;          /* the scale's floor (min_scale or 2^-126) */
+    double max_scale;      /* 0: none */
+    int hysteresis;
+    bool static_scale, consecutive_hysteresis;
+} amp_dev_scaler_init;
+
+/* A device scaler keeps one found_inf flag per slot (the host scaler's
+ * optimizers: torch keeps one per optimizer); scaler_select picks the slot
+ * the following entries use; scaler_update ORs the slots. */
+#define AMP_DEV_SCALER_SLOTS 64
+
+/* The host's view of a device scaler (scaler_read). */
+typedef struct {
+    float scale;
+    bool found_inf;        /* the selected slot's flag */
+    int first_bad;         /* the first parameter index a check of that slot found inf/nan in, or -1 */
+    bool found[AMP_DEV_SCALER_SLOTS];
+    int first_bad_of[AMP_DEV_SCALER_SLOTS];
+    int64_t growth_tracker, num_skipped, consecutive;
+    int hysteresis_left;
+} amp_dev_scaler_view;
 
 /* ---- the table --------------------------------------------------------------- */
 typedef struct amp_backend {
@@ -284,39 +349,61 @@ typedef struct amp_backend {
                                      const amp_tensor *v, const amp_tensor *bias, const amp_tensor *out,
                                      const amp_tensor *lse, const amp_tensor *g, amp_tensor **gin);
 
-    /* optimizer and scaler: a multi-tensor pass over n parameters */
+    /* optimizer and scaler: a multi-tensor pass over n parameters (grads
+     * contiguous; NULL entries skipped) */
     /* found |= some grad[i] * inv_scale is inf/nan (read-only; *first_bad the
-     * first such parameter, or -1; a device backend sets the scaler's
-     * device flag instead and leaves *found / *first_bad to its sync) */
+     * first such parameter, or -1). With ds (a device backend): inv_scale is
+     * ignored for the device scale's reciprocal ((float)(1.0 / scale)), and
+     * the scaler's device flag and first_bad are set instead of *found /
+     * *first_bad, which are left alone (read them with scaler_read). */
     amp_status (*optim_check)(const char *fn, amp_tensor *const *grads, int n, float inv_scale, amp_dev_scaler *ds,
                               bool *found, int *first_bad);
-    /* dst[i] = src[i] * inv_scale (dst f32 or src's dtype), and the check */
+    /* dst[i] = src[i] * inv_scale (dst f32 or src's dtype), and the check
+     * on the unscaled values (ds as optim_check's) */
     amp_status (*optim_unscale)(const char *fn, amp_tensor *const *src, amp_tensor *const *dst, int n, float inv_scale,
                                 amp_dev_scaler *ds, bool *found, int *first_bad);
     /* the fused update of n parameters, unscaling by inv_scale on the fly
-     * (or by the scaler's device scale when ds is given; skipped entirely
-     * when its found_inf flag is set). A non-finite result is never kept:
-     * *bad_param (-1 if none) names the parameter whose update was put back. */
+     * (or, when ds is given, by the device scale's reciprocal times
+     * inv_scale -- a clip coefficient -- and skipped entirely when its
+     * found_inf flag is set, except that write_grad items still get their
+     * unscaled gradient). A non-finite result is never kept: the CPU puts
+     * the tile back, stops at that parameter (those after it are not
+     * updated) and returns AMP_ERR_RANGE with *bad_param its item index; a
+     * device backend keeps the old values of the elements concerned and
+     * reports it as a deferred error at the next synchronisation
+     * (*bad_param -1). */
     amp_status (*optim_step)(const char *fn, const amp_optim_consts_b *c, amp_optim_item *items, int n,
                              float inv_scale, amp_dev_scaler *ds, int *bad_param);
+    /* the L2 norm's square (double) of grads[0..n) times f, summed over the
+     * tensors; device: written to *dev_out (a device double) without waiting */
+    amp_status (*optim_sumsq)(const char *fn, amp_tensor *const *grads, int n, float f, double *host_out,
+                              double *dev_out);
 
     /* the device scaler (NULL entries on the CPU, whose scaler is host arithmetic) */
-    amp_dev_scaler *(*scaler_new)(const char *fn, float scale, int64_t growth_tracker, double growth, double backoff,
-                                  int64_t interval, double min_scale, double max_scale, int hysteresis);
+    amp_dev_scaler *(*scaler_new)(const char *fn, const amp_dev_scaler_init *init);
     void (*scaler_free)(amp_dev_scaler *ds);
     /* out = x * scale (x's dtype; the f32 product rounded once) */
     amp_status (*scaler_scale)(const char *fn, amp_dev_scaler *ds, const amp_tensor *x, amp_tensor *out);
-    /* found_inf := 0 (start of a step) */
+    /* the slot (0 .. AMP_DEV_SCALER_SLOTS-1) the next entries use (host state only) */
+    amp_status (*scaler_select)(amp_dev_scaler *ds, int slot);
+    /* the selected slot's found_inf := 0, first_bad := -1 (start of a check) */
     amp_status (*scaler_reset_found)(amp_dev_scaler *ds);
     /* _amp_update_scale_ on the device: growth/backoff with torch's
-     * arithmetic, the floor and ceiling, hysteresis, counters and history */
-    amp_status (*scaler_update)(const char *fn, amp_dev_scaler *ds);
-    /* the host's view (waits for the device) */
-    amp_status (*scaler_read)(amp_dev_scaler *ds, float *scale, int64_t *growth_tracker, bool *found_inf,
-                              int64_t *skipped, int64_t *consecutive, int *hysteresis_left);
-    /* dst := src when the scaler's found_inf flag is set (a skipped step's
-     * buffers put back on the device: the journal's rollback) */
+     * arithmetic, the floor and ceiling, hysteresis, counters; the new scale
+     * also goes to the history slot `update_index` (the host counts updates);
+     * every slot's flag is cleared */
+    amp_status (*scaler_update)(const char *fn, amp_dev_scaler *ds, int64_t update_index);
+    /* sets the scale (update_to / state_set), queued on the device */
+    amp_status (*scaler_set)(const char *fn, amp_dev_scaler *ds, const amp_dev_scaler_init *st);
+    /* the host's view (waits for the device); hist (may be NULL) receives
+     * the scales of updates [0, nhist) */
+    amp_status (*scaler_read)(amp_dev_scaler *ds, amp_dev_scaler_view *v, float *hist, int64_t nhist);
+    /* dst := src when one of the scaler's found_inf flags is set (a skipped
+     * step's buffers put back on the device: the journal's rollback) */
     amp_status (*copy_if_found)(const char *fn, amp_dev_scaler *ds, amp_tensor *dst, const amp_tensor *src);
+    /* g *= f for each gradient (clipping), f a host float or, when dev_f is
+     * given, read on the device */
+    amp_status (*optim_scale_grads)(const char *fn, amp_tensor *const *grads, int n, float f, const float *dev_f);
 } amp_backend;
 
 /* ---- the registry (kernels/backend.c) -------------------------------------- */

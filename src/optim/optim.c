@@ -9,7 +9,7 @@
  * stochastic). That is the fused unscale + update + write-back pass. */
 #include <float.h>
 #include <math.h>
-#include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,11 +17,10 @@
 #include "amp/numeric.h"
 #include "amp/scaler.h"
 #include "core/cpu.h"
-#include "kernels/cpu/optim_update.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/backend_cpu_optim.h"
 #include "optim/optim_impl.h"
 
-#define TILE 1024
-#define PAR_MIN 65536
 
 amp_optim_opts amp_sgd_opts(double lr) {
     amp_optim_opts o;
@@ -49,11 +48,23 @@ amp_optim_opts amp_adamw_opts(double lr) {
     return o;
 }
 
+static void dev_sync_quiet(const amp_optim *opt);
+
 static amp_tensor *state_tensor(const char *fn, const amp_tensor *like, amp_mem_category c, double fill) {
-    amp_tensor *t = amp__tensor_new(fn, AMP_F32, like->ndim, like->shape, c, AMP_NEW_UNSCOPED);
-    if (t) {
-        if (fill == 0) memset(t->storage->data, 0, t->storage->nbytes);
-        else amp_tensor_fill_(t, fill);
+    amp_device d = amp__dev(like);
+    amp_tensor *t = amp__tensor_new_on(fn, d, AMP_F32, like->ndim, like->shape, c, AMP_NEW_UNSCOPED);
+    if (!t) return NULL;
+    if (fill == 0 && d == AMP_DEVICE_CPU) {
+        memset(t->storage->data, 0, t->storage->nbytes);
+    } else if (fill == 0) {
+        const amp_backend *be = amp__backend(fn, d);
+        if (!be || be->memset_bytes(t->storage->data, 0, t->storage->nbytes) != AMP_OK) {
+            amp__release(t);
+            return NULL;
+        }
+    } else if (amp_tensor_fill_(t, fill) != AMP_OK) {
+        amp__release(t);
+        return NULL;
     }
     return t;
 }
@@ -117,9 +128,11 @@ amp_optim *amp__optim_new(const char *fn, amp_tensor *const *params, int n, cons
         if (!amp_tensor_is_leaf(p) || !p->requires_grad)
             return amp_error_null(AMP_ERR_ARG, "%s: params[%d] must be a leaf tensor that requires grad", fn, i);
         if (!amp_tensor_is_contiguous(p)) return amp_error_null(AMP_ERR_ARG, "%s: params[%d] is not contiguous", fn, i);
-        if (amp__dev(p) != AMP_DEVICE_CPU)
-            return amp_error_null(AMP_ERR_UNSUPPORTED, "%s: params[%d] is on %s, and the optimizers update on the CPU only so "
-                                                       "far (docs/cuda.md)", fn, i, amp_device_name(amp__dev(p)));
+        if (amp__dev(p) != amp__dev(params[0]))
+            return amp_error_null(AMP_ERR_ARG, "%s: params[%d] is on %s and params[0] on %s: an optimizer's parameters "
+                                                  "must be on one device", fn, i, amp_device_name(amp__dev(p)),
+                                  amp_device_name(amp__dev(params[0])));
+        if (amp__dev(p) != AMP_DEVICE_CPU && !amp__backend(fn, amp__dev(p))) return NULL;
         if (o->master_weights && !amp_dtype_is_half(p->dtype))
             return amp_error_null(AMP_ERR_DTYPE, "%s: params[%d] is %s; master weights need f16 or bf16 parameters", fn, i,
                                   amp_dtype_name(p->dtype));
@@ -165,6 +178,7 @@ amp_optim *amp__optim_new(const char *fn, amp_tensor *const *params, int n, cons
 void amp_optim_free(amp_optim *opt) {
     if (!opt) return;
     if (opt->dist.destroy) opt->dist.destroy(opt->dist.ctx);
+    amp__optim_dev_free(opt);
     for (int i = 0; i < opt->n; i++) {
         amp_param_state *ps = &opt->ps[i];
         amp__release(ps->param);
@@ -222,6 +236,7 @@ double amp_optim_param_weight_decay(const amp_optim *opt, int i) {
 double amp_optim_get_lr(const amp_optim *opt) { return opt ? opt->o.lr : NAN; }
 int64_t amp_optim_steps(const amp_optim *opt) {
     if (!opt) amp_error(AMP_ERR_ARG, "amp_optim_steps: opt is NULL");
+    dev_sync_quiet(opt);
     return opt ? opt->steps : -1;
 }
 int amp_optim_num_params(const amp_optim *opt) {
@@ -264,6 +279,7 @@ amp_tensor *amp_optim_grad(const amp_optim *opt, int i) {
 
 amp_status amp_optim_set_steps(amp_optim *opt, int64_t steps) {
     if (!opt || steps < 0) return amp_error(AMP_ERR_ARG, "amp_optim_set_steps: bad optimizer or steps %lld", (long long)steps);
+    dev_sync_quiet(opt);
     opt->steps = steps;
     for (int i = 0; i < opt->n; i++) opt->ps[i].step = steps;
     return AMP_OK;
@@ -274,23 +290,27 @@ int64_t amp_optim_param_steps(const amp_optim *opt, int i) {
         amp_error(AMP_ERR_ARG, "amp_optim_param_steps: bad optimizer or index %d", i);
         return -1;
     }
+    dev_sync_quiet(opt);
     return opt->ps[i].step;
 }
 
 amp_status amp_optim_set_param_steps(amp_optim *opt, int i, int64_t steps) {
     if (!opt || i < 0 || i >= opt->n || steps < 0)
         return amp_error(AMP_ERR_ARG, "amp_optim_set_param_steps: bad optimizer, index %d or steps %lld", i, (long long)steps);
+    dev_sync_quiet(opt);
     opt->ps[i].step = steps;
     return AMP_OK;
 }
 
 uint64_t amp_optim_sr_counter(const amp_optim *opt) {
     if (!opt) amp_error(AMP_ERR_ARG, "amp_optim_sr_counter: opt is NULL");
+    dev_sync_quiet(opt);
     return opt ? opt->sr_counter : 0;
 }
 
 amp_status amp_optim_set_sr_counter(amp_optim *opt, uint64_t counter) {
     if (!opt) return amp_error(AMP_ERR_ARG, "amp_optim_set_sr_counter: opt is NULL");
+    dev_sync_quiet(opt);
     opt->sr_counter = counter;
     return AMP_OK;
 }
@@ -328,32 +348,36 @@ amp_status amp_optim_load_state(amp_optim *opt, int i, const char *name, const a
         if (!*slot) return amp_last_status();
     }
     amp__bump_version(*slot);
+    if (slot == &ps->momentum) ps->mom_dev_pending = false; /* a loaded buffer is not a first step's */
     return amp__copy_convert(*slot, src);
 }
 
 /* ---- element passes ------------------------------------------------------------------ */
-static void load_f32(float *dst, const void *src, amp_dtype dt, int64_t n) {
-    switch (dt) {
-    case AMP_F32: memcpy(dst, src, (size_t)n * 4); break;
-    case AMP_F16: amp_f16_to_f32_array(dst, src, (size_t)n); break;
-    case AMP_BF16: amp_bf16_to_f32_array(dst, src, (size_t)n); break;
-    default: amp_convert(dst, AMP_F32, src, dt, (size_t)n, 0); break;
+/* ---- devices ------------------------------------------------------------------------- */
+/* Every tensor of opt (parameters, gradients, state) on one device: *dev. */
+amp_status amp__optim_device(const char *fn, const amp_optim *opt, amp_device *dev) {
+    amp_device d = AMP_DEVICE_CPU;
+    bool have = false;
+    for (int i = 0; i < opt->n; i++) {
+        const amp_param_state *ps = &opt->ps[i];
+        const amp_tensor *ts[] = {ps->param, ps->param->grad, ps->exp_avg, ps->exp_avg_sq, ps->momentum, ps->master,
+                                  ps->master_grad};
+        for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) {
+            if (!ts[k]) continue;
+            if (!have) {
+                d = amp__dev(ts[k]);
+                have = true;
+            } else if (amp__dev(ts[k]) != d) {
+                return amp_error(AMP_ERR_ARG, "%s: parameter %d %s on %s while parameter 0 is on %s (moved after the "
+                                                 "optimizer was made?); an optimizer's parameters, gradients and state must "
+                                                 "be on one device", fn, i,
+                                 k == 0 ? "is" : k == 1 ? "has its gradient" : "has state", amp_device_name(amp__dev(ts[k])),
+                                 amp_device_name(d));
+            }
+        }
     }
-}
-
-static void store_f32(void *dst, amp_dtype dt, const float *src, int64_t n, amp_round_mode rm, uint64_t seed, uint64_t ctr) {
-    switch (dt) {
-    case AMP_F32: memcpy(dst, src, (size_t)n * 4); break;
-    case AMP_F16:
-        if (rm == AMP_ROUND_STOCHASTIC) amp_f32_to_f16_sr_array(dst, src, (size_t)n, seed, ctr);
-        else amp_f32_to_f16_array(dst, src, (size_t)n);
-        break;
-    case AMP_BF16:
-        if (rm == AMP_ROUND_STOCHASTIC) amp_f32_to_bf16_sr_array(dst, src, (size_t)n, seed, ctr);
-        else amp_f32_to_bf16_array(dst, src, (size_t)n);
-        break;
-    default: amp_convert(dst, dt, src, AMP_F32, (size_t)n, 0); break;
-    }
+    if (dev) *dev = d;
+    return AMP_OK;
 }
 
 amp_status amp__optim_on_cpu(const char *fn, const amp_optim *opt) {
@@ -363,11 +387,145 @@ amp_status amp__optim_on_cpu(const char *fn, const amp_optim *opt) {
                                   ps->master_grad};
         for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++)
             if (ts[k] && amp__dev(ts[k]) != AMP_DEVICE_CPU)
-                return amp_error(AMP_ERR_UNSUPPORTED, "%s: parameter %d %s on %s (moved there after the optimizer was made?), "
-                                                      "and the optimizers update on the CPU only so far (docs/cuda.md)",
-                                 fn, i, k == 0 ? "is" : k == 1 ? "has its gradient" : "has state", amp_device_name(amp__dev(ts[k])));
+                return amp_error(AMP_ERR_UNSUPPORTED, "%s: parameter %d %s on %s, and %s runs on the CPU only so far "
+                                                      "(docs/cuda.md)",
+                                 fn, i, k == 0 ? "is" : k == 1 ? "has its gradient" : "has state", amp_device_name(amp__dev(ts[k])),
+                                 fn);
     }
     return AMP_OK;
+}
+
+/* The backend of opt's device (NULL + error when mixed or unavailable). */
+static const amp_backend *optim_backend(const char *fn, const amp_optim *opt, amp_device *dev) {
+    amp_device d;
+    if (amp__optim_device(fn, opt, &d) != AMP_OK) return NULL;
+    if (dev) *dev = d;
+    return amp__backend(fn, d);
+}
+
+/* The device counters (kernels/backend.h, AMP_OPTIM_CNT_*), made zero on first use. */
+static amp_status dev_counts(const char *fn, amp_optim *opt, const amp_backend *be) {
+    if (opt->dcounts) return AMP_OK;
+    size_t nb = (size_t)amp_optim_counts_len(opt->n) * sizeof(int64_t);
+    opt->dcounts = be->raw_alloc(nb);
+    if (!opt->dcounts) return amp_error(amp_last_status(), "%s: %s", fn, amp_last_error());
+    opt->dbe = be;
+    return be->memset_bytes(opt->dcounts, 0, nb);
+}
+
+/* The host's powers of beta1 and beta2 (the CPU's pow calls), on the
+ * device, for steps [0, need]: the device's bias corrections then have the
+ * CPU's bits. Grown in blocks; complete once 1 - beta^k rounds to 1 for
+ * both (every later k gives the same corrections). */
+#define POW_BLOCK 4096
+#define POW_MAX ((int64_t)1 << 20)
+static amp_status dev_pow(const char *fn, amp_optim *opt, const amp_backend *be, int64_t need) {
+    const amp_optim_opts *o = &opt->o;
+    if (o->kind == AMP_OPTIM_SGD) return AMP_OK;
+    bool same = opt->dpow && opt->dpow_b1 == o->beta1 && opt->dpow_b2 == o->beta2;
+    if (same && (need < opt->dpow_n || opt->dpow_done || opt->dpow_n >= POW_MAX)) return AMP_OK;
+    int64_t n = need + POW_BLOCK;
+    if (n > POW_MAX) n = POW_MAX;
+    double *h = malloc((size_t)n * 2 * sizeof *h);
+    if (!h) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    bool done = false;
+    int64_t k = 0;
+    for (; k < n && !done; k++) {
+        h[2 * k] = pow(o->beta1, (double)k);
+        h[2 * k + 1] = pow(o->beta2, (double)k);
+        done = k > 0 && 1.0 - h[2 * k] == 1.0 && 1.0 - h[2 * k + 1] == 1.0;
+    }
+    n = k;
+    double *d = be->raw_alloc((size_t)n * 2 * sizeof *d);
+    if (!d) {
+        free(h);
+        return amp_error(amp_last_status(), "%s: %s", fn, amp_last_error());
+    }
+    amp_status st = be->from_host(d, h, (size_t)n * 2 * sizeof *h);
+    free(h);
+    if (st != AMP_OK) {
+        be->raw_free(d, (size_t)n * 2 * sizeof *d);
+        return st;
+    }
+    if (opt->dpow) be->raw_free(opt->dpow, (size_t)opt->dpow_n * 2 * sizeof(double));
+    opt->dpow = d;
+    opt->dpow_n = n;
+    opt->dpow_done = done;
+    opt->dpow_b1 = o->beta1;
+    opt->dpow_b2 = o->beta2;
+    return AMP_OK;
+}
+
+/* A device optimizer's own found flag (amp_optim_step without a scaler). */
+static amp_dev_scaler *dev_plain(const char *fn, amp_optim *opt, const amp_backend *be) {
+    if (opt->dplain) return opt->dplain;
+    if (!be->scaler_new) {
+        amp__backend_missing(fn, be, "scaler_new");
+        return NULL;
+    }
+    amp_dev_scaler_init in;
+    memset(&in, 0, sizeof in);
+    in.scale = 1.0f;
+    in.growth = 2.0;
+    in.backoff = 0.5;
+    in.interval = 1;
+    in.floor = 1.0;
+    in.hysteresis = 1;
+    in.hysteresis_left = 1;
+    in.static_scale = true;
+    opt->dplain = be->scaler_new(fn, &in);
+    return opt->dplain;
+}
+
+void amp__optim_dev_free(amp_optim *opt) {
+    const amp_backend *be = opt->dbe;
+    if (!be) return;
+    if (opt->dcounts) be->raw_free(opt->dcounts, (size_t)amp_optim_counts_len(opt->n) * sizeof(int64_t));
+    if (opt->dpow) be->raw_free(opt->dpow, (size_t)opt->dpow_n * 2 * sizeof(double));
+    if (opt->dplain && be->scaler_free) be->scaler_free(opt->dplain);
+    opt->dcounts = NULL;
+    opt->dpow = NULL;
+    opt->dplain = NULL;
+}
+
+/* The host's counts made exact: steps the device skipped (its found_inf
+ * flag was set) are taken back from the step counts and the stochastic-
+ * rounding stream; the device counters restart from zero. Waits for the
+ * device; nothing to do for a CPU optimizer or when no device step ran. */
+amp_status amp__optim_dev_sync(const char *fn, amp_optim *opt) {
+    if (!opt->dcounts || !opt->dcounts_dirty) return AMP_OK;
+    const amp_backend *be = opt->dbe;
+    int64_t len = amp_optim_counts_len(opt->n);
+    int64_t *h = malloc((size_t)len * sizeof *h);
+    if (!h) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    amp_status st = be->to_host(h, opt->dcounts, (size_t)len * sizeof *h);
+    /* a deferred error reported by this wait (AMP_ERR_RANGE) still leaves the copy done */
+    if (st != AMP_OK && st != AMP_ERR_RANGE) {
+        free(h);
+        return st;
+    }
+    amp_status keep = st;
+    char msg[1024] = "";
+    if (keep != AMP_OK) snprintf(msg, sizeof msg, "%s", amp_last_error());
+    opt->sr_counter -= (uint64_t)h[AMP_OPTIM_CNT_SR];
+    opt->steps -= h[AMP_OPTIM_CNT_STEPS];
+    h[AMP_OPTIM_CNT_SR] = h[AMP_OPTIM_CNT_STEPS] = 0;
+    for (int i = 0; i < opt->n; i++) {
+        opt->ps[i].step -= h[AMP_OPTIM_CNT_SKIPS(i)];
+        h[AMP_OPTIM_CNT_SKIPS(i)] = 0;
+        if (h[AMP_OPTIM_CNT_MOMINIT(i)]) opt->ps[i].mom_dev_pending = false;
+    }
+    st = be->from_host(opt->dcounts, h, (size_t)len * sizeof *h);
+    free(h);
+    if (st != AMP_OK) return st;
+    opt->dcounts_dirty = false;
+    if (keep != AMP_OK) return amp_error(keep, "%s", msg);
+    return AMP_OK;
+}
+
+/* for the const getters: the counts are a cache of the device's */
+static void dev_sync_quiet(const amp_optim *opt) {
+    if (opt && opt->dcounts && opt->dcounts_dirty) (void)amp__optim_dev_sync("amp_optim", (amp_optim *)opt);
 }
 
 static const amp_tensor *current_grad(const amp_optim *opt, const amp_param_state *ps) {
@@ -375,50 +533,49 @@ static const amp_tensor *current_grad(const amp_optim *opt, const amp_param_stat
     return ps->param->grad;
 }
 
-static const amp_optim_tile_fn g_tile_fns[AMP_CPU_PATH_COUNT] = {amp_optim_tile_scalar, amp_optim_tile_avx2,
-                                                                   amp_optim_tile_avx512};
-static const amp_optim_check_fn g_check_fns[AMP_CPU_PATH_COUNT] = {amp_optim_check_scalar, amp_optim_check_avx2,
-                                                                     amp_optim_check_avx512};
-
-/* exponent all ones (inf or nan) in any of m half values */
-static bool half_nonfinite(const uint16_t *u, amp_dtype dt, int64_t m) {
-    uint16_t e = dt == AMP_F16 ? 0x7c00u : 0x7f80u;
-    uint32_t b = 0;
-    for (int64_t k = 0; k < m; k++) b |= (uint32_t)((u[k] & e) == e);
-    return b != 0;
+/* the gradients the next step would use, NULL where a parameter has none */
+static amp_tensor **grads_of(const char *fn, const amp_optim *opt) {
+    amp_tensor **gs = calloc((size_t)(opt->n ? opt->n : 1), sizeof *gs);
+    if (!gs) return amp_error_null(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    for (int i = 0; i < opt->n; i++) gs[i] = (amp_tensor *)current_grad(opt, &opt->ps[i]);
+    return gs;
 }
 
 bool amp__optim_check_unscaled(amp_optim *opt, float inv_scale, int *first_bad) {
-    amp_optim_check_fn check = AMP_DISPATCH(g_check_fns);
+    static const char *fn = "amp_optim";
     if (first_bad) *first_bad = -1;
-    for (int i = 0; i < opt->n; i++) {
-        const amp_tensor *g = current_grad(opt, &opt->ps[i]);
-        if (!g) continue;
-        int64_t n = amp_tensor_numel(g);
-        const char *base = amp__data(g);
-        size_t es = amp_dtype_size(g->dtype);
-        int bad = 0;
-#pragma omp parallel for reduction(| : bad) schedule(static) if (n > PAR_MIN)
-        for (int64_t t0 = 0; t0 < n; t0 += TILE) {
-            int64_t m = n - t0 < TILE ? n - t0 : TILE;
-            if (g->dtype == AMP_F32) {
-                bad |= check(inv_scale, m, (const float *)(base + (size_t)t0 * es));
-            } else {
-                float tmp[TILE];
-                load_f32(tmp, base + (size_t)t0 * es, g->dtype, m);
-                bad |= check(inv_scale, m, tmp);
-            }
-        }
-        if (bad) {
-            if (first_bad) *first_bad = i;
-            return false;
+    amp_device dev;
+    const amp_backend *be = optim_backend(fn, opt, &dev);
+    if (!be) return false;
+    amp_tensor **gs = grads_of(fn, opt);
+    if (!gs) return false;
+    bool found = false;
+    int first = -1;
+    amp_status st;
+    if (dev == AMP_DEVICE_CPU) {
+        st = AMP_BE_CALL(be, optim_check, fn, gs, opt->n, inv_scale, NULL, &found, &first);
+    } else { /* the host asks: the device's flag, read back */
+        amp_dev_scaler *ds = dev_plain(fn, opt, be);
+        st = ds ? AMP_OK : amp_last_status();
+        if (!st) st = be->scaler_reset_found(ds);
+        if (!st) st = AMP_BE_CALL(be, optim_check, fn, gs, opt->n, inv_scale, ds, NULL, NULL);
+        amp_dev_scaler_view v;
+        if (!st) st = be->scaler_read(ds, &v, NULL, 0);
+        if (!st) {
+            found = v.found_inf;
+            first = v.first_bad;
         }
     }
-    return true;
+    free(gs);
+    if (st != AMP_OK) return false;
+    if (first_bad) *first_bad = found ? first : -1;
+    return !found;
 }
 
-amp_status amp__optim_unscale(amp_optim *opt, float inv_scale, bool *found_inf, int *first_bad, const char *fn) {
+amp_status amp__optim_unscale(amp_optim *opt, float inv_scale, amp_dev_scaler *ds, bool *found_inf, int *first_bad,
+                              const char *fn) {
     if (first_bad) *first_bad = -1;
+    if (found_inf) *found_inf = false;
     for (int i = 0; i < opt->n; i++) {
         amp_param_state *ps = &opt->ps[i];
         const amp_tensor *g = ps->param->grad;
@@ -426,173 +583,187 @@ amp_status amp__optim_unscale(amp_optim *opt, float inv_scale, bool *found_inf, 
             return amp_error(AMP_ERR_DTYPE, "%s: attempting to unscale FP16 gradients (parameter %d is f16 without master "
                                             "weights; use master_weights or f32 parameters)", fn, i);
     }
-    bool any = false;
-    for (int i = 0; i < opt->n; i++) {
+    amp_device dev;
+    const amp_backend *be = optim_backend(fn, opt, &dev);
+    if (!be) return amp_last_status();
+    amp_tensor **src = calloc((size_t)(opt->n ? opt->n : 1), sizeof *src);
+    amp_tensor **dst = calloc((size_t)(opt->n ? opt->n : 1), sizeof *dst);
+    if (!src || !dst) {
+        free(src);
+        free(dst);
+        return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    }
+    amp_status st = AMP_OK;
+    for (int i = 0; i < opt->n && !st; i++) {
         amp_param_state *ps = &opt->ps[i];
         amp_tensor *g = ps->param->grad;
         if (!g) continue;
-        amp_tensor *dst = g;
+        amp_tensor *d = g;
         if (opt->o.master_weights) {
             if (!ps->master_grad) {
                 ps->master_grad = state_tensor(fn, ps->param, AMP_MEM_GRAD, 0);
-                if (!ps->master_grad) return amp_last_status();
+                if (!ps->master_grad) st = amp_last_status();
             }
-            dst = ps->master_grad;
+            d = ps->master_grad;
         }
-        int64_t n = amp_tensor_numel(g);
-        const char *src = amp__data(g);
-        char *out = amp__data(dst);
-        amp__bump_version(dst);
-        size_t es = amp_dtype_size(g->dtype), eo = amp_dtype_size(dst->dtype);
-        int bad = 0;
-#pragma omp parallel for reduction(| : bad) schedule(static) if (n > PAR_MIN)
-        for (int64_t t0 = 0; t0 < n; t0 += TILE) {
-            float tmp[TILE];
-            int64_t m = n - t0 < TILE ? n - t0 : TILE;
-            load_f32(tmp, src + (size_t)t0 * es, g->dtype, m);
-            int b = 0;
-            for (int64_t k = 0; k < m; k++) {
-                tmp[k] *= inv_scale;
-                b |= !isfinite(tmp[k]); /* the unscaled value: a finite gradient can unscale to inf */
-            }
-            bad |= b;
-            store_f32(out + (size_t)t0 * eo, dst->dtype, tmp, m, AMP_ROUND_NEAREST, 0, 0);
-        }
-        if (bad && !any && first_bad) *first_bad = i;
-        any |= bad != 0;
+        if (!st) amp__bump_version(d);
+        src[i] = g;
+        dst[i] = d;
     }
+    bool any = false;
+    int first = -1;
+    if (!st) st = AMP_BE_CALL(be, optim_unscale, fn, src, dst, opt->n, inv_scale, dev == AMP_DEVICE_CPU ? NULL : ds, &any, &first);
+    free(src);
+    free(dst);
+    if (st != AMP_OK) return st;
     if (opt->o.master_weights) opt->master_grads_valid = true;
+    if (dev != AMP_DEVICE_CPU) return AMP_OK; /* the flag is on the device */
+    if (first_bad) *first_bad = first;
     *found_inf = any;
     return amp__optim_agree(opt, found_inf); /* data parallel: all ranks skip or none */
 }
 
 static bool master_of(const amp_param_state *ps) { return ps->master != NULL; }
 
-static const char *what_nonfinite(const amp_optim *opt) {
-    return opt->o.kind == AMP_OPTIM_SGD ? "weights or momentum buffer" : "weights or Adam moments";
-}
-
-/* One parameter's update, tile by tile. Each tile's old weights and state
- * are kept while the kernel runs; a tile whose results hold inf/nan (finite
- * gradients with extreme weights or settings: an f32 overflow, or a master
- * value beyond the half type's range) is put back as it was and the step
- * fails with AMP_ERR_RANGE, so a non-finite value never stays in the
- * weights or the optimizer state. */
-static amp_status step_param(amp_optim *opt, int idx, float inv_scale, uint64_t sr_base, const char *fn) {
-    amp_param_state *ps = &opt->ps[idx];
+/* One update of every parameter with a gradient, through the backend: the
+ * host counts the step (parameters' step counts, the stochastic-rounding
+ * stream) and makes the per-parameter constants; the backend's fused pass
+ * unscales (inv_scale, or the device scale of ds), updates and writes the
+ * half copies. The CPU stops at a parameter whose update would be
+ * non-finite (its tiles put back, AMP_ERR_RANGE): that parameter and those
+ * after it are counted back. With ds (a device scaler or a device
+ * optimizer's own flag) the device skips a step whose found_inf flag is set
+ * and counts it in opt->dcounts, which amp__optim_dev_sync applies to the
+ * host's counts when the host asks. */
+static amp_status step_all(amp_optim *opt, float inv_scale, amp_dev_scaler *ds, bool ds_scale, bool report_skip,
+                           const char *fn) {
+    amp_device dev;
+    const amp_backend *be = optim_backend(fn, opt, &dev);
+    if (!be) return amp_last_status();
+    bool on_dev = dev != AMP_DEVICE_CPU;
+    if (on_dev && !ds) return amp_error(AMP_ERR_STATE, "%s: internal: a device step without its found_inf flag", fn);
+    if (on_dev && dev_counts(fn, opt, be) != AMP_OK) return amp_last_status();
     const amp_optim_opts *o = &opt->o;
-    const amp_tensor *g = current_grad(opt, ps);
-    amp_tensor *p = ps->param;
-    int64_t n = amp_tensor_numel(p);
-    amp_optim_consts c;
+    amp_optim_item *items = calloc((size_t)(opt->n ? opt->n : 1), sizeof *items);
+    bool *fresh = calloc((size_t)(opt->n ? opt->n : 1), sizeof *fresh);
+    if (!items || !fresh) {
+        free(items);
+        free(fresh);
+        return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    }
+    amp_optim_consts_b c;
     memset(&c, 0, sizeof c);
     c.kind = (int)o->kind;
-    c.inv_scale = inv_scale;
-    c.wd = (float)ps->weight_decay;
-    ps->step++;
-    bool new_momentum = false;
+    c.lr = o->lr;
+    c.beta1 = o->beta1;
+    c.beta2 = o->beta2;
+    c.rounding = (int)o->rounding;
+    c.sr_seed = o->seed;
     if (o->kind == AMP_OPTIM_SGD) {
         c.mom = (float)o->momentum;
         c.one_minus_damp = (float)(1.0 - o->dampening);
         c.neg_lr = (float)(-o->lr);
         c.nesterov = o->nesterov;
-        if (o->momentum != 0 && !ps->momentum) {
-            ps->momentum = state_tensor(fn, p, AMP_MEM_OPTIM, 0);
-            if (!ps->momentum) {
-                ps->step--;
-                return amp_last_status();
-            }
-            c.first_mom = true;
-            new_momentum = true;
-        }
     } else {
-        double bc1 = 1.0 - pow(o->beta1, (double)ps->step);
-        double bc2 = 1.0 - pow(o->beta2, (double)ps->step);
         c.w1 = (float)(1.0 - o->beta1);
         c.b2 = (float)o->beta2;
         c.omb2 = (float)(1.0 - o->beta2);
-        c.neg_step = (float)(-(o->lr / bc1));
-        c.bc2s = (float)sqrt(bc2);
         c.eps = (float)o->eps;
-        c.decay = (float)(1.0 - o->lr * ps->weight_decay);
     }
-    char *gsrc = amp__data(g);
-    /* torch leaves unscaled values in .grad after step; do the same (f32/bf16
-     * gradients of non-master optimizers; a master optimizer's half .grad
-     * would underflow, so it stays scaled). */
-    bool write_grad = inv_scale != 1.0f && !master_of(ps);
-    size_t ges = amp_dtype_size(g->dtype), pes = amp_dtype_size(p->dtype);
-    char *pdata = amp__data(p);
-    float *master = ps->master ? (float *)amp__data(ps->master) : NULL;
-    float *ea = ps->exp_avg ? (float *)amp__data(ps->exp_avg) : NULL;
-    float *eas = ps->exp_avg_sq ? (float *)amp__data(ps->exp_avg_sq) : NULL;
-    float *mb = ps->momentum ? (float *)amp__data(ps->momentum) : NULL;
-    amp_optim_tile_fn tile = AMP_DISPATCH(g_tile_fns);
-    /* the parameter (and .grad, which receives the unscaled values) change in place */
-    amp__bump_version(p);
-    if (write_grad) amp__bump_version(g);
-    bool in_place = master || p->dtype == AMP_F32; /* f32 weights are updated where they are */
-    bool half_out = master || p->dtype != AMP_F32;
-    int bad = 0;
-    int64_t bad_at = -1;
-#pragma omp parallel for schedule(static) if (n > PAR_MIN)
-    for (int64_t t0 = 0; t0 < n; t0 += TILE) {
-        int seen;
-#pragma omp atomic read
-        seen = bad;
-        if (seen) continue; /* an earlier tile failed: leave the rest alone */
-        float gt[TILE], wt[TILE], keep_w[TILE], keep_ea[TILE], keep_eas[TILE], keep_mb[TILE];
-        uint16_t keep_p[TILE];
-        int64_t m = n - t0 < TILE ? n - t0 : TILE;
-        size_t mb4 = (size_t)m * 4;
-        load_f32(gt, gsrc + (size_t)t0 * ges, g->dtype, m);
-        float *w = master ? master + t0 : p->dtype == AMP_F32 ? (float *)(pdata + (size_t)t0 * pes) : wt;
-        if (!in_place) load_f32(wt, pdata + (size_t)t0 * pes, p->dtype, m);
-        else memcpy(keep_w, w, mb4);
-        if (ea) memcpy(keep_ea, ea + t0, mb4);
-        if (eas) memcpy(keep_eas, eas + t0, mb4);
-        if (mb) memcpy(keep_mb, mb + t0, mb4);
-        if (half_out && pes == 2) memcpy(keep_p, pdata + (size_t)t0 * pes, (size_t)m * 2);
-        /* an f32 .grad receives the unscaled values inside the kernel */
-        float *gsave = write_grad && g->dtype == AMP_F32 ? (float *)(gsrc + (size_t)t0 * ges) : NULL;
-        if (write_grad && !gsave) { /* bf16 grads: unscale and store here */
-            for (int64_t k = 0; k < m; k++) gt[k] *= inv_scale;
-            store_f32(gsrc + (size_t)t0 * ges, g->dtype, gt, m, AMP_ROUND_NEAREST, 0, 0);
-        }
-        amp_optim_consts ct = c;
-        if (write_grad && !gsave) ct.inv_scale = 1.0f;
-        int b = tile(&ct, m, w, gt, ea ? ea + t0 : NULL, eas ? eas + t0 : NULL, mb ? mb + t0 : NULL, gsave);
-        if (!b && half_out) {
-            store_f32(pdata + (size_t)t0 * pes, p->dtype, w, m, o->rounding, o->seed, sr_base + (uint64_t)t0);
-            b = pes == 2 && half_nonfinite((const uint16_t *)(pdata + (size_t)t0 * pes), p->dtype, m);
-        }
-        if (b) { /* put the tile back as it was */
-            if (in_place) memcpy(w, keep_w, mb4);
-            if (ea) memcpy(ea + t0, keep_ea, mb4);
-            if (eas) memcpy(eas + t0, keep_eas, mb4);
-            if (mb) memcpy(mb + t0, keep_mb, mb4);
-            if (half_out && pes == 2) memcpy(pdata + (size_t)t0 * pes, keep_p, (size_t)m * 2);
-#pragma omp critical(amp_optim_bad)
-            {
-                if (bad_at < 0 || t0 < bad_at) bad_at = t0;
-                bad = 1;
+    uint64_t base = opt->sr_counter;
+    int ni = 0;
+    int64_t max_step = 0;
+    amp_status st = AMP_OK;
+    for (int i = 0; i < opt->n && !st; i++) {
+        amp_param_state *ps = &opt->ps[i];
+        int64_t n = amp_tensor_numel(ps->param);
+        uint64_t at = ps->sr_off >= 0 ? opt->sr_counter + (uint64_t)ps->sr_off : base;
+        base += (uint64_t)n;
+        const amp_tensor *g = current_grad(opt, ps);
+        if (!g) continue;
+        amp_optim_item *it = &items[ni];
+        amp_tensor *p = ps->param;
+        if (o->kind == AMP_OPTIM_SGD && o->momentum != 0 && !ps->momentum) {
+            ps->momentum = state_tensor(fn, p, AMP_MEM_OPTIM, 0);
+            if (!ps->momentum) {
+                st = amp_last_status();
+                break;
+            }
+            fresh[ni] = true;
+            if (on_dev) { /* the device learns it was initialised when a step is applied */
+                ps->mom_dev_pending = true;
+                st = be->memset_bytes(opt->dcounts + AMP_OPTIM_CNT_MOMINIT(i), 0, sizeof(int64_t));
             }
         }
-    }
-    if (bad) {
-        ps->step--;
-        if (new_momentum) { /* the next step is the first again */
-            amp__release(ps->momentum);
-            ps->momentum = NULL;
+        ps->step++;
+        if (ps->step > max_step) max_step = ps->step;
+        it->param = p;
+        it->grad = (amp_tensor *)g;
+        it->master = ps->master;
+        it->exp_avg = ps->exp_avg;
+        it->exp_avg_sq = ps->exp_avg_sq;
+        it->momentum = ps->momentum;
+        it->first_momentum = fresh[ni] || (on_dev && ps->mom_dev_pending && ps->momentum);
+        /* torch leaves unscaled values in .grad after step; do the same (f32/bf16
+         * gradients of non-master optimizers; a master optimizer's half .grad
+         * would underflow, so it stays scaled). With a device scale the
+         * factor is known on the device only. */
+        it->write_grad = (inv_scale != 1.0f || (on_dev && ds_scale)) && !master_of(ps);
+        it->wd = (float)ps->weight_decay;
+        it->sr_counter = at;
+        it->index = i;
+        it->step = ps->step;
+        if (o->kind != AMP_OPTIM_SGD) {
+            double bc1 = 1.0 - pow(o->beta1, (double)ps->step);
+            double bc2 = 1.0 - pow(o->beta2, (double)ps->step);
+            it->neg_step = (float)(-(o->lr / bc1));
+            it->bc2s = (float)sqrt(bc2);
+            it->decay = (float)(1.0 - o->lr * ps->weight_decay);
         }
-        char sb[AMP_SHAPE_BUF];
-        return amp_error(AMP_ERR_RANGE,
-                         "%s: parameter %d (%s %s): the update would make its %s non-finite (element %lld onward; the "
-                         "gradient is finite, so an f32 overflow%s with lr %g): that part was left unchanged and the step "
-                         "stopped",
-                         fn, idx, amp_dtype_name(p->dtype), amp__shape_fmt(p->ndim, p->shape, sb, sizeof sb), what_nonfinite(opt),
-                         (long long)bad_at, half_out && pes == 2 ? " or a master value beyond the half type's range" : "", o->lr);
+        /* the parameter (and .grad, which receives the unscaled values) change in place */
+        amp__bump_version(p);
+        if (it->write_grad) amp__bump_version(it->grad);
+        ni++;
     }
+    uint64_t next = opt->sr_span ? opt->sr_counter + opt->sr_span : base;
+    if (!st && on_dev) {
+        st = dev_pow(fn, opt, be, max_step);
+        c.counts = opt->dcounts;
+        c.pow_tab = opt->dpow;
+        c.pow_n = opt->dpow ? opt->dpow_n : 0;
+        c.sr_span = next - opt->sr_counter;
+        c.report_skip = report_skip;
+        c.use_ds_scale = ds_scale;
+    }
+    int bad = -1;
+    if (!st) st = AMP_BE_CALL(be, optim_step, fn, &c, items, ni, inv_scale, on_dev ? ds : NULL, &bad);
+    if (st != AMP_OK) {
+        /* not applied from item `bad` on (all of them when the call failed before any) */
+        int from = bad >= 0 ? bad : 0;
+        amp_status keep = st;
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", amp_last_error());
+        for (int k = 0; k < ni; k++) {
+            if (k < from) continue;
+            amp_param_state *ps = &opt->ps[items[k].index];
+            ps->step--;
+            if (fresh[k]) { /* the next step is the first again */
+                amp__release(ps->momentum);
+                ps->momentum = NULL;
+                ps->mom_dev_pending = false;
+            }
+        }
+        free(items);
+        free(fresh);
+        opt->master_grads_valid = false;
+        return amp_error(keep, "%s", msg);
+    }
+    free(items);
+    free(fresh);
+    opt->sr_counter = next;
+    opt->steps++;
+    opt->master_grads_valid = false;
+    if (on_dev) opt->dcounts_dirty = true;
     return AMP_OK;
 }
 
@@ -601,29 +772,8 @@ amp_status amp__optim_agree(amp_optim *opt, bool *found_inf) {
     return opt->dist.agree(opt->dist.ctx, found_inf);
 }
 
-static amp_status step_all(amp_optim *opt, float inv_scale, const char *fn) {
-    uint64_t base = opt->sr_counter;
-    for (int i = 0; i < opt->n; i++) {
-        amp_param_state *ps = &opt->ps[i];
-        int64_t n = amp_tensor_numel(ps->param);
-        uint64_t at = ps->sr_off >= 0 ? opt->sr_counter + (uint64_t)ps->sr_off : base;
-        if (current_grad(opt, ps)) {
-            amp_status st = step_param(opt, i, inv_scale, at, fn);
-            if (st != AMP_OK) {
-                opt->master_grads_valid = false;
-                return st;
-            }
-        }
-        base += (uint64_t)n;
-    }
-    opt->sr_counter = opt->sr_span ? opt->sr_counter + opt->sr_span : base;
-    opt->steps++;
-    opt->master_grads_valid = false;
-    return AMP_OK;
-}
-
-amp_status amp__optim_step_scaled(amp_optim *opt, float inv_scale, const char *fn) {
-    amp_status st = step_all(opt, inv_scale, fn);
+amp_status amp__optim_step_scaled(amp_optim *opt, float inv_scale, amp_dev_scaler *ds, bool ds_scale, const char *fn) {
+    amp_status st = step_all(opt, inv_scale, ds, ds_scale, false, fn);
     /* data parallel: every rank's result agreed, ZeRO-1 shards spread */
     if (opt->dist.after_step) st = opt->dist.after_step(opt->dist.ctx, st);
     return st;
@@ -632,7 +782,25 @@ amp_status amp__optim_step_scaled(amp_optim *opt, float inv_scale, const char *f
 amp_status amp_optim_step(amp_optim *opt) {
     static const char *fn = "amp_optim_step";
     if (!opt) return amp_error(AMP_ERR_ARG, "%s: opt is NULL", fn);
-    if (amp__optim_on_cpu(fn, opt) != AMP_OK) return amp_last_status();
+    amp_device dev;
+    const amp_backend *be = optim_backend(fn, opt, &dev);
+    if (!be) return amp_last_status();
+    if (dev != AMP_DEVICE_CPU) {
+        /* on the device, without waiting: the check sets the optimizer's own
+         * found_inf flag, the update is skipped when it is set, and that is
+         * reported as a deferred error at the next synchronisation */
+        if (opt->dist.agree) return amp_error(AMP_ERR_UNSUPPORTED, "%s: data-parallel optimizers on %s are not supported yet", fn,
+                                              amp_device_name(dev));
+        amp_dev_scaler *ds = dev_plain(fn, opt, be);
+        if (!ds) return amp_last_status();
+        amp_tensor **gs = grads_of(fn, opt);
+        if (!gs) return amp_last_status();
+        amp_status st = be->scaler_reset_found(ds);
+        if (!st) st = AMP_BE_CALL(be, optim_check, fn, gs, opt->n, 1.0f, ds, NULL, NULL);
+        free(gs);
+        if (!st) st = step_all(opt, 1.0f, ds, false, true, fn);
+        return st;
+    }
     /* amp's promise: inf/nan never reaches the weights (torch would write it) */
     int bad;
     bool found = !amp__optim_check_unscaled(opt, 1.0f, &bad), local = found;
@@ -648,29 +816,16 @@ amp_status amp_optim_step(amp_optim *opt) {
                                         "(amp_scaler_step skips such steps)", fn, bad, amp_dtype_name(p->dtype),
                          amp__shape_fmt(p->ndim, p->shape, sb, sizeof sb));
     }
-    return amp__optim_step_scaled(opt, 1.0f, fn);
+    return amp__optim_step_scaled(opt, 1.0f, NULL, false, fn);
 }
 
 /* ---- clipping ---------------------------------------------------------------------------- */
-static const amp_optim_sumsq_fn g_sumsq_fns[AMP_CPU_PATH_COUNT] = {amp_optim_sumsq_scalar, amp_optim_sumsq_avx2,
-                                                                     amp_optim_sumsq_avx512};
-
 /* sum of squares of one gradient tensor times f (double; inf/nan when it holds one) */
-static double grad_sumsq(const amp_tensor *g, float f) {
-    int64_t cnt = amp_tensor_numel(g);
-    const char *base = amp__data(g);
-    size_t es = amp_dtype_size(g->dtype);
-    amp_optim_sumsq_fn sumsq = AMP_DISPATCH(g_sumsq_fns);
-    double s = 0;
-#pragma omp parallel for reduction(+ : s) schedule(static) if (cnt > PAR_MIN)
-    for (int64_t t0 = 0; t0 < cnt; t0 += TILE) {
-        float tmp[TILE];
-        int64_t m = cnt - t0 < TILE ? cnt - t0 : TILE;
-        const float *src = tmp;
-        if (g->dtype == AMP_F32) src = (const float *)(base + (size_t)t0 * es);
-        else load_f32(tmp, base + (size_t)t0 * es, g->dtype, m);
-        s += sumsq(f, m, src);
-    }
+static double grad_sumsq(const char *fn, const amp_tensor *g, float f) {
+    const amp_backend *be = amp__backend_of(fn, g);
+    double s = NAN;
+    amp_tensor *one[1] = {(amp_tensor *)g};
+    if (!be || AMP_BE_CALL(be, optim_sumsq, fn, one, 1, f, &s, NULL) != AMP_OK) return NAN;
     return s;
 }
 
@@ -680,7 +835,7 @@ double amp__optim_sumsq_unscaled(amp_optim *opt, float inv_scale, int *first_bad
     for (int i = 0; i < opt->n; i++) {
         const amp_tensor *g = current_grad(opt, &opt->ps[i]);
         if (!g) continue;
-        double s = grad_sumsq(g, inv_scale);
+        double s = grad_sumsq("amp_scaler_clip_grad_norm", g, inv_scale);
         if (!isfinite(s) && first_bad && *first_bad < 0) *first_bad = i;
         total += s;
     }
@@ -720,7 +875,7 @@ static double clip_list_dist(const char *fn, amp_tensor **gs, const bool *sharde
     double total = 0, total_sharded = 0;
     for (int i = 0; i < n; i++) {
         if (!gs[i]) continue;
-        double s = grad_sumsq(gs[i], 1.0f);
+        double s = grad_sumsq(fn, gs[i], 1.0f);
         if (sharded && sharded[i]) total_sharded += s;
         else total += s;
     }
@@ -738,22 +893,12 @@ static double clip_list_dist(const char *fn, amp_tensor **gs, const bool *sharde
         amp_tensor *g = gs[i];
         if (!g) continue;
         amp__bump_version(g);
-        int64_t cnt = amp_tensor_numel(g);
-        char *base = amp__data(g);
-        size_t es = amp_dtype_size(g->dtype);
-#pragma omp parallel for schedule(static) if (cnt > PAR_MIN)
-        for (int64_t t0 = 0; t0 < cnt; t0 += TILE) {
-            float tmp[TILE];
-            int64_t m = cnt - t0 < TILE ? cnt - t0 : TILE;
-            load_f32(tmp, base + (size_t)t0 * es, g->dtype, m);
-            for (int64_t k = 0; k < m; k++) tmp[k] *= cf;
-            store_f32(base + (size_t)t0 * es, g->dtype, tmp, m, AMP_ROUND_NEAREST, 0, 0);
-        }
+        amp_tensor *one[1] = {g};
+        const amp_backend *be = amp__backend_of(fn, g);
+        if (!be || AMP_BE_CALL(be, optim_scale_grads, fn, one, 1, cf, NULL) != AMP_OK) return -1;
     }
     return norm;
 }
-
-/* The gradients the next steps of opts[0..n) will use, into a new array. */
 static amp_tensor **optim_grads(const char *fn, amp_optim *const *opts, int n, int *count) {
     int total = 0;
     for (int k = 0; k < n; k++) total += opts[k]->n;
@@ -853,16 +998,7 @@ amp_status amp_clip_grad_value(amp_optim *opt, double clip) {
         amp_tensor *g = (amp_tensor *)current_grad(opt, &opt->ps[i]);
         if (!g) continue;
         amp__bump_version(g);
-        int64_t n = amp_tensor_numel(g);
-        char *base = amp__data(g);
-        size_t es = amp_dtype_size(g->dtype);
-        for (int64_t t0 = 0; t0 < n; t0 += TILE) {
-            float tmp[TILE];
-            int64_t m = n - t0 < TILE ? n - t0 : TILE;
-            load_f32(tmp, base + (size_t)t0 * es, g->dtype, m);
-            for (int64_t k = 0; k < m; k++) tmp[k] = tmp[k] < -c ? -c : tmp[k] > c ? c : tmp[k];
-            store_f32(base + (size_t)t0 * es, g->dtype, tmp, m, AMP_ROUND_NEAREST, 0, 0);
-        }
+        amp__cpu_clamp_grad(g, c);
     }
     return AMP_OK;
 }

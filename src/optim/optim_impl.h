@@ -3,6 +3,7 @@
 #define AMP_OPTIM_IMPL_H
 
 #include "amp/optim.h"
+#include "kernels/backend.h"
 #include "tensor/tensor_impl.h"
 
 typedef struct {
@@ -15,6 +16,7 @@ typedef struct {
     int64_t step;
     double weight_decay;    /* this parameter's (torch's param group setting); starts as opts.weight_decay */
     int64_t sr_off;         /* stochastic-rounding offset of element 0 in a step's stream; -1: after the previous parameters */
+    bool mom_dev_pending;   /* device: momentum made, its first applied step not yet seen by the host */
 } amp_param_state;
 
 /* An optimizer made by a data-parallel object (src/dist/ddp.c): decisions
@@ -45,6 +47,21 @@ struct amp_optim {
     uint64_t sr_span;      /* stream advance per step; 0: the parameters' total size */
     bool master_grads_valid;
     amp_optim_dist dist;
+    /* Optimizers on a device (kernels/backend.h's optimizer entries): the
+     * host counts every step it queues; the device counts the ones its
+     * found_inf flag skipped (dcounts, AMP_OPTIM_CNT_*), and
+     * amp__optim_dev_sync takes them back from the host's counts when the
+     * host asks (the getters, checkpoints). dpow: beta1^k, beta2^k from the
+     * host's libm for k < dpow_n (the device's bias corrections with the
+     * CPU's bits). dplain: the found_inf flag of amp_optim_step. */
+    const amp_backend *dbe;
+    int64_t *dcounts;
+    bool dcounts_dirty;
+    double *dpow;
+    int64_t dpow_n;
+    bool dpow_done;
+    double dpow_b1, dpow_b2;
+    amp_dev_scaler *dplain;
 };
 
 /* amp_optim_new that also accepts n = 0 (a ZeRO-1 rank may own no element
@@ -53,14 +70,21 @@ amp_optim *amp__optim_new(const char *fn, amp_tensor *const *params, int n, cons
 /* Agreement on a skip decision across ranks (no-op for ordinary optimizers). */
 amp_status amp__optim_agree(amp_optim *opt, bool *found_inf);
 
+/* AMP_OK when every parameter, gradient and state tensor of opt is on one
+ * device (*dev, may be NULL), else the error naming fn and the parameter. */
+amp_status amp__optim_device(const char *fn, const amp_optim *opt, amp_device *dev);
+/* AMP_OK when every tensor of opt is in host memory, else the error naming
+ * fn (for what runs on the CPU only so far). */
+amp_status amp__optim_on_cpu(const char *fn, const amp_optim *opt);
+/* The host's step counts and stochastic-rounding position made exact after
+ * device steps (waits for the device; see struct amp_optim). */
+amp_status amp__optim_dev_sync(const char *fn, amp_optim *opt);
+void amp__optim_dev_free(amp_optim *opt);
 /* The skip decision, read-only: is every gradient element the next step
  * would use finite once multiplied by inv_scale (the unscaled value, the
  * same f32 product the update kernel computes)? *first_bad (may be NULL)
- * gets the index of the first parameter with an inf/nan (-1 if none). */
-/* AMP_OK when every parameter, gradient and state tensor of opt is in host
- * memory (the optimizers update on the CPU only so far), else the error
- * naming fn and the parameter. */
-amp_status amp__optim_on_cpu(const char *fn, const amp_optim *opt);
+ * gets the index of the first parameter with an inf/nan (-1 if none). On a
+ * device this waits for the answer. */
 bool amp__optim_check_unscaled(amp_optim *opt, float inv_scale, int *first_bad);
 /* The sum of squares (double) of the gradients the next step would use, each
  * element multiplied by inv_scale in f32 as the update does: inf/nan when
@@ -73,13 +97,17 @@ double amp__optim_sumsq_unscaled(amp_optim *opt, float inv_scale, int *first_bad
  * multiply: a finite gradient can unscale to inf; torch checks before).
  * *first_bad (may be NULL) as above. An f16 gradient on a non-master
  * optimizer is refused ("Attempting to unscale FP16 gradients"), as torch
- * does. */
-amp_status amp__optim_unscale(amp_optim *opt, float inv_scale, bool *found_inf, int *first_bad, const char *fn);
+ * does. On a device, ds (the scaler's device state) gives the scale and
+ * receives the flag; *found_inf and *first_bad are left alone. */
+amp_status amp__optim_unscale(amp_optim *opt, float inv_scale, amp_dev_scaler *ds, bool *found_inf, int *first_bad,
+                              const char *fn);
 /* One update, multiplying gradients by inv_scale on the fly (pass 1.0f when
  * they are already unscaled): the fused unscale + update + half write-back.
  * The caller has checked the gradients; a result that is still non-finite
  * (f32 overflow of finite values) is never kept: AMP_ERR_RANGE naming fn
- * and the parameter (see step_param). */
-amp_status amp__optim_step_scaled(amp_optim *opt, float inv_scale, const char *fn);
+ * and the parameter (see step_param). On a device: ds is the scaler's
+ * device state (its found_inf flag skips the step on the device), and with
+ * ds_scale the gradients are also multiplied by its scale's reciprocal. */
+amp_status amp__optim_step_scaled(amp_optim *opt, float inv_scale, amp_dev_scaler *ds, bool ds_scale, const char *fn);
 
 #endif

@@ -69,6 +69,8 @@ void amp__journal_record(amp_tensor *t) {
     g_j[g_jn++] = (journal_entry){amp_tensor_retain(t), old, nbytes, amp__version(t), 1};
 }
 
+size_t amp__journal_size(void) { return g_jn; }
+
 void amp__journal_commit(void) {
     for (size_t i = 0; i < g_jn; i++) {
         amp__release(g_j[i].t);

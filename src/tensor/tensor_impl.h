@@ -156,6 +156,7 @@ static inline uint64_t amp__version(const amp_tensor *t) {
 void amp__journal_record(amp_tensor *t);
 void amp__journal_commit(void);
 void amp__journal_rollback(void);
+size_t amp__journal_size(void); /* entries recorded on this thread (0: nothing to roll back) */
 void amp__journal_arm(void);    /* amp_scaler_new */
 void amp__journal_disarm(void); /* amp_scaler_free; the last one commits */
 

@@ -6,6 +6,7 @@
 #include "kernels/cpu/backend_cpu_gather.h"
 #include "kernels/cpu/backend_cpu_gemm.h"
 #include "kernels/cpu/backend_cpu_reduce.h"
+#include "kernels/cpu/backend_cpu_optim.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm.h"
 #include "tensor/tensor_impl.h"
@@ -113,4 +114,9 @@ const amp_backend amp_backend_cpu = {
     .max_backward = amp__cpu_max_backward,
     .norm = amp__cpu_norm,
     .norm_backward = amp__cpu_norm_backward,
+    .optim_check = amp__cpu_optim_check,
+    .optim_unscale = amp__cpu_optim_unscale,
+    .optim_step = amp__cpu_optim_step,
+    .optim_sumsq = amp__cpu_optim_sumsq,
+    .optim_scale_grads = amp__cpu_optim_scale_grads,
 };

@@ -5,6 +5,7 @@
 
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/cuda_optim.h"
 
 /* cuda_ctx.c */
 void *amp__cu_raw_alloc(size_t nbytes);
@@ -120,4 +121,18 @@ const amp_backend amp__cuda_table = {
     .max_backward = amp__cu_max_backward,
     .norm = amp__cu_norm,
     .norm_backward = amp__cu_norm_backward,
+    .optim_check = amp__cu_optim_check,
+    .optim_unscale = amp__cu_optim_unscale,
+    .optim_step = amp__cu_optim_step,
+    .optim_sumsq = amp__cu_optim_sumsq,
+    .optim_scale_grads = amp__cu_optim_scale_grads,
+    .scaler_new = amp__cu_scaler_new,
+    .scaler_free = amp__cu_scaler_free,
+    .scaler_scale = amp__cu_scaler_scale,
+    .scaler_select = amp__cu_scaler_select,
+    .scaler_reset_found = amp__cu_scaler_reset_found,
+    .scaler_update = amp__cu_scaler_update,
+    .scaler_set = amp__cu_scaler_set,
+    .scaler_read = amp__cu_scaler_read,
+    .copy_if_found = amp__cu_copy_if_found,
 };

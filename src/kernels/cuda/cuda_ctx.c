@@ -76,6 +76,13 @@ static amp_status report_recorded(const char *fn) {
         what = g_codes[code - 1].what;
     }
     pthread_mutex_unlock(&g_code_mu);
+    if (limit < 0) { /* not an index: a value check (the optimizers': value = the parameter, elem = its element or -1) */
+        if (elem >= 0)
+            return amp_error(AMP_ERR_RANGE, "%s: %s: parameter %lld, element %lld (found on the GPU by %s; reported at the next "
+                                            "synchronisation)", fn, what, value, elem, op);
+        return amp_error(AMP_ERR_RANGE, "%s: %s: parameter %lld (found on the GPU by %s; reported at the next "
+                                        "synchronisation)", fn, what, value, op);
+    }
     return amp_error(AMP_ERR_RANGE, "%s: %s %lld (element %lld) is out of range [0, %lld) (found on the GPU by %s; reported "
                                     "at the next synchronisation)", fn, what, value, elem, limit, op);
 }

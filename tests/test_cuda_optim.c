@@ -1,0 +1,434 @@
+/* The optimizers and the GradScaler on a CUDA device against the same calls
+ * on the CPU (kernels/backend.h's optimizer and scaler entries, src/optim/,
+ * src/amp/scaler.c). Skipped (exit 77, "SKIP: no CUDA device: ...") where no
+ * GPU can be used.
+ *
+ * Each case runs the same parameters, the same gradients and the same
+ * found-inf sequence (inf or nan written into chosen gradients at chosen
+ * steps) through the public API on both devices, then compares:
+ *  - the scaler's scale history, growth tracker, skipped count, consecutive
+ *    overflows and hysteresis: exactly (the device's update is the CPU's
+ *    arithmetic: double products rounded once to f32);
+ *  - every parameter, f32 master weight, Adam moment and momentum buffer:
+ *    bit for bit (the device evaluates the CPU kernels' expressions in the
+ *    same order without FMA contraction, IEEE division and square root; the
+ *    bias corrections come from the host's pow; stochastic rounding uses the
+ *    same Philox counters, the skipped steps giving theirs back);
+ *  - the step counts and the stochastic-rounding position read back.
+ * Gradient clipping (amp_clip_grad_norm on cuda): the norm within 1e-12
+ * relative of the CPU's (the device sums the squares in double in another
+ * order) and the clipped gradients within one f32 rounding of the CPU's
+ * (the coefficient max_norm / (norm + 1e-6), rounded to f32, may differ in
+ * its last bit when the norms do).
+ *
+ * Every comparison reports the case, the step, the tensor, the element and
+ * both values, and the cases go on past a failure (one run shows all). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_support.h"
+
+static int g_failures;
+
+#define CHECK(cond, ...)                                                                                              \
+    do {                                                                                                              \
+        if (!(cond)) {                                                                                                \
+            g_failures++;                                                                                             \
+            printf("FAIL: ");                                                                                         \
+            printf(__VA_ARGS__);                                                                                      \
+            printf("\n");                                                                                             \
+            fflush(stdout);                                                                                           \
+        }                                                                                                             \
+    } while (0)
+
+static amp_tensor *host_copy(const amp_tensor *t) {
+    amp_tensor *h = amp_tensor_to((amp_tensor *)t, AMP_DEVICE_CPU);
+    if (!h) printf("amp_tensor_to: %s\n", amp_last_error());
+    assert_non_null(h);
+    return h;
+}
+
+static double get1(const amp_tensor *t, int64_t i) { return amp_tensor_get(t, &i); }
+
+static uint64_t bits_at(const amp_tensor *t, int64_t i) {
+    uint64_t u = 0;
+    size_t es = amp_dtype_size(amp_tensor_dtype(t));
+    memcpy(&u, (const char *)amp_tensor_data((amp_tensor *)t) + (size_t)i * es, es);
+    return u;
+}
+
+/* bitwise (NaN == NaN); at most 5 elements reported per tensor */
+static void same_bits(const char *cs, const char *what, const amp_tensor *cpu, const amp_tensor *dev) {
+    if (!cpu || !dev) {
+        CHECK(!cpu && !dev, "%s: %s: present on one device only (cpu %p, cuda %p)", cs, what, (void *)cpu, (void *)dev);
+        return;
+    }
+    amp_tensor *h = host_copy(dev);
+    int64_t n = amp_tensor_numel(cpu);
+    int shown = 0, bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double x = get1(cpu, i), y = get1(h, i);
+        if (isnan(x) && isnan(y)) continue;
+        if (bits_at(cpu, i) != bits_at(h, i)) {
+            bad++;
+            if (shown++ < 5) CHECK(0, "%s: %s: element %lld: cpu %.9g vs cuda %.9g", cs, what, (long long)i, x, y);
+        }
+    }
+    if (bad > 5) printf("  (%s: %s: %d elements differ in all)\n", cs, what, bad);
+    amp_tensor_free(h);
+}
+
+/* ---- one training sequence on a device ------------------------------------------------ */
+#define NP 3
+static const int64_t g_sizes[NP] = {1000, 70000, 131075}; /* one chunk, two, three (65536 per chunk) */
+
+typedef struct {
+    const char *name;
+    amp_optim_opts o;
+    amp_dtype pdt;        /* parameter dtype */
+    bool scaler;          /* through amp_scaler_step/update (else amp_optim_step) */
+    amp_scaler_opts so;
+    int steps;
+    int unscale_first;    /* call amp_scaler_unscale before step */
+    int clip;             /* amp_clip_grad_norm_optims between unscale and step (needs unscale_first) */
+} seq_case;
+
+/* the gradient of parameter i at step k (the same on both devices); bad
+ * values at chosen steps: 3 inf in parameter 1, 6 nan in parameter 2,
+ * 7 and 8 inf in parameter 0 (two overflows in a row: hysteresis) */
+static amp_tensor *grad_at(const seq_case *c, int i, int k, double gscale) {
+    /* fixed values (not tied to the scale), the same on both devices */
+    amp_generator g = amp_generator_make(1000u + 31u * (uint64_t)k + (uint64_t)i);
+    int64_t shape[1] = {g_sizes[i]};
+    amp_tensor *f = amp_tensor_randn(AMP_F32, 1, shape, &g);
+    float *p = amp_tensor_data(f);
+    for (int64_t j = 0; j < g_sizes[i]; j++) p[j] = (float)(p[j] * gscale);
+    if ((k == 3 && i == 1) || ((k == 7 || k == 8) && i == 0)) p[g_sizes[i] / 2] = INFINITY;
+    if (k == 6 && i == 2) p[g_sizes[i] - 1] = NAN;
+    amp_tensor *t = amp_tensor_empty(c->pdt, 1, shape);
+    assert_int_equal(amp_tensor_copy_(t, f), AMP_OK);
+    amp_tensor_free(f);
+    return t;
+}
+
+typedef struct {
+    amp_tensor *params[NP];
+    amp_optim *opt;
+    amp_scaler *sc;
+    double norms[16];
+} run_out;
+
+static void run_seq(const seq_case *c, amp_device dev, run_out *r) {
+    memset(r, 0, sizeof *r);
+    for (int i = 0; i < NP; i++) {
+        amp_generator g = amp_generator_make(7u + (uint64_t)i);
+        int64_t shape[1] = {g_sizes[i]};
+        amp_tensor *f = amp_tensor_randn(AMP_F32, 1, shape, &g);
+        amp_tensor *p = amp_tensor_empty(c->pdt, 1, shape);
+        assert_int_equal(amp_tensor_copy_(p, f), AMP_OK);
+        amp_tensor_free(f);
+        assert_int_equal(amp_tensor_set_requires_grad(p, true), AMP_OK);
+        if (dev != AMP_DEVICE_CPU) assert_int_equal(amp_tensor_move_(p, dev), AMP_OK);
+        r->params[i] = p;
+    }
+    r->opt = amp_optim_new(r->params, NP, &c->o);
+    if (!r->opt) printf("%s: amp_optim_new: %s\n", c->name, amp_last_error());
+    assert_non_null(r->opt);
+    amp_optim_set_param_weight_decay(r->opt, 2, 0.0); /* a parameter group without decay */
+    if (c->scaler) {
+        r->sc = amp_scaler_new(&c->so);
+        assert_non_null(r->sc);
+    }
+    for (int k = 0; k < c->steps; k++) {
+        for (int i = 0; i < NP; i++) {
+            amp_tensor *g = grad_at(c, i, k, 64.0);
+            amp_status st = amp_tensor_set_grad(r->params[i], g);
+            if (st) printf("set_grad: %s\n", amp_last_error());
+            assert_int_equal(st, AMP_OK);
+            amp_tensor_free(g);
+        }
+        amp_status st;
+        if (c->scaler) {
+            if (c->unscale_first) {
+                st = amp_scaler_unscale(r->sc, r->opt);
+                CHECK(st == AMP_OK, "%s: step %d: unscale on %s: %s", c->name, k, amp_device_name(dev), amp_last_error());
+                if (c->clip) {
+                    double nrm = amp_clip_grad_norm_optims(&r->opt, 1, 50.0, r->sc);
+                    if (k < 16) r->norms[k] = nrm;
+                }
+            }
+            st = amp_scaler_step(r->sc, r->opt, NULL);
+            CHECK(st == AMP_OK, "%s: step %d: amp_scaler_step on %s: %s", c->name, k, amp_device_name(dev), amp_last_error());
+            st = amp_scaler_update(r->sc);
+            CHECK(st == AMP_OK, "%s: step %d: amp_scaler_update on %s: %s", c->name, k, amp_device_name(dev),
+                  amp_last_error());
+        } else {
+            st = amp_optim_step(r->opt);
+            /* the CPU refuses a step with a non-finite gradient at once; cuda skips it on the device and reports it at
+             * the next synchronisation */
+            if (dev != AMP_DEVICE_CPU) {
+                amp_status s2 = amp_cuda_synchronize();
+                if (st == AMP_OK) st = s2;
+            }
+            bool bad_step = k == 3 || k == 6 || k == 7 || k == 8;
+            CHECK((st != AMP_OK) == bad_step, "%s: step %d on %s: status %d (%s), expected %s", c->name, k,
+                  amp_device_name(dev), (int)st, st ? amp_last_error() : "ok", bad_step ? "an error" : "ok");
+            if (bad_step && st != AMP_OK)
+                CHECK(strstr(amp_last_error(), "inf or nan") != NULL, "%s: step %d on %s: message '%s'", c->name, k,
+                      amp_device_name(dev), amp_last_error());
+        }
+    }
+}
+
+static void free_run(run_out *r) {
+    amp_scaler_free(r->sc);
+    amp_optim_free(r->opt);
+    for (int i = 0; i < NP; i++) amp_tensor_free(r->params[i]);
+}
+
+static void compare_runs(const seq_case *c, run_out *a, run_out *b) {
+    char what[64];
+    for (int i = 0; i < NP; i++) {
+        snprintf(what, sizeof what, "param %d", i);
+        same_bits(c->name, what, a->params[i], b->params[i]);
+        static const char *names[] = {"master", "exp_avg", "exp_avg_sq", "momentum_buffer"};
+        for (int j = 0; j < 4; j++) {
+            bool has = (j == 0 && c->o.master_weights) || (j < 3 && j > 0 && c->o.kind != AMP_OPTIM_SGD) ||
+                       (j == 3 && c->o.kind == AMP_OPTIM_SGD && c->o.momentum != 0);
+            if (!has) continue;
+            snprintf(what, sizeof what, "param %d %s", i, names[j]);
+            same_bits(c->name, what, amp_optim_state(a->opt, i, names[j]), amp_optim_state(b->opt, i, names[j]));
+        }
+        /* torch leaves the unscaled gradient in .grad (non-master optimizers) */
+        snprintf(what, sizeof what, "param %d .grad after the last step", i);
+        same_bits(c->name, what, amp_tensor_grad(a->params[i]), amp_tensor_grad(b->params[i]));
+        CHECK(amp_optim_param_steps(a->opt, i) == amp_optim_param_steps(b->opt, i), "%s: param %d steps: cpu %lld cuda %lld",
+              c->name, i, (long long)amp_optim_param_steps(a->opt, i), (long long)amp_optim_param_steps(b->opt, i));
+    }
+    CHECK(amp_optim_steps(a->opt) == amp_optim_steps(b->opt), "%s: optimizer steps: cpu %lld cuda %lld", c->name,
+          (long long)amp_optim_steps(a->opt), (long long)amp_optim_steps(b->opt));
+    CHECK(amp_optim_sr_counter(a->opt) == amp_optim_sr_counter(b->opt), "%s: sr_counter: cpu %llu cuda %llu", c->name,
+          (unsigned long long)amp_optim_sr_counter(a->opt), (unsigned long long)amp_optim_sr_counter(b->opt));
+    if (!c->scaler) return;
+    int64_t na = 0, nb = 0;
+    const float *ha = amp_scaler_scale_history(a->sc, &na);
+    const float *hb = amp_scaler_scale_history(b->sc, &nb);
+    CHECK(na == nb, "%s: scale history lengths: cpu %lld cuda %lld", c->name, (long long)na, (long long)nb);
+    for (int64_t k = 0; k < na && k < nb; k++)
+        CHECK(memcmp(&ha[k], &hb[k], 4) == 0, "%s: scale after update %lld: cpu %.9g cuda %.9g", c->name, (long long)k,
+              (double)ha[k], (double)hb[k]);
+    amp_scaler_state sa, sb;
+    assert_int_equal(amp_scaler_state_get(a->sc, &sa), AMP_OK);
+    assert_int_equal(amp_scaler_state_get(b->sc, &sb), AMP_OK);
+    CHECK(sa.scale == sb.scale && sa.growth_tracker == sb.growth_tracker && sa.num_skipped == sb.num_skipped &&
+              sa.num_updates == sb.num_updates && sa.hysteresis_left == sb.hysteresis_left,
+          "%s: scaler state: cpu scale %.9g tracker %lld skipped %lld updates %lld hysteresis_left %d; cuda %.9g %lld %lld "
+          "%lld %d",
+          c->name, sa.scale, (long long)sa.growth_tracker, (long long)sa.num_skipped, (long long)sa.num_updates,
+          sa.hysteresis_left, sb.scale, (long long)sb.growth_tracker, (long long)sb.num_skipped, (long long)sb.num_updates,
+          sb.hysteresis_left);
+    CHECK(amp_scaler_consecutive_overflows(a->sc) == amp_scaler_consecutive_overflows(b->sc),
+          "%s: consecutive overflows: cpu %lld cuda %lld", c->name, (long long)amp_scaler_consecutive_overflows(a->sc),
+          (long long)amp_scaler_consecutive_overflows(b->sc));
+    if (c->clip)
+        for (int k = 0; k < c->steps && k < 16; k++) {
+            double x = a->norms[k], y = b->norms[k];
+            bool ok = (isnan(x) && isnan(y)) || (isinf(x) && isinf(y)) || fabs(x - y) <= 1e-12 * fabs(x);
+            CHECK(ok, "%s: clip norm at step %d: cpu %.17g cuda %.17g", c->name, k, x, y);
+        }
+}
+
+static void run_case(const seq_case *c) {
+    run_out a, b;
+    run_seq(c, AMP_DEVICE_CPU, &a);
+    run_seq(c, AMP_DEVICE_CUDA, &b);
+    compare_runs(c, &a, &b);
+    free_run(&a);
+    free_run(&b);
+}
+
+static amp_scaler_opts scaler_opts(void) {
+    amp_scaler_opts so;
+    memset(&so, 0, sizeof so);
+    so.init_scale = 1024.0;
+    so.growth_interval = 2; /* growth within the sequence */
+    so.hysteresis = 2;      /* two overflows before a backoff (steps 7, 8) */
+    return so;
+}
+
+static void finish(const char *what) {
+    if (g_failures) fail_msg("%s: %d comparison(s) failed (listed above)", what, g_failures);
+    g_failures = 0;
+}
+
+/* AdamW with f32 master weights over bf16 and f16 parameters, round to
+ * nearest and stochastic rounding, through the scaler's fused step */
+static void t_adamw_master(void **state) {
+    (void)state;
+    amp_dtype dts[2] = {AMP_BF16, AMP_F16};
+    for (int d = 0; d < 2; d++)
+        for (int rm = 0; rm < 2; rm++) {
+            seq_case c;
+            memset(&c, 0, sizeof c);
+            char name[96];
+            snprintf(name, sizeof name, "adamw master %s %s", amp_dtype_name(dts[d]), rm ? "stochastic" : "nearest");
+            c.name = name;
+            c.o = amp_adamw_opts(1e-3);
+            c.o.weight_decay = 0.1;
+            c.o.master_weights = true;
+            c.o.rounding = rm ? AMP_ROUND_STOCHASTIC : AMP_ROUND_NEAREST;
+            c.o.seed = 1234;
+            c.pdt = dts[d];
+            c.scaler = true;
+            c.so = scaler_opts();
+            c.steps = 12;
+            run_case(&c);
+        }
+    finish("t_adamw_master");
+}
+
+/* AdamW and Adam on f32 parameters (the gradient left unscaled in .grad),
+ * the scaler's unscale then step */
+static void t_adam_f32(void **state) {
+    (void)state;
+    for (int k = 0; k < 2; k++) {
+        seq_case c;
+        memset(&c, 0, sizeof c);
+        c.name = k ? "adam f32 unscale+step" : "adamw f32 fused";
+        c.o = k ? amp_adam_opts(2e-3) : amp_adamw_opts(1e-3);
+        if (k) c.o.weight_decay = 0.01;
+        c.pdt = AMP_F32;
+        c.scaler = true;
+        c.so = scaler_opts();
+        c.steps = 12;
+        c.unscale_first = k;
+        run_case(&c);
+    }
+    /* a beta1 above 0.5 takes torch's other lerp form */
+    seq_case c;
+    memset(&c, 0, sizeof c);
+    c.name = "adamw beta1 0.3";
+    c.o = amp_adamw_opts(1e-3);
+    c.o.beta1 = 0.3;
+    c.pdt = AMP_F32;
+    c.scaler = true;
+    c.so = scaler_opts();
+    c.steps = 10;
+    run_case(&c);
+    finish("t_adam_f32");
+}
+
+/* SGD: momentum, nesterov, dampening, weight decay; f32 and bf16
+ * parameters; master weights; through the scaler and without one */
+static void t_sgd(void **state) {
+    (void)state;
+    struct {
+        double mom, damp, wd;
+        bool nesterov, master, scaler;
+        amp_dtype dt;
+        const char *name;
+    } v[] = {
+        {0.9, 0, 0, false, false, true, AMP_F32, "sgd momentum f32"},
+        {0.9, 0, 1e-4, true, false, true, AMP_F32, "sgd nesterov wd f32"},
+        {0.5, 0.1, 0, false, false, true, AMP_BF16, "sgd dampening bf16 in place"},
+        {0.9, 0, 0, false, true, true, AMP_BF16, "sgd momentum master bf16"},
+        {0, 0, 0, false, false, true, AMP_F32, "sgd plain f32"},
+        {0.9, 0, 0, true, false, false, AMP_F32, "sgd nesterov without scaler"},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        seq_case c;
+        memset(&c, 0, sizeof c);
+        c.name = v[i].name;
+        c.o = amp_sgd_opts(0.05);
+        c.o.momentum = v[i].mom;
+        c.o.dampening = v[i].damp;
+        c.o.weight_decay = v[i].wd;
+        c.o.nesterov = v[i].nesterov;
+        c.o.master_weights = v[i].master;
+        c.pdt = v[i].dt;
+        c.scaler = v[i].scaler;
+        c.so = scaler_opts();
+        c.steps = 10;
+        run_case(&c);
+    }
+    finish("t_sgd");
+}
+
+/* amp_optim_step without a scaler: AdamW with master weights (bf16) */
+static void t_plain_step(void **state) {
+    (void)state;
+    seq_case c;
+    memset(&c, 0, sizeof c);
+    c.name = "adamw master bf16 without scaler";
+    c.o = amp_adamw_opts(1e-3);
+    c.o.master_weights = true;
+    c.pdt = AMP_BF16;
+    c.steps = 10;
+    run_case(&c);
+    finish("t_plain_step");
+}
+
+/* the scaler's scale on a device: the loss times the device's scale, the
+ * backward's gradient times it too, and the trace with static/limited settings */
+static void t_scaler_scale(void **state) {
+    (void)state;
+    amp_scaler_opts so = scaler_opts();
+    amp_scaler *sc = amp_scaler_new(&so);
+    amp_tensor *x = amp_tensor_full(AMP_F32, 0, NULL, 1.5);
+    assert_int_equal(amp_tensor_set_requires_grad(x, true), AMP_OK);
+    assert_int_equal(amp_tensor_move_(x, AMP_DEVICE_CUDA), AMP_OK);
+    amp_tensor *y = amp_scaler_scale(sc, x);
+    if (!y) printf("amp_scaler_scale: %s\n", amp_last_error());
+    assert_non_null(y);
+    CHECK(amp_tensor_device(y) == AMP_DEVICE_CUDA, "scaled loss on %s", amp_device_name(amp_tensor_device(y)));
+    CHECK(amp_tensor_item(y) == 1536.0, "scaled loss %.9g, expected 1536", amp_tensor_item(y));
+    assert_int_equal(amp_backward(y), AMP_OK);
+    amp_tensor *g = amp_tensor_grad(x);
+    CHECK(g && amp_tensor_item(g) == 1024.0, "d(scaled)/dx %.9g, expected 1024", g ? amp_tensor_item(g) : -1.0);
+    CHECK(amp_scaler_get_scale(sc) == 1024.0, "scale %.9g", amp_scaler_get_scale(sc));
+    amp_tensor_free(y);
+    amp_tensor_free(x);
+    amp_scaler_free(sc);
+    finish("t_scaler_scale");
+}
+
+/* the guard: a finite gradient whose update overflows is never kept */
+static void t_guard(void **state) {
+    (void)state;
+    int64_t shape[1] = {4};
+    amp_tensor *p = amp_tensor_full(AMP_F32, 1, shape, 3e38);
+    assert_int_equal(amp_tensor_set_requires_grad(p, true), AMP_OK);
+    assert_int_equal(amp_tensor_move_(p, AMP_DEVICE_CUDA), AMP_OK);
+    amp_optim_opts o = amp_sgd_opts(1.0);
+    amp_optim *opt = amp_optim_new(&p, 1, &o);
+    assert_non_null(opt);
+    amp_tensor *g = amp_tensor_full(AMP_F32, 1, shape, -3e38);
+    float *gd = amp_tensor_data(g);
+    gd[1] = 1e37f; /* element 1 stays finite: updated */
+    assert_int_equal(amp_tensor_set_grad(p, g), AMP_OK);
+    amp_status st = amp_optim_step(opt);
+    amp_status s2 = amp_cuda_synchronize();
+    CHECK(st == AMP_OK && s2 == AMP_ERR_RANGE, "guard: step %d, synchronize %d (%s)", (int)st, (int)s2, amp_last_error());
+    CHECK(strstr(amp_last_error(), "non-finite") != NULL, "guard message: %s", amp_last_error());
+    amp_tensor *h = host_copy(p);
+    volatile float w0 = 3e38f, g1 = 1e37f, nl = -1.0f;
+    float e1 = w0 + nl * g1;
+    CHECK(get1(h, 0) == (double)w0, "guard: element 0 is %.9g, expected it unchanged", get1(h, 0));
+    CHECK(get1(h, 1) == (double)e1, "guard: element 1 is %.9g, expected %.9g (updated)", get1(h, 1), (double)e1);
+    amp_tensor_free(h);
+    amp_tensor_free(g);
+    amp_optim_free(opt);
+    amp_tensor_free(p);
+    finish("t_guard");
+}
+
+int main(void) {
+    amp_test_require_cuda();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(t_scaler_scale), cmocka_unit_test(t_adamw_master), cmocka_unit_test(t_adam_f32),
+        cmocka_unit_test(t_sgd),          cmocka_unit_test(t_plain_step),   cmocka_unit_test(t_guard),
+    };
+    return amp_test_run(tests);
+}
