@@ -384,14 +384,45 @@ static void t_scaler_scale(void **state) {
     assert_non_null(y);
     CHECK(amp_tensor_device(y) == AMP_DEVICE_CUDA, "scaled loss on %s", amp_device_name(amp_tensor_device(y)));
     CHECK(amp_tensor_item(y) == 1536.0, "scaled loss %.9g, expected 1536", amp_tensor_item(y));
-    assert_int_equal(amp_backward(y), AMP_OK);
-    amp_tensor *g = amp_tensor_grad(x);
-    CHECK(g && amp_tensor_item(g) == 1024.0, "d(scaled)/dx %.9g, expected 1024", g ? amp_tensor_item(g) : -1.0);
     CHECK(amp_scaler_get_scale(sc) == 1024.0, "scale %.9g", amp_scaler_get_scale(sc));
+    /* bf16 loss: the f32 product rounded once */
+    amp_tensor *xb = amp_tensor_full(AMP_BF16, 1, AMP_SHAPE(3), 1.0078125);
+    amp_tensor *xc = amp_tensor_to(xb, AMP_DEVICE_CUDA);
+    amp_tensor *yb = amp_scaler_scale(sc, xc);
+    assert_non_null(yb);
+    amp_tensor *yh = host_copy(yb);
+    CHECK(amp_tensor_dtype(yh) == AMP_BF16 && get1(yh, 2) == 1032.0, "bf16 scaled loss %.9g (%s), expected 1032",
+          get1(yh, 2), amp_dtype_name(amp_tensor_dtype(yh)));
+    amp_tensor_free(yh);
+    amp_tensor_free(yb);
+    amp_tensor_free(xc);
+    amp_tensor_free(xb);
     amp_tensor_free(y);
     amp_tensor_free(x);
     amp_scaler_free(sc);
     finish("t_scaler_scale");
+}
+
+/* the backward of the scaled loss multiplies by the device scale (needs the
+ * autograd engine on the device: the seed gradient made on the loss's device) */
+static void t_scaler_scale_backward(void **state) {
+    (void)state;
+    amp_scaler_opts so = scaler_opts();
+    amp_scaler *sc = amp_scaler_new(&so);
+    amp_tensor *x = amp_tensor_full(AMP_F32, 0, NULL, 1.5);
+    assert_int_equal(amp_tensor_set_requires_grad(x, true), AMP_OK);
+    assert_int_equal(amp_tensor_move_(x, AMP_DEVICE_CUDA), AMP_OK);
+    amp_tensor *y = amp_scaler_scale(sc, x);
+    assert_non_null(y);
+    amp_status st = amp_backward(y);
+    CHECK(st == AMP_OK, "amp_backward of the scaled loss on cuda: %s", amp_last_error());
+    amp_tensor *g = amp_tensor_grad(x);
+    CHECK(g && amp_tensor_device(g) == AMP_DEVICE_CUDA && amp_tensor_item(g) == 1024.0,
+          "d(scaled)/dx %.9g, expected 1024 on cuda", g ? amp_tensor_item(g) : -1.0);
+    amp_tensor_free(y);
+    amp_tensor_free(x);
+    amp_scaler_free(sc);
+    finish("t_scaler_scale_backward");
 }
 
 /* the guard: a finite gradient whose update overflows is never kept */
@@ -429,6 +460,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_scaler_scale), cmocka_unit_test(t_adamw_master), cmocka_unit_test(t_adam_f32),
         cmocka_unit_test(t_sgd),          cmocka_unit_test(t_plain_step),   cmocka_unit_test(t_guard),
+        cmocka_unit_test(t_scaler_scale_backward),
     };
     return amp_test_run(tests);
 }

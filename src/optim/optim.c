@@ -356,23 +356,26 @@ amp_status amp_optim_load_state(amp_optim *opt, int i, const char *name, const a
 /* ---- devices ------------------------------------------------------------------------- */
 /* Every tensor of opt (parameters, gradients, state) on one device: *dev. */
 amp_status amp__optim_device(const char *fn, const amp_optim *opt, amp_device *dev) {
+    static const char *what[] = {"is", "has its gradient", "has its state", "has its state", "has its state",
+                                 "has its master weights", "has its master gradient"};
     amp_device d = AMP_DEVICE_CPU;
-    bool have = false;
+    int i0 = -1;
+    size_t k0 = 0;
     for (int i = 0; i < opt->n; i++) {
         const amp_param_state *ps = &opt->ps[i];
         const amp_tensor *ts[] = {ps->param, ps->param->grad, ps->exp_avg, ps->exp_avg_sq, ps->momentum, ps->master,
                                   ps->master_grad};
         for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) {
             if (!ts[k]) continue;
-            if (!have) {
+            if (i0 < 0) {
                 d = amp__dev(ts[k]);
-                have = true;
+                i0 = i;
+                k0 = k;
             } else if (amp__dev(ts[k]) != d) {
-                return amp_error(AMP_ERR_ARG, "%s: parameter %d %s on %s while parameter 0 is on %s (moved after the "
-                                                 "optimizer was made?); an optimizer's parameters, gradients and state must "
-                                                 "be on one device", fn, i,
-                                 k == 0 ? "is" : k == 1 ? "has its gradient" : "has state", amp_device_name(amp__dev(ts[k])),
-                                 amp_device_name(d));
+                return amp_error(AMP_ERR_ARG, "%s: parameter %d %s on %s but parameter %d %s on %s: an optimizer's "
+                                              "parameters, gradients and state must be on one device (moved after the "
+                                              "optimizer was made? move them together)",
+                                 fn, i, what[k], amp_device_name(amp__dev(ts[k])), i0, what[k0], amp_device_name(d));
             }
         }
     }
@@ -474,6 +477,7 @@ static amp_dev_scaler *dev_plain(const char *fn, amp_optim *opt, const amp_backe
     in.hysteresis_left = 1;
     in.static_scale = true;
     opt->dplain = be->scaler_new(fn, &in);
+    if (opt->dplain) opt->dbe = be;
     return opt->dplain;
 }
 
