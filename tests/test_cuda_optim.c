@@ -15,11 +15,12 @@
  *    bias corrections come from the host's pow; stochastic rounding uses the
  *    same Philox counters, the skipped steps giving theirs back);
  *  - the step counts and the stochastic-rounding position read back.
- * Gradient clipping (amp_clip_grad_norm on cuda): the norm within 1e-12
- * relative of the CPU's (the device sums the squares in double in another
- * order) and the clipped gradients within one f32 rounding of the CPU's
- * (the coefficient max_norm / (norm + 1e-6), rounded to f32, may differ in
- * its last bit when the norms do).
+ * Gradient clipping on cuda (amp_clip_grad_norm, _optims, the scaler's):
+ * the norm within 1e-12 relative of the CPU's (the device sums the squares
+ * in double in another order); the weights are then compared bit for bit
+ * too, which holds unless the coefficient max_norm / (norm + 1e-6) rounds
+ * to another f32 on the two devices (the norms would have to straddle an
+ * f32 rounding boundary: about one chance in 10^8 per step).
  *
  * Every comparison reports the case, the step, the tensor, the element and
  * both values, and the cases go on past a failure (one run shows all). */
@@ -92,7 +93,8 @@ typedef struct {
     amp_scaler_opts so;
     int steps;
     int unscale_first;    /* call amp_scaler_unscale before step */
-    int clip;             /* amp_clip_grad_norm_optims between unscale and step (needs unscale_first) */
+    int clip;             /* 1: amp_clip_grad_norm_optims between unscale and step (unscale_first); 2:
+                             amp_scaler_clip_grad_norm before step; 3: amp_clip_grad_norm (no scaler) */
 } seq_case;
 
 /* the gradient of parameter i at step k (the same on both devices); bad
@@ -150,12 +152,22 @@ static void run_seq(const seq_case *c, amp_device dev, run_out *r) {
             amp_tensor_free(g);
         }
         amp_status st;
+        if (c->clip == 2) {
+            double nrm = amp_scaler_clip_grad_norm(r->sc, &r->opt, 1, 5.0);
+            if (k < 16) r->norms[k] = nrm;
+            CHECK(nrm >= 0 || isnan(nrm), "%s: step %d: amp_scaler_clip_grad_norm on %s: %s", c->name, k, amp_device_name(dev),
+                  amp_last_error());
+        }
+        if (c->clip == 3) {
+            double nrm = amp_clip_grad_norm(r->opt, 5.0);
+            if (k < 16) r->norms[k] = nrm;
+        }
         if (c->scaler) {
             if (c->unscale_first) {
                 st = amp_scaler_unscale(r->sc, r->opt);
                 CHECK(st == AMP_OK, "%s: step %d: unscale on %s: %s", c->name, k, amp_device_name(dev), amp_last_error());
                 if (c->clip) {
-                    double nrm = amp_clip_grad_norm_optims(&r->opt, 1, 50.0, r->sc);
+                    double nrm = amp_clip_grad_norm_optims(&r->opt, 1, 5.0, r->sc);
                     if (k < 16) r->norms[k] = nrm;
                 }
             }
@@ -356,6 +368,41 @@ static void t_sgd(void **state) {
     finish("t_sgd");
 }
 
+/* clipping: the norm on the device (a multi-tensor sum of squares in
+ * double, another order than the CPU's: within 1e-12 relative), the clip
+ * coefficient rounded to f32 (the same bits unless the norms straddle an
+ * f32 rounding boundary of max_norm / (norm + 1e-6): about one chance in
+ * 10^8 per step), then the same updates */
+static void t_clip(void **state) {
+    (void)state;
+    struct {
+        int clip, unscale;
+        bool master, scaler;
+        amp_dtype dt;
+        const char *name;
+    } v[] = {
+        {2, 0, true, true, AMP_BF16, "adamw master bf16 amp_scaler_clip_grad_norm"},
+        {2, 0, false, true, AMP_F32, "adamw f32 amp_scaler_clip_grad_norm"},
+        {1, 1, true, true, AMP_F16, "adamw master f16 unscale + amp_clip_grad_norm_optims"},
+        {3, 0, false, false, AMP_F32, "adamw f32 amp_clip_grad_norm without scaler"},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        seq_case c;
+        memset(&c, 0, sizeof c);
+        c.name = v[i].name;
+        c.o = amp_adamw_opts(1e-3);
+        c.o.master_weights = v[i].master;
+        c.pdt = v[i].dt;
+        c.scaler = v[i].scaler;
+        c.so = scaler_opts();
+        c.steps = 10;
+        c.clip = v[i].clip;
+        c.unscale_first = v[i].unscale;
+        run_case(&c);
+    }
+    finish("t_clip");
+}
+
 /* amp_optim_step without a scaler: AdamW with master weights (bf16) */
 static void t_plain_step(void **state) {
     (void)state;
@@ -460,7 +507,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_scaler_scale), cmocka_unit_test(t_adamw_master), cmocka_unit_test(t_adam_f32),
         cmocka_unit_test(t_sgd),          cmocka_unit_test(t_plain_step),   cmocka_unit_test(t_guard),
-        cmocka_unit_test(t_scaler_scale_backward),
+        cmocka_unit_test(t_clip),         cmocka_unit_test(t_scaler_scale_backward),
     };
     return amp_test_run(tests);
 }

@@ -30,6 +30,7 @@ typedef struct {
     int first_bad; /* first parameter whose unscaled gradient held inf/nan, or -1 */
     bool clipped;  /* amp_scaler_clip_grad_norm checked it: the step multiplies by factor */
     float factor;  /* 1/scale times the clip coefficient */
+    float clip_cf; /* the clip coefficient alone (a device multiplies by its own 1/scale) */
 } opt_state;
 
 struct amp_scaler {
@@ -491,9 +492,9 @@ amp_status amp_scaler_step(amp_scaler *s, amp_optim *opt, bool *skipped) {
         amp_status rc = dev_slot(fn, s, st);
         if (rc != AMP_OK) return rc;
         float f = 1.0f;
-        bool ds_scale = false;
+        bool ds_scale = false, skip_unscales = false;
         if (st->stage == STAGE_READY && st->clipped) {
-            f = st->factor; /* the clip coefficient; the device's 1/scale is applied too */
+            f = st->clip_cf; /* the device's 1/scale times the clip coefficient: the CPU's factor */
             ds_scale = true;
         } else if (st->stage == STAGE_READY) {
             for (int i = 0; i < opt->n; i++) {
@@ -513,8 +514,9 @@ amp_status amp_scaler_step(amp_scaler *s, amp_optim *opt, bool *skipped) {
             s->dev_found_known = false;
             st->checked = true;
             ds_scale = true;
+            skip_unscales = true;
         }
-        rc = amp__optim_step_scaled(opt, f, s->ds, ds_scale, fn);
+        rc = amp__optim_step_scaled(opt, f, s->ds, ds_scale, skip_unscales, fn);
         st->stage = STAGE_STEPPED;
         if (rc == AMP_OK && skipped) { /* the caller asked: wait for the answer */
             rc = refresh(s);
@@ -551,7 +553,7 @@ amp_status amp_scaler_step(amp_scaler *s, amp_optim *opt, bool *skipped) {
         }
     }
     amp_status rc = AMP_OK;
-    if (!st->found_inf) rc = amp__optim_step_scaled(opt, inv, NULL, false, fn);
+    if (!st->found_inf) rc = amp__optim_step_scaled(opt, inv, NULL, false, false, fn);
     else opt->master_grads_valid = false;
     if (skipped) *skipped = st->found_inf;
     st->stage = STAGE_STEPPED;
@@ -572,12 +574,20 @@ double amp_scaler_clip_grad_norm(amp_scaler *s, amp_optim *const *opts, int n, d
         amp_error(AMP_ERR_ARG, "%s: max_norm %g must be finite and > 0", fn, max_norm);
         return -1;
     }
+    amp_device dev = AMP_DEVICE_CPU;
     for (int k = 0; k < n; k++) {
         if (!opts[k]) {
             amp_error(AMP_ERR_ARG, "%s: opts[%d] is NULL", fn, k);
             return -1;
         }
-        if (amp__optim_on_cpu(fn, opts[k]) != AMP_OK) return -1;
+        amp_device dk;
+        if (amp__optim_device(fn, opts[k], &dk) != AMP_OK) return -1;
+        if (k > 0 && dk != dev) {
+            amp_error(AMP_ERR_ARG, "%s: opts[%d] is on %s and opts[0] on %s: clip the optimizers of one device together", fn,
+                      k, amp_device_name(dk), amp_device_name(dev));
+            return -1;
+        }
+        dev = dk;
         for (int j = 0; j < k; j++)
             if (opts[j] == opts[k]) {
                 amp_error(AMP_ERR_ARG, "%s: opts[%d] and opts[%d] are the same optimizer", fn, j, k);
@@ -603,11 +613,35 @@ double amp_scaler_clip_grad_norm(amp_scaler *s, amp_optim *const *opts, int n, d
         }
         sts[k] = st;
     }
+    if (dev_attach(fn, s, dev) != AMP_OK) return -1;
+    if (s->ds) { /* the norm is returned to the host: it waits once here, so the scale it reads is current */
+        if (refresh(s) != AMP_OK) return -1;
+        for (int k = 0; k < n; k++)
+            if (opts[k]->dist.agree || opts[k]->dist.sum_sq) {
+                amp_error(AMP_ERR_UNSUPPORTED, "%s: data-parallel optimizers on %s are not supported yet", fn,
+                          amp_device_name(dev));
+                return -1;
+            }
+    }
     const float inv = inv_scale_of(s);
     double total = 0, sharded = 0;
     const amp_optim_dist *dist = NULL; /* data parallel, ZeRO-1: these optimizers hold shards */
     for (int k = 0; k < n; k++) {
         int first = -1;
+        if (s->ds) { /* the step's skip flag on the device: the check of the same unscaled values */
+            amp_tensor **gs = calloc((size_t)opts[k]->n > 0 ? (size_t)opts[k]->n : 1u, sizeof *gs);
+            if (!gs) {
+                amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+                return -1;
+            }
+            for (int i = 0; i < opts[k]->n; i++) gs[i] = opts[k]->ps[i].param->grad;
+            amp_status rc = dev_slot(fn, s, sts[k]);
+            if (!rc) rc = s->dbe->scaler_reset_found(s->ds);
+            if (!rc) rc = AMP_BE_CALL(s->dbe, optim_check, fn, gs, opts[k]->n, 1.0f, s->ds, NULL, NULL);
+            free(gs);
+            if (rc != AMP_OK) return -1;
+            s->dev_found_known = false;
+        }
         double ss = amp__optim_sumsq_unscaled(opts[k], inv, &first);
         sts[k]->found_inf = !isfinite(ss);
         sts[k]->first_bad = first;
@@ -632,6 +666,7 @@ double amp_scaler_clip_grad_norm(amp_scaler *s, amp_optim *const *opts, int n, d
     for (int k = 0; k < n; k++) {
         sts[k]->clipped = true;
         sts[k]->factor = inv * cf;
+        sts[k]->clip_cf = cf;
     }
     return norm;
 }

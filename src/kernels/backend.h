@@ -151,6 +151,7 @@ typedef struct {
     uint64_t sr_span;
     bool report_skip;
     bool use_ds_scale;     /* with ds: also multiply by the device scale's reciprocal (not after an unscale) */
+    bool skip_unscales;    /* with ds: a skipped step still writes write_grad items' unscaled gradients */
 } amp_optim_consts_b;
 
 /* The device counters of an optimizer with n parameters (i64 each):
@@ -365,8 +366,8 @@ typedef struct amp_backend {
     /* the fused update of n parameters, unscaling by inv_scale on the fly
      * (or, when ds is given, by the device scale's reciprocal times
      * inv_scale -- a clip coefficient -- and skipped entirely when its
-     * found_inf flag is set, except that write_grad items still get their
-     * unscaled gradient). A non-finite result is never kept: the CPU puts
+     * found_inf flag is set, except that with c->skip_unscales write_grad
+     * items still get their unscaled gradient). A non-finite result is never kept: the CPU puts
      * the tile back, stops at that parameter (those after it are not
      * updated) and returns AMP_ERR_RANGE with *bad_param its item index; a
      * device backend keeps the old values of the elements concerned and

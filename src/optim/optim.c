@@ -639,8 +639,8 @@ static bool master_of(const amp_param_state *ps) { return ps->master != NULL; }
  * optimizer's own flag) the device skips a step whose found_inf flag is set
  * and counts it in opt->dcounts, which amp__optim_dev_sync applies to the
  * host's counts when the host asks. */
-static amp_status step_all(amp_optim *opt, float inv_scale, amp_dev_scaler *ds, bool ds_scale, bool report_skip,
-                           const char *fn) {
+static amp_status step_all(amp_optim *opt, float inv_scale, amp_dev_scaler *ds, bool ds_scale, bool skip_unscales,
+                           bool report_skip, const char *fn) {
     amp_device dev;
     const amp_backend *be = optim_backend(fn, opt, &dev);
     if (!be) return amp_last_status();
@@ -738,6 +738,7 @@ static amp_status step_all(amp_optim *opt, float inv_scale, amp_dev_scaler *ds, 
         c.sr_span = next - opt->sr_counter;
         c.report_skip = report_skip;
         c.use_ds_scale = ds_scale;
+        c.skip_unscales = skip_unscales;
     }
     int bad = -1;
     if (!st) st = AMP_BE_CALL(be, optim_step, fn, &c, items, ni, inv_scale, on_dev ? ds : NULL, &bad);
@@ -776,8 +777,9 @@ amp_status amp__optim_agree(amp_optim *opt, bool *found_inf) {
     return opt->dist.agree(opt->dist.ctx, found_inf);
 }
 
-amp_status amp__optim_step_scaled(amp_optim *opt, float inv_scale, amp_dev_scaler *ds, bool ds_scale, const char *fn) {
-    amp_status st = step_all(opt, inv_scale, ds, ds_scale, false, fn);
+amp_status amp__optim_step_scaled(amp_optim *opt, float inv_scale, amp_dev_scaler *ds, bool ds_scale, bool skip_unscales,
+                                  const char *fn) {
+    amp_status st = step_all(opt, inv_scale, ds, ds_scale, skip_unscales, false, fn);
     /* data parallel: every rank's result agreed, ZeRO-1 shards spread */
     if (opt->dist.after_step) st = opt->dist.after_step(opt->dist.ctx, st);
     return st;
@@ -802,7 +804,7 @@ amp_status amp_optim_step(amp_optim *opt) {
         amp_status st = be->scaler_reset_found(ds);
         if (!st) st = AMP_BE_CALL(be, optim_check, fn, gs, opt->n, 1.0f, ds, NULL, NULL);
         free(gs);
-        if (!st) st = step_all(opt, 1.0f, ds, false, true, fn);
+        if (!st) st = step_all(opt, 1.0f, ds, false, false, true, fn);
         return st;
     }
     /* amp's promise: inf/nan never reaches the weights (torch would write it) */
@@ -820,7 +822,7 @@ amp_status amp_optim_step(amp_optim *opt) {
                                         "(amp_scaler_step skips such steps)", fn, bad, amp_dtype_name(p->dtype),
                          amp__shape_fmt(p->ndim, p->shape, sb, sizeof sb));
     }
-    return amp__optim_step_scaled(opt, 1.0f, NULL, false, fn);
+    return amp__optim_step_scaled(opt, 1.0f, NULL, false, false, fn);
 }
 
 /* ---- clipping ---------------------------------------------------------------------------- */
@@ -834,7 +836,18 @@ static double grad_sumsq(const char *fn, const amp_tensor *g, float f) {
 }
 
 double amp__optim_sumsq_unscaled(amp_optim *opt, float inv_scale, int *first_bad) {
+    static const char *fn = "amp_scaler_clip_grad_norm";
     if (first_bad) *first_bad = -1;
+    amp_device dev;
+    const amp_backend *be = optim_backend(fn, opt, &dev);
+    if (!be) return NAN;
+    if (dev != AMP_DEVICE_CPU) { /* one pass over every gradient; the first bad one is the device check's to tell */
+        amp_tensor **gs = grads_of(fn, opt);
+        double total = NAN;
+        if (!gs || AMP_BE_CALL(be, optim_sumsq, fn, gs, opt->n, inv_scale, &total, NULL) != AMP_OK) total = NAN;
+        free(gs);
+        return total;
+    }
     double total = 0;
     for (int i = 0; i < opt->n; i++) {
         const amp_tensor *g = current_grad(opt, &opt->ps[i]);
@@ -862,8 +875,8 @@ static double clip_list_dist(const char *fn, amp_tensor **gs, const bool *sharde
         amp_error(AMP_ERR_ARG, "%s: max_norm %g must be finite and > 0", fn, max_norm);
         return -1;
     }
-    for (int i = 0; i < n; i++)
-        if (amp__cpu_only(fn, gs[i], "a gradient") != AMP_OK) return -1;
+    amp_device dev = AMP_DEVICE_CPU;
+    if (amp__same_device(fn, (const amp_tensor *const *)gs, NULL, n, &dev) != AMP_OK) return -1;
     for (int i = 0; i < n; i++) {
         if (!gs[i]) continue;
         for (int j = 0; j < i; j++)
@@ -875,6 +888,26 @@ static double clip_list_dist(const char *fn, amp_tensor **gs, const bool *sharde
             amp_error(AMP_ERR_ARG, "%s: gradient %d is not a contiguous float tensor", fn, i);
             return -1;
         }
+    }
+    if (dev != AMP_DEVICE_CPU) { /* one multi-tensor norm on the device (the host waits for the norm it returns) */
+        bool any_sharded = dist != NULL;
+        for (int i = 0; i < n && sharded && !any_sharded; i++) any_sharded = sharded[i];
+        if (any_sharded) {
+            amp_error(AMP_ERR_UNSUPPORTED, "%s: data-parallel (sharded) gradients on %s are not supported yet", fn,
+                      amp_device_name(dev));
+            return -1;
+        }
+        const amp_backend *be = amp__backend(fn, dev);
+        double total = NAN;
+        if (!be || AMP_BE_CALL(be, optim_sumsq, fn, gs, n, 1.0f, &total, NULL) != AMP_OK) return -1;
+        double norm = sqrt(total);
+        if (!isfinite(norm)) return norm;
+        double coef = max_norm / (norm + 1e-6);
+        if (coef >= 1.0) return norm;
+        for (int i = 0; i < n; i++)
+            if (gs[i]) amp__bump_version(gs[i]);
+        if (AMP_BE_CALL(be, optim_scale_grads, fn, gs, n, (float)coef, NULL) != AMP_OK) return -1;
+        return norm;
     }
     double total = 0, total_sharded = 0;
     for (int i = 0; i < n; i++) {
@@ -925,7 +958,7 @@ static double clip_optims(const char *fn, amp_optim *const *opts, int n, double 
             amp_error(AMP_ERR_ARG, "%s: opts[%d] is NULL", fn, k);
             return -1;
         }
-        if (amp__optim_on_cpu(fn, opts[k]) != AMP_OK) return -1;
+        if (amp__optim_device(fn, opts[k], NULL) != AMP_OK) return -1;
         if (amp_scaler_is_enabled(sc) && !amp_scaler_is_unscaled(sc, opts[k])) {
             amp_error(AMP_ERR_STATE, "%s: the gradients of opts[%d] are still multiplied by the loss scale (%g); call "
                                      "amp_scaler_unscale on it first (the norm of scaled gradients means nothing)",

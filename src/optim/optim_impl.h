@@ -107,7 +107,11 @@ amp_status amp__optim_unscale(amp_optim *opt, float inv_scale, amp_dev_scaler *d
  * (f32 overflow of finite values) is never kept: AMP_ERR_RANGE naming fn
  * and the parameter (see step_param). On a device: ds is the scaler's
  * device state (its found_inf flag skips the step on the device), and with
- * ds_scale the gradients are also multiplied by its scale's reciprocal. */
-amp_status amp__optim_step_scaled(amp_optim *opt, float inv_scale, amp_dev_scaler *ds, bool ds_scale, const char *fn);
+ * ds_scale the gradients are also multiplied by its scale's reciprocal;
+ * skip_unscales: a skipped step still leaves the unscaled gradient in a
+ * non-master optimizer's .grad (the CPU's fused path unscales them before
+ * it skips; after a clip check it does not). */
+amp_status amp__optim_step_scaled(amp_optim *opt, float inv_scale, amp_dev_scaler *ds, bool ds_scale, bool skip_unscales,
+                                  const char *fn);
 
 #endif

@@ -205,6 +205,7 @@ amp_status amp__cu_optim_step(const char *fn, const amp_optim_consts_b *c, amp_o
         a.first_bad = &ds->blk->first_bad[ds->slot];
     }
     a.report_skip = c->report_skip;
+    a.skip_unscales = c->skip_unscales;
     a.err = amp__cu.err_dev;
     a.code_skip = amp__cu_err_code(fn, g_what_skip);
     a.code_guard = amp__cu_err_code(fn, g_what_guard);

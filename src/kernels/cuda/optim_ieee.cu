@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(kThreads) k_step(amp_cu_step_args a) {
     for (int64_t c = blockIdx.x; c < a.nchunks; c += gridDim.x) {
         const int idx = find_item(a.items, a.nitems, c);
         const amp_cu_step_item it = a.items[idx];
-        if (skip && !it.write_grad) continue;
+        if (skip && !(it.write_grad && a.skip_unscales)) continue;
         const Consts k = item_consts(a, it);
         const int64_t start = (c - it.chunk0) * AMP_CU_OPTIM_CHUNK;
         const int64_t end = start + AMP_CU_OPTIM_CHUNK < it.n ? start + AMP_CU_OPTIM_CHUNK : it.n;

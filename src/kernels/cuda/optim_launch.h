@@ -95,6 +95,7 @@ typedef struct {
     const float *found;   /* skip flag, or NULL */
     const int *first_bad; /* the skip's parameter (report_skip) */
     int report_skip;
+    int skip_unscales;
     amp_cu_err_rec *err;
     int code_skip, code_guard;
 } amp_cu_step_args;
