@@ -143,7 +143,8 @@ amp_status amp__cu_optim_step(const char *fn, const amp_optim_consts_b *c, amp_o
             return amp_error(AMP_ERR_ARG, "%s: parameter %d: its tensors must be contiguous, of its size, f32/f16/bf16 "
                                           "(state f32)", fn, it->index);
         }
-        if (cnt == 0) continue;
+        /* (an empty parameter stays in the table: no chunk is its, but a
+         * skipped step is counted for it as for the others) */
         amp_cu_step_item *d = &h[k++];
         d->param = amp__data(p);
         d->grad = amp__data(g);

@@ -39,7 +39,8 @@ __device__ __forceinline__ float inv_of(const float *scale, float f) {
     return inv * f;
 }
 
-// the entry of global chunk c: the largest i with chunk0 <= c
+// the entry of global chunk c: the largest i with chunk0 <= c (an empty
+// entry shares its chunk0 with the next one, so it is never chosen)
 template <typename T>
 __device__ __forceinline__ int find_item(const T *items, int n, int64_t c) {
     int lo = 0, hi = n - 1;
