@@ -301,6 +301,11 @@ typedef struct {
 
 static int g_gemm_failures;
 
+/* The CUDA backend's description of its last cuBLASLt call (epilogue,
+ * algorithm, split-K and reduction scheme), printed with a failing case;
+ * weak: absent from a build without the CUDA backend. */
+extern void amp__cu_gemm_last_algo(char *buf, size_t n) __attribute__((weak));
+
 static void gemm_name(const gcase *c, char *buf, size_t n) {
     snprintf(buf, n, "gemm %s%s x %s%s -> %s [%lld,%lld,%lld] x%lld%s prec %d alpha %g beta %g%s%s%s%s%s%s",
              amp_dtype_name(c->at), c->ta ? "T" : "", amp_dtype_name(c->bt), c->tb ? "T" : "", amp_dtype_name(c->ct),
@@ -372,9 +377,12 @@ static void gemm_case(const gcase *c, double rtol) {
         g_gemm_failures++;
     }
     amp_status gs = cu()->gemm("test", &g);
+    char algo[256] = "";
+    if (amp__cu_gemm_last_algo) amp__cu_gemm_last_algo(algo, sizeof algo);
     if (gs == AMP_OK) gs = amp_cuda_synchronize();
     if (gs != AMP_OK) {
         print_message("FAIL %s: the GPU's gemm failed: %s\n", what, amp_last_error());
+        amp_test_cuda_stop_if_dead(what, NULL);
         g_gemm_failures++;
     }
     amp_tensor *got = to_cpu(dC), *gaux = daux ? to_cpu(daux) : NULL;
@@ -391,7 +399,10 @@ static void gemm_case(const gcase *c, double rtol) {
             }
         }
         if (aux) bad += gemm_compare(what, "aux", aux, gaux, c->ct, c->batch, c->m, c->n, c->n, c->m * c->n, rtol, scale);
-        if (bad) g_gemm_failures++;
+        if (bad) {
+            print_message("FAIL %s: the last cuBLASLt call: %s\n", what, algo[0] ? algo : "(none)");
+            g_gemm_failures++;
+        }
     }
     amp_tensor *ts[] = {A, B, C, bias, aux, dA, dB, dC, dbias, daux, got, gaux};
     for (int i = 0; i < 12; i++) amp_tensor_free(ts[i]);

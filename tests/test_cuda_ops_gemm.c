@@ -50,7 +50,10 @@ static amp_tensor *rand_cpu(amp_dtype dt, int nd, const int64_t *shape, uint64_t
 
 static amp_tensor *to_dev(amp_tensor *t, amp_device d) {
     amp_tensor *r = amp_tensor_to(t, d);
-    if (!r) fail_msg("amp_tensor_to failed: %s", amp_last_error());
+    if (!r) {
+        amp_test_cuda_stop_if_dead("amp_tensor_to", NULL);
+        fail_msg("amp_tensor_to failed: %s", amp_last_error());
+    }
     return r;
 }
 
@@ -62,6 +65,7 @@ static void compare(const char *what, const char *part, const amp_tensor *want, 
                     int rounds) {
     if (!want || !got) {
         print_message("FAIL %s: %s: %s result missing (%s)\n", what, part, want ? "GPU" : "CPU", amp_last_error());
+        amp_test_cuda_stop_if_dead(what, NULL);
         g_fail++;
         return;
     }
@@ -82,6 +86,7 @@ static void compare(const char *what, const char *part, const amp_tensor *want, 
     amp_tensor *h = amp_tensor_to(got, AMP_DEVICE_CPU);
     if (!h) {
         print_message("FAIL %s: %s: copying the result back failed: %s\n", what, part, amp_last_error());
+        amp_test_cuda_stop_if_dead(what, NULL);
         g_fail++;
         return;
     }
@@ -123,6 +128,7 @@ static void t_bias_grad_entry(void **state) {
             if (st == AMP_OK) st = amp_cuda_synchronize();
             if (st != AMP_OK) {
                 print_message("FAIL %s: %s\n", what, amp_last_error());
+                amp_test_cuda_stop_if_dead(what, NULL);
                 g_fail++;
             } else {
                 amp_tensor *h = amp_tensor_to(got, AMP_DEVICE_CPU);
@@ -255,6 +261,7 @@ static void op_case(const ocase *c, int mode, bool backward) {
     int64_t K = kdim(c);
     if (!gc.out) {
         print_message("FAIL %s: forward on cuda failed: %s\n", what, gc.bwd_err);
+        amp_test_cuda_stop_if_dead(what, gc.bwd_err);
         g_fail++;
     } else {
         compare(what, "forward", hc.out, gc.out, rtol, sqrt((double)K) + 1, 1);
@@ -266,6 +273,7 @@ static void op_case(const ocase *c, int mode, bool backward) {
                 g_bwd_missing++;
             } else {
                 print_message("FAIL %s: backward on cuda failed: %s\n", what, gc.bwd_err);
+                amp_test_cuda_stop_if_dead(what, gc.bwd_err);
                 g_fail++;
             }
         } else {
@@ -437,6 +445,7 @@ static void gather_case(const gcase2 *c) {
     gside(c, AMP_DEVICE_CUDA, &gc);
     if (!gc.out) {
         print_message("FAIL %s: forward on cuda failed: %s\n", what, gc.err);
+        amp_test_cuda_stop_if_dead(what, gc.err);
         g_fail++;
     } else {
         compare(what, "forward", hc.out, gc.out, 0.0, 0.0, 0); /* bit for bit (|diff| <= 0) */
@@ -446,6 +455,7 @@ static void gather_case(const gcase2 *c) {
                 g_bwd_missing++;
             } else {
                 print_message("FAIL %s: backward on cuda failed: %s\n", what, gc.err);
+                amp_test_cuda_stop_if_dead(what, gc.err);
                 g_fail++;
             }
         } else {
@@ -513,6 +523,7 @@ static void t_gather_entries(void **state) {
         assert_int_equal(amp_backend_cpu.embedding_backward("test", idx, g, V, D, wd[k], &want), AMP_OK);
         if (cu->embedding_backward("test", didx, dg, V, D, wd[k], &got) != AMP_OK) {
             print_message("FAIL %s: %s\n", what, amp_last_error());
+            amp_test_cuda_stop_if_dead(what, NULL);
             g_fail++;
         } else {
             compare(what, "gw", want, got, 2e-5, sqrt(240.0) + 1, 1);
@@ -526,6 +537,7 @@ static void t_gather_entries(void **state) {
         assert_int_equal(amp_backend_cpu.gather_flat_backward("test", src, g, 2, AMP_SHAPE(37, 1), &want), AMP_OK);
         if (cu->gather_flat_backward("test", dsrc, dg, 2, AMP_SHAPE(37, 1), &got) != AMP_OK) {
             print_message("FAIL gather_flat_backward: %s\n", amp_last_error());
+            amp_test_cuda_stop_if_dead("gather_flat_backward", NULL);
             g_fail++;
         } else {
             compare("gather_flat_backward", "gx", want, got, 2e-5, sqrt(500.0) + 1, 0);
@@ -540,6 +552,7 @@ static void t_gather_entries(void **state) {
         assert_int_equal(amp_backend_cpu.mask_fill("test", x, 1, -2, NULL, 0.5, want), AMP_OK);
         if (cu->mask_fill("test", dx, 1, -2, NULL, 0.5, got) != AMP_OK) {
             print_message("FAIL mask_fill into f32: %s\n", amp_last_error());
+            amp_test_cuda_stop_if_dead("mask_fill into f32", NULL);
             g_fail++;
         } else {
             compare("mask_fill triu(-2) bf16 -> f32", "out", want, got, 0.0, 0.0, 0);

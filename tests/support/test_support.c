@@ -119,3 +119,14 @@ void amp_test_require_cuda(void) {
     fflush(stdout);
     exit(77);
 }
+
+void amp_test_cuda_stop_if_dead(const char *what, const char *err) {
+    const char *e = err ? err : amp_last_error();
+    if (!e || !strstr(e, "the CUDA context cannot be used any more")) return;
+    printf("FATAL: %s: %s\nFATAL: the CUDA context is dead; stopping here (every later GPU call would fail the same way; "
+           "the first failure above is the one to look at)\n",
+           what ? what : "(unknown)", e);
+    fflush(stdout);
+    fflush(stderr);
+    exit(1);
+}

@@ -28,6 +28,13 @@ void amp_test_prepare(void);
  * device: <why>" on stdout unless a CUDA device can be used (amp built with
  * CUDA and a GPU present). */
 void amp_test_require_cuda(void);
+/* After a CUDA error that leaves the context unusable (amp's message then
+ * says "the CUDA context cannot be used any more", e.g. an illegal address):
+ * prints one line naming `what` and the error message `err` (NULL: the
+ * thread's amp_last_error()), and exits 1, instead of a page of identical
+ * failures from every later case. Does nothing for any other message.
+ * Call it where a GPU call's failure is reported. */
+void amp_test_cuda_stop_if_dead(const char *what, const char *err);
 
 /* A small independent PRNG for test inputs (splitmix64), not the library's. */
 typedef struct {

@@ -6,6 +6,10 @@
 #include "kernels/backend.h"
 
 amp_status amp__cu_gemm(const char *fn, const amp_gemm_args *g);
+/* The last cublasLtMatmul run (any thread): its epilogue and algorithm
+ * (id, tile, stages, split-K and reduction scheme), for a test's failure
+ * message. Writes "" when none ran yet. */
+void amp__cu_gemm_last_algo(char *buf, size_t n);
 amp_status amp__cu_bias_grad(const char *fn, const amp_tensor *g, int64_t rows, int64_t n, amp_tensor *out);
 /* attention_host.c */
 amp_status amp__cu_attention(const char *fn, const amp_att_args *a, const amp_tensor *q, const amp_tensor *k,

@@ -39,6 +39,7 @@
     X(cublasLtMatmulPreferenceDestroy)                                                                                   \
     X(cublasLtMatmulPreferenceSetAttribute)                                                                              \
     X(cublasLtMatmulAlgoGetHeuristic)                                                                                    \
+    X(cublasLtMatmulAlgoConfigGetAttribute)                                                                              \
     X(cublasLtMatmul)
 
 #define AMP_DL_PTR(f) __typeof__(f) *f;

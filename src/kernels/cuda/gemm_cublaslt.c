@@ -87,6 +87,16 @@ typedef struct {
 
 static plan g_plans[PLAN_SLOTS];
 static uint64_t g_clock;
+/* this thread's last amp__cu_gemm (amp__cu_gemm_last_algo): its last
+ * cublasLtMatmul and the passes around it */
+enum { LAST_BIAS_WRITTEN = 1, LAST_GELU_AFTER = 2, LAST_F32_SCRATCH = 4, LAST_FUSED_NO_ALGO = 8 };
+static _Thread_local struct {
+    bool valid;
+    cublasLtMatmulAlgo_t algo;
+    uint32_t epi;
+    float beta;
+    unsigned flags;
+} t_last;
 
 static void plan_destroy(plan *p) {
     if (!p->used) return;
@@ -176,6 +186,14 @@ static amp_status get_plan(const char *fn, const plan_key *k, plan **out, bool *
     AMP_LT(cublasLtMatmulPreferenceSetAttribute)(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
     AMP_LT(cublasLtMatmulPreferenceSetAttribute)(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
     AMP_LT(cublasLtMatmulPreferenceSetAttribute)(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
+    /* Split-K only with its partial sums kept in f32 (COMPUTE_TYPE) or no
+     * split at all: the INPLACE and OUTPUT_TYPE schemes add the parts in
+     * D's type, so a half C got its partial sums rounded to f16/bf16 (an
+     * H100 run: 0.004 off in f16 on sums of size ~8, in 96 x 128 products
+     * with one batch item, where the heuristic splits k). As torch with
+     * allow_fp16/bf16_reduced_precision_reduction off. */
+    uint32_t red = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    AMP_LT(cublasLtMatmulPreferenceSetAttribute)(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red, sizeof red);
     cublasLtMatmulHeuristicResult_t res[TUNE_MAX];
     int found = 0;
     cublasStatus_t hs =
@@ -405,9 +423,45 @@ static amp_status lt_run(const char *fn, const amp_gemm_args *gp, bool epi_bias,
                       AMP_LT(cublasLtMatmul)(g_lt, p->op, &alpha, g.b, p->la, g.a, p->lb, &beta, g.c, p->lc, g.c, p->lc, &p->algo,
                                              g_ws, WORKSPACE_BYTES, amp__cu.stream),
                       "cublasLtMatmul");
+        t_last.valid = true, t_last.algo = p->algo, t_last.epi = epi, t_last.beta = beta;
     }
     pthread_mutex_unlock(&g_plan_mu);
     return st;
+}
+
+static const char *epi_name(uint32_t e) {
+    switch (e) {
+    case CUBLASLT_EPILOGUE_DEFAULT: return "DEFAULT";
+    case CUBLASLT_EPILOGUE_BIAS: return "BIAS";
+    case CUBLASLT_EPILOGUE_GELU: return "GELU";
+    case CUBLASLT_EPILOGUE_GELU_AUX: return "GELU_AUX";
+    case CUBLASLT_EPILOGUE_GELU_BIAS: return "GELU_BIAS";
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: return "GELU_AUX_BIAS";
+    default: return "?";
+    }
+}
+
+void amp__cu_gemm_last_algo(char *buf, size_t n) {
+    if (!buf || !n) return;
+    buf[0] = 0;
+    if (!t_last.valid) {
+        snprintf(buf, n, "no cuBLASLt call");
+        return;
+    }
+    int32_t id = -1, splitk = -1;
+    uint32_t tile = 0, red = 0, stages = 0;
+    size_t w;
+    AMP_LT(cublasLtMatmulAlgoConfigGetAttribute)(&t_last.algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &w);
+    AMP_LT(cublasLtMatmulAlgoConfigGetAttribute)(&t_last.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &w);
+    AMP_LT(cublasLtMatmulAlgoConfigGetAttribute)(&t_last.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk, &w);
+    AMP_LT(cublasLtMatmulAlgoConfigGetAttribute)(&t_last.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red, sizeof red, &w);
+    AMP_LT(cublasLtMatmulAlgoConfigGetAttribute)(&t_last.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &w);
+    snprintf(buf, n, "epilogue %s, beta %g, algo %d tile %u stages %u split-K %d reduction scheme %u%s%s%s%s",
+             epi_name(t_last.epi), (double)t_last.beta, (int)id, tile, stages, (int)splitk, red,
+             t_last.flags & LAST_FUSED_NO_ALGO ? "; no algorithm for the fused epilogue" : "",
+             t_last.flags & LAST_BIAS_WRITTEN ? "; bias written into C first" : "",
+             t_last.flags & LAST_GELU_AFTER ? "; gelu as a pass after" : "",
+             t_last.flags & LAST_F32_SCRATCH ? "; through f32 scratch" : "");
 }
 
 /* ---- the entry --------------------------------------------------------------------------- */
@@ -416,6 +470,7 @@ amp_status amp__cu_gemm(const char *fn, const amp_gemm_args *g0) {
     if (st != AMP_OK) return st;
     amp_gemm_args g = *g0;
     if (g.batch == 0) g.batch = 1;
+    t_last.valid = false, t_last.flags = 0;
     if (g.m == 0 || g.n == 0) return AMP_OK;
     bool has_bias = g.bias != NULL && g.beta != 0.0f;
     if (g.k == 0 || g.alpha == 0.0f) { /* C = beta * (X or C), A and B not read */
@@ -463,6 +518,7 @@ amp_status amp__cu_gemm(const char *fn, const amp_gemm_args *g0) {
                 if ((st = AMP_CU(fn, amp_cu_copy(amp__cu.stream, &d, &s))) != AMP_OK) goto out;
             }
             if ((st = amp__cu_gemm(fn, &inner)) != AMP_OK) goto out;
+            t_last.flags |= LAST_F32_SCRATCH;
             amp_cu_tensor d, s;
             memset(&d, 0, sizeof d);
             memset(&s, 0, sizeof s);
@@ -486,16 +542,32 @@ amp_status amp__cu_gemm(const char *fn, const amp_gemm_args *g0) {
     bool gelu = g.epilogue == AMP_GEMM_EPI_GELU_TANH;
     bool epi_gelu = gelu && (!g.epi_aux || (g.n % 8 == 0 && align_of(g.epi_aux) >= 16));
     bool no_algo = false;
+    /* A bias the epilogue does not take is written into C before any
+     * product that reads C (the fused gelu one too: with beta 0.5 and a
+     * bias, the H100 run got gelu(AB + 0.5 C_old) for gelu(AB + 0.5 bias)). */
+    bool written = false;
+    if (has_bias && !epi_bias) {
+        if ((st = set_c(fn, &g, 2, 1.0f)) != AMP_OK) goto out;
+        written = true;
+        t_last.flags |= LAST_BIAS_WRITTEN;
+    }
     if (epi_bias || epi_gelu) {
         st = lt_run(fn, &g, epi_bias, epi_gelu, g.beta, &no_algo);
         if (st == AMP_OK || !no_algo) goto done;
-        amp_clear_error();
+        amp_clear_error(); /* no algorithm: nothing ran, C is as it was before the call */
         epi_bias = epi_gelu = false;
+        t_last.flags |= LAST_FUSED_NO_ALGO;
     }
-    if (has_bias && (st = set_c(fn, &g, 2, 1.0f)) != AMP_OK) goto out;
+    if (has_bias && !written) {
+        if ((st = set_c(fn, &g, 2, 1.0f)) != AMP_OK) goto out;
+        t_last.flags |= LAST_BIAS_WRITTEN;
+    }
     st = lt_run(fn, &g, false, false, g.beta, &no_algo);
 done:
-    if (st == AMP_OK && gelu && !epi_gelu) st = gelu_after(fn, &g);
+    if (st == AMP_OK && gelu && !epi_gelu) {
+        st = gelu_after(fn, &g);
+        t_last.flags |= LAST_GELU_AFTER;
+    }
 out:
     /* scratch freed now: the stream orders its reuse after the product */
     if (pa) amp__cu_scratch_free(pa);
