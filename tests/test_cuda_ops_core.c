@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "op_check.h"
@@ -937,6 +938,96 @@ static void t_no_leak(void **state) {
     if (live1 != live0) fail_msg("live cuda bytes %zu before, %zu after three graphs and backwards", live0, live1);
 }
 
+/* Times at GPT-2 124M's shapes (batch 4 x 1024 tokens, 768 channels),
+ * printed for the record (no assertion on them): milliseconds per call
+ * and the bytes each call must move over that time (the H100's HBM3
+ * peaks near 3350 GB/s). */
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+enum { TM_ADD, TM_GELU, TM_GELU_BW, TM_DROPOUT, TM_CAST, TM_CONTIG, TM_SUM_ALL, TM_SUM_ROWS, TM_SUM_TO_SHAPE, TM_NORM, TM_ACCUM };
+
+static void time_op(int kind, const char *name, amp_dtype dt, double bytes) {
+    int64_t N = 4096, C = 768;
+    amp_scope *outer = amp_scope_begin();
+    amp_tensor *xh = rnd(dt, 2, AMP_SHAPE(N, C), 1400, 1.0), *x = to_dev(xh, CUDA);
+    amp_tensor *y = to_dev(rnd(dt, 2, AMP_SHAPE(N, C), 1401, 1.0), CUDA);
+    amp_tensor *xt = amp_transpose(to_dev(rnd(dt, 2, AMP_SHAPE(C, N), 1402, 1.0), CUDA), 0, 1);
+    amp_tensor *leaf = to_dev(rnd(dt, 2, AMP_SHAPE(N, C), 1403, 1.0), CUDA);
+    amp_tensor_set_requires_grad(leaf, true);
+    const amp_backend *be = amp__backend("test", CUDA);
+    double best = 1e30;
+    for (int rep = 0; rep < 4; rep++) {
+        if (!g_dry) assert_int_equal(amp_cuda_synchronize(), AMP_OK);
+        double t0 = now_s();
+        int iters = 20;
+        for (int it = 0; it < iters; it++) {
+            amp_scope *sc = amp_scope_begin();
+            amp_tensor *r = NULL;
+            amp_generator g = amp_generator_make(5);
+            switch (kind) {
+            case TM_ADD: r = amp_add(x, y); break;
+            case TM_GELU: r = amp_gelu(x, AMP_GELU_TANH); break;
+            case TM_GELU_BW: {
+                amp_tensor *o = amp_gelu(leaf, AMP_GELU_TANH);
+                r = o && amp_backward_ex(o, y, false) == AMP_OK ? o : NULL;
+                amp_tensor_set_grad(leaf, NULL);
+                break;
+            }
+            case TM_DROPOUT: r = amp_dropout(x, 0.1, true, &g); break;
+            case TM_CAST: r = amp_to(x, dt == AMP_F32 ? AMP_BF16 : AMP_F32); break;
+            case TM_CONTIG: r = amp_contiguous(xt); break;
+            case TM_SUM_ALL: r = amp_sum(x, NULL, 0, false); break;
+            case TM_SUM_ROWS: r = amp_sum(x, (int[]){1}, 1, false); break;
+            case TM_SUM_TO_SHAPE: {
+                amp_tensor *o = NULL;
+                if (be->sum_to_shape("test", x, 1, AMP_SHAPE(C), &o) == AMP_OK) r = o;
+                break;
+            }
+            case TM_NORM: r = amp_norm(x, 2, NULL, 0, false); break;
+            case TM_ACCUM: { /* two branches into one leaf: one add between branches, the .grad taken over */
+                amp_tensor *o = amp_add(amp_mul_scalar(leaf, 2.0), leaf);
+                r = o && amp_backward_ex(o, y, false) == AMP_OK ? o : NULL;
+                amp_tensor_set_grad(leaf, NULL);
+                break;
+            }
+            }
+            if (!r) fail_msg("timing %s: %s", name, amp_last_error());
+            amp_scope_end(sc);
+        }
+        if (!g_dry) assert_int_equal(amp_cuda_synchronize(), AMP_OK);
+        double ms = (now_s() - t0) * 1e3 / iters;
+        if (ms < best) best = ms;
+    }
+    print_message("timing %-40s %s [4096,768]: %8.4f ms  %7.1f GB/s\n", name, amp_dtype_name(dt), best,
+                  bytes / (best * 1e-3) / 1e9);
+    amp_scope_end(outer);
+}
+
+static void t_timings(void **state) {
+    (void)state;
+    if (g_dry && !getenv("AMP_TEST_CORE_TIMINGS")) return; /* the CPU's times are not the point here */
+    double n = 4096.0 * 768.0;
+    amp_dtype dts[] = {AMP_BF16, AMP_F32};
+    for (int d = 0; d < 2; d++) {
+        double e = (double)amp_dtype_size(dts[d]);
+        time_op(TM_ADD, "add (x + y)", dts[d], 3 * n * e);
+        time_op(TM_GELU, "gelu tanh", dts[d], 2 * n * e);
+        time_op(TM_GELU_BW, "gelu tanh forward + backward", dts[d], 6 * n * e);
+        time_op(TM_DROPOUT, "dropout 0.1", dts[d], 2 * n * e);
+        time_op(TM_CAST, "amp_to (bf16 <-> f32)", dts[d], n * 6);
+        time_op(TM_CONTIG, "contiguous of a transpose", dts[d], 2 * n * e);
+        time_op(TM_SUM_ALL, "sum (all)", dts[d], n * e);
+        time_op(TM_SUM_ROWS, "sum over dim 1", dts[d], n * e);
+        time_op(TM_SUM_TO_SHAPE, "sum_to_shape -> [768]", dts[d], n * e);
+        time_op(TM_NORM, "norm 2 (all)", dts[d], n * e);
+        time_op(TM_ACCUM, "2 branches + backward (engine adds)", dts[d], 8 * n * e);
+    }
+}
+
 /* Each test runs in its own process (forked before any CUDA call), so a
  * kernel fault that ends one test's CUDA context (an illegal address) does
  * not hide the results of the others: one run on a GPU tells everything. */
@@ -945,6 +1036,7 @@ int main(void) {
         cmocka_unit_test(t_unary),  cmocka_unit_test(t_binary),        cmocka_unit_test(t_mixed_devices),
         cmocka_unit_test(t_casts),  cmocka_unit_test(t_reduce),        cmocka_unit_test(t_max),
         cmocka_unit_test(t_sum_to_shape), cmocka_unit_test(t_engine), cmocka_unit_test(t_no_leak),
+        cmocka_unit_test(t_timings),
     };
     const char *dry = getenv("AMP_TEST_CORE_ON_CPU");
     if (dry && strcmp(dry, "1") == 0) {
