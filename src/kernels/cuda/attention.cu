@@ -489,6 +489,30 @@ __device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, ui
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// The tensor-core kernels work in base 2 (exp2f: one ex2 instruction):
+// scores times scale * log2(e), lse times log2(e); lse is stored in natural units.
+constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
+
+// att_pds in base 2: s2 = the score times scale * log2(e), lse2 = lse * log2(e)
+__device__ __forceinline__ PdS att_pds2(const amp_cu_att_args &a, int64_t b, int64_t i, int64_t j, bool vis, float s2,
+                                        float dp, float lse2, float dsum, const float *bias, int64_t bo) {
+    PdS r = {0.0f, 0.0f};
+    if (!vis) return r;
+    float v = s2;
+    if (bias) v = fmaf(bias[bo + i * a.bias.ld + j], LOG2E, v);
+    const float p = exp2f(v - lse2);
+    if (a.dropout) {
+        const bool kept = att_keep(a, b, i, j);
+        const float z = kept ? 1.0f / a.keep : 0.0f;
+        r.pd = kept ? p / a.keep : 0.0f;
+        r.ds = p * (dp * z - dsum);
+    } else {
+        r.pd = p;
+        r.ds = p * (dp - dsum);
+    }
+    return r;
+}
+
 // two consecutive halves (columns c, c + 1) of row r as one word (low half
 // = column c); 0 when r >= nr
 __device__ __forceinline__ uint32_t ld2(const uint16_t *p, int64_t bo, int64_t ld, int64_t r, int64_t nr, int c) {
@@ -562,6 +586,7 @@ __global__ void __launch_bounds__(TNT) tc_fwd(amp_cu_att_args a, int64_t ntile, 
     const float *bias = (const float *)a.bias.p;
     const uint16_t *qp = (const uint16_t *)a.q.p, *kp = (const uint16_t *)a.k.p, *vp = (const uint16_t *)a.v.p;
     const int64_t ra = i0 + w * 16 + g; // this lane's rows: ra, ra + 8
+    const float sl = a.scale * LOG2E;
     uint32_t qf[D / 16][4];
     frag_rows<D>(qf, qp, qo, a.q.ld, ra, L, t);
     float o[D / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
@@ -586,17 +611,29 @@ __global__ void __launch_bounds__(TNT) tc_fwd(amp_cu_att_args a, int64_t ntile, 
             }
         }
         float mx[2] = {-INFINITY, -INFINITY};
+        // every weight of this warp's 16 x 64 block visible: no per-element test
+        const bool full = !bias && j0 + TB <= jend && (!a.causal || j0 + TB - 1 <= i0 + w * 16) && i0 + w * 16 + 16 <= L;
+        if (full) {
 #pragma unroll
-        for (int n = 0; n < 8; n++)
+            for (int n = 0; n < 8; n++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int64_t i = ra + (e >> 1) * 8, j = j0 + n * 8 + 2 * t + (e & 1);
-                const bool vis = i < L && j < jend && (!a.causal || j <= i);
-                float v = s[n][e] * a.scale;
-                if (bias && vis) v += bias[bo + i * a.bias.ld + j];
-                s[n][e] = vis ? v : -INFINITY;
-                mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
-            }
+                for (int e = 0; e < 4; e++) {
+                    s[n][e] *= sl;
+                    mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+                }
+        } else {
+#pragma unroll
+            for (int n = 0; n < 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int64_t i = ra + (e >> 1) * 8, j = j0 + n * 8 + 2 * t + (e & 1);
+                    const bool vis = i < L && j < jend && (!a.causal || j <= i);
+                    float v = s[n][e] * sl;
+                    if (bias && vis) v = fmaf(bias[bo + i * a.bias.ld + j], LOG2E, v);
+                    s[n][e] = vis ? v : -INFINITY;
+                    mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+                }
+        }
         float shift[2], alpha[2], rs[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int h = 0; h < 2; h++) {
@@ -604,14 +641,14 @@ __global__ void __launch_bounds__(TNT) tc_fwd(amp_cu_att_args a, int64_t ntile, 
             mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
             const float mn = fmaxf(m[h], mx[h]);
             shift[h] = mn == -INFINITY ? 0.0f : mn;
-            alpha[h] = expf(m[h] - shift[h]);
+            alpha[h] = exp2f(m[h] - shift[h]);
             m[h] = mn;
         }
 #pragma unroll
         for (int n = 0; n < 8; n++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                float p = expf(s[n][e] - shift[e >> 1]);
+                float p = exp2f(s[n][e] - shift[e >> 1]);
                 rs[e >> 1] += p;
                 if (a.dropout && p != 0.0f)
                     p = att_keep(a, b, ra + (e >> 1) * 8, j0 + n * 8 + 2 * t + (e & 1)) ? p / a.keep : 0.0f;
@@ -654,7 +691,7 @@ __global__ void __launch_bounds__(TNT) tc_fwd(amp_cu_att_args a, int64_t ntile, 
             store_f(a.out, DT, row * D + col, o[n][2 * h] / l[h]);
             store_f(a.out, DT, row * D + col + 1, o[n][2 * h + 1] / l[h]);
         }
-        if (t == 0) a.lse[row] = m[h] + logf(l[h]);
+        if (t == 0) a.lse[row] = (m[h] + log2f(l[h])) * LN2;
     }
 }
 
@@ -674,6 +711,7 @@ __global__ void __launch_bounds__(TNT) tc_bwd_kv(amp_cu_att_args a, int64_t ntil
     const uint16_t *qp = (const uint16_t *)a.q.p, *kp = (const uint16_t *)a.k.p, *vp = (const uint16_t *)a.v.p;
     const uint16_t *op = (const uint16_t *)a.dout;
     const int64_t ka = j0 + w * 16 + g; // this lane's keys: ka, ka + 8
+    const float sl = a.scale * LOG2E;
     uint32_t kf[D / 16][4], vf[D / 16][4];
     frag_rows<D>(kf, kp, ko, a.k.ld, ka, S, t);
     frag_rows<D>(vf, vp, vo, a.v.ld, ka, S, t);
@@ -689,7 +727,7 @@ __global__ void __launch_bounds__(TNT) tc_bwd_kv(amp_cu_att_args a, int64_t ntil
         tc_tile<D>(Qs, Qt, qp, qo, a.q.ld, i0, nq, vec);
         tc_tile<D>(Os, Ot, op, b * L * D, D, i0, nq, vec);
         if (threadIdx.x < TB) {
-            ls[threadIdx.x] = threadIdx.x < nq ? a.lse[b * L + i0 + threadIdx.x] : 0.0f;
+            ls[threadIdx.x] = threadIdx.x < nq ? a.lse[b * L + i0 + threadIdx.x] * LOG2E : 0.0f;
             dd[threadIdx.x] = threadIdx.x < nq ? a.dsum[b * L + i0 + threadIdx.x] : 0.0f;
         }
         __syncthreads();
@@ -715,7 +753,7 @@ __global__ void __launch_bounds__(TNT) tc_bwd_kv(amp_cu_att_args a, int64_t ntil
                 const int ii = n * 8 + 2 * t + (e & 1);
                 const int64_t i = i0 + ii, j = ka + (e >> 1) * 8;
                 const bool vis = j < S && ii < nq && (!a.causal || j <= i);
-                PdS r = att_pds(a, b, i, j, vis, st[n][e], dp[n][e], ls[ii], dd[ii], bias, bo);
+                PdS r = att_pds2(a, b, i, j, vis, st[n][e] * sl, dp[n][e], ls[ii], dd[ii], bias, bo);
                 st[n][e] = r.pd;
                 dp[n][e] = r.ds;
             }
@@ -769,13 +807,14 @@ __global__ void __launch_bounds__(TNT) tc_bwd_q(amp_cu_att_args a, int64_t ntile
     const uint16_t *qp = (const uint16_t *)a.q.p, *kp = (const uint16_t *)a.k.p, *vp = (const uint16_t *)a.v.p;
     const uint16_t *op = (const uint16_t *)a.dout;
     const int64_t ra = i0 + w * 16 + g;
+    const float sl = a.scale * LOG2E;
     uint32_t qf[D / 16][4], of[D / 16][4];
     frag_rows<D>(qf, qp, qo, a.q.ld, ra, L, t);
     frag_rows<D>(of, op, b * L * D, D, ra, L, t);
     float lse[2], dsum[2], dq[D / 8][4];
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-        lse[h] = ra + h * 8 < L ? a.lse[b * L + ra + h * 8] : 0.0f;
+        lse[h] = ra + h * 8 < L ? a.lse[b * L + ra + h * 8] * LOG2E : 0.0f;
         dsum[h] = ra + h * 8 < L ? a.dsum[b * L + ra + h * 8] : 0.0f;
     }
 #pragma unroll
@@ -807,7 +846,7 @@ __global__ void __launch_bounds__(TNT) tc_bwd_q(amp_cu_att_args a, int64_t ntile
             for (int e = 0; e < 4; e++) {
                 const int64_t i = ra + (e >> 1) * 8, j = j0 + n * 8 + 2 * t + (e & 1);
                 const bool vis = i < L && j < jend && (!a.causal || j <= i);
-                PdS r = att_pds(a, b, i, j, vis, s[n][e], dp[n][e], lse[e >> 1], dsum[e >> 1], bias, bo);
+                PdS r = att_pds2(a, b, i, j, vis, s[n][e] * sl, dp[n][e], lse[e >> 1], dsum[e >> 1], bias, bo);
                 s[n][e] = r.ds;
             }
 #pragma unroll
