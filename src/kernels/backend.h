@@ -44,6 +44,7 @@
  * dims). batch_norm / group_norm: x seen as (N, C, L). */
 typedef struct {
     int64_t M, D;          /* layer_norm */
+    int k;                 /* layer_norm: the normalized dims (x's last k; the shape of w, b and their gradients) */
     int64_t N, C, L, G;    /* batch_norm (G unused), group_norm */
     double eps;
     bool training;         /* batch_norm */

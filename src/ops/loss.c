@@ -18,8 +18,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kernels/backend.h"
 #include "kernels/cpu/reduce.h"
-#include "kernels/cpu/softmax.h"
 #include "ops/f32_util.h"
 
 static const amp_loss_opts *get_opts(const char *fn, const amp_loss_opts *o, amp_loss_opts *tmp) {
@@ -47,11 +47,14 @@ static void wrap_f32(amp_tensor *t, amp_storage *st, float *buf, int ndim, const
 }
 
 /* ============================ class-index losses ============================ */
+/* The forward and the backward each make one call into the backend of the
+ * tensors' device (kernels/backend.h: class_loss, class_loss_backward); the
+ * summed weight of the non-ignored targets (the 'mean' divisor) stays in a
+ * 0-d f64 tensor on that device, saved for the backward. */
 typedef struct {
     int64_t N, C, L; /* input seen as (N, C, L) */
     int64_t ignore_index;
     double smoothing; /* cross_entropy only */
-    double W;         /* summed weight of the non-ignored targets */
     amp_reduction reduction;
     bool ce; /* cross_entropy (input = logits) vs nll_loss (input = log-probs) */
     bool rows; /* the row path: [N, C] logits kept in their dtype, gradient in it */
@@ -62,125 +65,36 @@ static int64_t target_at(const amp_tensor *t, int64_t flat) {
     return t->dtype == AMP_I64 ? *(const int64_t *)p : (int64_t) * (const int32_t *)p;
 }
 
-/* Contiguous i64 copy of the targets (workspace). */
-static int64_t *targets_i64(const amp_tensor *t, int64_t n) {
-    int64_t *v = amp__ws_alloc((size_t)(n ? n : 1) * sizeof(int64_t));
-    if (!v) return NULL;
-    for (int64_t i = 0; i < n; i++) v[i] = target_at(t, i);
-    return v;
-}
-
-/* Upstream gradient per sample: g[i] (none), g (sum) or g / W (mean). */
-static double sample_grad(const cls_ctx *c, const float *g, int64_t i) {
-    switch (c->reduction) {
-    case AMP_REDUCTION_NONE: return g[i];
-    case AMP_REDUCTION_SUM: return g[0];
-    default: return g[0] / c->W;
-    }
-}
-
-/* Per-thread work rows of the row path: 2 C floats each. */
-static float *xent_work(int64_t C, size_t *bytes) {
-    int nt = amp_get_num_threads();
-    *bytes = (size_t)(nt > 0 ? nt : 1) * 2 * (size_t)C * sizeof(float);
-    return amp__ws_alloc(*bytes);
-}
-
-static amp_status cls_backward_rows(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
-    cls_ctx *c = n->ctx;
-    const amp_tensor *x = n->saved[0], *tg = n->saved[1];
-    int64_t N = c->N, C = c->C;
-    amp_tensor *gx = amp__tensor_new("amp_backward", x->dtype, 2, x->shape, amp__mem_current(AMP_MEM_WORKSPACE), AMP_NEW_UNSCOPED);
-    int64_t *t = gx ? targets_i64(tg, N) : NULL;
-    double *gr = t ? amp__ws_alloc((size_t)(N ? N : 1) * sizeof(double)) : NULL;
-    bool og = false;
-    const float *pg = gr ? amp__f32_view(gout[0], &og) : NULL;
-    size_t wb = 0;
-    float *work = pg ? xent_work(C, &wb) : NULL;
-    amp_status st = work ? AMP_OK : amp_last_status();
-    if (work) {
-        for (int64_t i = 0; i < N; i++) gr[i] = sample_grad(c, pg, i);
-        amp_k_xent_rows_backward(amp__data(x), x->dtype, N, C, t, c->ignore_index, gr, amp__data(gx), gx->dtype, work);
-        gin[0] = gx;
-        gx = NULL;
-    }
-    amp__ws_free(work, wb);
-    if (pg) amp__f32_done(gout[0], pg, og);
-    amp__ws_free(gr, (size_t)(N ? N : 1) * sizeof(double));
-    amp__ws_free(t, (size_t)(N ? N : 1) * sizeof(int64_t));
-    amp__release(gx);
-    return st;
+static amp_cls_args cls_args(const cls_ctx *c) {
+    amp_cls_args a;
+    memset(&a, 0, sizeof a);
+    a.N = c->N, a.C = c->C, a.L = c->L, a.ignore_index = c->ignore_index, a.smoothing = c->smoothing;
+    a.reduction = c->reduction, a.ce = c->ce, a.rows = c->rows;
+    return a;
 }
 
 static amp_status cls_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
     cls_ctx *c = n->ctx;
-    if (c->rows) return cls_backward_rows(n, gout, gin);
-    const amp_tensor *x = n->saved[0], *tg = n->saved[1], *w = n->saved[2];
-    int64_t N = c->N, C = c->C, L = c->L, ns = N * L;
-    amp_tensor *gx = amp__f32_grad(x->ndim, x->shape, true);
-    if (!gx) return amp_last_status();
-    int64_t *t = targets_i64(tg, ns);
-    bool og = false, ow = false;
-    const float *pg = t ? amp__f32_view(gout[0], &og) : NULL;
-    const float *pw = (pg && w) ? amp__f32_view(w, &ow) : NULL;
-    float *p = NULL; /* softmax of the logits */
-    size_t pb = (size_t)(N * C * L) * sizeof(float);
-    if (pg && (!w || pw) && c->ce) {
-        bool ox;
-        const float *px = amp__f32_view(x, &ox);
-        p = px ? amp__ws_alloc(pb) : NULL;
-        if (p) amp_k_softmax(px, N, C, L, p, false);
-        if (px) amp__f32_done(x, px, ox);
-    }
-    if (!pg || (w && !pw) || (c->ce && !p)) {
-        if (pg) amp__f32_done(gout[0], pg, og);
-        if (pw) amp__f32_done(w, pw, ow);
-        amp__ws_free(t, (size_t)(ns ? ns : 1) * sizeof(int64_t));
-        amp__release(gx);
-        return amp_last_status();
-    }
-    float *q = amp__data(gx);
-    double a = 1.0 - c->smoothing, b = c->smoothing / (double)C, wsum = 0;
-    if (c->ce && b != 0)
-        for (int64_t k = 0; k < C; k++) wsum += pw ? pw[k] : 1.0;
-    for (int64_t nn = 0; nn < N; nn++) {
-        for (int64_t l = 0; l < L; l++) {
-            int64_t i = nn * L + l, ti = t[i];
-            if (ti == c->ignore_index) continue;
-            double gi = sample_grad(c, pg, i);
-            double wt = pw ? pw[ti] : 1.0;
-            float *qc = q + nn * C * L + l;
-            if (!c->ce) {
-                qc[ti * L] = (float)(-wt * gi);
-                continue;
-            }
-            const float *pc = p + nn * C * L + l;
-            for (int64_t k = 0; k < C; k++) {
-                double pk = pc[k * L];
-                double d = a * wt * (pk - (k == ti ? 1.0 : 0.0));
-                if (b != 0) d += b * (pk * wsum - (pw ? pw[k] : 1.0));
-                qc[k * L] = (float)(gi * d);
-            }
-        }
-    }
-    amp__f32_done(gout[0], pg, og);
-    if (pw) amp__f32_done(w, pw, ow);
-    amp__ws_free(p, pb);
-    amp__ws_free(t, (size_t)(ns ? ns : 1) * sizeof(int64_t));
-    gin[0] = gx;
-    return AMP_OK;
+    const amp_tensor *x = n->saved[0], *tg = n->saved[1], *w = n->saved[2], *wsum = n->saved[3];
+    const amp_backend *be = amp__backend_of(n->name, x);
+    if (!be) return amp_last_status();
+    amp_cls_args a = cls_args(c);
+    return AMP_BE_CALL(be, class_loss_backward, n->name, &a, x, tg, w, wsum, gout[0], &gin[0]);
 }
 
 /* create_graph: the gradient as ops. cross_entropy's is
  *   g_i * (softmax(x)_i * A_i - Q_i),   A_i = a w_t + b sum_c w_c,  Q_ic = a w_t [c = t] + b w_c
  * (a = 1 - smoothing, b = smoothing / C, zero for ignored targets), nll_loss's
  * g_i * (-w_t [c = t]); A and Q are constants built from the targets, g_i the
- * upstream gradient per sample (divided by the summed weight for 'mean'). */
+ * upstream gradient per sample (divided by the summed weight for 'mean').
+ * The constants are built on the host: CPU tensors only. */
 static amp_status cls_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
     cls_ctx *c = n->ctx;
     const amp_edge *ex = &n->inputs[0];
-    const amp_tensor *tg = n->saved[1], *w = n->saved[2];
+    const amp_tensor *tg = n->saved[1], *w = n->saved[2], *wsum = n->saved[3];
+    if (amp__cpu_only(n->name, tg, "target (create_graph)") != AMP_OK) return amp_last_status();
     int64_t N = c->N, C = c->C, L = c->L, ns = N * L;
+    double W = *(const double *)amp__data(wsum);
     int cdim = ex->ndim == 1 ? 0 : 1;
     int64_t ashape[AMP_MAX_DIMS];
     memcpy(ashape, ex->shape, sizeof ashape);
@@ -191,13 +105,13 @@ static amp_status cls_backward_diff(amp_node *n, amp_tensor *const *gout, amp_te
     float *pa = amp__data(A), *pq = amp__data(Q);
     memset(pa, 0, A->storage->nbytes);
     memset(pq, 0, Q->storage->nbytes);
-    double a = 1.0 - c->smoothing, b = c->ce ? c->smoothing / (double)C : 0.0, wsum = 0;
-    for (int64_t k = 0; k < C && b != 0; k++) wsum += w ? amp__load(amp__elem_ptr(w, k), w->dtype) : 1.0;
+    double a = 1.0 - c->smoothing, b = c->ce ? c->smoothing / (double)C : 0.0, wsumc = 0;
+    for (int64_t k = 0; k < C && b != 0; k++) wsumc += w ? amp__load(amp__elem_ptr(w, k), w->dtype) : 1.0;
     for (int64_t i = 0; i < ns; i++) {
         int64_t nn = i / L, l = i % L, ti = target_at(tg, i);
         if (ti == c->ignore_index) continue;
         double wt = w ? amp__load(amp__elem_ptr(w, ti), w->dtype) : 1.0;
-        pa[nn * L + l] = (float)(a * wt + b * wsum);
+        pa[nn * L + l] = (float)(a * wt + b * wsumc);
         for (int64_t k = 0; k < C; k++) {
             double wk = w ? amp__load(amp__elem_ptr(w, k), w->dtype) : 1.0;
             pq[(nn * C + k) * L + l] = (float)(a * wt * (k == ti) + b * wk);
@@ -210,67 +124,63 @@ static amp_status cls_backward_diff(amp_node *n, amp_tensor *const *gout, amp_te
     else core = amp_neg(Q);
     amp_tensor *g = gout[0];
     if (c->reduction == AMP_REDUCTION_NONE) g = amp_unsqueeze(g, cdim);
-    else if (c->reduction == AMP_REDUCTION_MEAN) g = amp_div_scalar(g, c->W);
+    else if (c->reduction == AMP_REDUCTION_MEAN) g = amp_div_scalar(g, W);
     gin[0] = amp_mul(core, g);
     return gin[0] ? AMP_OK : amp_last_status();
 }
 
+/* The loss through the backend, and the graph node. in: the inputs after
+ * autocast (x, target, weight); x the logits the kernel reads (the uncast
+ * half logits on the row path under autocast); out_dt, oshape: the loss. */
+static amp_tensor *class_loss_run(const char *fn, amp_device dev, const cls_ctx *c, amp_tensor *x, amp_tensor *const *in,
+                                  amp_dtype out_dt, int ond, const int64_t *oshape) {
+    const amp_backend *be = amp__backend(fn, dev);
+    if (!be) return NULL;
+    amp_tensor *out = amp__empty_out_on(fn, dev, out_dt, ond, oshape);
+    amp_tensor *wsum = out ? amp__tensor_new_on(fn, dev, AMP_F64, 0, NULL, amp__mem_current(AMP_MEM_ACTIVATION), AMP_NEW_UNSCOPED) : NULL;
+    amp_cls_args a = cls_args(c);
+    if (!wsum || AMP_BE_CALL(be, class_loss, fn, &a, x, in[1], in[2], out, wsum) != AMP_OK) goto fail;
+    if (amp__needs_grad(1, in)) {
+        amp_node *node = amp__node_new(fn, cls_backward, 1, in, sizeof(cls_ctx));
+        if (!node) goto fail;
+        amp__node_save(node, x);
+        amp__node_save(node, in[1]);
+        amp__node_save(node, in[2]);
+        amp__node_save(node, wsum);
+        *(cls_ctx *)node->ctx = *c;
+        node->backward_diff = cls_backward_diff;
+        amp__node_attach(node, out);
+    }
+    amp__release(wsum);
+    return out;
+fail:
+    amp__release(wsum);
+    amp_tensor_free(out);
+    return NULL;
+}
+
 /* cross_entropy of [N, C] logits without class weights or smoothing, row by
- * row (kernels/cpu/softmax.h): no [N, C] f32 buffers in the forward or the
+ * row (the backends' row path): no [N, C] f32 buffers in the forward or the
  * backward, the logits saved in their own dtype and their gradient made in
  * it. Under autocast, where cross_entropy is an fp32 op, half logits are
  * widened inside the kernel instead of being cast to an f32 copy: the
  * widening is exact, so the loss (f32) and the gradient (rounded once to the
  * logits' dtype, as the cast's backward would) have the bits of the cast
  * path, without the copy (for GPT-2's 50257-word vocabulary the copy is
- * most of the activation memory). t: the targets as i64 (checked). */
+ * most of the activation memory). */
 static amp_tensor *class_loss_rows(const char *fn, amp_op_id op, amp_tensor *x, amp_tensor *target, const amp_loss_opts *o,
-                                   const int64_t *t, int64_t N, int64_t C) {
+                                   int64_t N, int64_t C) {
     amp_tensor *in[3] = {x, target, NULL};
     bool widen = amp_dtype_is_half(x->dtype) && amp__autocast_category(op) == AMP_CAST_FP32;
     if (widen) in[0] = NULL; /* nothing else to cast: the target is integer */
-    int mask = amp__autocast(op, in, 3);
+    amp_device dev;
+    int mask = amp__autocast_dev(op, in, 3, &dev);
     if (mask < 0) return NULL;
     if (!widen) x = in[0];
     amp_dtype out_dt = widen ? AMP_F32 : x->dtype;
-    amp_tensor *out = NULL;
-    size_t wb = 0;
-    double *li = amp__ws_alloc((size_t)(N ? N : 1) * sizeof(double));
-    float *work = li ? xent_work(C, &wb) : NULL;
-    if (!work) goto done;
-    amp_k_xent_rows(amp__data(x), x->dtype, N, C, t, o->ignore_index, li, work);
-    double W = 0, total = 0;
-    for (int64_t i = 0; i < N; i++) {
-        if (t[i] == o->ignore_index) continue;
-        W += 1.0;
-        total += li[i];
-    }
-    if (o->reduction == AMP_REDUCTION_NONE) {
-        out = amp__empty_out(fn, out_dt, 1, &N);
-        if (out)
-            for (int64_t i = 0; i < N; i++) amp__store(amp__elem_ptr(out, i), out_dt, (float)li[i]);
-    } else {
-        out = amp__empty_out(fn, out_dt, 0, NULL);
-        if (out) amp__store(amp__data(out), out_dt, o->reduction == AMP_REDUCTION_SUM ? total : total / W);
-    }
+    cls_ctx c = {N, C, 1, o->ignore_index, 0.0, o->reduction, true, true};
     amp_tensor *gin_[3] = {x, target, NULL};
-    if (out && amp__needs_grad(1, gin_)) {
-        amp_node *node = amp__node_new(fn, cls_backward, 1, gin_, sizeof(cls_ctx));
-        if (!node) {
-            amp_tensor_free(out);
-            out = NULL;
-            goto done;
-        }
-        amp__node_save(node, x);
-        amp__node_save(node, target);
-        amp__node_save(node, NULL);
-        *(cls_ctx *)node->ctx = (cls_ctx){N, C, 1, o->ignore_index, 0.0, W, o->reduction, true, true};
-        node->backward_diff = cls_backward_diff;
-        amp__node_attach(node, out);
-    }
-done:
-    amp__ws_free(work, wb);
-    amp__ws_free(li, (size_t)(N ? N : 1) * sizeof(double));
+    amp_tensor *out = class_loss_run(fn, dev, &c, x, gin_, out_dt, o->reduction == AMP_REDUCTION_NONE ? 1 : 0, &N);
     amp__autocast_done(in, 3, mask);
     return out;
 }
@@ -282,7 +192,17 @@ static amp_tensor *class_loss(const char *fn, amp_op_id op, bool ce, amp_tensor 
     amp_loss_opts defaults;
     const amp_loss_opts *o = get_opts(fn, opts, &defaults);
     if (!o) return NULL;
-    if (!amp__check_index(fn, target, "target")) return NULL;
+    /* one device for all (the targets' values are checked there) */
+    const amp_tensor *all[3] = {target, x, o->weight};
+    const char *names[3] = {"target", xname, "weight"};
+    amp_device dev;
+    if (amp__same_device(fn, all, names, 3, &dev) != AMP_OK) return NULL;
+    if (dev == AMP_DEVICE_CPU) {
+        if (!amp__check_index(fn, target, "target")) return NULL;
+    } else if (target->dtype != AMP_I64 && target->dtype != AMP_I32) {
+        return amp_error_null(AMP_ERR_DTYPE, "%s: target has dtype %s; expected i64 or i32 indices", fn,
+                              amp_dtype_name(target->dtype));
+    }
     if (!amp__check_ndim(fn, x, xname, 1, AMP_MAX_DIMS)) return NULL;
     /* expected target shape: x's shape without the class dim */
     int cdim = x->ndim == 1 ? 0 : 1;
@@ -309,101 +229,33 @@ static amp_tensor *class_loss(const char *fn, amp_op_id op, bool ce, amp_tensor 
     if (!(eps >= 0.0 && eps <= 1.0))
         return amp_error_null(AMP_ERR_ARG, "%s: label_smoothing %g must be between 0.0 and 1.0", fn, eps);
     int64_t ns = N * L;
-    int64_t *t = targets_i64(target, ns);
-    if (!t) return NULL;
-    size_t tbytes = (size_t)(ns ? ns : 1) * sizeof(int64_t);
-    for (int64_t i = 0; i < ns; i++) {
-        if (t[i] != o->ignore_index && (t[i] < 0 || t[i] >= C)) {
-            amp_error(AMP_ERR_RANGE, "%s: target %lld (element %lld) is out of range for %lld classes (ignore_index %lld)",
-                      fn, (long long)t[i], (long long)i, (long long)C, (long long)o->ignore_index);
-            amp__ws_free(t, tbytes);
-            return NULL;
-        }
-    }
-    amp_tensor *in[3] = {x, target, o->weight};
-    if (ce && x->ndim == 2 && !o->weight && eps == 0 && amp_tensor_is_contiguous(x) && x->dtype != AMP_F64) {
-        amp_tensor *out = class_loss_rows(fn, op, x, target, o, t, N, C);
-        amp__ws_free(t, tbytes);
-        return out;
-    }
-    int mask = amp__autocast(op, in, 3);
-    if (mask < 0) {
-        amp__ws_free(t, tbytes);
-        return NULL;
-    }
-    x = in[0];
-    amp_tensor *w = in[2], *out = NULL;
-    bool ox = false, ow = false;
-    const float *px = amp__f32_view(x, &ox);
-    const float *pw = (px && w) ? amp__f32_view(w, &ow) : NULL;
-    float *lp = NULL;
-    size_t lpb = (size_t)(N * C * L) * sizeof(float);
-    if (px && (!w || pw)) {
-        if (ce) {
-            lp = amp__ws_alloc(lpb);
-            if (lp) amp_k_softmax(px, N, C, L, lp, true);
-        }
-    }
-    const float *logp = ce ? lp : px;
-    double *li = logp ? amp__ws_alloc((size_t)(ns ? ns : 1) * sizeof(double)) : NULL;
-    if (!li) goto done;
-    double a = 1.0 - eps, b = eps / (double)C, W = 0, total = 0;
-    for (int64_t nn = 0; nn < N; nn++) {
-        for (int64_t l = 0; l < L; l++) {
-            int64_t i = nn * L + l, ti = t[i];
-            if (ti == o->ignore_index) {
-                li[i] = 0;
-                continue;
-            }
-            const float *row = logp + nn * C * L + l;
-            double wt = pw ? pw[ti] : 1.0;
-            double v = -wt * row[ti * L];
-            if (b != 0) {
-                double s = 0;
-                for (int64_t k = 0; k < C; k++) s += (pw ? pw[k] : 1.0) * row[k * L];
-                v = a * v - b * s;
-            }
-            li[i] = v;
-            W += wt;
-            total += v;
-        }
-    }
-    if (o->reduction == AMP_REDUCTION_NONE) {
-        out = amp__empty_out(fn, x->dtype, tnd, tshape);
-        if (out) {
-            float *po = amp__f32_out_begin(out);
-            if (po) {
-                for (int64_t i = 0; i < ns; i++) po[i] = (float)li[i];
-                amp__f32_out_end(out, po);
-            } else {
-                amp_tensor_free(out);
-                out = NULL;
-            }
+    if (dev == AMP_DEVICE_CPU) {
+        for (int64_t i = 0; i < ns; i++) {
+            int64_t ti = target_at(target, i);
+            if (ti != o->ignore_index && (ti < 0 || ti >= C))
+                return amp_error_null(AMP_ERR_RANGE,
+                                      "%s: target %lld (element %lld) is out of range for %lld classes (ignore_index %lld)",
+                                      fn, (long long)ti, (long long)i, (long long)C, (long long)o->ignore_index);
         }
     } else {
-        out = amp__empty_out(fn, x->dtype, 0, NULL);
-        if (out) amp__store(amp__data(out), out->dtype, o->reduction == AMP_REDUCTION_SUM ? total : total / W);
-    }
-    amp__ws_free(li, (size_t)(ns ? ns : 1) * sizeof(double));
-    if (out && amp__needs_grad(1, in)) {
-        amp_node *node = amp__node_new(fn, cls_backward, 1, in, sizeof(cls_ctx));
-        if (!node) {
-            amp_tensor_free(out);
-            out = NULL;
-            goto done;
+        /* on the device: recorded there, reported at the next synchronisation */
+        const amp_backend *be = amp__backend(fn, dev);
+        if (!be) return NULL;
+        if (!be->check_index) {
+            amp__backend_missing(fn, be, "check_index");
+            return NULL;
         }
-        amp__node_save(node, x);
-        amp__node_save(node, in[1]);
-        amp__node_save(node, w);
-        *(cls_ctx *)node->ctx = (cls_ctx){N, C, L, o->ignore_index, eps, W, o->reduction, ce, false};
-        node->backward_diff = cls_backward_diff;
-        amp__node_attach(node, out);
+        if (be->check_index(fn, "target", target, C, o->ignore_index) != AMP_OK) return NULL;
     }
-done:
-    if (px) amp__f32_done(x, px, ox);
-    if (pw) amp__f32_done(w, pw, ow);
-    amp__ws_free(lp, lpb);
-    amp__ws_free(t, tbytes);
+    if (ce && x->ndim == 2 && !o->weight && eps == 0 && amp_tensor_is_contiguous(x) && x->dtype != AMP_F64)
+        return class_loss_rows(fn, op, x, target, o, N, C);
+    amp_tensor *in[3] = {x, target, o->weight};
+    int mask = amp__autocast_dev(op, in, 3, &dev);
+    if (mask < 0) return NULL;
+    x = in[0];
+    cls_ctx c = {N, C, L, o->ignore_index, eps, o->reduction, ce, false};
+    amp_tensor *out = o->reduction == AMP_REDUCTION_NONE ? class_loss_run(fn, dev, &c, x, in, x->dtype, tnd, tshape)
+                                                         : class_loss_run(fn, dev, &c, x, in, x->dtype, 0, NULL);
     amp__autocast_done(in, 3, mask);
     return out;
 }

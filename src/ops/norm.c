@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kernels/backend.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/norm.h"
 #include "ops/f32_util.h"
@@ -99,20 +100,18 @@ typedef struct {
     double eps; /* for the differentiable backward, which recomputes the statistics */
 } ln_ctx;
 
+/* through the backend of the saved tensors' device */
 static amp_status layer_norm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    static const char *fn = "amp_layer_norm";
     ln_ctx *c = n->ctx;
     const amp_tensor *x = n->saved[0], *w = n->saved[1], *mean = n->saved[2], *rstd = n->saved[3];
-    views v;
-    const amp_tensor *ts[3] = {x, w, gout[0]};
-    if (!views_get(&v, 3, ts)) return amp_last_status();
-    if (!alloc_grads(n, gin, 3)) {
-        views_done(&v);
-        return amp_last_status();
-    }
-    amp_k_layer_norm_backward(v.p[0], v.p[2], v.p[1], amp__data(mean), amp__data(rstd), c->M, c->D, gdata(gin[0]),
-                              gdata(gin[1]), gdata(gin[2]));
-    views_done(&v);
-    return AMP_OK;
+    const amp_backend *be = amp__backend_of(fn, x);
+    if (!be) return amp_last_status();
+    bool need[3] = {n->inputs[0].needs_grad, n->inputs[1].needs_grad, n->inputs[2].needs_grad};
+    amp_norm_args a;
+    memset(&a, 0, sizeof a);
+    a.M = c->M, a.D = c->D, a.k = c->k, a.eps = c->eps;
+    return AMP_BE_CALL(be, layer_norm_backward, fn, &a, x, w, mean, rstd, gout[0], need, gin);
 }
 
 /* create_graph: the statistics recomputed from x with ops, then the usual
@@ -159,34 +158,20 @@ amp_tensor *amp_layer_norm(amp_tensor *x, int normalized_ndim, amp_tensor *weigh
     snprintf(what, sizeof what, "the normalized shape %s", amp__shape_fmt(k, nshape, nb, sizeof nb));
     if (!check_param(fn, weight, "weight", k, nshape, what) || !check_param(fn, bias, "bias", k, nshape, what)) return NULL;
     amp_tensor *in[3] = {x, weight, bias};
-    int mask = amp__autocast(AMP_OP_LAYER_NORM, in, 3);
+    amp_device dev;
+    int mask = amp__autocast_dev(AMP_OP_LAYER_NORM, in, 3, &dev);
     if (mask < 0) return NULL;
     x = in[0];
     int64_t M = amp__numel(lead, x->shape), D = amp__numel(k, x->shape + lead);
-    amp_tensor *out = amp__empty_out(fn, x->dtype, x->ndim, x->shape);
-    amp_tensor *mean = out ? amp__f32_tensor(fn, 1, &M, AMP_MEM_ACTIVATION) : NULL;
-    amp_tensor *rstd = mean ? amp__f32_tensor(fn, 1, &M, AMP_MEM_ACTIVATION) : NULL;
-    views v;
-    /* x straight from its memory when it is contiguous f32, or contiguous
-     * half with rows the kernel widens one at a time; else an f32 copy */
-    bool direct = amp_tensor_is_contiguous(x) && (x->dtype == AMP_F32 || ((x->dtype == AMP_F16 || x->dtype == AMP_BF16) &&
-                                                                         D <= AMP_K_ROW_MAX));
-    const amp_tensor *ts[3] = {direct ? NULL : x, in[1], in[2]};
-    float *po = NULL;
-    if (!rstd || !views_get(&v, 3, ts)) goto fail;
-    if (direct) {
-        amp_k_layer_norm(amp__data(x), x->dtype, v.p[1], v.p[2], M, D, eps, amp__data(out), out->dtype, amp__data(mean),
-                         amp__data(rstd));
-    } else {
-        po = amp__f32_out_begin(out);
-        if (!po) {
-            views_done(&v);
-            goto fail;
-        }
-        amp_k_layer_norm(v.p[0], AMP_F32, v.p[1], v.p[2], M, D, eps, po, AMP_F32, amp__data(mean), amp__data(rstd));
-        amp__f32_out_end(out, po);
-    }
-    views_done(&v);
+    const amp_backend *be = amp__backend(fn, dev);
+    amp_tensor *out = be ? amp__empty_out_on(fn, dev, x->dtype, x->ndim, x->shape) : NULL;
+    amp_tensor *mean = out ? amp__tensor_new_on(fn, dev, AMP_F32, 1, &M, amp__mem_current(AMP_MEM_ACTIVATION), AMP_NEW_UNSCOPED) : NULL;
+    amp_tensor *rstd = mean ? amp__tensor_new_on(fn, dev, AMP_F32, 1, &M, amp__mem_current(AMP_MEM_ACTIVATION), AMP_NEW_UNSCOPED) : NULL;
+    if (!rstd) goto fail;
+    amp_norm_args na;
+    memset(&na, 0, sizeof na);
+    na.M = M, na.D = D, na.k = k, na.eps = eps;
+    if (AMP_BE_CALL(be, layer_norm, fn, &na, x, in[1], in[2], out, mean, rstd) != AMP_OK) goto fail;
     if (amp__needs_grad(3, in)) {
         amp_node *node = amp__node_new(fn, layer_norm_backward, 3, in, sizeof(ln_ctx));
         if (!node) goto fail;

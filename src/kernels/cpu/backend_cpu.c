@@ -7,6 +7,7 @@
 #include "kernels/cpu/backend_cpu_gemm.h"
 #include "kernels/cpu/backend_cpu_reduce.h"
 #include "kernels/cpu/backend_cpu_optim.h"
+#include "kernels/cpu/backend_cpu_norm.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm.h"
 #include "tensor/tensor_impl.h"
@@ -119,4 +120,10 @@ const amp_backend amp_backend_cpu = {
     .optim_step = amp__cpu_optim_step,
     .optim_sumsq = amp__cpu_optim_sumsq,
     .optim_scale_grads = amp__cpu_optim_scale_grads,
+    .softmax = amp__cpu_softmax,
+    .softmax_backward = amp__cpu_softmax_backward,
+    .layer_norm = amp__cpu_layer_norm,
+    .layer_norm_backward = amp__cpu_layer_norm_backward,
+    .class_loss = amp__cpu_class_loss,
+    .class_loss_backward = amp__cpu_class_loss_backward,
 };

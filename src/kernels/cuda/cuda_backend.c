@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_norm.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_optim.h"
 
@@ -135,4 +136,10 @@ const amp_backend amp__cuda_table = {
     .scaler_set = amp__cu_scaler_set,
     .scaler_read = amp__cu_scaler_read,
     .copy_if_found = amp__cu_copy_if_found,
+    .softmax = amp__cu_softmax,
+    .softmax_backward = amp__cu_softmax_backward,
+    .layer_norm = amp__cu_layer_norm,
+    .layer_norm_backward = amp__cu_layer_norm_backward,
+    .class_loss = amp__cu_class_loss,
+    .class_loss_backward = amp__cu_class_loss_backward,
 };

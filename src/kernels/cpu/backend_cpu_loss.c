@@ -1,0 +1,233 @@
+/* The CPU backend's class-index loss entries (kernels/backend.h):
+ * cross_entropy and nll_loss as src/ops/loss.c computed them. The row path
+ * (a->rows: [N, C] logits, no weights or smoothing) goes row by row through
+ * kernels/cpu/softmax.h's fused log-softmax (no [N, C] f32 buffer, half
+ * logits widened in the kernel, the gradient in the logits' dtype); the
+ * general path (N, C, L) works on f32 views. Per-sample terms in f32, sums
+ * in double. */
+#include <string.h>
+
+#include "kernels/cpu/backend_cpu_norm.h"
+#include "kernels/cpu/softmax.h"
+#include "ops/f32_util.h"
+
+static int64_t target_at(const amp_tensor *t, int64_t flat) {
+    const void *p = amp__elem_ptr(t, flat);
+    return t->dtype == AMP_I64 ? *(const int64_t *)p : (int64_t) * (const int32_t *)p;
+}
+
+/* Contiguous i64 copy of the targets (workspace). */
+static int64_t *targets_i64(const amp_tensor *t, int64_t n) {
+    int64_t *v = amp__ws_alloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    if (!v) return NULL;
+    for (int64_t i = 0; i < n; i++) v[i] = target_at(t, i);
+    return v;
+}
+
+/* Upstream gradient per sample: g[i] (none), g (sum) or g / W (mean). */
+static double sample_grad(amp_reduction r, double W, const float *g, int64_t i) {
+    switch (r) {
+    case AMP_REDUCTION_NONE: return g[i];
+    case AMP_REDUCTION_SUM: return g[0];
+    default: return g[0] / W;
+    }
+}
+
+/* Per-thread work rows of the row path: 2 C floats each. */
+static float *xent_work(int64_t C, size_t *bytes) {
+    int nt = amp_get_num_threads();
+    *bytes = (size_t)(nt > 0 ? nt : 1) * 2 * (size_t)C * sizeof(float);
+    return amp__ws_alloc(*bytes);
+}
+
+/* ---- the row path ---------------------------------------------------------------------------- */
+static amp_status rows_forward(const amp_cls_args *a, const amp_tensor *x, const amp_tensor *target, amp_tensor *out,
+                               amp_tensor *wsum) {
+    int64_t N = a->N, C = a->C;
+    size_t wb = 0, nb = (size_t)(N ? N : 1);
+    int64_t *t = targets_i64(target, N);
+    double *li = t ? amp__ws_alloc(nb * sizeof(double)) : NULL;
+    float *work = li ? xent_work(C, &wb) : NULL;
+    amp_status st = work ? AMP_OK : amp_last_status();
+    if (work) {
+        amp_k_xent_rows(amp__data(x), x->dtype, N, C, t, a->ignore_index, li, work);
+        double W = 0, total = 0;
+        for (int64_t i = 0; i < N; i++) {
+            if (t[i] == a->ignore_index) continue;
+            W += 1.0;
+            total += li[i];
+        }
+        if (a->reduction == AMP_REDUCTION_NONE)
+            for (int64_t i = 0; i < N; i++) amp__store(amp__elem_ptr(out, i), out->dtype, (float)li[i]);
+        else
+            amp__store(amp__data(out), out->dtype, a->reduction == AMP_REDUCTION_SUM ? total : total / W);
+        *(double *)amp__data(wsum) = W;
+    }
+    amp__ws_free(work, wb);
+    amp__ws_free(li, nb * sizeof(double));
+    amp__ws_free(t, nb * sizeof(int64_t));
+    return st;
+}
+
+static amp_status rows_backward(const amp_cls_args *a, const amp_tensor *x, const amp_tensor *target, double W,
+                                const amp_tensor *g, amp_tensor **gxo) {
+    int64_t N = a->N, C = a->C;
+    size_t nb = (size_t)(N ? N : 1);
+    amp_tensor *gx = amp__tensor_new("amp_backward", x->dtype, 2, x->shape, amp__mem_current(AMP_MEM_WORKSPACE), AMP_NEW_UNSCOPED);
+    int64_t *t = gx ? targets_i64(target, N) : NULL;
+    double *gr = t ? amp__ws_alloc(nb * sizeof(double)) : NULL;
+    bool og = false;
+    const float *pg = gr ? amp__f32_view(g, &og) : NULL;
+    size_t wb = 0;
+    float *work = pg ? xent_work(C, &wb) : NULL;
+    amp_status st = work ? AMP_OK : amp_last_status();
+    if (work) {
+        for (int64_t i = 0; i < N; i++) gr[i] = sample_grad(a->reduction, W, pg, i);
+        amp_k_xent_rows_backward(amp__data(x), x->dtype, N, C, t, a->ignore_index, gr, amp__data(gx), gx->dtype, work);
+        *gxo = gx;
+        gx = NULL;
+    }
+    amp__ws_free(work, wb);
+    if (pg) amp__f32_done(g, pg, og);
+    amp__ws_free(gr, nb * sizeof(double));
+    amp__ws_free(t, nb * sizeof(int64_t));
+    amp__release(gx);
+    return st;
+}
+
+/* ---- the general path --------------------------------------------------------------------------- */
+static amp_status general_forward(const amp_cls_args *a, const amp_tensor *x, const amp_tensor *target,
+                                  const amp_tensor *w, amp_tensor *out, amp_tensor *wsum) {
+    int64_t N = a->N, C = a->C, L = a->L, ns = N * L;
+    size_t tbytes = (size_t)(ns ? ns : 1) * sizeof(int64_t);
+    int64_t *t = targets_i64(target, ns);
+    if (!t) return amp_last_status();
+    bool ox = false, ow = false;
+    const float *px = amp__f32_view(x, &ox);
+    const float *pw = (px && w) ? amp__f32_view(w, &ow) : NULL;
+    float *lp = NULL;
+    size_t lpb = (size_t)(N * C * L) * sizeof(float);
+    if (px && (!w || pw)) {
+        if (a->ce) {
+            lp = amp__ws_alloc(lpb);
+            if (lp) amp_k_softmax(px, N, C, L, lp, true);
+        }
+    }
+    const float *logp = a->ce ? lp : px;
+    double *li = logp ? amp__ws_alloc((size_t)(ns ? ns : 1) * sizeof(double)) : NULL;
+    amp_status st = li ? AMP_OK : amp_last_status();
+    if (li) {
+        double e = a->smoothing, ca = 1.0 - e, cb = e / (double)C, W = 0, total = 0;
+        for (int64_t nn = 0; nn < N; nn++) {
+            for (int64_t l = 0; l < L; l++) {
+                int64_t i = nn * L + l, ti = t[i];
+                if (ti == a->ignore_index) {
+                    li[i] = 0;
+                    continue;
+                }
+                const float *row = logp + nn * C * L + l;
+                double wt = pw ? pw[ti] : 1.0;
+                double v = -wt * row[ti * L];
+                if (cb != 0) {
+                    double s = 0;
+                    for (int64_t k = 0; k < C; k++) s += (pw ? pw[k] : 1.0) * row[k * L];
+                    v = ca * v - cb * s;
+                }
+                li[i] = v;
+                W += wt;
+                total += v;
+            }
+        }
+        if (a->reduction == AMP_REDUCTION_NONE) {
+            float *po = amp__f32_out_begin(out);
+            if (po) {
+                for (int64_t i = 0; i < ns; i++) po[i] = (float)li[i];
+                amp__f32_out_end(out, po);
+            } else {
+                st = amp_last_status();
+            }
+        } else {
+            amp__store(amp__data(out), out->dtype, a->reduction == AMP_REDUCTION_SUM ? total : total / W);
+        }
+        *(double *)amp__data(wsum) = W;
+        amp__ws_free(li, (size_t)(ns ? ns : 1) * sizeof(double));
+    }
+    if (px) amp__f32_done(x, px, ox);
+    if (pw) amp__f32_done(w, pw, ow);
+    amp__ws_free(lp, lpb);
+    amp__ws_free(t, tbytes);
+    return st;
+}
+
+static amp_status general_backward(const amp_cls_args *a, const amp_tensor *x, const amp_tensor *tg,
+                                   const amp_tensor *w, double W, const amp_tensor *g, amp_tensor **gxo) {
+    int64_t N = a->N, C = a->C, L = a->L, ns = N * L;
+    amp_tensor *gx = amp__f32_grad(x->ndim, x->shape, true);
+    if (!gx) return amp_last_status();
+    int64_t *t = targets_i64(tg, ns);
+    bool og = false, ow = false;
+    const float *pg = t ? amp__f32_view(g, &og) : NULL;
+    const float *pw = (pg && w) ? amp__f32_view(w, &ow) : NULL;
+    float *p = NULL; /* softmax of the logits */
+    size_t pb = (size_t)(N * C * L) * sizeof(float);
+    if (pg && (!w || pw) && a->ce) {
+        bool ox;
+        const float *px = amp__f32_view(x, &ox);
+        p = px ? amp__ws_alloc(pb) : NULL;
+        if (p) amp_k_softmax(px, N, C, L, p, false);
+        if (px) amp__f32_done(x, px, ox);
+    }
+    if (!pg || (w && !pw) || (a->ce && !p)) {
+        if (pg) amp__f32_done(g, pg, og);
+        if (pw) amp__f32_done(w, pw, ow);
+        amp__ws_free(t, (size_t)(ns ? ns : 1) * sizeof(int64_t));
+        amp__release(gx);
+        return amp_last_status();
+    }
+    float *q = amp__data(gx);
+    double ca = 1.0 - a->smoothing, cb = a->smoothing / (double)C, wsum = 0;
+    if (a->ce && cb != 0)
+        for (int64_t k = 0; k < C; k++) wsum += pw ? pw[k] : 1.0;
+    for (int64_t nn = 0; nn < N; nn++) {
+        for (int64_t l = 0; l < L; l++) {
+            int64_t i = nn * L + l, ti = t[i];
+            if (ti == a->ignore_index) continue;
+            double gi = sample_grad(a->reduction, W, pg, i);
+            double wt = pw ? pw[ti] : 1.0;
+            float *qc = q + nn * C * L + l;
+            if (!a->ce) {
+                qc[ti * L] = (float)(-wt * gi);
+                continue;
+            }
+            const float *pc = p + nn * C * L + l;
+            for (int64_t k = 0; k < C; k++) {
+                double pk = pc[k * L];
+                double d = ca * wt * (pk - (k == ti ? 1.0 : 0.0));
+                if (cb != 0) d += cb * (pk * wsum - (pw ? pw[k] : 1.0));
+                qc[k * L] = (float)(gi * d);
+            }
+        }
+    }
+    amp__f32_done(g, pg, og);
+    if (pw) amp__f32_done(w, pw, ow);
+    amp__ws_free(p, pb);
+    amp__ws_free(t, (size_t)(ns ? ns : 1) * sizeof(int64_t));
+    *gxo = gx;
+    return AMP_OK;
+}
+
+amp_status amp__cpu_class_loss(const char *fn, const amp_cls_args *a, const amp_tensor *x, const amp_tensor *target,
+                               const amp_tensor *weight, amp_tensor *out, amp_tensor *wsum) {
+    AMP_UNUSED(fn);
+    if (a->rows) return rows_forward(a, x, target, out, wsum);
+    return general_forward(a, x, target, weight, out, wsum);
+}
+
+amp_status amp__cpu_class_loss_backward(const char *fn, const amp_cls_args *a, const amp_tensor *x,
+                                        const amp_tensor *target, const amp_tensor *weight, const amp_tensor *wsum,
+                                        const amp_tensor *g, amp_tensor **gx) {
+    AMP_UNUSED(fn);
+    double W = *(const double *)amp__data(wsum);
+    if (a->rows) return rows_backward(a, x, target, W, g, gx);
+    return general_backward(a, x, target, weight, W, g, gx);
+}

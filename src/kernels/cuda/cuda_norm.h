@@ -1,0 +1,22 @@
+/* Internal: the CUDA backend's normalisation, softmax and class-loss
+ * entries (cuda_norm.c; signatures and contracts of kernels/backend.h). */
+#ifndef AMP_KERNELS_CUDA_NORM_H
+#define AMP_KERNELS_CUDA_NORM_H
+
+#include "kernels/backend.h"
+
+amp_status amp__cu_layer_norm(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
+                              const amp_tensor *b, amp_tensor *y, amp_tensor *mean, amp_tensor *rstd);
+amp_status amp__cu_layer_norm_backward(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
+                                       const amp_tensor *mean, const amp_tensor *rstd, const amp_tensor *g,
+                                       const bool *need, amp_tensor **gin);
+amp_status amp__cu_softmax(const char *fn, const amp_tensor *x, int dim, bool log, amp_tensor *y);
+amp_status amp__cu_softmax_backward(const char *fn, const amp_tensor *y, const amp_tensor *g, int dim, bool log,
+                                    amp_tensor **gx);
+amp_status amp__cu_class_loss(const char *fn, const amp_cls_args *a, const amp_tensor *x, const amp_tensor *target,
+                              const amp_tensor *weight, amp_tensor *out, amp_tensor *wsum);
+amp_status amp__cu_class_loss_backward(const char *fn, const amp_cls_args *a, const amp_tensor *x,
+                                       const amp_tensor *target, const amp_tensor *weight, const amp_tensor *wsum,
+                                       const amp_tensor *g, amp_tensor **gx);
+
+#endif

@@ -1,0 +1,77 @@
+// Internal: helpers of the row kernels (norm_ieee.cu, softmax_ieee.cu,
+// loss_ieee.cu): typed loads of f32/f16/bf16 (exact widening, one element or
+// four with one vector load), the max that skips NaN (as the CPU's
+// row_max), block sizes for a row of n elements.
+#pragma once
+
+#include "kernels/cuda/common.cuh"
+
+namespace ampcu {
+
+// one element of a row of dtype T (AMP_F32, AMP_F16, AMP_BF16)
+template <int T>
+__device__ __forceinline__ float ld1(const void *p, int64_t i) {
+    if (T == AMP_F32) return ((const float *)p)[i];
+    uint16_t h = ((const uint16_t *)p)[i];
+    return T == AMP_F16 ? amp_hd_f16_to_f32(h) : amp_hd_bf16_to_f32(h);
+}
+
+template <int T>
+__device__ __forceinline__ float cvt_half(unsigned h) {
+    return T == AMP_F16 ? amp_hd_f16_to_f32((uint16_t)h) : amp_hd_bf16_to_f32((uint16_t)h);
+}
+
+// V elements from i (V = 4: i a multiple of 4 and the row 16-byte (f32) or
+// 8-byte (half) aligned, checked by the launcher; V = 1: any)
+template <int T, int V>
+__device__ __forceinline__ void ldv(const void *p, int64_t i, float *v) {
+    if (V == 4) {
+        if (T == AMP_F32) {
+            float4 q = *(const float4 *)((const float *)p + i);
+            v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+        } else {
+            uint2 q = *(const uint2 *)((const uint16_t *)p + i);
+            v[0] = cvt_half<T>(q.x & 0xffffu), v[1] = cvt_half<T>(q.x >> 16);
+            v[2] = cvt_half<T>(q.y & 0xffffu), v[3] = cvt_half<T>(q.y >> 16);
+        }
+    } else {
+        v[0] = ld1<T>(p, i);
+    }
+}
+
+// max over the block skipping NaN (x > m picks); every thread gets it
+__device__ __forceinline__ float warp_max_nonan(float v) {
+    for (int o = 16; o > 0; o >>= 1) {
+        float w = __shfl_xor_sync(0xffffffffu, v, o);
+        v = w > v ? w : v;
+    }
+    return v;
+}
+__device__ __forceinline__ float block_max_nonan(float v, float *sh) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_max_nonan(v);
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : -INFINITY;
+    return warp_max_nonan(v);
+}
+
+// threads for a row of n elements at `per` per thread: a multiple of 32 in [32, 1024]
+static inline unsigned row_threads(int64_t n, int per) {
+    int64_t t = (n + per - 1) / per;
+    t = (t + 31) / 32 * 32;
+    if (t < 32) t = 32;
+    if (t > 1024) t = 1024;
+    return (unsigned)t;
+}
+
+// grid over `rows` rows, one block each (grid-stride beyond the cap)
+static inline unsigned row_grid(int64_t rows) {
+    if (rows < 1) return 1;
+    return rows > (1 << 20) ? (1u << 20) : (unsigned)rows;
+}
+
+static inline bool aligned(const void *p, unsigned bytes) { return !p || ((uintptr_t)p % bytes) == 0; }
+
+} // namespace ampcu
