@@ -270,9 +270,12 @@ static amp_scaler_opts scaler_opts(void) {
     return so;
 }
 
+/* fail_msg does not return (cmocka jumps out of the test): the count is
+ * cleared first, or the next test reports this one's failures as its own */
 static void finish(const char *what) {
-    if (g_failures) fail_msg("%s: %d comparison(s) failed (listed above)", what, g_failures);
+    int n = g_failures;
     g_failures = 0;
+    if (n) fail_msg("%s: %d comparison(s) failed (listed above)", what, n);
 }
 
 /* AdamW with f32 master weights over bf16 and f16 parameters, round to
@@ -472,6 +475,102 @@ static void t_scaler_scale_backward(void **state) {
     finish("t_scaler_scale_backward");
 }
 
+/* one parameter of 5 elements on dev, its gradient all g, and an SGD optimizer over it */
+static amp_optim *one_param_opt(amp_device dev, double g, amp_tensor **pout) {
+    int64_t shape[1] = {5};
+    amp_tensor *p = amp_tensor_full(AMP_F32, 1, shape, 1.0);
+    assert_int_equal(amp_tensor_set_requires_grad(p, true), AMP_OK);
+    if (dev != AMP_DEVICE_CPU) assert_int_equal(amp_tensor_move_(p, dev), AMP_OK);
+    amp_tensor *gr = amp_tensor_full(AMP_F32, 1, shape, g);
+    assert_int_equal(amp_tensor_set_grad(p, gr), AMP_OK);
+    amp_tensor_free(gr);
+    amp_optim_opts o = amp_sgd_opts(0.5);
+    amp_optim *opt = amp_optim_new(&p, 1, &o);
+    if (!opt) printf("amp_optim_new: %s\n", amp_last_error());
+    assert_non_null(opt);
+    *pout = p;
+    return opt;
+}
+
+/* which device a scaler's state lives on: the first optimizer or loss it
+ * sees decides, whichever call that is (amp train's loop without loss
+ * scaling calls amp_scaler_clip_grad_norm first; run 5 refused it: the
+ * clip made its per-optimizer entry before choosing the device); work the
+ * host recorded cannot move to the device, and a scaler on the device
+ * refuses a CPU optimizer */
+static void t_scaler_devices(void **state) {
+    (void)state;
+    amp_scaler_opts so = scaler_opts();
+    amp_tensor *pc, *pg;
+    amp_optim *oc = one_param_opt(AMP_DEVICE_CPU, 2048.0, &pc);
+    amp_optim *og = one_param_opt(AMP_DEVICE_CUDA, 2048.0, &pg);
+    /* a fresh scaler whose first call is the clip, on cuda, two steps */
+    amp_scaler *sc = amp_scaler_new(&so);
+    for (int k = 0; k < 2; k++) {
+        /* the step leaves the unscaled, clipped gradient in .grad: a fresh one each step */
+        amp_tensor *gr = amp_tensor_full(AMP_F32, 1, AMP_SHAPE(5), 2048.0);
+        assert_int_equal(amp_tensor_set_grad(pg, gr), AMP_OK);
+        amp_tensor_free(gr);
+        double nrm = amp_scaler_clip_grad_norm(sc, &og, 1, 1.0);
+        /* the unscaled gradient is 2 in each of 5 elements: norm sqrt(20) */
+        CHECK(fabs(nrm - sqrt(20.0)) <= 1e-12 * sqrt(20.0), "first-call clip on cuda, step %d: norm %.17g (%s), expected %.17g",
+              k, nrm, nrm < 0 ? amp_last_error() : "ok", sqrt(20.0));
+        amp_status st = amp_scaler_step(sc, og, NULL);
+        CHECK(st == AMP_OK, "first-call clip on cuda, step %d: amp_scaler_step: %s", k, amp_last_error());
+        st = amp_scaler_update(sc);
+        CHECK(st == AMP_OK, "first-call clip on cuda, step %d: amp_scaler_update: %s", k, amp_last_error());
+    }
+    CHECK(amp_scaler_num_updates(sc) == 2 && amp_optim_steps(og) == 2, "first-call clip on cuda: %lld updates, %lld steps",
+          (long long)amp_scaler_num_updates(sc), (long long)amp_optim_steps(og));
+    /* growth_interval 2: two clean updates double the scale */
+    CHECK(amp_scaler_get_scale(sc) == 2048.0, "first-call clip on cuda: scale %.9g, expected 2048", amp_scaler_get_scale(sc));
+    /* now on cuda: a CPU optimizer is refused by name */
+    amp_status st = amp_scaler_step(sc, oc, NULL);
+    CHECK(st != AMP_OK && strstr(amp_last_error(), "one scaler per device") != NULL,
+          "a CPU optimizer on a cuda scaler: status %d, message '%s'", (int)st, amp_last_error());
+    double nrm = amp_scaler_clip_grad_norm(sc, &oc, 1, 1.0);
+    CHECK(nrm < 0 && strstr(amp_last_error(), "one scaler per device") != NULL,
+          "a CPU optimizer's clip on a cuda scaler: %g, message '%s'", nrm, amp_last_error());
+    amp_scaler_free(sc);
+    /* a scaler that checked a CPU optimizer refuses a cuda one until its update */
+    sc = amp_scaler_new(&so);
+    st = amp_scaler_unscale(sc, oc);
+    CHECK(st == AMP_OK, "CPU unscale: %s", amp_last_error());
+    nrm = amp_scaler_clip_grad_norm(sc, &og, 1, 1.0);
+    CHECK(nrm < 0 && strstr(amp_last_error(), "checked CPU optimizers") != NULL,
+          "a cuda clip after a CPU unscale: %g, message '%s'", nrm, amp_last_error());
+    amp_scaler_free(sc);
+    /* a CPU call that failed before recording anything leaves the scaler free
+     * to move (f16 gradients without master weights are refused before the check) */
+    sc = amp_scaler_new(&so);
+    int64_t shape[1] = {3};
+    amp_tensor *ph = amp_tensor_full(AMP_F16, 1, shape, 1.0);
+    assert_int_equal(amp_tensor_set_requires_grad(ph, true), AMP_OK);
+    amp_tensor *gh = amp_tensor_full(AMP_F16, 1, shape, 1.0);
+    assert_int_equal(amp_tensor_set_grad(ph, gh), AMP_OK);
+    amp_optim_opts o = amp_sgd_opts(0.5);
+    amp_optim *oh = amp_optim_new(&ph, 1, &o);
+    assert_non_null(oh);
+    nrm = amp_scaler_clip_grad_norm(sc, &oh, 1, 1.0);
+    CHECK(nrm < 0 && strstr(amp_last_error(), "FP16") != NULL, "f16 clip without master weights: %g, message '%s'", nrm,
+          amp_last_error());
+    nrm = amp_scaler_clip_grad_norm(sc, &og, 1, 1.0);
+    CHECK(nrm >= 0, "a cuda clip after a refused CPU clip: %g (%s)", nrm, nrm < 0 ? amp_last_error() : "ok");
+    st = amp_scaler_step(sc, og, NULL);
+    CHECK(st == AMP_OK, "a cuda step after a refused CPU clip: %s", amp_last_error());
+    st = amp_scaler_update(sc);
+    CHECK(st == AMP_OK, "a cuda update after a refused CPU clip: %s", amp_last_error());
+    amp_scaler_free(sc);
+    amp_optim_free(oh);
+    amp_tensor_free(gh);
+    amp_tensor_free(ph);
+    amp_optim_free(oc);
+    amp_optim_free(og);
+    amp_tensor_free(pc);
+    amp_tensor_free(pg);
+    finish("t_scaler_devices");
+}
+
 /* the guard: a finite gradient whose update overflows is never kept */
 static void t_guard(void **state) {
     (void)state;
@@ -507,7 +606,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_scaler_scale), cmocka_unit_test(t_adamw_master), cmocka_unit_test(t_adam_f32),
         cmocka_unit_test(t_sgd),          cmocka_unit_test(t_plain_step),   cmocka_unit_test(t_guard),
-        cmocka_unit_test(t_clip),         cmocka_unit_test(t_scaler_scale_backward),
+        cmocka_unit_test(t_clip),         cmocka_unit_test(t_scaler_scale_backward), cmocka_unit_test(t_scaler_devices),
     };
     return amp_test_run(tests);
 }

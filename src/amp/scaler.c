@@ -234,9 +234,18 @@ static amp_status dev_attach(const char *fn, amp_scaler *s, amp_device d) {
                              amp_device_name(s->ddev), amp_device_name(d));
         return AMP_OK;
     }
-    if (s->n_opt > 0)
-        return amp_error(AMP_ERR_ARG, "%s: the scaler has checked CPU optimizers since its last update and this one is on %s",
-                         fn, amp_device_name(d));
+    /* Work the host recorded since the last update (a check, an unscale, a
+     * clip, a step) cannot move to the device. An entry state_for made
+     * without recording anything (amp_scaler_clip_grad_norm's argument checks,
+     * a call that failed before its check) is not such work: its slot starts
+     * clear on the device too. */
+    for (int i = 0; i < s->n_opt; i++) {
+        const opt_state *st = &s->per_opt[i];
+        if (st->checked || st->clipped || st->stage != STAGE_READY)
+            return amp_error(AMP_ERR_ARG,
+                             "%s: the scaler has checked CPU optimizers since its last update and this one is on %s", fn,
+                             amp_device_name(d));
+    }
     const amp_backend *be = amp__backend(fn, d);
     if (!be) return amp_last_status();
     if (!be->scaler_new) return amp__backend_missing(fn, be, "scaler_new");
@@ -595,6 +604,9 @@ double amp_scaler_clip_grad_norm(amp_scaler *s, amp_optim *const *opts, int n, d
             }
     }
     if (!s->enabled) return amp_clip_grad_norm_optims(opts, n, max_norm, NULL); /* no skipping: clip .grad itself */
+    /* the scaler's device is decided before any per-optimizer entry exists
+     * (the first call of a cuda run may be this one: no loss scaled yet) */
+    if (dev_attach(fn, s, dev) != AMP_OK) return -1;
     opt_state *sts[64];
     for (int k = 0; k < n; k++) {
         opt_state *st = state_for(s, opts[k]);
@@ -613,7 +625,6 @@ double amp_scaler_clip_grad_norm(amp_scaler *s, amp_optim *const *opts, int n, d
         }
         sts[k] = st;
     }
-    if (dev_attach(fn, s, dev) != AMP_OK) return -1;
     if (s->ds) { /* the norm is returned to the host: it waits once here, so the scale it reads is current */
         if (refresh(s) != AMP_OK) return -1;
         for (int k = 0; k < n; k++)
