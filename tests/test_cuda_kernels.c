@@ -442,9 +442,10 @@ static void t_gemm(void **state) {
     gemm_case(&mx, 1e-4);
     mx.at = AMP_F32, mx.bt = AMP_F32, mx.ct = AMP_BF16, mx.ta = false, mx.bias = BIAS_COL, mx.gelu = true;
     gemm_case(&mx, 1e-4);
-    /* every transpose x bias (none, in the epilogue: beta 1 and C's dtype,
-     * written first: beta 0.5) x batch (1, 3, 3 sharing B) x dtype x gelu
-     * (none, fused, fused keeping the pre-activation in aux) */
+    /* every transpose x bias (none; beta 1: cuBLASLt's epilogue into an f32
+     * C, written into a half C first; beta 0.5: written first) x batch (1,
+     * 3, 3 sharing B) x dtype x gelu (none, then with the pre-activation
+     * kept in aux: fused into an f32 C, amp's pass over a half C) */
     for (int d = 0; d < 3; d++)
         for (int t = 0; t < 4; t++)
             for (int bi = 0; bi < 3; bi++)

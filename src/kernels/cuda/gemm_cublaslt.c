@@ -17,12 +17,15 @@
  * stored into a half C) runs as f32 through scratch copies: half operands
  * widened exactly, the f32 result rounded once into C, as the CPU does.
  *
- * Bias: linear's per-column bias (bias_rs 0, bias_cs 1) of C's dtype with
- * beta 1 is cuBLASLt's BIAS epilogue (a per-row bias of D); any other bias
- * is written into C first (the CPU's documented equivalent) and the product
- * added with beta. GELU (tanh form, cuBLASLt's) is the GELU(_AUX)(_BIAS)
- * epilogue when its constraints hold (aux leading dimension a multiple of
- * 8), else an elementwise pass after the product, as on the CPU.
+ * Bias: into an f32 C, linear's per-column bias (bias_rs 0, bias_cs 1) of
+ * C's dtype with beta 1 is cuBLASLt's BIAS epilogue (a per-row bias of D);
+ * any other bias is written into C first (the CPU's documented equivalent)
+ * and the product added with beta; a half C with a bias of another dtype
+ * goes through f32 scratch. GELU (tanh form) into an f32 C is cuBLASLt's
+ * GELU(_AUX)(_BIAS) epilogue when its constraints hold (aux leading
+ * dimension a multiple of 8), else amp's elementwise pass after the
+ * product, as on the CPU. A half C never takes the BIAS/GELU epilogues
+ * (their half results differ from the CPU's: see amp__cu_gemm).
  *
  * Descriptors and the heuristic's algorithm are cached per shape/type/layout
  * key (a training step repeats the same few dozen products). The workspace
@@ -487,6 +490,12 @@ amp_status amp__cu_gemm(const char *fn, const amp_gemm_args *g0) {
     amp_dtype at = g.a_dtype, bt = g.b_dtype;
     bool half_pair = at == bt && at != AMP_F32 && (g.c_dtype == at || g.c_dtype == AMP_F32);
     bool f32_pair = at == AMP_F32 && bt == AMP_F32 && g.c_dtype == AMP_F32;
+    bool half_c = g.c_dtype != AMP_F32;
+    /* A half C goes through f32 scratch when the operands are no supported
+     * pair, and when a bias of another dtype is added (f32 on bf16, f16 on
+     * bf16, ...): the CPU adds the bias widened exactly and rounds once, so
+     * writing it into the half C first would round it twice. */
+    bool c_via_f32 = half_c && ((!half_pair && !f32_pair) || (has_bias && g.bias_dtype != g.c_dtype));
     if (!half_pair && !f32_pair) {
         if (at != AMP_F32) {
             int64_t r = g.trans_a ? g.k : g.m, c = g.trans_a ? g.m : g.k;
@@ -498,49 +507,78 @@ amp_status amp__cu_gemm(const char *fn, const amp_gemm_args *g0) {
             if (!(pb = pack_f32(fn, g.b, bt, g.batch, g.stride_b, r, c, g.ldb, &st))) goto out;
             g.b = pb, g.b_dtype = AMP_F32, g.ldb = c, g.stride_b = g.stride_b ? r * c : 0;
         }
-        if (g.c_dtype != AMP_F32) { /* an f32 result rounded once into C afterwards */
-            pc = amp__cu_scratch((size_t)(g.batch * g.m * g.n) * 4 + 16);
-            if (!pc) {
-                st = amp_last_status();
-                goto out;
-            }
-            amp_gemm_args inner = g;
-            inner.c = pc, inner.c_dtype = AMP_F32, inner.ldc = g.n, inner.stride_c = g.m * g.n;
-            inner.epilogue = AMP_GEMM_EPI_NONE, inner.epi_aux = NULL;
-            if (g.beta != 0.0f && !has_bias) { /* C's old values take part: widen them into the scratch */
-                amp_cu_tensor d, s;
-                memset(&d, 0, sizeof d);
-                memset(&s, 0, sizeof s);
-                d.p = pc, d.dtype = AMP_F32, d.ndim = s.ndim = 3;
-                d.shape[0] = s.shape[0] = g.batch, d.shape[1] = s.shape[1] = g.m, d.shape[2] = s.shape[2] = g.n;
-                d.stride[0] = g.m * g.n, d.stride[1] = g.n, d.stride[2] = 1;
-                s.p = g.c, s.dtype = (int)g.c_dtype, s.stride[0] = g.stride_c, s.stride[1] = g.ldc, s.stride[2] = 1;
-                if ((st = AMP_CU(fn, amp_cu_copy(amp__cu.stream, &d, &s))) != AMP_OK) goto out;
-            }
-            if ((st = amp__cu_gemm(fn, &inner)) != AMP_OK) goto out;
-            t_last.flags |= LAST_F32_SCRATCH;
+    }
+    if (c_via_f32) { /* an f32 result rounded once into C afterwards (then gelu on the rounded C, as the CPU) */
+        pc = amp__cu_scratch((size_t)(g.batch * g.m * g.n) * 4 + 16);
+        if (!pc) {
+            st = amp_last_status();
+            goto out;
+        }
+        amp_gemm_args inner = g;
+        inner.c = pc, inner.c_dtype = AMP_F32, inner.ldc = g.n, inner.stride_c = g.m * g.n;
+        inner.epilogue = AMP_GEMM_EPI_NONE, inner.epi_aux = NULL;
+        if (g.beta != 0.0f && !has_bias) { /* C's old values take part: widen them into the scratch */
             amp_cu_tensor d, s;
             memset(&d, 0, sizeof d);
             memset(&s, 0, sizeof s);
-            s.p = pc, s.dtype = AMP_F32, d.ndim = s.ndim = 3;
+            d.p = pc, d.dtype = AMP_F32, d.ndim = s.ndim = 3;
             d.shape[0] = s.shape[0] = g.batch, d.shape[1] = s.shape[1] = g.m, d.shape[2] = s.shape[2] = g.n;
-            s.stride[0] = g.m * g.n, s.stride[1] = g.n, s.stride[2] = 1;
-            d.p = g.c, d.dtype = (int)g.c_dtype, d.stride[0] = g.stride_c, d.stride[1] = g.ldc, d.stride[2] = 1;
-            st = AMP_CU(fn, amp_cu_copy(amp__cu.stream, &d, &s));
-            if (st == AMP_OK && g.epilogue == AMP_GEMM_EPI_GELU_TANH) st = gelu_after(fn, &g);
-            goto out;
+            d.stride[0] = g.m * g.n, d.stride[1] = g.n, d.stride[2] = 1;
+            s.p = g.c, s.dtype = (int)g.c_dtype, s.stride[0] = g.stride_c, s.stride[1] = g.ldc, s.stride[2] = 1;
+            if ((st = AMP_CU(fn, amp_cu_copy(amp__cu.stream, &d, &s))) != AMP_OK) goto out;
         }
+        if ((st = amp__cu_gemm(fn, &inner)) != AMP_OK) goto out;
+        t_last.flags |= LAST_F32_SCRATCH;
+        amp_cu_tensor d, s;
+        memset(&d, 0, sizeof d);
+        memset(&s, 0, sizeof s);
+        s.p = pc, s.dtype = AMP_F32, d.ndim = s.ndim = 3;
+        d.shape[0] = s.shape[0] = g.batch, d.shape[1] = s.shape[1] = g.m, d.shape[2] = s.shape[2] = g.n;
+        s.stride[0] = g.m * g.n, s.stride[1] = g.n, s.stride[2] = 1;
+        d.p = g.c, d.dtype = (int)g.c_dtype, d.stride[0] = g.stride_c, d.stride[1] = g.ldc, d.stride[2] = 1;
+        st = AMP_CU(fn, amp_cu_copy(amp__cu.stream, &d, &s));
+        if (st == AMP_OK && g.epilogue == AMP_GEMM_EPI_GELU_TANH) {
+            st = gelu_after(fn, &g);
+            t_last.flags |= LAST_GELU_AFTER;
+        }
+        goto out;
     }
 
     /* bias: cuBLASLt's epilogue for linear's per-column bias of C's dtype
-     * with beta 1; otherwise written into C first, then beta * C. gelu:
-     * cuBLASLt's epilogue when it can keep the pre-activation values where
-     * asked, else a pass after the product. Where cuBLASLt has no algorithm
-     * for a fused epilogue, the product runs again without it. */
-    bool epi_bias = has_bias && g.beta == 1.0f && g.bias_rs == 0 && g.bias_cs == 1 && g.bias_dtype == g.c_dtype &&
-                    align_of(g.bias) >= 16; /* the heuristic assumes an aligned bias pointer */
+     * with beta 1 into an f32 C; otherwise written into C first, then
+     * beta * C. gelu: cuBLASLt's epilogue into an f32 C when it can keep
+     * the pre-activation values where asked, else a pass after the
+     * product. Where cuBLASLt has no algorithm for a fused epilogue, the
+     * product runs again without it.
+     *
+     * A half C (f16/bf16) never takes the BIAS or GELU epilogues. An H100
+     * run (gpu-run5) showed their results differ from the CPU's in f16 and
+     * bf16: BIAS/GELU_BIAS into bf16 were 3-4 ulps off on small results
+     * next to a large bias (as if the f32 sum were rounded to bf16 before
+     * the bias was added), with split-K 1 and with split-K 22-60 (f32
+     * partials), and GELU_BIAS into f16 2-3 ulps off, while the same
+     * products with the bias written into C first (the beta 0.5 cases)
+     * matched. What the CPU computes is fl(alpha AB + beta bias) in
+     * f32 (the bias widened exactly), rounded once into C, then gelu of
+     * that rounded value in f32 (kernels/ew_scalar.h's formula), rounded
+     * once. Here, for a half C:
+     *  - the bias (C's dtype: exact) is written into C, and cuBLASLt's
+     *    plain product computes alpha AB + beta C in f32 and rounds once:
+     *    the CPU's arithmetic; only the order of the f32 sum differs (and,
+     *    with alpha != 1, perhaps where the f32 multiply-add rounds). Cost
+     *    over the fused epilogue: one more pass over C (the bias written,
+     *    then read by the product's epilogue instead of the bias vector).
+     *    A bias of another dtype goes through f32 scratch (above): the
+     *    product into f32, one rounding pass into C;
+     *  - gelu is amp's elementwise pass over the rounded C (gelu_after:
+     *    the CPU's formula and bits, the pre-activation copied into aux),
+     *    one more pass over C (read C, write C and aux).
+     * An f32 C keeps the fused epilogues: there they agree with the CPU to
+     * f32 rounding (the H100 runs' f32 cases pass). */
+    bool epi_bias = !half_c && has_bias && g.beta == 1.0f && g.bias_rs == 0 && g.bias_cs == 1 &&
+                    g.bias_dtype == g.c_dtype && align_of(g.bias) >= 16; /* the heuristic assumes an aligned bias pointer */
     bool gelu = g.epilogue == AMP_GEMM_EPI_GELU_TANH;
-    bool epi_gelu = gelu && (!g.epi_aux || (g.n % 8 == 0 && align_of(g.epi_aux) >= 16));
+    bool epi_gelu = !half_c && gelu && (!g.epi_aux || (g.n % 8 == 0 && align_of(g.epi_aux) >= 16));
     bool no_algo = false;
     /* A bias the epilogue does not take is written into C before any
      * product that reads C (the fused gelu one too: with beta 0.5 and a
