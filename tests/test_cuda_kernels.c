@@ -412,11 +412,8 @@ static void t_gemm(void **state) {
     (void)state;
     g_gemm_failures = 0;
     amp_dtype dts[] = {AMP_F32, AMP_F16, AMP_BF16};
-    /* the last is big enough (m n k >= 2^26) for the padded path: half
-     * operands with rows not 16-byte aligned (n = 1001, k = 259) copied into
-     * aligned scratch, as GPT-2's 50257-wide vocabulary is */
-    int64_t sizes[][3] = {{1, 1, 1}, {7, 13, 5}, {64, 96, 128}, {130, 67, 259}, {1, 512, 768}, {300, 1, 77}, {520, 1001, 259}};
-    for (int s = 0; s < 7; s++)
+    int64_t sizes[][3] = {{1, 1, 1}, {7, 13, 5}, {64, 96, 128}, {130, 67, 259}, {1, 512, 768}, {300, 1, 77}};
+    for (int s = 0; s < 6; s++)
         for (int d = 0; d < 3; d++)
             for (int t = 0; t < 4; t++) {
                 gcase c = {.ta = t & 1, .tb = t >> 1, .m = sizes[s][0], .n = sizes[s][1], .k = sizes[s][2], .batch = 1,

@@ -374,77 +374,6 @@ static void tune_plan(plan *p, const void *alpha, const void *a, const void *b, 
  * 1, the bias replaces the beta term) and/or gelu (epi_gelu) fused into the
  * epilogue. *no_algo is set when cuBLASLt has no algorithm for it. */
 static amp_status lt_run(const char *fn, const amp_gemm_args *gp, bool epi_bias, bool epi_gelu, float beta,
-                         bool *no_algo);
-
-/* A half operand whose rows are not 16-byte aligned (a leading dimension
- * that is not a multiple of 8 elements: GPT-2's vocabulary of 50257) makes
- * cuBLASLt fall back to its sm75 "align1" kernels, several times slower
- * than the sm90 tensor-core kernels (an H100 step spent 18% of its time in
- * the three vocabulary-wide products). For a large plain product (no
- * epilogue, one batch item) such operands are copied into scratch with the
- * leading dimension rounded up to 8 elements (cudaMemcpy2DAsync), C too
- * (copied in when beta reads it, out after the product). The sums are the
- * same products in cuBLASLt's order for the new layout: results differ
- * from the unpadded call by rounding only. Cost: one pass over each padded
- * operand (and two over C), against the much slower kernels.
- * AMP_CUDA_GEMM_PAD=0 turns it off. */
-static bool misaligned_half(amp_dtype dt, int64_t ld) {
-    return (dt == AMP_F16 || dt == AMP_BF16) && (ld * 2) % 16 != 0;
-}
-
-static int pad_enabled(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("AMP_CUDA_GEMM_PAD");
-        on = !(e && !strcmp(e, "0"));
-    }
-    return on;
-}
-
-static amp_status pad_copy(const char *fn, void *dst, int64_t dld, const void *src, int64_t sld, int64_t rows, int64_t cols,
-                           size_t es) {
-    return amp__cu_check(fn,
-                         cudaMemcpy2DAsync(dst, (size_t)dld * es, src, (size_t)sld * es, (size_t)cols * es, (size_t)rows,
-                                           cudaMemcpyDeviceToDevice, amp__cu.stream),
-                         "cudaMemcpy2DAsync (a misaligned half operand padded)");
-}
-
-static amp_status lt_run_padded(const char *fn, const amp_gemm_args *gp, float beta, bool *no_algo) {
-    const amp_gemm_args *g = gp;
-    bool pa = misaligned_half(g->a_dtype, g->lda), pb = misaligned_half(g->b_dtype, g->ldb),
-         pc = misaligned_half(g->c_dtype, g->ldc);
-    bool big = (double)g->m * (double)g->n * (double)g->k >= (double)(1 << 26);
-    if (!(pa || pb || pc) || !big || g->batch > 1 || g->epilogue != AMP_GEMM_EPI_NONE || g->bias || !pad_enabled())
-        return lt_run(fn, gp, false, false, beta, no_algo);
-    amp_gemm_args q = *g;
-    /* rows x cols as stored (row-major) */
-    int64_t ar = g->trans_a ? g->k : g->m, ac = g->trans_a ? g->m : g->k;
-    int64_t br = g->trans_b ? g->n : g->k, bc = g->trans_b ? g->k : g->n;
-    int64_t lda = (ac + 7) / 8 * 8, ldb = (bc + 7) / 8 * 8, ldc = (g->n + 7) / 8 * 8;
-    void *sa = NULL, *sb = NULL, *sc = NULL;
-    amp_status st = AMP_OK;
-    if (pa) {
-        if (!(sa = amp__cu_scratch((size_t)(ar * lda) * 2))) st = amp_last_status();
-        else if ((st = pad_copy(fn, sa, lda, g->a, g->lda, ar, ac, 2)) == AMP_OK) q.a = sa, q.lda = lda;
-    }
-    if (st == AMP_OK && pb) {
-        if (!(sb = amp__cu_scratch((size_t)(br * ldb) * 2))) st = amp_last_status();
-        else if ((st = pad_copy(fn, sb, ldb, g->b, g->ldb, br, bc, 2)) == AMP_OK) q.b = sb, q.ldb = ldb;
-    }
-    if (st == AMP_OK && pc) {
-        if (!(sc = amp__cu_scratch((size_t)(g->m * ldc) * 2))) st = amp_last_status();
-        else if (beta == 0.0f || (st = pad_copy(fn, sc, ldc, g->c, g->ldc, g->m, g->n, 2)) == AMP_OK) q.c = sc, q.ldc = ldc;
-    }
-    if (st == AMP_OK) st = lt_run(fn, &q, false, false, beta, no_algo);
-    if (st == AMP_OK && pc) st = pad_copy(fn, g->c, g->ldc, sc, ldc, g->m, g->n, 2);
-    /* scratch freed now: the stream orders its reuse after the copies */
-    if (sa) amp__cu_scratch_free(sa);
-    if (sb) amp__cu_scratch_free(sb);
-    if (sc) amp__cu_scratch_free(sc);
-    return st;
-}
-
-static amp_status lt_run(const char *fn, const amp_gemm_args *gp, bool epi_bias, bool epi_gelu, float beta,
                          bool *no_algo) {
     const amp_gemm_args g = *gp;
     *no_algo = false;
@@ -671,7 +600,7 @@ amp_status amp__cu_gemm(const char *fn, const amp_gemm_args *g0) {
         if ((st = set_c(fn, &g, 2, 1.0f)) != AMP_OK) goto out;
         t_last.flags |= LAST_BIAS_WRITTEN;
     }
-    st = lt_run_padded(fn, &g, g.beta, &no_algo);
+    st = lt_run(fn, &g, false, false, g.beta, &no_algo);
 done:
     if (st == AMP_OK && gelu && !epi_gelu) {
         st = gelu_after(fn, &g);
