@@ -1,5 +1,5 @@
-/* layer_norm, softmax / log_softmax and cross_entropy (the row path) on
- * cuda against the CPU: the CUDA backend's entries on the same inputs as the
+/* layer_norm, softmax / log_softmax, cross_entropy / nll_loss (the row path
+ * and the general one), batch_norm and group_norm on cuda against the CPU: the CUDA backend's entries on the same inputs as the
  * CPU backend's (forward and backward), and the public ops on cuda tensors.
  * Skipped (exit 77, "SKIP: no CUDA device: ...") where no GPU can be used.
  *
@@ -24,6 +24,14 @@
  *    relative (2e-5 for the sum over rows); the count of non-ignored rows
  *    exactly; the gradient within 1e-5 of the largest |gx| plus one ulp of
  *    a half gradient.
+ *  - the general class-loss path (weights, label smoothing, nll_loss,
+ *    (N, C, d...)): the losses within 2e-5 relative, the summed weight within
+ *    1e-12, the gradient within 1e-5 of its largest |gx|;
+ *  - batch_norm / group_norm: as layer_norm (y, mean, rstd within 1e-5; gx
+ *    within 1e-4 of its largest, gw and gb within 1e-5), the running
+ *    statistics within 1e-5 relative (the CPU's double arithmetic, the
+ *    batch statistics within rounding) and left exactly as they were after
+ *    a batch with an inf.
  * One ulp of a half value v is at most 2^-7 |v| (bf16) or 2^-10 |v| (f16). */
 #include <math.h>
 #include <stdio.h>
@@ -571,12 +579,256 @@ static void t_cross_entropy_op(void **state) {
     assert_int_equal(g_fail, 0);
 }
 
+/* ---- the general class-loss path: weights, label smoothing, nll_loss, (N, C, d) ---- */
+typedef struct {
+    int nd;
+    int64_t shape[4];
+    amp_dtype xdt;
+    bool ce, weight;
+    double smoothing;
+    amp_reduction red;
+} gl_case;
+
+static void gl_case_run(const gl_case *c, uint64_t seed) {
+    static const char *rn[] = {"mean", "sum", "none"};
+    char name[200], sb[AMP_SHAPE_BUF], what[260];
+    snprintf(name, sizeof name, "%s %s %s%s smoothing %g %s", c->ce ? "cross_entropy" : "nll_loss",
+             amp__shape_fmt(c->nd, c->shape, sb, sizeof sb), amp_dtype_name(c->xdt), c->weight ? " weighted" : "",
+             c->smoothing, rn[c->red]);
+    amp_scope *sc = amp_scope_begin();
+    int64_t N = c->shape[0], C = c->shape[1], L = 1, tshape[4];
+    int tnd = 0;
+    for (int i = 0; i < c->nd; i++)
+        if (i != 1) tshape[tnd++] = c->shape[i];
+    for (int i = 2; i < c->nd; i++) L *= c->shape[i];
+    amp_tensor *x = rand_cpu(c->xdt, c->nd, c->shape, seed, 3.0, c->ce ? 0.0 : -2.0), *dx = to_cuda(x);
+    int64_t ns = N * L;
+    amp_tensor *tf = targets(AMP_I64, ns, C, true, -100, seed + 1);
+    amp_tensor *t = amp_reshape(tf, tnd, tshape), *dt = to_cuda(t);
+    amp_tensor *w = c->weight ? rand_cpu(AMP_F32, 1, &C, seed + 2, 0.3, 1.0) : NULL, *dw = w ? to_cuda(w) : NULL;
+    amp_cls_args a;
+    memset(&a, 0, sizeof a);
+    a.N = N, a.C = C, a.L = L, a.ignore_index = -100, a.smoothing = c->smoothing, a.reduction = c->red, a.ce = c->ce;
+    bool none = c->red == AMP_REDUCTION_NONE;
+    amp_tensor *out = none ? amp_tensor_empty(c->xdt, tnd, tshape) : amp_tensor_empty(c->xdt, 0, NULL);
+    amp_tensor *dout = none ? amp_tensor_empty_on(AMP_DEVICE_CUDA, c->xdt, tnd, tshape)
+                            : amp_tensor_empty_on(AMP_DEVICE_CUDA, c->xdt, 0, NULL);
+    amp_tensor *ws = amp_tensor_empty(AMP_F64, 0, NULL), *dws = amp_tensor_empty_on(AMP_DEVICE_CUDA, AMP_F64, 0, NULL);
+    check_ok(cpu()->class_loss("test", &a, x, t, w, out, ws), name);
+    snprintf(what, sizeof what, "%s: forward", name);
+    check_ok(cu()->class_loss("test", &a, dx, dt, dw, dout, dws), what);
+    close_to(out, dout, 2e-5, 1e-6, what);
+    snprintf(what, sizeof what, "%s: summed weight", name);
+    close_to(ws, dws, 1e-12, 0, what);
+    amp_tensor *g = none ? rand_cpu(AMP_F32, tnd, tshape, seed + 3, 1.0, 0.0) : amp_tensor_full(AMP_F32, 0, NULL, 0.75);
+    amp_tensor *dg = to_cuda(g), *dwc = to_cuda(ws);
+    amp_tensor *gx = NULL, *dgx = NULL;
+    check_ok(cpu()->class_loss_backward("test", &a, x, t, w, ws, g, &gx), name);
+    snprintf(what, sizeof what, "%s: backward", name);
+    check_ok(cu()->class_loss_backward("test", &a, dx, dt, dw, dwc, dg, &dgx), what);
+    if (gx && dgx) {
+        double m = max_abs(gx);
+        close_to(gx, dgx, 0, 1e-5 * (m > 0 ? m : 1), what);
+    }
+    amp_tensor_free(gx);
+    amp_tensor_free(dgx);
+    amp_scope_end(sc);
+}
+
+static void t_class_loss_general(void **state) {
+    (void)state;
+    g_fail = 0;
+    uint64_t seed = 800;
+    amp_dtype dts[] = {AMP_F32, AMP_BF16, AMP_F16};
+    for (int t = 0; t < 3; t++)
+        for (int r = 0; r < 3; r++) {
+            gl_case c1 = {2, {37, 10}, dts[t], true, true, 0.0, (amp_reduction)r};
+            gl_case_run(&c1, seed++);
+            gl_case c2 = {2, {37, 1000}, dts[t], true, false, 0.1, (amp_reduction)r};
+            gl_case_run(&c2, seed++);
+            gl_case c3 = {2, {37, 7}, dts[t], true, true, 0.25, (amp_reduction)r};
+            gl_case_run(&c3, seed++);
+            gl_case c4 = {3, {4, 7, 33}, dts[t], true, false, 0.0, (amp_reduction)r}; /* (N, C, d) */
+            gl_case_run(&c4, seed++);
+            gl_case c5 = {4, {2, 5, 3, 4}, dts[t], true, true, 0.1, (amp_reduction)r};
+            gl_case_run(&c5, seed++);
+            gl_case n1 = {2, {37, 10}, dts[t], false, true, 0.0, (amp_reduction)r}; /* nll_loss */
+            gl_case_run(&n1, seed++);
+            gl_case n2 = {3, {4, 7, 33}, dts[t], false, false, 0.0, (amp_reduction)r};
+            gl_case_run(&n2, seed++);
+        }
+    /* the public ops on cuda */
+    amp_scope *sc = amp_scope_begin();
+    amp_tensor *x = rand_cpu(AMP_F32, 3, AMP_SHAPE(4, 7, 9), 900, 2.0, 0.0), *dx = to_cuda(x);
+    amp_tensor *tf = targets(AMP_I64, 36, 7, true, -100, 901), *t = amp_reshape(tf, 2, AMP_SHAPE(4, 9)), *dt = to_cuda(t);
+    amp_tensor *w = rand_cpu(AMP_F32, 1, AMP_SHAPE(7), 902, 0.3, 1.0), *dw = to_cuda(w);
+    amp_loss_opts o = AMP_LOSS_DEFAULTS;
+    o.weight = w;
+    o.label_smoothing = 0.2;
+    amp_tensor *l = amp_cross_entropy(x, t, &o);
+    o.weight = dw;
+    amp_tensor *dl = amp_cross_entropy(dx, dt, &o);
+    if (!dl) {
+        printf("FAIL amp_cross_entropy weighted smoothed (N, C, d) on cuda: %s\n", amp_last_error());
+        g_fail++;
+    } else {
+        close_to(l, dl, 2e-5, 1e-6, "amp_cross_entropy weighted smoothed (N, C, d) on cuda");
+    }
+    amp_tensor *lp = amp_log_softmax(x, 1), *dlp = amp_log_softmax(dx, 1);
+    o = AMP_LOSS_DEFAULTS;
+    amp_tensor *n = amp_nll_loss(lp, t, &o), *dn = dlp ? amp_nll_loss(dlp, dt, &o) : NULL;
+    if (!dn) {
+        printf("FAIL amp_nll_loss on cuda: %s\n", amp_last_error());
+        g_fail++;
+    } else {
+        close_to(n, dn, 2e-5, 1e-6, "amp_nll_loss (N, C, d) on cuda");
+    }
+    amp_scope_end(sc);
+    assert_int_equal(g_fail, 0);
+}
+
+/* ---- batch_norm, group_norm -------------------------------------------------------------------- */
+typedef struct {
+    int nd;
+    int64_t shape[4];
+    amp_dtype xdt;
+    bool affine, training, running;
+    int64_t G; /* group_norm when > 0 */
+} bn_case;
+
+static void bn_case_run(const bn_case *c, uint64_t seed) {
+    char name[200], sb[AMP_SHAPE_BUF], what[260];
+    bool gn = c->G > 0;
+    snprintf(name, sizeof name, "%s %s %s%s%s%s", gn ? "group_norm" : "batch_norm",
+             amp__shape_fmt(c->nd, c->shape, sb, sizeof sb), amp_dtype_name(c->xdt), c->affine ? " affine" : "",
+             gn ? "" : c->training ? " training" : " eval", c->running ? " running" : "");
+    amp_scope *sc = amp_scope_begin();
+    int64_t N = c->shape[0], C = c->shape[1], L = 1;
+    for (int i = 2; i < c->nd; i++) L *= c->shape[i];
+    int64_t sn = gn ? N * c->G : C;
+    amp_tensor *x = rand_cpu(c->xdt, c->nd, c->shape, seed, 2.0, 0.7), *dx = to_cuda(x);
+    amp_tensor *w = c->affine ? rand_cpu(AMP_F32, 1, &C, seed + 1, 0.5, 1.0) : NULL, *dw = w ? to_cuda(w) : NULL;
+    amp_tensor *b = c->affine ? rand_cpu(AMP_F32, 1, &C, seed + 2, 0.5, 0.0) : NULL, *db = b ? to_cuda(b) : NULL;
+    amp_tensor *rm = c->running ? rand_cpu(AMP_F32, 1, &C, seed + 3, 0.2, 0.1) : NULL, *drm = rm ? to_cuda(rm) : NULL;
+    amp_tensor *rv = c->running ? rand_cpu(AMP_F32, 1, &C, seed + 4, 0.1, 1.0) : NULL, *drv = rv ? to_cuda(rv) : NULL;
+    amp_norm_args a;
+    memset(&a, 0, sizeof a);
+    a.N = N, a.C = C, a.L = L, a.G = c->G, a.eps = 1e-5, a.training = c->training, a.momentum = 0.1;
+    amp_tensor *y = amp_tensor_empty(c->xdt, c->nd, c->shape), *dy = amp_tensor_empty_on(AMP_DEVICE_CUDA, c->xdt, c->nd, c->shape);
+    amp_tensor *mean = amp_tensor_empty(AMP_F32, 1, &sn), *rstd = amp_tensor_empty(AMP_F32, 1, &sn);
+    amp_tensor *dmean = amp_tensor_empty_on(AMP_DEVICE_CUDA, AMP_F32, 1, &sn),
+               *drstd = amp_tensor_empty_on(AMP_DEVICE_CUDA, AMP_F32, 1, &sn);
+    snprintf(what, sizeof what, "%s: forward", name);
+    if (gn) {
+        check_ok(cpu()->group_norm("test", &a, x, w, b, y, mean, rstd), name);
+        check_ok(cu()->group_norm("test", &a, dx, dw, db, dy, dmean, drstd), what);
+    } else {
+        check_ok(cpu()->batch_norm("test", &a, x, w, b, rm, rv, y, mean, rstd), name);
+        check_ok(cu()->batch_norm("test", &a, dx, dw, db, drm, drv, dy, dmean, drstd), what);
+    }
+    close_to(y, dy, 1e-5, 1e-5, what);
+    snprintf(what, sizeof what, "%s: mean", name);
+    close_to(mean, dmean, 1e-5, 1e-5, what);
+    snprintf(what, sizeof what, "%s: rstd", name);
+    close_to(rstd, drstd, 1e-5, 0, what);
+    if (rm) {
+        snprintf(what, sizeof what, "%s: running_mean", name);
+        close_to(rm, drm, 1e-5, 1e-6, what);
+        snprintf(what, sizeof what, "%s: running_var", name);
+        close_to(rv, drv, 1e-5, 1e-6, what);
+    }
+    /* backward from the CPU's statistics */
+    amp_tensor *g = rand_cpu(AMP_F32, c->nd, c->shape, seed + 5, 1.0, 0.0), *dg = to_cuda(g);
+    amp_tensor *dmc = to_cuda(mean), *drc = to_cuda(rstd);
+    bool need[3] = {true, c->affine, c->affine};
+    amp_tensor *gin[3] = {NULL, NULL, NULL}, *dgin[3] = {NULL, NULL, NULL};
+    snprintf(what, sizeof what, "%s: backward", name);
+    if (gn) {
+        check_ok(cpu()->group_norm_backward("test", &a, x, w, mean, rstd, g, need, gin), name);
+        check_ok(cu()->group_norm_backward("test", &a, dx, dw, dmc, drc, dg, need, dgin), what);
+    } else {
+        check_ok(cpu()->batch_norm_backward("test", &a, x, w, mean, rstd, g, need, gin), name);
+        check_ok(cu()->batch_norm_backward("test", &a, dx, dw, dmc, drc, dg, need, dgin), what);
+    }
+    const char *gname[3] = {"gx", "gw", "gb"};
+    for (int i = 0; i < 3; i++) {
+        if (!need[i]) continue;
+        snprintf(what, sizeof what, "%s: %s", name, gname[i]);
+        if (!gin[i] || !dgin[i]) {
+            printf("FAIL %s: missing (cpu %p cuda %p)\n", what, (void *)gin[i], (void *)dgin[i]);
+            g_fail++;
+            continue;
+        }
+        double m = max_abs(gin[i]);
+        close_to(gin[i], dgin[i], i == 0 ? 0 : 1e-5, (i == 0 ? 1e-4 : 1e-5) * (m > 0 ? m : 1), what);
+        amp_tensor_free(gin[i]);
+        amp_tensor_free(dgin[i]);
+    }
+    amp_scope_end(sc);
+}
+
+static void t_batch_group_norm(void **state) {
+    (void)state;
+    g_fail = 0;
+    uint64_t seed = 1000;
+    amp_dtype dts[] = {AMP_F32, AMP_BF16, AMP_F16};
+    for (int t = 0; t < 3; t++) {
+        bn_case c1 = {4, {8, 16, 7, 9}, dts[t], true, true, true, 0};
+        bn_case_run(&c1, seed++);
+        bn_case c2 = {2, {33, 5}, dts[t], false, true, false, 0}; /* BatchNorm1d: L = 1 */
+        bn_case_run(&c2, seed++);
+        bn_case c3 = {4, {4, 6, 5, 5}, dts[t], true, false, true, 0}; /* eval */
+        bn_case_run(&c3, seed++);
+        bn_case c4 = {3, {3, 4, 3000}, dts[t], true, true, true, 0};
+        bn_case_run(&c4, seed++);
+        bn_case g1 = {4, {4, 16, 7, 9}, dts[t], true, true, false, 4};
+        bn_case_run(&g1, seed++);
+        bn_case g2 = {3, {2, 6, 1000}, dts[t], false, true, false, 3};
+        bn_case_run(&g2, seed++);
+        bn_case g3 = {2, {5, 12}, dts[t], true, true, false, 12};
+        bn_case_run(&g3, seed++);
+    }
+    /* the public op on cuda, training with running statistics, then eval */
+    amp_scope *sc = amp_scope_begin();
+    amp_tensor *x = rand_cpu(AMP_F32, 4, AMP_SHAPE(8, 4, 5, 5), 1100, 1.0, 0.3), *dx = to_cuda(x);
+    amp_tensor *rm = amp_tensor_zeros(AMP_F32, 1, AMP_SHAPE(4)), *rv = amp_tensor_ones(AMP_F32, 1, AMP_SHAPE(4));
+    amp_tensor *drm = to_cuda(rm), *drv = to_cuda(rv);
+    amp_tensor *y = amp_batch_norm(x, rm, rv, NULL, NULL, true, 0.1, 1e-5);
+    amp_tensor *dy = amp_batch_norm(dx, drm, drv, NULL, NULL, true, 0.1, 1e-5);
+    if (!dy) {
+        printf("FAIL amp_batch_norm on cuda: %s\n", amp_last_error());
+        g_fail++;
+    } else {
+        close_to(y, dy, 1e-5, 1e-5, "amp_batch_norm training on cuda");
+        close_to(rm, drm, 1e-5, 1e-6, "amp_batch_norm on cuda: running_mean");
+        close_to(rv, drv, 1e-5, 1e-6, "amp_batch_norm on cuda: running_var");
+        y = amp_batch_norm(x, rm, rv, NULL, NULL, false, 0.1, 1e-5);
+        dy = amp_batch_norm(dx, drm, drv, NULL, NULL, false, 0.1, 1e-5);
+        if (dy) close_to(y, dy, 1e-5, 1e-5, "amp_batch_norm eval on cuda");
+    }
+    /* a batch with an inf leaves the running statistics as they were */
+    amp_tensor_set(dx, AMP_SHAPE(0, 1, 2, 2), INFINITY);
+    amp_tensor *before = to_cpu(drv);
+    amp_batch_norm(dx, drm, drv, NULL, NULL, true, 0.1, 1e-5);
+    close_to(before, drv, 0, 0, "amp_batch_norm on cuda: running_var after a non-finite batch");
+    amp_tensor *gy = amp_group_norm(x, 2, NULL, NULL, 1e-5), *dgy = amp_group_norm(to_cuda(x), 2, NULL, NULL, 1e-5);
+    if (!dgy) {
+        printf("FAIL amp_group_norm on cuda: %s\n", amp_last_error());
+        g_fail++;
+    } else {
+        close_to(gy, dgy, 1e-5, 1e-5, "amp_group_norm on cuda");
+    }
+    amp_scope_end(sc);
+    assert_int_equal(g_fail, 0);
+}
+
 int main(void) {
     amp_test_require_cuda();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_layer_norm_entries),    cmocka_unit_test(t_layer_norm_op),
         cmocka_unit_test(t_softmax_entries),       cmocka_unit_test(t_softmax_op),
         cmocka_unit_test(t_cross_entropy_entries), cmocka_unit_test(t_cross_entropy_op),
+        cmocka_unit_test(t_class_loss_general),    cmocka_unit_test(t_batch_group_norm),
     };
     return amp_test_run(tests);
 }

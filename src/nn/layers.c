@@ -127,8 +127,13 @@ static amp_tensor *bn_forward(amp_module *m, amp_tensor *x) {
     if (y && training) {
         amp_tensor *nbt = amp_module_get_buffer(m, "num_batches_tracked");
         amp_tensor_will_modify(nbt); /* undone with the running statistics if the step is skipped */
-        int64_t *nb = amp_tensor_data(nbt);
-        (*nb)++;
+        if (amp_tensor_device(nbt) == AMP_DEVICE_CPU) {
+            int64_t *nb = amp_tensor_data(nbt);
+            (*nb)++;
+        } else { /* a device counter: through the host (one small synchronising read) */
+            int64_t idx[1] = {0};
+            amp_tensor_set(nbt, idx, amp_tensor_item(nbt) + 1.0);
+        }
     }
     return y;
 }

@@ -124,6 +124,10 @@ const amp_backend amp_backend_cpu = {
     .softmax_backward = amp__cpu_softmax_backward,
     .layer_norm = amp__cpu_layer_norm,
     .layer_norm_backward = amp__cpu_layer_norm_backward,
+    .batch_norm = amp__cpu_batch_norm,
+    .batch_norm_backward = amp__cpu_batch_norm_backward,
+    .group_norm = amp__cpu_group_norm,
+    .group_norm_backward = amp__cpu_group_norm_backward,
     .class_loss = amp__cpu_class_loss,
     .class_loss_backward = amp__cpu_class_loss_backward,
 };

@@ -3,6 +3,7 @@
  * dtypes or strides, f32 output buffers rounded once into half outputs)
  * around the kernels of kernels/cpu/norm.h. Statistics in f32 from sums in
  * double; the arithmetic is the kernels'. */
+#include <math.h>
 #include <string.h>
 
 #include "kernels/cpu/backend_cpu_norm.h"
@@ -105,6 +106,203 @@ amp_status amp__cpu_layer_norm_backward(const char *fn, const amp_norm_args *a, 
     }
     amp_k_layer_norm_backward(v.p[0], v.p[2], v.p[1], amp__data(mean), amp__data(rstd), a->M, a->D, gdata(gin[0]),
                               gdata(gin[1]), gdata(gin[2]));
+    views_done(&v);
+    return AMP_OK;
+}
+
+/* ---- batch_norm -------------------------------------------------------------------------------- */
+/* Write n f32 values into t (any strides, any float dtype), rounding. */
+static amp_status write_f32(amp_tensor *t, float *src) {
+    amp_tensor tmp;
+    memset(&tmp, 0, sizeof tmp);
+    amp_storage st;
+    memset(&st, 0, sizeof st);
+    st.data = src;
+    tmp.dtype = AMP_F32;
+    tmp.storage = &st;
+    tmp.ndim = t->ndim;
+    memcpy(tmp.shape, t->shape, sizeof tmp.shape);
+    amp__contig_strides(t->ndim, tmp.shape, tmp.stride);
+    return amp__copy_convert(t, &tmp);
+}
+
+static bool f32_or_half(amp_dtype dt) { return dt == AMP_F32 || dt == AMP_F16 || dt == AMP_BF16; }
+
+amp_status amp__cpu_batch_norm(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
+                               const amp_tensor *b, amp_tensor *running_mean, amp_tensor *running_var, amp_tensor *y,
+                               amp_tensor *mean, amp_tensor *rstd) {
+    AMP_UNUSED(fn);
+    int64_t N = a->N, C = a->C, L = a->L;
+    double eps = a->eps, momentum = a->momentum;
+    bool training = a->training;
+    size_t cb = (size_t)(C ? C : 1) * sizeof(float);
+    float *scale = amp__ws_alloc(cb), *shift = scale ? amp__ws_alloc(cb) : NULL;
+    float *var = shift ? amp__ws_alloc(cb) : NULL;
+    amp_status st = AMP_OK;
+    views v, rs;
+    bool have_v = false, have_rs = false;
+    /* x straight from its memory when contiguous f32/f16/bf16 (halves are
+     * widened in blocks by the kernels); else an f32 copy */
+    bool direct = amp_tensor_is_contiguous(x) && f32_or_half(x->dtype);
+    const amp_tensor *ts[3] = {direct ? NULL : x, w, b};
+    const amp_tensor *rts[2] = {running_mean, running_var};
+    if (!var || !(have_v = views_get(&v, 3, ts)) || !(have_rs = views_get(&rs, 2, rts))) {
+        st = amp_last_status();
+        goto done;
+    }
+    const void *px = direct ? amp__data(x) : (const void *)v.p[0];
+    amp_dtype pxdt = direct ? x->dtype : AMP_F32;
+    float *pm = amp__data(mean), *pr = amp__data(rstd);
+    /* training: statistics and normalisation in one kernel (one visit per
+     * channel when there are enough channels); eval: the running statistics */
+    if (!training) {
+        for (int64_t c = 0; c < C; c++) {
+            pm[c] = rs.p[0][c];
+            pr[c] = (float)(1.0 / sqrt((double)rs.p[1][c] + eps));
+            scale[c] = pr[c] * (v.p[1] ? v.p[1][c] : 1.0f);
+            shift[c] = v.p[2] ? v.p[2][c] : 0.0f;
+        }
+    }
+    float *po = direct ? amp__data(y) : amp__f32_out_begin(y);
+    if (!po) {
+        st = amp_last_status();
+        goto done;
+    }
+    amp_dtype podt = direct ? y->dtype : AMP_F32;
+    if (training) amp_k_channel_norm(px, pxdt, N, C, L, eps, v.p[1], v.p[2], pm, var, pr, po, podt);
+    else amp_k_channel_affine(px, pxdt, N, C, L, pm, scale, shift, po, podt);
+    if (!direct) amp__f32_out_end(y, po);
+    /* running statistics, in place: running = (1 - m) * running + m * batch
+     * statistic, with the unbiased variance (as torch) */
+    if (training && running_mean) {
+        double cnt = (double)N * (double)L;
+        float *nm = scale, *nv = shift; /* reuse the scratch */
+        bool finite = true;
+        for (int64_t c = 0; c < C; c++) {
+            nm[c] = (float)((1.0 - momentum) * rs.p[0][c] + momentum * (double)pm[c]);
+            nv[c] = (float)((1.0 - momentum) * rs.p[1][c] + momentum * (double)var[c] * cnt / (cnt - 1.0));
+            finite &= isfinite(nm[c]) && isfinite(nv[c]);
+        }
+        views_done(&rs);
+        have_rs = false;
+        /* a batch whose statistics are not finite (an inf in x, or a variance
+         * beyond f32) leaves the running statistics as they were: amp never
+         * stores them (torch does, and every later eval forward is NaN) */
+        if (finite) {
+            amp_tensor_will_modify(running_mean); /* counted, and undone if the step is skipped */
+            amp_tensor_will_modify(running_var);
+            if ((st = write_f32(running_mean, nm)) == AMP_OK) st = write_f32(running_var, nv);
+        }
+    }
+done:
+    if (have_rs) views_done(&rs);
+    if (have_v) views_done(&v);
+    amp__ws_free(scale, cb);
+    amp__ws_free(shift, cb);
+    amp__ws_free(var, cb);
+    return st;
+}
+
+amp_status amp__cpu_batch_norm_backward(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
+                                        const amp_tensor *mean, const amp_tensor *rstd, const amp_tensor *gy,
+                                        const bool *need, amp_tensor **gin) {
+    AMP_UNUSED(fn);
+    int64_t N = a->N, C = a->C, L = a->L;
+    int64_t cs[1] = {C};
+    int nd[3] = {x->ndim, 1, 1};
+    const int64_t *shp[3] = {x->shape, cs, cs};
+    size_t nb = (size_t)(C ? C : 1) * sizeof(double);
+    const float *pm = amp__data(mean), *pr = amp__data(rstd);
+    if (L <= AMP_K_NORM_ROW_MAX && amp_tensor_is_contiguous(x) && amp_tensor_is_contiguous(gy) && f32_or_half(x->dtype) &&
+        f32_or_half(gy->dtype) && (x->dtype != AMP_F32 || gy->dtype != AMP_F32) &&
+        (!w || (w->dtype == AMP_F32 && amp_tensor_is_contiguous(w)))) {
+        /* half x or dy read as stored, rows widened in the kernels, and a half
+         * x's gradient written in its dtype (what the engine's cast of the f32
+         * gradient would give): no f32 copies of the activations */
+        double *sg = amp__ws_alloc(nb), *sgx = sg ? amp__ws_alloc(nb) : NULL;
+        bool need12[3] = {false, need[1], need[2]};
+        amp_tensor *gx = NULL;
+        if (sgx && need[0])
+            gx = amp__tensor_new("amp_backward", x->dtype, x->ndim, x->shape, amp__mem_current(AMP_MEM_WORKSPACE),
+                                 AMP_NEW_UNSCOPED);
+        if (!sgx || (need[0] && !gx) || !grads_new(3, need12, nd, shp, gin)) {
+            amp__release(gx);
+            amp__ws_free(sg, nb);
+            amp__ws_free(sgx, nb);
+            return amp_last_status();
+        }
+        gin[0] = gx;
+        amp_k_channel_grad_sums(amp__data(x), x->dtype, amp__data(gy), gy->dtype, N, C, L, pm, pr, sg, sgx);
+        if (gx)
+            amp_k_batch_norm_backward_x(amp__data(x), x->dtype, amp__data(gy), gy->dtype, N, C, L, pm, pr,
+                                        w ? (const float *)amp__data(w) : NULL, sg, sgx, a->training, amp__data(gx),
+                                        gx->dtype);
+        for (int64_t ch = 0; ch < C; ch++) {
+            if (gin[1]) gdata(gin[1])[ch] = (float)sgx[ch];
+            if (gin[2]) gdata(gin[2])[ch] = (float)sg[ch];
+        }
+        amp__ws_free(sg, nb);
+        amp__ws_free(sgx, nb);
+        return AMP_OK;
+    }
+    views v;
+    const amp_tensor *ts[3] = {x, w, gy};
+    if (!views_get(&v, 3, ts)) return amp_last_status();
+    double *sg = amp__ws_alloc(nb), *sgx = sg ? amp__ws_alloc(nb) : NULL;
+    if (!sgx || !grads_new(3, need, nd, shp, gin)) {
+        amp__ws_free(sg, nb);
+        amp__ws_free(sgx, nb);
+        views_done(&v);
+        return amp_last_status();
+    }
+    amp_k_channel_grad_sums(v.p[0], AMP_F32, v.p[2], AMP_F32, N, C, L, pm, pr, sg, sgx);
+    if (gin[0])
+        amp_k_batch_norm_backward_x(v.p[0], AMP_F32, v.p[2], AMP_F32, N, C, L, pm, pr, v.p[1], sg, sgx, a->training,
+                                    amp__data(gin[0]), AMP_F32);
+    for (int64_t ch = 0; ch < C; ch++) {
+        if (gin[1]) gdata(gin[1])[ch] = (float)sgx[ch];
+        if (gin[2]) gdata(gin[2])[ch] = (float)sg[ch];
+    }
+    amp__ws_free(sg, nb);
+    amp__ws_free(sgx, nb);
+    views_done(&v);
+    return AMP_OK;
+}
+
+/* ---- group_norm ------------------------------------------------------------------------------ */
+amp_status amp__cpu_group_norm(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
+                               const amp_tensor *b, amp_tensor *y, amp_tensor *mean, amp_tensor *rstd) {
+    AMP_UNUSED(fn);
+    views v;
+    const amp_tensor *ts[3] = {x, w, b};
+    if (!views_get(&v, 3, ts)) return amp_last_status();
+    float *po = amp__f32_out_begin(y);
+    if (!po) {
+        views_done(&v);
+        return amp_last_status();
+    }
+    amp_k_group_norm(v.p[0], v.p[1], v.p[2], a->N, a->C, a->L, a->G, a->eps, po, amp__data(mean), amp__data(rstd));
+    amp__f32_out_end(y, po);
+    views_done(&v);
+    return AMP_OK;
+}
+
+amp_status amp__cpu_group_norm_backward(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
+                                        const amp_tensor *mean, const amp_tensor *rstd, const amp_tensor *g,
+                                        const bool *need, amp_tensor **gin) {
+    AMP_UNUSED(fn);
+    views v;
+    const amp_tensor *ts[3] = {x, w, g};
+    if (!views_get(&v, 3, ts)) return amp_last_status();
+    int64_t cs[1] = {a->C};
+    int nd[3] = {x->ndim, 1, 1};
+    const int64_t *shp[3] = {x->shape, cs, cs};
+    if (!grads_new(3, need, nd, shp, gin)) {
+        views_done(&v);
+        return amp_last_status();
+    }
+    amp_k_group_norm_backward(v.p[0], v.p[2], v.p[1], amp__data(mean), amp__data(rstd), a->N, a->C, a->L, a->G,
+                              gdata(gin[0]), gdata(gin[1]), gdata(gin[2]));
     views_done(&v);
     return AMP_OK;
 }

@@ -11,6 +11,17 @@ amp_status amp__cpu_layer_norm(const char *fn, const amp_norm_args *a, const amp
 amp_status amp__cpu_layer_norm_backward(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
                                         const amp_tensor *mean, const amp_tensor *rstd, const amp_tensor *g,
                                         const bool *need, amp_tensor **gin);
+amp_status amp__cpu_batch_norm(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
+                               const amp_tensor *b, amp_tensor *running_mean, amp_tensor *running_var, amp_tensor *y,
+                               amp_tensor *mean, amp_tensor *rstd);
+amp_status amp__cpu_batch_norm_backward(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
+                                        const amp_tensor *mean, const amp_tensor *rstd, const amp_tensor *g,
+                                        const bool *need, amp_tensor **gin);
+amp_status amp__cpu_group_norm(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
+                               const amp_tensor *b, amp_tensor *y, amp_tensor *mean, amp_tensor *rstd);
+amp_status amp__cpu_group_norm_backward(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
+                                        const amp_tensor *mean, const amp_tensor *rstd, const amp_tensor *g,
+                                        const bool *need, amp_tensor **gin);
 amp_status amp__cpu_softmax(const char *fn, const amp_tensor *x, int dim, bool log, amp_tensor *y);
 amp_status amp__cpu_softmax_backward(const char *fn, const amp_tensor *y, const amp_tensor *g, int dim, bool log,
                                      amp_tensor **gx);

@@ -140,6 +140,10 @@ const amp_backend amp__cuda_table = {
     .softmax_backward = amp__cu_softmax_backward,
     .layer_norm = amp__cu_layer_norm,
     .layer_norm_backward = amp__cu_layer_norm_backward,
+    .batch_norm = amp__cu_batch_norm,
+    .batch_norm_backward = amp__cu_batch_norm_backward,
+    .group_norm = amp__cu_group_norm,
+    .group_norm_backward = amp__cu_group_norm_backward,
     .class_loss = amp__cu_class_loss,
     .class_loss_backward = amp__cu_class_loss_backward,
 };

@@ -200,18 +200,105 @@ amp_status amp__cu_softmax_backward(const char *fn, const amp_tensor *y, const a
     return AMP_OK;
 }
 
-/* ---- class-index losses ------------------------------------------------------------------------- */
-static amp_status general_missing(const char *fn) {
-    return amp_error(AMP_ERR_UNSUPPORTED,
-                     "%s: class weights, label smoothing, nll_loss and (N, C, d1, ...) inputs are not implemented on cuda "
-                     "yet (the row path is: [N, C] contiguous logits without weights or smoothing; docs/cuda.md)",
-                     fn);
+/* the targets as contiguous i64 scratch */
+static amp_status targets_i64(const char *fn, const amp_tensor *t, void **out) {
+    int64_t n = amp_tensor_numel(t);
+    void *s = amp__cu_scratch((size_t)(n ? n : 1) * sizeof(int64_t));
+    if (!s) return amp_last_status();
+    amp_cu_tensor d, src = amp__cu_desc(t);
+    memset(&d, 0, sizeof d);
+    d.p = s;
+    d.dtype = (int)AMP_I64;
+    d.ndim = t->ndim;
+    int64_t st = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        d.shape[i] = t->shape[i];
+        d.stride[i] = st;
+        st *= t->shape[i];
+    }
+    amp_status r = AMP_CU(fn, amp_cu_copy(amp__cu.stream, &d, &src));
+    if (r != AMP_OK) {
+        amp__cu_scratch_free(s);
+        return r;
+    }
+    *out = s;
+    return AMP_OK;
 }
 
+static amp_status general_forward(const char *fn, const amp_cls_args *a, const amp_tensor *x, const amp_tensor *target,
+                                  const amp_tensor *weight, amp_tensor *out, amp_tensor *wsum) {
+    if (!half_or_f32(x->dtype)) return dtype_error(fn, "the input", x->dtype);
+    const void *px = NULL, *pw = NULL;
+    void *tx = NULL, *tw = NULL, *pt = NULL;
+    double *scr = NULL;
+    int64_t ns = a->N * a->L;
+    amp_status st = contig(fn, x, &px, &tx);
+    if (st == AMP_OK && weight) st = contig(fn, weight, &pw, &tw);
+    if (st == AMP_OK) st = targets_i64(fn, target, &pt);
+    if (st == AMP_OK && !(scr = amp__cu_scratch(2 * (size_t)(ns ? ns : 1) * sizeof(double)))) st = amp_last_status();
+    if (st == AMP_OK) {
+        amp_cu_cls_args ca;
+        memset(&ca, 0, sizeof ca);
+        ca.x = px, ca.xdt = (int)x->dtype;
+        ca.t = pt;
+        ca.w = pw, ca.wdt = weight ? (int)weight->dtype : (int)AMP_F32;
+        ca.N = a->N, ca.C = a->C, ca.L = a->L, ca.ignore = a->ignore_index;
+        ca.smoothing = a->ce ? a->smoothing : 0.0;
+        ca.ce = a->ce, ca.reduction = (int)a->reduction;
+        ca.li = scr, ca.wt = scr + (ns ? ns : 1);
+        ca.out = amp__data(out), ca.odt = (int)out->dtype;
+        ca.wsum = amp__data(wsum);
+        st = AMP_CU(fn, amp_cu_class_loss(amp__cu.stream, &ca));
+    }
+    tmp_free(scr);
+    tmp_free(pt);
+    tmp_free(tx);
+    tmp_free(tw);
+    return st;
+}
+
+static amp_status general_backward(const char *fn, const amp_cls_args *a, const amp_tensor *x, const amp_tensor *target,
+                                   const amp_tensor *weight, const amp_tensor *wsum, const amp_tensor *g,
+                                   amp_tensor **gx) {
+    if (!half_or_f32(x->dtype)) return dtype_error(fn, "the input", x->dtype);
+    const void *px = NULL, *pw = NULL, *pg = NULL;
+    void *tx = NULL, *tw = NULL, *tg = NULL, *pt = NULL;
+    amp_tensor *t = NULL;
+    amp_status st = contig(fn, x, &px, &tx);
+    if (st == AMP_OK && weight) st = contig(fn, weight, &pw, &tw);
+    if (st == AMP_OK) st = contig(fn, g, &pg, &tg);
+    if (st == AMP_OK) st = targets_i64(fn, target, &pt);
+    if (st == AMP_OK && !(t = grad_new(AMP_F32, x->ndim, x->shape))) st = amp_last_status();
+    if (st == AMP_OK) {
+        amp_cu_cls_bwd_args ca;
+        memset(&ca, 0, sizeof ca);
+        ca.x = px, ca.xdt = (int)x->dtype;
+        ca.t = pt;
+        ca.w = pw, ca.wdt = weight ? (int)weight->dtype : (int)AMP_F32;
+        ca.N = a->N, ca.C = a->C, ca.L = a->L, ca.ignore = a->ignore_index;
+        ca.smoothing = a->ce ? a->smoothing : 0.0;
+        ca.ce = a->ce, ca.reduction = (int)a->reduction;
+        ca.g = pg, ca.gdt = (int)g->dtype, ca.gstride = 1;
+        ca.wsum = amp__data(wsum);
+        ca.gx = amp__data(t);
+        st = AMP_CU(fn, amp_cu_class_loss_backward(amp__cu.stream, &ca));
+    }
+    tmp_free(pt);
+    tmp_free(tx);
+    tmp_free(tw);
+    tmp_free(tg);
+    if (st != AMP_OK) {
+        amp__release(t);
+        return st;
+    }
+    *gx = t;
+    return AMP_OK;
+}
+
+/* ---- class-index losses ------------------------------------------------------------------------- */
 amp_status amp__cu_class_loss(const char *fn, const amp_cls_args *a, const amp_tensor *x, const amp_tensor *target,
                               const amp_tensor *weight, amp_tensor *out, amp_tensor *wsum) {
-    AMP_UNUSED(weight);
-    if (!a->rows) return general_missing(fn);
+    if (!a->rows) return general_forward(fn, a, x, target, weight, out, wsum);
     if (!half_or_f32(x->dtype)) return dtype_error(fn, "logits", x->dtype);
     if (!amp_tensor_is_contiguous(x) || !amp_tensor_is_contiguous(out) || target->ndim != 1)
         return amp_error(AMP_ERR_ARG, "%s: the row path takes contiguous [N, C] logits and [N] targets", fn);
@@ -235,9 +322,8 @@ amp_status amp__cu_class_loss(const char *fn, const amp_cls_args *a, const amp_t
 amp_status amp__cu_class_loss_backward(const char *fn, const amp_cls_args *a, const amp_tensor *x,
                                        const amp_tensor *target, const amp_tensor *weight, const amp_tensor *wsum,
                                        const amp_tensor *g, amp_tensor **gx) {
-    AMP_UNUSED(weight);
     *gx = NULL;
-    if (!a->rows) return general_missing(fn);
+    if (!a->rows) return general_backward(fn, a, x, target, weight, wsum, g, gx);
     if (!half_or_f32(x->dtype)) return dtype_error(fn, "logits", x->dtype);
     if (!half_or_f32(g->dtype) && g->dtype != AMP_F64) return dtype_error(fn, "the upstream gradient", g->dtype);
     amp_tensor *t = grad_new(x->dtype, 2, x->shape);
@@ -258,4 +344,162 @@ amp_status amp__cu_class_loss_backward(const char *fn, const amp_cls_args *a, co
     }
     *gx = t;
     return AMP_OK;
+}
+
+/* ---- batch_norm, group_norm ------------------------------------------------------------------------ */
+amp_status amp__cu_batch_norm(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
+                              const amp_tensor *b, amp_tensor *running_mean, amp_tensor *running_var, amp_tensor *y,
+                              amp_tensor *mean, amp_tensor *rstd) {
+    if (!half_or_f32(x->dtype)) return dtype_error(fn, "x", x->dtype);
+    if (!half_or_f32(y->dtype)) return dtype_error(fn, "the output", y->dtype);
+    if ((running_mean && running_mean->ndim != 1) || (running_var && running_var->ndim != 1))
+        return amp_error(AMP_ERR_SHAPE, "%s: running_mean and running_var must be 1-d", fn);
+    const void *px = NULL, *pw = NULL, *pb = NULL;
+    void *tx = NULL, *tw = NULL, *tb = NULL;
+    float *var = NULL;
+    amp_status st = contig(fn, x, &px, &tx);
+    if (st == AMP_OK && w) st = contig(fn, w, &pw, &tw);
+    if (st == AMP_OK && b) st = contig(fn, b, &pb, &tb);
+    if (st == AMP_OK && !(var = amp__cu_scratch((size_t)(a->C ? a->C : 1) * sizeof(float)))) st = amp_last_status();
+    if (st == AMP_OK) {
+        amp_cu_bn_args ba;
+        memset(&ba, 0, sizeof ba);
+        ba.x = px, ba.xdt = (int)x->dtype;
+        ba.w = pw, ba.wdt = w ? (int)w->dtype : (int)AMP_F32;
+        ba.b = pb, ba.bdt = b ? (int)b->dtype : (int)AMP_F32;
+        if (running_mean && running_var) {
+            /* counted, and undone if the step is skipped (written on the
+             * device only when every new value is finite) */
+            if (a->training) {
+                amp_tensor_will_modify(running_mean);
+                amp_tensor_will_modify(running_var);
+            }
+            ba.rm = amp__data(running_mean), ba.rmdt = (int)running_mean->dtype, ba.rms = running_mean->stride[0];
+            ba.rv = amp__data(running_var), ba.rvdt = (int)running_var->dtype, ba.rvs = running_var->stride[0];
+        }
+        ba.y = amp__data(y), ba.ydt = (int)y->dtype;
+        ba.mean = amp__data(mean), ba.rstd = amp__data(rstd), ba.var = var;
+        ba.N = a->N, ba.C = a->C, ba.L = a->L;
+        ba.eps = a->eps, ba.momentum = a->momentum;
+        ba.training = a->training;
+        st = AMP_CU(fn, amp_cu_batch_norm(amp__cu.stream, &ba));
+    }
+    tmp_free(var);
+    tmp_free(tx);
+    tmp_free(tw);
+    tmp_free(tb);
+    return st;
+}
+
+amp_status amp__cu_batch_norm_backward(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
+                                       const amp_tensor *mean, const amp_tensor *rstd, const amp_tensor *g,
+                                       const bool *need, amp_tensor **gin) {
+    for (int i = 0; i < 3; i++) gin[i] = NULL;
+    if (!half_or_f32(x->dtype)) return dtype_error(fn, "x", x->dtype);
+    if (!half_or_f32(g->dtype)) return dtype_error(fn, "the upstream gradient", g->dtype);
+    const void *px = NULL, *pw = NULL, *pg = NULL;
+    void *tx = NULL, *tw = NULL, *tg = NULL;
+    double *sums = NULL;
+    int64_t cs[1] = {a->C};
+    amp_status st = contig(fn, x, &px, &tx);
+    if (st == AMP_OK && w) st = contig(fn, w, &pw, &tw);
+    if (st == AMP_OK) st = contig(fn, g, &pg, &tg);
+    for (int i = 0; i < 3 && st == AMP_OK; i++) {
+        if (!need[i]) continue;
+        /* gx in x's dtype: the f32 result rounded once, as the cast of an f32 gradient would be */
+        gin[i] = i == 0 ? grad_new(x->dtype, x->ndim, x->shape) : grad_new(AMP_F32, 1, cs);
+        if (!gin[i]) st = amp_last_status();
+    }
+    if (st == AMP_OK && !(sums = amp__cu_scratch(2 * (size_t)(a->C ? a->C : 1) * sizeof(double)))) st = amp_last_status();
+    if (st == AMP_OK) {
+        amp_cu_bn_bwd_args ba;
+        memset(&ba, 0, sizeof ba);
+        ba.x = px, ba.xdt = (int)x->dtype;
+        ba.g = pg, ba.gdt = (int)g->dtype;
+        ba.w = pw, ba.wdt = w ? (int)w->dtype : (int)AMP_F32;
+        ba.mean = amp__data(mean), ba.rstd = amp__data(rstd);
+        ba.N = a->N, ba.C = a->C, ba.L = a->L, ba.training = a->training;
+        ba.sg = sums, ba.sgx = sums + (a->C ? a->C : 1);
+        ba.gx = gin[0] ? amp__data(gin[0]) : NULL, ba.gxdt = (int)x->dtype;
+        ba.gw = gin[1] ? amp__data(gin[1]) : NULL;
+        ba.gb = gin[2] ? amp__data(gin[2]) : NULL;
+        st = AMP_CU(fn, amp_cu_batch_norm_backward(amp__cu.stream, &ba));
+    }
+    tmp_free(sums);
+    tmp_free(tx);
+    tmp_free(tw);
+    tmp_free(tg);
+    if (st != AMP_OK)
+        for (int i = 0; i < 3; i++) {
+            amp__release(gin[i]);
+            gin[i] = NULL;
+        }
+    return st;
+}
+
+amp_status amp__cu_group_norm(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
+                              const amp_tensor *b, amp_tensor *y, amp_tensor *mean, amp_tensor *rstd) {
+    if (!half_or_f32(x->dtype)) return dtype_error(fn, "x", x->dtype);
+    if (!half_or_f32(y->dtype)) return dtype_error(fn, "the output", y->dtype);
+    const void *px = NULL, *pw = NULL, *pb = NULL;
+    void *tx = NULL, *tw = NULL, *tb = NULL;
+    amp_status st = contig(fn, x, &px, &tx);
+    if (st == AMP_OK && w) st = contig(fn, w, &pw, &tw);
+    if (st == AMP_OK && b) st = contig(fn, b, &pb, &tb);
+    if (st == AMP_OK) {
+        amp_cu_gn_args ga;
+        memset(&ga, 0, sizeof ga);
+        ga.x = px, ga.xdt = (int)x->dtype;
+        ga.w = pw, ga.wdt = w ? (int)w->dtype : (int)AMP_F32;
+        ga.b = pb, ga.bdt = b ? (int)b->dtype : (int)AMP_F32;
+        ga.y = amp__data(y), ga.ydt = (int)y->dtype;
+        ga.mean = amp__data(mean), ga.rstd = amp__data(rstd);
+        ga.N = a->N, ga.C = a->C, ga.L = a->L, ga.G = a->G, ga.eps = a->eps;
+        st = AMP_CU(fn, amp_cu_group_norm(amp__cu.stream, &ga));
+    }
+    tmp_free(tx);
+    tmp_free(tw);
+    tmp_free(tb);
+    return st;
+}
+
+amp_status amp__cu_group_norm_backward(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
+                                       const amp_tensor *mean, const amp_tensor *rstd, const amp_tensor *g,
+                                       const bool *need, amp_tensor **gin) {
+    for (int i = 0; i < 3; i++) gin[i] = NULL;
+    if (!half_or_f32(x->dtype)) return dtype_error(fn, "x", x->dtype);
+    if (!half_or_f32(g->dtype)) return dtype_error(fn, "the upstream gradient", g->dtype);
+    const void *px = NULL, *pw = NULL, *pg = NULL;
+    void *tx = NULL, *tw = NULL, *tg = NULL;
+    int64_t cs[1] = {a->C};
+    amp_status st = contig(fn, x, &px, &tx);
+    if (st == AMP_OK && w) st = contig(fn, w, &pw, &tw);
+    if (st == AMP_OK) st = contig(fn, g, &pg, &tg);
+    for (int i = 0; i < 3 && st == AMP_OK; i++) {
+        if (!need[i]) continue;
+        gin[i] = i == 0 ? grad_new(AMP_F32, x->ndim, x->shape) : grad_new(AMP_F32, 1, cs);
+        if (!gin[i]) st = amp_last_status();
+    }
+    if (st == AMP_OK) {
+        amp_cu_gn_bwd_args ga;
+        memset(&ga, 0, sizeof ga);
+        ga.x = px, ga.xdt = (int)x->dtype;
+        ga.g = pg, ga.gdt = (int)g->dtype;
+        ga.w = pw, ga.wdt = w ? (int)w->dtype : (int)AMP_F32;
+        ga.mean = amp__data(mean), ga.rstd = amp__data(rstd);
+        ga.N = a->N, ga.C = a->C, ga.L = a->L, ga.G = a->G;
+        ga.gx = gin[0] ? amp__data(gin[0]) : NULL;
+        ga.gw = gin[1] ? amp__data(gin[1]) : NULL;
+        ga.gb = gin[2] ? amp__data(gin[2]) : NULL;
+        st = AMP_CU(fn, amp_cu_group_norm_backward(amp__cu.stream, &ga));
+    }
+    tmp_free(tx);
+    tmp_free(tw);
+    tmp_free(tg);
+    if (st != AMP_OK)
+        for (int i = 0; i < 3; i++) {
+            amp__release(gin[i]);
+            gin[i] = NULL;
+        }
+    return st;
 }

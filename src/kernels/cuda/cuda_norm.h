@@ -18,5 +18,16 @@ amp_status amp__cu_class_loss(const char *fn, const amp_cls_args *a, const amp_t
 amp_status amp__cu_class_loss_backward(const char *fn, const amp_cls_args *a, const amp_tensor *x,
                                        const amp_tensor *target, const amp_tensor *weight, const amp_tensor *wsum,
                                        const amp_tensor *g, amp_tensor **gx);
+amp_status amp__cu_batch_norm(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
+                              const amp_tensor *b, amp_tensor *running_mean, amp_tensor *running_var, amp_tensor *y,
+                              amp_tensor *mean, amp_tensor *rstd);
+amp_status amp__cu_batch_norm_backward(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
+                                       const amp_tensor *mean, const amp_tensor *rstd, const amp_tensor *g,
+                                       const bool *need, amp_tensor **gin);
+amp_status amp__cu_group_norm(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
+                              const amp_tensor *b, amp_tensor *y, amp_tensor *mean, amp_tensor *rstd);
+amp_status amp__cu_group_norm_backward(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
+                                       const amp_tensor *mean, const amp_tensor *rstd, const amp_tensor *g,
+                                       const bool *need, amp_tensor **gin);
 
 #endif

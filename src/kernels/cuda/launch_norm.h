@@ -116,6 +116,117 @@ typedef struct {
 } amp_cu_xent_bwd_args;
 cudaError_t amp_cu_xent_rows_backward(cudaStream_t s, const amp_cu_xent_bwd_args *a);
 
+/* The general path: x (N, C, L) contiguous of any float dtype (logits, or
+ * log-probabilities for nll_loss), targets t i64 [N L] contiguous, class
+ * weights w [C] contiguous or NULL, label smoothing (cross_entropy);
+ * per-sample losses li and weights wt (double scratch [N L] each), then out
+ * (0-d, or [N L] contiguous for NONE) and *wsum = the summed weight of the
+ * non-ignored targets. The backward: gx f32 (N, C, L), g (f32/half/f64)
+ * at element stride gstride for NONE (the caller makes it contiguous). */
+typedef struct {
+    const void *x;
+    int xdt;
+    const void *t;
+    const void *w;
+    int wdt;
+    int64_t N, C, L, ignore;
+    double smoothing;
+    int ce, reduction;
+    double *li, *wt;
+    void *out;
+    int odt;
+    double *wsum;
+} amp_cu_cls_args;
+cudaError_t amp_cu_class_loss(cudaStream_t s, const amp_cu_cls_args *a);
+typedef struct {
+    const void *x;
+    int xdt;
+    const void *t;
+    const void *w;
+    int wdt;
+    int64_t N, C, L, ignore;
+    double smoothing;
+    int ce, reduction;
+    const void *g;
+    int gdt;
+    int64_t gstride;
+    const double *wsum;
+    float *gx;
+} amp_cu_cls_bwd_args;
+cudaError_t amp_cu_class_loss_backward(cudaStream_t s, const amp_cu_cls_bwd_args *a);
+
+/* ---- batch_norm, group_norm (norm_ieee.cu) ----
+ * x (N, C, L) contiguous (f32, f16 or bf16); w, b [C] contiguous of any
+ * float dtype or NULL. batch_norm training: per-channel mean, biased var
+ * (var, f32 [C], scratch) and rstd, then y = (x - mean) * (rstd w) + b;
+ * eval: mean = running_mean, rstd from running_var. The running statistics
+ * (rm, rv: [C] of any float dtype at element strides rms, rvs) updated in
+ * place when every new value is finite. */
+typedef struct {
+    const void *x;
+    int xdt;
+    const void *w, *b;
+    int wdt, bdt;
+    void *rm, *rv;
+    int rmdt, rvdt;
+    int64_t rms, rvs;
+    void *y;
+    int ydt;
+    float *mean, *rstd, *var;
+    int64_t N, C, L;
+    double eps, momentum;
+    int training;
+} amp_cu_bn_args;
+cudaError_t amp_cu_batch_norm(cudaStream_t s, const amp_cu_bn_args *a);
+/* sg = sum g, sgx = sum g (x - mean) rstd per channel (double scratch [C]
+ * each); gw = sgx, gb = sg (f32 [C] or NULL); gx (gxdt, or NULL) =
+ * rstd w (g - sg/n - xhat sgx/n) training, rstd w g eval. g contiguous of any
+ * float dtype. */
+typedef struct {
+    const void *x;
+    int xdt;
+    const void *g;
+    int gdt;
+    const void *w;
+    int wdt;
+    const float *mean, *rstd;
+    int64_t N, C, L;
+    int training;
+    double *sg, *sgx;
+    void *gx;
+    int gxdt;
+    float *gw, *gb;
+} amp_cu_bn_bwd_args;
+cudaError_t amp_cu_batch_norm_backward(cudaStream_t s, const amp_cu_bn_bwd_args *a);
+
+/* group_norm: statistics per (n, group) [N G] over its C/G channels, y =
+ * (x - mean) * (rstd w[c]) + b[c]; the backward: gx f32 (or NULL), gw, gb
+ * f32 [C] (or NULL). */
+typedef struct {
+    const void *x;
+    int xdt;
+    const void *w, *b;
+    int wdt, bdt;
+    void *y;
+    int ydt;
+    float *mean, *rstd;
+    int64_t N, C, L, G;
+    double eps;
+} amp_cu_gn_args;
+cudaError_t amp_cu_group_norm(cudaStream_t s, const amp_cu_gn_args *a);
+typedef struct {
+    const void *x;
+    int xdt;
+    const void *g;
+    int gdt;
+    const void *w;
+    int wdt;
+    const float *mean, *rstd;
+    int64_t N, C, L, G;
+    float *gx, *gw, *gb;
+} amp_cu_gn_bwd_args;
+cudaError_t amp_cu_group_norm_backward(cudaStream_t s, const amp_cu_gn_bwd_args *a);
+
 #ifdef __cplusplus
 }
 #endif

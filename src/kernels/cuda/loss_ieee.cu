@@ -116,6 +116,112 @@ __global__ void __launch_bounds__(1024) xent_bwd(amp_cu_xent_bwd_args a) {
     }
 }
 
+// ---- the general path: (N, C, L) input, class weights, label smoothing,
+// nll_loss; one thread per sample (n, l) walking the C classes at stride L
+// (coalesced across l), each sum in the CPU's order: the log-softmax's
+// max and exp sum in f32 over the classes (as amp_k_softmax's columns; for
+// L == 1 the CPU adds 16 lanes: a rounding difference), the loss terms in
+// double.
+__global__ void __launch_bounds__(AMP_CU_THREADS) cls_fwd(amp_cu_cls_args a) {
+    const int64_t ns = a.N * a.L, C = a.C, L = a.L;
+    const double ca = 1.0 - a.smoothing, cb = a.smoothing / (double)C;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < ns; i += (int64_t)gridDim.x * blockDim.x) {
+        const long long t = ((const long long *)a.t)[i];
+        if (t == a.ignore) {
+            a.li[i] = 0.0;
+            a.wt[i] = 0.0;
+            continue;
+        }
+        const int64_t n = i / L, l = i - n * L, base = n * C * L + l;
+        if (t < 0 || t >= C) { // reported by check_index at the next synchronisation; never read
+            a.li[i] = (double)NAN;
+            a.wt[i] = 0.0;
+            continue;
+        }
+        float m = 0.0f, ls = 0.0f;
+        if (a.ce) {
+            m = -INFINITY;
+            for (int64_t k = 0; k < C; k++) {
+                float v = load_f(a.x, a.xdt, base + k * L);
+                m = v > m ? v : m;
+            }
+            float s = 0.0f;
+            for (int64_t k = 0; k < C; k++) s += vm_expf(load_f(a.x, a.xdt, base + k * L) - m);
+            ls = logf(s);
+        }
+        // log-probability of class k (the CPU's f32 value)
+#define LOGP(k) (a.ce ? (load_f(a.x, a.xdt, base + (k) * L) - m) - ls : load_f(a.x, a.xdt, base + (k) * L))
+        const double w_t = a.w ? (double)load_f(a.w, a.wdt, t) : 1.0;
+        double v = -w_t * (double)LOGP(t);
+        if (cb != 0.0) {
+            double s2 = 0.0;
+            for (int64_t k = 0; k < C; k++) s2 += (a.w ? (double)load_f(a.w, a.wdt, k) : 1.0) * (double)LOGP(k);
+            v = ca * v - cb * s2;
+        }
+#undef LOGP
+        a.li[i] = v;
+        a.wt[i] = w_t;
+    }
+}
+
+// one block: the reduced loss (or the per-sample losses) and the summed weight
+__global__ void __launch_bounds__(1024) cls_finish(amp_cu_cls_args a) {
+    __shared__ double shd[32];
+    const int64_t ns = a.N * a.L;
+    double tot = 0.0, wsum = 0.0;
+    for (int64_t i = threadIdx.x; i < ns; i += blockDim.x) {
+        if (a.reduction == 2) store_f(a.out, a.odt, i, (float)a.li[i]);
+        tot += a.li[i];
+        wsum += a.wt[i];
+    }
+    tot = block_sum_d(tot, shd);
+    wsum = block_sum_d(wsum, shd);
+    if (threadIdx.x == 0) {
+        *a.wsum = wsum;
+        if (a.reduction != 2) store_d(a.out, a.odt, 0, a.reduction == 1 ? tot : tot / wsum);
+    }
+}
+
+// gx (f32, zeros for ignored samples) = g_i * d loss_i / d x
+__global__ void __launch_bounds__(AMP_CU_THREADS) cls_bwd(amp_cu_cls_bwd_args a) {
+    const int64_t ns = a.N * a.L, C = a.C, L = a.L;
+    const double ca = 1.0 - a.smoothing, cb = a.smoothing / (double)C;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < ns; i += (int64_t)gridDim.x * blockDim.x) {
+        const long long t = ((const long long *)a.t)[i];
+        const int64_t n = i / L, l = i - n * L, base = n * C * L + l;
+        if (t == a.ignore || t < 0 || t >= C) {
+            for (int64_t k = 0; k < C; k++) a.gx[base + k * L] = 0.0f;
+            continue;
+        }
+        double gi;
+        if (a.reduction == 2) gi = (double)load_f(a.g, a.gdt, i * a.gstride);
+        else if (a.reduction == 1) gi = (double)load_f(a.g, a.gdt, 0);
+        else gi = (double)load_f(a.g, a.gdt, 0) / *a.wsum;
+        const double w_t = a.w ? (double)load_f(a.w, a.wdt, t) : 1.0;
+        if (!a.ce) {
+            for (int64_t k = 0; k < C; k++) a.gx[base + k * L] = k == t ? (float)(-w_t * gi) : 0.0f;
+            continue;
+        }
+        float m = -INFINITY;
+        for (int64_t k = 0; k < C; k++) {
+            float v = load_f(a.x, a.xdt, base + k * L);
+            m = v > m ? v : m;
+        }
+        float s = 0.0f;
+        for (int64_t k = 0; k < C; k++) s += vm_expf(load_f(a.x, a.xdt, base + k * L) - m);
+        const float r = 1.0f / s;
+        double wsum = 0.0;
+        if (cb != 0.0)
+            for (int64_t k = 0; k < C; k++) wsum += a.w ? (double)load_f(a.w, a.wdt, k) : 1.0;
+        for (int64_t k = 0; k < C; k++) {
+            const double pk = (double)(vm_expf(load_f(a.x, a.xdt, base + k * L) - m) * r);
+            double d = ca * w_t * (pk - (k == t ? 1.0 : 0.0));
+            if (cb != 0.0) d += cb * (pk * wsum - (a.w ? (double)load_f(a.w, a.wdt, k) : 1.0));
+            a.gx[base + k * L] = (float)(gi * d);
+        }
+    }
+}
+
 inline unsigned esz(int dt) { return dt == AMP_F32 ? 4u : 2u; }
 
 template <int XT>
@@ -157,5 +263,23 @@ extern "C" cudaError_t amp_cu_xent_rows_backward(cudaStream_t s, const amp_cu_xe
     case AMP_F16: bwd_launch<AMP_F16>(s, a, v4); break;
     default: bwd_launch<AMP_BF16>(s, a, v4); break;
     }
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t amp_cu_class_loss(cudaStream_t s, const amp_cu_cls_args *a) {
+    const int64_t ns = a->N * a->L;
+    if (ns > 0) {
+        cls_fwd<<<grid_for(ns, AMP_CU_THREADS), AMP_CU_THREADS, 0, s>>>(*a);
+        cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess) return e;
+    }
+    cls_finish<<<1, 1024, 0, s>>>(*a);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t amp_cu_class_loss_backward(cudaStream_t s, const amp_cu_cls_bwd_args *a) {
+    const int64_t ns = a->N * a->L;
+    if (ns <= 0 || a->C <= 0) return cudaSuccess;
+    cls_bwd<<<grid_for(ns, AMP_CU_THREADS), AMP_CU_THREADS, 0, s>>>(*a);
     return cudaGetLastError();
 }
