@@ -59,12 +59,22 @@ __device__ __forceinline__ bool att_keep(const amp_cu_att_args &a, int64_t b, in
 // rows [r0, r0 + nr) of an operand of batch item b (offset bo) into a
 // shared tile of `rows` rows with row stride ld (f32): columns >= ncol and
 // rows beyond nr are 0
+// (in batches of LB loads per thread, all in flight before their stores:
+// one memory latency per batch, not one per element)
+constexpr int LB = 8;
 __device__ __forceinline__ void load_tile(float *t, int rows, int ld, const amp_cu_att_operand &o, int64_t bo,
                                           int64_t r0, int64_t nr, int ncol) {
     const int n = rows * ld;
-    for (int e = threadIdx.x; e < n; e += NT) {
-        int r = e / ld, c = e - r * ld;
-        t[e] = (r < nr && c < ncol) ? ldx(o.p, o.dtype, bo + (r0 + r) * o.ld + c) : 0.0f;
+    for (int e0 = threadIdx.x; e0 < n; e0 += NT * LB) {
+        float v[LB];
+#pragma unroll
+        for (int u = 0; u < LB; u++) {
+            const int e = e0 + u * NT, r = e / ld, c = e - r * ld;
+            v[u] = (e < n && r < nr && c < ncol) ? ldx(o.p, o.dtype, bo + (r0 + r) * o.ld + c) : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < LB; u++)
+            if (e0 + u * NT < n) t[e0 + u * NT] = v[u];
     }
 }
 
@@ -72,9 +82,16 @@ __device__ __forceinline__ void load_tile(float *t, int rows, int ld, const amp_
 __device__ __forceinline__ void load_rows(float *t, int rows, int ld, const void *p, int dt, int64_t r0, int64_t nr,
                                           int ncol) {
     const int n = rows * ld;
-    for (int e = threadIdx.x; e < n; e += NT) {
-        int r = e / ld, c = e - r * ld;
-        t[e] = (r < nr && c < ncol) ? ldx(p, dt, (r0 + r) * ncol + c) : 0.0f;
+    for (int e0 = threadIdx.x; e0 < n; e0 += NT * LB) {
+        float v[LB];
+#pragma unroll
+        for (int u = 0; u < LB; u++) {
+            const int e = e0 + u * NT, r = e / ld, c = e - r * ld;
+            v[u] = (e < n && r < nr && c < ncol) ? ldx(p, dt, (r0 + r) * ncol + c) : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < LB; u++)
+            if (e0 + u * NT < n) t[e0 + u * NT] = v[u];
     }
 }
 
@@ -535,33 +552,65 @@ __device__ __forceinline__ void frag_rows(uint32_t (*f)[4], const uint16_t *p, i
     }
 }
 
-// rows r0 .. r0 + TB (0 beyond nr) of D halves into a row-major shared tile
-// (row stride D + 8) and/or its transpose (D rows, stride TRT)
+// A tile (rows r0 .. r0 + TB of D halves, 0 beyond nr) goes from global to
+// shared memory in two steps, so that every load of a tile is in flight at
+// once (one memory latency per tile, not one per chunk) and the forward can
+// fetch the next tile while it computes on the current one: tile_load brings
+// this thread's 16-byte chunks into registers, tile_store writes them into a
+// row-major tile (row stride D + 8) and/or its transpose (D rows, stride
+// TRT). tmap: the chunk mapping of a transposed store (a warp takes 32
+// consecutive rows of one 8-column chunk, so the transposed 16-bit stores hit
+// 16 banks, 2 halves each); else consecutive chunks of a row (coalesced).
 template <int D>
-__device__ __forceinline__ void tc_tile(uint16_t *rm, uint16_t *tr, const uint16_t *p, int64_t bo, int64_t ld,
-                                        int64_t r0, int64_t nr, bool vec) {
-    constexpr int CH = D / 8, RS = D + 8;
-    for (int idx = threadIdx.x; idx < TB * CH; idx += TNT) {
-        // with a transpose, a warp takes 32 consecutive rows of one 8-column
-        // chunk (the transposed stores hit 16 banks, 2 halves each); without,
-        // consecutive chunks of a row (coalesced reads)
-        const int r = tr ? idx % TB : idx / CH, c = tr ? idx / TB : idx % CH;
-        union {
-            uint4 v;
-            uint16_t h[8];
-        } u;
-        u.v = make_uint4(0u, 0u, 0u, 0u);
+struct Chunks {
+    static constexpr int N = TB * (D / 8) / TNT;
+    uint4 v[N];
+};
+
+template <int D>
+__device__ __forceinline__ void chunk_rc(int u, bool tmap, int &r, int &c) {
+    constexpr int CH = D / 8;
+    const int idx = (int)threadIdx.x + u * TNT;
+    r = tmap ? idx % TB : idx / CH;
+    c = tmap ? idx / TB : idx % CH;
+}
+
+template <int D>
+__device__ __forceinline__ void tile_load(Chunks<D> &x, bool tmap, const uint16_t *p, int64_t bo, int64_t ld,
+                                          int64_t r0, int64_t nr, bool vec) {
+#pragma unroll
+    for (int u = 0; u < Chunks<D>::N; u++) {
+        int r, c;
+        chunk_rc<D>(u, tmap, r, c);
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
         if (r < nr) {
             const uint16_t *src = p + bo + (r0 + r) * ld + c * 8;
-            if (vec) u.v = *(const uint4 *)src;
-            else
-#pragma unroll
-                for (int e = 0; e < 8; e++) u.h[e] = src[e];
+            if (vec) {
+                v = __ldg((const uint4 *)src);
+            } else {
+                v.x = (uint32_t)src[0] | ((uint32_t)src[1] << 16);
+                v.y = (uint32_t)src[2] | ((uint32_t)src[3] << 16);
+                v.z = (uint32_t)src[4] | ((uint32_t)src[5] << 16);
+                v.w = (uint32_t)src[6] | ((uint32_t)src[7] << 16);
+            }
         }
-        if (rm) *(uint4 *)(rm + r * RS + c * 8) = u.v;
-        if (tr)
+        x.v[u] = v;
+    }
+}
+
+template <int D>
+__device__ __forceinline__ void tile_store(const Chunks<D> &x, bool tmap, uint16_t *rm, uint16_t *tr) {
+    constexpr int RS = D + 8;
 #pragma unroll
-            for (int e = 0; e < 8; e++) tr[(c * 8 + e) * TRT + r] = u.h[e];
+    for (int u = 0; u < Chunks<D>::N; u++) {
+        int r, c;
+        chunk_rc<D>(u, tmap, r, c);
+        if (rm) *(uint4 *)(rm + r * RS + c * 8) = x.v[u];
+        if (tr) {
+            const uint32_t w[4] = {x.v[u].x, x.v[u].y, x.v[u].z, x.v[u].w};
+#pragma unroll
+            for (int e = 0; e < 8; e++) tr[(c * 8 + e) * TRT + r] = (uint16_t)(w[e >> 1] >> (16 * (e & 1)));
+        }
     }
 }
 
@@ -594,10 +643,15 @@ __global__ void __launch_bounds__(TNT) tc_fwd(amp_cu_att_args a, int64_t ntile, 
     for (int n = 0; n < D / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     const int64_t jend = a.causal ? (S < i0 + TB ? S : i0 + TB) : S;
     for (int64_t j0 = 0; j0 < jend; j0 += TB) {
-        const int64_t nk = jend - j0 < TB ? jend - j0 : TB;
-        __syncthreads();
-        tc_tile<D>(Ks, nullptr, kp, ko, a.k.ld, j0, nk, vec);
-        tc_tile<D>(nullptr, Vt, vp, vo, a.v.ld, j0, nk, vec);
+        {
+            const int64_t nk = jend - j0 < TB ? jend - j0 : TB;
+            Chunks<D> kc, vc;
+            tile_load<D>(kc, false, kp, ko, a.k.ld, j0, nk, vec);
+            tile_load<D>(vc, true, vp, vo, a.v.ld, j0, nk, vec);
+            __syncthreads(); // the previous tile is read
+            tile_store<D>(kc, false, Ks, nullptr);
+            tile_store<D>(vc, true, nullptr, Vt);
+        }
         __syncthreads();
         float s[8][4];
 #pragma unroll
@@ -723,12 +777,20 @@ __global__ void __launch_bounds__(TNT) tc_bwd_kv(amp_cu_att_args a, int64_t ntil
     const int64_t istart = a.causal ? j0 : 0; // queries before j0 see none of these keys
     for (int64_t i0 = istart; i0 < L; i0 += TB) {
         const int64_t nq = L - i0 < TB ? L - i0 : TB;
-        __syncthreads();
-        tc_tile<D>(Qs, Qt, qp, qo, a.q.ld, i0, nq, vec);
-        tc_tile<D>(Os, Ot, op, b * L * D, D, i0, nq, vec);
-        if (threadIdx.x < TB) {
-            ls[threadIdx.x] = threadIdx.x < nq ? a.lse[b * L + i0 + threadIdx.x] * LOG2E : 0.0f;
-            dd[threadIdx.x] = threadIdx.x < nq ? a.dsum[b * L + i0 + threadIdx.x] : 0.0f;
+        {
+            Chunks<D> qc, oc;
+            tile_load<D>(qc, true, qp, qo, a.q.ld, i0, nq, vec);
+            tile_load<D>(oc, true, op, b * L * D, D, i0, nq, vec);
+            const bool row = threadIdx.x < nq; // threads 0..63 carry the rows' lse and D
+            const float lv = row ? a.lse[b * L + i0 + threadIdx.x] * LOG2E : 0.0f;
+            const float dv_ = row ? a.dsum[b * L + i0 + threadIdx.x] : 0.0f;
+            __syncthreads(); // the previous step's tiles are read
+            tile_store<D>(qc, true, Qs, Qt);
+            tile_store<D>(oc, true, Os, Ot);
+            if (threadIdx.x < TB) {
+                ls[threadIdx.x] = lv;
+                dd[threadIdx.x] = dv_;
+            }
         }
         __syncthreads();
         // S^T = K Q^T and dP^T = V dO^T: 16 keys x 64 queries
@@ -822,9 +884,14 @@ __global__ void __launch_bounds__(TNT) tc_bwd_q(amp_cu_att_args a, int64_t ntile
     const int64_t jend = a.causal ? (S < i0 + TB ? S : i0 + TB) : S;
     for (int64_t j0 = 0; j0 < jend; j0 += TB) {
         const int64_t nk = jend - j0 < TB ? jend - j0 : TB;
-        __syncthreads();
-        tc_tile<D>(Ks, Kt, kp, ko, a.k.ld, j0, nk, vec);
-        tc_tile<D>(Vs, nullptr, vp, vo, a.v.ld, j0, nk, vec);
+        {
+            Chunks<D> kc, vc;
+            tile_load<D>(kc, true, kp, ko, a.k.ld, j0, nk, vec);
+            tile_load<D>(vc, false, vp, vo, a.v.ld, j0, nk, vec);
+            __syncthreads(); // the previous tile is read
+            tile_store<D>(kc, true, Ks, Kt);
+            tile_store<D>(vc, false, Vs, nullptr);
+        }
         __syncthreads();
         float s[8][4], dp[8][4];
 #pragma unroll
