@@ -59,23 +59,6 @@ static const amp_backend *be_cu(void) {
     return be;
 }
 
-static amp_tensor *rand_cpu(amp_dtype dt, int nd, const int64_t *shape, uint64_t seed, double scale) {
-    amp_generator g = amp_generator_make(seed);
-    amp_tensor *f = amp_tensor_randn(AMP_F64, nd, shape, &g);
-    int64_t n = amp_tensor_numel(f);
-    for (int64_t i = 0; i < n; i++) ((double *)amp__data(f))[i] *= scale;
-    amp_tensor *t = amp_tensor_empty(dt, nd, shape);
-    assert_int_equal(amp_tensor_copy_(t, f), AMP_OK);
-    amp_tensor_free(f);
-    return t;
-}
-
-static amp_tensor *to_dev(amp_tensor *t, amp_device d) {
-    amp_tensor *r = amp_tensor_to(t, d);
-    assert_non_null(r);
-    return r;
-}
-
 static double val(const amp_tensor *t, int64_t i) { return amp__load(amp__elem_ptr(t, i), t->dtype); }
 
 /* got (any device) against want (CPU): |d| <= atol * max(1, max|want|) +
@@ -83,7 +66,7 @@ static double val(const amp_tensor *t, int64_t i) { return amp__load(amp__elem_p
  * with one key, both devices give rounding noise; the inputs are N(0, 1),
  * so the values that matter are of order 1) */
 static void cmp(const char *what, const amp_tensor *want, amp_tensor *got, double atol, double rtol) {
-    amp_tensor *g = amp__dev(got) == AMP_DEVICE_CPU ? got : to_dev(got, AMP_DEVICE_CPU);
+    amp_tensor *g = amp__dev(got) == AMP_DEVICE_CPU ? got : amp_test_to(got, AMP_DEVICE_CPU);
     int64_t n = amp_tensor_numel(want);
     if (n != amp_tensor_numel(g)) {
         printf("FAIL %s: %lld elements vs %lld\n", what, (long long)n, (long long)amp_tensor_numel(g));
@@ -149,12 +132,13 @@ static void run_entries(const char *name, amp_dtype dt, const att_case *c, const
                         amp_tensor *q, amp_tensor *k, amp_tensor *v, amp_tensor *bias) {
     amp_scope *s = amp_scope_begin();
     const amp_backend *C = be_cpu(), *G = be_cu();
-    if (!q) q = rand_cpu(dt, 3, AMP_SHAPE(c->nb, c->L, c->E), 11 + (uint64_t)c->L, 1.0);
-    if (!k) k = rand_cpu(dt, 3, AMP_SHAPE(c->nb, c->S, c->E), 12 + (uint64_t)c->S, 1.0);
-    if (!v) v = rand_cpu(dt, 3, AMP_SHAPE(c->nb, c->S, c->Ev), 13 + (uint64_t)c->E, 1.0);
-    amp_tensor *g = rand_cpu(dt, 3, AMP_SHAPE(c->nb, c->L, c->Ev), 14, 1.0);
-    amp_tensor *dq = to_dev(q, AMP_DEVICE_CUDA), *dk = to_dev(k, AMP_DEVICE_CUDA), *dv = to_dev(v, AMP_DEVICE_CUDA);
-    amp_tensor *dgg = to_dev(g, AMP_DEVICE_CUDA), *db = bias ? to_dev(bias, AMP_DEVICE_CUDA) : NULL;
+    if (!q) q = amp_test_randn(dt, 3, AMP_SHAPE(c->nb, c->L, c->E), 11 + (uint64_t)c->L, 1.0, 0.0);
+    if (!k) k = amp_test_randn(dt, 3, AMP_SHAPE(c->nb, c->S, c->E), 12 + (uint64_t)c->S, 1.0, 0.0);
+    if (!v) v = amp_test_randn(dt, 3, AMP_SHAPE(c->nb, c->S, c->Ev), 13 + (uint64_t)c->E, 1.0, 0.0);
+    amp_tensor *g = amp_test_randn(dt, 3, AMP_SHAPE(c->nb, c->L, c->Ev), 14, 1.0, 0.0);
+    amp_tensor *dq = amp_test_to(q, AMP_DEVICE_CUDA), *dk = amp_test_to(k, AMP_DEVICE_CUDA),
+               *dv = amp_test_to(v, AMP_DEVICE_CUDA);
+    amp_tensor *dgg = amp_test_to(g, AMP_DEVICE_CUDA), *db = bias ? amp_test_to(bias, AMP_DEVICE_CUDA) : NULL;
     amp_att_args a = {.nb = c->nb, .L = c->L, .S = c->S, .E = c->E, .Ev = c->Ev,
                       .scale = (float)(1.0 / sqrt((double)c->E)), .causal = c->causal,
                       .precision = amp_matmul_precision_get()};
@@ -273,7 +257,7 @@ static void t_bias(void **state) {
         for (int i = 0; i < 2; i++)
             for (int bcast = 0; bcast < 2; bcast++) {
                 const att_case *c = &cs[i];
-                amp_tensor *bias = rand_cpu(AMP_F32, 3, AMP_SHAPE(bcast ? 1 : c->nb, c->L, c->S), 77, 2.0);
+                amp_tensor *bias = amp_test_randn(AMP_F32, 3, AMP_SHAPE(bcast ? 1 : c->nb, c->L, c->S), 77, 2.0, 0.0);
                 float *p = amp__data(bias);
                 /* -inf entries, never in column 0: no row is fully masked (its
                  * output is NaN on both devices, its gradient undefined: torch
@@ -306,7 +290,7 @@ static void t_dropout_mask(void **state) {
         const int64_t S = cfg < 2 ? 80 : 64, E = cfg < 2 ? 8 : 64;
         amp_scope *s = amp_scope_begin();
         amp_tensor *q = amp_tensor_zeros(dt, 3, AMP_SHAPE(nb, L, E));
-        amp_tensor *k = rand_cpu(dt, 3, AMP_SHAPE(nb, S, E), 5, 1.0);
+        amp_tensor *k = amp_test_randn(dt, 3, AMP_SHAPE(nb, S, E), 5, 1.0, 0.0);
         amp_tensor *vf = amp_tensor_zeros(AMP_F32, 3, AMP_SHAPE(nb, S, S));
         for (int64_t b = 0; b < nb; b++)
             for (int64_t j = 0; j < S; j++) ((float *)amp__data(vf))[(b * S + j) * S + j] = 1.0f;
@@ -318,9 +302,10 @@ static void t_dropout_mask(void **state) {
         amp_tensor *o2 = amp_tensor_empty_on(AMP_DEVICE_CUDA, dt, 3, AMP_SHAPE(nb, L, S)),
                    *l2 = amp_tensor_empty_on(AMP_DEVICE_CUDA, AMP_F32, 1, AMP_SHAPE(nb * L));
         assert_int_equal(be_cpu()->attention("test", &a, q, k, v, NULL, o1, l1), AMP_OK);
-        amp_tensor *dq = to_dev(q, AMP_DEVICE_CUDA), *dk = to_dev(k, AMP_DEVICE_CUDA), *dv = to_dev(v, AMP_DEVICE_CUDA);
+        amp_tensor *dq = amp_test_to(q, AMP_DEVICE_CUDA), *dk = amp_test_to(k, AMP_DEVICE_CUDA),
+                   *dv = amp_test_to(v, AMP_DEVICE_CUDA);
         assert_int_equal(be_cu()->attention("test", &a, dq, dk, dv, NULL, o2, l2), AMP_OK);
-        amp_tensor *h = to_dev(o2, AMP_DEVICE_CPU);
+        amp_tensor *h = amp_test_to(o2, AMP_DEVICE_CPU);
         int bad = 0, dropped = 0, visible = 0;
         for (int64_t b = 0; b < nb; b++)
             for (int64_t i = 0; i < L; i++)
@@ -367,8 +352,8 @@ static void t_strided_views(void **state) {
     amp_dtype dts[2] = {AMP_BF16, AMP_F32};
     for (int d = 0; d < 2; d++) {
         amp_scope *s = amp_scope_begin();
-        amp_tensor *qkv = rand_cpu(dts[d], 3, AMP_SHAPE(B, T, 3 * C), 21, 1.0);
-        amp_tensor *dqkv = to_dev(qkv, AMP_DEVICE_CUDA);
+        amp_tensor *qkv = amp_test_randn(dts[d], 3, AMP_SHAPE(B, T, 3 * C), 21, 1.0, 0.0);
+        amp_tensor *dqkv = amp_test_to(qkv, AMP_DEVICE_CUDA);
         amp_tensor *hv[3], *dhv[3];
         const int64_t vshape[4] = {B, nh, T, hs}, vstride[4] = {T * 3 * C, hs, 3 * C, 1};
         for (int i = 0; i < 3; i++) {
@@ -403,7 +388,7 @@ static void t_strided_views(void **state) {
                      ag = tc_atol(dts[d], 5e-5, tc_path(dts[d], hs, hs, false));
         cmp("gpt views entry out", o1, o2, ao, half_rtol(dts[d]));
         cmp("gpt views entry lse", l1, l2, 2e-5, 0.0);
-        amp_tensor *g = rand_cpu(dts[d], 4, osh, 31, 1.0), *dg = to_dev(g, AMP_DEVICE_CUDA);
+        amp_tensor *g = amp_test_randn(dts[d], 4, osh, 31, 1.0, 0.0), *dg = amp_test_to(g, AMP_DEVICE_CUDA);
         amp_tensor *g1[3] = {NULL, NULL, NULL}, *g2[3] = {NULL, NULL, NULL};
         assert_int_equal(be_cpu()->attention_backward("test", &a, hv[0], hv[1], hv[2], NULL, o1, l1, g, g1), AMP_OK);
         assert_int_equal(be_cu()->attention_backward("test", &a, dhv[0], dhv[1], dhv[2], NULL, o2, l2, dg, g2), AMP_OK);
@@ -415,8 +400,8 @@ static void t_strided_views(void **state) {
             amp__release(g2[i]);
         }
         /* a column-strided k: [B, nh, hs, T] transposed */
-        amp_tensor *kt = rand_cpu(dts[d], 4, AMP_SHAPE(B, nh, hs, T), 41, 1.0);
-        amp_tensor *k1 = amp_transpose(kt, 2, 3), *k2 = amp_transpose(to_dev(kt, AMP_DEVICE_CUDA), 2, 3);
+        amp_tensor *kt = amp_test_randn(dts[d], 4, AMP_SHAPE(B, nh, hs, T), 41, 1.0, 0.0);
+        amp_tensor *k1 = amp_transpose(kt, 2, 3), *k2 = amp_transpose(amp_test_to(kt, AMP_DEVICE_CUDA), 2, 3);
         assert_int_equal(be_cpu()->attention("test", &a, hv[0], k1, hv[2], NULL, o1, l1), AMP_OK);
         assert_int_equal(be_cu()->attention("test", &a, dhv[0], k2, dhv[2], NULL, o2, l2), AMP_OK);
         cmp("column-strided k out", o1, o2, ao, half_rtol(dts[d]));
@@ -434,8 +419,8 @@ static void op_case(const char *name, amp_dtype dt, bool causal, int maskkind, d
     const int64_t B = 2, H = 3, L = 37, S = 37, E = 16;
     amp_scope *s = amp_scope_begin();
     amp_tensor *lv[2][3], *y[2], *mask = NULL;
-    amp_tensor *g = rand_cpu(dt, 4, AMP_SHAPE(B, H, L, E), 3, 1.0);
-    if (maskkind == 1) mask = rand_cpu(AMP_F32, 2, AMP_SHAPE(L, S), 4, 1.0);
+    amp_tensor *g = amp_test_randn(dt, 4, AMP_SHAPE(B, H, L, E), 3, 1.0, 0.0);
+    if (maskkind == 1) mask = amp_test_randn(AMP_F32, 2, AMP_SHAPE(L, S), 4, 1.0, 0.0);
     if (maskkind == 2) {
         mask = amp_tensor_empty(AMP_U8, 3, AMP_SHAPE(H, 1, S));
         for (int64_t e = 0; e < H * S; e++) ((uint8_t *)amp__data(mask))[e] = (uint8_t)((e * 7 + 3) % 5 != 0);
@@ -444,16 +429,16 @@ static void op_case(const char *name, amp_dtype dt, bool causal, int maskkind, d
         amp_device dev = d ? AMP_DEVICE_CUDA : AMP_DEVICE_CPU;
         amp_tensor *in[3];
         for (int i = 0; i < 3; i++) {
-            lv[d][i] = rand_cpu(dt, 4, AMP_SHAPE(B, H, i == 0 ? L : S, E), 50 + (uint64_t)i, 1.0);
+            lv[d][i] = amp_test_randn(dt, 4, AMP_SHAPE(B, H, i == 0 ? L : S, E), 50 + (uint64_t)i, 1.0, 0.0);
             assert_int_equal(amp_tensor_set_requires_grad(lv[d][i], true), AMP_OK);
-            in[i] = d ? to_dev(lv[d][i], dev) : lv[d][i];
+            in[i] = d ? amp_test_to(lv[d][i], dev) : lv[d][i];
         }
         amp_generator gen = amp_generator_make(99);
         amp_sdpa_opts o = AMP_SDPA_DEFAULTS;
         o.is_causal = causal;
         o.dropout_p = p;
         o.generator = &gen;
-        o.attn_mask = mask && d ? to_dev(mask, dev) : mask;
+        o.attn_mask = mask && d ? amp_test_to(mask, dev) : mask;
         y[d] = amp_scaled_dot_product_attention_ex(in[0], in[1], in[2], &o);
         if (!y[d]) {
             printf("FAIL op %s %s on %s: %s\n", name, amp_dtype_name(dt), d ? "cuda" : "cpu", amp_last_error());
@@ -463,7 +448,7 @@ static void op_case(const char *name, amp_dtype dt, bool causal, int maskkind, d
         char step[160];
         snprintf(step, sizeof step, "op %s %s forward on %s", name, amp_dtype_name(dt), d ? "cuda" : "cpu");
         if (d && !synced(step)) goto out;
-        amp_tensor *gg = d ? to_dev(g, dev) : g;
+        amp_tensor *gg = d ? amp_test_to(g, dev) : g;
         if (amp_backward_ex(y[d], gg, false) != AMP_OK) {
             printf("FAIL op %s %s backward on %s: %s\n", name, amp_dtype_name(dt), d ? "cuda" : "cpu", amp_last_error());
             g_fail++;
@@ -511,13 +496,15 @@ static void t_autocast(void **state) {
     (void)state;
     g_fail = 0;
     amp_scope *s = amp_scope_begin();
-    amp_tensor *q = rand_cpu(AMP_F32, 4, AMP_SHAPE(2, 3, 65, 64), 1, 1.0), *k = rand_cpu(AMP_F32, 4, AMP_SHAPE(2, 3, 65, 64), 2, 1.0),
-               *v = rand_cpu(AMP_F32, 4, AMP_SHAPE(2, 3, 65, 64), 3, 1.0);
+    amp_tensor *q = amp_test_randn(AMP_F32, 4, AMP_SHAPE(2, 3, 65, 64), 1, 1.0, 0.0),
+               *k = amp_test_randn(AMP_F32, 4, AMP_SHAPE(2, 3, 65, 64), 2, 1.0, 0.0),
+               *v = amp_test_randn(AMP_F32, 4, AMP_SHAPE(2, 3, 65, 64), 3, 1.0, 0.0);
     amp_tensor *y[2];
     for (int d = 0; d < 2; d++) {
         amp_device dev = d ? AMP_DEVICE_CUDA : AMP_DEVICE_CPU;
         assert_int_equal(amp_autocast_enter(AMP_BF16), AMP_OK);
-        y[d] = amp_scaled_dot_product_attention(to_dev(q, dev), to_dev(k, dev), to_dev(v, dev), true, 0.0, 0.0);
+        y[d] = amp_scaled_dot_product_attention(amp_test_to(q, dev), amp_test_to(k, dev), amp_test_to(v, dev), true,
+                                                0.0, 0.0);
         assert_int_equal(amp_autocast_exit(), AMP_OK);
         if (!y[d]) {
             printf("FAIL autocast on %s: %s\n", d ? "cuda" : "cpu", amp_last_error());
@@ -543,7 +530,7 @@ static void t_errors(void **state) {
     assert_null(y);
     assert_non_null(strstr(amp_last_error(), "head dims above 128"));
     amp_tensor *qc = amp_tensor_zeros(AMP_F32, 3, AMP_SHAPE(1, 4, 8));
-    amp_tensor *qd = to_dev(qc, AMP_DEVICE_CUDA);
+    amp_tensor *qd = amp_test_to(qc, AMP_DEVICE_CUDA);
     y = amp_scaled_dot_product_attention(qd, qc, qd, true, 0.0, 0.0);
     assert_null(y);
     assert_non_null(strstr(amp_last_error(), "cpu"));
@@ -559,10 +546,10 @@ static void t_gpt_shape_time(void **state) {
     amp_dtype dts[3] = {AMP_BF16, AMP_BF16, AMP_F32};
     for (int d = 0; d < 3; d++) {
         if (d == 1) setenv("AMP_CUDA_ATT_TC", "0", 1); /* bf16 on the CUDA cores, then f32 */
-        amp_tensor *q = to_dev(rand_cpu(dts[d], 3, AMP_SHAPE(nb, T, E), 1, 1.0), AMP_DEVICE_CUDA);
-        amp_tensor *k = to_dev(rand_cpu(dts[d], 3, AMP_SHAPE(nb, T, E), 2, 1.0), AMP_DEVICE_CUDA);
-        amp_tensor *v = to_dev(rand_cpu(dts[d], 3, AMP_SHAPE(nb, T, E), 3, 1.0), AMP_DEVICE_CUDA);
-        amp_tensor *g = to_dev(rand_cpu(dts[d], 3, AMP_SHAPE(nb, T, E), 4, 1.0), AMP_DEVICE_CUDA);
+        amp_tensor *q = amp_test_to(amp_test_randn(dts[d], 3, AMP_SHAPE(nb, T, E), 1, 1.0, 0.0), AMP_DEVICE_CUDA);
+        amp_tensor *k = amp_test_to(amp_test_randn(dts[d], 3, AMP_SHAPE(nb, T, E), 2, 1.0, 0.0), AMP_DEVICE_CUDA);
+        amp_tensor *v = amp_test_to(amp_test_randn(dts[d], 3, AMP_SHAPE(nb, T, E), 3, 1.0, 0.0), AMP_DEVICE_CUDA);
+        amp_tensor *g = amp_test_to(amp_test_randn(dts[d], 3, AMP_SHAPE(nb, T, E), 4, 1.0, 0.0), AMP_DEVICE_CUDA);
         amp_tensor *o = amp_tensor_empty_on(AMP_DEVICE_CUDA, dts[d], 3, AMP_SHAPE(nb, T, E));
         amp_tensor *l = amp_tensor_empty_on(AMP_DEVICE_CUDA, AMP_F32, 1, AMP_SHAPE(nb * T));
         amp_att_args a = {.nb = nb, .L = T, .S = T, .E = E, .Ev = E, .scale = 0.125f, .causal = true};

@@ -35,30 +35,6 @@ static const amp_backend *cu(void) {
     return be;
 }
 
-/* a random CPU tensor and its copy on the GPU */
-static amp_tensor *rand_cpu(amp_dtype dt, int nd, const int64_t *shape, uint64_t seed, double scale) {
-    amp_generator g = amp_generator_make(seed);
-    amp_tensor *f = amp_tensor_randn(AMP_F64, nd, shape, &g);
-    int64_t n = amp_tensor_numel(f);
-    for (int64_t i = 0; i < n; i++) ((double *)amp__data(f))[i] *= scale;
-    amp_tensor *t = amp_tensor_empty(dt, nd, shape);
-    assert_int_equal(amp_tensor_copy_(t, f), AMP_OK);
-    amp_tensor_free(f);
-    return t;
-}
-
-static amp_tensor *to_cuda(amp_tensor *t) {
-    amp_tensor *d = amp_tensor_to(t, AMP_DEVICE_CUDA);
-    assert_non_null(d);
-    return d;
-}
-
-static amp_tensor *to_cpu(amp_tensor *t) {
-    amp_tensor *h = amp_tensor_to(t, AMP_DEVICE_CPU);
-    assert_non_null(h);
-    return h;
-}
-
 static uint64_t bits_at(const amp_tensor *t, int64_t i) {
     uint64_t u = 0;
     memcpy(&u, (const char *)amp__elem_ptr(t, i), amp_dtype_size(t->dtype));
@@ -89,9 +65,9 @@ static void t_roundtrip(void **state) {
             c = amp_tensor_empty(dts[i], 1, h->shape);
         }
         assert_int_equal(amp_tensor_copy_(c, h), AMP_OK);
-        amp_tensor *d = to_cuda(c);
+        amp_tensor *d = amp_test_to(c, AMP_DEVICE_CUDA);
         assert_int_equal(amp_tensor_device(d), AMP_DEVICE_CUDA);
-        amp_tensor *back = to_cpu(d);
+        amp_tensor *back = amp_test_to(d, AMP_DEVICE_CPU);
         assert_same_bits(c, back, amp_dtype_name(dts[i]));
         amp_tensor_free(back);
         amp_tensor_free(d);
@@ -106,14 +82,14 @@ static void t_copy_convert(void **state) {
     amp_dtype dts[] = {AMP_F32, AMP_F16, AMP_BF16, AMP_F64, AMP_F8E4M3, AMP_F8E5M2};
     for (size_t a = 0; a < 6; a++)
         for (size_t b = 0; b < 6; b++) {
-            amp_tensor *x = rand_cpu(dts[a], 2, AMP_SHAPE(37, 53), 10 + a, 30.0);
+            amp_tensor *x = amp_test_randn(dts[a], 2, AMP_SHAPE(37, 53), 10 + a, 30.0, 0.0);
             amp_tensor *xt = amp_transpose(x, 0, 1); /* strided source */
             amp_tensor *want = amp_tensor_empty(dts[b], 2, AMP_SHAPE(53, 37));
             assert_int_equal(amp_tensor_copy_(want, xt), AMP_OK);
-            amp_tensor *dx = to_cuda(x), *dxt = amp_transpose(dx, 0, 1);
+            amp_tensor *dx = amp_test_to(x, AMP_DEVICE_CUDA), *dxt = amp_transpose(dx, 0, 1);
             amp_tensor *got = amp_tensor_empty_on(AMP_DEVICE_CUDA, dts[b], 2, AMP_SHAPE(53, 37));
             assert_int_equal(amp_tensor_copy_(got, dxt), AMP_OK);
-            amp_tensor *hg = to_cpu(got);
+            amp_tensor *hg = amp_test_to(got, AMP_DEVICE_CPU);
             char what[64];
             snprintf(what, sizeof what, "%s -> %s", amp_dtype_name(dts[a]), amp_dtype_name(dts[b]));
             assert_same_bits(want, hg, what);
@@ -168,7 +144,7 @@ static void t_steady_state(void **state) {
 static void t_deferred_error(void **state) {
     (void)state;
     amp_tensor *h = amp_tensor_from_data((int64_t[]){1, 2, 3, 70000, 4}, AMP_I64, 1, AMP_SHAPE(5));
-    amp_tensor *d = to_cuda(h);
+    amp_tensor *d = amp_test_to(h, AMP_DEVICE_CUDA);
     const amp_backend *be = cu();
     assert_int_equal(be->check_index("amp_cross_entropy", "target", d, 50257, -100), AMP_OK); /* queued */
     assert_int_equal(amp_cuda_synchronize(), AMP_ERR_RANGE);
@@ -221,8 +197,8 @@ static void ew_case(amp_ew_op op, amp_dtype in_dt, amp_dtype out_dt, bool broadc
     memset(hi, 0, sizeof hi);
     memset(di, 0, sizeof di);
     for (int k = 0; k < nin; k++) {
-        h[k] = rand_cpu(in_dt, 3, shape, 50 + (uint64_t)k + 10 * (uint64_t)op, k == 0 ? 3.0 : 1.5);
-        d[k] = to_cuda(h[k]);
+        h[k] = amp_test_randn(in_dt, 3, shape, 50 + (uint64_t)k + 10 * (uint64_t)op, k == 0 ? 3.0 : 1.5, 0.0);
+        d[k] = amp_test_to(h[k], AMP_DEVICE_CUDA);
         hi[k].data = amp__data(h[k]), di[k].data = amp__data(d[k]);
         hi[k].dtype = di[k].dtype = in_dt;
         for (int j = 0; j < 3; j++) hi[k].stride[j] = di[k].stride[j] = h[k]->stride[j];
@@ -237,7 +213,7 @@ static void ew_case(amp_ew_op op, amp_dtype in_dt, amp_dtype out_dt, bool broadc
     amp_tensor *ho = amp_tensor_empty(out_dt, 3, shape), *dout = amp_tensor_empty_on(AMP_DEVICE_CUDA, out_dt, 3, shape);
     assert_int_equal(amp_backend_cpu.ew("test", op, &p, 3, shape, amp__data(ho), out_dt, nin, hi), AMP_OK);
     assert_int_equal(cu()->ew("test", op, &p, 3, shape, amp__data(dout), out_dt, nin, di), AMP_OK);
-    amp_tensor *got = to_cpu(dout);
+    amp_tensor *got = amp_test_to(dout, AMP_DEVICE_CPU);
     char what[96];
     snprintf(what, sizeof what, "%s %s->%s%s", amp_ew_name(op), amp_dtype_name(in_dt), amp_dtype_name(out_dt),
              broadcast ? " broadcast" : "");
@@ -348,14 +324,15 @@ static void gemm_case(const gcase *c, double rtol) {
     amp_dtype bdt = c->bias_dt ? c->bias_dt : c->ct;
     int64_t bstep = c->bias_step > 0 ? c->bias_step : 1, blen = c->bias == BIAS_ROW ? c->m : c->n;
     int64_t boff = c->bias_misalign ? 1 : 0;
-    amp_tensor *A = rand_cpu(c->at, 1, AMP_SHAPE(c->batch * sa + 1), 1, 1.0);
-    amp_tensor *B = rand_cpu(c->bt, 1, AMP_SHAPE((c->bshare ? 1 : c->batch) * rb * ldb + 1), 2, 1.0);
-    amp_tensor *C = rand_cpu(c->ct, 1, AMP_SHAPE(c->batch * sc + 1), 3, 1.0);
-    amp_tensor *bias = c->bias ? rand_cpu(bdt, 1, AMP_SHAPE(boff + blen * bstep + 1), 4, 1.0) : NULL;
+    amp_tensor *A = amp_test_randn(c->at, 1, AMP_SHAPE(c->batch * sa + 1), 1, 1.0, 0.0);
+    amp_tensor *B = amp_test_randn(c->bt, 1, AMP_SHAPE((c->bshare ? 1 : c->batch) * rb * ldb + 1), 2, 1.0, 0.0);
+    amp_tensor *C = amp_test_randn(c->ct, 1, AMP_SHAPE(c->batch * sc + 1), 3, 1.0, 0.0);
+    amp_tensor *bias = c->bias ? amp_test_randn(bdt, 1, AMP_SHAPE(boff + blen * bstep + 1), 4, 1.0, 0.0) : NULL;
     int64_t naux = c->batch * c->m * c->n + 1;
     amp_tensor *aux = c->aux ? amp_tensor_zeros(c->ct, 1, AMP_SHAPE(naux)) : NULL;
-    amp_tensor *dA = to_cuda(A), *dB = to_cuda(B), *dC = to_cuda(C), *dbias = bias ? to_cuda(bias) : NULL;
-    amp_tensor *daux = aux ? to_cuda(aux) : NULL;
+    amp_tensor *dA = amp_test_to(A, AMP_DEVICE_CUDA), *dB = amp_test_to(B, AMP_DEVICE_CUDA),
+               *dC = amp_test_to(C, AMP_DEVICE_CUDA), *dbias = bias ? amp_test_to(bias, AMP_DEVICE_CUDA) : NULL;
+    amp_tensor *daux = aux ? amp_test_to(aux, AMP_DEVICE_CUDA) : NULL;
     amp_gemm_args g = {.trans_a = c->ta, .trans_b = c->tb, .m = c->m, .n = c->n, .k = c->k, .alpha = c->alpha, .beta = c->beta,
                        .a_dtype = c->at, .lda = lda, .stride_a = sa, .b_dtype = c->bt, .ldb = ldb, .stride_b = sb,
                        .c_dtype = c->ct, .ldc = ldc, .stride_c = sc, .batch = c->batch, .precision = AMP_MATMUL_HIGHEST,
@@ -385,7 +362,7 @@ static void gemm_case(const gcase *c, double rtol) {
         amp_test_cuda_stop_if_dead(what, NULL);
         g_gemm_failures++;
     }
-    amp_tensor *got = to_cpu(dC), *gaux = daux ? to_cpu(daux) : NULL;
+    amp_tensor *got = amp_test_to(dC, AMP_DEVICE_CPU), *gaux = daux ? amp_test_to(daux, AMP_DEVICE_CPU) : NULL;
     if (hs == AMP_OK && gs == AMP_OK) {
         /* C (not the padding columns) relative to the row's scale */
         double scale = sqrt((double)c->k) + 1.0;

@@ -56,25 +56,6 @@ static bool g_dry;
 static int g_fail;  /* failed cases in the running test */
 static int g_cases; /* cases compared in the running test */
 
-static amp_tensor *to_dev(amp_tensor *t, amp_device d) {
-    amp_tensor *r = amp_tensor_to(t, d);
-    if (!r) fail_msg("amp_tensor_to(%s) failed: %s", amp_device_name(d), amp_last_error());
-    return r;
-}
-
-/* a CPU tensor of normal values times scale (drawn in f64, converted) */
-static amp_tensor *rnd(amp_dtype dt, int nd, const int64_t *shape, uint64_t seed, double scale) {
-    amp_generator g = amp_generator_make(seed);
-    amp_tensor *f = amp_tensor_randn(AMP_F64, nd, shape, &g);
-    assert_non_null(f);
-    int64_t n = amp_tensor_numel(f);
-    for (int64_t i = 0; i < n; i++) ((double *)amp__data(f))[i] *= scale;
-    amp_tensor *t = amp_tensor_empty(dt, nd, shape);
-    assert_int_equal(amp_tensor_copy_(t, f), AMP_OK);
-    amp_tensor_free(f);
-    return t;
-}
-
 static double ulp_of(double m, amp_dtype dt) {
     int e;
     frexp(m, &e);
@@ -180,7 +161,7 @@ static amp_tensor *view_of(amp_tensor *leaf, int layout) {
  * positive: |v| + 0.5 instead of v */
 static void leaves_ex(amp_dtype dt, int nd, const int64_t *shape, uint64_t seed, double scale, bool positive, amp_tensor **h,
                       amp_tensor **d) {
-    *h = rnd(dt, nd, shape, seed, scale);
+    *h = amp_test_randn(dt, nd, shape, seed, scale, 0.0);
     if (positive) {
         int64_t n = amp_tensor_numel(*h);
         for (int64_t i = 0; i < n; i++) {
@@ -188,7 +169,7 @@ static void leaves_ex(amp_dtype dt, int nd, const int64_t *shape, uint64_t seed,
             amp__store(p, dt, fabs(amp__load(p, dt)) + 0.5);
         }
     }
-    *d = to_dev(*h, CUDA);
+    *d = amp_test_to(*h, CUDA);
     assert_int_equal(amp_tensor_set_requires_grad(*h, true), AMP_OK);
     assert_int_equal(amp_tensor_set_requires_grad(*d, true), AMP_OK);
 }
@@ -290,7 +271,8 @@ static void un_case(const unop *u, amp_dtype dt, int nd, const int64_t *shape, i
              layout_name[layout]);
     double ulps = u->libm ? 4 : 0;
     if (cmp(what, yh, yd, ulps, 0) && yh->requires_grad) {
-        amp_tensor *gh = rnd(yh->dtype, yh->ndim, yh->shape, seed + 99, 1.0), *gd = to_dev(gh, CUDA);
+        amp_tensor *gh = amp_test_randn(yh->dtype, yh->ndim, yh->shape, seed + 99, 1.0, 0.0),
+                   *gd = amp_test_to(gh, CUDA);
         amp_status sh = amp_backward_ex(yh, gh, false), sd = amp_backward_ex(yd, gd, false);
         char w2[200];
         snprintf(w2, sizeof w2, "%s: backward", what);
@@ -378,7 +360,8 @@ static void bin_case(int k, const amp_dtype *dts, const bshapes *s, int layout_a
              layout_name[layout_a]);
     bool libm = k == B_POW;
     if (cmp(what, yh, yd, libm ? 4 : 0, 0)) {
-        amp_tensor *gh = rnd(yh->dtype, yh->ndim, yh->shape, seed + 50, 1.0), *gd = to_dev(gh, CUDA);
+        amp_tensor *gh = amp_test_randn(yh->dtype, yh->ndim, yh->shape, seed + 50, 1.0, 0.0),
+                   *gd = amp_test_to(gh, CUDA);
         amp_status sth = amp_backward_ex(yh, gh, false), std = amp_backward_ex(yd, gd, false);
         if (sth != AMP_OK || std != AMP_OK) {
             print_message("FAIL %s: backward: cpu %d cuda %d: %s\n", what, (int)sth, (int)std, amp_last_error());
@@ -439,7 +422,7 @@ static void t_binary(void **state) {
 static void t_mixed_devices(void **state) {
     (void)state;
     if (g_dry) return;
-    amp_tensor *h = amp_tensor_ones(AMP_F32, 1, AMP_SHAPE(4)), *d = to_dev(h, CUDA);
+    amp_tensor *h = amp_tensor_ones(AMP_F32, 1, AMP_SHAPE(4)), *d = amp_test_to(h, CUDA);
     amp_tensor *r = amp_add(h, d);
     assert_null(r);
     assert_non_null(strstr(amp_last_error(), "amp_add"));
@@ -516,7 +499,8 @@ static void t_casts(void **state) {
             char what[96];
             snprintf(what, sizeof what, "%s dim %d (f16, f32, f16)", st ? "stack" : "cat", dim);
             if (cmp(what, yh, yd, 0, 0)) {
-                amp_tensor *gh = rnd(yh->dtype, yh->ndim, yh->shape, 600, 1.0), *gd = to_dev(gh, CUDA);
+                amp_tensor *gh = amp_test_randn(yh->dtype, yh->ndim, yh->shape, 600, 1.0, 0.0),
+                           *gd = amp_test_to(gh, CUDA);
                 if (amp_backward_ex(yh, gh, false) != AMP_OK || amp_backward_ex(yd, gd, false) != AMP_OK) {
                     print_message("FAIL %s: backward: %s\n", what, amp_last_error());
                     g_fail++;
@@ -678,7 +662,7 @@ static void red_case(const rcase *c, amp_dtype dt, int layout, int op, double p,
     free(ref);
     free(abs_);
     /* backward: broadcast back (bitwise for sum/mean; norm divides by the norm) */
-    amp_tensor *gh = rnd(yh->dtype, yh->ndim, yh->shape, seed + 7, 1.0), *gd = to_dev(gh, CUDA);
+    amp_tensor *gh = amp_test_randn(yh->dtype, yh->ndim, yh->shape, seed + 7, 1.0, 0.0), *gd = amp_test_to(gh, CUDA);
     if (amp_backward_ex(yh, gh, false) != AMP_OK || amp_backward_ex(yd, gd, false) != AMP_OK) {
         print_message("FAIL %s: backward: %s\n", what, amp_last_error());
         g_fail++;
@@ -726,7 +710,7 @@ static void t_max(void **state) {
                     amp_scope *sc = amp_scope_begin();
                     int64_t ls[3];
                     leaf_shape(lay ? TRANS : CONTIG, 3, shapes[s], ls);
-                    amp_tensor *xh = rnd(dts[d], 3, ls, 800 + (uint64_t)s, 1.0);
+                    amp_tensor *xh = amp_test_randn(dts[d], 3, ls, 800 + (uint64_t)s, 1.0, 0.0);
                     /* ties: values rounded to a coarse grid; a NaN in one case */
                     int64_t n = amp_tensor_numel(xh);
                     for (int64_t i = 0; i < n; i++) {
@@ -734,7 +718,7 @@ static void t_max(void **state) {
                         amp__store(amp__elem_ptr(xh, i), xh->dtype, round(v * 4) / 4);
                     }
                     if (s == 1 && d == 0) amp__store(amp__elem_ptr(xh, 17), xh->dtype, NAN);
-                    amp_tensor *xd = to_dev(xh, CUDA);
+                    amp_tensor *xd = amp_test_to(xh, CUDA);
                     amp_tensor_set_requires_grad(xh, true);
                     amp_tensor_set_requires_grad(xd, true);
                     amp_tensor *vh = view_of(xh, lay ? TRANS : CONTIG), *vd = view_of(xd, lay ? TRANS : CONTIG);
@@ -747,7 +731,8 @@ static void t_max(void **state) {
                         char w2[160];
                         snprintf(w2, sizeof w2, "%s: indices", what);
                         cmp(w2, ih, id, 0, 0);
-                        amp_tensor *gh = rnd(yh->dtype, yh->ndim, yh->shape, 801, 1.0), *gd = to_dev(gh, CUDA);
+                        amp_tensor *gh = amp_test_randn(yh->dtype, yh->ndim, yh->shape, 801, 1.0, 0.0),
+                                   *gd = amp_test_to(gh, CUDA);
                         if (amp_backward_ex(yh, gh, false) != AMP_OK || amp_backward_ex(yd, gd, false) != AMP_OK) {
                             print_message("FAIL %s: backward: %s\n", what, amp_last_error());
                             g_fail++;
@@ -788,7 +773,8 @@ static void t_sum_to_shape(void **state) {
                 amp_scope_end(sc);
                 continue;
             }
-            amp_tensor *gh = rnd(yh->dtype, yh->ndim, yh->shape, 990 + c, 1.0), *gd = to_dev(gh, CUDA);
+            amp_tensor *gh = amp_test_randn(yh->dtype, yh->ndim, yh->shape, 990 + c, 1.0, 0.0),
+                       *gd = amp_test_to(gh, CUDA);
             if (amp_backward_ex(yh, gh, false) != AMP_OK || amp_backward_ex(yd, gd, false) != AMP_OK) {
                 print_message("FAIL %s: backward: %s\n", what, amp_last_error());
                 g_fail++;
@@ -953,10 +939,10 @@ enum { TM_ADD, TM_GELU, TM_GELU_BW, TM_DROPOUT, TM_CAST, TM_CONTIG, TM_SUM_ALL, 
 static void time_op(int kind, const char *name, amp_dtype dt, double bytes) {
     int64_t N = 4096, C = 768;
     amp_scope *outer = amp_scope_begin();
-    amp_tensor *xh = rnd(dt, 2, AMP_SHAPE(N, C), 1400, 1.0), *x = to_dev(xh, CUDA);
-    amp_tensor *y = to_dev(rnd(dt, 2, AMP_SHAPE(N, C), 1401, 1.0), CUDA);
-    amp_tensor *xt = amp_transpose(to_dev(rnd(dt, 2, AMP_SHAPE(C, N), 1402, 1.0), CUDA), 0, 1);
-    amp_tensor *leaf = to_dev(rnd(dt, 2, AMP_SHAPE(N, C), 1403, 1.0), CUDA);
+    amp_tensor *xh = amp_test_randn(dt, 2, AMP_SHAPE(N, C), 1400, 1.0, 0.0), *x = amp_test_to(xh, CUDA);
+    amp_tensor *y = amp_test_to(amp_test_randn(dt, 2, AMP_SHAPE(N, C), 1401, 1.0, 0.0), CUDA);
+    amp_tensor *xt = amp_transpose(amp_test_to(amp_test_randn(dt, 2, AMP_SHAPE(C, N), 1402, 1.0, 0.0), CUDA), 0, 1);
+    amp_tensor *leaf = amp_test_to(amp_test_randn(dt, 2, AMP_SHAPE(N, C), 1403, 1.0, 0.0), CUDA);
     amp_tensor_set_requires_grad(leaf, true);
     const amp_backend *be = amp__backend("test", CUDA);
     double best = 1e30;

@@ -46,24 +46,6 @@
 
 static int g_fail, g_bwd_missing;
 
-static amp_tensor *rand_cpu(amp_dtype dt, int nd, const int64_t *shape, uint64_t seed) {
-    amp_generator g = amp_generator_make(seed);
-    amp_tensor *f = amp_tensor_randn(AMP_F64, nd, shape, &g);
-    amp_tensor *t = amp_tensor_empty(dt, nd, shape);
-    assert_int_equal(amp_tensor_copy_(t, f), AMP_OK);
-    amp_tensor_free(f);
-    return t;
-}
-
-static amp_tensor *to_dev(amp_tensor *t, amp_device d) {
-    amp_tensor *r = amp_tensor_to(t, d);
-    if (!r) {
-        amp_test_cuda_stop_if_dead("amp_tensor_to", NULL);
-        fail_msg("amp_tensor_to failed: %s", amp_last_error());
-    }
-    return r;
-}
-
 static double half_rel(amp_dtype dt) { return dt == AMP_F16 ? 1e-3 : dt == AMP_BF16 ? 8e-3 : 0.0; }
 
 /* Compares the CPU result `want` with the GPU result `got` (on cuda):
@@ -132,8 +114,8 @@ static void t_bias_grad_entry(void **state) {
             int64_t R = sizes[s][0], N = sizes[s][1];
             char what[96];
             snprintf(what, sizeof what, "bias_grad %s [%lld, %lld]", amp_dtype_name(dts[d]), (long long)R, (long long)N);
-            amp_tensor *g = rand_cpu(dts[d], 2, AMP_SHAPE(R, N), 40 + (uint64_t)s);
-            amp_tensor *dg = to_dev(g, AMP_DEVICE_CUDA);
+            amp_tensor *g = amp_test_randn(dts[d], 2, AMP_SHAPE(R, N), 40 + (uint64_t)s, 1.0, 0.0);
+            amp_tensor *dg = amp_test_to(g, AMP_DEVICE_CUDA);
             amp_tensor *want = amp_tensor_empty(AMP_F32, 1, AMP_SHAPE(N));
             amp_tensor *got = amp_tensor_empty_on(AMP_DEVICE_CUDA, AMP_F32, 1, AMP_SHAPE(N));
             assert_int_equal(amp_backend_cpu.bias_grad("test", g, R, N, want), AMP_OK);
@@ -211,8 +193,8 @@ static amp_tensor *make_operand(const ocase *c, int i, amp_dtype dt, amp_device 
     } else if (v == VIEW_STEP) {
         sh[nd - 1] *= 2;
     }
-    amp_tensor *h = rand_cpu(dt, nd, sh, seed);
-    amp_tensor *base = d == AMP_DEVICE_CPU ? h : to_dev(h, d);
+    amp_tensor *h = amp_test_randn(dt, nd, sh, seed, 1.0, 0.0);
+    amp_tensor *base = d == AMP_DEVICE_CPU ? h : amp_test_to(h, d);
     if (d != AMP_DEVICE_CPU) amp_tensor_free(h);
     *leaf = base;
     if (grad) assert_int_equal(amp_tensor_set_requires_grad(base, true), AMP_OK);
@@ -247,8 +229,8 @@ static void run_side(const ocase *c, int mode, amp_device d, bool backward, ores
         r->bwd = amp_last_status();
         snprintf(r->bwd_err, sizeof r->bwd_err, "%s", amp_last_error());
     } else if (backward) {
-        amp_tensor *gh = rand_cpu(r->out->dtype, r->out->ndim, r->out->shape, 999);
-        amp_tensor *gout = d == AMP_DEVICE_CPU ? gh : to_dev(gh, d);
+        amp_tensor *gh = amp_test_randn(r->out->dtype, r->out->ndim, r->out->shape, 999, 1.0, 0.0);
+        amp_tensor *gout = d == AMP_DEVICE_CPU ? gh : amp_test_to(gh, d);
         r->bwd = amp_backward_ex(r->out, gout, false);
         if (r->bwd != AMP_OK) snprintf(r->bwd_err, sizeof r->bwd_err, "%s", amp_last_error());
         for (int i = 0; i < 3; i++)
@@ -358,11 +340,12 @@ static void t_ops_backward(void **state) {
 /* mixed devices are refused naming the op; the result stays on cuda */
 static void t_devices(void **state) {
     (void)state;
-    amp_tensor *a = rand_cpu(AMP_F32, 2, AMP_SHAPE(4, 5), 1), *b = rand_cpu(AMP_F32, 2, AMP_SHAPE(5, 3), 2);
-    amp_tensor *db = to_dev(b, AMP_DEVICE_CUDA);
+    amp_tensor *a = amp_test_randn(AMP_F32, 2, AMP_SHAPE(4, 5), 1, 1.0, 0.0),
+               *b = amp_test_randn(AMP_F32, 2, AMP_SHAPE(5, 3), 2, 1.0, 0.0);
+    amp_tensor *db = amp_test_to(b, AMP_DEVICE_CUDA);
     tc_assert_fails(amp_matmul(a, db), "amp_matmul");
     tc_assert_fails(amp_linear(a, db, NULL), "amp_linear");
-    amp_tensor *da = to_dev(a, AMP_DEVICE_CUDA);
+    amp_tensor *da = amp_test_to(a, AMP_DEVICE_CUDA);
     amp_tensor *o = amp_mm(da, db);
     assert_non_null(o);
     assert_int_equal(amp_tensor_device(o), AMP_DEVICE_CUDA);
@@ -430,9 +413,10 @@ static void gside(const gcase2 *c, amp_device d, gresult *r) {
     memcpy(is, c->is, sizeof is);
     if (c->x_t) xs[c->xnd - 1] = c->xs[c->xnd - 2], xs[c->xnd - 2] = c->xs[c->xnd - 1];
     if (c->idx_t) is[c->ind - 1] = c->is[c->ind - 2], is[c->ind - 2] = c->is[c->ind - 1];
-    amp_tensor *hx = rand_cpu(c->xdt, c->xnd, xs, 7);
+    amp_tensor *hx = amp_test_randn(c->xdt, c->xnd, xs, 7, 1.0, 0.0);
     amp_tensor *hi = c->ind ? rand_index(c->idt, c->ind, is, c->range, 8) : NULL;
-    amp_tensor *x = d == AMP_DEVICE_CPU ? hx : to_dev(hx, d), *idx = hi && d != AMP_DEVICE_CPU ? to_dev(hi, d) : hi;
+    amp_tensor *x = d == AMP_DEVICE_CPU ? hx : amp_test_to(hx, d),
+               *idx = hi && d != AMP_DEVICE_CPU ? amp_test_to(hi, d) : hi;
     assert_int_equal(amp_tensor_set_requires_grad(x, true), AMP_OK);
     amp_tensor *xv = c->x_t ? amp_transpose(x, c->xnd - 1, c->xnd - 2) : x;
     amp_tensor *iv = c->idx_t ? amp_transpose(idx, c->ind - 1, c->ind - 2) : idx;
@@ -442,8 +426,8 @@ static void gside(const gcase2 *c, amp_device d, gresult *r) {
         snprintf(r->err, sizeof r->err, "%s", amp_last_error());
         return;
     }
-    amp_tensor *gh = rand_cpu(r->out->dtype, r->out->ndim, r->out->shape, 9);
-    amp_tensor *gout = d == AMP_DEVICE_CPU ? gh : to_dev(gh, d);
+    amp_tensor *gh = amp_test_randn(r->out->dtype, r->out->ndim, r->out->shape, 9, 1.0, 0.0);
+    amp_tensor *gout = d == AMP_DEVICE_CPU ? gh : amp_test_to(gh, d);
     r->st = amp_backward_ex(r->out, gout, false);
     if (r->st != AMP_OK) snprintf(r->err, sizeof r->err, "%s", amp_last_error());
     r->grad = amp_tensor_grad(x);
@@ -533,8 +517,8 @@ static void t_gather_entries(void **state) {
         snprintf(what, sizeof what, "embedding_backward %s table", amp_dtype_name(wd[k]));
         int64_t V = 70, D = 48;
         amp_tensor *idx = rand_index(AMP_I64, 2, AMP_SHAPE(6, 40), 50, 3); /* repeats; rows 50..69 untouched */
-        amp_tensor *g = rand_cpu(wd[k], 3, AMP_SHAPE(6, 40, D), 4);
-        amp_tensor *didx = to_dev(idx, AMP_DEVICE_CUDA), *dg = to_dev(g, AMP_DEVICE_CUDA);
+        amp_tensor *g = amp_test_randn(wd[k], 3, AMP_SHAPE(6, 40, D), 4, 1.0, 0.0);
+        amp_tensor *didx = amp_test_to(idx, AMP_DEVICE_CUDA), *dg = amp_test_to(g, AMP_DEVICE_CUDA);
         amp_tensor *want = NULL, *got = NULL;
         assert_int_equal(amp_backend_cpu.embedding_backward("test", idx, g, V, D, wd[k], &want), AMP_OK);
         if (cu->embedding_backward("test", didx, dg, V, D, wd[k], &got) != AMP_OK) {
@@ -548,8 +532,10 @@ static void t_gather_entries(void **state) {
         for (int i = 0; i < 6; i++) amp_tensor_free(ts[i]);
     }
     {
-        amp_tensor *src = rand_index(AMP_I64, 1, AMP_SHAPE(500), 37, 5), *g = rand_cpu(AMP_BF16, 1, AMP_SHAPE(500), 6);
-        amp_tensor *dsrc = to_dev(src, AMP_DEVICE_CUDA), *dg = to_dev(g, AMP_DEVICE_CUDA), *want = NULL, *got = NULL;
+        amp_tensor *src = rand_index(AMP_I64, 1, AMP_SHAPE(500), 37, 5),
+                   *g = amp_test_randn(AMP_BF16, 1, AMP_SHAPE(500), 6, 1.0, 0.0);
+        amp_tensor *dsrc = amp_test_to(src, AMP_DEVICE_CUDA), *dg = amp_test_to(g, AMP_DEVICE_CUDA), *want = NULL,
+                   *got = NULL;
         assert_int_equal(amp_backend_cpu.gather_flat_backward("test", src, g, 2, AMP_SHAPE(37, 1), &want), AMP_OK);
         if (cu->gather_flat_backward("test", dsrc, dg, 2, AMP_SHAPE(37, 1), &got) != AMP_OK) {
             print_message("FAIL gather_flat_backward: %s\n", amp_last_error());
@@ -562,7 +548,8 @@ static void t_gather_entries(void **state) {
         for (int i = 0; i < 6; i++) amp_tensor_free(ts[i]);
     }
     {
-        amp_tensor *x = rand_cpu(AMP_BF16, 3, AMP_SHAPE(3, 7, 11), 7), *dx = to_dev(x, AMP_DEVICE_CUDA);
+        amp_tensor *x = amp_test_randn(AMP_BF16, 3, AMP_SHAPE(3, 7, 11), 7, 1.0, 0.0),
+                   *dx = amp_test_to(x, AMP_DEVICE_CUDA);
         amp_tensor *want = amp_tensor_empty(AMP_F32, 3, AMP_SHAPE(3, 7, 11));
         amp_tensor *got = amp_tensor_empty_on(AMP_DEVICE_CUDA, AMP_F32, 3, AMP_SHAPE(3, 7, 11));
         assert_int_equal(amp_backend_cpu.mask_fill("test", x, 1, -2, NULL, 0.5, want), AMP_OK);
@@ -584,15 +571,15 @@ static void t_gather_entries(void **state) {
  * index back) reports at once. Nothing outside the table is read. */
 static void t_index_errors(void **state) {
     (void)state;
-    amp_tensor *hw = rand_cpu(AMP_F32, 2, AMP_SHAPE(100, 8), 1), *w = to_dev(hw, AMP_DEVICE_CUDA);
+    amp_tensor *hw = amp_test_randn(AMP_F32, 2, AMP_SHAPE(100, 8), 1, 1.0, 0.0), *w = amp_test_to(hw, AMP_DEVICE_CUDA);
     amp_tensor *h = amp_tensor_from_data((int64_t[]){1, 2, 3, 70000, 4}, AMP_I64, 1, AMP_SHAPE(5));
-    amp_tensor *d = to_dev(h, AMP_DEVICE_CUDA);
+    amp_tensor *d = amp_test_to(h, AMP_DEVICE_CUDA);
     amp_tensor *o = amp_embedding(w, d);
     assert_non_null(o); /* queued */
     assert_int_equal(amp_cuda_synchronize(), AMP_ERR_RANGE);
     assert_non_null(strstr(amp_last_error(), "index 70000 (element 3) is out of range [0, 100)"));
     assert_non_null(strstr(amp_last_error(), "amp_embedding"));
-    amp_tensor *ho = to_dev(o, AMP_DEVICE_CPU); /* the bad row is zeros, the others copied */
+    amp_tensor *ho = amp_test_to(o, AMP_DEVICE_CPU); /* the bad row is zeros, the others copied */
     assert_true(amp_tensor_get(ho, AMP_SHAPE(3, 5)) == 0.0);
     assert_true(amp_tensor_get(ho, AMP_SHAPE(4, 5)) == amp_tensor_get(w, AMP_SHAPE(4, 5)));
     tc_assert_fails(amp_index_select(w, 0, d), "amp_index_select: index 70000 (element 3 of index) is out of range");

@@ -44,13 +44,6 @@ static int g_failures;
         }                                                                                                             \
     } while (0)
 
-static amp_tensor *host_copy(const amp_tensor *t) {
-    amp_tensor *h = amp_tensor_to((amp_tensor *)t, AMP_DEVICE_CPU);
-    if (!h) printf("amp_tensor_to: %s\n", amp_last_error());
-    assert_non_null(h);
-    return h;
-}
-
 static double get1(const amp_tensor *t, int64_t i) { return amp_tensor_get(t, &i); }
 
 static uint64_t bits_at(const amp_tensor *t, int64_t i) {
@@ -66,7 +59,7 @@ static void same_bits(const char *cs, const char *what, const amp_tensor *cpu, c
         CHECK(!cpu && !dev, "%s: %s: present on one device only (cpu %p, cuda %p)", cs, what, (void *)cpu, (void *)dev);
         return;
     }
-    amp_tensor *h = host_copy(dev);
+    amp_tensor *h = amp_test_to(dev, AMP_DEVICE_CPU);
     int64_t n = amp_tensor_numel(cpu);
     int shown = 0, bad = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -420,18 +413,27 @@ static void t_plain_step(void **state) {
     finish("t_plain_step");
 }
 
+/* t_scaler_scale's and t_scaler_scale_backward's start: a scaler with
+ * scaler_opts, a scalar f32 leaf x = 1.5 (requires_grad) moved to cuda, and
+ * y = amp_scaler_scale(sc, x) (the test fails where it is NULL) */
+static amp_tensor *scaled_loss(amp_scaler **sc, amp_tensor **x) {
+    amp_scaler_opts so = scaler_opts();
+    *sc = amp_scaler_new(&so);
+    *x = amp_tensor_full(AMP_F32, 0, NULL, 1.5);
+    assert_int_equal(amp_tensor_set_requires_grad(*x, true), AMP_OK);
+    assert_int_equal(amp_tensor_move_(*x, AMP_DEVICE_CUDA), AMP_OK);
+    amp_tensor *y = amp_scaler_scale(*sc, *x);
+    if (!y) printf("amp_scaler_scale: %s\n", amp_last_error());
+    assert_non_null(y);
+    return y;
+}
+
 /* the scaler's scale on a device: the loss times the device's scale, the
  * backward's gradient times it too, and the trace with static/limited settings */
 static void t_scaler_scale(void **state) {
     (void)state;
-    amp_scaler_opts so = scaler_opts();
-    amp_scaler *sc = amp_scaler_new(&so);
-    amp_tensor *x = amp_tensor_full(AMP_F32, 0, NULL, 1.5);
-    assert_int_equal(amp_tensor_set_requires_grad(x, true), AMP_OK);
-    assert_int_equal(amp_tensor_move_(x, AMP_DEVICE_CUDA), AMP_OK);
-    amp_tensor *y = amp_scaler_scale(sc, x);
-    if (!y) printf("amp_scaler_scale: %s\n", amp_last_error());
-    assert_non_null(y);
+    amp_scaler *sc;
+    amp_tensor *x, *y = scaled_loss(&sc, &x);
     CHECK(amp_tensor_device(y) == AMP_DEVICE_CUDA, "scaled loss on %s", amp_device_name(amp_tensor_device(y)));
     CHECK(amp_tensor_item(y) == 1536.0, "scaled loss %.9g, expected 1536", amp_tensor_item(y));
     CHECK(amp_scaler_get_scale(sc) == 1024.0, "scale %.9g", amp_scaler_get_scale(sc));
@@ -440,7 +442,7 @@ static void t_scaler_scale(void **state) {
     amp_tensor *xc = amp_tensor_to(xb, AMP_DEVICE_CUDA);
     amp_tensor *yb = amp_scaler_scale(sc, xc);
     assert_non_null(yb);
-    amp_tensor *yh = host_copy(yb);
+    amp_tensor *yh = amp_test_to(yb, AMP_DEVICE_CPU);
     CHECK(amp_tensor_dtype(yh) == AMP_BF16 && get1(yh, 2) == 1032.0, "bf16 scaled loss %.9g (%s), expected 1032",
           get1(yh, 2), amp_dtype_name(amp_tensor_dtype(yh)));
     amp_tensor_free(yh);
@@ -457,13 +459,8 @@ static void t_scaler_scale(void **state) {
  * autograd engine on the device: the seed gradient made on the loss's device) */
 static void t_scaler_scale_backward(void **state) {
     (void)state;
-    amp_scaler_opts so = scaler_opts();
-    amp_scaler *sc = amp_scaler_new(&so);
-    amp_tensor *x = amp_tensor_full(AMP_F32, 0, NULL, 1.5);
-    assert_int_equal(amp_tensor_set_requires_grad(x, true), AMP_OK);
-    assert_int_equal(amp_tensor_move_(x, AMP_DEVICE_CUDA), AMP_OK);
-    amp_tensor *y = amp_scaler_scale(sc, x);
-    assert_non_null(y);
+    amp_scaler *sc;
+    amp_tensor *x, *y = scaled_loss(&sc, &x);
     amp_status st = amp_backward(y);
     CHECK(st == AMP_OK, "amp_backward of the scaled loss on cuda: %s", amp_last_error());
     amp_tensor *g = amp_tensor_grad(x);
@@ -589,7 +586,7 @@ static void t_guard(void **state) {
     amp_status s2 = amp_cuda_synchronize();
     CHECK(st == AMP_OK && s2 == AMP_ERR_RANGE, "guard: step %d, synchronize %d (%s)", (int)st, (int)s2, amp_last_error());
     CHECK(strstr(amp_last_error(), "non-finite") != NULL, "guard message: %s", amp_last_error());
-    amp_tensor *h = host_copy(p);
+    amp_tensor *h = amp_test_to(p, AMP_DEVICE_CPU);
     volatile float w0 = 3e38f, g1 = 1e37f, nl = -1.0f;
     float e1 = w0 + nl * g1;
     CHECK(get1(h, 0) == (double)w0, "guard: element 0 is %.9g, expected it unchanged", get1(h, 0));

@@ -130,3 +130,26 @@ void amp_test_cuda_stop_if_dead(const char *what, const char *err) {
     fflush(stderr);
     exit(1);
 }
+
+amp_tensor *amp_test_randn(amp_dtype dt, int nd, const int64_t *shape, uint64_t seed, double scale, double shift) {
+    amp_generator g = amp_generator_make(seed);
+    amp_tensor *f = amp_tensor_randn(AMP_F64, nd, shape, &g);
+    assert_non_null(f);
+    double *v = amp_tensor_data(f);
+    int64_t n = amp_tensor_numel(f);
+    /* (without a shift, no + 0.0: that would turn a -0.0 into +0.0) */
+    for (int64_t i = 0; i < n; i++) v[i] = shift != 0.0 ? v[i] * scale + shift : v[i] * scale;
+    amp_tensor *t = amp_tensor_empty(dt, nd, shape);
+    assert_int_equal(amp_tensor_copy_(t, f), AMP_OK);
+    amp_tensor_free(f);
+    return t;
+}
+
+amp_tensor *amp_test_to(const amp_tensor *t, amp_device d) {
+    amp_tensor *r = amp_tensor_to((amp_tensor *)t, d);
+    if (!r) {
+        amp_test_cuda_stop_if_dead("amp_tensor_to", NULL);
+        fail_msg("amp_tensor_to(%s) failed: %s", amp_device_name(d), amp_last_error());
+    }
+    return r;
+}

@@ -35,6 +35,13 @@ void amp_test_require_cuda(void);
  * failures from every later case. Does nothing for any other message.
  * Call it where a GPU call's failure is reported. */
 void amp_test_cuda_stop_if_dead(const char *what, const char *err);
+/* For the device tests: a CPU tensor of dtype dt whose values are N(0, 1)
+ * draws from amp_generator_make(seed), drawn in float64, times scale plus
+ * shift, then converted to dt once. Fails the test if it cannot be made. */
+amp_tensor *amp_test_randn(amp_dtype dt, int nd, const int64_t *shape, uint64_t seed, double scale, double shift);
+/* amp_tensor_to(t, d) (a copy of t on device d); where that returns NULL,
+ * amp_test_cuda_stop_if_dead, then fails the test with amp's message. */
+amp_tensor *amp_test_to(const amp_tensor *t, amp_device d);
 
 /* A small independent PRNG for test inputs (splitmix64), not the library's. */
 typedef struct {
