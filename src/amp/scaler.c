@@ -497,6 +497,13 @@ amp_status amp_scaler_step(amp_scaler *s, amp_optim *opt, bool *skipped) {
     if (!st) return amp_last_status();
     if (st->stage == STAGE_STEPPED)
         return amp_error(AMP_ERR_STATE, "%s: step already called on this optimizer since the last update", fn);
+    if (st->stage == STAGE_READY && !st->clipped) /* the step will unscale: as torch, never f16 gradients in place */
+        for (int i = 0; i < opt->n; i++) {
+            const amp_tensor *g = opt->ps[i].param->grad;
+            if (g && g->dtype == AMP_F16 && !opt->o.master_weights)
+                return amp_error(AMP_ERR_DTYPE, "%s: attempting to unscale FP16 gradients (parameter %d is f16 without "
+                                                "master weights)", fn, i);
+        }
     if (s->ds) { /* on the device: check, skip and update there; the host learns the outcome only when it asks */
         amp_status rc = dev_slot(fn, s, st);
         if (rc != AMP_OK) return rc;
@@ -506,12 +513,6 @@ amp_status amp_scaler_step(amp_scaler *s, amp_optim *opt, bool *skipped) {
             f = st->clip_cf; /* the device's 1/scale times the clip coefficient: the CPU's factor */
             ds_scale = true;
         } else if (st->stage == STAGE_READY) {
-            for (int i = 0; i < opt->n; i++) {
-                const amp_tensor *g = opt->ps[i].param->grad;
-                if (g && g->dtype == AMP_F16 && !opt->o.master_weights)
-                    return amp_error(AMP_ERR_DTYPE, "%s: attempting to unscale FP16 gradients (parameter %d is f16 without "
-                                                    "master weights)", fn, i);
-            }
             size_t ng = opt->n > 0 ? (size_t)opt->n : 1u;
             amp_tensor **gs = calloc(ng, sizeof *gs);
             if (!gs) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
@@ -541,12 +542,6 @@ amp_status amp_scaler_step(amp_scaler *s, amp_optim *opt, bool *skipped) {
          * 1/scale exactly as the update kernel will and decides on those
          * unscaled values; then the optimizer's single update pass unscales
          * on the fly. Same result as unscale + step. */
-        for (int i = 0; i < opt->n; i++) {
-            const amp_tensor *g = opt->ps[i].param->grad;
-            if (g && g->dtype == AMP_F16 && !opt->o.master_weights)
-                return amp_error(AMP_ERR_DTYPE, "%s: attempting to unscale FP16 gradients (parameter %d is f16 without "
-                                                "master weights)", fn, i);
-        }
         inv = inv_scale_of(s);
         int first = -1;
         st->found_inf = !amp__optim_check_unscaled(opt, inv, &first);

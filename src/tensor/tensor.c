@@ -391,9 +391,11 @@ void amp__release(amp_tensor *t) {
     free(t);
 }
 
-amp_status amp__tensor_change_dtype(amp_tensor *t, amp_dtype dt) {
-    if (t->grad_fn) return amp_error(AMP_ERR_STATE, "amp_module_to: tensor is not a leaf");
-    amp_storage *s = storage_new(amp__dev(t), (size_t)amp__numel(t->ndim, t->shape) * amp_dtype_size(dt), t->storage->cat);
+/* t's data in new contiguous storage on device d in dtype dt (converted,
+ * RNE), the tensor object kept: what amp_module_to and amp_tensor_move_ do
+ * to a leaf. */
+static amp_status replace_storage(amp_tensor *t, amp_device d, amp_dtype dt) {
+    amp_storage *s = storage_new(d, (size_t)amp__numel(t->ndim, t->shape) * amp_dtype_size(dt), t->storage->cat);
     if (!s) return amp_last_status();
     amp_tensor tmp = *t;
     tmp.storage = s;
@@ -405,35 +407,26 @@ amp_status amp__tensor_change_dtype(amp_tensor *t, amp_dtype dt) {
         storage_release(s);
         return st;
     }
+    atomic_store(&s->version, amp__version(t) + 1); /* a change of t's data, as a copy_ would be */
     storage_release(t->storage);
     t->storage = s;
     t->dtype = dt;
     t->offset = 0;
     memcpy(t->stride, tmp.stride, sizeof t->stride);
+    return AMP_OK;
+}
+
+amp_status amp__tensor_change_dtype(amp_tensor *t, amp_dtype dt) {
+    if (t->grad_fn) return amp_error(AMP_ERR_STATE, "amp_module_to: tensor is not a leaf");
+    amp_status st = replace_storage(t, amp__dev(t), dt);
+    if (st != AMP_OK) return st;
     amp__release(t->grad);
     t->grad = NULL;
     return AMP_OK;
 }
 
 amp_status amp__tensor_change_device(amp_tensor *t, amp_device d) {
-    if (amp__dev(t) == d) return AMP_OK;
-    amp_storage *s = storage_new(d, (size_t)amp__numel(t->ndim, t->shape) * amp_dtype_size(t->dtype), t->storage->cat);
-    if (!s) return amp_last_status();
-    amp_tensor tmp = *t;
-    tmp.storage = s;
-    tmp.offset = 0;
-    amp__contig_strides(t->ndim, t->shape, tmp.stride);
-    amp_status st = amp__copy_convert(&tmp, t);
-    if (st != AMP_OK) {
-        storage_release(s);
-        return st;
-    }
-    atomic_store(&s->version, amp__version(t) + 1); /* a change of t's data, as a copy_ would be */
-    storage_release(t->storage);
-    t->storage = s;
-    t->offset = 0;
-    memcpy(t->stride, tmp.stride, sizeof t->stride);
-    return AMP_OK;
+    return amp__dev(t) == d ? AMP_OK : replace_storage(t, d, t->dtype);
 }
 
 amp_status amp_tensor_move_(amp_tensor *t, amp_device d) {
