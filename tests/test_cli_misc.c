@@ -158,12 +158,42 @@ static void t_bench_device(void **state) {
     free(err);
 }
 
+/* --device on amp train / compare / memory: parsed, and refused with the reason
+ * where a device cannot be used for that run */
+static void t_train_device(void **state) {
+    (void)state;
+    struct {
+        const char *args, *want;
+        int rc;
+    } c[] = {
+        {"train --model gpt --device tpu", "'tpu' is not a device", 2},
+        {"train --model mlp --device cuda", "--model mlp and cnn train on the CPU only so far", 2},
+        {"train --model gpt --device cuda --checkpoint /tmp/x", "--checkpoint/--resume are not supported there yet", 2},
+        {"train --model gpt --device cuda --inject-nonfinite-every 3", "writes into gradients on the host", 2},
+        {"compare --model gpt --device cuda", "compare: --device cuda is not supported yet", 2},
+        {"memory --model gpt --device cuda", "memory: --device cuda is not supported yet", 2},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        char *err;
+        int rc = cli(NULL, NULL, &err, c[i].args);
+        if (rc != c[i].rc || !strstr(err, c[i].want)) fail_msg("amp %s: exit %d (expected %d, '%s'):\n%s", c[i].args, rc, c[i].rc, c[i].want, err);
+        free(err);
+    }
+    if (amp_cuda_available()) return; /* a GPU machine trains instead (test_cuda_gpt, docs/cuda.md) */
+    char *err;
+    int rc = cli(NULL, NULL, &err, "train --model gpt --device cuda --max-steps 1");
+    const char *why = amp_cuda_built() ? "no CUDA device" : "built without CUDA";
+    if (rc != 2 || !strstr(err, "--device cuda: ") || !strstr(err, why))
+        fail_msg("train --device cuda without a GPU: exit %d (expected 2, '%s'):\n%s", rc, why, err);
+    free(err);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_long_data_dir),          cmocka_unit_test(t_schedule_change_on_resume),
         cmocka_unit_test(t_opt_level_needs_precision), cmocka_unit_test(t_predict_content_exit),
         cmocka_unit_test(t_cache_env_checked),      cmocka_unit_test(t_bench_sizes_strict),
-        cmocka_unit_test(t_bench_device),
+        cmocka_unit_test(t_bench_device),           cmocka_unit_test(t_train_device),
     };
     amp_test_prepare();
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -254,10 +254,37 @@ static void t_host_readers_refuse(void **state) {
     munmap(mem, 1 << 16);
 }
 
+/* amp_module_to_device: arguments checked; to the device a module is on, a
+ * no-op that keeps every tensor object and its data; without a usable GPU
+ * the move fails naming the reason and leaves the tensors where they were */
+static void t_module_to_device(void **state) {
+    (void)state;
+    assert_int_equal(amp_module_to_device(NULL, AMP_DEVICE_CPU), AMP_ERR_ARG);
+    assert_non_null(strstr(amp_last_error(), "amp_module_to_device: module is NULL"));
+    amp_generator g = amp_generator_make(1);
+    amp_module *m = amp_model_build("mlp", &g);
+    assert_non_null(m);
+    assert_int_equal(amp_module_to_device(m, (amp_device)7), AMP_ERR_ARG);
+    assert_non_null(strstr(amp_last_error(), "device 7 is not valid"));
+    amp_tensor *ps[16];
+    int np = amp_module_parameters(m, ps, NULL, 16);
+    assert_true(np > 0 && np <= 16);
+    void *d0 = amp_tensor_data(ps[0]);
+    assert_int_equal(amp_module_to_device(m, AMP_DEVICE_CPU), AMP_OK);
+    assert_ptr_equal(amp_tensor_data(ps[0]), d0);
+    if (!amp_cuda_available()) {
+        assert_int_not_equal(amp_module_to_device(m, AMP_DEVICE_CUDA), AMP_OK);
+        assert_non_null(strstr(amp_last_error(), amp_cuda_built() ? "no CUDA device" : "built without CUDA"));
+        for (int i = 0; i < np; i++) assert_int_equal(amp_tensor_device(ps[i]), AMP_DEVICE_CPU);
+    }
+    amp_module_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_names),           cmocka_unit_test(t_cuda_unavailable), cmocka_unit_test(t_to_same_device),
         cmocka_unit_test(t_memory_stats),    cmocka_unit_test(t_mixed_devices_refused), cmocka_unit_test(t_host_readers_refuse),
+        cmocka_unit_test(t_module_to_device),
     };
     return amp_test_run(tests);
 }

@@ -124,6 +124,9 @@ int cmd_compare(int argc, char **argv) {
         if (!shape_given) base.gpt.block_size = 256;
         if (!base.max_steps) base.max_steps = 100;
     }
+    if (base.device != AMP_DEVICE_CPU) /* before the device check: the answer is the same with or without a GPU */
+        return cli_usage_error(cmd_compare_usage, "compare: --device %s is not supported yet (amp bench gpt --device cuda "
+                                                  "compares the precisions on the GPU)", amp_device_name(base.device));
     if (train_check_model_flags(&base)) return cli_usage_error(cmd_compare_usage, "compare: bad options for --model %s", base.model);
     if (!strcmp(base.model, "gpt")) return compare_gpt(&base, opt_level);
     const char *modes[3] = {"fp32", "fp16", "bf16"};

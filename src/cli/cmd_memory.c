@@ -137,6 +137,9 @@ int cmd_memory(int argc, char **argv) {
             }
             if (precision || opt_level || policy)
                 return cli_usage_error(cmd_memory_usage, "memory: the precision modes are chosen by memory itself");
+            if (base.device != AMP_DEVICE_CPU)
+                return cli_usage_error(cmd_memory_usage, "memory: --device %s is not supported yet (amp bench gpt --device "
+                                                         "cuda reports peak GPU memory by category)", amp_device_name(base.device));
             if (train_check_model_flags(&base)) return cli_usage_error(cmd_memory_usage, "memory: bad GPT options");
             return memory_gpt(&base);
         }

@@ -33,7 +33,6 @@
  * caching allocator. */
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cuda/dl.h"
@@ -43,7 +42,6 @@
 
 #define WORKSPACE_BYTES ((size_t)32 << 20)
 #define PLAN_SLOTS 256
-#define TUNE_MAX 8 /* heuristic candidates timed per plan when autotuning */
 
 static pthread_once_t g_lt_once = PTHREAD_ONCE_INIT;
 static cublasLtHandle_t g_lt;
@@ -82,9 +80,6 @@ typedef struct {
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
-    cublasLtMatmulAlgo_t cand[TUNE_MAX]; /* the heuristic's candidates, best estimate first */
-    int ncand;
-    bool tuned;                          /* algo is final (timed, or a single candidate) */
     uint64_t last_use;
 } plan;
 
@@ -197,10 +192,9 @@ static amp_status get_plan(const char *fn, const plan_key *k, plan **out, bool *
      * allow_fp16/bf16_reduced_precision_reduction off. */
     uint32_t red = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
     AMP_LT(cublasLtMatmulPreferenceSetAttribute)(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red, sizeof red);
-    cublasLtMatmulHeuristicResult_t res[TUNE_MAX];
+    cublasLtMatmulHeuristicResult_t res;
     int found = 0;
-    cublasStatus_t hs =
-        AMP_LT(cublasLtMatmulAlgoGetHeuristic)(g_lt, p->op, p->la, p->lb, p->lc, p->lc, pref, TUNE_MAX, res, &found);
+    cublasStatus_t hs = AMP_LT(cublasLtMatmulAlgoGetHeuristic)(g_lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found);
     AMP_LT(cublasLtMatmulPreferenceDestroy)(pref);
     if (hs != CUBLAS_STATUS_SUCCESS || found == 0) {
         plan_destroy(p);
@@ -210,12 +204,7 @@ static amp_status get_plan(const char *fn, const plan_key *k, plan **out, bool *
         }
         return lt_check(fn, hs, "cublasLtMatmulAlgoGetHeuristic (no algorithm for this product)");
     }
-    p->ncand = 0;
-    for (int i = 0; i < found && i < TUNE_MAX; i++)
-        if (res[i].state == CUBLAS_STATUS_SUCCESS) p->cand[p->ncand++] = res[i].algo;
-    if (!p->ncand) p->cand[p->ncand++] = res[0].algo;
-    p->algo = p->cand[0];
-    p->tuned = p->ncand == 1;
+    p->algo = res.algo;
     p->last_use = ++g_clock;
     *out = p;
     return AMP_OK;
@@ -320,55 +309,6 @@ static amp_status check_args(const char *fn, const amp_gemm_args *g) {
     return AMP_OK;
 }
 
-/* Autotuning (opt-in: AMP_CUDA_GEMM_TUNE=1, as cuDNN's benchmark mode in
- * torch): the first product of a plan with beta = 0 times each of the
- * heuristic's candidates (one untimed run, then the best of 3 timed with
- * CUDA events on amp's stream) and keeps the fastest for the plan's life.
- * Off by default: the choice depends on timing, so two processes may pick
- * different algorithms and their results may differ in the last bits (the
- * heuristic's first choice is deterministic). Products with beta != 0 read
- * C and are never re-run. */
-static int tune_enabled(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("AMP_CUDA_GEMM_TUNE");
-        on = e && *e && strcmp(e, "0") != 0;
-    }
-    return on;
-}
-
-static void tune_plan(plan *p, const void *alpha, const void *a, const void *b, const void *beta, void *c) {
-    cudaEvent_t e0, e1;
-    if (cudaEventCreate(&e0) != cudaSuccess) return;
-    if (cudaEventCreate(&e1) != cudaSuccess) {
-        cudaEventDestroy(e0);
-        return;
-    }
-    float best = 0;
-    int bi = -1;
-    for (int i = 0; i < p->ncand; i++) {
-        if (AMP_LT(cublasLtMatmul)(g_lt, p->op, alpha, a, p->la, b, p->lb, beta, c, p->lc, c, p->lc, &p->cand[i], g_ws,
-                                   WORKSPACE_BYTES, amp__cu.stream) != CUBLAS_STATUS_SUCCESS)
-            continue;
-        float t = 0;
-        bool ok = true;
-        for (int r = 0; r < 3 && ok; r++) {
-            float ms = 0;
-            ok = cudaEventRecord(e0, amp__cu.stream) == cudaSuccess &&
-                 AMP_LT(cublasLtMatmul)(g_lt, p->op, alpha, a, p->la, b, p->lb, beta, c, p->lc, c, p->lc, &p->cand[i], g_ws,
-                                        WORKSPACE_BYTES, amp__cu.stream) == CUBLAS_STATUS_SUCCESS &&
-                 cudaEventRecord(e1, amp__cu.stream) == cudaSuccess && cudaEventSynchronize(e1) == cudaSuccess &&
-                 cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess;
-            if (ok && (r == 0 || ms < t)) t = ms;
-        }
-        if (ok && (bi < 0 || t < best)) best = t, bi = i;
-    }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    if (bi >= 0) p->algo = p->cand[bi];
-    p->tuned = true;
-}
-
 /* One cublasLtMatmul for g (operands of a supported type combination):
  * C = alpha op(A) op(B) + beta C, or with the bias (epi_bias: beta must be
  * 1, the bias replaces the beta term) and/or gelu (epi_gelu) fused into the
@@ -421,7 +361,6 @@ static amp_status lt_run(const char *fn, const amp_gemm_args *gp, bool epi_bias,
         if (epi_gelu && g.epi_aux)
             AMP_LT(cublasLtMatmulDescSetAttribute)(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.epi_aux, sizeof g.epi_aux);
         float alpha = g.alpha;
-        if (!p->tuned && beta == 0.0f && tune_enabled()) tune_plan(p, &alpha, g.b, g.a, &beta, g.c);
         st = lt_check(fn,
                       AMP_LT(cublasLtMatmul)(g_lt, p->op, &alpha, g.b, p->la, g.a, p->lb, &beta, g.c, p->lc, g.c, p->lc, &p->algo,
                                              g_ws, WORKSPACE_BYTES, amp__cu.stream),
