@@ -35,17 +35,32 @@ static inline amp_tensor *amp__f32_grad(int ndim, const int64_t *shape, bool zer
     return t;
 }
 
-/* x seen as (outer, len, inner) around dim d (a 0-d tensor is one element). */
-static inline void amp__split_dim(const amp_tensor *x, int d, int64_t *outer, int64_t *len, int64_t *inner) {
+/* A shape of ndim dims seen as (outer, len, inner) around dim d (0 dims is
+ * one element). */
+static inline void amp__split_shape(int ndim, const int64_t *shape, int d, int64_t *outer, int64_t *len,
+                                    int64_t *inner) {
     int64_t o = 1, n = 1, in = 1;
-    for (int i = 0; i < x->ndim; i++) {
-        if (i < d) o *= x->shape[i];
-        else if (i == d) n = x->shape[i];
-        else in *= x->shape[i];
+    for (int i = 0; i < ndim; i++) {
+        if (i < d) o *= shape[i];
+        else if (i == d) n = shape[i];
+        else in *= shape[i];
     }
     *outer = o;
     *len = n;
     *inner = in;
+}
+/* x seen as (outer, len, inner) around dim d (a 0-d tensor is one element). */
+static inline void amp__split_dim(const amp_tensor *x, int d, int64_t *outer, int64_t *len, int64_t *inner) {
+    amp__split_shape(x->ndim, x->shape, d, outer, len, inner);
+}
+
+/* How many elements of x a reduction over the dims with red[i] set folds
+ * into each output. */
+static inline int64_t amp__reduced_count(const amp_tensor *x, const bool *red) {
+    int64_t c = 1;
+    for (int i = 0; i < x->ndim; i++)
+        if (red[i]) c *= x->shape[i];
+    return c;
 }
 
 /* Normalise a dim argument; a 0-d tensor accepts 0 and -1 (as torch). */

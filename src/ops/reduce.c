@@ -44,13 +44,6 @@ static int out_shape(const amp_tensor *x, const bool *red, bool keepdim, int64_t
     return nd;
 }
 
-static int64_t reduced_count(const amp_tensor *x, const bool *red) {
-    int64_t c = 1;
-    for (int i = 0; i < x->ndim; i++)
-        if (red[i]) c *= x->shape[i];
-    return c;
-}
-
 /* ---- sum / mean ------------------------------------------------------------------ */
 typedef struct {
     bool red[AMP_MAX_DIMS];
@@ -90,7 +83,7 @@ static amp_tensor *sum_mean(const char *fn, amp_op_id op, amp_tensor *x, const i
     amp_tensor *out = NULL;
     int64_t shape[AMP_MAX_DIMS];
     int nd = out_shape(x, red, keepdim, shape);
-    int64_t cnt = reduced_count(x, red);
+    int64_t cnt = amp__reduced_count(x, red);
     float scale = mean ? (float)(1.0 / (double)cnt) : 1.0f;
     const amp_backend *be = amp__backend(fn, dev);
     if (!be) goto done;
@@ -344,7 +337,7 @@ amp_tensor *amp_norm(amp_tensor *x, double p, const int *dims, int ndims, bool k
     if (isnan(p)) return amp_error_null(AMP_ERR_ARG, "%s: p is NaN", fn);
     bool red[AMP_MAX_DIMS];
     if (parse_dims(fn, x, dims, ndims, red) != AMP_OK) return NULL;
-    if (isinf(p) && reduced_count(x, red) == 0) {
+    if (isinf(p) && amp__reduced_count(x, red) == 0) {
         char b[AMP_SHAPE_BUF];
         return amp_error_null(AMP_ERR_SHAPE, "%s: the %s-norm of zero elements is undefined (x has shape %s)", fn,
                               p > 0 ? "inf" : "-inf", amp__shape_fmt(x->ndim, x->shape, b, sizeof b));

@@ -11,6 +11,7 @@
 #include "amp/numeric.h"
 #include "kernels/cpu/backend_cpu_reduce.h"
 #include "kernels/cpu/reduce.h"
+#include "ops/f32_util.h"
 #include "tensor/tensor_impl.h"
 
 /* ---- helpers ---------------------------------------------------------------------- */
@@ -110,18 +111,10 @@ static void amp__cpu_back_strides(int ndim, const int64_t *xshape, const bool *r
     }
 }
 
-/* A new f32 tensor for a gradient (unscoped, workspace unless a category is pushed). */
-static amp_tensor *f32_grad(int ndim, const int64_t *shape, bool zero) {
-    amp_tensor *t = amp__tensor_new("amp_backward", AMP_F32, ndim, shape, amp__mem_current(AMP_MEM_WORKSPACE),
-                                    AMP_NEW_UNSCOPED);
-    if (t && zero) memset(amp__data(t), 0, (size_t)amp_tensor_numel(t) * sizeof(float));
-    return t;
-}
-
 /* The reduced-shape f32 tensor t, broadcast to x's shape times scale, into a
  * new f32 tensor of x's shape. */
 static amp_tensor *broadcast_back(const amp_tensor *g, int ndim, const int64_t *xshape, const bool *red, float scale) {
-    amp_tensor *gx = f32_grad(ndim, xshape, false);
+    amp_tensor *gx = amp__f32_grad(ndim, xshape, false);
     if (!gx) return NULL;
     bool owned;
     const float *pg = amp__f32_view(g, &owned);
@@ -136,30 +129,10 @@ static amp_tensor *broadcast_back(const amp_tensor *g, int ndim, const int64_t *
     return gx;
 }
 
-static int64_t reduced_count(const amp_tensor *x, const bool *red) {
-    int64_t c = 1;
-    for (int i = 0; i < x->ndim; i++)
-        if (red[i]) c *= x->shape[i];
-    return c;
-}
-
-/* x seen as (outer, len, inner) around dim d */
-static void split_dim(int ndim, const int64_t *shape, int d, int64_t *outer, int64_t *len, int64_t *inner) {
-    int64_t o = 1, n = 1, in = 1;
-    for (int i = 0; i < ndim; i++) {
-        if (i < d) o *= shape[i];
-        else if (i == d) n = shape[i];
-        else in *= shape[i];
-    }
-    *outer = o;
-    *len = n;
-    *inner = in;
-}
-
 /* ---- sum / mean ------------------------------------------------------------------- */
 amp_status amp__cpu_sum(const char *fn, const amp_tensor *x, const bool *red, bool mean, amp_tensor *out) {
     AMP_UNUSED(fn);
-    int64_t cnt = reduced_count(x, red);
+    int64_t cnt = amp__reduced_count(x, red);
     size_t nb;
     float *r;
     if (amp_tensor_is_contiguous(x) && (x->dtype == AMP_F16 || x->dtype == AMP_BF16)) {
@@ -258,7 +231,7 @@ amp_status amp__cpu_sum_to_shape(const char *fn, const amp_tensor *g, int ndim, 
 amp_status amp__cpu_max(const char *fn, const amp_tensor *x, int dim, amp_tensor *out, amp_tensor *idx) {
     AMP_UNUSED(fn);
     int64_t outer, len, inner;
-    split_dim(x->ndim, x->shape, dim, &outer, &len, &inner);
+    amp__split_dim(x, dim, &outer, &len, &inner);
     bool owned = false;
     const float *px = amp__f32_view(x, &owned);
     float *po = NULL;
@@ -281,8 +254,8 @@ amp_status amp__cpu_max_backward(const char *fn, const amp_tensor *idx, const am
     AMP_UNUSED(fn);
     *gxo = NULL;
     int64_t outer, len, inner;
-    split_dim(ndim, xshape, dim, &outer, &len, &inner);
-    amp_tensor *gx = f32_grad(ndim, xshape, true);
+    amp__split_shape(ndim, xshape, dim, &outer, &len, &inner);
+    amp_tensor *gx = amp__f32_grad(ndim, xshape, true);
     if (!gx) return amp_last_status();
     bool og;
     const float *pg = amp__f32_view(g, &og);
@@ -339,7 +312,7 @@ amp_status amp__cpu_norm_backward(const char *fn, const amp_tensor *x, const amp
     *gxo = NULL;
     amp_status st = AMP_OK;
     if (p == 0) { /* piecewise constant */
-        *gxo = f32_grad(x->ndim, x->shape, true);
+        *gxo = amp__f32_grad(x->ndim, x->shape, true);
         return *gxo ? AMP_OK : amp_last_status();
     }
     amp_tensor *gx = broadcast_back(g, x->ndim, x->shape, red, 1.0f);
