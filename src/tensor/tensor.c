@@ -792,23 +792,24 @@ amp_status amp__cpu_copy_convert(amp_tensor *dst, const amp_tensor *src) {
     return AMP_OK;
 }
 
+void amp__buffer_tensor(amp_tensor *tmp, amp_storage *st, amp_dtype dt, void *data, const amp_tensor *t) {
+    memset(tmp, 0, sizeof *tmp);
+    memset(st, 0, sizeof *st);
+    st->data = data;
+    tmp->dtype = dt;
+    tmp->storage = st;
+    tmp->ndim = t->ndim;
+    memcpy(tmp->shape, t->shape, sizeof tmp->shape);
+    amp__contig_strides(t->ndim, tmp->shape, tmp->stride);
+}
+
 float *amp__to_f32(const amp_tensor *t) {
     int64_t n = amp_tensor_numel(t);
     float *buf = amp__ws_alloc((size_t)n * sizeof(float));
     if (!buf) return NULL;
-    int64_t shape1 = n;
     amp_tensor tmp;
-    memset(&tmp, 0, sizeof tmp);
     amp_storage st;
-    memset(&st, 0, sizeof st);
-    st.data = buf;
-    tmp.dtype = AMP_F32;
-    tmp.storage = &st;
-    /* same shape as t, contiguous */
-    tmp.ndim = t->ndim;
-    memcpy(tmp.shape, t->shape, sizeof tmp.shape);
-    amp__contig_strides(t->ndim, tmp.shape, tmp.stride);
-    AMP_UNUSED(shape1);
+    amp__buffer_tensor(&tmp, &st, AMP_F32, buf, t); /* same shape as t, contiguous */
     if (amp__copy_convert(&tmp, t) != AMP_OK) {
         amp__ws_free(buf, (size_t)n * sizeof(float));
         return NULL;
@@ -843,15 +844,8 @@ amp_status amp_tensor_copy_out(const amp_tensor *t, void *dst, amp_dtype dt) {
     if (!dst) return amp_error(AMP_ERR_ARG, "amp_tensor_copy_out: dst is NULL");
     if (!amp_dtype_valid(dt)) return amp_error(AMP_ERR_DTYPE, "amp_tensor_copy_out: dtype %d is not valid", (int)dt);
     amp_tensor tmp;
-    memset(&tmp, 0, sizeof tmp);
     amp_storage st;
-    memset(&st, 0, sizeof st);
-    st.data = dst;
-    tmp.dtype = dt;
-    tmp.storage = &st;
-    tmp.ndim = t->ndim;
-    memcpy(tmp.shape, t->shape, sizeof tmp.shape);
-    amp__contig_strides(t->ndim, tmp.shape, tmp.stride);
+    amp__buffer_tensor(&tmp, &st, dt, dst, t);
     amp_status s = amp__copy_convert(&tmp, t);
     if (s != AMP_OK) return amp_error(s, "amp_tensor_copy_out: %s", amp_last_error());
     return AMP_OK;

@@ -201,6 +201,10 @@ void *amp__elem_ptr(const amp_tensor *t, int64_t flat);
 amp_status amp__copy_convert(amp_tensor *dst, const amp_tensor *src);
 /* The CPU's strided copy (both tensors in host memory): the CPU backend's copy. */
 amp_status amp__cpu_copy_convert(amp_tensor *dst, const amp_tensor *src);
+/* A tensor header *tmp, with t's shape and contiguous strides, over the
+ * host memory `data` of dtype dt (storage *st, zeroed but for its data):
+ * a plain buffer seen as a tensor, for amp__copy_convert. */
+void amp__buffer_tensor(amp_tensor *tmp, amp_storage *st, amp_dtype dt, void *data, const amp_tensor *t);
 /* Change a leaf's device in place (amp_tensor_move_ without the checks). */
 amp_status amp__tensor_change_device(amp_tensor *t, amp_device d);
 /* Contiguous f32 buffer with t's values (WORKSPACE; free with amp__ws_free

@@ -62,6 +62,20 @@ static bool grads_new(int count, const bool *need, const int *nd, const int64_t 
     return true;
 }
 
+/* A backward's start: f32 views of x, w (optional) and the output gradient g
+ * into v (p[0], p[1], p[2]) and the gradients grads_new makes; false (and
+ * nothing kept) on failure. */
+static bool backward_begin(views *v, const amp_tensor *x, const amp_tensor *w, const amp_tensor *g, const bool *need,
+                           const int *nd, const int64_t *const *shape, amp_tensor **gin) {
+    const amp_tensor *ts[3] = {x, w, g};
+    if (!views_get(v, 3, ts)) return false;
+    if (!grads_new(3, need, nd, shape, gin)) {
+        views_done(v);
+        return false;
+    }
+    return true;
+}
+
 /* ---- layer_norm ---------------------------------------------------------------------------- */
 amp_status amp__cpu_layer_norm(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
                                const amp_tensor *b, amp_tensor *y, amp_tensor *mean, amp_tensor *rstd) {
@@ -94,16 +108,11 @@ amp_status amp__cpu_layer_norm_backward(const char *fn, const amp_norm_args *a, 
                                         const amp_tensor *mean, const amp_tensor *rstd, const amp_tensor *g,
                                         const bool *need, amp_tensor **gin) {
     AMP_UNUSED(fn);
-    views v;
-    const amp_tensor *ts[3] = {x, w, g};
-    if (!views_get(&v, 3, ts)) return amp_last_status();
     int lead = x->ndim - a->k;
     int nd[3] = {x->ndim, a->k, a->k};
     const int64_t *shp[3] = {x->shape, x->shape + lead, x->shape + lead};
-    if (!grads_new(3, need, nd, shp, gin)) {
-        views_done(&v);
-        return amp_last_status();
-    }
+    views v;
+    if (!backward_begin(&v, x, w, g, need, nd, shp, gin)) return amp_last_status();
     amp_k_layer_norm_backward(v.p[0], v.p[2], v.p[1], amp__data(mean), amp__data(rstd), a->M, a->D, gdata(gin[0]),
                               gdata(gin[1]), gdata(gin[2]));
     views_done(&v);
@@ -114,15 +123,8 @@ amp_status amp__cpu_layer_norm_backward(const char *fn, const amp_norm_args *a, 
 /* Write n f32 values into t (any strides, any float dtype), rounding. */
 static amp_status write_f32(amp_tensor *t, float *src) {
     amp_tensor tmp;
-    memset(&tmp, 0, sizeof tmp);
     amp_storage st;
-    memset(&st, 0, sizeof st);
-    st.data = src;
-    tmp.dtype = AMP_F32;
-    tmp.storage = &st;
-    tmp.ndim = t->ndim;
-    memcpy(tmp.shape, t->shape, sizeof tmp.shape);
-    amp__contig_strides(t->ndim, tmp.shape, tmp.stride);
+    amp__buffer_tensor(&tmp, &st, AMP_F32, src, t);
     return amp__copy_convert(t, &tmp);
 }
 
@@ -291,16 +293,11 @@ amp_status amp__cpu_group_norm_backward(const char *fn, const amp_norm_args *a, 
                                         const amp_tensor *mean, const amp_tensor *rstd, const amp_tensor *g,
                                         const bool *need, amp_tensor **gin) {
     AMP_UNUSED(fn);
-    views v;
-    const amp_tensor *ts[3] = {x, w, g};
-    if (!views_get(&v, 3, ts)) return amp_last_status();
     int64_t cs[1] = {a->C};
     int nd[3] = {x->ndim, 1, 1};
     const int64_t *shp[3] = {x->shape, cs, cs};
-    if (!grads_new(3, need, nd, shp, gin)) {
-        views_done(&v);
-        return amp_last_status();
-    }
+    views v;
+    if (!backward_begin(&v, x, w, g, need, nd, shp, gin)) return amp_last_status();
     amp_k_group_norm_backward(v.p[0], v.p[2], v.p[1], amp__data(mean), amp__data(rstd), a->N, a->C, a->L, a->G,
                               gdata(gin[0]), gdata(gin[1]), gdata(gin[2]));
     views_done(&v);
