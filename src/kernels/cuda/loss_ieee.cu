@@ -18,30 +18,6 @@ __device__ __forceinline__ long long target(const void *t, int tdt, int64_t i) {
     return tdt == AMP_I64 ? ((const long long *)t)[i] : (long long)((const int32_t *)t)[i];
 }
 
-// max and sum of exp over one row; every thread gets both
-template <int XT, int V>
-__device__ __forceinline__ void row_max_sum(const void *xr, int64_t n, float *shf, double *shd, float *m_out,
-                                            float *s_out) {
-    const int64_t step = (int64_t)blockDim.x * V;
-    float m = -INFINITY;
-    for (int64_t j = (int64_t)threadIdx.x * V; j < n; j += step) {
-        float v[V];
-        ldv<XT, V>(xr, j, v);
-#pragma unroll
-        for (int k = 0; k < V; k++) m = v[k] > m ? v[k] : m;
-    }
-    m = block_max_nonan(m, shf);
-    float s = 0.0f;
-    for (int64_t j = (int64_t)threadIdx.x * V; j < n; j += step) {
-        float v[V];
-        ldv<XT, V>(xr, j, v);
-#pragma unroll
-        for (int k = 0; k < V; k++) s += vm_expf(v[k] - m);
-    }
-    *m_out = m;
-    *s_out = (float)block_sum_d((double)s, shd);
-}
-
 template <int XT, int V>
 __global__ void __launch_bounds__(1024) xent_fwd(amp_cu_xent_args a) {
     __shared__ float shf[32];

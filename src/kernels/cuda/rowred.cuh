@@ -1,9 +1,11 @@
 // Internal: helpers of the row kernels (norm_ieee.cu, softmax_ieee.cu,
 // loss_ieee.cu): typed loads of f32/f16/bf16 (exact widening, one element or
 // four with one vector load), the max that skips NaN (as the CPU's
-// row_max), block sizes for a row of n elements.
+// row_max), a row's max and sum of exp (softmax, cross-entropy), block sizes
+// for a row of n elements.
 #pragma once
 
+#include "kernels/cpu/vmath.h"
 #include "kernels/cuda/common.cuh"
 
 namespace ampcu {
@@ -55,6 +57,32 @@ __device__ __forceinline__ float block_max_nonan(float v, float *sh) {
     __syncthreads();
     v = lane < nw ? sh[lane] : -INFINITY;
     return warp_max_nonan(v);
+}
+
+// max (skipping NaN) and sum of vm_expf(x - max) over one row of n elements
+// of dtype XT, V per load (ldv); every thread gets both. shf: 32 floats,
+// shd: 32 doubles
+template <int XT, int V>
+__device__ __forceinline__ void row_max_sum(const void *xr, int64_t n, float *shf, double *shd, float *m_out,
+                                            float *s_out) {
+    const int64_t step = (int64_t)blockDim.x * V;
+    float m = -INFINITY;
+    for (int64_t j = (int64_t)threadIdx.x * V; j < n; j += step) {
+        float v[V];
+        ldv<XT, V>(xr, j, v);
+#pragma unroll
+        for (int k = 0; k < V; k++) m = v[k] > m ? v[k] : m;
+    }
+    m = block_max_nonan(m, shf);
+    float s = 0.0f;
+    for (int64_t j = (int64_t)threadIdx.x * V; j < n; j += step) {
+        float v[V];
+        ldv<XT, V>(xr, j, v);
+#pragma unroll
+        for (int k = 0; k < V; k++) s += vm_expf(v[k] - m);
+    }
+    *m_out = m;
+    *s_out = (float)block_sum_d((double)s, shd);
 }
 
 // threads for a row of n elements at `per` per thread: a multiple of 32 in [32, 1024]

@@ -23,22 +23,8 @@ __global__ void __launch_bounds__(1024) sm_rows(amp_cu_softmax_args a) {
     for (int64_t r = blockIdx.x; r < a.outer; r += gridDim.x) {
         const void *xr = (const char *)a.x + (size_t)r * (size_t)n * xes;
         void *yr = (char *)a.y + (size_t)r * (size_t)n * yes;
-        float m = -INFINITY;
-        for (int64_t j = (int64_t)threadIdx.x * V; j < n; j += step) {
-            float v[V];
-            ldv<XT, V>(xr, j, v);
-#pragma unroll
-            for (int k = 0; k < V; k++) m = v[k] > m ? v[k] : m;
-        }
-        m = block_max_nonan(m, shf);
-        float s = 0.0f;
-        for (int64_t j = (int64_t)threadIdx.x * V; j < n; j += step) {
-            float v[V];
-            ldv<XT, V>(xr, j, v);
-#pragma unroll
-            for (int k = 0; k < V; k++) s += vm_expf(v[k] - m);
-        }
-        const float sum = (float)block_sum_d((double)s, shd);
+        float m, sum;
+        row_max_sum<XT, V>(xr, n, shf, shd, &m, &sum);
         const float c = a.log ? logf(sum) : 1.0f / sum;
         for (int64_t j = (int64_t)threadIdx.x * V; j < n; j += step) {
             float v[V];
