@@ -112,42 +112,22 @@ __device__ __forceinline__ double warp_sum_d(double v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
-__device__ __forceinline__ float warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) {
-        float w = __shfl_xor_sync(0xffffffffu, v, o);
-        v = (w > v || w != w) ? w : v; // NaN wins
-    }
-    return v;
-}
-
-// Sum over the block (blockDim.x a multiple of 32, <= 1024); every thread
-// gets the result. `sh` holds 32 floats.
-__device__ __forceinline__ float block_sum(float v, float *sh) {
+// The reduction over the block of the per-warp reduction WARP (sum, max, ...),
+// `ident` its identity (blockDim.x a multiple of 32, <= 1024); every thread
+// gets the result. `sh` holds 32 T.
+template <typename T, T (*WARP)(T)>
+__device__ __forceinline__ T block_reduce(T v, T *sh, T ident) {
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    v = warp_sum(v);
+    v = WARP(v);
     __syncthreads(); // sh may still be read by a previous call
     if (lane == 0) sh[w] = v;
     __syncthreads();
-    v = lane < nw ? sh[lane] : 0.0f;
-    return warp_sum(v);
+    v = lane < nw ? sh[lane] : ident;
+    return WARP(v);
 }
+// Sum over the block in double; every thread gets the result.
 __device__ __forceinline__ double block_sum_d(double v, double *sh) {
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    v = warp_sum_d(v);
-    __syncthreads();
-    if (lane == 0) sh[w] = v;
-    __syncthreads();
-    v = lane < nw ? sh[lane] : 0.0;
-    return warp_sum_d(v);
-}
-__device__ __forceinline__ float block_max(float v, float *sh) {
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    v = warp_max(v);
-    __syncthreads();
-    if (lane == 0) sh[w] = v;
-    __syncthreads();
-    v = lane < nw ? sh[lane] : -INFINITY;
-    return warp_max(v);
+    return block_reduce<double, warp_sum_d>(v, sh, 0.0);
 }
 
 // Records the first out-of-range index into the mapped error record.

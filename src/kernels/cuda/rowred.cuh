@@ -50,13 +50,7 @@ __device__ __forceinline__ float warp_max_nonan(float v) {
     return v;
 }
 __device__ __forceinline__ float block_max_nonan(float v, float *sh) {
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    v = warp_max_nonan(v);
-    __syncthreads();
-    if (lane == 0) sh[w] = v;
-    __syncthreads();
-    v = lane < nw ? sh[lane] : -INFINITY;
-    return warp_max_nonan(v);
+    return block_reduce<float, warp_max_nonan>(v, sh, -INFINITY);
 }
 
 // max (skipping NaN) and sum of vm_expf(x - max) over one row of n elements
