@@ -15,6 +15,21 @@ using namespace ampcu;
 
 namespace {
 
+// A row's statistics from its f32 mean mu and this thread's share q of the
+// squared deviations over D values: var = sum q / D (double), rstd =
+// (float)(1 / sqrt(var + eps)); thread 0 stores mean[r] and rstd[r]. Every
+// thread gets rstd.
+__device__ __forceinline__ float row_rstd(float q, int64_t D, double eps, double *shd, float mu, float *mean,
+                                          float *rstd, int64_t r) {
+    const double var = block_sum_d((double)q, shd) / (double)D;
+    const float rs = (float)(1.0 / sqrt(var + eps));
+    if (threadIdx.x == 0) {
+        mean[r] = mu;
+        rstd[r] = rs;
+    }
+    return rs;
+}
+
 template <int XT, int V>
 __global__ void __launch_bounds__(1024) ln_fwd(amp_cu_ln_args a) {
     __shared__ double shd[32];
@@ -42,12 +57,7 @@ __global__ void __launch_bounds__(1024) ln_fwd(amp_cu_ln_args a) {
                 q += d * d;
             }
         }
-        const double var = block_sum_d((double)q, shd) / (double)D;
-        const float rs = (float)(1.0 / sqrt(var + a.eps));
-        if (threadIdx.x == 0) {
-            a.mean[r] = mu;
-            a.rstd[r] = rs;
-        }
+        const float rs = row_rstd(q, D, a.eps, shd, mu, a.mean, a.rstd, r);
         for (int64_t j = (int64_t)threadIdx.x * V; j < D; j += step) {
             float v[V];
             ldv<XT, V>(xr, j, v);
@@ -278,12 +288,7 @@ __global__ void __launch_bounds__(1024) gn_fwd(amp_cu_gn_args a) {
             const float d = load_f(a.x, a.xdt, base + j) - mu;
             q += d * d;
         }
-        const double var = block_sum_d((double)q, shd) / (double)D;
-        const float rs = (float)(1.0 / sqrt(var + a.eps));
-        if (threadIdx.x == 0) {
-            a.mean[r] = mu;
-            a.rstd[r] = rs;
-        }
+        const float rs = row_rstd(q, D, a.eps, shd, mu, a.mean, a.rstd, r);
         for (int64_t j = threadIdx.x; j < D; j += blockDim.x) {
             const int64_t c = c0 + j / a.L;
             const float sc = rs * (a.w ? load_f(a.w, a.wdt, c) : 1.0f), sh = a.b ? load_f(a.b, a.bdt, c) : 0.0f;
