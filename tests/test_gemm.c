@@ -482,21 +482,29 @@ static void t_vs_reference(void **state) {
 }
 
 /* Results do not depend on the thread count: every element is accumulated
- * in the same order whatever the split, so 1 and 2 threads agree bit for bit
- * (packed path split by rows or columns, small-dimension path split in
- * strips, batch-parallel path). */
+ * in the same order whatever the split, so 1, 2, 3 and 4 threads agree bit
+ * for bit (packed path split by rows or columns, with one row of threads
+ * packing each A block together in shares; small-dimension path split in
+ * strips; batch-parallel path). */
 static void t_threads(void **state) {
     (void)state;
     test_rng r = {0x5eed000c};
     const int saved = amp_get_num_threads();
-    /* each large enough (>= 2 x 96^3 multiply-adds) to be split over 2 threads */
-    static const int64_t shapes[][4] = {{300, 200, 500, 1}, {97, 301, 450, 1}, {1, 4000, 1000, 1}, {3, 2001, 700, 1},
-                                        {1500, 4, 400, 1},  {50, 60, 70, 12},  {1, 600, 500, 8},   {250, 260, 900, 1}};
+    /* each large enough (>= 2 x 96^3 multiply-adds) to be split over 2 threads;
+     * {m, n, k, batch, bcast} */
+    static const int64_t shapes[][5] = {
+        {300, 200, 500, 1, 0}, {97, 301, 450, 1, 0}, {1, 4000, 1000, 1, 0}, {3, 2001, 700, 1, 0},
+        {1500, 4, 400, 1, 0},  {50, 60, 70, 12, 0},  {1, 600, 500, 8, 0},   {250, 260, 900, 1, 0},
+        {1300, 200, 1100, 1, 0}, /* a shared A over several row and k blocks */
+        {40, 500, 300, 3, 1},    /* A shared over a batch too short to split by items */
+        {1000, 20, 200, 1, 0},   /* more threads than column vectors: a thread packs A and computes nothing */
+        {333, 190, 77, 1, 0},    /* a share ending inside a group of micro-panels; odd k */
+    };
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int t = 0; t < 4; t++) {
             gcase c = {.ta = t & 1, .tb = t >> 1, .m = shapes[s][0], .n = shapes[s][1], .k = shapes[s][2],
-                       .batch = shapes[s][3], .ad = DTS[t % 3], .bd = DTS[(t + s) % 3], .cd = DTS[s % 3],
-                       .alpha = 1.0f, .beta = 0.5f};
+                       .batch = shapes[s][3], .bcast = (int)shapes[s][4], .ad = DTS[t % 3], .bd = DTS[(t + s) % 3],
+                       .cd = DTS[s % 3], .alpha = 1.0f, .beta = 0.5f};
             gbufs g;
             make_bufs(&c, &g, &r);
             amp_gemm_args a = args_of(&c, &g);
@@ -504,13 +512,15 @@ static void t_threads(void **state) {
             assert_int_equal(amp_gemm(&a), AMP_OK);
             void *one = malloc((size_t)g.nc * esz(c.cd));
             memcpy(one, g.c, (size_t)g.nc * esz(c.cd));
-            memcpy(g.c, g.c0, (size_t)g.nc * esz(c.cd));
-            amp_set_num_threads(2);
-            assert_int_equal(amp_gemm(&a), AMP_OK);
-            if (memcmp(one, g.c, (size_t)g.nc * esz(c.cd)) != 0) {
-                char what[256];
-                describe(&c, what, sizeof what);
-                fail_msg("%s: 1 and 2 threads differ", what);
+            for (int nt = 2; nt <= 4; nt++) {
+                memcpy(g.c, g.c0, (size_t)g.nc * esz(c.cd));
+                amp_set_num_threads(nt);
+                assert_int_equal(amp_gemm(&a), AMP_OK);
+                if (memcmp(one, g.c, (size_t)g.nc * esz(c.cd)) != 0) {
+                    char what[256];
+                    describe(&c, what, sizeof what);
+                    fail_msg("%s: 1 and %d threads differ", what, nt);
+                }
             }
             free(one);
             free_bufs(&g);

@@ -164,6 +164,7 @@ const gemm_kernel amp_gemm_kernel_scalar = {
     .name = "scalar",
     .mr = SMR,
     .nr = SNR,
+    .nq = SNR,
     .mc = 256,
     .kc = 256,
     .nc = 512,
@@ -347,12 +348,15 @@ typedef struct {
     int64_t mt, nt;      /* rectangle of one part */
     int64_t kb, mc, nc;  /* blocks */
     bool scratch;        /* half C accumulated in f32 over several k blocks */
+    bool a_inplace;      /* op(A) read as stored (K->macro_a), not packed */
+    bool a_shared;       /* one thread row (tm == 1): the threads pack each A block together, once */
     size_t a_elems, b_elems, s_elems;
     /* small */
     int64_t strip;       /* columns (small m) or rows (small n) of one part */
     bool x_direct;       /* the short operand is read in place */
     size_t x_elems, o_elems;
     size_t per_thread;   /* floats */
+    size_t shared;       /* floats before the threads' parts (the shared A block) */
 } gemm_plan;
 
 static int pick_threads(double work) {
@@ -367,16 +371,18 @@ static int pick_threads(double work) {
 
 /* Thread grid tm x tn (tm*tn = T) minimising the slowest thread's work:
  * multiply-adds / vector width plus packing (each thread packs its rows of A
- * and its columns of B). */
+ * and its columns of B). Columns are split in vectors, not whole micro-tiles
+ * (n = 1024 over two threads: 512 each, not 528 and 496 in tiles of 48). */
 static void choose_grid(gemm_plan *P, int T, int64_t m, int64_t n, int64_t k) {
-    const int mr = P->K->mr, nr = P->K->nr;
+    const int mr = P->K->mr, nr = P->K->nq;
     double best = 0;
     for (int tm = 1; tm <= T; tm++) {
         if (T % tm) continue;
         const int tn = T / tm;
         const int64_t mt = round_up(ceil_div(ceil_div(m, mr), tm), 1) * mr;
         const int64_t nt = ceil_div(ceil_div(n, nr), tn) * nr;
-        const double pack = (double)min64(mt, m) * k + (double)min64(nt, n) * k * (double)ceil_div(mt, P->K->mc);
+        const double pack = P->a_inplace ? (double)min64(nt, n) * k
+                                         : (double)min64(mt, m) * k + (double)min64(nt, n) * k * (double)ceil_div(mt, P->K->mc);
         const double cost = (double)min64(mt, m) * (double)nt * (double)k / nr + pack;
         if (tm == 1 || cost < best) {
             best = cost;
@@ -435,6 +441,9 @@ static void plan_gemm(gemm_plan *P, const gemm_kernel *K, const amp_gemm_args *g
 
     P->path = PATH_PACKED;
     P->threads = T;
+    /* bf16 A not transposed is read in place by the pair kernels: no A block
+     * to fit, so mc spans the rectangle and B is packed once per k block */
+    P->a_inplace = K->macro_a && g->a_dtype == AMP_BF16 && !g->trans_a;
     /* Batch-parallel when every thread gets items and the split is even (or
      * there are many); a matrix is split only when that is not the case. */
     P->item_parallel = T > 1 && batch >= T && (batch % T == 0 || batch >= 4 * T);
@@ -450,7 +459,7 @@ static void plan_gemm(gemm_plan *P, const gemm_kernel *K, const amp_gemm_args *g
     P->kb = ceil_div(k, nkb);
     if (K->pairs) P->kb = round_up(P->kb, 2); /* blocks start at even k: pairs never straddle them */
     const int64_t mt = min64(P->mt, m), nt = min64(P->nt, n);
-    P->mc = min64(K->mc, round_up(mt, K->mr));
+    P->mc = P->a_inplace ? round_up(mt, K->mr) : min64(K->mc, round_up(mt, K->mr));
     P->nc = min64(K->nc, round_up(nt, K->nr));
     P->scratch = g->c_dtype != AMP_F32 && nkb > 1;
     if (P->scratch) {
@@ -458,9 +467,14 @@ static void plan_gemm(gemm_plan *P, const gemm_kernel *K, const amp_gemm_args *g
         P->mc = min64(P->mc, max64(K->mr, rows));
         P->s_elems = (size_t)round_up(P->mc * nt, 16);
     }
-    P->a_elems = (size_t)round_up(P->mc * P->kb + (int64_t)K->mr * 16 + 64, 16);
+    P->a_elems = P->a_inplace ? 0 : (size_t)round_up(P->mc * P->kb + (int64_t)K->mr * 16 + 64, 16);
     P->b_elems = (size_t)round_up(P->kb * P->nc + 64, 16);
-    P->per_thread = P->a_elems + P->b_elems + P->s_elems;
+    /* With one row of threads every thread needs the same A blocks: packed
+     * together into one buffer (each thread its share of the micro-panels,
+     * then a barrier) rather than each thread packing all of A. */
+    P->a_shared = P->parts > 1 && P->tm == 1 && !P->a_inplace;
+    P->shared = P->a_shared ? P->a_elems : 0;
+    P->per_thread = (P->a_shared ? 0 : P->a_elems) + P->b_elems + P->s_elems;
 }
 
 /* ---- execution ------------------------------------------------------------ */
@@ -496,37 +510,77 @@ typedef struct {
     int64_t i0, p0, mb, kb;
 } pack_memo;
 
-static void run_packed(const gemm_plan *P, const gemm_item *it, int part, float *ws, pack_memo *memo) {
+/* The threads' share of an A block packed together (gemm_plan.a_shared):
+ * team: the thread's number and the team size, or NULL when one thread packs
+ * it all. */
+typedef struct {
+    float *a;     /* the shared A buffer */
+    int t, nt;
+    bool packed;  /* this thread has packed into it before (its users then need a barrier first) */
+} gemm_team;
+
+/* Packs rows [0, mb) of the A block at (i0, pc): all of them, or this
+ * thread's share in whole groups of 4 micro-panels (the transposed pair
+ * packer's unit) with a barrier before (the block before may still be in
+ * use) and after. */
+static void pack_a_block(const gemm_plan *P, const gemm_item *it, float *ap, int64_t i0, int64_t mb, int64_t pc,
+                         int64_t kb, gemm_team *team) {
+    const gemm_kernel *K = P->K;
+    if (!team || team->nt == 1) {
+        K->pack_a(ap, &it->a, i0, mb, pc, kb);
+        return;
+    }
+    if (team->packed) {
+#pragma omp barrier
+    }
+    team->packed = true;
+    const int64_t unit = 4 * (int64_t)K->mr, units = ceil_div(mb, unit);
+    const int64_t u0 = units * team->t / team->nt, u1 = units * (team->t + 1) / team->nt;
+    const int64_t r0 = u0 * unit, r1 = min64(mb, u1 * unit);
+    const int64_t kq = K->pairs ? ceil_div(kb, 2) : kb; /* floats per row of a micro-panel */
+    if (r1 > r0) K->pack_a(ap + r0 * kq, &it->a, i0 + r0, r1 - r0, pc, kb);
+#pragma omp barrier
+}
+
+static void run_packed(const gemm_plan *P, const gemm_item *it, int part, float *ws, pack_memo *memo,
+                       gemm_team *team) {
     const gemm_kernel *K = P->K;
     const amp_gemm_args *g = P->g;
     const int64_t i0 = (part / P->tn) * P->mt, j0 = (part % P->tn) * P->nt;
-    if (i0 >= g->m || j0 >= g->n) return;
-    const int64_t mt = min64(P->mt, g->m - i0), nt = min64(P->nt, g->n - j0), k = g->k;
+    /* a team member packs its share of A even when it has no columns of C */
+    if (i0 >= g->m || (j0 >= g->n && !team)) return;
+    const int64_t mt = min64(P->mt, g->m - i0), nt = max64(0, min64(P->nt, g->n - j0)), k = g->k;
     const amp_dtype cdt = g->c_dtype;
     const size_t es = esize(cdt);
-    float *ap = ws, *bp = ws + P->a_elems, *sc = bp + P->b_elems;
+    float *ap = team ? team->a : ws, *bp = ws + (P->a_shared ? 0 : P->a_elems), *sc = bp + P->b_elems;
     gemm_src tmp;
     for (int64_t ic = 0; ic < mt; ic += P->mc) {
         const int64_t mb = min64(P->mc, mt - ic);
         for (int64_t pc = 0; pc < k; pc += P->kb) {
             const int64_t kb = min64(P->kb, k - pc);
-            if (!(memo && memo->a == it->a.p && memo->i0 == i0 + ic && memo->p0 == pc && memo->mb == mb && memo->kb == kb)) {
-                K->pack_a(ap, &it->a, i0 + ic, mb, pc, kb);
+            if (P->a_inplace) {
+                /* nothing to pack */
+            } else if (!(memo && memo->a == it->a.p && memo->i0 == i0 + ic && memo->p0 == pc && memo->mb == mb && memo->kb == kb)) {
+                pack_a_block(P, it, ap, i0 + ic, mb, pc, kb, team);
                 /* only a block that stays in the buffer for the next item may be reused */
                 if (memo) *memo = (pack_memo){mt <= P->mc && k <= P->kb && P->g->stride_a == 0 ? it->a.p : NULL, i0 + ic, pc, mb, kb};
             }
             for (int64_t jc = 0; jc < nt; jc += P->nc) {
                 const int64_t nb = min64(P->nc, nt - jc);
                 K->pack_b(bp, &it->b, pc, kb, j0 + jc, nb);
-                if (P->scratch)
-                    K->macro(mb, nb, kb, ap, bp, sc + jc, AMP_F32, nt, g->alpha, pc == 0 ? 0.0f : 1.0f, NULL);
+                void *cb = P->scratch ? (void *)(sc + jc) : it->c + (size_t)((i0 + ic) * g->ldc + j0 + jc) * es;
+                const amp_dtype cbt = P->scratch ? AMP_F32 : cdt;
+                const int64_t ldcb = P->scratch ? nt : g->ldc;
+                const float beta = pc != 0 ? 1.0f : P->scratch ? 0.0f : g->beta;
+                const gemm_src *src = pc != 0 || P->scratch ? NULL : src_off(P->bias, &tmp, i0 + ic, j0 + jc);
+                if (P->a_inplace)
+                    K->macro_a(mb, nb, kb, (const char *)it->a.p + (size_t)((i0 + ic) * it->a.ld + pc) * 2, it->a.ld,
+                               bp, cb, cbt, ldcb, g->alpha, beta, src);
                 else
-                    K->macro(mb, nb, kb, ap, bp, it->c + (size_t)((i0 + ic) * g->ldc + j0 + jc) * es, cdt, g->ldc,
-                             g->alpha, pc == 0 ? g->beta : 1.0f,
-                             pc == 0 ? src_off(P->bias, &tmp, i0 + ic, j0 + jc) : NULL);
+                    K->macro(mb, nb, kb, ap, bp, cb, cbt, ldcb, g->alpha, beta, src);
             }
         }
-        if (P->scratch)
+        if (P->scratch && nt > 0)
             for (int64_t r = 0; r < mb; r++)
                 K->store_row(it->c + (size_t)((i0 + ic + r) * g->ldc + j0) * es, cdt, sc + r * nt, nt, 1.0f, g->beta,
                              src_off(P->bias, &tmp, i0 + ic + r, j0));
@@ -589,43 +643,57 @@ static void run_small(const gemm_plan *P, const gemm_item *it, int part, float *
     }
 }
 
-static void run_part(const gemm_plan *P, int64_t bi, int part, float *ws, pack_memo *memo) {
+static void run_part(const gemm_plan *P, int64_t bi, int part, float *ws, pack_memo *memo, gemm_team *team) {
     gemm_item it;
     get_item(P, bi, &it);
     switch (P->path) {
     case PATH_SCALE: run_scale(P, &it, part); break;
-    case PATH_PACKED: run_packed(P, &it, part, ws, memo); break;
+    case PATH_PACKED: run_packed(P, &it, part, ws, memo, team); break;
     default: run_small(P, &it, part, ws); break;
     }
 }
 
 static amp_status gemm_execute(const gemm_plan *P) {
     const int T = P->threads;
-    const size_t per = P->per_thread;
+    const size_t per = P->per_thread, shared = P->shared;
     float *ws = NULL;
-    if (per) {
-        ws = ws_get(per * sizeof(float) * (size_t)T);
-        if (!ws)
-            return amp_error(AMP_ERR_NOMEM, "amp_gemm: cannot allocate %zu bytes of packing workspace",
-                             per * sizeof(float) * (size_t)T);
+    if (per || shared) {
+        /* checked: the sizes come from blocks capped by the kernel (a few MB) times the thread count */
+        size_t bytes;
+        if (__builtin_mul_overflow(per, (size_t)T, &bytes) || __builtin_add_overflow(bytes, shared, &bytes) ||
+            __builtin_mul_overflow(bytes, sizeof(float), &bytes))
+            return amp_error(AMP_ERR_NOMEM, "amp_gemm: packing workspace size overflows");
+        ws = ws_get(bytes);
+        if (!ws) return amp_error(AMP_ERR_NOMEM, "amp_gemm: cannot allocate %zu bytes of packing workspace", bytes);
     }
     if (T <= 1) {
         pack_memo memo = {NULL, 0, 0, 0, 0};
+        gemm_team solo = {ws, 0, 1, false};
         for (int64_t bi = 0; bi < P->batch; bi++)
-            for (int part = 0; part < P->parts; part++) run_part(P, bi, part, ws, &memo);
+            for (int part = 0; part < P->parts; part++)
+                run_part(P, bi, part, ws + shared, &memo, P->a_shared ? &solo : NULL);
         return AMP_OK;
     }
 #pragma omp parallel num_threads(T)
     {
         const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        float *w = ws ? ws + per * (size_t)t : NULL;
+        float *w = ws ? ws + shared + per * (size_t)t : NULL;
         pack_memo memo = {NULL, 0, 0, 0, 0};
         if (P->item_parallel) {
             for (int64_t bi = t; bi < P->batch; bi += nt)
-                for (int part = 0; part < P->parts; part++) run_part(P, bi, part, w, &memo);
+                for (int part = 0; part < P->parts; part++) run_part(P, bi, part, w, &memo, NULL);
+        } else if (P->a_shared && nt != P->parts) {
+            /* a smaller team than planned (OMP_DYNAMIC, thread limits): the
+             * shared A buffer has one user, so one thread does every part */
+            gemm_team solo = {ws, 0, 1, false};
+            if (t == 0)
+                for (int64_t bi = 0; bi < P->batch; bi++)
+                    for (int part = 0; part < P->parts; part++) run_part(P, bi, part, w, &memo, &solo);
         } else {
+            gemm_team team = {ws, t, nt, false};
             for (int64_t bi = 0; bi < P->batch; bi++)
-                for (int part = t; part < P->parts; part += nt) run_part(P, bi, part, w, &memo);
+                for (int part = t; part < P->parts; part += nt)
+                    run_part(P, bi, part, w, &memo, P->a_shared ? &team : NULL);
         }
     }
     return AMP_OK;

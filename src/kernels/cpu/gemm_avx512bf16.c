@@ -27,10 +27,12 @@
  * in L2 on Zen 5 (one core, thread CPU time): 8x48, 6x64, 12x32, 14x32 and
  * 9x48 all reach 99% of the 576 GFLOP/s peak, so the shape is chosen by the
  * traffic around it (fewer B loads per flop than 12 x 32, the f32 kernel's
- * blocking). Blocks KC 1024 (512 pairs), NC 384, MC 1200: against KC 512 /
- * 768 and NC 384 / 480 / 576 on one core (thread CPU time, n = 1024 and
- * 2048, NN/NT/TN), the differences were within 1-2%; KC 1024 keeps k = 1024
- * in one block (C stored once). */
+ * blocking). Blocks KC 2048 (1024 pairs), NC 192, MC 1200 (packed A; A
+ * read in place spans the thread's rows): on two threads, interleaved runs
+ * of KC/NC 1024/384 (the earlier choice), 2048/192, 2048/240, 2048/288 and
+ * 1024/192 at n = 1024 and 2048 (NN/NT/TN) put KC 2048 2-4% ahead at 2048
+ * (k = 2048 in one block: C is stored once, not read back) and level at
+ * 1024; NC 192 keeps the B block at 768 KB of the 1 MB L2. */
 #include <immintrin.h>
 #include <stdint.h>
 
@@ -49,10 +51,10 @@
 #define AMP_GEMMBF_MC 1200
 #endif
 #ifndef AMP_GEMMBF_KC
-#define AMP_GEMMBF_KC 1024 /* elements: 512 pairs (the 8-row A micro-panel, 16 KB, in L1) */
+#define AMP_GEMMBF_KC 2048 /* elements: 1024 pairs (k = 2048 in one block: C stored once) */
 #endif
 #ifndef AMP_GEMMBF_NC
-#define AMP_GEMMBF_NC 384 /* the 512-pair x 384 B block, 768 KB, in a 1 MB L2 */
+#define AMP_GEMMBF_NC 192 /* the 1024-pair x 192 B block, 768 KB, in a 1 MB L2 */
 #endif
 #define MR AMP_GEMMBF_MR
 #define NV AMP_GEMMBF_NV
@@ -67,6 +69,7 @@
 typedef __m512i W; /* 16 words = 16 bf16 pairs */
 
 AI int64_t ceil2(int64_t k) { return (k + 1) >> 1; }
+AI int64_t ceil_div64(int64_t a, int64_t b) { return (a + b - 1) / b; }
 AI __mmask32 mask32(int64_t n) { return n >= 32 ? ~(__mmask32)0 : (__mmask32)((1u << n) - 1u); }
 AI __mmask16 mask16(int64_t n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1u); }
 
@@ -198,38 +201,34 @@ AI void pack_a_t(uint32_t *dst, const gemm_mat *a, int64_t i0, int64_t mb, int64
     }
 }
 
-/* op(B) = B (k x n stored row-major): rows 2p and 2p+1 interleaved; a whole
- * panel's 32 leading columns with two 512-bit loads and two permutes, the
- * rest 16 at a time. */
+/* op(B) = B (k x n stored row-major): rows 2p and 2p+1 interleaved. Each
+ * pair of rows is read once, left to right, 32 columns (two 512-bit loads,
+ * two permutes) at a time, and each 16 columns go to their vector of their
+ * panel: the rows are read in order, not 96 bytes per row down the block
+ * for each panel. */
 AI void pack_b_n(uint32_t *dst, const gemm_mat *b, int64_t p0, int64_t kb, int64_t j0, int64_t nb, amp_dtype dt) {
     const int64_t ld = b->ld, kp = ceil2(kb);
     const size_t es = esize(dt);
     const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6, 37, 5,
                                         36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
     const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
-    for (int64_t jq = 0; jq < nb; jq += NR) {
-        uint32_t *d = dst + jq * kp;
-        const int64_t w = nb - jq;
-        const char *base = (const char *)b->p + (size_t)(p0 * ld + j0 + jq) * es;
-        for (int64_t p = 0; p < kp; p++) {
-            const char *r0 = base + (size_t)(2 * p * ld) * es;
-            const char *r1 = 2 * p + 1 < kb ? r0 + (size_t)ld * es : NULL;
-            int v = 0;
-            if (w >= 32 && NV >= 2) {
-                const W x0 = load_pairs(r0, dt, 32), x1 = r1 ? load_pairs(r1, dt, 32) : _mm512_setzero_si512();
-                _mm512_storeu_si512(d + p * NR, _mm512_permutex2var_epi16(x0, lo, x1));
-                _mm512_storeu_si512(d + p * NR + VL, _mm512_permutex2var_epi16(x0, hi, x1));
-                v = 2;
-            }
-#pragma GCC unroll 8
-            for (; v < NV; v++) {
-                const int64_t n = w - v * VL;
-                W x = n > 0 ? load_rows_interleaved(r0 + (size_t)(v * VL) * es, r1 ? r1 + (size_t)(v * VL) * es : NULL,
-                                                    dt, n)
-                            : _mm512_setzero_si512();
-                _mm512_storeu_si512(d + p * NR + v * VL, x);
-            }
+    const int64_t groups = ceil_div64(nb, VL), all = ceil_div64(nb, NR) * NV; /* vectors with data; in all panels */
+    const char *base = (const char *)b->p + (size_t)(p0 * ld + j0) * es;
+    for (int64_t p = 0; p < kp; p++) {
+        const char *r0 = base + (size_t)(2 * p * ld) * es;
+        const char *r1 = 2 * p + 1 < kb ? r0 + (size_t)ld * es : NULL;
+        uint32_t *d = dst + p * NR;
+        for (int64_t g = 0; g < groups; g += 2) {
+            const int64_t n = nb - g * VL;
+            const W x0 = load_pairs(r0 + (size_t)(g * VL) * es, dt, n);
+            const W x1 = r1 ? load_pairs(r1 + (size_t)(g * VL) * es, dt, n) : _mm512_setzero_si512();
+            _mm512_storeu_si512(d + (g / NV) * NR * kp + (g % NV) * VL, _mm512_permutex2var_epi16(x0, lo, x1));
+            if (g + 1 < all)
+                _mm512_storeu_si512(d + ((g + 1) / NV) * NR * kp + ((g + 1) % NV) * VL,
+                                    _mm512_permutex2var_epi16(x0, hi, x1));
         }
+        for (int64_t g = groups + (groups & 1); g < all; g++)
+            _mm512_storeu_si512(d + (g / NV) * NR * kp + (g % NV) * VL, _mm512_setzero_si512());
     }
 }
 
@@ -284,11 +283,17 @@ static void pack_b(float *dst, const gemm_mat *b, int64_t p0, int64_t kb, int64_
 }
 
 /* ---- micro-kernel ------------------------------------------------------------ */
-/* MR x (NVE*16) tile from an MR-row A micro-panel and the first NVE vectors
- * of an NR-column B micro-panel, kp pairs; each accumulator lane is one
- * element of C and takes the pairs in order. */
-AI void micro(int64_t kp, const uint32_t *restrict a, const uint32_t *restrict b, void *c, amp_dtype cdt, int64_t ldc,
-              int64_t mr, int64_t nr, float alpha, float beta, const gemm_src *src, const int NVE) {
+/* MR x (NVE*16) tile from MR rows of A and the first NVE vectors of an
+ * NR-column B micro-panel, kp pairs; each accumulator lane is one element of
+ * C and takes the pairs in order. A's pair p of row r is the 32-bit word at
+ * a + r*rs + p*ps bytes: a packed micro-panel (rs 4, ps 4*MR), or bf16 A
+ * read in place (rs = its row stride in bytes, ps 4, inplace: rows past mr
+ * are not there and repeat row 0, whose sums are not stored). odd: one more step whose pair is the k-th
+ * element alone (the in-place read of an odd k, where the packed panel holds
+ * a zero; nothing past it is read). */
+AI void micro(int64_t kp, const char *restrict a, const int64_t rs, const int64_t ps, const bool inplace,
+              const bool odd, const uint32_t *restrict b, void *c, amp_dtype cdt, int64_t ldc, int64_t mr, int64_t nr, float alpha,
+              float beta, const gemm_src *src, const int NVE) {
     V acc[MR][NV];
 #pragma GCC unroll 16
     for (int r = 0; r < MR; r++)
@@ -296,8 +301,10 @@ AI void micro(int64_t kp, const uint32_t *restrict a, const uint32_t *restrict b
         for (int v = 0; v < NVE; v++) acc[r][v] = v_zero();
 
     const size_t es = esize(cdt);
+    int64_t ro[MR]; /* byte offset of row r */
 #pragma GCC unroll 16
     for (int r = 0; r < MR; r++) {
+        ro[r] = (inplace && r >= mr ? 0 : r) * rs;
         if (r < mr) {
             v_prefetch((const char *)c + (size_t)(r * ldc) * es);
             v_prefetch((const char *)c + (size_t)(r * ldc) * es + (size_t)(NVE * VL) * es - 1);
@@ -310,49 +317,81 @@ AI void micro(int64_t kp, const uint32_t *restrict a, const uint32_t *restrict b
         for (int v = 0; v < NVE; v++) bv[v] = _mm512_loadu_si512(b + v * VL);
 #pragma GCC unroll 16
         for (int r = 0; r < MR; r++) {
-            W av = _mm512_set1_epi32((int)a[r]);
+            uint32_t w;
+            memcpy(&w, a + ro[r], 4);
+            W av = _mm512_set1_epi32((int)w);
             __asm__("" : "+v"(av)); /* one vpbroadcastd per row, not an embedded broadcast per vdpbf16ps */
 #pragma GCC unroll 8
             for (int v = 0; v < NVE; v++) acc[r][v] = dp(acc[r][v], bv[v], av);
         }
-        a += MR;
+        a += ps;
         b += NR;
+    }
+    if (odd) {
+        W bv[NV];
+#pragma GCC unroll 8
+        for (int v = 0; v < NVE; v++) bv[v] = _mm512_loadu_si512(b + v * VL);
+#pragma GCC unroll 16
+        for (int r = 0; r < MR; r++) {
+            uint16_t h;
+            memcpy(&h, a + ro[r], 2);
+            const W av = _mm512_set1_epi32((int)h);
+#pragma GCC unroll 8
+            for (int v = 0; v < NVE; v++) acc[r][v] = dp(acc[r][v], bv[v], av);
+        }
     }
 
     micro_store(acc, c, cdt, ldc, mr, nr, alpha, beta, src, NVE);
 }
 
-static void macro(int64_t mb, int64_t nb, int64_t kb, const float *apf, const float *bpf, void *c, amp_dtype cdt,
-                  int64_t ldc, float alpha, float beta, const gemm_src *src) {
-    const uint32_t *ap = (const uint32_t *)apf, *bp = (const uint32_t *)bpf;
-    const int64_t kp = ceil2(kb);
+/* the macro-kernel over A rows at a + ir*ars bytes (packed: ars = kp*MR
+ * words; in place: MR rows of A) */
+AI void macro_t(int64_t mb, int64_t nb, int64_t kb, const char *ap, int64_t ars, const int64_t rs, const int64_t ps,
+                const bool inplace, const uint32_t *bp, void *c, amp_dtype cdt, int64_t ldc, float alpha, float beta,
+                const gemm_src *src) {
+    const int64_t kp = ceil2(kb), kf = inplace ? kb / 2 : kp;
+    const bool odd = inplace && (kb & 1);
     const size_t es = esize(cdt);
     gemm_src tmp;
     for (int64_t ir = 0; ir < mb; ir += MR) {
-        const uint32_t *a = ap + ir * kp;
+        const char *a = ap + ir / MR * ars;
         char *crow = (char *)c + (size_t)(ir * ldc) * es;
         const int64_t mr = min64(MR, mb - ir);
         int64_t jr = 0;
         for (; jr + NR <= nb; jr += NR)
-            micro(kp, a, bp + jr * kp, crow + (size_t)jr * es, cdt, ldc, mr, NR, alpha, beta, src_at(src, &tmp, ir, jr), NV);
+            micro(kf, a, rs, ps, inplace, odd, bp + jr * kp, crow + (size_t)jr * es, cdt, ldc, mr, NR, alpha, beta,
+                  src_at(src, &tmp, ir, jr), NV);
         if (jr < nb) {
             const int64_t nr = nb - jr;
             const uint32_t *b = bp + jr * kp;
             char *cc = crow + (size_t)jr * es;
             if (nr <= VL)
-                micro(kp, a, b, cc, cdt, ldc, mr, nr, alpha, beta, src_at(src, &tmp, ir, jr), 1);
+                micro(kf, a, rs, ps, inplace, odd, b, cc, cdt, ldc, mr, nr, alpha, beta, src_at(src, &tmp, ir, jr), 1);
 #if NV > 2
             else if (nr <= 2 * VL)
-                micro(kp, a, b, cc, cdt, ldc, mr, nr, alpha, beta, src_at(src, &tmp, ir, jr), 2);
+                micro(kf, a, rs, ps, inplace, odd, b, cc, cdt, ldc, mr, nr, alpha, beta, src_at(src, &tmp, ir, jr), 2);
 #endif
 #if NV > 3
             else if (nr <= 3 * VL)
-                micro(kp, a, b, cc, cdt, ldc, mr, nr, alpha, beta, src_at(src, &tmp, ir, jr), 3);
+                micro(kf, a, rs, ps, inplace, odd, b, cc, cdt, ldc, mr, nr, alpha, beta, src_at(src, &tmp, ir, jr), 3);
 #endif
             else
-                micro(kp, a, b, cc, cdt, ldc, mr, nr, alpha, beta, src_at(src, &tmp, ir, jr), NV);
+                micro(kf, a, rs, ps, inplace, odd, b, cc, cdt, ldc, mr, nr, alpha, beta, src_at(src, &tmp, ir, jr), NV);
         }
     }
+}
+
+static void macro(int64_t mb, int64_t nb, int64_t kb, const float *apf, const float *bpf, void *c, amp_dtype cdt,
+                  int64_t ldc, float alpha, float beta, const gemm_src *src) {
+    macro_t(mb, nb, kb, (const char *)apf, ceil2(kb) * MR * 4, 4, 4 * MR, false, (const uint32_t *)bpf, c, cdt, ldc,
+            alpha, beta, src);
+}
+
+/* op(A) = A, bf16, read in place: a at A[i0][p0], lda elements per row */
+static void macro_a(int64_t mb, int64_t nb, int64_t kb, const void *a, int64_t lda, const float *bpf, void *c,
+                    amp_dtype cdt, int64_t ldc, float alpha, float beta, const gemm_src *src) {
+    const int64_t rs = lda * 2;
+    macro_t(mb, nb, kb, a, rs * MR, rs, 4, true, (const uint32_t *)bpf, c, cdt, ldc, alpha, beta, src);
 }
 
 /* ---- unpacked kernels: dot and axpy ------------------------------------------ */
@@ -551,12 +590,14 @@ const gemm_kernel amp_gemm_kernel_avx512bf16 = {
     .pairs = true,
     .mr = MR,
     .nr = NR,
+    .nq = VL,
     .mc = MC,
     .kc = KC,
     .nc = NC,
     .pack_a = pack_a,
     .pack_b = pack_b,
     .macro = macro,
+    .macro_a = macro_a,
     .store_row = store_row,
     .dot = dot,
     .axpy = axpy,
@@ -573,10 +614,11 @@ float amp__gemm_dpbf16_lane(float acc, uint32_t b_pair, uint32_t a_pair) {
 /* ---- for the tests: one micro-kernel call on packed panels ---------------- */
 void amp__gemm_bf16_micro(int64_t kp, const uint32_t *a, const uint32_t *b, float *c, int64_t ldc, int64_t mr, int64_t nr,
                           float alpha, float beta) {
+    const char *ab = (const char *)a;
     if (nr > 2 * VL)
-        micro(kp, a, b, c, AMP_F32, ldc, mr, nr, alpha, beta, NULL, NV);
+        micro(kp, ab, 4, 4 * MR, false, false, b, c, AMP_F32, ldc, mr, nr, alpha, beta, NULL, NV);
     else if (nr > VL)
-        micro(kp, a, b, c, AMP_F32, ldc, mr, nr, alpha, beta, NULL, 2);
+        micro(kp, ab, 4, 4 * MR, false, false, b, c, AMP_F32, ldc, mr, nr, alpha, beta, NULL, 2);
     else
-        micro(kp, a, b, c, AMP_F32, ldc, mr, nr, alpha, beta, NULL, 1);
+        micro(kp, ab, 4, 4 * MR, false, false, b, c, AMP_F32, ldc, mr, nr, alpha, beta, NULL, 1);
 }

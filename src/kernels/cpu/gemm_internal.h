@@ -16,6 +16,14 @@
  * f32 while packing, so one f32 micro-kernel serves every dtype pair. Each C
  * element is accumulated in the same order whatever the thread split, so
  * results do not depend on the thread count.
+ *
+ * Threads take rectangles of C (a tm x tn grid, columns split in vectors).
+ * With one row of threads (tm == 1) every thread needs the same A blocks:
+ * they pack each block together into one shared buffer, each its share of
+ * the micro-panels, between two barriers, instead of each packing all of A.
+ * The pair kernels read a bf16 A that is not transposed in place (a pair of
+ * neighbouring k is already a word of its row: macro_a), so A is not packed
+ * at all there and mc spans the thread's rows (B packed once per k block).
  */
 #ifndef AMP_KERNELS_CPU_GEMM_INTERNAL_H
 #define AMP_KERNELS_CPU_GEMM_INTERNAL_H
@@ -51,6 +59,7 @@ typedef struct gemm_kernel {
      * even length). */
     bool pairs;
     int mr, nr;         /* micro-tile: mr rows (broadcasts of A) x nr columns (vectors of B) */
+    int nq;             /* column quantum: the vector width (a narrower last tile costs no more per column) */
     int64_t mc, kc, nc; /* cache blocks; mc % mr == 0, nc % nr == 0 */
 
     /* op(A)[i0:i0+mb, p0:p0+kb] -> dst as ceil(mb/mr) micro-panels of kb*mr
@@ -66,6 +75,12 @@ typedef struct gemm_kernel {
      * only written). */
     void (*macro)(int64_t mb, int64_t nb, int64_t kb, const float *ap, const float *bp, void *c, amp_dtype cdt,
                   int64_t ldc, float alpha, float beta, const gemm_src *src);
+    /* Optional (pair kernels): macro with op(A) = A, bf16 and not
+     * transposed, read in place instead of packed (a pair of neighbouring k
+     * is already one word of a row): a at A[i0][p0], lda its row stride in
+     * elements. The same sums, pair for pair, as macro on the packed block. */
+    void (*macro_a)(int64_t mb, int64_t nb, int64_t kb, const void *a, int64_t lda, const float *bp, void *c,
+                    amp_dtype cdt, int64_t ldc, float alpha, float beta, const gemm_src *src);
     /* One row: c[0:n] = alpha * x[0:n] + beta * c[0:n] (src: its row 0
      * instead of c), x == NULL meaning zeros, beta == 0 meaning nothing is
      * read; rounded once to cdt. */
