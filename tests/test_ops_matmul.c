@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "golden.h"
+#include "kernels/cpu/gemm.h"
 #include "op_check.h"
 
 static const amp_dtype DTS[3] = {AMP_F32, AMP_F16, AMP_BF16};
@@ -437,6 +438,100 @@ static void t_linear(void **state) {
     amp_scope_end(s);
 }
 
+/* Half operands on the CPU get their gradients written by the GEMM in their
+ * own dtype (src/ops/matmul.c, grad_gemm): the bits of the f32 product
+ * rounded once to that dtype, which is what the engine's cast of an f32
+ * gradient gave. The reference here is amp_gemm into an f32 C, rounded with
+ * amp_f32_to_bf16 / amp_f32_to_f16: linear (2-D, and 3-D with dW's batch
+ * folded into k, over two k blocks), mm, and a matmul whose broadcast batch
+ * is summed through C (which keeps the f32 buffer). */
+static void half_of(const float *f, uint16_t *h, int64_t n, amp_dtype dt) {
+    for (int64_t i = 0; i < n; i++) h[i] = dt == AMP_BF16 ? amp_f32_to_bf16(f[i]) : amp_f32_to_f16(f[i]);
+}
+
+/* C (f32, m x n) = op(A) op(B) with A, B the stored half tensors' data */
+static float *gemm_f32(const amp_tensor *a, bool ta, const amp_tensor *b, bool tb, int64_t m, int64_t n, int64_t k,
+                       amp_dtype dt) {
+    float *c = malloc((size_t)(m * n) * sizeof(float));
+    assert_non_null(c);
+    amp_gemm_args g = {.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .alpha = 1.0f, .a = amp_tensor_data(a),
+                       .a_dtype = dt, .lda = ta ? m : k, .b = amp_tensor_data(b), .b_dtype = dt, .ldb = tb ? k : n, .c = c,
+                       .c_dtype = AMP_F32, .ldc = n};
+    assert_int_equal(amp_gemm(&g), AMP_OK);
+    return c;
+}
+
+static void expect_rounded(const amp_tensor *grad, const float *f32, amp_dtype dt, const char *what) {
+    const int64_t n = amp_tensor_numel(grad);
+    assert_int_equal(amp_tensor_dtype(grad), dt);
+    uint16_t *want = malloc((size_t)n * 2), *got = malloc((size_t)n * 2);
+    half_of(f32, want, n, dt);
+    memcpy(got, amp_tensor_data(grad), (size_t)n * 2);
+    for (int64_t i = 0; i < n; i++)
+        if (got[i] != want[i]) fail_msg("%s %s: element %lld is 0x%04x, the f32 product rounded 0x%04x", what,
+                                        amp_dtype_name(dt), (long long)i, got[i], want[i]);
+    free(want), free(got);
+}
+
+static void t_half_grads_exact(void **state) {
+    (void)state;
+    test_rng r = {0x4a1f};
+    for (int d = 1; d < 3; d++) {
+        const amp_dtype dt = DTS[d];
+        /* linear: x [R, K] (as [B, T, K] when B > 1), w [N, K]; dX = dY W, dW = dYᵀ x */
+        const int64_t lin[][4] = {{1, 37, 70, 50}, {2, 1100, 64, 48}, {3, 9, 40, 13}};
+        for (size_t ci = 0; ci < sizeof lin / sizeof *lin; ci++) {
+            amp_scope *s = amp_scope_begin();
+            const int64_t B = lin[ci][0], T = lin[ci][1], K = lin[ci][2], N = lin[ci][3], R = B * T;
+            amp_tensor *x = B > 1 ? mk(&r, dt, 3, AMP_SHAPE(B, T, K), true) : mk(&r, dt, 2, AMP_SHAPE(T, K), true);
+            amp_tensor *w = mk(&r, dt, 2, AMP_SHAPE(N, K), true);
+            amp_tensor *gy = B > 1 ? mk(&r, dt, 3, AMP_SHAPE(B, T, N), false) : mk(&r, dt, 2, AMP_SHAPE(T, N), false);
+            assert_int_equal(amp_backward_ex(amp_linear(x, w, NULL), gy, false), AMP_OK);
+            float *dx = gemm_f32(gy, false, w, false, R, K, N, dt), *dw = gemm_f32(gy, true, x, false, N, K, R, dt);
+            expect_rounded(amp_tensor_grad(x), dx, dt, "linear dX");
+            expect_rounded(amp_tensor_grad(w), dw, dt, "linear dW");
+            free(dx), free(dw);
+            amp_scope_end(s);
+        }
+        /* mm: a [M, K], b [K, N]; dA = dC bᵀ, dB = aᵀ dC */
+        {
+            amp_scope *s = amp_scope_begin();
+            const int64_t M = 40, K = 75, N = 66;
+            amp_tensor *a = mk(&r, dt, 2, AMP_SHAPE(M, K), true), *b = mk(&r, dt, 2, AMP_SHAPE(K, N), true);
+            amp_tensor *gc = mk(&r, dt, 2, AMP_SHAPE(M, N), false);
+            assert_int_equal(amp_backward_ex(amp_mm(a, b), gc, false), AMP_OK);
+            float *da = gemm_f32(gc, false, b, true, M, K, N, dt), *db = gemm_f32(a, true, gc, false, K, N, M, dt);
+            expect_rounded(amp_tensor_grad(a), da, dt, "mm dA");
+            expect_rounded(amp_tensor_grad(b), db, dt, "mm dB");
+            free(da), free(db);
+            amp_scope_end(s);
+        }
+        /* matmul [3, M, K] x [K, N]: dB sums the batch through C (f32 buffer, then the engine's cast) */
+        {
+            amp_scope *s = amp_scope_begin();
+            const int64_t M = 20, K = 30, N = 24;
+            amp_tensor *a = mk(&r, dt, 3, AMP_SHAPE(3, M, K), true), *b = mk(&r, dt, 2, AMP_SHAPE(K, N), true);
+            amp_tensor *gc = mk(&r, dt, 3, AMP_SHAPE(3, M, N), false);
+            assert_int_equal(amp_backward_ex(amp_matmul(a, b), gc, false), AMP_OK);
+            assert_int_equal(amp_tensor_dtype(amp_tensor_grad(b)), dt);
+            double *A = tc_values(a), *G = tc_values(gc), *dB = tc_values(amp_tensor_grad(b));
+            for (int64_t k = 0; k < K; k++)
+                for (int64_t n = 0; n < N; n++) {
+                    double want = 0, mag = 0;
+                    for (int64_t q = 0; q < 3 * M; q++) {
+                        want += A[q * K + k] * G[q * N + n];
+                        mag += fabs(A[q * K + k] * G[q * N + n]);
+                    }
+                    if (fabs(dB[k * N + n] - want) > (dt == AMP_BF16 ? 1.0 / 128 : 1.0 / 1024) * mag + 1e-6)
+                        fail_msg("matmul summed dB %s [%lld, %lld]: %g vs %g", amp_dtype_name(dt), (long long)k,
+                                 (long long)n, dB[k * N + n], want);
+                }
+            free(A), free(G), free(dB);
+            amp_scope_end(s);
+        }
+    }
+}
+
 static void t_addmm_baddbmm(void **state) {
     (void)state;
     test_rng r = {16};
@@ -701,7 +796,7 @@ static void t_no_leaks(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_matmul_shapes), cmocka_unit_test(t_matmul_large), cmocka_unit_test(t_matmul_strided),
-        cmocka_unit_test(t_mm_bmm_dot),    cmocka_unit_test(t_linear),       cmocka_unit_test(t_addmm_baddbmm),
+        cmocka_unit_test(t_mm_bmm_dot),    cmocka_unit_test(t_linear),       cmocka_unit_test(t_half_grads_exact),       cmocka_unit_test(t_addmm_baddbmm),
         cmocka_unit_test(t_mixed_dtypes),  cmocka_unit_test(t_autocast_hook), cmocka_unit_test(t_golden),
         cmocka_unit_test(t_bad_inputs),    cmocka_unit_test(t_no_leaks),
     };

@@ -72,6 +72,7 @@ static int bench_model(const char *model, long batch, long steps, int rounds, lo
             cfg.seed = (uint64_t)r;
             if (trainer_resolve_mode(&cfg, g_modes[k].precision, g_modes[k].opt_level, NULL)) return CLI_USAGE;
             trainer_result res;
+            amp_memory_empty_cache(); /* each mode starts as its own process would (cmd_bench_train_gpt.c) */
             if (trainer_run(&cfg, &res, false) != 0) return cli_fail("%s", amp_last_error());
             per[k][r] = res.step_ms;
         }

@@ -115,6 +115,12 @@ static int bench_one(const gpt_bench_cfg *g, long steps, int rounds, long thread
             if (trainer_resolve_mode(&cfg, g_modes[k].precision, g_modes[k].opt_level, NULL)) return CLI_USAGE;
             trainer_result res;
             fprintf(stderr, "amp bench train: %s round %d/%d: amp %s\n", g->name, r + 1, rounds, g_modes[k].label);
+            /* each mode starts as its own process would: the host cache
+             * (exact-size free lists, 1 GiB cap) still holds the previous
+             * mode's blocks, whose sizes this mode mostly does not reuse;
+             * they would fill the cap and send its step buffers to fresh
+             * pages every step. Its warm-up step fills the cache again. */
+            amp_memory_empty_cache();
             if (trainer_run(&cfg, &res, false) != 0) return cli_fail("%s", amp_last_error());
             amp_ms[k][r] = res.step_ms;
             params = res.params;

@@ -12,7 +12,9 @@
  * over a broadcast batch is folded into k where the layout allows (dW of
  * linear is one gᵀ·x), else accumulated with beta = 1.
  *
- * Backward:  C = A·B  ->  dA = dC·Bᵀ,  dB = Aᵀ·dC  (trans flags, f32 grads). */
+ * Backward:  C = A·B  ->  dA = dC·Bᵀ,  dB = Aᵀ·dC  (trans flags; f32 grads,
+ * or on the CPU a half operand's own dtype where that gives the same bits:
+ * grad_gemm). */
 #include <stdatomic.h>
 #include <string.h>
 
@@ -140,9 +142,13 @@ static const amp_tensor *gemm_ready(const char *fn, const amp_tensor *t, int vec
  * op(A) = A or Aᵀ (want_ta), m x k; op(B) k x n. C has row stride ldc and batch
  * strides cbs; a C batch stride of 0 over a dim of size > 1 sums over it
  * (the first term uses beta, the rest accumulate). */
-static amp_status bexec(const char *fn, const amp_backend *be, int nb, const int64_t *bshape, const mdesc *A, bool want_ta, const mdesc *B, bool want_tb, void *C,
-                        amp_dtype cdt, int64_t ldc, const int64_t *cbs, int64_t m, int64_t n, int64_t k, float alpha,
-                        float beta, const amp_tensor *bias) {
+/* summed: when not NULL, a product whose batch has summed dims (several
+ * GEMMs accumulating into one C) is not run; *summed says so (the caller
+ * then runs it into an f32 C instead of a half one). */
+static amp_status bexec_s(const char *fn, const amp_backend *be, int nb, const int64_t *bshape, const mdesc *A,
+                          bool want_ta, const mdesc *B, bool want_tb, void *C, amp_dtype cdt, int64_t ldc,
+                          const int64_t *cbs, int64_t m, int64_t n, int64_t k, float alpha, float beta,
+                          const amp_tensor *bias, bool *summed) {
     amp_gemm_args g;
     memset(&g, 0, sizeof g);
     if (!gemm_side(A, want_ta, &g.trans_a, &g.lda) || !gemm_side(B, want_tb, &g.trans_b, &g.ldb))
@@ -212,6 +218,10 @@ static amp_status bexec(const char *fn, const amp_backend *be, int nb, const int
     for (int i = 0; i < d; i++)
         if (sc[i] == 0) od[nod++] = i;
     int nsum = nod;
+    if (summed) {
+        *summed = nsum > 0;
+        if (nsum > 0) return AMP_OK;
+    }
     for (int i = 0; i < d; i++)
         if (sc[i] != 0 && i != last) od[nod++] = i;
     g.batch = batch;
@@ -242,6 +252,13 @@ static amp_status bexec(const char *fn, const amp_backend *be, int nb, const int
         if (j < 0) break;
     }
     return AMP_OK;
+}
+
+static amp_status bexec(const char *fn, const amp_backend *be, int nb, const int64_t *bshape, const mdesc *A,
+                        bool want_ta, const mdesc *B, bool want_tb, void *C, amp_dtype cdt, int64_t ldc,
+                        const int64_t *cbs, int64_t m, int64_t n, int64_t k, float alpha, float beta,
+                        const amp_tensor *bias) {
+    return bexec_s(fn, be, nb, bshape, A, want_ta, B, want_tb, C, cdt, ldc, cbs, m, n, k, alpha, beta, bias, NULL);
 }
 
 /* ---- shared forward/backward for all the products ---------------------------------------------- */
@@ -477,6 +494,35 @@ static amp_tensor *grad_buf(amp_device dev, int ndim, const int64_t *shape) {
     return amp__tensor_new_on("amp_backward", dev, AMP_F32, ndim, shape, amp__mem_current(AMP_MEM_WORKSPACE), 0);
 }
 
+/* The gradient of a half operand on the CPU is written by its GEMM in the
+ * operand's dtype when the product is one GEMM per output item (no batch
+ * dims summed through C): the engine rounds an f32 gradient to the input's
+ * dtype anyway, and the GEMM rounds its f32 sum once to a half C, the same
+ * bits (gemm_store.inc: alpha*acc, beta 0, one rounding; several k blocks go
+ * through an f32 scratch), without the f32 buffer and the conversion pass.
+ * Otherwise (summed dims, other backends) the f32 buffer as before. */
+static amp_tensor *grad_gemm(const char *fn, const amp_backend *be, amp_device dev, const amp_tensor *x, int nb,
+                             const int64_t *bshape, const mdesc *A, bool ta, const mdesc *B, bool tb, int64_t ldc,
+                             const int64_t *cbs, int64_t m, int64_t n, int64_t k, float alpha) {
+    const amp_dtype hdt = dev == AMP_DEVICE_CPU && amp_dtype_is_half(x->dtype) ? x->dtype : AMP_F32;
+    amp_tensor *gb = amp__tensor_new_on("amp_backward", dev, hdt, x->ndim, x->shape, amp__mem_current(AMP_MEM_WORKSPACE), 0);
+    if (!gb) return NULL;
+    bool summed = false;
+    amp_status st = bexec_s(fn, be, nb, bshape, A, ta, B, tb, amp__data(gb), hdt, ldc, cbs, m, n, k, alpha, 0.0f, NULL,
+                            hdt != AMP_F32 ? &summed : NULL);
+    if (st == AMP_OK && summed) {
+        amp__release(gb);
+        gb = grad_buf(dev, x->ndim, x->shape);
+        if (!gb) return NULL;
+        st = bexec_s(fn, be, nb, bshape, A, ta, B, tb, amp__data(gb), AMP_F32, ldc, cbs, m, n, k, alpha, 0.0f, NULL, NULL);
+    }
+    if (st != AMP_OK) {
+        amp__release(gb);
+        return NULL;
+    }
+    return gb;
+}
+
 static amp_status mm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
     const mm_ctx *c = n->ctx;
     const amp_tensor *a = n->saved[0], *b = n->saved[1];
@@ -506,42 +552,30 @@ static amp_status mm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor *
     factor_descs(c->mode, ua, ub, avec, bvec, &G, &A, &B);
     float alpha = (float)c->alpha;
     if (n->inputs[0].needs_grad) { /* dA = alpha * dC · op(B)ᵀ, summed over a's broadcast batch */
-        amp_tensor *da = grad_buf(dev, a->ndim, a->shape);
-        if (!da) {
-            st = amp_last_status();
-            goto out;
-        }
         int anb = (!avec && a->ndim > 2) ? a->ndim - 2 : 0;
         mdesc Cd;
-        desc_contig(amp__data(da), AMP_F32, G.M, G.K, anb, a->shape, G.nb, G.bshape, &Cd);
-        st = bexec(fn, be, G.nb, G.bshape, &Gd, false, &B, true, amp__data(da), AMP_F32, G.K, Cd.bs, G.M, G.K, G.N, alpha,
-                   0.0f, NULL);
-        if (st != AMP_OK) {
-            amp__release(da);
+        desc_contig(NULL, AMP_F32, G.M, G.K, anb, a->shape, G.nb, G.bshape, &Cd);
+        amp_tensor *da = grad_gemm(fn, be, dev, a, G.nb, G.bshape, &Gd, false, &B, true, G.K, Cd.bs, G.M, G.K, G.N, alpha);
+        if (!da) {
+            st = amp_last_status();
             goto out;
         }
         gin[0] = da;
     }
     if (n->inputs[1].needs_grad) {
-        amp_tensor *db = grad_buf(dev, b->ndim, b->shape);
-        if (!db) {
-            st = amp_last_status();
-            goto out;
-        }
+        amp_tensor *db;
         if (c->mode == MODE_LINEAR) {
             /* dW [N, K] = alpha * dCᵀ · x, summed over x's batch */
             int64_t zero[AMP_MAX_DIMS] = {0};
-            st = bexec(fn, be, G.nb, G.bshape, &Gd, true, &A, false, amp__data(db), AMP_F32, G.K, zero, G.N, G.K, G.M, alpha,
-                       0.0f, NULL);
+            db = grad_gemm(fn, be, dev, b, G.nb, G.bshape, &Gd, true, &A, false, G.K, zero, G.N, G.K, G.M, alpha);
         } else {
             int bnb = (!bvec && b->ndim > 2) ? b->ndim - 2 : 0;
             mdesc Cd;
-            desc_contig(amp__data(db), AMP_F32, G.K, G.N, bnb, b->shape, G.nb, G.bshape, &Cd);
-            st = bexec(fn, be, G.nb, G.bshape, &A, true, &Gd, false, amp__data(db), AMP_F32, G.N, Cd.bs, G.K, G.N, G.M, alpha,
-                       0.0f, NULL);
+            desc_contig(NULL, AMP_F32, G.K, G.N, bnb, b->shape, G.nb, G.bshape, &Cd);
+            db = grad_gemm(fn, be, dev, b, G.nb, G.bshape, &A, true, &Gd, false, G.N, Cd.bs, G.K, G.N, G.M, alpha);
         }
-        if (st != AMP_OK) {
-            amp__release(db);
+        if (!db) {
+            st = amp_last_status();
             goto out;
         }
         gin[1] = db;
