@@ -490,8 +490,8 @@ done:
 }
 
 /* ---- backward ---------------------------------------------------------------------------------- */
-static amp_tensor *grad_buf(amp_device dev, int ndim, const int64_t *shape) {
-    return amp__tensor_new_on("amp_backward", dev, AMP_F32, ndim, shape, amp__mem_current(AMP_MEM_WORKSPACE), 0);
+static amp_tensor *grad_buf(amp_device dev, amp_dtype dt, int ndim, const int64_t *shape) {
+    return amp__tensor_new_on("amp_backward", dev, dt, ndim, shape, amp__mem_current(AMP_MEM_WORKSPACE), 0);
 }
 
 /* The gradient of a half operand on the CPU is written by its GEMM in the
@@ -505,14 +505,14 @@ static amp_tensor *grad_gemm(const char *fn, const amp_backend *be, amp_device d
                              const int64_t *bshape, const mdesc *A, bool ta, const mdesc *B, bool tb, int64_t ldc,
                              const int64_t *cbs, int64_t m, int64_t n, int64_t k, float alpha) {
     const amp_dtype hdt = dev == AMP_DEVICE_CPU && amp_dtype_is_half(x->dtype) ? x->dtype : AMP_F32;
-    amp_tensor *gb = amp__tensor_new_on("amp_backward", dev, hdt, x->ndim, x->shape, amp__mem_current(AMP_MEM_WORKSPACE), 0);
+    amp_tensor *gb = grad_buf(dev, hdt, x->ndim, x->shape);
     if (!gb) return NULL;
     bool summed = false;
     amp_status st = bexec_s(fn, be, nb, bshape, A, ta, B, tb, amp__data(gb), hdt, ldc, cbs, m, n, k, alpha, 0.0f, NULL,
                             hdt != AMP_F32 ? &summed : NULL);
     if (st == AMP_OK && summed) {
         amp__release(gb);
-        gb = grad_buf(dev, x->ndim, x->shape);
+        gb = grad_buf(dev, AMP_F32, x->ndim, x->shape);
         if (!gb) return NULL;
         st = bexec_s(fn, be, nb, bshape, A, ta, B, tb, amp__data(gb), AMP_F32, ldc, cbs, m, n, k, alpha, 0.0f, NULL, NULL);
     }
@@ -587,7 +587,7 @@ static amp_status mm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor *
             /* db [N] = the column sums of dC seen as [R, N] (R = all rows) */
             int64_t R = amp_tensor_numel(g) / (G.N ? G.N : 1);
             if (G.N == 0) R = 0;
-            gi = grad_buf(dev, 1, &G.N);
+            gi = grad_buf(dev, AMP_F32, 1, &G.N);
             st = gi ? AMP_BE_CALL(be, bias_grad, fn, g, R, G.N, gi) : amp_last_status();
         } else {
             /* d input = beta * dC summed to input's shape */
@@ -605,7 +605,7 @@ static amp_status mm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor *
             else st = amp__backend_missing(fn, be, "sum_to_shape");
             if (gi && st == AMP_OK) { /* gi (f32, contiguous) times beta: x * (float)beta */
                 amp_tensor *sum = gi;
-                gi = grad_buf(dev, e->ndim, e->shape);
+                gi = grad_buf(dev, AMP_F32, e->ndim, e->shape);
                 if (gi) {
                     amp_ew_operand x;
                     memset(&x, 0, sizeof x);

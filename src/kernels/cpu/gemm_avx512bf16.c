@@ -283,6 +283,30 @@ static void pack_b(float *dst, const gemm_mat *b, int64_t p0, int64_t kb, int64_
 }
 
 /* ---- micro-kernel ------------------------------------------------------------ */
+/* One pair step of the tile: row r's pair is the word at a + ro[r] (single:
+ * the one element there, the upper half zero), B's the NVE vectors at b. */
+AI void pair_step(V acc[MR][NV], const char *a, const int64_t ro[MR], const uint32_t *b, const bool single,
+                  const int NVE) {
+    W bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NVE; v++) bv[v] = _mm512_loadu_si512(b + v * VL);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; r++) {
+        uint32_t w = 0;
+        if (single) {
+            uint16_t h;
+            memcpy(&h, a + ro[r], 2);
+            w = h;
+        } else {
+            memcpy(&w, a + ro[r], 4);
+        }
+        W av = _mm512_set1_epi32((int)w);
+        __asm__("" : "+v"(av)); /* one vpbroadcastd per row, not an embedded broadcast per vdpbf16ps */
+#pragma GCC unroll 8
+        for (int v = 0; v < NVE; v++) acc[r][v] = dp(acc[r][v], bv[v], av);
+    }
+}
+
 /* MR x (NVE*16) tile from MR rows of A and the first NVE vectors of an
  * NR-column B micro-panel, kp pairs; each accumulator lane is one element of
  * C and takes the pairs in order. A's pair p of row r is the 32-bit word at
@@ -312,34 +336,11 @@ AI void micro(int64_t kp, const char *restrict a, const int64_t rs, const int64_
     }
 
     for (int64_t p = 0; p < kp; p++) {
-        W bv[NV];
-#pragma GCC unroll 8
-        for (int v = 0; v < NVE; v++) bv[v] = _mm512_loadu_si512(b + v * VL);
-#pragma GCC unroll 16
-        for (int r = 0; r < MR; r++) {
-            uint32_t w;
-            memcpy(&w, a + ro[r], 4);
-            W av = _mm512_set1_epi32((int)w);
-            __asm__("" : "+v"(av)); /* one vpbroadcastd per row, not an embedded broadcast per vdpbf16ps */
-#pragma GCC unroll 8
-            for (int v = 0; v < NVE; v++) acc[r][v] = dp(acc[r][v], bv[v], av);
-        }
+        pair_step(acc, a, ro, b, false, NVE);
         a += ps;
         b += NR;
     }
-    if (odd) {
-        W bv[NV];
-#pragma GCC unroll 8
-        for (int v = 0; v < NVE; v++) bv[v] = _mm512_loadu_si512(b + v * VL);
-#pragma GCC unroll 16
-        for (int r = 0; r < MR; r++) {
-            uint16_t h;
-            memcpy(&h, a + ro[r], 2);
-            const W av = _mm512_set1_epi32((int)h);
-#pragma GCC unroll 8
-            for (int v = 0; v < NVE; v++) acc[r][v] = dp(acc[r][v], bv[v], av);
-        }
-    }
+    if (odd) pair_step(acc, a, ro, b, true, NVE);
 
     micro_store(acc, c, cdt, ldc, mr, nr, alpha, beta, src, NVE);
 }
