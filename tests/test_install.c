@@ -48,6 +48,15 @@ static int sh(const char *cmd, char **out) {
     return rc;
 }
 
+/* Fails with msg after printing the end of a command's output (cmocka cuts
+ * long messages). */
+#define fail_out(out, ...)                                                    \
+    do {                                                                      \
+        size_t n_ = strlen(out);                                              \
+        fprintf(stderr, "%s\n", n_ > 6000 ? (out) + n_ - 6000 : (out));       \
+        fail_msg(__VA_ARGS__);                                                \
+    } while (0)
+
 static bool exists(const char *dir, const char *rel) {
     char p[2048];
     snprintf(p, sizeof p, "%s/%s", dir, rel);
@@ -161,11 +170,11 @@ static void t_install(void **s) {
     /* 1. make install into a new prefix, from the source tree */
     char flags[600] = "";
     if (*AMP_C_LAUNCHER) snprintf(flags, sizeof flags, "-DCMAKE_C_COMPILER_LAUNCHER=%s", AMP_C_LAUNCHER);
-    snprintf(cmd, sizeof cmd, "cd '%s' && " CLEAN_ENV "BUILD_INSTALL='%s' JOBS=2 CMAKE_FLAGS='%s' %s", AMP_SOURCE_DIR, build,
+    snprintf(cmd, sizeof cmd, "cd '%s' && " CLEAN_ENV "BUILD_INSTALL='%s' JOBS=$(nproc) CMAKE_FLAGS='%s' %s", AMP_SOURCE_DIR, build,
              flags, mk);
-    if (sh(cmd, &out) != 0) fail_msg("%s failed:\n%s", cmd, out);
+    if (sh(cmd, &out) != 0) fail_out(out, "%s failed", cmd);
     /* it installs cmocka or the dataset nowhere and builds no test, benchmark or example */
-    if (strstr(out, "libcmocka") || strstr(out, "fashion")) fail_msg("make install touched test dependencies:\n%s", out);
+    if (strstr(out, "libcmocka") || strstr(out, "fashion")) fail_out(out, "make install touched test dependencies");
     const char *not_built[] = {"test_tensor", "test_install", "typical_loop", "bench_gemm", "libamp_testsupport.a"};
     for (int i = 0; i < 5; i++)
         if (exists(build, not_built[i])) fail_msg("make install built %s", not_built[i]);
@@ -188,11 +197,11 @@ static void t_install(void **s) {
      * builds it only where a GPU is */
     bool cuda = strstr(out, "amp: CUDA backend ON (") != NULL;
     if (!cuda && !strstr(out, "amp: CUDA backend OFF (AMP_CUDA=AUTO: "))
-        fail_msg("make install did not say whether it built the CUDA backend and why:\n%s", out);
+        fail_out(out, "make install did not say whether it built the CUDA backend and why");
     if (!gpu_here()) {
-        if (cuda) fail_msg("AMP_CUDA=AUTO built the CUDA backend on a machine without a GPU:\n%s", out);
+        if (cuda) fail_out(out, "AMP_CUDA=AUTO built the CUDA backend on a machine without a GPU");
         if (!strstr(out, "no NVIDIA GPU") || !strstr(out, "-DAMP_CUDA=ON builds it anyway"))
-            fail_msg("the configure does not say why CUDA was left out and how to build it:\n%s", out);
+            fail_out(out, "the configure does not say why CUDA was left out and how to build it");
     }
     snprintf(cmd, sizeof cmd, "find '%s' -name '*.cu.o' | head -1", build);
     char *cu = NULL;
@@ -202,7 +211,7 @@ static void t_install(void **s) {
     /* amp-static.pc names the CUDA runtime and MPI exactly when they were built in */
     if (cuda != (strstr(pcs, "-lcudart_static") != NULL)) fail_msg("CUDA %s, amp-static.pc:\n%s", cuda ? "ON" : "OFF", pcs);
     bool mpi = strstr(out, "amp: data parallel over MPI: ON") != NULL;
-    if (!mpi && !strstr(out, "amp: data parallel over MPI: OFF")) fail_msg("make install did not say whether MPI is in:\n%s", out);
+    if (!mpi && !strstr(out, "amp: data parallel over MPI: OFF")) fail_out(out, "make install did not say whether MPI is in");
     if (mpi != (strstr(pcs, "mpi") != NULL)) fail_msg("MPI %s, amp-static.pc:\n%s", mpi ? "ON" : "OFF", pcs);
     free(pc);
     free(pcs);
@@ -211,30 +220,30 @@ static void t_install(void **s) {
     /* 2. README's lines: my.c built with pkg-config starts without LD_LIBRARY_PATH */
     snprintf(cmd, sizeof cmd, "cp '%s/tests/install/use_amp.c' '%s/my.c' && cd '%s' && " CLEAN_ENV "sh -c 'set -e; %s; %s; ./my; ldd ./my'",
              AMP_SOURCE_DIR, home, home, ex_line, cc_line);
-    if (sh(cmd, &out) != 0) fail_msg("README.md's lines failed:\n%s\n%s", cmd, out);
-    if (!strstr(out, "bf16 3\n")) fail_msg("unexpected output:\n%s", out);
-    if (!strstr(out, "amp_matmul: [2,3] @ [2,3]: inner dimensions 3 and 2 differ")) fail_msg("unexpected output:\n%s", out);
-    if (!strstr(out, "exp 2.7183\n")) fail_msg("unexpected output:\n%s", out);
+    if (sh(cmd, &out) != 0) fail_out(out, "README.md's lines failed:\n%s", cmd);
+    if (!strstr(out, "bf16 3\n")) fail_out(out, "unexpected output");
+    if (!strstr(out, "amp_matmul: [2,3] @ [2,3]: inner dimensions 3 and 2 differ")) fail_out(out, "unexpected output");
+    if (!strstr(out, "exp 2.7183\n")) fail_out(out, "unexpected output");
     /* the installed library finds the installed vocabulary, not the source tree's */
     snprintf(want, sizeof want, "vocab %s/share/amp/gpt2\n", prefix);
-    if (!strstr(out, want)) fail_msg("the installed library looks for the GPT-2 vocabulary elsewhere (want '%s'):\n%s", want, out);
+    if (!strstr(out, want)) fail_out(out, "the installed library looks for the GPT-2 vocabulary elsewhere (want '%s')", want);
     if (!cuda && !gpu_here() && !strstr(out, "amp was built without CUDA (no NVIDIA GPU was found when it was configured"))
-        fail_msg("the library does not say why it has no CUDA:\n%s", out);
+        fail_out(out, "the library does not say why it has no CUDA");
     snprintf(want, sizeof want, "%s/lib/libamp.so.0 ", prefix);
-    if (!strstr(out, want)) fail_msg("not the installed libamp.so:\n%s", out);
+    if (!strstr(out, want)) fail_out(out, "not the installed libamp.so");
     free(out);
 
     /* 3. the static line: libamp.a inside the program */
     snprintf(cmd, sizeof cmd, "cd '%s' && rm -f my && " CLEAN_ENV "sh -c 'set -e; %s; %s; ./my; ldd ./my'", home, ex_line, cc_static);
-    if (sh(cmd, &out) != 0) fail_msg("README.md's static line failed:\n%s\n%s", cmd, out);
-    if (!strstr(out, "bf16 3\n") || !strstr(out, "exp 2.7183\n")) fail_msg("unexpected output:\n%s", out);
-    if (strstr(out, "libamp")) fail_msg("the static program still loads libamp:\n%s", out);
+    if (sh(cmd, &out) != 0) fail_out(out, "README.md's static line failed:\n%s", cmd);
+    if (!strstr(out, "bf16 3\n") || !strstr(out, "exp 2.7183\n")) fail_out(out, "unexpected output");
+    if (strstr(out, "libamp")) fail_out(out, "the static program still loads libamp");
     free(out);
 
     /* 4. the installed command runs */
     snprintf(cmd, sizeof cmd, CLEAN_ENV "'%s/bin/amp' formats --convert 70000", prefix);
-    if (sh(cmd, &out) != 0) fail_msg("%s failed:\n%s", cmd, out);
-    if (!strstr(out, "65504") && !strstr(out, "inf")) fail_msg("unexpected amp formats output:\n%s", out);
+    if (sh(cmd, &out) != 0) fail_out(out, "%s failed", cmd);
+    if (!strstr(out, "65504") && !strstr(out, "inf")) fail_out(out, "unexpected amp formats output");
     free(out);
 
     test_rmtree(home);
@@ -263,7 +272,7 @@ static void t_make_passes_cmake_flags(void **s) {
         /* -n prints the commands; sub-makes run, with -n too */
         snprintf(cmd, sizeof cmd, "cd '%s' && " CLEAN_ENV "make -n %s CMAKE_FLAGS='-DAMP_PROBE_A=1 -DAMP_PROBE_B=2' PREFIX=/nonexistent",
                  AMP_SOURCE_DIR, t);
-        if (sh(cmd, &out) != 0) fail_msg("%s failed:\n%s", cmd, out);
+        if (sh(cmd, &out) != 0) fail_out(out, "%s failed", cmd);
         /* one logical line per command (a recipe line may continue with \) */
         for (char *c = out; (c = strstr(c, "\\\n"));) memmove(c, c + 2, strlen(c + 2) + 1);
         for (char *l = out; *l;) {
@@ -291,7 +300,7 @@ static char *configure_pc(const char *name, const char *flags) {
     snprintf(dir, sizeof dir, "%s/test_install.d/%s", AMP_BINARY_DIR, name);
     snprintf(cmd, sizeof cmd, "cmake -S '%s' -B '%s' -DAMP_BUILD_TESTS=OFF -DAMP_BUILD_BENCH=OFF -DAMP_BUILD_EXAMPLES=OFF %s",
              AMP_SOURCE_DIR, dir, flags);
-    if (sh(cmd, &out) != 0) fail_msg("%s failed:\n%s", cmd, out);
+    if (sh(cmd, &out) != 0) fail_out(out, "%s failed", cmd);
     free(out);
     return read_rel(dir, "amp-static.pc.in");
 }
