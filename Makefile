@@ -4,6 +4,8 @@
 #   make test-asan  the whole suite under AddressSanitizer + UBSan (+ LeakSanitizer)
 #   make bench      run the benchmarks and regenerate docs/BENCHMARKS.md
 #   make install PREFIX=/usr/local   library, headers, amp.pc, the CLI (nothing else built or installed)
+#   CMAKE_FLAGS=...  passed to every configure, e.g. -DAMP_CUDA=ON (the CUDA backend
+#                    without a GPU here; AUTO builds it where nvcc and a GPU are), -DAMP_CUDA=OFF
 #   make fuzz       libFuzzer targets, 60 s each (clang)
 
 PREFIX ?= /usr/local
@@ -19,9 +21,14 @@ all: build
 deps:
 	@scripts/deps.sh build test run text
 
+# Every target that configures passes $(CMAKE_FLAGS) last, so that the
+# user's flags win: make install CMAKE_FLAGS=-DAMP_CUDA=ON. The configure
+# log is kept quiet except for amp's own lines (CUDA backend: built or not,
+# why, and how to switch; MPI).
 build:
 	@scripts/deps.sh build test
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) > $(BUILD).configure.log 2>&1 || (cat $(BUILD).configure.log; exit 1)
+	@sed -n 's/^-- amp: /amp: /p' $(BUILD).configure.log
 	@cmake --build $(BUILD) -j $(JOBS)
 
 run:
@@ -39,7 +46,7 @@ test:
 # shapes that ask for ~2^60 bytes), not abort the test.
 test-asan:
 	@scripts/deps.sh build test text
-	@$(MAKE) --no-print-directory build BUILD=build-asan CMAKE_FLAGS="-DAMP_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DAMP_BUILD_BENCH=OFF"
+	@$(MAKE) --no-print-directory build BUILD=build-asan CMAKE_FLAGS="-DAMP_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DAMP_BUILD_BENCH=OFF $(CMAKE_FLAGS)"
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  AMP_ASAN=1 ctest --output-on-failure -j $(JOBS)
 
@@ -51,18 +58,21 @@ bench:
 # Only what an installed library needs: no tests, benchmarks or examples, so
 # neither cmocka nor the dataset (deps.sh build installs cmake, gcc, zlib,
 # cJSON and pkg-config when missing). Its own build directory keeps the test
-# build in $(BUILD) as it is.
+# build in $(BUILD) as it is. The prefix is given to the configure too: the
+# library looks for the GPT-2 vocabulary in PREFIX/share/amp.
 install:
 	@scripts/deps.sh build
 	@mkdir -p $(BUILD_INSTALL)
-	@cmake -S . -B $(BUILD_INSTALL) -DCMAKE_BUILD_TYPE=Release -DAMP_BUILD_TESTS=OFF -DAMP_BUILD_BENCH=OFF \
-	  -DAMP_BUILD_EXAMPLES=OFF > $(BUILD_INSTALL)/configure.log 2>&1 || (cat $(BUILD_INSTALL)/configure.log; exit 1)
+	@cmake -S . -B $(BUILD_INSTALL) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$(abspath $(PREFIX)) \
+	  -DAMP_BUILD_TESTS=OFF -DAMP_BUILD_BENCH=OFF -DAMP_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS) \
+	  > $(BUILD_INSTALL)/configure.log 2>&1 || (cat $(BUILD_INSTALL)/configure.log; exit 1)
+	@sed -n 's/^-- amp: /amp: /p' $(BUILD_INSTALL)/configure.log
 	@cmake --build $(BUILD_INSTALL) -j $(JOBS)
-	cmake --install $(BUILD_INSTALL) --prefix $(PREFIX)
+	cmake --install $(BUILD_INSTALL) --prefix $(abspath $(PREFIX))
 
 fuzz:
 	@scripts/deps.sh build test fuzz
-	@CC=clang $(MAKE) --no-print-directory build BUILD=build-fuzz CMAKE_FLAGS="-DAMP_FUZZ=ON -DAMP_BUILD_TESTS=OFF -DAMP_BUILD_BENCH=OFF -DCMAKE_C_COMPILER=clang"
+	@CC=clang $(MAKE) --no-print-directory build BUILD=build-fuzz CMAKE_FLAGS="-DAMP_FUZZ=ON -DAMP_BUILD_TESTS=OFF -DAMP_BUILD_BENCH=OFF -DCMAKE_C_COMPILER=clang $(CMAKE_FLAGS)"
 	scripts/fuzz.sh build-fuzz 60
 
 docs: build

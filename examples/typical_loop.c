@@ -1,8 +1,8 @@
 /* The typical mixed-precision training loop (PyTorch's "Automatic Mixed
  * Precision examples", first section): autocast around the forward and the
  * loss, GradScaler around backward and step. A complete program on in-memory
- * data; README.md shows this file. Build: cc typical_loop.c $(pkg-config
- * --cflags --libs amp). */
+ * data; README.md shows this file. Build: as README.md's "Using the
+ * library" says (the line is in examples/README.md). */
 #include <amp/amp.h>
 #include <stdio.h>
 

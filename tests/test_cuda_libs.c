@@ -4,7 +4,7 @@
  * device is looked for, so whether they load and every function amp calls
  * resolves is checked here even without a GPU: the link step of a dlopen
  * design. Exits 77 ("built without CUDA") when amp was configured without
- * nvcc. */
+ * the CUDA backend. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +44,8 @@ static void t_libraries_load(void **state) {
 
 int main(void) {
     if (!amp_cuda_built()) {
-        printf("SKIP: built without CUDA (nvcc was not found at configure time)\n");
+        amp_device_check(AMP_DEVICE_CUDA); /* its error says why */
+        printf("SKIP: %s\n", amp_last_error());
         return 77;
     }
     const struct CMUnitTest tests[] = {cmocka_unit_test(t_libraries_load)};

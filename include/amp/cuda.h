@@ -19,7 +19,8 @@
 extern "C" {
 #endif
 
-/* amp was compiled with the CUDA backend (nvcc was found at configure time). */
+/* amp was compiled with the CUDA backend (AMP_CUDA=AUTO found nvcc and a GPU at
+ * configure time, or -DAMP_CUDA=ON: docs/cuda.md). */
 bool amp_cuda_built(void);
 /* Built with it, and a CUDA device can be used: amp_device_check(AMP_DEVICE_CUDA) == AMP_OK. */
 bool amp_cuda_available(void);

@@ -44,8 +44,8 @@ const char *amp_device_name(amp_device d);
 /* Accepts "cpu", "cuda", "cuda:0" (the process's GPU) and "gpu". */
 amp_status amp_device_parse(const char *s, amp_device *out);
 /* AMP_OK when tensors can be made on d now; else an error saying why: "amp
- * was built without CUDA (nvcc was not found when it was configured)" or "no
- * CUDA device: cudaGetDeviceCount: CUDA driver version is insufficient ...". */
+ * was built without CUDA (no NVIDIA GPU was found when it was configured, ...)"
+ * or "no CUDA device: cudaGetDeviceCount: CUDA driver version is insufficient ...". */
 amp_status amp_device_check(amp_device d);
 
 /* ---- memory accounting --------------------------------------------------- */

@@ -32,6 +32,10 @@ amp_status amp_device_parse(const char *s, amp_device *out) {
     return amp_error(AMP_ERR_ARG, "amp_device_parse: '%s' is not a device (expected \"cpu\" or \"cuda\")", s);
 }
 
+#ifndef AMP_NO_CUDA_REASON
+#define AMP_NO_CUDA_REASON "it was configured without the CUDA backend"
+#endif
+
 const amp_backend *amp__backend(const char *fn, amp_device d) {
     switch (d) {
     case AMP_DEVICE_CPU: return &amp_backend_cpu;
@@ -39,8 +43,8 @@ const amp_backend *amp__backend(const char *fn, amp_device d) {
 #ifdef AMP_HAVE_CUDA
         return amp__cuda_backend(fn);
 #else
-        return amp_error_null(AMP_ERR_UNSUPPORTED, "%s: amp was built without CUDA (nvcc was not found when it was "
-                                                   "configured; see docs/cuda.md)", fn);
+        return amp_error_null(AMP_ERR_UNSUPPORTED, "%s: amp was built without CUDA (" AMP_NO_CUDA_REASON "; see docs/cuda.md)",
+                              fn);
 #endif
     default: return amp_error_null(AMP_ERR_ARG, "%s: device %d is not valid", fn, (int)d);
     }
