@@ -113,8 +113,10 @@ int cmd_generate(int argc, char **argv) {
         if (!c) return cli_fail("generate: %s", amp_last_error());
         const char *model = amp_checkpoint_meta(c, "model");
         if (!model || strcmp(model, "gpt") || parse_config(amp_checkpoint_meta(c, "gpt.config"), &gc)) {
+            /* the message before the close: model points into the checkpoint */
+            rc = cli_fail("generate: %s is not a checkpoint of 'amp train --model gpt' (model %s)", ckpt, model ? model : "unknown");
             amp_checkpoint_close(c);
-            return cli_fail("generate: %s is not a checkpoint of 'amp train --model gpt' (model %s)", ckpt, model ? model : "unknown");
+            return rc;
         }
         if (!tokname) {
             const char *t = amp_checkpoint_meta(c, "tokenizer");
