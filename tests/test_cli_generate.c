@@ -1,7 +1,13 @@
 /* amp generate and the GPT loader against bad input, each case reproduced
  * from issue 23:
  *   - a checkpoint of another model is refused naming that model (the name
- *     was printed after the checkpoint was closed: "(model zTc...)"). */
+ *     was printed after the checkpoint was closed: "(model zTc...)");
+ *   - non-finite weights (a NaN in a state_dict or a checkpoint, a 7e4
+ *     weight under fp16) and non-finite logits are refused naming the
+ *     tensor or the step and the precision (garbage text and exit 0 before),
+ *     by amp_gpt_generate itself for a library user; a temperature so small
+ *     that logits / T overflows samples the greedy token ("yyyy..." before). */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,9 +56,163 @@ static void t_other_model_named(void **state) {
     free(err);
 }
 
+#define GOLDEN AMP_TEST_DATA_DIR "/gpt/gpt_small.safetensors"
+
+/* Writes the golden state_dict (2 layers, 4 heads, 64 wide, block 32, byte
+ * vocabulary) to g_dir/name with edit(tensor name, tensor) applied to each
+ * tensor, plus one more tensor when extra_name is given. Returns the path. */
+static char *write_variant(const char *name, void (*edit)(const char *, amp_tensor *), const char *extra_name, amp_tensor *extra) {
+    amp_safetensors *f = amp_safetensors_read(GOLDEN);
+    if (!f) fail_msg("%s", amp_last_error());
+    int n = amp_safetensors_count(f);
+    amp_tensor *ts[64];
+    const char *names[64];
+    assert_true(n < 63);
+    for (int i = 0; i < n; i++) {
+        amp_safetensors_info in;
+        amp_safetensors_info_at(f, i, &in);
+        names[i] = in.name;
+        ts[i] = amp_safetensors_get(f, in.name);
+        assert_non_null(ts[i]);
+        if (edit) edit(in.name, ts[i]);
+    }
+    if (extra_name) {
+        names[n] = extra_name;
+        ts[n++] = extra;
+    }
+    char *path = malloc(1200);
+    snprintf(path, 1200, "%s/%s", g_dir, name);
+    if (amp_safetensors_write(path, ts, names, n, NULL, 0) != AMP_OK) fail_msg("%s", amp_last_error());
+    for (int i = 0; i < n; i++) amp_tensor_free(ts[i]);
+    amp_safetensors_free(f);
+    return path;
+}
+
+static void set_elem(amp_tensor *t, int64_t i, float v) { ((float *)amp_tensor_data(t))[i] = v; }
+static void fill(amp_tensor *t, float v) {
+    for (int64_t i = 0; i < amp_tensor_numel(t); i++) set_elem(t, i, v);
+}
+
+static void nan_in_fc(const char *name, amp_tensor *t) {
+    if (!strcmp(name, "transformer.h.1.mlp.c_fc.weight")) set_elem(t, 77, NAN);
+}
+static void big_in_wte(const char *name, amp_tensor *t) {
+    if (!strcmp(name, "transformer.wte.weight")) set_elem(t, 5, 7e4f);
+}
+/* finite weights whose logits are 64 x 6e4 = 3.8e6: past fp16's 65504 */
+static void huge_logits(const char *name, amp_tensor *t) {
+    if (!strcmp(name, "transformer.ln_f.weight") || !strcmp(name, "transformer.ln_f.bias")) fill(t, 6e4f);
+    if (!strcmp(name, "transformer.wte.weight")) fill(t, 1.0f);
+}
+
+/* defect 7: non-finite weights or logits are refused, naming what */
+static void t_nonfinite_refused(void **state) {
+    (void)state;
+    char *err;
+    const char *gen = "generate --n-head 4 --tokens 8 --temperature 0";
+    char *p = write_variant("nan.safetensors", nan_in_fc, NULL, NULL);
+    free(amp(1, &err, "%s --checkpoint %s", gen, p));
+    if (!strstr(err, "transformer.h.1.mlp.c_fc.weight") || !strstr(err, "nan"))
+        fail_msg("a NaN weight is not refused by name:\n%s", err);
+    free(err);
+    free(p);
+    /* 7e4 is finite in f32 and bf16, inf in fp16 */
+    p = write_variant("big.safetensors", big_in_wte, NULL, NULL);
+    free(amp(0, NULL, "%s --checkpoint %s", gen, p));
+    free(amp(0, NULL, "%s --checkpoint %s --precision bf16", gen, p));
+    free(amp(1, &err, "%s --checkpoint %s --precision fp16", gen, p));
+    if (!strstr(err, "transformer.wte.weight") || !strstr(err, "65504") || !strstr(err, "bf16"))
+        fail_msg("a weight beyond fp16's range is not refused by name with the way out:\n%s", err);
+    free(err);
+    free(p);
+    /* finite weights, logits beyond fp16: refused at step 1, naming the step and the precision */
+    p = write_variant("huge.safetensors", huge_logits, NULL, NULL);
+    free(amp(0, NULL, "%s --checkpoint %s", gen, p));
+    char *out = amp(1, &err, "%s --checkpoint %s --precision fp16", gen, p);
+    if (!strstr(err, "step 1") || !strstr(err, "f16") || !strstr(err, "not finite") || !strstr(err, "bf16"))
+        fail_msg("non-finite logits are not refused naming the step and the precision:\n%s", err);
+    assert_string_equal(out, ""); /* no garbage text */
+    free(out);
+    free(err);
+    free(p);
+}
+
+/* defect 7: a NaN in a checkpoint directory's weights (the checkpoint itself
+ * intact: its metadata and checksum rewritten) */
+static void t_nonfinite_checkpoint(void **state) {
+    (void)state;
+    char dir[1100], model[1200], *err;
+    snprintf(dir, sizeof dir, "%s/gck", g_dir);
+    free(amp(0, NULL, "train --model gpt --n-layer 2 --n-head 4 --n-embd 64 --block-size 32 --batch 8 --threads 2 --max-steps 2 "
+                      "--eval-windows 4 --quiet --checkpoint %s", dir));
+    snprintf(model, sizeof model, "%s/model.safetensors", dir);
+    amp_safetensors *f = amp_safetensors_read(model);
+    if (!f) fail_msg("%s", amp_last_error());
+    int n = amp_safetensors_count(f), nm = amp_safetensors_meta_count(f), k = 0;
+    amp_tensor *ts[64];
+    const char *names[64];
+    amp_kv meta[64];
+    for (int i = 0; i < n; i++) {
+        amp_safetensors_info in;
+        amp_safetensors_info_at(f, i, &in);
+        names[i] = in.name;
+        ts[i] = amp_safetensors_get(f, in.name);
+        if (!strcmp(in.name, "transformer.h.0.attn.c_proj.weight")) set_elem(ts[i], 3, NAN);
+    }
+    for (int i = 0; i < nm; i++) {
+        const char *key = amp_safetensors_meta_key(f, i);
+        if (strcmp(key, "data_crc32")) meta[k++] = (amp_kv){key, amp_safetensors_meta(f, key)};
+    }
+    assert_int_equal(amp_safetensors_write(model, ts, names, n, meta, k), AMP_OK);
+    for (int i = 0; i < n; i++) amp_tensor_free(ts[i]);
+    amp_safetensors_free(f);
+    free(amp(1, &err, "generate --checkpoint %s --tokens 4", dir));
+    if (!strstr(err, "transformer.h.0.attn.c_proj.weight") || !strstr(err, "nan"))
+        fail_msg("a NaN weight in a checkpoint is not refused by name:\n%s", err);
+    free(err);
+}
+
+/* defect 7: --temperature 1e-310 (logits / T overflows a double) is greedy */
+static void t_tiny_temperature(void **state) {
+    (void)state;
+    const char *gen = "generate --checkpoint " GOLDEN " --n-head 4 --tokens 24 --prompt ROMEO:";
+    char *greedy = amp(0, NULL, "%s --temperature 0", gen);
+    char *tiny = amp(0, NULL, "%s --temperature 1e-310", gen);
+    assert_string_equal(tiny, greedy);
+    free(tiny);
+    free(greedy);
+}
+
+/* defect 7, the library: amp_gpt_generate refuses a non-finite weight by name
+ * and leaves the model alone */
+static void t_generate_api_nonfinite(void **state) {
+    (void)state;
+    amp_gpt_config c = {2, 2, 16, 16, 32, 0.0, true};
+    amp_generator g = amp_generator_make(3);
+    amp_module *m = amp_gpt_new(&c, &g);
+    assert_non_null(m);
+    amp_tensor *w = amp_module_get_parameter(m, "transformer.h.1.attn.c_attn.weight");
+    assert_non_null(w);
+    set_elem(w, 11, INFINITY);
+    int64_t prompt[2] = {1, 2}, out[4], n = -1;
+    amp_gpt_generate_opts o = AMP_GPT_GENERATE_DEFAULTS;
+    o.max_new_tokens = 4;
+    assert_int_not_equal(amp_gpt_generate(m, prompt, 2, out, &n, &o), AMP_OK);
+    assert_int_equal(n, 0);
+    if (!strstr(amp_last_error(), "amp_gpt_generate") || !strstr(amp_last_error(), "transformer.h.1.attn.c_attn.weight") ||
+        !strstr(amp_last_error(), "element 11") || !strstr(amp_last_error(), "inf"))
+        fail_msg("%s", amp_last_error());
+    set_elem(w, 11, 0.0f);
+    assert_int_equal(amp_gpt_generate(m, prompt, 2, out, &n, &o), AMP_OK);
+    assert_int_equal(n, 4);
+    amp_module_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_other_model_named),
+        cmocka_unit_test(t_other_model_named),    cmocka_unit_test(t_nonfinite_refused),
+        cmocka_unit_test(t_nonfinite_checkpoint), cmocka_unit_test(t_tiny_temperature),
+        cmocka_unit_test(t_generate_api_nonfinite),
     };
     amp_test_prepare();
     return cmocka_run_group_tests(tests, setup, teardown);
