@@ -123,7 +123,15 @@ typedef struct {
  * the uncached path applies the same windows (and so gives the same
  * tokens). Sampling: softmax of logits / temperature over the top_k
  * largest, one uniform draw per token from the generator (counter-based:
- * the same seed gives the same text). */
+ * the same seed gives the same text); the logits are scaled as
+ * (logit - max) / temperature, which cannot overflow, so a temperature so
+ * small that the quotient does (1e-310) gives the greedy token, the limit
+ * of temperature -> 0. Non-finite values are refused (AMP_ERR_RANGE, *n_out
+ * the tokens made so far): before the first step a parameter that is not
+ * finite, named with the element (one pass over the weights per call; an
+ * f16 model holds inf where a weight exceeded 65504 when it was
+ * converted), and at each step logits that are not finite, naming the step
+ * and the weights' and autocast dtypes. */
 amp_status amp_gpt_generate(amp_module *m, const int64_t *prompt, int64_t n, int64_t *out, int64_t *n_out,
                             const amp_gpt_generate_opts *o);
 

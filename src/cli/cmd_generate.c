@@ -186,7 +186,8 @@ int cmd_generate(int argc, char **argv) {
     double t0 = bench_now();
     if (amp_gpt_generate(m, seq, (int64_t)n, out, &got, &o) != AMP_OK) {
         free(oid);
-        rc = cli_fail("generate: %s", amp_last_error());
+        bool range = amp_last_status() == AMP_ERR_RANGE && dt == AMP_F16;
+        rc = cli_fail("generate: %s%s", amp_last_error(), range ? " (--precision bf16 or fp32)" : "");
         goto out;
     }
     double dt_s = bench_now() - t0;

@@ -57,6 +57,39 @@ static bool arg_ok(const char *fn, const char *what, const amp_tensor *t) {
     return true;
 }
 
+/* The first element of a float tensor that is not finite: its index, or -1
+ * (also for integer tensors), with its value in *bad; -2 when it could not be
+ * read (the error set). Reads through amp_tensor_copy_out, a block of rows at
+ * a time (any dtype, layout or device), exactly: f64 holds every value. */
+static int64_t first_nonfinite(amp_tensor *t, double *bad) {
+    if (!amp_dtype_is_float(amp_tensor_dtype(t)) || amp_tensor_numel(t) == 0) return -1;
+    enum { CHUNK = 1 << 15 };
+    int64_t rows = amp_tensor_ndim(t) > 1 ? amp_tensor_dim(t, 0) : amp_tensor_numel(t);
+    int64_t row = amp_tensor_numel(t) / rows, step = row >= CHUNK ? 1 : CHUNK / row;
+    double *buf = malloc(sizeof(double) * (size_t)(step * row));
+    if (!buf) {
+        amp_error(AMP_ERR_NOMEM, "amp_gpt: out of memory checking a tensor's values");
+        return -2;
+    }
+    int64_t at = -1;
+    amp_no_grad_begin();
+    for (int64_t r = 0; r < rows && at == -1; r += step) {
+        int64_t e = r + step < rows ? r + step : rows;
+        amp_scope *sc = amp_scope_begin();
+        amp_tensor *v = amp_tensor_ndim(t) > 1 || r > 0 || e < rows ? amp_slice(t, 0, r, e, 1) : t;
+        if (!sc || !v || amp_tensor_copy_out(v, buf, AMP_F64) != AMP_OK) at = -2;
+        for (int64_t i = 0; at == -1 && i < (e - r) * row; i++)
+            if (!isfinite(buf[i])) at = r * row + i, *bad = buf[i];
+        if (sc) amp_scope_end(sc);
+    }
+    amp_no_grad_end();
+    free(buf);
+    return at;
+}
+
+/* Why a value is refused: "nan", "inf", "-inf". */
+static const char *nonfinite_name(double v) { return isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"; }
+
 /* ---- the module classes ------------------------------------------------------------------------ */
 static amp_tensor *dropout_fwd(amp_module *m, amp_tensor *x) {
     mod_data *d = amp_module_data(m);
@@ -637,13 +670,64 @@ amp_tensor *amp_gpt_forward_cached(amp_module *m, amp_tensor *idx, amp_gpt_cache
 }
 
 /* ---- generation ----------------------------------------------------------------------------------------- */
+/* The hint for a non-finite value computed in dtype dt. */
+static const char *range_hint(amp_dtype dt) {
+    return dt == AMP_F16 ? "f16's range ends at 65504, a larger value becomes inf: run in bf16 (f32's range) or f32"
+                         : "f32's range is exceeded, or the weights are damaged";
+}
+
+/* Every weight finite, or an error naming the first that is not. */
+static amp_status check_weights(const char *fn, amp_module *m) {
+    int np = amp_module_parameters(m, NULL, NULL, 0);
+    amp_tensor **ps = calloc((size_t)np + 1, sizeof *ps);
+    const char **names = calloc((size_t)np + 1, sizeof *names);
+    amp_status st = ps && names ? AMP_OK : amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    if (st == AMP_OK) amp_module_parameters(m, ps, names, np);
+    for (int i = 0; i < np && st == AMP_OK; i++) {
+        double bad = 0;
+        int64_t at = first_nonfinite(ps[i], &bad);
+        if (at == -2) st = amp_last_status();
+        else if (at >= 0) {
+            amp_dtype dt = amp_tensor_dtype(ps[i]);
+            st = amp_error(AMP_ERR_RANGE, "%s: parameter %s element %lld is %s (%s): the weights must be finite; %s", fn, names[i],
+                           (long long)at, nonfinite_name(bad), amp_dtype_name(dt),
+                           dt == AMP_F16 ? range_hint(dt) : "a damaged file, or one saved after training diverged");
+        }
+    }
+    free(ps);
+    free(names);
+    return st;
+}
+
+/* The step's logits (V floats) finite, or an error naming the step and the
+ * precision the model ran in. */
+static amp_status check_logits(const char *fn, const amp_module *m, const float *row, int64_t V, int64_t step) {
+    int64_t v = 0;
+    while (v < V && isfinite(row[v])) v++;
+    if (v == V) return AMP_OK;
+    amp_dtype wd = amp_tensor_dtype(P(CH(CH(m, "transformer"), "wte"), "weight"));
+    amp_module_io io;
+    amp_dtype ac = amp_autocast_is_enabled() ? amp_autocast_dtype()
+                   : amp_module_get_io(m, &io) && io.autocast ? io.autocast_dtype
+                                                               : AMP_DTYPE_COUNT;
+    amp_dtype worst = wd == AMP_F16 || ac == AMP_F16 ? AMP_F16 : wd;
+    char prec[96];
+    snprintf(prec, sizeof prec, "%s weights%s%s", amp_dtype_name(wd), ac != AMP_DTYPE_COUNT ? ", autocast to " : "",
+             ac != AMP_DTYPE_COUNT ? amp_dtype_name(ac) : "");
+    return amp_error(AMP_ERR_RANGE, "%s: the logits of step %lld are not finite (token %lld: %s) with %s: %s", fn, (long long)step,
+                     (long long)v, nonfinite_name(row[v]), prec, range_hint(worst));
+}
+
 /* Next token from a logits row (V floats). */
 static int64_t sample(const float *row, int64_t V, const amp_gpt_generate_opts *o, amp_generator *g, double *scratch) {
     int64_t best = 0;
     for (int64_t v = 1; v < V; v++)
         if (row[v] > row[best]) best = v;
     if (o->temperature <= 0) return best;
-    for (int64_t v = 0; v < V; v++) scratch[v] = (double)row[v] / o->temperature;
+    /* (logit - max) / T: at most 0, so nothing overflows; when T is so small
+     * that the quotient does (1e-310), every other token gets -inf and
+     * probability 0: the greedy token, the limit of T -> 0 */
+    for (int64_t v = 0; v < V; v++) scratch[v] = ((double)row[v] - (double)row[best]) / o->temperature;
     double cut = -INFINITY;
     if (o->top_k > 0 && o->top_k < V) { /* the k-th largest value (ties kept, as nanoGPT's logits < v[-1]) */
         double *tmp = scratch + V;
@@ -669,9 +753,9 @@ static int64_t sample(const float *row, int64_t V, const amp_gpt_generate_opts *
         }
         cut = tmp[k];
     }
-    double mx = scratch[best], sum = 0;
+    double sum = 0;
     for (int64_t v = 0; v < V; v++) {
-        scratch[v] = scratch[v] < cut ? 0.0 : exp(scratch[v] - mx);
+        scratch[v] = scratch[v] < cut ? 0.0 : exp(scratch[v]);
         sum += scratch[v];
     }
     amp_tensor *u = amp_tensor_uniform(AMP_F32, 1, AMP_SHAPE(1), 0.0, 1.0, g);
@@ -709,6 +793,7 @@ amp_status amp_gpt_generate(amp_module *m, const int64_t *prompt, int64_t n, int
         if (prompt[i] < 0 || prompt[i] >= V)
             return amp_error(AMP_ERR_RANGE, "%s: prompt token %lld (at %lld) is outside the vocabulary 0..%lld", fn,
                              (long long)prompt[i], (long long)i, (long long)V - 1);
+    if (check_weights(fn, m) != AMP_OK) return amp_last_status();
     amp_generator *g = o->generator ? o->generator : amp_default_generator();
     int64_t total = n + o->max_new_tokens;
     int64_t *seq = malloc(sizeof(int64_t) * (size_t)total);
@@ -750,6 +835,7 @@ amp_status amp_gpt_generate(amp_module *m, const int64_t *prompt, int64_t n, int
             st = amp_last_status();
         }
         amp_scope_end(sc);
+        if (st == AMP_OK) st = check_logits(fn, m, row, V, len - n + 1);
         if (st != AMP_OK) break;
         int64_t tok = sample(row, V, o, g, scratch);
         seq[len++] = tok;
