@@ -6,7 +6,12 @@
  *     weight under fp16) and non-finite logits are refused naming the
  *     tensor or the step and the precision (garbage text and exit 0 before),
  *     by amp_gpt_generate itself for a library user; a temperature so small
- *     that logits / T overflows samples the greedy token ("yyyy..." before). */
+ *     that logits / T overflows samples the greedy token ("yyyy..." before);
+ *   - a state_dict's lm_head.weight is checked: equal to the embedding it is
+ *     the tied head, anything else (other values, shape, dtype) is refused,
+ *     since amp's GPT ties them (it was ignored whatever it held);
+ *   - a checkpoint's gpt.config is checked against its tensors' shapes before
+ *     the model is made (an edited block_size=2^24 allocated gigabytes first). */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -137,35 +142,55 @@ static void t_nonfinite_refused(void **state) {
     free(p);
 }
 
-/* defect 7: a NaN in a checkpoint directory's weights (the checkpoint itself
- * intact: its metadata and checksum rewritten) */
-static void t_nonfinite_checkpoint(void **state) {
-    (void)state;
-    char dir[1100], model[1200], *err;
-    snprintf(dir, sizeof dir, "%s/gck", g_dir);
-    free(amp(0, NULL, "train --model gpt --n-layer 2 --n-head 4 --n-embd 64 --block-size 32 --batch 8 --threads 2 --max-steps 2 "
-                      "--eval-windows 4 --quiet --checkpoint %s", dir));
-    snprintf(model, sizeof model, "%s/model.safetensors", dir);
-    amp_safetensors *f = amp_safetensors_read(model);
+/* Rewrites a checkpoint file in place with edit applied to each tensor and
+ * metadata key set to value (when key is given): the checkpoint stays intact
+ * (the same checkpoint_id, a new data_crc32), as an edit of a user would. */
+static void rewrite(const char *dir, const char *file, void (*edit)(const char *, amp_tensor *), const char *key, const char *value) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    amp_safetensors *f = amp_safetensors_read(path);
     if (!f) fail_msg("%s", amp_last_error());
     int n = amp_safetensors_count(f), nm = amp_safetensors_meta_count(f), k = 0;
-    amp_tensor *ts[64];
-    const char *names[64];
+    amp_tensor **ts = calloc((size_t)n, sizeof *ts);
+    const char **names = calloc((size_t)n, sizeof *names);
     amp_kv meta[64];
+    assert_true(nm <= 64);
     for (int i = 0; i < n; i++) {
         amp_safetensors_info in;
         amp_safetensors_info_at(f, i, &in);
         names[i] = in.name;
         ts[i] = amp_safetensors_get(f, in.name);
-        if (!strcmp(in.name, "transformer.h.0.attn.c_proj.weight")) set_elem(ts[i], 3, NAN);
+        if (edit) edit(in.name, ts[i]);
     }
     for (int i = 0; i < nm; i++) {
-        const char *key = amp_safetensors_meta_key(f, i);
-        if (strcmp(key, "data_crc32")) meta[k++] = (amp_kv){key, amp_safetensors_meta(f, key)};
+        const char *mk = amp_safetensors_meta_key(f, i);
+        if (strcmp(mk, "data_crc32")) meta[k++] = (amp_kv){mk, key && !strcmp(mk, key) ? value : amp_safetensors_meta(f, mk)};
     }
-    assert_int_equal(amp_safetensors_write(model, ts, names, n, meta, k), AMP_OK);
+    assert_int_equal(amp_safetensors_write(path, ts, names, n, meta, k), AMP_OK);
     for (int i = 0; i < n; i++) amp_tensor_free(ts[i]);
+    free(ts);
+    free(names);
     amp_safetensors_free(f);
+}
+
+static const char *gpt_checkpoint(const char *name) {
+    static char dir[1100];
+    snprintf(dir, sizeof dir, "%s/%s", g_dir, name);
+    free(amp(0, NULL, "train --model gpt --n-layer 2 --n-head 4 --n-embd 64 --block-size 32 --batch 8 --threads 2 --max-steps 2 "
+                      "--eval-windows 4 --quiet --checkpoint %s", dir));
+    return dir;
+}
+
+static void nan_in_proj(const char *name, amp_tensor *t) {
+    if (!strcmp(name, "transformer.h.0.attn.c_proj.weight")) set_elem(t, 3, NAN);
+}
+
+/* defect 7: a NaN in a checkpoint directory's weights */
+static void t_nonfinite_checkpoint(void **state) {
+    (void)state;
+    const char *dir = gpt_checkpoint("gck");
+    rewrite(dir, "model.safetensors", nan_in_proj, NULL, NULL);
+    char *err;
     free(amp(1, &err, "generate --checkpoint %s --tokens 4", dir));
     if (!strstr(err, "transformer.h.0.attn.c_proj.weight") || !strstr(err, "nan"))
         fail_msg("a NaN weight in a checkpoint is not refused by name:\n%s", err);
@@ -208,11 +233,85 @@ static void t_generate_api_nonfinite(void **state) {
     amp_module_free(m);
 }
 
+static amp_tensor *g_wte; /* the golden embedding */
+static void keep_wte(const char *name, amp_tensor *t) {
+    if (!strcmp(name, "transformer.wte.weight")) g_wte = amp_clone(t);
+}
+
+/* defect 11: lm_head.weight equal to wte loads (tied); anything else is refused by name */
+static void t_lm_head(void **state) {
+    (void)state;
+    free(write_variant("plain.safetensors", keep_wte, NULL, NULL));
+    assert_non_null(g_wte);
+    amp_gpt_config c = {2, 4, 64, 32, 256, 0.0, true};
+    struct {
+        const char *file, *want;
+        amp_tensor *head;
+    } cases[] = {
+        {"tied.safetensors", NULL, amp_clone(g_wte)},
+        {"untied.safetensors", "differs", amp_add_scalar(g_wte, 1.0)},
+        {"shape.safetensors", "shape", amp_tensor_zeros(AMP_F32, 2, AMP_SHAPE(10, 64))},
+        {"int.safetensors", "i64", amp_tensor_zeros(AMP_I64, 2, AMP_SHAPE(256, 64))},
+    };
+    char *plain_text = amp(0, NULL, "generate --checkpoint %s/plain.safetensors --n-head 4 --tokens 12 --temperature 0", g_dir);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_non_null(cases[i].head);
+        char *p = write_variant(cases[i].file, NULL, "lm_head.weight", cases[i].head);
+        amp_module *m = amp_gpt_new(&c, NULL);
+        amp_status st = amp_gpt_load(m, p);
+        if (!cases[i].want) {
+            if (st != AMP_OK) fail_msg("%s: %s", cases[i].file, amp_last_error());
+            char *text = amp(0, NULL, "generate --checkpoint %s --n-head 4 --tokens 12 --temperature 0", p);
+            assert_string_equal(text, plain_text);
+            free(text);
+        } else {
+            if (st == AMP_OK || !strstr(amp_last_error(), "lm_head.weight") || !strstr(amp_last_error(), cases[i].want))
+                fail_msg("%s: loaded, or not refused naming lm_head.weight and '%s': %s", cases[i].file, cases[i].want,
+                         st == AMP_OK ? "(loaded)" : amp_last_error());
+            char *err;
+            free(amp(1, &err, "generate --checkpoint %s --n-head 4 --tokens 4", p));
+            if (!strstr(err, "lm_head.weight")) fail_msg("amp generate %s:\n%s", cases[i].file, err);
+            free(err);
+        }
+        amp_module_free(m);
+        free(p);
+    }
+    free(plain_text);
+    amp_tensor_free(g_wte);
+}
+
+/* defect 15: an edited gpt.config is refused against the tensors' shapes before
+ * the model is made (under a 2 GB address-space limit: the model of the edited
+ * config would need 4 GiB for its position table alone) */
+static void t_config_checked_first(void **state) {
+    (void)state;
+    const char *edits[][2] = {
+        {"n_layer=2 n_head=4 n_embd=64 block_size=16777216 vocab_size=256 dropout=0 bias=1", "block_size"},
+        {"n_layer=40 n_head=4 n_embd=64 block_size=32 vocab_size=256 dropout=0 bias=1", "n_layer"},
+        {"n_layer=2 n_head=4 n_embd=64 block_size=32 vocab_size=256 dropout=0 bias=0", "bias"},
+        {"n_layer=2 n_head=3 n_embd=64 block_size=32 vocab_size=256 dropout=0 bias=1", "n_head"},
+    };
+    for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+        const char *dir = gpt_checkpoint("cfg");
+        rewrite(dir, "model.safetensors", NULL, "gpt.config", edits[i][0]);
+        rewrite(dir, "training_state.safetensors", NULL, "gpt.config", edits[i][0]);
+        char *out = NULL, *err = NULL, args[1300];
+        snprintf(args, sizeof args, "generate --checkpoint %s --tokens 4", dir);
+        int rc = test_run_cli("ulimit -v 2000000;", args, &out, &err);
+        if (rc != 1 || !strstr(err, "gpt.config") || !strstr(err, edits[i][1]))
+            fail_msg("gpt.config \"%s\": exit %d, expected 1 with a message on gpt.config and %s:\n%s", edits[i][0], rc, edits[i][1], err);
+        free(out);
+        free(err);
+        test_rmtree(dir);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_other_model_named),    cmocka_unit_test(t_nonfinite_refused),
         cmocka_unit_test(t_nonfinite_checkpoint), cmocka_unit_test(t_tiny_temperature),
-        cmocka_unit_test(t_generate_api_nonfinite),
+        cmocka_unit_test(t_generate_api_nonfinite), cmocka_unit_test(t_lm_head),
+        cmocka_unit_test(t_config_checked_first),
     };
     amp_test_prepare();
     return cmocka_run_group_tests(tests, setup, teardown);
