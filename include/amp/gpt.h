@@ -25,6 +25,7 @@
 #ifndef AMP_GPT_H
 #define AMP_GPT_H
 
+#include "amp/checkpoint.h"
 #include "amp/nn.h"
 #include "amp/optim.h"
 
@@ -83,10 +84,28 @@ amp_status amp_gpt_apply_weight_decay(amp_module *m, amp_optim *const *optims, i
 /* Loads a safetensors state_dict written by amp_model_save, nanoGPT
  * (torch: state_dict() saved with safetensors) or Hugging Face's
  * GPT2LMHeadModel (h.0.attn.c_attn.weight [C, 3C], ...: names mapped and
- * Conv1D weights transposed). lm_head.weight may be absent (tied); the
- * causal-mask buffers (attn.bias, attn.masked_bias) are ignored. Every
- * parameter must be present with its shape; nothing changes unless all check. */
+ * Conv1D weights transposed). lm_head.weight may be absent (tied) or equal
+ * to the embedding; the causal-mask buffers (attn.bias, attn.masked_bias)
+ * are ignored. Every
+ * parameter must be present with its shape (amp_gpt_check_state_dict) and
+ * finite values (the first that is not is named); nothing changes unless
+ * all check. */
 amp_status amp_gpt_load(amp_module *m, const char *path);
+/* Whether a state_dict (amp_gpt_load's layouts) holds a GPT of
+ * configuration c, from the header alone, before any model is made: c
+ * valid (amp_gpt_new's rules), every parameter present with its shape and a
+ * float dtype, nothing else but the causal-mask buffers (attn.bias,
+ * attn.masked_bias) and lm_head.weight, which must be the tied head: the
+ * embedding's shape, dtype and bytes. amp's GPT, as GPT-2 and nanoGPT, has
+ * no separate LM head, so a different one is refused rather than dropped.
+ * The error names the tensor and the sizes of c that make its shape. */
+amp_status amp_gpt_check_state_dict(const amp_safetensors *f, const amp_gpt_config *c);
+/* The configuration a state_dict holds, from its shapes: vocab_size and
+ * n_embd from wte, block_size from wpe, n_layer the blocks h.0, h.1, ...,
+ * bias whether h.0.ln_1.bias is there, dropout 0, n_head as given (the
+ * shapes do not tell it); then amp_gpt_check_state_dict, so that a file
+ * whose shapes disagree is refused before amp_gpt_new allocates anything. */
+amp_status amp_gpt_config_from_state_dict(const amp_safetensors *f, int64_t n_head, amp_gpt_config *out);
 
 /* ---- generation ---------------------------------------------------------------
  * A KV cache: per layer the keys and values [B, n_head, block_size, hs] of

@@ -44,29 +44,6 @@ static int parse_config(const char *s, amp_gpt_config *c) {
     return 0;
 }
 
-/* The configuration of a state_dict file from its shapes (n_head given). */
-static int config_from_file(const amp_safetensors *f, int64_t n_head, amp_gpt_config *c) {
-    amp_safetensors_info wte, wpe;
-    bool pre = amp_safetensors_find(f, "transformer.wte.weight") >= 0;
-    const char *p = pre ? "transformer." : "";
-    char k[128];
-    snprintf(k, sizeof k, "%swte.weight", p);
-    int iw = amp_safetensors_find(f, k);
-    snprintf(k, sizeof k, "%swpe.weight", p);
-    int ip = amp_safetensors_find(f, k);
-    if (iw < 0 || ip < 0) return -1;
-    amp_safetensors_info_at(f, iw, &wte);
-    amp_safetensors_info_at(f, ip, &wpe);
-    int64_t L = 0;
-    for (;; L++) {
-        snprintf(k, sizeof k, "%sh.%lld.ln_1.weight", p, (long long)L);
-        if (amp_safetensors_find(f, k) < 0) break;
-    }
-    snprintf(k, sizeof k, "%sh.0.ln_1.bias", p);
-    *c = (amp_gpt_config){L, n_head, wte.shape[1], wpe.shape[0], wte.shape[0], 0.0, amp_safetensors_find(f, k) >= 0};
-    return L > 0 ? 0 : -1;
-}
-
 int cmd_generate(int argc, char **argv) {
     const char *ckpt = NULL, *prompt = NULL, *prec = "fp32", *tokname = NULL;
     long tokens = 200, topk = 200, seed = 0, threads = 0, nhead = 0;
@@ -123,6 +100,14 @@ int cmd_generate(int argc, char **argv) {
             tokname = t && !strcmp(t, "gpt2") ? "gpt2" : "byte";
         }
         gc.dropout = 0;
+        /* the metadata against the tensors' shapes before the model is made:
+         * an edited gpt.config would allocate its size first */
+        if (amp_gpt_check_state_dict(amp_checkpoint_model_file(c), &gc) != AMP_OK) {
+            rc = cli_fail("generate: %s: gpt.config \"%s\" does not describe the checkpoint's weights: %s", ckpt,
+                          amp_checkpoint_meta(c, "gpt.config"), amp_last_error());
+            amp_checkpoint_close(c);
+            return rc;
+        }
         m = amp_gpt_new(&gc, NULL);
         if (!m || amp_module_load_safetensors(m, amp_checkpoint_model_file(c)) != AMP_OK) {
             amp_checkpoint_close(c);
@@ -133,9 +118,11 @@ int cmd_generate(int argc, char **argv) {
     } else {
         amp_safetensors *f = amp_safetensors_read(ckpt);
         if (!f) return cli_fail("generate: %s", amp_last_error());
-        int bad = config_from_file(f, nhead, &gc);
+        /* the sizes from the shapes, every tensor checked, before the model is
+         * made (without --n-head, 1 head: the shapes do not depend on it) */
+        amp_status st = amp_gpt_config_from_state_dict(f, nhead ? nhead : 1, &gc);
         amp_safetensors_free(f);
-        if (bad) return cli_fail("generate: %s has no GPT-2 state_dict (wte.weight, wpe.weight, h.0...)", ckpt);
+        if (st != AMP_OK) return cli_fail("generate: %s: %s", ckpt, amp_last_error());
         if (!nhead) return cli_usage_error(cmd_generate_usage, "generate: a state_dict file needs --n-head (it is not in the shapes)");
         if (!tokname) tokname = gc.vocab_size == 256 ? "byte" : "gpt2";
         m = amp_gpt_new(&gc, NULL);
