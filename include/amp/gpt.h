@@ -119,7 +119,8 @@ int64_t amp_gpt_cache_length(const amp_gpt_cache *c); /* positions held */
 /* Forward of idx [B, T'] at positions length .. length + T' - 1 (at most
  * block_size in all), attending to the cached keys and values (each new
  * token costs O(length), not O(length^2)); appends the new keys and values.
- * Returns logits [B, T', V]. No grad (inference). */
+ * Returns logits [B, T', V]. No grad (inference): dropout is off whatever
+ * the model's mode, which is not changed. */
 amp_tensor *amp_gpt_forward_cached(amp_module *m, amp_tensor *idx, amp_gpt_cache *c);
 
 typedef struct {
@@ -134,8 +135,10 @@ typedef struct {
 
 /* Continues the prompt (n tokens, n >= 1) by up to max_new_tokens tokens
  * into out (capacity >= max_new_tokens); *n_out receives the count. The
- * model runs in eval mode (dropout off; its mode is restored), under the
- * caller's autocast state. Context: the last block_size tokens. When the
+ * model runs in eval semantics (dropout off) without its training flag
+ * being written, under the caller's autocast state: threads sharing one
+ * model may generate at once (docs/threads.md), each with its own
+ * generator for reproducible text. Context: the last block_size tokens. When the
  * cache is full, its newest block_size / 2 positions are kept by
  * re-encoding those tokens from position 0 (one forward of block_size / 2
  * tokens), so every token sees at least block_size / 2 tokens of context;
