@@ -28,7 +28,8 @@ void cmd_generate_usage(FILE *f) {
             "  --no-kv-cache        recompute the whole context for every token (the reference;\n"
             "                       gives the same tokens, O(T^2) per token instead of O(T))\n"
             "  --threads T          threads\n"
-            "  --stats              print tokens/s and the sizes to stderr\n"
+            "  --stats              print tokens/s and the sizes to stderr (after a blank line\n"
+            "                       when stdout and stderr are the same file or terminal)\n"
             "Context: the last block_size tokens; a full window keeps its newest half (amp/gpt.h).\n");
 }
 
@@ -193,10 +194,15 @@ int cmd_generate(int argc, char **argv) {
         rc = cli_fail("generate: writing the text failed");
         goto out;
     }
+    /* the line apart from the text: where both go to one file or terminal, a
+     * blank line between them (the text may end inside a UTF-8 character or
+     * read on into the line otherwise); alone on stderr, just the line */
+    struct stat so, se;
+    bool same = fstat(1, &so) == 0 && fstat(2, &se) == 0 && so.st_dev == se.st_dev && so.st_ino == se.st_ino;
     if (stats)
-        fprintf(stderr, "amp generate: %lld prompt + %lld new tokens in %.3f s (%.1f tokens/s), %s, %s, %s tokenizer, model "
+        fprintf(stderr, "%samp generate: %lld prompt + %lld new tokens in %.3f s (%.1f tokens/s), %s, %s, %s tokenizer, model "
                         "%lldL/%lldH/%lld block %lld vocab %lld\n",
-                (long long)n, (long long)got, dt_s, got / (dt_s > 0 ? dt_s : 1e-9), prec, cache ? "KV cache" : "no cache", tokname,
+                same ? "\n" : "", (long long)n, (long long)got, dt_s, got / (dt_s > 0 ? dt_s : 1e-9), prec, cache ? "KV cache" : "no cache", tokname,
                 (long long)gc.n_layer, (long long)gc.n_head, (long long)gc.n_embd, (long long)gc.block_size, (long long)gc.vocab_size);
     rc = CLI_OK;
 out:
