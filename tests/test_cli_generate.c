@@ -197,6 +197,40 @@ static void t_nonfinite_checkpoint(void **state) {
     free(err);
 }
 
+/* defect 7: amp_gpt_load refuses a NaN in an f64 state_dict too (read
+ * through amp_tensor_copy_out, not in place), and loads the finite file */
+static void t_nonfinite_f64_file(void **state) {
+    (void)state;
+    amp_safetensors *f = amp_safetensors_read(GOLDEN);
+    assert_non_null(f);
+    int n = amp_safetensors_count(f);
+    amp_tensor *ts[64];
+    const char *names[64];
+    for (int i = 0; i < n; i++) {
+        amp_safetensors_info in;
+        amp_safetensors_info_at(f, i, &in);
+        names[i] = in.name;
+        amp_tensor *t = amp_safetensors_get(f, in.name);
+        ts[i] = amp_tensor_keep(amp_to(t, AMP_F64));
+        amp_tensor_free(t);
+    }
+    char path[1200];
+    snprintf(path, sizeof path, "%s/f64.safetensors", g_dir);
+    assert_int_equal(amp_safetensors_write(path, ts, names, n, NULL, 0), AMP_OK);
+    amp_gpt_config c = {2, 4, 64, 32, 256, 0.0, true};
+    amp_module *m = amp_gpt_new(&c, NULL);
+    if (amp_gpt_load(m, path) != AMP_OK) fail_msg("%s", amp_last_error());
+    int k = amp_safetensors_find(f, "transformer.h.0.mlp.c_proj.weight");
+    assert_true(k >= 0);
+    assert_int_equal(amp_tensor_set(ts[k], AMP_SHAPE(1, 2), -INFINITY), AMP_OK);
+    assert_int_equal(amp_safetensors_write(path, ts, names, n, NULL, 0), AMP_OK);
+    assert_int_not_equal(amp_gpt_load(m, path), AMP_OK);
+    if (!strstr(amp_last_error(), "transformer.h.0.mlp.c_proj.weight element 258 is -inf")) fail_msg("%s", amp_last_error());
+    for (int i = 0; i < n; i++) amp_tensor_free(ts[i]);
+    amp_module_free(m);
+    amp_safetensors_free(f);
+}
+
 /* defect 7: --temperature 1e-310 (logits / T overflows a double) is greedy */
 static void t_tiny_temperature(void **state) {
     (void)state;
@@ -310,7 +344,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_other_model_named),    cmocka_unit_test(t_nonfinite_refused),
         cmocka_unit_test(t_nonfinite_checkpoint), cmocka_unit_test(t_tiny_temperature),
-        cmocka_unit_test(t_generate_api_nonfinite), cmocka_unit_test(t_lm_head),
+        cmocka_unit_test(t_generate_api_nonfinite), cmocka_unit_test(t_nonfinite_f64_file), cmocka_unit_test(t_lm_head),
         cmocka_unit_test(t_config_checked_first),
     };
     amp_test_prepare();
