@@ -13,50 +13,19 @@
  *   - a checkpoint's gpt.config is checked against its tensors' shapes before
  *     the model is made (an edited block_size=2^24 allocated gigabytes first). */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "test_support.h"
 
-static char *g_dir;
-
-static int setup(void **state) {
-    (void)state;
-    g_dir = test_mkdtemp();
-    return g_dir ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    test_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
-
-/* Runs `amp ARGS`; fails unless the exit status is want; returns stdout (caller frees), *err stderr when asked. */
-static char *amp(int want, char **err, const char *fmt, ...) {
-    char args[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    char *out = NULL, *e = NULL;
-    int rc = test_run_cli(NULL, args, &out, &e);
-    if (rc != want) fail_msg("amp %s: exit %d (expected %d)\nstdout:\n%.2000s\nstderr:\n%s", args, rc, want, out, e);
-    if (err) *err = e;
-    else free(e);
-    return out;
-}
-
 /* defect 6: the model named in the refusal is the checkpoint's */
 static void t_other_model_named(void **state) {
     (void)state;
     char dir[1100], *err;
-    snprintf(dir, sizeof dir, "%s/mlp", g_dir);
-    free(amp(0, NULL, "train --limit 256 --batch 64 --test-limit 100 --quiet --threads 2 --stop-after 1 --checkpoint %s", dir));
-    free(amp(1, &err, "generate --checkpoint %s", dir));
+    snprintf(dir, sizeof dir, "%s/mlp", test_tmpdir);
+    free(test_run_cli_expect(0, NULL, "train --limit 256 --batch 64 --test-limit 100 --quiet --threads 2 --stop-after 1 --checkpoint %s", dir));
+    free(test_run_cli_expect(1, &err, "generate --checkpoint %s", dir));
     if (!strstr(err, "(model mlp)")) fail_msg("the refusal does not name the checkpoint's model mlp:\n%s", err);
     free(err);
 }
@@ -64,7 +33,7 @@ static void t_other_model_named(void **state) {
 #define GOLDEN AMP_TEST_DATA_DIR "/gpt/gpt_small.safetensors"
 
 /* Writes the golden state_dict (2 layers, 4 heads, 64 wide, block 32, byte
- * vocabulary) to g_dir/name with edit(tensor name, tensor) applied to each
+ * vocabulary) to test_tmpdir/name with edit(tensor name, tensor) applied to each
  * tensor, plus one more tensor when extra_name is given. Returns the path. */
 static char *write_variant(const char *name, void (*edit)(const char *, amp_tensor *), const char *extra_name, amp_tensor *extra) {
     amp_safetensors *f = amp_safetensors_read(GOLDEN);
@@ -86,7 +55,7 @@ static char *write_variant(const char *name, void (*edit)(const char *, amp_tens
         ts[n++] = extra;
     }
     char *path = malloc(1200);
-    snprintf(path, 1200, "%s/%s", g_dir, name);
+    snprintf(path, 1200, "%s/%s", test_tmpdir, name);
     if (amp_safetensors_write(path, ts, names, n, NULL, 0) != AMP_OK) fail_msg("%s", amp_last_error());
     for (int i = 0; i < n; i++) amp_tensor_free(ts[i]);
     amp_safetensors_free(f);
@@ -116,24 +85,24 @@ static void t_nonfinite_refused(void **state) {
     char *err;
     const char *gen = "generate --n-head 4 --tokens 8 --temperature 0";
     char *p = write_variant("nan.safetensors", nan_in_fc, NULL, NULL);
-    free(amp(1, &err, "%s --checkpoint %s", gen, p));
+    free(test_run_cli_expect(1, &err, "%s --checkpoint %s", gen, p));
     if (!strstr(err, "transformer.h.1.mlp.c_fc.weight") || !strstr(err, "nan"))
         fail_msg("a NaN weight is not refused by name:\n%s", err);
     free(err);
     free(p);
     /* 7e4 is finite in f32 and bf16, inf in fp16 */
     p = write_variant("big.safetensors", big_in_wte, NULL, NULL);
-    free(amp(0, NULL, "%s --checkpoint %s", gen, p));
-    free(amp(0, NULL, "%s --checkpoint %s --precision bf16", gen, p));
-    free(amp(1, &err, "%s --checkpoint %s --precision fp16", gen, p));
+    free(test_run_cli_expect(0, NULL, "%s --checkpoint %s", gen, p));
+    free(test_run_cli_expect(0, NULL, "%s --checkpoint %s --precision bf16", gen, p));
+    free(test_run_cli_expect(1, &err, "%s --checkpoint %s --precision fp16", gen, p));
     if (!strstr(err, "transformer.wte.weight") || !strstr(err, "65504") || !strstr(err, "bf16"))
         fail_msg("a weight beyond fp16's range is not refused by name with the way out:\n%s", err);
     free(err);
     free(p);
     /* finite weights, logits beyond fp16: refused at step 1, naming the step and the precision */
     p = write_variant("huge.safetensors", huge_logits, NULL, NULL);
-    free(amp(0, NULL, "%s --checkpoint %s", gen, p));
-    char *out = amp(1, &err, "%s --checkpoint %s --precision fp16", gen, p);
+    free(test_run_cli_expect(0, NULL, "%s --checkpoint %s", gen, p));
+    char *out = test_run_cli_expect(1, &err, "%s --checkpoint %s --precision fp16", gen, p);
     if (!strstr(err, "step 1") || !strstr(err, "f16") || !strstr(err, "not finite") || !strstr(err, "bf16"))
         fail_msg("non-finite logits are not refused naming the step and the precision:\n%s", err);
     assert_string_equal(out, ""); /* no garbage text */
@@ -175,8 +144,8 @@ static void rewrite(const char *dir, const char *file, void (*edit)(const char *
 
 static const char *gpt_checkpoint(const char *name) {
     static char dir[1100];
-    snprintf(dir, sizeof dir, "%s/%s", g_dir, name);
-    free(amp(0, NULL, "train --model gpt --n-layer 2 --n-head 4 --n-embd 64 --block-size 32 --batch 8 --threads 2 --max-steps 2 "
+    snprintf(dir, sizeof dir, "%s/%s", test_tmpdir, name);
+    free(test_run_cli_expect(0, NULL, "train --model gpt --n-layer 2 --n-head 4 --n-embd 64 --block-size 32 --batch 8 --threads 2 --max-steps 2 "
                       "--eval-windows 4 --quiet --checkpoint %s", dir));
     return dir;
 }
@@ -191,7 +160,7 @@ static void t_nonfinite_checkpoint(void **state) {
     const char *dir = gpt_checkpoint("gck");
     rewrite(dir, "model.safetensors", nan_in_proj, NULL, NULL);
     char *err;
-    free(amp(1, &err, "generate --checkpoint %s --tokens 4", dir));
+    free(test_run_cli_expect(1, &err, "generate --checkpoint %s --tokens 4", dir));
     if (!strstr(err, "transformer.h.0.attn.c_proj.weight") || !strstr(err, "nan"))
         fail_msg("a NaN weight in a checkpoint is not refused by name:\n%s", err);
     free(err);
@@ -215,7 +184,7 @@ static void t_nonfinite_f64_file(void **state) {
         amp_tensor_free(t);
     }
     char path[1200];
-    snprintf(path, sizeof path, "%s/f64.safetensors", g_dir);
+    snprintf(path, sizeof path, "%s/f64.safetensors", test_tmpdir);
     assert_int_equal(amp_safetensors_write(path, ts, names, n, NULL, 0), AMP_OK);
     amp_gpt_config c = {2, 4, 64, 32, 256, 0.0, true};
     amp_module *m = amp_gpt_new(&c, NULL);
@@ -235,8 +204,8 @@ static void t_nonfinite_f64_file(void **state) {
 static void t_tiny_temperature(void **state) {
     (void)state;
     const char *gen = "generate --checkpoint " GOLDEN " --n-head 4 --tokens 24 --prompt ROMEO:";
-    char *greedy = amp(0, NULL, "%s --temperature 0", gen);
-    char *tiny = amp(0, NULL, "%s --temperature 1e-310", gen);
+    char *greedy = test_run_cli_expect(0, NULL, "%s --temperature 0", gen);
+    char *tiny = test_run_cli_expect(0, NULL, "%s --temperature 1e-310", gen);
     assert_string_equal(tiny, greedy);
     free(tiny);
     free(greedy);
@@ -287,7 +256,7 @@ static void t_lm_head(void **state) {
         {"shape.safetensors", "shape", amp_tensor_zeros(AMP_F32, 2, AMP_SHAPE(10, 64))},
         {"int.safetensors", "i64", amp_tensor_zeros(AMP_I64, 2, AMP_SHAPE(256, 64))},
     };
-    char *plain_text = amp(0, NULL, "generate --checkpoint %s/plain.safetensors --n-head 4 --tokens 12 --temperature 0", g_dir);
+    char *plain_text = test_run_cli_expect(0, NULL, "generate --checkpoint %s/plain.safetensors --n-head 4 --tokens 12 --temperature 0", test_tmpdir);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         assert_non_null(cases[i].head);
         char *p = write_variant(cases[i].file, NULL, "lm_head.weight", cases[i].head);
@@ -295,7 +264,7 @@ static void t_lm_head(void **state) {
         amp_status st = amp_gpt_load(m, p);
         if (!cases[i].want) {
             if (st != AMP_OK) fail_msg("%s: %s", cases[i].file, amp_last_error());
-            char *text = amp(0, NULL, "generate --checkpoint %s --n-head 4 --tokens 12 --temperature 0", p);
+            char *text = test_run_cli_expect(0, NULL, "generate --checkpoint %s --n-head 4 --tokens 12 --temperature 0", p);
             assert_string_equal(text, plain_text);
             free(text);
         } else {
@@ -303,7 +272,7 @@ static void t_lm_head(void **state) {
                 fail_msg("%s: loaded, or not refused naming lm_head.weight and '%s': %s", cases[i].file, cases[i].want,
                          st == AMP_OK ? "(loaded)" : amp_last_error());
             char *err;
-            free(amp(1, &err, "generate --checkpoint %s --n-head 4 --tokens 4", p));
+            free(test_run_cli_expect(1, &err, "generate --checkpoint %s --n-head 4 --tokens 4", p));
             if (!strstr(err, "lm_head.weight")) fail_msg("amp generate %s:\n%s", cases[i].file, err);
             free(err);
         }
@@ -350,5 +319,5 @@ int main(void) {
         cmocka_unit_test(t_config_checked_first),
     };
     amp_test_prepare();
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }

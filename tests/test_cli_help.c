@@ -12,7 +12,6 @@
  *   - `amp inspect` prints metadata numbers in decimal, not as hex floats;
  *   - `amp predict` on a GPT checkpoint says it is a GPT and points to
  *     `amp generate` (it said the "model" metadata was missing). */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,39 +19,21 @@
 
 #include "test_support.h"
 
-static char *g_dir, g_gpt[1100];
+static char g_gpt[1100];
 
 static int setup(void **state) {
-    (void)state;
-    g_dir = test_mkdtemp();
-    if (!g_dir) return -1;
-    snprintf(g_gpt, sizeof g_gpt, "%s/gpt", g_dir);
+    if (test_tmpdir_setup(state)) return -1;
+    snprintf(g_gpt, sizeof g_gpt, "%s/gpt", test_tmpdir);
     char args[1400];
     snprintf(args, sizeof args, "train --model gpt --n-layer 1 --n-head 2 --n-embd 32 --block-size 16 --batch 4 --threads 2 --max-steps 2 "
                                 "--eval-windows 4 --quiet --checkpoint %s", g_gpt);
     return test_run_cli(NULL, args, NULL, NULL) == 0 ? 0 : -1;
 }
 
-static int teardown(void **state) {
-    (void)state;
-    test_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
-
-static int cli(char **out, char **err, const char *fmt, ...) {
-    char args[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    return test_run_cli(NULL, args, out, err);
-}
-
 /* The command names of the top-level help ("  NAME  summary" under "commands:"). */
 static int commands(char names[][32], int max) {
     char *out;
-    assert_int_equal(cli(&out, NULL, "--help"), 0);
+    assert_int_equal(test_run_clif(NULL, &out, NULL, "--help"), 0);
     char *p = strstr(out, "commands:\n");
     assert_non_null(p);
     int n = 0;
@@ -66,7 +47,7 @@ static int commands(char names[][32], int max) {
  * "usage: amp bench train --model gpt (or: amp bench gpt)") */
 static void expect_usage(const char *args, const char *usage) {
     char *out, *err;
-    int rc = cli(&out, &err, "%s", args);
+    int rc = test_run_clif(NULL, &out, &err, "%s", args);
     if (rc != 0 || strncmp(out, "usage: amp", 10) || !strstr(out, usage + 7) || err[0])
         fail_msg("amp %s: exit %d (expected 0 and '%s...' on stdout, nothing on stderr)\nstdout:\n%.300s\nstderr:\n%.300s", args, rc,
                  usage, out, err);
@@ -112,7 +93,7 @@ static void t_help_everywhere(void **state) {
     }
     /* every bench part, alone and after an option */
     char *parts;
-    assert_int_equal(cli(&parts, NULL, "bench --list"), 0);
+    assert_int_equal(test_run_clif(NULL, &parts, NULL, "bench --list"), 0);
     int np = 0;
     for (char *p = strtok(parts, "\n"); p; p = strtok(NULL, "\n"), np++) {
         char usage[1100], args[1100];
@@ -129,8 +110,8 @@ static void t_help_everywhere(void **state) {
 static void t_bench_parts_listed(void **state) {
     (void)state;
     char *help, *parts;
-    assert_int_equal(cli(&help, NULL, "--help"), 0);
-    assert_int_equal(cli(&parts, NULL, "bench --list"), 0);
+    assert_int_equal(test_run_clif(NULL, &help, NULL, "--help"), 0);
+    assert_int_equal(test_run_clif(NULL, &parts, NULL, "bench --list"), 0);
     char *line = strstr(help, "\n  bench ");
     assert_non_null(line);
     *strchr(line + 1, '\n') = 0;
@@ -146,7 +127,7 @@ static void t_bench_parts_listed(void **state) {
 static void t_bench_precision_help(void **state) {
     (void)state;
     char *out;
-    assert_int_equal(cli(&out, NULL, "bench precision --help"), 0);
+    assert_int_equal(test_run_clif(NULL, &out, NULL, "bench precision --help"), 0);
     if (strstr(out, "never run") || !strstr(out, "H100")) fail_msg("the --device cuda text does not say where it ran:\n%s", out);
     free(out);
 }
@@ -154,7 +135,7 @@ static void t_bench_precision_help(void **state) {
 static void t_version_cuda(void **state) {
     (void)state;
     char *out;
-    assert_int_equal(cli(&out, NULL, "--version"), 0);
+    assert_int_equal(test_run_clif(NULL, &out, NULL, "--version"), 0);
     char *line = strstr(out, "\ncuda: ");
     if (!line) fail_msg("no cuda line:\n%s", out);
     const char *want = !amp_cuda_built() ? "not built" : amp_cuda_available() ? "built, device " : "built, no usable GPU";
@@ -165,7 +146,7 @@ static void t_version_cuda(void **state) {
 static void t_stats_apart(void **state) {
     (void)state;
     char both[1200], cmd[4000];
-    snprintf(both, sizeof both, "%s/both.txt", g_dir);
+    snprintf(both, sizeof both, "%s/both.txt", test_tmpdir);
     const char *args = "generate --checkpoint %s --tokens 12 --prompt ROMEO: --stats";
     char a[1400];
     snprintf(a, sizeof a, args, g_gpt);
@@ -173,7 +154,7 @@ static void t_stats_apart(void **state) {
     int st = system(cmd);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     char *out, *err, *all = test_read_file(both, NULL);
-    assert_int_equal(cli(&out, &err, "%s", a), 0);
+    assert_int_equal(test_run_clif(NULL, &out, &err, "%s", a), 0);
     /* the text as it is, then a blank line, then the line */
     size_t n = strlen(out);
     if (strncmp(all, out, n) || strncmp(all + n, "\namp generate: ", 15))
@@ -187,7 +168,7 @@ static void t_stats_apart(void **state) {
 static void t_inspect_decimal(void **state) {
     (void)state;
     char *out;
-    assert_int_equal(cli(&out, NULL, "inspect --no-tensors %s", g_gpt), 0);
+    assert_int_equal(test_run_clif(NULL, &out, NULL, "inspect --no-tensors %s", g_gpt), 0);
     amp_checkpoint *c = amp_checkpoint_open(g_gpt);
     assert_non_null(c);
     const char *keys[] = {"trainer.loss_acc", "trainer.last_loss", "trainer.val_loss"};
@@ -213,11 +194,11 @@ static void t_inspect_decimal(void **state) {
 static void t_predict_gpt(void **state) {
     (void)state;
     char *err;
-    int rc = cli(NULL, &err, "predict --checkpoint %s --input /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz", g_gpt);
+    int rc = test_run_clif(NULL, NULL, &err, "predict --checkpoint %s --input /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz", g_gpt);
     if (rc != 1 || strstr(err, "no \"model\" metadata") || !strstr(err, "gpt") || !strstr(err, "amp generate"))
         fail_msg("exit %d (expected 1, saying it is a GPT and pointing to amp generate):\n%s", rc, err);
     free(err);
-    rc = cli(NULL, &err, "predict --model gpt --checkpoint %s --input x", g_gpt);
+    rc = test_run_clif(NULL, NULL, &err, "predict --model gpt --checkpoint %s --input x", g_gpt);
     if (rc != 2 || !strstr(err, "amp generate")) fail_msg("--model gpt: exit %d (expected 2, pointing to amp generate):\n%s", rc, err);
     free(err);
 }
@@ -229,5 +210,5 @@ int main(void) {
         cmocka_unit_test(t_predict_gpt),
     };
     amp_test_prepare();
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, test_tmpdir_teardown);
 }

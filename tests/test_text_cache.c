@@ -11,21 +11,6 @@
 
 #include "test_support.h"
 
-static char *g_dir;
-
-static int setup(void **state) {
-    (void)state;
-    g_dir = test_mkdtemp();
-    return g_dir ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    test_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
-
 static void write_file(const char *path, const char *data, size_t n) {
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
@@ -58,9 +43,9 @@ static void t_other_merges(void **state) {
     char enc[1200], voc[1200], voc2[1200], text[1200], cache[1200];
     snprintf(enc, sizeof enc, "%s/encoder.json", amp_gpt2_vocab_dir());
     snprintf(voc, sizeof voc, "%s/vocab.bpe", amp_gpt2_vocab_dir());
-    snprintf(voc2, sizeof voc2, "%s/vocab2.bpe", g_dir);
-    snprintf(text, sizeof text, "%s/t.txt", g_dir);
-    snprintf(cache, sizeof cache, "%s/cache", g_dir);
+    snprintf(voc2, sizeof voc2, "%s/vocab2.bpe", test_tmpdir);
+    snprintf(text, sizeof text, "%s/t.txt", test_tmpdir);
+    snprintf(cache, sizeof cache, "%s/cache", test_tmpdir);
     /* vocab2.bpe: GPT-2's merges without the first ("Ġ t"): same size, same encoder.json */
     size_t n;
     char *v = test_read_file(voc, &n);
@@ -150,9 +135,9 @@ static void t_same_crc_other_text(void **state) {
     for (int i = 0; i < N; i++) a[i] = i % 64 == 63 ? '\n' : (unsigned char)('a' + test_rng_u32(&rng) % 26);
     same_crc(a, b, N, 100);
     char pa[1200], pb[1200], cache[1200];
-    snprintf(pa, sizeof pa, "%s/a.txt", g_dir);
-    snprintf(pb, sizeof pb, "%s/b.txt", g_dir);
-    snprintf(cache, sizeof cache, "%s/cache2", g_dir);
+    snprintf(pa, sizeof pa, "%s/a.txt", test_tmpdir);
+    snprintf(pb, sizeof pb, "%s/b.txt", test_tmpdir);
+    snprintf(cache, sizeof cache, "%s/cache2", test_tmpdir);
     write_file(pa, (const char *)a, N);
     write_file(pb, (const char *)b, N);
     amp_tokenizer *t = amp_tokenizer_byte();
@@ -175,5 +160,5 @@ int main(void) {
         cmocka_unit_test(t_same_crc_other_text),
     };
     amp_test_prepare();
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }
