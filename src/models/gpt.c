@@ -565,8 +565,10 @@ static int sd_entry_at(const amp_gpt_config *c, sd_layout l, int64_t k, sd_entry
     return 1;
 }
 
+/* "[a]", "[a, b]", or "of rank r" for other ranks */
 static void shape_text(int nd, const int64_t *sh, char *b, size_t n) {
-    snprintf(b, n, nd == 1 ? "[%lld]" : "[%lld, %lld]", (long long)sh[0], (long long)(nd > 1 ? sh[1] : 0));
+    if (nd == 1 || nd == 2) snprintf(b, n, nd == 1 ? "[%lld]" : "[%lld, %lld]", (long long)sh[0], (long long)(nd > 1 ? sh[1] : 0));
+    else snprintf(b, n, "of rank %d", nd);
 }
 
 /* A tied head: lm_head.weight, when the file holds one, is the embedding:
@@ -583,8 +585,7 @@ static amp_status check_head(const char *pre, const amp_safetensors *f, sd_layou
     shape_text(h.ndim, h.shape, a, sizeof a);
     shape_text(w.ndim, w.shape, b, sizeof b);
     if (h.ndim != 2 || h.shape[0] != w.shape[0] || h.shape[1] != w.shape[1])
-        return amp_error(AMP_ERR_SHAPE, "%s: lm_head.weight has shape %s, %s %s; %s", pre, h.ndim == 2 ? a : h.dtype_name, w.name,
-                         b, untied);
+        return amp_error(AMP_ERR_SHAPE, "%s: lm_head.weight has shape %s, %s %s; %s", pre, a, w.name, b, untied);
     if (h.dtype != w.dtype)
         return amp_error(AMP_ERR_DTYPE, "%s: lm_head.weight is %s, %s %s; %s", pre,
                          h.dtype == AMP_DTYPE_COUNT ? h.dtype_name : amp_dtype_name(h.dtype), w.name,
@@ -625,13 +626,12 @@ static amp_status check_sd(const char *fn, const char *where, const amp_safetens
         amp_safetensors_info_at(f, i, &in);
         if (in.ndim != e.ndim || in.shape[0] != e.shape[0] || (e.ndim > 1 && in.shape[1] != e.shape[1])) {
             shape_text(e.ndim, e.shape, b, sizeof b);
-            if (in.ndim == 1 || in.ndim == 2) shape_text(in.ndim, in.shape, a, sizeof a);
-            else snprintf(a, sizeof a, "of rank %d", in.ndim);
+            shape_text(in.ndim, in.shape, a, sizeof a);
             st = amp_error(AMP_ERR_SHAPE, "%s: %s has shape %s%s, a GPT of %s makes it %s", pre, e.name, a,
                            l.conv1d && conv1d_name(e.name) ? " (Conv1D)" : "", e.what, b);
             break;
         }
-        if (!amp_dtype_is_float(in.dtype) || in.dtype == AMP_DTYPE_COUNT)
+        if (in.dtype == AMP_DTYPE_COUNT || !amp_dtype_is_float(in.dtype))
             st = amp_error(AMP_ERR_DTYPE, "%s: %s is %s, not a float tensor", pre, e.name, in.dtype_name);
     }
     for (int k = 0; k < nf && st == AMP_OK; k++) {
