@@ -105,6 +105,7 @@ static void t_help_everywhere(void **state) {
     }
     assert_true(np >= 8);
     free(parts);
+    expect_usage("bench --threads 1 --help", "usage: amp bench PART");
 }
 
 static void t_bench_parts_listed(void **state) {

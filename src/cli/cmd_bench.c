@@ -42,5 +42,10 @@ int cmd_bench(int argc, char **argv) {
     }
     for (size_t i = 0; i < N_PARTS; i++)
         if (strcmp(argv[1], g_parts[i].name) == 0) return g_parts[i].run(argc - 1, argv + 1);
+    for (int i = 1; i < argc; i++) /* no part named: --help is bench's */
+        if (cli_is_help(argv[i])) {
+            cmd_bench_usage(stdout);
+            return CLI_OK;
+        }
     return cli_usage_error(cmd_bench_usage, "bench: unknown part '%s'", argv[1]);
 }
