@@ -25,6 +25,7 @@
 #ifndef AMP_GPT_H
 #define AMP_GPT_H
 
+#include "amp/checkpoint.h"
 #include "amp/nn.h"
 #include "amp/optim.h"
 
@@ -83,10 +84,28 @@ amp_status amp_gpt_apply_weight_decay(amp_module *m, amp_optim *const *optims, i
 /* Loads a safetensors state_dict written by amp_model_save, nanoGPT
  * (torch: state_dict() saved with safetensors) or Hugging Face's
  * GPT2LMHeadModel (h.0.attn.c_attn.weight [C, 3C], ...: names mapped and
- * Conv1D weights transposed). lm_head.weight may be absent (tied); the
- * causal-mask buffers (attn.bias, attn.masked_bias) are ignored. Every
- * parameter must be present with its shape; nothing changes unless all check. */
+ * Conv1D weights transposed). lm_head.weight may be absent (tied) or equal
+ * to the embedding; the causal-mask buffers (attn.bias, attn.masked_bias)
+ * are ignored. Every
+ * parameter must be present with its shape (amp_gpt_check_state_dict) and
+ * finite values (the first that is not is named); nothing changes unless
+ * all check. */
 amp_status amp_gpt_load(amp_module *m, const char *path);
+/* Whether a state_dict (amp_gpt_load's layouts) holds a GPT of
+ * configuration c, from the header alone, before any model is made: c
+ * valid (amp_gpt_new's rules), every parameter present with its shape and a
+ * float dtype, nothing else but the causal-mask buffers (attn.bias,
+ * attn.masked_bias) and lm_head.weight, which must be the tied head: the
+ * embedding's shape, dtype and bytes. amp's GPT, as GPT-2 and nanoGPT, has
+ * no separate LM head, so a different one is refused rather than dropped.
+ * The error names the tensor and the sizes of c that make its shape. */
+amp_status amp_gpt_check_state_dict(const amp_safetensors *f, const amp_gpt_config *c);
+/* The configuration a state_dict holds, from its shapes: vocab_size and
+ * n_embd from wte, block_size from wpe, n_layer the blocks h.0, h.1, ...,
+ * bias whether h.0.ln_1.bias is there, dropout 0, n_head as given (the
+ * shapes do not tell it); then amp_gpt_check_state_dict, so that a file
+ * whose shapes disagree is refused before amp_gpt_new allocates anything. */
+amp_status amp_gpt_config_from_state_dict(const amp_safetensors *f, int64_t n_head, amp_gpt_config *out);
 
 /* ---- generation ---------------------------------------------------------------
  * A KV cache: per layer the keys and values [B, n_head, block_size, hs] of
@@ -100,7 +119,8 @@ int64_t amp_gpt_cache_length(const amp_gpt_cache *c); /* positions held */
 /* Forward of idx [B, T'] at positions length .. length + T' - 1 (at most
  * block_size in all), attending to the cached keys and values (each new
  * token costs O(length), not O(length^2)); appends the new keys and values.
- * Returns logits [B, T', V]. No grad (inference). */
+ * Returns logits [B, T', V]. No grad (inference): dropout is off whatever
+ * the model's mode, which is not changed. */
 amp_tensor *amp_gpt_forward_cached(amp_module *m, amp_tensor *idx, amp_gpt_cache *c);
 
 typedef struct {
@@ -115,15 +135,25 @@ typedef struct {
 
 /* Continues the prompt (n tokens, n >= 1) by up to max_new_tokens tokens
  * into out (capacity >= max_new_tokens); *n_out receives the count. The
- * model runs in eval mode (dropout off; its mode is restored), under the
- * caller's autocast state. Context: the last block_size tokens. When the
+ * model runs in eval semantics (dropout off) without its training flag
+ * being written, under the caller's autocast state: threads sharing one
+ * model may generate at once (docs/threads.md), each with its own
+ * generator for reproducible text. Context: the last block_size tokens. When the
  * cache is full, its newest block_size / 2 positions are kept by
  * re-encoding those tokens from position 0 (one forward of block_size / 2
  * tokens), so every token sees at least block_size / 2 tokens of context;
  * the uncached path applies the same windows (and so gives the same
  * tokens). Sampling: softmax of logits / temperature over the top_k
  * largest, one uniform draw per token from the generator (counter-based:
- * the same seed gives the same text). */
+ * the same seed gives the same text); the logits are scaled as
+ * (logit - max) / temperature, which cannot overflow, so a temperature so
+ * small that the quotient does (1e-310) gives the greedy token, the limit
+ * of temperature -> 0. Non-finite values are refused (AMP_ERR_RANGE, *n_out
+ * the tokens made so far): before the first step a parameter that is not
+ * finite, named with the element (one pass over the weights per call; an
+ * f16 model holds inf where a weight exceeded 65504 when it was
+ * converted), and at each step logits that are not finite, naming the step
+ * and the weights' and autocast dtypes. */
 amp_status amp_gpt_generate(amp_module *m, const int64_t *prompt, int64_t n, int64_t *out, int64_t *n_out,
                             const amp_gpt_generate_opts *o);
 

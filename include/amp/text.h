@@ -13,7 +13,8 @@
  * space and is encoded as its byte, so decode(encode(s)) == s for any bytes.
  *
  * Text dataset: a UTF-8 file tokenized once (tokens cached on disk, keyed by
- * the file's CRC-32 and the tokenizer), split into train and validation at a
+ * the content: a 128-bit digest of the file's bytes and one of the
+ * tokenizer's files, encoder.json and vocab.bpe), split into train and validation at a
  * line boundary by a fraction of its bytes (the last part is validation),
  * serving random [B, T] input / target windows (targets shifted by one) from
  * a counter-based generator (seed, position: a resumed run continues bit for

@@ -47,6 +47,8 @@ int cmd_generate(int argc, char **argv);
 void cmd_generate_usage(FILE *f);
 int cmd_bench(int argc, char **argv);
 void cmd_bench_usage(FILE *f);
+/* The bench parts' names, each after sep (the first after first). */
+void cmd_bench_list(FILE *f, const char *first, const char *sep);
 /* bench parts: argv[0] is the part name; each handles its own --help. */
 int cmd_bench_convert(int argc, char **argv);
 int cmd_bench_gemm(int argc, char **argv);

@@ -22,6 +22,10 @@ static const bench_part g_parts[] = {
 };
 #define N_PARTS (sizeof g_parts / sizeof g_parts[0])
 
+void cmd_bench_list(FILE *f, const char *first, const char *sep) {
+    for (size_t i = 0; i < N_PARTS; i++) fprintf(f, "%s%s", i ? sep : first, g_parts[i].name);
+}
+
 void cmd_bench_usage(FILE *f) {
     fprintf(f, "usage: amp bench PART [OPTIONS]\n\nparts:\n");
     for (size_t i = 0; i < N_PARTS; i++) fprintf(f, "  %-10s %s\n", g_parts[i].name, g_parts[i].summary);
@@ -32,10 +36,16 @@ void cmd_bench_usage(FILE *f) {
 int cmd_bench(int argc, char **argv) {
     if (argc < 2) return cli_usage_error(cmd_bench_usage, "bench: no part given");
     if (strcmp(argv[1], "--list") == 0) { /* for scripts/bench.sh */
-        for (size_t i = 0; i < N_PARTS; i++) printf("%s\n", g_parts[i].name);
+        cmd_bench_list(stdout, "", "\n");
+        printf("\n");
         return CLI_OK;
     }
     for (size_t i = 0; i < N_PARTS; i++)
         if (strcmp(argv[1], g_parts[i].name) == 0) return g_parts[i].run(argc - 1, argv + 1);
+    for (int i = 1; i < argc; i++) /* no part named: --help is bench's */
+        if (cli_is_help(argv[i])) {
+            cmd_bench_usage(stdout);
+            return CLI_OK;
+        }
     return cli_usage_error(cmd_bench_usage, "bench: unknown part '%s'", argv[1]);
 }

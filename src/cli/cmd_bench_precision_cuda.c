@@ -12,8 +12,8 @@
  * amp's and torch's rounds interleave; each round times R back-to-back
  * products and waits for the GPU once (seconds per product = round / R).
  *
- * Written and compiled without a GPU: never run yet. Without one it stops
- * with the reason ("no CUDA device: ..."). */
+ * Measured on an H100 (docs/cuda.md, "Measured on an H100"). Without a GPU
+ * it stops with the reason ("no CUDA device: ..."). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

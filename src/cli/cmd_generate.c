@@ -28,7 +28,8 @@ void cmd_generate_usage(FILE *f) {
             "  --no-kv-cache        recompute the whole context for every token (the reference;\n"
             "                       gives the same tokens, O(T^2) per token instead of O(T))\n"
             "  --threads T          threads\n"
-            "  --stats              print tokens/s and the sizes to stderr\n"
+            "  --stats              print tokens/s and the sizes to stderr (after a blank line\n"
+            "                       when stdout and stderr are the same file or terminal)\n"
             "Context: the last block_size tokens; a full window keeps its newest half (amp/gpt.h).\n");
 }
 
@@ -42,29 +43,6 @@ static int parse_config(const char *s, amp_gpt_config *c) {
         return -1;
     *c = (amp_gpt_config){l, h, e, b, v, d, bias != 0};
     return 0;
-}
-
-/* The configuration of a state_dict file from its shapes (n_head given). */
-static int config_from_file(const amp_safetensors *f, int64_t n_head, amp_gpt_config *c) {
-    amp_safetensors_info wte, wpe;
-    bool pre = amp_safetensors_find(f, "transformer.wte.weight") >= 0;
-    const char *p = pre ? "transformer." : "";
-    char k[128];
-    snprintf(k, sizeof k, "%swte.weight", p);
-    int iw = amp_safetensors_find(f, k);
-    snprintf(k, sizeof k, "%swpe.weight", p);
-    int ip = amp_safetensors_find(f, k);
-    if (iw < 0 || ip < 0) return -1;
-    amp_safetensors_info_at(f, iw, &wte);
-    amp_safetensors_info_at(f, ip, &wpe);
-    int64_t L = 0;
-    for (;; L++) {
-        snprintf(k, sizeof k, "%sh.%lld.ln_1.weight", p, (long long)L);
-        if (amp_safetensors_find(f, k) < 0) break;
-    }
-    snprintf(k, sizeof k, "%sh.0.ln_1.bias", p);
-    *c = (amp_gpt_config){L, n_head, wte.shape[1], wpe.shape[0], wte.shape[0], 0.0, amp_safetensors_find(f, k) >= 0};
-    return L > 0 ? 0 : -1;
 }
 
 int cmd_generate(int argc, char **argv) {
@@ -113,14 +91,24 @@ int cmd_generate(int argc, char **argv) {
         if (!c) return cli_fail("generate: %s", amp_last_error());
         const char *model = amp_checkpoint_meta(c, "model");
         if (!model || strcmp(model, "gpt") || parse_config(amp_checkpoint_meta(c, "gpt.config"), &gc)) {
+            /* the message before the close: model points into the checkpoint */
+            rc = cli_fail("generate: %s is not a checkpoint of 'amp train --model gpt' (model %s)", ckpt, model ? model : "unknown");
             amp_checkpoint_close(c);
-            return cli_fail("generate: %s is not a checkpoint of 'amp train --model gpt' (model %s)", ckpt, model ? model : "unknown");
+            return rc;
         }
         if (!tokname) {
             const char *t = amp_checkpoint_meta(c, "tokenizer");
             tokname = t && !strcmp(t, "gpt2") ? "gpt2" : "byte";
         }
         gc.dropout = 0;
+        /* the metadata against the tensors' shapes before the model is made:
+         * an edited gpt.config would allocate its size first */
+        if (amp_gpt_check_state_dict(amp_checkpoint_model_file(c), &gc) != AMP_OK) {
+            rc = cli_fail("generate: %s: gpt.config \"%s\" does not describe the checkpoint's weights: %s", ckpt,
+                          amp_checkpoint_meta(c, "gpt.config"), amp_last_error());
+            amp_checkpoint_close(c);
+            return rc;
+        }
         m = amp_gpt_new(&gc, NULL);
         if (!m || amp_module_load_safetensors(m, amp_checkpoint_model_file(c)) != AMP_OK) {
             amp_checkpoint_close(c);
@@ -131,9 +119,11 @@ int cmd_generate(int argc, char **argv) {
     } else {
         amp_safetensors *f = amp_safetensors_read(ckpt);
         if (!f) return cli_fail("generate: %s", amp_last_error());
-        int bad = config_from_file(f, nhead, &gc);
+        /* the sizes from the shapes, every tensor checked, before the model is
+         * made (without --n-head, 1 head: the shapes do not depend on it) */
+        amp_status st = amp_gpt_config_from_state_dict(f, nhead ? nhead : 1, &gc);
         amp_safetensors_free(f);
-        if (bad) return cli_fail("generate: %s has no GPT-2 state_dict (wte.weight, wpe.weight, h.0...)", ckpt);
+        if (st != AMP_OK) return cli_fail("generate: %s: %s", ckpt, amp_last_error());
         if (!nhead) return cli_usage_error(cmd_generate_usage, "generate: a state_dict file needs --n-head (it is not in the shapes)");
         if (!tokname) tokname = gc.vocab_size == 256 ? "byte" : "gpt2";
         m = amp_gpt_new(&gc, NULL);
@@ -184,7 +174,8 @@ int cmd_generate(int argc, char **argv) {
     double t0 = bench_now();
     if (amp_gpt_generate(m, seq, (int64_t)n, out, &got, &o) != AMP_OK) {
         free(oid);
-        rc = cli_fail("generate: %s", amp_last_error());
+        bool range = amp_last_status() == AMP_ERR_RANGE && dt == AMP_F16;
+        rc = cli_fail("generate: %s%s", amp_last_error(), range ? " (--precision bf16 or fp32)" : "");
         goto out;
     }
     double dt_s = bench_now() - t0;
@@ -203,10 +194,15 @@ int cmd_generate(int argc, char **argv) {
         rc = cli_fail("generate: writing the text failed");
         goto out;
     }
+    /* the line apart from the text: where both go to one file or terminal, a
+     * blank line between them (the text may end inside a UTF-8 character or
+     * read on into the line otherwise); alone on stderr, just the line */
+    struct stat so, se;
+    bool same = fstat(1, &so) == 0 && fstat(2, &se) == 0 && so.st_dev == se.st_dev && so.st_ino == se.st_ino;
     if (stats)
-        fprintf(stderr, "amp generate: %lld prompt + %lld new tokens in %.3f s (%.1f tokens/s), %s, %s, %s tokenizer, model "
+        fprintf(stderr, "%samp generate: %lld prompt + %lld new tokens in %.3f s (%.1f tokens/s), %s, %s, %s tokenizer, model "
                         "%lldL/%lldH/%lld block %lld vocab %lld\n",
-                (long long)n, (long long)got, dt_s, got / (dt_s > 0 ? dt_s : 1e-9), prec, cache ? "KV cache" : "no cache", tokname,
+                same ? "\n" : "", (long long)n, (long long)got, dt_s, got / (dt_s > 0 ? dt_s : 1e-9), prec, cache ? "KV cache" : "no cache", tokname,
                 (long long)gc.n_layer, (long long)gc.n_head, (long long)gc.n_embd, (long long)gc.block_size, (long long)gc.vocab_size);
     rc = CLI_OK;
 out:

@@ -1,5 +1,7 @@
 /* amp inspect: what a safetensors file or a checkpoint directory holds. */
 #include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -9,11 +11,48 @@
 void cmd_inspect_usage(FILE *f) {
     fprintf(f, "usage: amp inspect [--no-tensors] FILE.safetensors | CHECKPOINT_DIR\n\n"
                "Validates a safetensors file (header, offsets, sizes, data_crc32 when recorded) and lists\n"
-               "its metadata and tensors: name, dtype, shape, bytes, then totals per dtype. Given a\n"
-               "checkpoint directory (amp train --checkpoint), checks that model.safetensors and\n"
-               "training_state.safetensors belong to the same save and lists both.\n\n"
+               "its metadata (hex floats such as the trainer's shown in decimal: the shortest digits that\n"
+               "read back as the same double) and tensors: name, dtype, shape, bytes, then totals per\n"
+               "dtype. Given a checkpoint directory (amp train --checkpoint), checks that\n"
+               "model.safetensors and training_state.safetensors belong to the same save and lists both.\n\n"
                "  --no-tensors   metadata and totals only\n\n"
                "Exit status: 0 valid, 1 invalid or unreadable, 2 bad usage.\n");
+}
+
+/* A hex float ("0x1.0398888p+4", "-0x1p-3"): how the trainer writes its
+ * numbers into the metadata (%a, exact). */
+static bool is_hex_float(const char *s, size_t n) {
+    size_t i = s[0] == '-' || s[0] == '+';
+    return n > i + 2 && s[i] == '0' && (s[i + 1] == 'x' || s[i + 1] == 'X') && (memchr(s, 'p', n) || memchr(s, 'P', n));
+}
+
+/* A metadata value as it is, except that each hex float is shown in
+ * decimal: the shortest digits that read back as the same double (at most
+ * 17 significant). Other numbers are left alone (an integer past 2^53 would
+ * not survive a double). */
+static void print_value(const char *v) {
+    while (*v) {
+        size_t len = strcspn(v, " ,;=()[]{}\"");
+        char tok[64], *end;
+        double x;
+        if (len && len < sizeof tok && is_hex_float(v, len)) {
+            memcpy(tok, v, len);
+            tok[len] = 0;
+            x = strtod(tok, &end);
+            if (*end == 0 && isfinite(x)) {
+                for (int p = 1; p <= 17; p++) {
+                    snprintf(tok, sizeof tok, "%.*g", p, x);
+                    if (strtod(tok, NULL) == x) break;
+                }
+                fputs(tok, stdout);
+                v += len;
+                continue;
+            }
+        }
+        fwrite(v, 1, len, stdout);
+        v += len;
+        if (*v) putchar(*v++);
+    }
 }
 
 static void print_file(const char *label, const amp_safetensors *f, bool tensors) {
@@ -35,7 +74,9 @@ static void print_file(const char *label, const amp_safetensors *f, bool tensors
         if (w > 40) w = 40;
         for (int i = 0; i < nm; i++) {
             const char *k = amp_safetensors_meta_key(f, i);
-            printf("  %-*s  %s\n", w, k, amp_safetensors_meta(f, k));
+            printf("  %-*s  ", w, k);
+            print_value(amp_safetensors_meta(f, k));
+            putchar('\n');
         }
     }
     /* totals per dtype, in the order dtypes first appear */

@@ -26,6 +26,14 @@ void cmd_predict_usage(FILE *f) {
                "Exit status: 0 success, 1 failure (unreadable or mismatched files), 2 bad usage.\n");
 }
 
+/* A GPT's file (amp train --model gpt, or a GPT-2 state_dict), which
+ * predict does not run: amp generate does. */
+static bool is_gpt(const amp_safetensors *f) {
+    const char *m = amp_safetensors_meta(f, "model");
+    return (m && !strcmp(m, "gpt")) || amp_safetensors_find(f, "transformer.wte.weight") >= 0 ||
+           amp_safetensors_find(f, "wte.weight") >= 0;
+}
+
 static const char *guess_model(const amp_safetensors *f) {
     const char *m = amp_safetensors_meta(f, "model");
     if (m && (!strcmp(m, "mlp") || !strcmp(m, "cnn"))) return m;
@@ -54,6 +62,9 @@ int cmd_predict(int argc, char **argv) {
         else if (!strcmp(a, "--input")) input = v;
         else if (!strcmp(a, "--labels")) labels = v;
         else if (!strcmp(a, "--model")) {
+            if (!strcmp(v, "gpt"))
+                return cli_usage_error(cmd_predict_usage, "predict: --model gpt: predict runs the image classifiers mlp and cnn; a "
+                                                          "GPT generates text with 'amp generate --checkpoint FILE|DIR'");
             if (strcmp(v, "mlp") && strcmp(v, "cnn")) return cli_usage_error(cmd_predict_usage, "predict: --model '%s' is not mlp or cnn", v);
             model_name = v;
         } else if (!strcmp(a, "--precision")) {
@@ -94,6 +105,11 @@ int cmd_predict(int argc, char **argv) {
     f = amp_safetensors_read(path);
     if (!f) {
         rc = cli_fail("%s", amp_last_error());
+        goto out;
+    }
+    if (!model_name && is_gpt(f)) {
+        rc = cli_fail("predict: %s holds a GPT (%s); predict runs the image classifiers mlp and cnn: for text use 'amp generate "
+                      "--checkpoint %s'", path, amp_safetensors_meta(f, "model") ? "model gpt" : "GPT-2 tensor names", ckpt);
         goto out;
     }
     if (!model_name) model_name = guess_model(f);

@@ -2,12 +2,17 @@
  * boundary into train and validation, random training windows from Philox
  * counters, sequential validation windows.
  *
- * Token cache: CACHE_DIR/<crc32 of the file>-<size>-<tokenizer>-<vocab>-<val
- * fraction>.tokens, written to a temporary name, fsync'ed and renamed. It
- * holds a header (magic, version, the key again, the two token counts) and
- * the tokens as little-endian i32; one that does not match in every field,
- * or is short, is ignored and rewritten. A cache that cannot be written
- * (read-only directory) is not an error: the tokens are used from memory. */
+ * Token cache: CACHE_DIR/<digest of the text>-<size>-<tokenizer>-<digest of
+ * the tokenizer>-<val fraction>.tokens, written to a temporary name,
+ * fsync'ed and renamed. The key is the content: a 128-bit digest of the
+ * file's bytes (not its CRC-32, which another text of the same size can
+ * share) and of the tokenizer's files (encoder.json and vocab.bpe: another
+ * vocab.bpe of the same size gives other tokens under the same name). It
+ * holds a header (magic and version, the whole key again, the two token
+ * counts) and the tokens as little-endian i32; one that does not match in
+ * every field, or is short, is ignored and rewritten. A cache that cannot be
+ * written (read-only directory) is not an error: the tokens are used from
+ * memory. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -20,8 +25,10 @@
 
 #include "amp/text.h"
 #include "core/error.h"
+#include "core/hash128.h"
 #include "io/io_util.h"
 #include "io/safetensors_impl.h"
+#include "io/tokenizer_impl.h"
 #include "numeric/philox.h"
 #include "tensor/tensor_impl.h"
 
@@ -34,15 +41,16 @@ struct amp_text_dataset {
     bool cached;
 };
 
-#define CACHE_MAGIC "AMPTOK01"
+#define CACHE_MAGIC "AMPTOK02" /* 01 was keyed by the CRC-32 and the tokenizer's name */
 
-typedef struct {
+typedef struct { /* the key: every field before n_train */
     char magic[8];
-    uint32_t crc, vocab;
+    uint64_t text[2], tok[2]; /* content digests: the file's bytes, the tokenizer's files */
     uint64_t size;
-    uint64_t n_train, n_val;
+    uint32_t vocab, reserved;
     char tokenizer[16];
     double val_fraction;
+    uint64_t n_train, n_val;
 } cache_hdr;
 
 static const char *cache_dir_of(const amp_text_opts *o, char *buf, size_t n) {
@@ -82,7 +90,6 @@ static bool cache_load(const char *path, const cache_hdr *want, amp_text_dataset
     }
     cache_hdr h;
     bool ok = fread(&h, sizeof h, 1, f) == 1 && memcmp(&h, want, offsetof(cache_hdr, n_train)) == 0 &&
-              memcmp(h.tokenizer, want->tokenizer, sizeof h.tokenizer) == 0 && h.val_fraction == want->val_fraction &&
               h.n_train < ((uint64_t)1 << 40) && h.n_val < ((uint64_t)1 << 40);
     if (ok) {
         for (int s = 0; s < 2 && ok; s++) {
@@ -189,7 +196,11 @@ amp_text_dataset *amp_text_dataset_open(const char *path, const amp_tokenizer *t
     cache_hdr h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, CACHE_MAGIC, 8);
-    h.crc = d->crc;
+    amp__hash128 th;
+    amp__hash128_init(&th);
+    amp__hash128_update(&th, text, n);
+    amp__hash128_final(&th, h.text);
+    amp__tokenizer_digest(tok, h.tok);
     h.vocab = (uint32_t)d->vocab;
     h.size = n;
     snprintf(h.tokenizer, sizeof h.tokenizer, "%s", amp_tokenizer_name(tok));
@@ -198,8 +209,8 @@ amp_text_dataset *amp_text_dataset_open(const char *path, const amp_tokenizer *t
     const char *cdir = cache_dir_of(o, dbuf, sizeof dbuf);
     cpath[0] = 0;
     if (*cdir)
-        snprintf(cpath, sizeof cpath, "%s/%08x-%llu-%s-%lld-%.4f.tokens", cdir, (unsigned)d->crc,
-                 (unsigned long long)n, h.tokenizer, (long long)d->vocab, o->val_fraction);
+        snprintf(cpath, sizeof cpath, "%s/%016llx%016llx-%llu-%s-%016llx-%.4f.tokens", cdir, (unsigned long long)h.text[0],
+                 (unsigned long long)h.text[1], (unsigned long long)n, h.tokenizer, (unsigned long long)h.tok[0], o->val_fraction);
     if (*cpath && cache_load(cpath, &h, d)) {
         d->cached = true;
         free(text);

@@ -24,7 +24,9 @@
 
 #include "amp/text.h"
 #include "core/error.h"
+#include "core/hash128.h"
 #include "io/io_util.h"
+#include "io/tokenizer_impl.h"
 #include "io/unicode_tables.h"
 
 #define TOK_BYTE 0
@@ -45,6 +47,7 @@ struct amp_tokenizer {
     int kind;
     int64_t vocab;
     int32_t eot;
+    uint64_t digest[2]; /* of the kind and the files' bytes (amp__tokenizer_digest) */
     /* gpt2 */
     char *arena;
     size_t arena_len;
@@ -129,18 +132,10 @@ static uint32_t utf8_next(const unsigned char *s, size_t n, size_t i, int *len) 
 }
 
 /* ---- hashing ----------------------------------------------------------------------------------------- */
-static uint64_t mix64(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    return x ^ (x >> 33);
-}
-
 static uint64_t hash_bytes(const char *s, size_t n) {
     uint64_t h = 1469598103934665603ULL;
     for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
-    return mix64(h);
+    return amp__mix64(h);
 }
 
 static int32_t str_find(const amp_tokenizer *t, const char *s, size_t n) {
@@ -161,7 +156,7 @@ static void str_put(amp_tokenizer *t, const char *s, size_t n, int32_t id) {
 
 static const pair_slot *pair_find(const amp_tokenizer *t, int32_t a, int32_t b) {
     uint64_t key = (((uint64_t)(uint32_t)a << 32) | (uint32_t)b) + 1;
-    size_t m = t->npair_cap - 1, i = mix64(key) & m;
+    size_t m = t->npair_cap - 1, i = amp__mix64(key) & m;
     for (;;) {
         const pair_slot *e = &t->pairs[i];
         if (e->key == 0) return NULL;
@@ -173,7 +168,7 @@ static const pair_slot *pair_find(const amp_tokenizer *t, int32_t a, int32_t b) 
 /* false if the pair is already there (a repeated merge line keeps its first rank) */
 static bool pair_put(amp_tokenizer *t, int32_t a, int32_t b, int32_t rank, int32_t merged) {
     uint64_t key = (((uint64_t)(uint32_t)a << 32) | (uint32_t)b) + 1;
-    size_t m = t->npair_cap - 1, i = mix64(key) & m;
+    size_t m = t->npair_cap - 1, i = amp__mix64(key) & m;
     while (t->pairs[i].key != 0) {
         if (t->pairs[i].key == key) return false;
         i = (i + 1) & m;
@@ -248,6 +243,24 @@ static size_t pow2_at_least(size_t n) {
     return p;
 }
 
+/* The digest of what makes the tokenizer: its kind, and for GPT-2 the bytes
+ * of encoder.json and vocab.bpe (each preceded by its length, so no two
+ * pairs of files run together into the same stream). */
+static void digest_of(amp_tokenizer *t, const char *enc, size_t ne, const char *bpe, size_t nb) {
+    amp__hash128 h;
+    amp__hash128_init(&h);
+    uint64_t head[3] = {(uint64_t)t->kind, ne, nb};
+    amp__hash128_update(&h, head, sizeof head);
+    if (ne) amp__hash128_update(&h, enc, ne);
+    if (nb) amp__hash128_update(&h, bpe, nb);
+    amp__hash128_final(&h, t->digest);
+}
+
+void amp__tokenizer_digest(const amp_tokenizer *t, uint64_t out[2]) {
+    out[0] = t->digest[0];
+    out[1] = t->digest[1];
+}
+
 amp_tokenizer *amp_tokenizer_byte(void) {
     amp_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return amp_error_null(AMP_ERR_NOMEM, "amp_tokenizer_byte: out of memory");
@@ -255,6 +268,7 @@ amp_tokenizer *amp_tokenizer_byte(void) {
     t->vocab = 256;
     t->eot = -1;
     for (int b = 0; b < 256; b++) t->byte_id[b] = b;
+    digest_of(t, NULL, 0, NULL, 0);
     return t;
 }
 
@@ -309,6 +323,7 @@ amp_tokenizer *amp_tokenizer_gpt2(const char *encoder_json, const char *vocab_bp
     }
     t->kind = TOK_GPT2;
     t->eot = -1;
+    digest_of(t, je, ne, jv, nv);
     int n = cJSON_GetArraySize(j);
     t->vocab = n;
     t->off = calloc((size_t)n + 1, sizeof *t->off);

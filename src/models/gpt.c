@@ -57,10 +57,82 @@ static bool arg_ok(const char *fn, const char *what, const amp_tensor *t) {
     return true;
 }
 
+/* The first of n values whose exponent bits are all set (inf or NaN) in
+ * words of one float format (exp: its exponent mask), or -1. Blocks of 4096
+ * without an early exit (the compiler vectorises them), then the block that
+ * has one is searched. */
+#define SCAN_BITS(name, T)                                                                                              \
+    static int64_t name(const T *u, int64_t n, T exp) {                                                                   \
+        for (int64_t b = 0; b < n; b += 4096) {                                                                         \
+            int64_t m = n - b < 4096 ? n - b : 4096;                                                                    \
+            int hit = 0;                                                                                                \
+            for (int64_t i = 0; i < m; i++) hit |= (u[b + i] & exp) == exp;                                             \
+            if (hit)                                                                                                    \
+                for (int64_t i = 0; i < m; i++)                                                                         \
+                    if ((u[b + i] & exp) == exp) return b + i;                                                          \
+        }                                                                                                               \
+        return -1;                                                                                                      \
+    }
+SCAN_BITS(scan16, uint16_t)
+SCAN_BITS(scan32, uint32_t)
+
+/* The first element of a float tensor that is not finite: its index, or -1
+ * (also for integer tensors), with its value in *bad; -2 when it could not be
+ * read (the error set). A contiguous f32/f16/bf16 tensor on the CPU is read
+ * in place (memory speed: the check runs on every generate call); anything
+ * else through amp_tensor_copy_out to f64 (exact), a block of rows at a
+ * time. */
+static int64_t first_nonfinite(amp_tensor *t, double *bad) {
+    amp_dtype dt = amp_tensor_dtype(t);
+    int64_t n = amp_tensor_numel(t);
+    if (!amp_dtype_is_float(dt) || n == 0) return -1;
+    if (amp_tensor_device(t) == AMP_DEVICE_CPU && amp_tensor_is_contiguous(t) && (dt == AMP_F32 || dt == AMP_F16 || dt == AMP_BF16)) {
+        const void *p = amp_tensor_data(t);
+        uint32_t man = dt == AMP_F32 ? 0x007fffffu : dt == AMP_F16 ? 0x03ffu : 0x007fu, sign = dt == AMP_F32 ? 0x80000000u : 0x8000u;
+        int64_t at = dt == AMP_F32 ? scan32(p, n, 0x7f800000u) : scan16(p, n, dt == AMP_F16 ? 0x7c00 : 0x7f80);
+        if (at >= 0) {
+            uint32_t u = dt == AMP_F32 ? ((const uint32_t *)p)[at] : ((const uint16_t *)p)[at];
+            *bad = u & man ? NAN : u & sign ? -INFINITY : INFINITY;
+        }
+        return at;
+    }
+    enum { CHUNK = 1 << 15 };
+    int64_t rows = amp_tensor_ndim(t) > 1 ? amp_tensor_dim(t, 0) : n;
+    int64_t row = n / rows, step = row >= CHUNK ? 1 : CHUNK / row;
+    double *buf = malloc(sizeof(double) * (size_t)(step * row));
+    if (!buf) {
+        amp_error(AMP_ERR_NOMEM, "amp_gpt: out of memory checking a tensor's values");
+        return -2;
+    }
+    int64_t at = -1;
+    amp_no_grad_begin();
+    for (int64_t r = 0; r < rows && at == -1; r += step) {
+        int64_t e = r + step < rows ? r + step : rows;
+        amp_scope *sc = amp_scope_begin();
+        amp_tensor *v = amp_tensor_ndim(t) > 1 || r > 0 || e < rows ? amp_slice(t, 0, r, e, 1) : t;
+        if (!sc || !v || amp_tensor_copy_out(v, buf, AMP_F64) != AMP_OK) at = -2;
+        for (int64_t i = 0; at == -1 && i < (e - r) * row; i++)
+            if (!isfinite(buf[i])) at = r * row + i, *bad = buf[i];
+        if (sc) amp_scope_end(sc);
+    }
+    amp_no_grad_end();
+    free(buf);
+    return at;
+}
+
+/* Why a value is refused: "nan", "inf", "-inf". */
+static const char *nonfinite_name(double v) { return isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"; }
+
+/* Inference on this thread (generation, the cached forward): the model runs
+ * in eval semantics whatever its training flag, which is never written, so
+ * threads sharing one model can generate at once. */
+static _Thread_local int tl_inference;
+static bool training(const amp_module *m) { return tl_inference == 0 && amp_module_is_training(m); }
+
 /* ---- the module classes ------------------------------------------------------------------------ */
 static amp_tensor *dropout_fwd(amp_module *m, amp_tensor *x) {
     mod_data *d = amp_module_data(m);
-    return amp_dropout(x, d->p, amp_module_is_training(m), d->sh->gen);
+    return amp_dropout(x, d->p, training(m), d->sh->gen);
 }
 static void dropout_repr(const amp_module *m, char *b, size_t n) {
     snprintf(b, n, "p=%g, inplace=False", ((mod_data *)amp_module_data(m))->p);
@@ -105,7 +177,7 @@ static amp_tensor *attn_fwd(amp_module *m, amp_tensor *x) { /* x [B, T, C] */
     split_heads(qkv, &s->cfg, hd);
     amp_sdpa_opts o = AMP_SDPA_DEFAULTS;
     o.is_causal = true;
-    o.dropout_p = amp_module_is_training(m) ? s->cfg.dropout : 0.0;
+    o.dropout_p = training(m) ? s->cfg.dropout : 0.0;
     o.generator = s->gen;
     return attn_out(m, amp_scaled_dot_product_attention_ex(hd[0], hd[1], hd[2], &o));
 }
@@ -412,8 +484,199 @@ static bool conv1d_name(const char *n) {
     return ends_with(n, ".c_attn.weight") || ends_with(n, ".c_proj.weight") || ends_with(n, ".c_fc.weight");
 }
 
+/* the causal-mask buffers of nanoGPT and Hugging Face, and a tied head (checked apart) */
 static bool ignorable(const char *n) {
     return ends_with(n, ".attn.bias") || ends_with(n, ".attn.masked_bias") || !strcmp(n, "lm_head.weight");
+}
+
+/* How a state_dict names and lays out the parameters: nanoGPT's names or
+ * Hugging Face GPT2Model's without "transformer."; Linear weights [out, in]
+ * or Conv1D's [in, out], told by c_attn's shape ([C, 3C] against [3C, C]). */
+typedef struct {
+    const char *prefix; /* "transformer." or "" */
+    bool conv1d;
+} sd_layout;
+
+static sd_layout layout_of(const amp_safetensors *f) {
+    sd_layout l = {amp_safetensors_find(f, "wte.weight") >= 0 ? "" : "transformer.", false};
+    char k[64];
+    snprintf(k, sizeof k, "%sh.0.attn.c_attn.weight", l.prefix);
+    amp_safetensors_info in;
+    int i = amp_safetensors_find(f, k);
+    if (i >= 0 && amp_safetensors_info_at(f, i, &in) == AMP_OK)
+        l.conv1d = in.ndim == 2 && in.shape[0] > 0 && in.shape[1] == 3 * in.shape[0];
+    return l;
+}
+
+/* The file's name of model parameter want ("transformer.wte.weight"). */
+static const char *sd_name(sd_layout l, const char *want) {
+    return !*l.prefix && !strncmp(want, "transformer.", 12) ? want + 12 : want;
+}
+
+/* The k-th tensor a GPT of configuration c has, as the file names and
+ * shapes it: 1 (e filled), -1 (no such parameter: a bias of a bias-free
+ * model), 0 past the last. e->what: the sizes that make its shape. */
+typedef struct {
+    char name[96], what[96];
+    int ndim;
+    int64_t shape[2];
+} sd_entry;
+
+static int sd_entry_at(const amp_gpt_config *c, sd_layout l, int64_t k, sd_entry *e) {
+    static const struct {
+        const char *name;
+        int out, in; /* [out C, in C]; in 0: 1-D */
+        bool bias, linear;
+    } blk[] = {
+        {"ln_1.weight", 1, 0, false, false},     {"ln_1.bias", 1, 0, true, false},
+        {"attn.c_attn.weight", 3, 1, false, true}, {"attn.c_attn.bias", 3, 0, true, false},
+        {"attn.c_proj.weight", 1, 1, false, true}, {"attn.c_proj.bias", 1, 0, true, false},
+        {"ln_2.weight", 1, 0, false, false},     {"ln_2.bias", 1, 0, true, false},
+        {"mlp.c_fc.weight", 4, 1, false, true},  {"mlp.c_fc.bias", 4, 0, true, false},
+        {"mlp.c_proj.weight", 1, 4, false, true}, {"mlp.c_proj.bias", 1, 0, true, false},
+    };
+    const int64_t C = c->n_embd, nb = (int64_t)(sizeof blk / sizeof blk[0]);
+    char want[96];
+    snprintf(e->what, sizeof e->what, "n_embd %lld", (long long)C);
+    if (k < 2) {
+        snprintf(want, sizeof want, "transformer.%s.weight", k ? "wpe" : "wte");
+        e->ndim = 2;
+        e->shape[0] = k ? c->block_size : c->vocab_size;
+        e->shape[1] = C;
+        snprintf(e->what, sizeof e->what, "%s %lld, n_embd %lld", k ? "block_size" : "vocab_size", (long long)e->shape[0], (long long)C);
+    } else if (k - 2 < c->n_layer * nb) {
+        int64_t layer = (k - 2) / nb, j = (k - 2) % nb;
+        if (blk[j].bias && !c->bias) return -1;
+        snprintf(want, sizeof want, "transformer.h.%lld.%s", (long long)layer, blk[j].name);
+        e->ndim = blk[j].in ? 2 : 1;
+        e->shape[0] = blk[j].out * C;
+        e->shape[1] = blk[j].in * C;
+        if (blk[j].linear && l.conv1d) e->shape[0] = blk[j].in * C, e->shape[1] = blk[j].out * C;
+    } else if (k - 2 - c->n_layer * nb < 2) {
+        bool bias = k - 2 - c->n_layer * nb == 1;
+        if (bias && !c->bias) return -1;
+        snprintf(want, sizeof want, "transformer.ln_f.%s", bias ? "bias" : "weight");
+        e->ndim = 1;
+        e->shape[0] = C;
+    } else {
+        return 0;
+    }
+    snprintf(e->name, sizeof e->name, "%s", sd_name(l, want));
+    return 1;
+}
+
+/* "[a]", "[a, b]", or "of rank r" for other ranks */
+static void shape_text(int nd, const int64_t *sh, char *b, size_t n) {
+    if (nd == 1 || nd == 2) snprintf(b, n, nd == 1 ? "[%lld]" : "[%lld, %lld]", (long long)sh[0], (long long)(nd > 1 ? sh[1] : 0));
+    else snprintf(b, n, "of rank %d", nd);
+}
+
+/* A tied head: lm_head.weight, when the file holds one, is the embedding:
+ * its shape, its dtype and its bytes. */
+static amp_status check_head(const char *pre, const amp_safetensors *f, sd_layout l) {
+    int ih = amp_safetensors_find(f, "lm_head.weight"), iw = amp_safetensors_find(f, sd_name(l, "transformer.wte.weight"));
+    if (ih < 0) return AMP_OK;
+    amp_safetensors_info h, w;
+    amp_safetensors_info_at(f, ih, &h);
+    amp_safetensors_info_at(f, iw, &w);
+    const char *untied = "amp's GPT ties the LM head to the token embedding (as GPT-2 and nanoGPT) and cannot hold a separate "
+                         "head, whose logits would differ";
+    char a[64], b[64];
+    shape_text(h.ndim, h.shape, a, sizeof a);
+    shape_text(w.ndim, w.shape, b, sizeof b);
+    if (h.ndim != 2 || h.shape[0] != w.shape[0] || h.shape[1] != w.shape[1])
+        return amp_error(AMP_ERR_SHAPE, "%s: lm_head.weight has shape %s, %s %s; %s", pre, a, w.name, b, untied);
+    if (h.dtype != w.dtype)
+        return amp_error(AMP_ERR_DTYPE, "%s: lm_head.weight is %s, %s %s; %s", pre,
+                         h.dtype == AMP_DTYPE_COUNT ? h.dtype_name : amp_dtype_name(h.dtype), w.name,
+                         w.dtype == AMP_DTYPE_COUNT ? w.dtype_name : amp_dtype_name(w.dtype), untied);
+    size_t es = (size_t)(w.end - w.begin) / (size_t)(w.numel ? w.numel : 1);
+    const unsigned char *ph = h.data, *pw = w.data;
+    for (int64_t i = 0; i < w.numel; i++)
+        if (memcmp(ph + es * (size_t)i, pw + es * (size_t)i, es))
+            return amp_error(AMP_ERR_FORMAT, "%s: lm_head.weight differs from %s (first at element %lld): an untied head; %s", pre,
+                             w.name, (long long)i, untied);
+    return AMP_OK;
+}
+
+/* Does the file hold a GPT of configuration c (every tensor with its shape
+ * and a float dtype, nothing else but the mask buffers and a tied head)?
+ * Reads the header only (and the head's bytes). where: the file, or NULL. */
+static amp_status check_sd(const char *fn, const char *where, const amp_safetensors *f, const amp_gpt_config *c) {
+    char pre[1200];
+    snprintf(pre, sizeof pre, "%s%s%s", fn, where ? ": " : "", where ? where : "");
+    if (check_config(pre, c) != AMP_OK) return amp_last_status();
+    sd_layout l = layout_of(f);
+    int nf = amp_safetensors_count(f);
+    bool *used = calloc((size_t)nf + 1, sizeof *used);
+    if (!used) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    amp_status st = AMP_OK;
+    sd_entry e;
+    for (int64_t k = 0, r; st == AMP_OK && (r = sd_entry_at(c, l, k, &e)) != 0; k++) {
+        if (r < 0) continue;
+        int i = amp_safetensors_find(f, e.name);
+        amp_safetensors_info in;
+        char a[64], b[64];
+        if (i < 0) {
+            st = amp_error(AMP_ERR_FORMAT, "%s: no tensor %s, which a GPT of n_layer %lld%s has", pre, e.name,
+                           (long long)c->n_layer, c->bias ? " with biases" : "");
+            break;
+        }
+        used[i] = true;
+        amp_safetensors_info_at(f, i, &in);
+        if (in.ndim != e.ndim || in.shape[0] != e.shape[0] || (e.ndim > 1 && in.shape[1] != e.shape[1])) {
+            shape_text(e.ndim, e.shape, b, sizeof b);
+            shape_text(in.ndim, in.shape, a, sizeof a);
+            st = amp_error(AMP_ERR_SHAPE, "%s: %s has shape %s%s, a GPT of %s makes it %s", pre, e.name, a,
+                           l.conv1d && conv1d_name(e.name) ? " (Conv1D)" : "", e.what, b);
+            break;
+        }
+        if (in.dtype == AMP_DTYPE_COUNT || !amp_dtype_is_float(in.dtype))
+            st = amp_error(AMP_ERR_DTYPE, "%s: %s is %s, not a float tensor", pre, e.name, in.dtype_name);
+    }
+    for (int k = 0; k < nf && st == AMP_OK; k++) {
+        amp_safetensors_info in;
+        amp_safetensors_info_at(f, k, &in);
+        if (!used[k] && !ignorable(in.name))
+            st = amp_error(AMP_ERR_FORMAT, "%s: holds %s, which a GPT of n_layer %lld %s has no parameter for", pre,
+                           in.name, (long long)c->n_layer, c->bias ? "with biases" : "without biases (bias false)");
+    }
+    free(used);
+    return st == AMP_OK ? check_head(pre, f, l) : st;
+}
+
+amp_status amp_gpt_check_state_dict(const amp_safetensors *f, const amp_gpt_config *c) {
+    static const char *fn = "amp_gpt_check_state_dict";
+    if (!f) return amp_error(AMP_ERR_ARG, "%s: f is NULL", fn);
+    return check_sd(fn, NULL, f, c);
+}
+
+amp_status amp_gpt_config_from_state_dict(const amp_safetensors *f, int64_t n_head, amp_gpt_config *out) {
+    static const char *fn = "amp_gpt_config_from_state_dict";
+    if (!f || !out) return amp_error(AMP_ERR_ARG, "%s: f and out must not be NULL", fn);
+    sd_layout l = layout_of(f);
+    amp_safetensors_info wte, wpe;
+    int iw = amp_safetensors_find(f, sd_name(l, "transformer.wte.weight"));
+    int ip = amp_safetensors_find(f, sd_name(l, "transformer.wpe.weight"));
+    if (iw < 0 || ip < 0)
+        return amp_error(AMP_ERR_FORMAT, "%s: no tensors transformer.wte.weight and transformer.wpe.weight (or wte.weight and "
+                                         "wpe.weight): not a GPT-2 state_dict",
+                         fn);
+    amp_safetensors_info_at(f, iw, &wte);
+    amp_safetensors_info_at(f, ip, &wpe);
+    if (wte.ndim != 2 || wpe.ndim != 2)
+        return amp_error(AMP_ERR_SHAPE, "%s: %s and %s must be 2-D, are of rank %d and %d", fn, wte.name, wpe.name, wte.ndim, wpe.ndim);
+    char k[96];
+    int64_t L = 0;
+    for (; L <= 1000; L++) {
+        snprintf(k, sizeof k, "%sh.%lld.ln_1.weight", l.prefix, (long long)L);
+        if (amp_safetensors_find(f, k) < 0) break;
+    }
+    snprintf(k, sizeof k, "%sh.0.ln_1.bias", l.prefix);
+    amp_gpt_config c = {L, n_head, wte.shape[1], wpe.shape[0], wte.shape[0], 0.0, amp_safetensors_find(f, k) >= 0};
+    if (check_sd(fn, NULL, f, &c) != AMP_OK) return amp_last_status();
+    *out = c;
+    return AMP_OK;
 }
 
 amp_status amp_gpt_load(amp_module *m, const char *path) {
@@ -423,76 +686,46 @@ amp_status amp_gpt_load(amp_module *m, const char *path) {
     amp_safetensors *f = amp_safetensors_read(path);
     if (!f) return amp_error(amp_last_status(), "%s: %s", fn, amp_last_error());
     const amp_gpt_config *c = &SH(m)->cfg;
+    if (check_sd(fn, path, f, c) != AMP_OK) {
+        amp_safetensors_free(f);
+        return amp_last_status();
+    }
+    sd_layout l = layout_of(f);
     int np = amp_module_parameters(m, NULL, NULL, 0);
     amp_tensor **ps = calloc((size_t)np, sizeof *ps), **vals = calloc((size_t)np, sizeof *vals);
     const char **names = calloc((size_t)np, sizeof *names);
-    int nf = amp_safetensors_count(f);
-    bool *used = calloc((size_t)nf + 1, sizeof *used);
     amp_status st = AMP_OK;
-    if (!ps || !vals || !names || !used) {
+    if (!ps || !vals || !names) {
         st = amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
         goto out;
     }
     amp_module_parameters(m, ps, names, np);
-    /* the layout: nanoGPT's Linear [3C, C] or Hugging Face's Conv1D [C, 3C] */
-    bool hf_prefixless = amp_safetensors_find(f, "wte.weight") >= 0;
-    bool conv1d = false;
-    char key[256];
-    snprintf(key, sizeof key, "%sh.0.attn.c_attn.weight", hf_prefixless ? "" : "transformer.");
-    int ka = amp_safetensors_find(f, key);
-    if (ka >= 0) {
-        amp_safetensors_info inf;
-        amp_safetensors_info_at(f, ka, &inf);
-        conv1d = inf.ndim == 2 && inf.shape[0] == c->n_embd && inf.shape[1] == 3 * c->n_embd;
-    }
-    for (int i = 0; i < np && st == AMP_OK; i++) {
-        const char *want = names[i];
-        const char *fname = hf_prefixless && !strncmp(want, "transformer.", 12) ? want + 12 : want;
-        int k = amp_safetensors_find(f, fname);
-        if (k < 0) {
-            st = amp_error(AMP_ERR_FORMAT, "%s: %s: no tensor %s (the model's parameter %s)", fn, path, fname, want);
-            break;
-        }
-        used[k] = true;
+    for (int i = 0; i < np && st == AMP_OK; i++) { /* check_sd found each with its shape */
+        const char *fname = sd_name(l, names[i]);
         amp_tensor *t = amp_safetensors_get(f, fname);
-        if (!t) {
-            st = amp_last_status();
+        double bad = 0;
+        int64_t at = t ? first_nonfinite(t, &bad) : -2;
+        if (at != -1) {
+            st = at == -2 ? amp_last_status()
+                          : amp_error(AMP_ERR_RANGE, "%s: %s: %s element %lld is %s: the weights must be finite (a damaged file, or "
+                                                     "one saved after training diverged)",
+                                      fn, path, fname, (long long)at, nonfinite_name(bad));
+            amp_tensor_free(t);
             break;
         }
-        if (conv1d && conv1d_name(want) && amp_tensor_ndim(t) == 2) {
+        if (l.conv1d && conv1d_name(names[i])) {
             amp_tensor *tv = amp_transpose(t, 0, 1);
             amp_tensor *tt = tv ? amp_contiguous(tv) : NULL;
             amp_tensor *own = tt ? amp_tensor_keep(tt) : NULL;
             if (tv) amp_tensor_free(tv); /* the transposed view (outside a scope the caller owns it) */
             amp_tensor_free(t);
             t = own;
-            if (!t) {
-                st = amp_last_status();
-                break;
-            }
         }
-        if (amp_tensor_ndim(t) != amp_tensor_ndim(ps[i]) ||
-            memcmp(amp_tensor_shape(t), amp_tensor_shape(ps[i]), sizeof(int64_t) * (size_t)amp_tensor_ndim(t))) {
-            char a[64], b[64];
-            st = amp_error(AMP_ERR_SHAPE, "%s: %s: %s has shape %s%s, the model's %s is %s (a different configuration?)", fn, path,
-                           fname, amp_shape_str(t, a, sizeof a), conv1d && conv1d_name(want) ? " (transposed from Conv1D)" : "",
-                           want, amp_shape_str(ps[i], b, sizeof b));
-            amp_tensor_free(t);
-            break;
-        }
-        if (!amp_dtype_is_float(amp_tensor_dtype(t))) {
-            st = amp_error(AMP_ERR_DTYPE, "%s: %s: %s is %s, not a float tensor", fn, path, fname, amp_dtype_name(amp_tensor_dtype(t)));
-            amp_tensor_free(t);
+        if (!t) {
+            st = amp_last_status();
             break;
         }
         vals[i] = t;
-    }
-    for (int k = 0; k < nf && st == AMP_OK; k++) {
-        amp_safetensors_info inf;
-        amp_safetensors_info_at(f, k, &inf);
-        if (used[k] || ignorable(inf.name)) continue;
-        st = amp_error(AMP_ERR_FORMAT, "%s: %s holds %s, which this GPT (n_layer %lld, bias %s) has no parameter for", fn, path,
-                       inf.name, (long long)c->n_layer, c->bias ? "true" : "false");
     }
     for (int i = 0; i < np && st == AMP_OK; i++) st = amp_tensor_copy_(ps[i], vals[i]);
 out:
@@ -501,7 +734,6 @@ out:
     free(vals);
     free(ps);
     free(names);
-    free(used);
     amp_safetensors_free(f);
     return st;
 }
@@ -621,6 +853,7 @@ amp_tensor *amp_gpt_forward_cached(amp_module *m, amp_tensor *idx, amp_gpt_cache
     amp_module_io io;
     bool has_io = amp_module_get_io(m, &io);
     amp_no_grad_begin();
+    tl_inference++;
     bool ac = has_io && io.autocast && amp_autocast_enter(io.autocast_dtype) == AMP_OK;
     amp_scope *sc = amp_scope_begin();
     amp_module *tr = CH(m, "transformer"), *h = CH(tr, "h");
@@ -632,18 +865,70 @@ amp_tensor *amp_gpt_forward_cached(amp_module *m, amp_tensor *idx, amp_gpt_cache
     if (logits) c->len += Tn;
     logits = sc ? amp_scope_end_keep(sc, logits) : NULL;
     if (ac) amp_autocast_exit();
+    tl_inference--;
     amp_no_grad_end();
     return logits;
 }
 
 /* ---- generation ----------------------------------------------------------------------------------------- */
+/* The hint for a non-finite value computed in dtype dt. */
+static const char *range_hint(amp_dtype dt) {
+    return dt == AMP_F16 ? "f16's range ends at 65504, a larger value becomes inf: run in bf16 (f32's range) or f32"
+                         : "f32's range is exceeded, or the weights are damaged";
+}
+
+/* Every weight finite, or an error naming the first that is not. */
+static amp_status check_weights(const char *fn, amp_module *m) {
+    int np = amp_module_parameters(m, NULL, NULL, 0);
+    amp_tensor **ps = calloc((size_t)np + 1, sizeof *ps);
+    const char **names = calloc((size_t)np + 1, sizeof *names);
+    amp_status st = ps && names ? AMP_OK : amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    if (st == AMP_OK) amp_module_parameters(m, ps, names, np);
+    for (int i = 0; i < np && st == AMP_OK; i++) {
+        double bad = 0;
+        int64_t at = first_nonfinite(ps[i], &bad);
+        if (at == -2) st = amp_last_status();
+        else if (at >= 0) {
+            amp_dtype dt = amp_tensor_dtype(ps[i]);
+            st = amp_error(AMP_ERR_RANGE, "%s: parameter %s element %lld is %s (%s): the weights must be finite; %s", fn, names[i],
+                           (long long)at, nonfinite_name(bad), amp_dtype_name(dt),
+                           dt == AMP_F16 ? range_hint(dt) : "a damaged file, or one saved after training diverged");
+        }
+    }
+    free(ps);
+    free(names);
+    return st;
+}
+
+/* The step's logits (V floats) finite, or an error naming the step and the
+ * precision the model ran in. */
+static amp_status check_logits(const char *fn, const amp_module *m, const float *row, int64_t V, int64_t step) {
+    int64_t v = 0;
+    while (v < V && isfinite(row[v])) v++;
+    if (v == V) return AMP_OK;
+    amp_dtype wd = amp_tensor_dtype(P(CH(CH(m, "transformer"), "wte"), "weight"));
+    amp_module_io io;
+    amp_dtype ac = amp_autocast_is_enabled() ? amp_autocast_dtype()
+                   : amp_module_get_io(m, &io) && io.autocast ? io.autocast_dtype
+                                                               : AMP_DTYPE_COUNT;
+    amp_dtype worst = wd == AMP_F16 || ac == AMP_F16 ? AMP_F16 : wd;
+    char prec[96];
+    snprintf(prec, sizeof prec, "%s weights%s%s", amp_dtype_name(wd), ac != AMP_DTYPE_COUNT ? ", autocast to " : "",
+             ac != AMP_DTYPE_COUNT ? amp_dtype_name(ac) : "");
+    return amp_error(AMP_ERR_RANGE, "%s: the logits of step %lld are not finite (token %lld: %s) with %s: %s", fn, (long long)step,
+                     (long long)v, nonfinite_name(row[v]), prec, range_hint(worst));
+}
+
 /* Next token from a logits row (V floats). */
 static int64_t sample(const float *row, int64_t V, const amp_gpt_generate_opts *o, amp_generator *g, double *scratch) {
     int64_t best = 0;
     for (int64_t v = 1; v < V; v++)
         if (row[v] > row[best]) best = v;
     if (o->temperature <= 0) return best;
-    for (int64_t v = 0; v < V; v++) scratch[v] = (double)row[v] / o->temperature;
+    /* (logit - max) / T: at most 0, so nothing overflows; when T is so small
+     * that the quotient does (1e-310), every other token gets -inf and
+     * probability 0: the greedy token, the limit of T -> 0 */
+    for (int64_t v = 0; v < V; v++) scratch[v] = ((double)row[v] - (double)row[best]) / o->temperature;
     double cut = -INFINITY;
     if (o->top_k > 0 && o->top_k < V) { /* the k-th largest value (ties kept, as nanoGPT's logits < v[-1]) */
         double *tmp = scratch + V;
@@ -669,9 +954,9 @@ static int64_t sample(const float *row, int64_t V, const amp_gpt_generate_opts *
         }
         cut = tmp[k];
     }
-    double mx = scratch[best], sum = 0;
+    double sum = 0;
     for (int64_t v = 0; v < V; v++) {
-        scratch[v] = scratch[v] < cut ? 0.0 : exp(scratch[v] - mx);
+        scratch[v] = scratch[v] < cut ? 0.0 : exp(scratch[v]);
         sum += scratch[v];
     }
     amp_tensor *u = amp_tensor_uniform(AMP_F32, 1, AMP_SHAPE(1), 0.0, 1.0, g);
@@ -709,6 +994,7 @@ amp_status amp_gpt_generate(amp_module *m, const int64_t *prompt, int64_t n, int
         if (prompt[i] < 0 || prompt[i] >= V)
             return amp_error(AMP_ERR_RANGE, "%s: prompt token %lld (at %lld) is outside the vocabulary 0..%lld", fn,
                              (long long)prompt[i], (long long)i, (long long)V - 1);
+    if (check_weights(fn, m) != AMP_OK) return amp_last_status();
     amp_generator *g = o->generator ? o->generator : amp_default_generator();
     int64_t total = n + o->max_new_tokens;
     int64_t *seq = malloc(sizeof(int64_t) * (size_t)total);
@@ -721,8 +1007,7 @@ amp_status amp_gpt_generate(amp_module *m, const int64_t *prompt, int64_t n, int
         goto done;
     }
     memcpy(seq, prompt, sizeof(int64_t) * (size_t)n);
-    bool was = amp_module_is_training(m);
-    amp_module_train(m, false);
+    tl_inference++; /* eval semantics without writing the shared module's flag */
     amp_no_grad_begin();
     int64_t len = n, ws = n > W ? n - W : 0, cached_ws = -1;
     while (len < total && st == AMP_OK) {
@@ -750,6 +1035,7 @@ amp_status amp_gpt_generate(amp_module *m, const int64_t *prompt, int64_t n, int
             st = amp_last_status();
         }
         amp_scope_end(sc);
+        if (st == AMP_OK) st = check_logits(fn, m, row, V, len - n + 1);
         if (st != AMP_OK) break;
         int64_t tok = sample(row, V, o, g, scratch);
         seq[len++] = tok;
@@ -758,7 +1044,7 @@ amp_status amp_gpt_generate(amp_module *m, const int64_t *prompt, int64_t n, int
         if (tok == o->stop_token) break;
     }
     amp_no_grad_end();
-    amp_module_train(m, was);
+    tl_inference--;
 done:
     amp_gpt_cache_free(cache);
     free(seq);

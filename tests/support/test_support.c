@@ -1,6 +1,7 @@
 #include "test_support.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,58 @@ int test_run_cli(const char *extra_env, const char *args, char **out, char **err
     if (err) *err = e; else free(e);
     if (st == -1 || !WIFEXITED(st)) return -1;
     return WEXITSTATUS(st);
+}
+
+static char *vformat(const char *fmt, va_list ap) {
+    va_list aq;
+    va_copy(aq, ap);
+    int n = vsnprintf(NULL, 0, fmt, aq);
+    va_end(aq);
+    char *s = malloc((size_t)(n > 0 ? n : 0) + 1);
+    if (s) vsnprintf(s, (size_t)(n > 0 ? n : 0) + 1, fmt, ap);
+    return s;
+}
+
+int test_run_clif(const char *extra_env, char **out, char **err, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *args = vformat(fmt, ap);
+    va_end(ap);
+    int rc = args ? test_run_cli(extra_env, args, out, err) : -1;
+    free(args);
+    return rc;
+}
+
+char *test_run_cli_expect(int want, char **err, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *args = vformat(fmt, ap);
+    va_end(ap);
+    char *out = NULL, *e = NULL;
+    int rc = args ? test_run_cli(NULL, args, &out, &e) : -1;
+    if (rc != want)
+        fail_msg("amp %s: exit %d (expected %d)\nstdout:\n%.3000s\nstderr:\n%s", args ? args : fmt, rc, want, out ? out : "",
+                 e ? e : "");
+    free(args);
+    if (err) *err = e;
+    else free(e);
+    return out;
+}
+
+char *test_tmpdir;
+
+int test_tmpdir_setup(void **state) {
+    (void)state;
+    test_tmpdir = test_mkdtemp();
+    return test_tmpdir ? 0 : -1;
+}
+
+int test_tmpdir_teardown(void **state) {
+    (void)state;
+    test_rmtree(test_tmpdir);
+    free(test_tmpdir);
+    test_tmpdir = NULL;
+    return 0;
 }
 
 const char *test_mpirun_prefix(int np) {

@@ -62,6 +62,12 @@ void test_assert_close(double a, double b, double rtol, double atol, const char 
  * extra_env (may be NULL) is prepended, e.g. "AMP_CPU=scalar". Returns the
  * exit status, or -1 if the process did not exit normally. */
 int test_run_cli(const char *extra_env, const char *args, char **out, char **err);
+/* test_run_cli with the argument string made from fmt (printf). */
+int test_run_clif(const char *extra_env, char **out, char **err, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Runs amp with the argument string made from fmt and fails the test, with
+ * both streams, unless it exits with want. Returns stdout (free it); *err
+ * receives stderr when err is not NULL (free it). */
+char *test_run_cli_expect(int want, char **err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The command prefix that runs a program on np MPI ranks (Open MPI's
  * mpirun found at build time, with what it needs as root, with more ranks
  * than cores and in containers); pass it as test_run_cli's extra_env. NULL
@@ -72,5 +78,11 @@ char *test_read_file(const char *path, size_t *len);
 /* A fresh empty temporary directory (malloc'd path); removed by test_rmtree. */
 char *test_mkdtemp(void);
 void test_rmtree(const char *path);
+/* Group fixtures (cmocka_run_group_tests(tests, test_tmpdir_setup,
+ * test_tmpdir_teardown)): a fresh temporary directory in test_tmpdir for
+ * the group, removed with everything in it at the end. */
+extern char *test_tmpdir;
+int test_tmpdir_setup(void **state);
+int test_tmpdir_teardown(void **state);
 
 #endif

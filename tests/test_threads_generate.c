@@ -1,0 +1,140 @@
+/* amp_gpt_generate from several threads sharing one GPT (docs/threads.md):
+ * generation runs the model in eval semantics without writing the module's
+ * training flag, so threads generating from one model at once, while one
+ * more thread keeps starting and finishing short generations, each get the
+ * tokens one thread alone gets, and the model's mode never changes
+ * (generate used to switch the model to eval mode and back: a thread that
+ * finished switched dropout back on under the others, and the mode flipped
+ * while other threads read it). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_support.h"
+
+#define WORKERS 3
+#define ROUNDS 4
+#define NEW 40
+
+static const amp_gpt_config CFG = {2, 2, 32, 16, 40, 0.5, true}; /* dropout 0.5: any dropout changes the tokens */
+static const int64_t PROMPT[3] = {1, 2, 3};
+
+typedef struct {
+    amp_module *m;
+    const int64_t *want;
+    bool cache;
+    int mismatches, failures;
+    pthread_barrier_t *go;
+    atomic_int *running;
+} gen_job;
+
+static amp_status gen(amp_module *m, bool cache, int64_t max_new, int64_t *out, int64_t *n) {
+    amp_generator g = amp_generator_make(99);
+    amp_gpt_generate_opts o = AMP_GPT_GENERATE_DEFAULTS;
+    o.max_new_tokens = max_new;
+    o.temperature = 0.9;
+    o.generator = &g;
+    o.use_kv_cache = cache;
+    return amp_gpt_generate(m, PROMPT, 3, out, n, &o);
+}
+
+static void *gen_worker(void *arg) {
+    gen_job *j = arg;
+    amp_set_num_threads(1);
+    pthread_barrier_wait(j->go);
+    for (int r = 0; r < ROUNDS; r++) {
+        int64_t out[NEW], n = 0;
+        if (gen(j->m, j->cache, NEW, out, &n) != AMP_OK || n != NEW) j->failures++;
+        else if (memcmp(out, j->want, sizeof out)) j->mismatches++;
+    }
+    atomic_fetch_sub(j->running, 1);
+    return NULL;
+}
+
+typedef struct {
+    amp_module *m;
+    int calls, failures, eval_seen;
+    pthread_barrier_t *go;
+    atomic_int *running;
+} short_job;
+
+/* one-token generations back to back, and the mode read between them */
+static void *short_worker(void *arg) {
+    short_job *s = arg;
+    amp_set_num_threads(1);
+    pthread_barrier_wait(s->go);
+    while (atomic_load(s->running) > 0) {
+        int64_t out[1], n;
+        if (gen(s->m, s->calls % 2 == 0, 1, out, &n) != AMP_OK) s->failures++;
+        s->calls++;
+        s->eval_seen += !amp_module_is_training(s->m);
+    }
+    return NULL;
+}
+
+static void *watch_worker(void *arg) {
+    short_job *s = arg;
+    pthread_barrier_wait(s->go);
+    while (atomic_load(s->running) > 0) {
+        s->eval_seen += !amp_module_is_training(s->m);
+        s->calls++;
+    }
+    return NULL;
+}
+
+static void t_shared_generate(void **st) {
+    (void)st;
+    amp_generator g = amp_generator_make(5);
+    amp_module *m = amp_gpt_new(&CFG, &g);
+    assert_non_null(m);
+    /* the reference: eval mode, one thread; the cached and uncached paths agree */
+    int64_t want[NEW], other[NEW], n;
+    amp_module_train(m, false);
+    assert_int_equal(gen(m, true, NEW, want, &n), AMP_OK);
+    assert_int_equal(gen(m, false, NEW, other, &n), AMP_OK);
+    assert_memory_equal(want, other, sizeof want);
+    /* in training mode generate still runs without dropout */
+    amp_module_train(m, true);
+    assert_int_equal(gen(m, true, NEW, other, &n), AMP_OK);
+    assert_memory_equal(want, other, sizeof want);
+    assert_true(amp_module_is_training(m));
+
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, WORKERS + 3);
+    atomic_int running = WORKERS;
+    gen_job jobs[WORKERS];
+    short_job shorty = {m, 0, 0, 0, &go, &running}, watch = {m, 0, 0, 0, &go, &running};
+    pthread_t th[WORKERS + 2];
+    for (int i = 0; i < WORKERS; i++) {
+        jobs[i] = (gen_job){m, want, i % 2 == 0, 0, 0, &go, &running};
+        assert_int_equal(pthread_create(&th[i], NULL, gen_worker, &jobs[i]), 0);
+    }
+    assert_int_equal(pthread_create(&th[WORKERS], NULL, short_worker, &shorty), 0);
+    assert_int_equal(pthread_create(&th[WORKERS + 1], NULL, watch_worker, &watch), 0);
+    pthread_barrier_wait(&go);
+    for (int i = 0; i < WORKERS + 2; i++) pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&go);
+    int bad = 0;
+    for (int i = 0; i < WORKERS; i++) {
+        if (jobs[i].failures || jobs[i].mismatches)
+            print_message("worker %d (%s): %d failures, %d of %d generations differ from one thread's\n", i,
+                          jobs[i].cache ? "KV cache" : "no cache", jobs[i].failures, jobs[i].mismatches, ROUNDS);
+        bad += jobs[i].failures + jobs[i].mismatches;
+    }
+    print_message("%d one-token generations and %d reads of the mode beside them; eval mode seen %d times\n", shorty.calls,
+                  watch.calls, shorty.eval_seen + watch.eval_seen);
+    assert_int_equal(shorty.failures, 0);
+    assert_int_equal(bad, 0);
+    assert_int_equal(shorty.eval_seen + watch.eval_seen, 0); /* the model stayed in training mode */
+    assert_true(amp_module_is_training(m));
+    amp_module_free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(t_shared_generate),
+    };
+    return amp_test_run(tests);
+}
