@@ -5,7 +5,9 @@
  * killed with SIGKILL (the other exits non-zero within a bounded time and
  * the last checkpoint is intact), a rank failing with an error (the run
  * ends on every rank naming it), the CNN under mpirun with rank 0 alone
- * printing, and the summary and flags.
+ * printing, the summary and flags, and ranks that disagree (different
+ * --max-steps, --eval-every on one rank, checkpoints of different steps):
+ * an error on every rank naming what differs.
  * Skipped (77) when amp was built without MPI. */
 #include <dirent.h>
 #include <math.h>
@@ -471,6 +473,62 @@ static void t_rank_error_ends_run(void **state) {
     free(err);
 }
 
+/* ---- ranks that disagree (issue 23, defects 3 and 4) -----------------------------------------------
+ * MPMD runs (`mpirun -np 1 amp ARGS0 : -np 1 amp ARGS1`) whose ranks would
+ * call different collectives. Each must end with an error on every rank
+ * naming what differs, never a crash, a hang or a silent exit 0. */
+static void both_ranks_fail(const char *args0, const char *args1, const char *const *needles, int nneedles) {
+    char args[4096], pre[1400];
+    snprintf(args, sizeof args, "%s : -np 1 %s %s", args0, AMP_CLI_PATH, args1);
+    snprintf(pre, sizeof pre, "AMP_DIST_TIMEOUT=60 %s", test_mpirun_prefix(1));
+    char *out = NULL, *err = NULL;
+    double t0 = now_s();
+    int rc = test_run_cli(pre, args, &out, &err);
+    double took = now_s() - t0;
+    printf("  rank 0: amp %s\n  rank 1: amp %s\n  -> exit %d after %.2f s\n%s", args0, args1, rc, took, err);
+    if (rc == 0) fail_msg("exit 0\nstdout:\n%s\nstderr:\n%s", out, err);
+    if (strstr(err, "signal") || strstr(err, "Segmentation")) fail_msg("a rank crashed:\n%s", err);
+    /* every rank reports, and the report names what each rank did */
+    for (int r = 0; r < 2; r++) {
+        char who[64];
+        snprintf(who, sizeof who, "amp: error: rank %d of 2", r);
+        if (!strstr(err, who)) fail_msg("no error from rank %d:\n%s", r, err);
+    }
+    for (int i = 0; i < nneedles; i++)
+        if (!strstr(err, needles[i])) fail_msg("expected \"%s\" in:\n%s", needles[i], err);
+    free(out);
+    free(err);
+}
+
+/* different --max-steps: one rank stops training while the other starts another step */
+static void t_ranks_differ_max_steps(void **state) {
+    (void)state;
+    const char *n[] = {"rank 0 called", "rank 1 called"};
+    both_ranks_fail(COMMON " --epochs 2 --max-steps 5", COMMON " --epochs 2 --max-steps 10", n, 2);
+}
+
+/* --eval-every on one rank only: its evaluation meets the other's gradient averaging */
+static void t_ranks_differ_eval_every(void **state) {
+    (void)state;
+    const char *n[] = {"rank 0 called", "rank 1 called"};
+    both_ranks_fail(GPT " --max-steps 4 --eval-every 2", GPT " --max-steps 4", n, 2);
+}
+
+/* ranks resuming checkpoints of different steps */
+static void t_ranks_differ_resume(void **state) {
+    (void)state;
+    char a[1100], b[1100];
+    snprintf(a, sizeof a, "%s/resume_at3", g_dir);
+    snprintf(b, sizeof b, "%s/resume_at6", g_dir);
+    free(run(0, 0, COMMON " --max-steps 10 --stop-after 3 --checkpoint %s", a));
+    free(run(0, 0, COMMON " --max-steps 10 --stop-after 6 --checkpoint %s", b));
+    char a0[1400], a1[1400];
+    snprintf(a0, sizeof a0, COMMON " --max-steps 10 --resume %s", a);
+    snprintf(a1, sizeof a1, COMMON " --max-steps 10 --resume %s", b);
+    const char *n[] = {"rank 0 called", "rank 1 called"};
+    both_ranks_fail(a0, a1, n, 2);
+}
+
 static void t_flags_and_version(void **state) {
     (void)state;
     char *out = run(0, 0, "--version");
@@ -509,6 +567,8 @@ int main(void) {
         cmocka_unit_test(t_kill_one_rank),
         cmocka_unit_test(t_stalled_rank_times_out),      cmocka_unit_test(t_rank_error_ends_run),
         cmocka_unit_test(t_flags_and_version),
+        cmocka_unit_test(t_ranks_differ_max_steps),      cmocka_unit_test(t_ranks_differ_eval_every),
+        cmocka_unit_test(t_ranks_differ_resume),
     };
     amp_test_prepare();
     return cmocka_run_group_tests(tests, setup, teardown);
