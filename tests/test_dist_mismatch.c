@@ -163,7 +163,7 @@ static result run_case(const char *which) {
     self[n] = 0;
     char *dir = test_mkdtemp();
     assert_non_null(dir);
-    char cmd[8192], outp[PATH_MAX + 32];
+    char cmd[16384], outp[PATH_MAX + 32];
     snprintf(outp, sizeof outp, "%s/mpirun.out", dir);
     snprintf(cmd, sizeof cmd, "AMP_DIST_TIMEOUT=5 %s %s --child %s %s > %s 2>&1", test_mpirun_prefix(2), self, which, dir, outp);
     int rc = system(cmd);

@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "cli/trainer.h"
 #include "core/error.h"
+#include "dist/dist_impl.h"
 
 int trainer_dist_init(void) {
     if (amp_dist_init(NULL, NULL) != AMP_OK) {
@@ -24,7 +25,10 @@ int trainer_dist_fail(const char *what) {
     amp_dist_group *g = amp_dist_is_initialized() ? amp_dist_world() : NULL;
     if (!g || amp_dist_world_size(g) == 1) return cli_fail("%s", what);
     fprintf(stderr, "amp: error: rank %d of %d: %s\n", amp_dist_rank(g), amp_dist_world_size(g), what);
-    fprintf(stderr, "amp: rank %d is ending the run on every rank\n", amp_dist_rank(g));
+    if (g->shared_failure) /* every rank found it and reports it; amp_dist_abort waits for their reports */
+        fprintf(stderr, "amp: rank %d stops (every rank found this)\n", amp_dist_rank(g));
+    else
+        fprintf(stderr, "amp: rank %d is ending the run on every rank\n", amp_dist_rank(g));
     amp_dist_abort(g, CLI_FAIL);
     return CLI_FAIL;
 }

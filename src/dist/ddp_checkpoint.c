@@ -268,5 +268,6 @@ amp_status amp_ddp_checkpoint_restore(amp_ddp *d, const amp_checkpoint *c, amp_t
     if (as != AMP_OK) return as;
     if (st != AMP_OK) return amp_error(st, "%s", msg);
     if (bad) return amp_error(AMP_ERR_STATE, "%s: the restore failed on another rank (its error is on its output)", fn);
+    amp__ddp_set_step(d, s->step);
     return AMP_OK;
 }
