@@ -4,6 +4,8 @@
  * rank naming both ranks' operations, found before any receive buffer is
  * written: never a crash, a hang or silently mixed data.
  *
+ * Ranks restoring different checkpoints (defect 4) are refused the same way.
+ *
  * Each case is its own `mpirun -np 2` of this program (`--child CASE DIR`):
  * a mismatch leaves the group unusable, so one case per run. Each rank
  * writes what it saw (status, message, whether its buffers are untouched)
@@ -124,6 +126,35 @@ static int child(const char *which, const char *dir) {
         fprintf(g_out, "buffer %s\n", all_equal(t, 1.0) ? "untouched" : "written");
         amp_tensor_free(t);
         return finish(w, st != AMP_OK);
+    }
+    if (!strcmp(which, "restore")) {
+        /* each rank restores its own checkpoint, saved at another step: refused on every rank before anything changes */
+        amp_generator gen = amp_generator_make(7);
+        amp_module *m = amp_nn_linear(4, 3, true, &gen);
+        amp_tensor *p[2];
+        int np = amp_module_parameters(m, p, NULL, 2);
+        amp_optim_opts oo = amp_sgd_opts(0.1);
+        amp_optim *solo = amp_optim_new(p, np, &oo);
+        char ck[PATH_MAX];
+        snprintf(ck, sizeof ck, "%s/ck%d", dir, r);
+        amp_train_state st = {m, &solo, 1, NULL, NULL, NULL, r == 0 ? 3 : 6, NULL, 0};
+        amp_status ss = amp_checkpoint_save(ck, &st);
+        amp_optim_free(solo);
+        amp_ddp *d = amp_ddp_new_module(w, m, NULL);
+        amp_optim *opt = d ? amp_ddp_optim_new(d, p, np, &oo) : NULL;
+        amp_checkpoint *c = amp_checkpoint_open(ck);
+        if (ss != AMP_OK || !d || !opt || !c) {
+            fprintf(g_out, "setup failed: %s\n", amp_last_error());
+            return finish(w, true);
+        }
+        amp_train_state rs = {m, &opt, 1, NULL, NULL, NULL, 0, NULL, 0};
+        amp_status st2 = amp_ddp_checkpoint_restore(d, c, &rs);
+        report("restore", st2);
+        amp_checkpoint_close(c);
+        amp_optim_free(opt);
+        amp_ddp_free(d);
+        amp_module_free(m);
+        return finish(w, st2 != AMP_OK);
     }
     if (!strcmp(which, "same")) { /* control: matching collectives of every kind still work */
         amp_tensor *t = filled(AMP_F32, 1000, (double)(r + 1));
@@ -272,6 +303,20 @@ static void t_finalize(void **state) {
     free_result(&r);
 }
 
+/* amp_ddp_checkpoint_restore with different checkpoints on the ranks (issue 23, defect 4) */
+static void t_restore_different_checkpoints(void **state) {
+    (void)state;
+    result r = run_case("restore");
+    for (int k = 0; k < 2; k++) {
+        has(r.rank[k], "restore: status");
+        assert_null(strstr(r.rank[k], "status 0"));
+        has(r.rank[k], "the checkpoints restored differ between ranks");
+        has(r.rank[k], "rank 0 has step 3, checkpoint_id");
+        has(r.rank[k], "rank 1 has step 6, checkpoint_id");
+    }
+    free_result(&r);
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "--child")) {
         amp_test_prepare();
@@ -288,6 +333,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(t_op),
         cmocka_unit_test(t_async),
         cmocka_unit_test(t_finalize),
+        cmocka_unit_test(t_restore_different_checkpoints),
     };
     amp_test_prepare();
     return cmocka_run_group_tests(tests, NULL, NULL);
