@@ -139,6 +139,15 @@ void amp__dist_ident_make(const amp_dist_work *w, amp_dist_ident *id);
 amp_status amp__dist_ident_check(amp_dist_work *w, const amp_dist_ident *ids);
 /* Marks g's failure as one every rank shares (see shared_failure). */
 void amp__dist_set_shared_failure(amp_dist_group *g);
+/* Every rank passes n (key, value) pairs that must be equal everywhere, and
+ * notes (may be NULL, or hold NULLs) shown beside a value but not compared
+ * (a file's path beside its checksum). AMP_OK when they are; otherwise an
+ * error, the same on every rank: "<fn>: <what> differ between ranks: <key>:
+ * rank 0 has <v0> (<note>), rank 1 has <v1>; <key>: ...", and the failure
+ * is shared. One all-gather of a 64-bit digest; a second, of the lists,
+ * only when they differ. Collective (agree.c). */
+amp_status amp__dist_agree(amp_dist_group *g, const char *fn, const char *what, int n, const char *const *keys,
+                           const char *const *vals, const char *const *notes);
 /* Blocking all-reduce of n doubles / a flag (MAX of 0/1) across g. */
 amp_status amp__dist_allreduce_f64(amp_dist_group *g, const char *fn, double *v, int n, amp_dist_op op);
 amp_status amp__dist_any(amp_dist_group *g, const char *fn, bool *flag);
