@@ -42,6 +42,7 @@ typedef struct {
     int64_t step;                /* the group's step when the collective started (0: none set) */
     char label[AMP_DIST_LABEL];  /* the call (amp_dist_work.fn), cut to fit, NUL-terminated */
 } amp_dist_ident;
+_Static_assert(sizeof(amp_dist_ident) == 120, "amp_dist_ident is sent as bytes: keep its layout");
 
 struct amp_dist_work {
     amp_dist_group *g;
