@@ -210,6 +210,7 @@ static result run_case(const char *which) {
     if (!res.out) res.out = strdup("");
     /* never a crash: no rank ended on a signal (Open MPI: "exited on signal 11") */
     if (strstr(res.out, "signal") || strstr(res.out, "Segmentation")) fail_msg("a rank crashed:\n%s", res.out);
+    if (strstr(res.out, "Sanitizer")) fail_msg("a sanitizer report (make test-asan):\n%s", res.out);
     for (int r = 0; r < 2; r++)
         if (!res.rank[r] || !strstr(res.rank[r], "done")) fail_msg("rank %d did not report:\n%s", r, res.out);
     test_rmtree(dir);

@@ -416,6 +416,16 @@ static void mpi_pending(const amp_dist_work *w, char *buf, size_t n) {
     if (!used) snprintf(buf, n, "unknown");
 }
 
+/* Memory an abandoned send may still read: kept, reachable, until the process ends. */
+static void keep(void *p) {
+    static void **kept;
+    static size_t n;
+    void **k = realloc(kept, sizeof *k * (n + 1));
+    if (!k) return; /* then it is only leaked */
+    kept = k;
+    kept[n++] = p;
+}
+
 static void mpi_release(amp_dist_work *w) {
     mpi_work *s = w->impl;
     if (!s) return;
@@ -423,13 +433,16 @@ static void mpi_release(amp_dist_work *w) {
     bool identity_in_flight = false;
     for (int i = 0; i < s->nh; i++) {
         bool receive = i < w->g->size - 1;
-        if (!receive && s->hreq[i] != MPI_REQUEST_NULL) identity_in_flight = true;
+        int done = 0;
+        if (!receive && s->hreq[i] != MPI_REQUEST_NULL && (MPI_Test(&s->hreq[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done))
+            identity_in_flight = true;
         drop(&s->hreq[i], receive);
     }
     if (s->stage) amp__free(s->stage, s->stage_bytes, AMP_MEM_WORKSPACE);
-    /* a send of this rank's identity that never completed may still read
-     * it: keep its memory (a few hundred bytes, after a failure only) */
-    if (!identity_in_flight) free(s->ids);
+    /* a send of this rank's identity that has not completed may still read
+     * it (after a failure only) */
+    if (identity_in_flight) keep(s->ids);
+    else free(s->ids);
     free(s->hreq);
     free(s->reqs);
     free(s->peer);
