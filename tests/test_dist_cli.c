@@ -5,7 +5,11 @@
  * killed with SIGKILL (the other exits non-zero within a bounded time and
  * the last checkpoint is intact), a rank failing with an error (the run
  * ends on every rank naming it), the CNN under mpirun with rank 0 alone
- * printing, and the summary and flags.
+ * printing, the summary and flags, and ranks that disagree (different
+ * --max-steps, --eval-every on one rank, checkpoints of different steps,
+ * --lr, --precision, --batch, --seed, --n-head, --grad-clip, --dropout, the
+ * content of --data): an error on every rank, before step 1, naming what
+ * differs with both ranks' values.
  * Skipped (77) when amp was built without MPI. */
 #include <dirent.h>
 #include <math.h>
@@ -471,6 +475,122 @@ static void t_rank_error_ends_run(void **state) {
     free(err);
 }
 
+/* ---- ranks that disagree (issue 23, defects 3 and 4) -----------------------------------------------
+ * MPMD runs (`mpirun -np 1 amp ARGS0 : -np 1 amp ARGS1`) whose ranks would
+ * call different collectives. Each must end with an error on every rank
+ * naming what differs, never a crash, a hang or a silent exit 0. */
+static void both_ranks_fail(const char *args0, const char *args1, const char *const *needles, int nneedles) {
+    char args[4096], pre[1400];
+    snprintf(args, sizeof args, "%s : -np 1 %s %s", args0, AMP_CLI_PATH, args1);
+    snprintf(pre, sizeof pre, "AMP_DIST_TIMEOUT=60 %s", test_mpirun_prefix(1));
+    char *out = NULL, *err = NULL;
+    double t0 = now_s();
+    int rc = test_run_cli(pre, args, &out, &err);
+    double took = now_s() - t0;
+    printf("  rank 0: amp %s\n  rank 1: amp %s\n  -> exit %d after %.2f s\n%s", args0, args1, rc, took, err);
+    if (rc == 0) fail_msg("exit 0\nstdout:\n%s\nstderr:\n%s", out, err);
+    if (strstr(err, "signal") || strstr(err, "Segmentation")) fail_msg("a rank crashed:\n%s", err);
+    /* every rank reports, and the report names what each rank did */
+    for (int r = 0; r < 2; r++) {
+        char who[64];
+        snprintf(who, sizeof who, "amp: error: rank %d of 2", r);
+        if (!strstr(err, who)) fail_msg("no error from rank %d:\n%s", r, err);
+    }
+    for (int i = 0; i < nneedles; i++)
+        if (!strstr(err, needles[i])) fail_msg("expected \"%s\" in:\n%s", needles[i], err);
+    free(out);
+    free(err);
+}
+
+/* different --max-steps: one rank would stop training while the other starts another step;
+ * found before step 1 and named (defect 4), never met as collectives that differ */
+static void t_ranks_differ_max_steps(void **state) {
+    (void)state;
+    const char *n[] = {"options or data differ between ranks", "--max-steps: rank 0 has 5, rank 1 has 10"};
+    both_ranks_fail(COMMON " --epochs 2 --max-steps 5", COMMON " --epochs 2 --max-steps 10", n, 2);
+}
+
+/* --eval-every on one rank only: its evaluation would meet the other's gradient averaging */
+static void t_ranks_differ_eval_every(void **state) {
+    (void)state;
+    const char *n[] = {"--eval-every: rank 0 has 2, rank 1 has 0"};
+    both_ranks_fail(GPT " --max-steps 4 --eval-every 2", GPT " --max-steps 4", n, 1);
+}
+
+/* ranks resuming checkpoints of different steps */
+static void t_ranks_differ_resume(void **state) {
+    (void)state;
+    char a[1100], b[1100];
+    snprintf(a, sizeof a, "%s/resume_at3", g_dir);
+    snprintf(b, sizeof b, "%s/resume_at6", g_dir);
+    free(run(0, 0, COMMON " --max-steps 10 --stop-after 3 --checkpoint %s", a));
+    free(run(0, 0, COMMON " --max-steps 10 --stop-after 6 --checkpoint %s", b));
+    char a0[1400], a1[1400];
+    snprintf(a0, sizeof a0, COMMON " --max-steps 10 --resume %s", a);
+    snprintf(a1, sizeof a1, COMMON " --max-steps 10 --resume %s", b);
+    const char *n[] = {"--resume: rank 0 has step 3, checkpoint_id", "rank 1 has step 6, checkpoint_id", "resume_at3)", "resume_at6)"};
+    both_ranks_fail(a0, a1, n, 4);
+}
+
+/* (defect 4) ranks that disagree on an option that changes the math or the data: refused
+ * before step 1 on every rank, naming the option and both values */
+static void t_ranks_differ_options(void **state) {
+    (void)state;
+    static const struct {
+        const char *common, *a, *b, *needle;
+    } cases[] = {
+        {COMMON " --max-steps 3", "--lr 0.001", "--lr 0.002", "--lr: rank 0 has 0.001, rank 1 has 0.002"},
+        {COMMON " --max-steps 3", "--precision bf16", "--precision fp32", "--precision/--opt-level/--policy: rank 0 has bf16"},
+        {"train --quiet --model mlp --limit 1280 --test-limit 500 --max-steps 3", "--batch 64", "--batch 32",
+         "--batch: rank 0 has 64, rank 1 has 32"},
+        {COMMON " --max-steps 3", "--seed 1", "--seed 2", "--seed: rank 0 has 1, rank 1 has 2"},
+        {GPT " --max-steps 2", "--n-head 2", "--n-head 4", "--n-head: rank 0 has 2, rank 1 has 4"},
+        {GPT " --max-steps 2", "--grad-clip 1", "--grad-clip 0.5", "--grad-clip: rank 0 has 1, rank 1 has 0.5"},
+        {GPT " --max-steps 2", "--dropout 0", "--dropout 0.1", "--dropout: rank 0 has 0, rank 1 has 0.1"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char a0[1400], a1[1400];
+        snprintf(a0, sizeof a0, "%s %s", cases[i].common, cases[i].a);
+        snprintf(a1, sizeof a1, "%s %s", cases[i].common, cases[i].b);
+        const char *n[] = {"options or data differ between ranks", cases[i].needle};
+        both_ranks_fail(a0, a1, n, 2);
+    }
+}
+
+/* --data: the content is compared, not the path: another text is refused (naming both
+ * files), a copy of the same text at another path trains */
+static void t_ranks_differ_data(void **state) {
+    (void)state;
+    char p1[1100], p2[1100], p3[1100];
+    snprintf(p1, sizeof p1, "%s/text_a.txt", g_dir);
+    snprintf(p2, sizeof p2, "%s/text_b.txt", g_dir);
+    snprintf(p3, sizeof p3, "%s/text_a_copy.txt", g_dir);
+    const char *paths[] = {p1, p2, p3};
+    for (int k = 0; k < 3; k++) {
+        FILE *f = fopen(paths[k], "w");
+        assert_non_null(f);
+        for (int i = 0; i < 400; i++) fprintf(f, "%s line %d of a small text to train on.\n", k == 1 ? "Another" : "The first", i);
+        assert_int_equal(fclose(f), 0);
+    }
+    char a0[1400], a1[1400];
+    snprintf(a0, sizeof a0, GPT " --max-steps 2 --data %s", p1);
+    snprintf(a1, sizeof a1, GPT " --max-steps 2 --data %s", p2);
+    const char *n[] = {"--data: rank 0 has ", "text_a.txt)", ", rank 1 has ", "text_b.txt)"};
+    both_ranks_fail(a0, a1, n, 4);
+    /* the same text under another name, and options that may differ per rank */
+    char args[4096], pre[1400];
+    snprintf(args, sizeof args, GPT " --max-steps 2 --data %s --log-every 1 --threads 1 : -np 1 %s " GPT
+                                " --max-steps 2 --data %s --metrics %s/rank1.csv --threads 2 --dist-timeout 100 "
+                                "--checkpoint-activations --no-overlap",
+             p1, AMP_CLI_PATH, p3, g_dir);
+    snprintf(pre, sizeof pre, "%s", test_mpirun_prefix(1));
+    char *out = NULL, *err = NULL;
+    int rc = test_run_cli(pre, args, &out, &err);
+    if (rc != 0) fail_msg("the same text at two paths: exit %d\n%s\n%s", rc, out, err);
+    free(out);
+    free(err);
+}
+
 static void t_flags_and_version(void **state) {
     (void)state;
     char *out = run(0, 0, "--version");
@@ -509,6 +629,9 @@ int main(void) {
         cmocka_unit_test(t_kill_one_rank),
         cmocka_unit_test(t_stalled_rank_times_out),      cmocka_unit_test(t_rank_error_ends_run),
         cmocka_unit_test(t_flags_and_version),
+        cmocka_unit_test(t_ranks_differ_max_steps),      cmocka_unit_test(t_ranks_differ_eval_every),
+        cmocka_unit_test(t_ranks_differ_resume),         cmocka_unit_test(t_ranks_differ_options),
+        cmocka_unit_test(t_ranks_differ_data),
     };
     amp_test_prepare();
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -36,12 +36,18 @@
  * the design.
  *
  * Collectives are called by every rank of the group in the same order (as
- * in MPI). The library never hangs silently on a lost rank: a wait longer
- * than the group's timeout (AMP_DIST_TIMEOUT seconds, default 300) fails
- * naming the ranks that did not deliver, and a rank killed outright makes
- * mpirun end the others (Open MPI's own behaviour). A program that gets an
- * error from a collective on one rank should call amp_dist_abort so the
- * other ranks do not wait for it. */
+ * in MPI). Each one carries its identity (kind, dtype, element count,
+ * reduction, root, the calling function, the training step), checked on
+ * every rank before any of its data is received: ranks that call different
+ * collectives get an error on every rank naming each rank's call ("rank 0
+ * called all_reduce(f64, 2 elements, sum) in amp_dist_all_reduce_f64 at
+ * step 5, but rank 1 called all_reduce(f32, 5648 elements, avg) in amp_ddp
+ * (gradient all_reduce) at step 6"), never mixed data. The library never
+ * hangs silently on a lost rank: a wait longer than the group's timeout
+ * (AMP_DIST_TIMEOUT seconds, default 300) fails naming the ranks that did
+ * not deliver, and a rank killed outright makes mpirun end the others (Open
+ * MPI's own behaviour). A program that gets an error from a collective on
+ * one rank should call amp_dist_abort so the other ranks do not wait for it. */
 #ifndef AMP_DIST_H
 #define AMP_DIST_H
 
@@ -68,11 +74,17 @@ amp_status amp_dist_init(int *argc, char ***argv);
 bool amp_dist_is_initialized(void);
 /* The world group (NULL with an error before amp_dist_init). */
 amp_dist_group *amp_dist_world(void);
-/* Waits for pending work, finalizes MPI. The world is gone afterwards. */
+/* Collective: the end of this rank's run, then MPI is finalized. A peer
+ * that still calls other collectives gets an error saying this rank ended
+ * its run (and so does this call) instead of waiting for it. The world is
+ * gone afterwards. */
 amp_status amp_dist_finalize(void);
 /* Ends every rank of the job now (MPI_Abort; exit(code) for a world of
  * one). Call it when this rank cannot go on: the others would otherwise
- * wait for its next collective. Never returns. */
+ * wait for its next collective. After an error every rank gets (collectives
+ * that differ), it first waits, at most min(timeout, 10 s), until every
+ * other rank has called it too, so that no rank is ended before it reported
+ * the error. Never returns. */
 void amp_dist_abort(amp_dist_group *g, int code);
 
 /* NULL answers as a single process (0 and 1), with an error message */

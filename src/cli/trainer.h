@@ -107,9 +107,10 @@ bool trainer_dist_is_root(void);
 /* A rank that cannot go on: prints "amp: error: rank R of N: msg" and ends
  * every rank (amp_dist_abort); in a world of one returns CLI_FAIL. */
 int trainer_dist_fail(const char *what);
-/* After the model is built (and cast): the world, and with more than one
- * rank the data-parallel object (rank 0's weights broadcast; cfg's
- * --zero/--grad-comm/--no-overlap/--bucket-mb). */
+/* After the model is built (and cast) and the data loaded: the world, and
+ * with more than one rank, once every rank agrees on trainer_run_ident (-1
+ * naming each option that differs, on every rank), the data-parallel object
+ * (rank 0's weights broadcast; cfg's --zero/--grad-comm/--no-overlap/--bucket-mb). */
 int trainer_dist_begin(trainer_dist *td, const trainer_cfg *cfg, amp_module *model);
 /* amp_optim_new, or the data-parallel optimizer (ZeRO-1 shards) when distributed. */
 amp_optim *trainer_dist_optim_new(trainer_dist *td, amp_tensor *const *params, int n, const amp_optim_opts *o);
@@ -121,6 +122,36 @@ int trainer_dist_no_backward(trainer_dist *td);
  * (rank 0 writes; ZeRO-1 state gathered and re-sharded). */
 amp_status trainer_dist_save(trainer_dist *td, const char *dir, const amp_train_state *st);
 amp_status trainer_dist_restore(trainer_dist *td, const amp_checkpoint *c, amp_train_state *st);
+/* What the ranks of a data-parallel run must agree on before step 1: every
+ * option that changes the math, the data or the sequence of collectives
+ * (not --log-every, --metrics, --quiet, --threads, --dist-timeout,
+ * --no-overlap or --checkpoint-activations: those may differ per rank), the
+ * content of the data the rank reads and the checkpoint it resumes.
+ * trainer_dist_begin agrees on it when the world has more than one rank. */
+typedef struct {
+    char digest[96]; /* "1115394 bytes, crc32 5f8d7a1c" (what is compared) */
+    char what[300];  /* the file(s), shown beside the digest */
+} trainer_data_id;
+typedef struct {
+    char digest[200]; /* "step 6, checkpoint_id ..., crc32 model ... state ..." ("none": a fresh start) */
+} trainer_resume_id;
+#define TRAINER_IDENT_MAX 64
+typedef struct {
+    const char *key[TRAINER_IDENT_MAX]; /* the flags that set it: "--lr" */
+    char val[TRAINER_IDENT_MAX][200];
+    const char *note[TRAINER_IDENT_MAX]; /* shown, not compared (NULL: none) */
+    int n;
+} trainer_ident;
+/* The content of the data cfg trains on (the --data file, or the
+ * Fashion-MNIST files), read again and checksummed. */
+void trainer_data_id_of(const trainer_cfg *cfg, trainer_data_id *out);
+/* cfg->resume_dir's checkpoint: its step, id and checksums, from the files' headers. */
+void trainer_resume_id_of(const trainer_cfg *cfg, trainer_resume_id *out);
+/* The list itself (keeps pointers into data). */
+void trainer_run_ident(const trainer_cfg *cfg, const trainer_data_id *data, const trainer_resume_id *resume, trainer_ident *out);
+/* Collective: 0 when every rank's list is equal; otherwise -1 with the same
+ * error on every rank naming each differing option and every rank's value. */
+int trainer_dist_agree(trainer_dist *td, const trainer_ident *id);
 /* Statistics into res, then frees the data-parallel object (after the optimizers). */
 void trainer_dist_end(trainer_dist *td, trainer_result *res);
 /* The summary's lines about ranks and communication (nothing for one process). */

@@ -112,6 +112,7 @@ struct amp_ddp {
     ddp_optim *optims;
     amp_ddp_stats st;
     double comm0; /* group wait_s at the start of the round */
+    int64_t step0; /* the step of round k is step0 + k + 1 (a restored checkpoint's step moves it) */
     uint64_t bytes0;
 };
 
@@ -334,6 +335,7 @@ static amp_status begin_round(amp_ddp *d) {
     if (d->in_round) return AMP_OK;
     d->in_round = true;
     d->comm0 = d->g->stats.wait_s;
+    d->g->step = d->step0 + d->st.syncs + 1; /* named when the ranks' collectives differ */
     return amp_autograd_queue_callback(round_callback, d);
 }
 
@@ -375,6 +377,11 @@ bool amp_ddp_sync_enabled(const amp_ddp *d) {
     if (!d) amp_error(AMP_ERR_ARG, "amp_ddp_sync_enabled: ddp is NULL");
     return d && d->sync;
 }
+void amp__ddp_set_step(amp_ddp *d, int64_t step) {
+    d->step0 = step - d->st.syncs;
+    d->g->step = step;
+}
+
 amp_dist_group *amp_ddp_group(const amp_ddp *d) { return d ? d->g : amp_error_null(AMP_ERR_ARG, "amp_ddp_group: ddp is NULL"); }
 
 /* ---- writing the averages back --------------------------------------------------------- */

@@ -187,7 +187,13 @@ amp_status amp_ddp_checkpoint_restore(amp_ddp *d, const amp_checkpoint *c, amp_t
     if (!d || !c || !s) return amp_error(AMP_ERR_ARG, "%s: NULL argument", fn);
     if (s->n_optims < 0 || (s->n_optims > 0 && !s->optims)) return amp_error(AMP_ERR_ARG, "%s: bad optimizer list", fn);
     amp_dist_group *g = amp_ddp_group(d);
-    amp_status st = AMP_OK;
+    /* every rank the same checkpoint (its step, and the id both of its files carry) */
+    char same[160];
+    const char *key = "the checkpoint", *val = same;
+    snprintf(same, sizeof same, "step %lld, checkpoint_id %s", (long long)amp_checkpoint_step(c),
+             amp_checkpoint_meta(c, "checkpoint_id") ? amp_checkpoint_meta(c, "checkpoint_id") : "(none)");
+    amp_status st = amp__dist_agree(g, fn, "the checkpoints restored", 1, &key, &val, NULL);
+    if (st != AMP_OK) return st;
     amp_optim **opts = calloc((size_t)(s->n_optims > 0 ? s->n_optims : 1), sizeof *opts);
     amp_optim **tmp = calloc((size_t)(s->n_optims > 0 ? s->n_optims : 1), sizeof *tmp);
     amp_tensor **params = NULL;
@@ -268,5 +274,6 @@ amp_status amp_ddp_checkpoint_restore(amp_ddp *d, const amp_checkpoint *c, amp_t
     if (as != AMP_OK) return as;
     if (st != AMP_OK) return amp_error(st, "%s", msg);
     if (bad) return amp_error(AMP_ERR_STATE, "%s: the restore failed on another rank (its error is on its output)", fn);
+    amp__ddp_set_step(d, s->step);
     return AMP_OK;
 }

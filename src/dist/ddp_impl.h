@@ -18,4 +18,8 @@ void amp__ddp_piece(const amp_optim *opt, int k, int *param_index, int64_t *poff
  * parameters' shapes (all NULL when no rank has it). Collective. */
 amp_status amp__ddp_full_state(amp_optim *opt, const char *name, amp_tensor **full);
 
+/* Training resumes after step `step` (a restored checkpoint's): the step
+ * that collectives name in mismatch errors (amp_dist_group.step). */
+void amp__ddp_set_step(amp_ddp *d, int64_t step);
+
 #endif

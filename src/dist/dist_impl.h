@@ -23,8 +23,26 @@ typedef enum {
     AMP_DIST_K_REDUCE_SCATTER, /* send: world*count elements -> recv: count */
     AMP_DIST_K_ALL_GATHER,     /* send: count -> recv: world*count (send may equal recv + rank*count) */
     AMP_DIST_K_BROADCAST,      /* buf: count elements from root */
-    AMP_DIST_K_BARRIER
+    AMP_DIST_K_BARRIER,
+    AMP_DIST_K_FINALIZE        /* amp_dist_finalize: the end of a rank's run (identities only, no data) */
 } amp_dist_kind;
+
+/* What a collective is: sent to every peer before any of its data is
+ * received, and compared there (mpi.c). Ranks that call different
+ * collectives (another kind, dtype, count, reduction, root or call site)
+ * get an error naming both calls instead of mixing their data. Plain
+ * bytes, the same layout on every rank of one build. */
+#define AMP_DIST_IDENT_MAGIC 0x414d5043u /* "AMPC" */
+#define AMP_DIST_LABEL 72
+typedef struct {
+    uint32_t magic;
+    int32_t kind, dtype, op, root;
+    uint32_t pad;
+    uint64_t seq, count;
+    int64_t step;                /* the group's step when the collective started (0: none set) */
+    char label[AMP_DIST_LABEL];  /* the call (amp_dist_work.fn), cut to fit, NUL-terminated */
+} amp_dist_ident;
+_Static_assert(sizeof(amp_dist_ident) == 120, "amp_dist_ident is sent as bytes: keep its layout");
 
 struct amp_dist_work {
     amp_dist_group *g;
@@ -53,6 +71,12 @@ typedef struct {
     void (*pending)(const amp_dist_work *w, char *buf, size_t n);
     /* Releases w's transport state (after completion, or abandoning it). */
     void (*release)(amp_dist_work *w);
+    /* After a failure every rank shares (g->shared_failure), once this rank
+     * has reported it: with send (amp_dist_abort), tells every peer so and
+     * waits up to seconds for the same word from every peer; without
+     * (amp_dist_finalize, whose caller reports after it returns), waits for
+     * it from the peers not in g->peer_final. */
+    void (*farewell)(amp_dist_group *g, bool send, double seconds);
     void (*abort)(amp_dist_group *g, int code);
     amp_status (*finalize)(amp_dist_group *g);
 } amp_dist_transport;
@@ -65,6 +89,12 @@ struct amp_dist_group {
     uint64_t seq;
     bool broken; /* a collective failed or timed out: the ranks may disagree on what was sent */
     char broken_why[400];
+    /* the failure is one every rank finds at the same point (collectives
+     * that differ, a disagreement found by amp__dist_agree): amp_dist_abort
+     * then waits (bounded) until every peer has reported it too */
+    bool shared_failure;
+    bool *peer_final;  /* at a mismatch: the peers that were in amp_dist_finalize (NULL: none) */
+    int64_t step;      /* the training step collectives belong to (ddp.c sets it at each gradient round) */
     amp_dist_stats stats;
     pthread_mutex_t lock;
 };
@@ -100,6 +130,25 @@ amp_status amp__dist_progress(amp_dist_work *w, bool *done);
 amp_status amp__dist_finish(amp_dist_work *w);
 /* Frees w without waiting (after an error elsewhere); the group is marked broken. */
 void amp__dist_abandon(amp_dist_work *w, const char *why);
+/* This rank's identity of w (w->seq, kind, dtype, ...). */
+void amp__dist_ident_make(const amp_dist_work *w, amp_dist_ident *id);
+/* ids[r] for every rank r (this rank's included) against this rank's: on
+ * any difference an error naming this rank's call and the others' ("rank 0
+ * called all_reduce(f32, 1024 elements, sum) in ... at step 21, but rank 1
+ * called broadcast(u8, 64 elements, root 0) in ..."), which every rank
+ * finds (each compares all identities), and the failure is marked shared. */
+amp_status amp__dist_ident_check(amp_dist_work *w, const amp_dist_ident *ids);
+/* Marks g's failure as one every rank shares (see shared_failure). */
+void amp__dist_set_shared_failure(amp_dist_group *g);
+/* Every rank passes n (key, value) pairs that must be equal everywhere, and
+ * notes (may be NULL, or hold NULLs) shown beside a value but not compared
+ * (a file's path beside its checksum). AMP_OK when they are; otherwise an
+ * error, the same on every rank: "<fn>: <what> differ between ranks: <key>:
+ * rank 0 has <v0> (<note>), rank 1 has <v1>; <key>: ...", and the failure
+ * is shared. One all-gather of a 64-bit digest; a second, of the lists,
+ * only when they differ. Collective (agree.c). */
+amp_status amp__dist_agree(amp_dist_group *g, const char *fn, const char *what, int n, const char *const *keys,
+                           const char *const *vals, const char *const *notes);
 /* Blocking all-reduce of n doubles / a flag (MAX of 0/1) across g. */
 amp_status amp__dist_allreduce_f64(amp_dist_group *g, const char *fn, double *v, int n, amp_dist_op op);
 amp_status amp__dist_any(amp_dist_group *g, const char *fn, bool *flag);

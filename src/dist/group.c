@@ -156,8 +156,8 @@ static amp_status single_finalize(amp_dist_group *g) {
     return AMP_OK;
 }
 
-const amp_dist_transport amp__dist_single = {"single", single_start, single_test, single_pending, single_release, single_abort,
-                                            single_finalize};
+const amp_dist_transport amp__dist_single = {"single",     single_start, single_test,    single_pending,
+                                            single_release, NULL,       single_abort, single_finalize};
 
 /* ---- joining ------------------------------------------------------------------------------ */
 bool amp__dist_launched(void) {
@@ -241,22 +241,46 @@ amp_dist_group *amp_dist_world(void) {
     return g_world;
 }
 
+/* How long a rank that reports a shared failure waits for the others to report it too. */
+static double farewell_s(const amp_dist_group *g) { return g->timeout < 10.0 ? g->timeout : 10.0; }
+
 amp_status amp_dist_finalize(void) {
     pthread_mutex_lock(&g_init_lock);
     amp_dist_group *g = g_world;
     g_world = NULL;
     pthread_mutex_unlock(&g_init_lock);
     if (!g) return AMP_OK;
-    amp_status st = g->tp->finalize(g);
+    amp_status st = AMP_OK;
+    if (g->size > 1 && !g->broken) {
+        /* the end of this rank's run is a collective too: a peer still
+         * calling others learns at once that this rank has stopped (and
+         * after which step) instead of waiting for it until its timeout */
+        st = amp__dist_finish(
+            amp__dist_start(g, "amp_dist_finalize", AMP_DIST_K_FINALIZE, AMP_U8, AMP_DIST_SUM, NULL, NULL, NULL, 0, 0));
+        if (st != AMP_OK && g->shared_failure && g->tp->farewell) {
+            /* the peers report the mismatch, then end the run: return (and
+             * let this rank report) only once they have */
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", amp_last_error());
+            g->tp->farewell(g, false, farewell_s(g));
+            amp_error(st, "%s", msg);
+        }
+    }
+    amp_status fs = g->tp->finalize(g);
     pthread_mutex_destroy(&g->lock);
+    free(g->peer_final);
     free(g);
-    return st;
+    return st != AMP_OK ? st : fs;
 }
 
 void amp_dist_abort(amp_dist_group *g, int code) {
     if (!g) g = g_world;
     fflush(stdout);
     fflush(stderr);
+    /* a failure every rank finds (collectives that differ): wait until the
+     * others have reported it too, so that ending the job does not cut
+     * their messages off */
+    if (g && g->size > 1 && g->shared_failure && g->tp->farewell) g->tp->farewell(g, true, farewell_s(g));
     if (g) g->tp->abort(g, code);
     exit(code);
 }
@@ -309,13 +333,109 @@ static const char *kind_name(amp_dist_kind k) {
            : k == AMP_DIST_K_REDUCE_SCATTER ? "reduce_scatter"
            : k == AMP_DIST_K_ALL_GATHER     ? "all_gather"
            : k == AMP_DIST_K_BROADCAST      ? "broadcast"
-                                            : "barrier";
+           : k == AMP_DIST_K_BARRIER        ? "barrier"
+                                            : "amp_dist_finalize";
 }
 
 static void mark_broken(amp_dist_group *g, const char *why) {
     if (g->broken) return;
     g->broken = true;
     snprintf(g->broken_why, sizeof g->broken_why, "%s", why);
+}
+
+void amp__dist_set_shared_failure(amp_dist_group *g) {
+    if (g) g->shared_failure = true;
+}
+
+/* ---- identities: ranks that call different collectives -------------------------------- */
+void amp__dist_ident_make(const amp_dist_work *w, amp_dist_ident *id) {
+    memset(id, 0, sizeof *id);
+    id->magic = AMP_DIST_IDENT_MAGIC;
+    id->kind = (int32_t)w->kind;
+    bool data = w->kind != AMP_DIST_K_BARRIER && w->kind != AMP_DIST_K_FINALIZE;
+    bool reduce = w->kind == AMP_DIST_K_ALL_REDUCE || w->kind == AMP_DIST_K_REDUCE_SCATTER;
+    id->dtype = data ? (int32_t)w->dt : -1;
+    id->op = reduce ? (int32_t)w->op : -1;
+    id->root = w->kind == AMP_DIST_K_BROADCAST ? w->root : -1;
+    id->seq = w->seq;
+    id->count = data ? (uint64_t)w->count : 0;
+    id->step = w->g->step;
+    snprintf(id->label, sizeof id->label, "%s", w->fn ? w->fn : "?");
+}
+
+static bool ident_equal(const amp_dist_ident *a, const amp_dist_ident *b) {
+    return a->magic == b->magic && a->kind == b->kind && a->dtype == b->dtype && a->op == b->op && a->root == b->root &&
+           a->seq == b->seq && a->count == b->count && !strncmp(a->label, b->label, sizeof a->label);
+}
+
+/* "all_reduce(f32, 1024 elements, sum) in amp_ddp (gradient all_reduce) at step 21" */
+static int ident_describe(const amp_dist_ident *id, char *buf, size_t n) {
+    if (id->magic != AMP_DIST_IDENT_MAGIC) return snprintf(buf, n, "something that is not an amp collective (another program?)");
+    char label[AMP_DIST_LABEL];
+    snprintf(label, sizeof label, "%.*s", (int)sizeof id->label - 1, id->label);
+    char step[48] = "";
+    if (id->step > 0) snprintf(step, sizeof step, " %s step %lld", id->kind == AMP_DIST_K_FINALIZE ? "after" : "at", (long long)id->step);
+    amp_dist_kind k = (amp_dist_kind)id->kind;
+    const char *dt = id->dtype >= 0 && id->dtype < AMP_DTYPE_COUNT ? amp_dtype_name((amp_dtype)id->dtype) : "?";
+    unsigned long long c = (unsigned long long)id->count;
+    const char *op = amp__dist_op_name((amp_dist_op)id->op);
+    switch (k) {
+    case AMP_DIST_K_ALL_REDUCE: return snprintf(buf, n, "all_reduce(%s, %llu elements, %s) in %s%s", dt, c, op, label, step);
+    case AMP_DIST_K_REDUCE_SCATTER:
+        return snprintf(buf, n, "reduce_scatter(%s, %llu elements per rank, %s) in %s%s", dt, c, op, label, step);
+    case AMP_DIST_K_ALL_GATHER: return snprintf(buf, n, "all_gather(%s, %llu elements per rank) in %s%s", dt, c, label, step);
+    case AMP_DIST_K_BROADCAST:
+        return snprintf(buf, n, "broadcast(%s, %llu elements, root %d) in %s%s", dt, c, (int)id->root, label, step);
+    case AMP_DIST_K_BARRIER: return snprintf(buf, n, "barrier() in %s%s", label, step);
+    case AMP_DIST_K_FINALIZE: return snprintf(buf, n, "amp_dist_finalize (it ended its run%s)", step);
+    }
+    return snprintf(buf, n, "an unknown collective (kind %d)", (int)id->kind);
+}
+
+amp_status amp__dist_ident_check(amp_dist_work *w, const amp_dist_ident *ids) {
+    amp_dist_group *g = w->g;
+    int n = g->size, r = g->rank;
+    bool same = true;
+    for (int p = 0; p < n && same; p++) same = ident_equal(&ids[p], &ids[r]);
+    if (same) return AMP_OK;
+    /* every rank compares every identity, so every rank gets here: each
+     * names the distinct calls in rank order ("rank 0 called X, but ranks
+     * 1, 3 called Y") */
+    g->shared_failure = true;
+    if (!g->peer_final && (g->peer_final = calloc((size_t)n, sizeof *g->peer_final)))
+        for (int p = 0; p < n; p++) g->peer_final[p] = p != r && ids[p].magic == AMP_DIST_IDENT_MAGIC && ids[p].kind == AMP_DIST_K_FINALIZE;
+    char msg[900];
+    size_t used = 0;
+    int shown = 0;
+    for (int p = 0; p < n && used < sizeof msg; p++) {
+        bool first = true; /* p is the first rank with its identity */
+        for (int q = 0; q < p && first; q++) first = !ident_equal(&ids[q], &ids[p]);
+        if (!first) continue;
+        if (shown == 4) {
+            snprintf(msg + used, sizeof msg - used, "; ...");
+            break;
+        }
+        int k = snprintf(msg + used, sizeof msg - used, "%s", shown == 0 ? "" : shown == 1 ? ", but " : "; ");
+        used += k > 0 ? (size_t)k : 0;
+        int cnt = 0;
+        for (int q = p; q < n; q++) cnt += ident_equal(&ids[q], &ids[p]);
+        k = snprintf(msg + used, sizeof msg - used, "rank%s", cnt > 1 ? "s" : "");
+        used += k > 0 ? (size_t)k : 0;
+        for (int q = p, c = 0; q < n && used < sizeof msg && c < 8; q++)
+            if (ident_equal(&ids[q], &ids[p])) {
+                k = snprintf(msg + used, sizeof msg - used, "%s %d", c++ ? "," : "", q);
+                used += k > 0 ? (size_t)k : 0;
+            }
+        if (used >= sizeof msg) break;
+        char d[300];
+        ident_describe(&ids[p], d, sizeof d);
+        k = snprintf(msg + used, sizeof msg - used, " called %s", d);
+        used += k > 0 ? (size_t)k : 0;
+        shown++;
+    }
+    return amp_error(AMP_ERR_STATE, "%s: the ranks called different collectives as their collective #%llu: %s. Every rank must call "
+                                    "the same collectives in the same order: the ranks' programs, options or data differ",
+                     w->fn, (unsigned long long)w->seq, msg);
 }
 
 amp_dist_work *amp__dist_start(amp_dist_group *g, const char *fn, amp_dist_kind kind, amp_dtype dt, amp_dist_op op, void *buf,
@@ -412,7 +532,7 @@ amp_status amp__dist_finish(amp_dist_work *w) {
             g->tp->pending(w, pend, sizeof pend);
             amp_status e = amp_error(AMP_ERR_IO,
                                      "%s: %s #%llu on rank %d of %d did not complete within %g s: no data from rank(s) %s (stopped, "
-                                     "dead or calling other collectives; AMP_DIST_TIMEOUT sets the limit)",
+                                     "dead, or busy elsewhere; AMP_DIST_TIMEOUT sets the limit)",
                                      w->fn, kind_name(w->kind), (unsigned long long)w->seq, g->rank, g->size, g->timeout, pend);
             char why[300];
             snprintf(why, sizeof why, "%s", amp_last_error());

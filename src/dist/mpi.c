@@ -11,20 +11,35 @@
  * every other rank that rank's chunk of its buffer, sums the N
  * contributions to its own chunk in rank order, then sends its reduced chunk
  * to every other rank: 2 (N-1)/N of the buffer out and in per rank.
- * Broadcast and barrier use MPI's own (Ibcast, Ibarrier): no arithmetic.
+ * Broadcast is the root sending to every other rank; a barrier is the
+ * identity exchange alone. No MPI collective is used: MPI matches its
+ * collectives by call order alone, so two ranks calling different ones
+ * would write one's data into the other's buffer.
+ *
+ * Identities first. Every collective starts by sending its identity
+ * (amp_dist_ident: kind, dtype, count, reduction, root, call site, step) to
+ * every other rank and posting the receives of theirs; its own data is sent
+ * at once (eagerly), but nothing is received into a buffer until every
+ * peer's identity arrived and matched (amp__dist_ident_check). Ranks that
+ * call different collectives get an error naming both calls, on every rank,
+ * before any buffer is written; a rank that ended its run
+ * (amp_dist_finalize, itself such an exchange) is named as such.
  *
  * Messages are split at 1 GiB (MPI counts are int). Tags come from the
- * group's sequence number, which advances identically on every rank because
- * collectives are called in the same order everywhere. */
+ * group's sequence number (4 per collective: data, the all-gather half,
+ * the identity), the same on every rank for the same collective. */
 #ifdef AMP_HAVE_MPI
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dist/dist_impl.h"
 
 #define SEG_BYTES ((size_t)1 << 30)
+#define PHASE_IDENT 2
+#define TAG_FAREWELL 32000 /* above every collective's tag (< 8000 * 4), below MPI's guaranteed bound 32767 */
 
 typedef struct {
     MPI_Comm comm;
@@ -32,12 +47,17 @@ typedef struct {
 } mpi_group;
 
 typedef struct {
-    int phase; /* 0: exchange; 1: all-gather half of all_reduce */
-    MPI_Request *reqs;
+    int phase; /* 0: exchange; 1: all-gather half of all_reduce (or the whole all_gather) */
+    MPI_Request *reqs; /* the data's */
     int *peer;
+    char *sending; /* reqs[i] is a send */
     int nreq, cap;
     char *stage;
     size_t stage_bytes;
+    amp_dist_ident *ids; /* every rank's identity: this rank's, and the peers' as they arrive */
+    MPI_Request *hreq;   /* receives of the peers' identities ([0, world - 1)), then the sends of this rank's */
+    int nh;              /* posted */
+    bool checked; /* every identity arrived and matched: the data's receives are posted */
 } mpi_work;
 
 const char *amp__dist_mpi_library(void) {
@@ -101,7 +121,14 @@ amp_status amp__dist_mpi_init(amp_dist_group *g, int *argc, char ***argv) {
     return AMP_OK;
 }
 
-static amp_status push(amp_dist_work *w, mpi_work *s, MPI_Request r, int peer) {
+/* abandoned (timeout or error): receives are cancelled, sends let go */
+static void drop(MPI_Request *q, bool receive) {
+    if (*q == MPI_REQUEST_NULL) return;
+    if (receive) MPI_Cancel(q);
+    MPI_Request_free(q);
+}
+
+static amp_status push(amp_dist_work *w, mpi_work *s, MPI_Request r, int peer, bool send) {
     if (s->nreq == s->cap) {
         int cap = s->cap ? s->cap * 2 : 16;
         MPI_Request *nr = realloc(s->reqs, sizeof *nr * (size_t)cap);
@@ -110,10 +137,14 @@ static amp_status push(amp_dist_work *w, mpi_work *s, MPI_Request r, int peer) {
         int *np = realloc(s->peer, sizeof *np * (size_t)cap);
         if (!np) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", w->fn);
         s->peer = np;
+        char *ns = realloc(s->sending, (size_t)cap);
+        if (!ns) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", w->fn);
+        s->sending = ns;
         s->cap = cap;
     }
     s->reqs[s->nreq] = r;
     s->peer[s->nreq] = peer;
+    s->sending[s->nreq] = send;
     s->nreq++;
     return AMP_OK;
 }
@@ -130,7 +161,10 @@ static amp_status post(amp_dist_work *w, mpi_work *s, bool send, void *p, size_t
         int rc = send ? MPI_Isend((char *)p + off, (int)len, MPI_BYTE, peer, tag, m->comm, &r)
                       : MPI_Irecv((char *)p + off, (int)len, MPI_BYTE, peer, tag, m->comm, &r);
         if (rc != MPI_SUCCESS) return mpi_fail(w->fn, send ? "MPI_Isend" : "MPI_Irecv", peer, rc);
-        if (push(w, s, r, peer) != AMP_OK) return amp_last_status();
+        if (push(w, s, r, peer, send) != AMP_OK) {
+            drop(&r, !send);
+            return amp_last_status();
+        }
     }
     return AMP_OK;
 }
@@ -147,27 +181,29 @@ static void chunk(size_t count, int n, int i, size_t *lo, size_t *len) {
 
 static int slot(int peer, int rank) { return peer < rank ? peer : peer - 1; }
 
-/* The all-gather half of all_reduce (phase 1), or the whole all_gather. */
-static amp_status post_gather(amp_dist_work *w, mpi_work *s, char *base, bool uniform, bool count_bytes) {
+/* The all-gather half of all_reduce (phase 1): each rank's reduced chunk to every other (bytes counted at start). */
+static amp_status post_gather(amp_dist_work *w, mpi_work *s) {
     amp_dist_group *g = w->g;
     size_t es = amp_dtype_size(w->dt), lo_r, len_r;
-    if (uniform) lo_r = (size_t)g->rank * w->count, len_r = w->count;
-    else chunk(w->count, g->size, g->rank, &lo_r, &len_r);
+    char *base = w->buf;
+    chunk(w->count, g->size, g->rank, &lo_r, &len_r);
     for (int p = 0; p < g->size; p++) {
         if (p == g->rank) continue;
         size_t lo, len;
-        if (uniform) lo = (size_t)p * w->count, len = w->count;
-        else chunk(w->count, g->size, p, &lo, &len);
+        chunk(w->count, g->size, p, &lo, &len);
         if (len && post(w, s, false, base + lo * es, len * es, p, 1) != AMP_OK) return amp_last_status();
         if (len_r && post(w, s, true, base + lo_r * es, len_r * es, p, 1) != AMP_OK) return amp_last_status();
-        if (count_bytes) {
-            g->stats.bytes_sent += len_r * es;
-            g->stats.bytes_received += len * es;
-        }
     }
     return AMP_OK;
 }
 
+/* this rank's block of an all_reduce (chunk) or reduce_scatter (slot) */
+static void own_block(const amp_dist_work *w, int rank, size_t *lo, size_t *len) {
+    if (w->kind == AMP_DIST_K_ALL_REDUCE) chunk(w->count, w->g->size, rank, lo, len);
+    else *lo = (size_t)rank * w->count, *len = w->count;
+}
+
+/* Identities out and in, and this rank's data out (nothing is received yet). */
 static amp_status mpi_start(amp_dist_work *w) {
     amp_dist_group *g = w->g;
     mpi_group *m = g->impl;
@@ -175,35 +211,36 @@ static amp_status mpi_start(amp_dist_work *w) {
     if (!s) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", w->fn);
     w->impl = s;
     int n = g->size, r = g->rank;
-    size_t es = w->kind == AMP_DIST_K_BARRIER ? 1 : amp_dtype_size(w->dt);
+    s->ids = calloc((size_t)n, sizeof *s->ids);
+    s->hreq = malloc(sizeof *s->hreq * (size_t)(2 * (n - 1) + 1));
+    if (!s->ids || !s->hreq) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", w->fn);
+    amp__dist_ident_make(w, &s->ids[r]);
+    int tag = tag_of(w, PHASE_IDENT);
+    for (int send = 0; send < 2; send++)
+        for (int p = 0; p < n; p++) {
+            if (p == r) continue;
+            int rc = send ? MPI_Isend(&s->ids[r], (int)sizeof *s->ids, MPI_BYTE, p, tag, m->comm, &s->hreq[s->nh])
+                          : MPI_Irecv(&s->ids[p], (int)sizeof *s->ids, MPI_BYTE, p, tag, m->comm, &s->hreq[s->nh]);
+            if (rc != MPI_SUCCESS) return mpi_fail(w->fn, send ? "MPI_Isend" : "MPI_Irecv", p, rc);
+            s->nh++;
+        }
+    bool isbar = w->kind == AMP_DIST_K_BARRIER || w->kind == AMP_DIST_K_FINALIZE;
+    size_t es = isbar ? 1 : amp_dtype_size(w->dt);
     switch (w->kind) {
     case AMP_DIST_K_ALL_REDUCE:
     case AMP_DIST_K_REDUCE_SCATTER: {
         bool ar = w->kind == AMP_DIST_K_ALL_REDUCE;
         size_t lo_r, len_r;
-        if (ar) chunk(w->count, n, r, &lo_r, &len_r);
-        else lo_r = (size_t)r * w->count, len_r = w->count;
-        amp_ck ck = AMP_CK(w->fn, "receive buffer");
-        int64_t sb = amp_ck_mul(&ck, amp_ck_mul(&ck, (int64_t)len_r, (int64_t)es), n - 1);
-        if (!ck.ok) return amp_last_status();
-        s->stage_bytes = (size_t)sb;
-        if (sb > 0 && !(s->stage = amp__alloc((size_t)sb, AMP_MEM_WORKSPACE))) return amp_last_status();
+        own_block(w, r, &lo_r, &len_r);
         const char *src = ar ? (const char *)w->buf : (const char *)w->send;
         for (int p = 0; p < n; p++) {
             if (p == r) continue;
             size_t lo, len;
-            if (ar) chunk(w->count, n, p, &lo, &len);
-            else lo = (size_t)p * w->count, len = w->count;
-            if (len_r && post(w, s, false, s->stage + (size_t)slot(p, r) * len_r * es, len_r * es, p, 0) != AMP_OK) return amp_last_status();
+            own_block(w, p, &lo, &len);
             if (len && post(w, s, true, (void *)(src + lo * es), len * es, p, 0) != AMP_OK) return amp_last_status();
             g->stats.bytes_sent += len * es;
             g->stats.bytes_received += len_r * es;
-        }
-        if (ar) { /* the all-gather half will move this much */
-            for (int p = 0; p < n; p++) {
-                if (p == r) continue;
-                size_t lo, len;
-                chunk(w->count, n, p, &lo, &len);
+            if (ar) { /* the all-gather half will move this much */
                 g->stats.bytes_sent += len_r * es;
                 g->stats.bytes_received += len * es;
             }
@@ -211,32 +248,67 @@ static amp_status mpi_start(amp_dist_work *w) {
         break;
     }
     case AMP_DIST_K_ALL_GATHER: {
-        char *dst = (char *)w->recv + (size_t)r * w->count * es;
-        if (dst != (const char *)w->send) memcpy(dst, w->send, w->count * es);
-        s->phase = 1;
-        if (post_gather(w, s, w->recv, true, true) != AMP_OK) return amp_last_status();
+        size_t bytes = w->count * es;
+        for (int p = 0; p < n; p++) {
+            if (p == r) continue;
+            if (bytes && post(w, s, true, (void *)w->send, bytes, p, 1) != AMP_OK) return amp_last_status();
+            g->stats.bytes_sent += bytes;
+            g->stats.bytes_received += bytes;
+        }
         break;
     }
     case AMP_DIST_K_BROADCAST: {
         size_t bytes = w->count * es;
-        for (size_t off = 0; off < bytes; off += SEG_BYTES) {
-            size_t len = bytes - off < SEG_BYTES ? bytes - off : SEG_BYTES;
-            MPI_Request q;
-            int rc = MPI_Ibcast((char *)w->buf + off, (int)len, MPI_BYTE, w->root, m->comm, &q);
-            if (rc != MPI_SUCCESS) return mpi_fail(w->fn, "MPI_Ibcast", -1, rc);
-            if (push(w, s, q, w->root) != AMP_OK) return amp_last_status();
+        if (r == w->root) {
+            for (int p = 0; p < n; p++)
+                if (p != r && bytes && post(w, s, true, w->buf, bytes, p, 0) != AMP_OK) return amp_last_status();
+            g->stats.bytes_sent += bytes * (size_t)(n - 1);
+        } else {
+            g->stats.bytes_received += bytes;
         }
-        if (r == w->root) g->stats.bytes_sent += bytes * (size_t)(n - 1);
-        else g->stats.bytes_received += bytes;
         break;
     }
-    case AMP_DIST_K_BARRIER: {
-        MPI_Request q;
-        int rc = MPI_Ibarrier(m->comm, &q);
-        if (rc != MPI_SUCCESS) return mpi_fail(w->fn, "MPI_Ibarrier", -1, rc);
-        if (push(w, s, q, -1) != AMP_OK) return amp_last_status();
+    case AMP_DIST_K_BARRIER:
+    case AMP_DIST_K_FINALIZE: break;
+    }
+    return AMP_OK;
+}
+
+/* Every identity matched: the receives into the staging area or the caller's buffers. */
+static amp_status post_receives(amp_dist_work *w, mpi_work *s) {
+    amp_dist_group *g = w->g;
+    int n = g->size, r = g->rank;
+    switch (w->kind) {
+    case AMP_DIST_K_ALL_REDUCE:
+    case AMP_DIST_K_REDUCE_SCATTER: {
+        size_t es = amp_dtype_size(w->dt), lo_r, len_r;
+        own_block(w, r, &lo_r, &len_r);
+        amp_ck ck = AMP_CK(w->fn, "receive buffer");
+        int64_t sb = amp_ck_mul(&ck, amp_ck_mul(&ck, (int64_t)len_r, (int64_t)es), n - 1);
+        if (!ck.ok) return amp_last_status();
+        s->stage_bytes = (size_t)sb;
+        if (sb > 0 && !(s->stage = amp__alloc((size_t)sb, AMP_MEM_WORKSPACE))) return amp_last_status();
+        for (int p = 0; p < n && len_r; p++)
+            if (p != r && post(w, s, false, s->stage + (size_t)slot(p, r) * len_r * es, len_r * es, p, 0) != AMP_OK)
+                return amp_last_status();
         break;
     }
+    case AMP_DIST_K_ALL_GATHER: {
+        size_t bytes = w->count * amp_dtype_size(w->dt);
+        char *dst = (char *)w->recv + (size_t)r * bytes;
+        if (dst != (const char *)w->send) memcpy(dst, w->send, bytes);
+        s->phase = 1;
+        for (int p = 0; p < n && bytes; p++)
+            if (p != r && post(w, s, false, (char *)w->recv + (size_t)p * bytes, bytes, p, 1) != AMP_OK) return amp_last_status();
+        break;
+    }
+    case AMP_DIST_K_BROADCAST: {
+        size_t bytes = w->count * amp_dtype_size(w->dt);
+        if (r != w->root && bytes && post(w, s, false, w->buf, bytes, w->root, 0) != AMP_OK) return amp_last_status();
+        break;
+    }
+    case AMP_DIST_K_BARRIER:
+    case AMP_DIST_K_FINALIZE: break;
     }
     return AMP_OK;
 }
@@ -248,8 +320,7 @@ static amp_status reduce_own(amp_dist_work *w, mpi_work *s) {
     size_t es = amp_dtype_size(w->dt);
     bool ar = w->kind == AMP_DIST_K_ALL_REDUCE;
     size_t lo_r, len_r;
-    if (ar) chunk(w->count, n, r, &lo_r, &len_r);
-    else lo_r = (size_t)r * w->count, len_r = w->count;
+    own_block(w, r, &lo_r, &len_r);
     if (!len_r) return AMP_OK;
     const void *stack_src[16];
     const void **src = n <= 16 ? stack_src : malloc(sizeof *src * (size_t)n);
@@ -262,25 +333,34 @@ static amp_status reduce_own(amp_dist_work *w, mpi_work *s) {
     return AMP_OK;
 }
 
+/* Tests requests [0, n) of q; true when all of them completed. */
+static amp_status test_all(amp_dist_work *w, MPI_Request *q, int n, const int *peer, bool *all) {
+    int flag = 1;
+    int rc = n > 0 ? MPI_Testall(n, q, &flag, MPI_STATUSES_IGNORE) : MPI_SUCCESS;
+    if (rc != MPI_SUCCESS) {
+        int p = -1;
+        for (int i = 0; i < n; i++)
+            if (q[i] != MPI_REQUEST_NULL) p = peer ? peer[i] : -1;
+        return mpi_fail(w->fn, "MPI_Testall (a peer failed?)", p, rc);
+    }
+    *all = flag != 0;
+    return AMP_OK;
+}
+
 static amp_status mpi_test(amp_dist_work *w) {
     mpi_work *s = w->impl;
+    bool all;
+    if (!s->checked) { /* the peers' identities first; no data is received before they match */
+        if (test_all(w, s->hreq, w->g->size - 1, NULL, &all) != AMP_OK) return amp_last_status();
+        if (!all) return AMP_OK;
+        if (amp__dist_ident_check(w, s->ids) != AMP_OK) return amp_last_status();
+        s->checked = true;
+        if (post_receives(w, s) != AMP_OK) return amp_last_status();
+    }
     for (;;) {
         if (s->nreq > 0) {
-            int outcount = 0, idx_stack[64];
-            int *idx = s->nreq <= 64 ? idx_stack : malloc(sizeof *idx * (size_t)s->nreq);
-            if (!idx) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", w->fn);
-            int rc = MPI_Testsome(s->nreq, s->reqs, &outcount, idx, MPI_STATUSES_IGNORE);
-            if (idx != idx_stack) free(idx);
-            if (rc != MPI_SUCCESS) {
-                int peer = -1;
-                for (int i = 0; i < s->nreq; i++)
-                    if (s->reqs[i] != MPI_REQUEST_NULL) peer = s->peer[i];
-                return mpi_fail(w->fn, "MPI_Testsome (a peer failed?)", peer, rc);
-            }
-            if (outcount != MPI_UNDEFINED) {
-                for (int i = 0; i < s->nreq; i++)
-                    if (s->reqs[i] != MPI_REQUEST_NULL) return AMP_OK; /* still running */
-            }
+            if (test_all(w, s->reqs, s->nreq, s->peer, &all) != AMP_OK) return amp_last_status();
+            if (!all) return AMP_OK; /* still running */
             s->nreq = 0;
         }
         /* every request of this phase completed */
@@ -290,16 +370,19 @@ static amp_status mpi_test(amp_dist_work *w) {
                 amp__free(s->stage, s->stage_bytes, AMP_MEM_WORKSPACE);
                 s->stage = NULL;
             }
+            s->phase = 1;
             if (w->kind == AMP_DIST_K_ALL_REDUCE) {
-                s->phase = 1;
-                /* its bytes were counted at start */
-                if (post_gather(w, s, w->buf, false, false) != AMP_OK) return amp_last_status();
+                if (post_gather(w, s) != AMP_OK) return amp_last_status();
                 if (s->nreq > 0) continue;
             }
         }
-        w->done = true;
-        return AMP_OK;
+        break;
     }
+    /* this rank's identity has left too (its buffer is s->ids) */
+    int nr = w->g->size - 1;
+    if (test_all(w, s->hreq + nr, s->nh - nr, NULL, &all) != AMP_OK) return amp_last_status();
+    w->done = all;
+    return AMP_OK;
 }
 
 static void mpi_pending(const amp_dist_work *w, char *buf, size_t n) {
@@ -307,6 +390,17 @@ static void mpi_pending(const amp_dist_work *w, char *buf, size_t n) {
     size_t used = 0;
     buf[0] = 0;
     if (!s) return;
+    if (!s->checked) { /* the ranks that have not started this collective */
+        for (int i = 0, p = 0; i < w->g->size - 1 && i < s->nh; i++, p++) {
+            if (p == w->g->rank) p++;
+            if (s->hreq[i] == MPI_REQUEST_NULL) continue;
+            int k = snprintf(buf + used, n - used, "%s%d", used ? ", " : "", p);
+            if (k < 0 || (size_t)k >= n - used) break;
+            used += (size_t)k;
+        }
+        if (used && used + 1 < n) snprintf(buf + used, n - used, ", which had not started this collective");
+        if (used) return;
+    }
     bool seen[4096] = {false};
     for (int i = 0; i < s->nreq; i++) {
         if (s->reqs[i] == MPI_REQUEST_NULL) continue;
@@ -315,28 +409,80 @@ static void mpi_pending(const amp_dist_work *w, char *buf, size_t n) {
             if (seen[p]) continue;
             seen[p] = true;
         }
-        int k = p < 0 ? snprintf(buf + used, n - used, "%sany (barrier)", used ? ", " : "")
-                      : snprintf(buf + used, n - used, "%s%d", used ? ", " : "", p);
+        int k = snprintf(buf + used, n - used, "%s%d", used ? ", " : "", p);
         if (k < 0 || (size_t)k >= n - used) break;
         used += (size_t)k;
     }
     if (!used) snprintf(buf, n, "unknown");
 }
 
+/* Memory an abandoned send may still read: kept, reachable, until the process ends. */
+static void keep(void *p) {
+    static void **kept;
+    static size_t n;
+    void **k = realloc(kept, sizeof *k * (n + 1));
+    if (!k) return; /* then it is only leaked */
+    kept = k;
+    kept[n++] = p;
+}
+
 static void mpi_release(amp_dist_work *w) {
     mpi_work *s = w->impl;
     if (!s) return;
-    for (int i = 0; i < s->nreq; i++) {
-        if (s->reqs[i] == MPI_REQUEST_NULL) continue;
-        /* abandoned (timeout or error): cancel receives, let sends go */
-        MPI_Cancel(&s->reqs[i]);
-        MPI_Request_free(&s->reqs[i]);
+    for (int i = 0; i < s->nreq; i++) drop(&s->reqs[i], s->sending[i] == 0);
+    bool identity_in_flight = false;
+    for (int i = 0; i < s->nh; i++) {
+        bool receive = i < w->g->size - 1;
+        int done = 0;
+        if (!receive && s->hreq[i] != MPI_REQUEST_NULL && (MPI_Test(&s->hreq[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done))
+            identity_in_flight = true;
+        drop(&s->hreq[i], receive);
     }
     if (s->stage) amp__free(s->stage, s->stage_bytes, AMP_MEM_WORKSPACE);
+    /* a send of this rank's identity that has not completed may still read
+     * it (after a failure only) */
+    if (identity_in_flight) keep(s->ids);
+    else free(s->ids);
+    free(s->hreq);
     free(s->reqs);
     free(s->peer);
+    free(s->sending);
     free(s);
     w->impl = NULL;
+}
+
+static void mpi_farewell(amp_dist_group *g, bool send, double seconds) {
+    mpi_group *m = g->impl;
+    int n = g->size, r = g->rank, k = 0;
+    static const int word = 1;
+    /* kept (reachable from here) while the job ends: an unanswered receive may still be written */
+    static int *got; /* one world, one farewell */
+    if (!got) got = calloc((size_t)n, sizeof *got);
+    MPI_Request *q = calloc((size_t)(2 * n), sizeof *q);
+    if (!got || !q) {
+        free(q);
+        return;
+    }
+    /* a rank ending the run waits for every peer (one inside amp_dist_finalize
+     * never answers: it reports after finalize returns, then exits, and
+     * mpirun ends this rank then); a rank inside amp_dist_finalize waits for
+     * the peers that end the run */
+    for (int p = 0; p < n; p++)
+        if (p != r && (send || !(g->peer_final && g->peer_final[p])) &&
+            MPI_Irecv(&got[p], 1, MPI_INT, p, TAG_FAREWELL, m->comm, &q[k]) == MPI_SUCCESS)
+            k++;
+    int nrecv = k;
+    for (int p = 0; p < n && send; p++)
+        if (p != r && MPI_Isend(&word, 1, MPI_INT, p, TAG_FAREWELL, m->comm, &q[k]) == MPI_SUCCESS) k++;
+    double deadline = amp__dist_now() + seconds;
+    int flag = 0;
+    while (MPI_Testall(nrecv, q, &flag, MPI_STATUSES_IGNORE) == MPI_SUCCESS && !flag && amp__dist_now() < deadline) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    /* the sends go out while the job ends; the requests are not waited for */
+    for (int i = 0; i < k; i++) drop(&q[i], i < nrecv);
+    free(q);
 }
 
 static void mpi_abort(amp_dist_group *g, int code) {
@@ -356,7 +502,8 @@ static amp_status mpi_finalize(amp_dist_group *g) {
     return AMP_OK;
 }
 
-const amp_dist_transport amp__dist_mpi = {"mpi", mpi_start, mpi_test, mpi_pending, mpi_release, mpi_abort, mpi_finalize};
+const amp_dist_transport amp__dist_mpi = {"mpi",       mpi_start,     mpi_test,  mpi_pending,
+                                         mpi_release, mpi_farewell, mpi_abort, mpi_finalize};
 
 #else
 /* Built without MPI: the single-process transport only (group.c). */
