@@ -247,22 +247,34 @@ amp_status amp__cpu_optim_step(const char *fn, const amp_optim_consts_b *c, amp_
     return AMP_OK;
 }
 
-/* sum of squares of one gradient tensor times f (double; inf/nan when it holds one) */
+/* sum of squares of one gradient tensor times f (double; inf/nan when it holds one).
+ * The tiles are summed in SUMSQ_BLOCKS fixed blocks, then the blocks in
+ * order, so the bits do not depend on the thread count (an OpenMP reduction
+ * adds each thread's share: its order follows the team size). Up to
+ * SUMSQ_BLOCKS tiles, a block is one tile: tile by tile, as one thread did. */
+#define SUMSQ_BLOCKS 64
 static double grad_sumsq(const amp_tensor *g, float f) {
     int64_t cnt = amp_tensor_numel(g);
     const char *base = amp__data(g);
     size_t es = amp_dtype_size(g->dtype);
     amp_optim_sumsq_fn sumsq = AMP_DISPATCH(g_sumsq_fns);
-    double s = 0;
-#pragma omp parallel for reduction(+ : s) schedule(static) if (cnt > PAR_MIN)
-    for (int64_t t0 = 0; t0 < cnt; t0 += TILE) {
-        float tmp[TILE];
-        int64_t m = cnt - t0 < TILE ? cnt - t0 : TILE;
-        const float *src = tmp;
-        if (g->dtype == AMP_F32) src = (const float *)(base + (size_t)t0 * es);
-        else load_f32(tmp, base + (size_t)t0 * es, g->dtype, m);
-        s += sumsq(f, m, src);
+    const int64_t ntiles = (cnt + TILE - 1) / TILE, per = (ntiles + SUMSQ_BLOCKS - 1) / SUMSQ_BLOCKS;
+    double part[SUMSQ_BLOCKS];
+#pragma omp parallel for schedule(static) if (cnt > PAR_MIN)
+    for (int b = 0; b < SUMSQ_BLOCKS; b++) {
+        double s = 0;
+        for (int64_t t = b * per; t < (b + 1) * per && t < ntiles; t++) {
+            float tmp[TILE];
+            int64_t t0 = t * TILE, m = cnt - t0 < TILE ? cnt - t0 : TILE;
+            const float *src = tmp;
+            if (g->dtype == AMP_F32) src = (const float *)(base + (size_t)t0 * es);
+            else load_f32(tmp, base + (size_t)t0 * es, g->dtype, m);
+            s += sumsq(f, m, src);
+        }
+        part[b] = s;
     }
+    double s = 0;
+    for (int b = 0; b < SUMSQ_BLOCKS; b++) s += part[b];
     return s;
 }
 
