@@ -10,6 +10,7 @@
 #include "cli/bench_util.h"
 #include "cli/cli.h"
 #include "cli/trainer.h"
+#include "core/threads.h"
 
 
 void cmd_compare_usage(FILE *f) {
@@ -99,6 +100,19 @@ static const char *speed_cell(const speed_t *sp, int k, char *buf, size_t n) {
     return buf;
 }
 
+/* "2 threads", and how many the kernels used on average when other
+ * processes kept cores busy (core/threads.h) */
+static const char *threads_desc(const trainer_cfg *base, char *buf, size_t n) {
+    const int t = base->threads ? base->threads : amp_get_num_threads();
+    double mean = 0, secs = 0;
+    amp__threads_stats(&mean, &secs, NULL);
+    if (secs > 0 && mean > 0 && mean < t - 0.05)
+        snprintf(buf, n, "%d threads, %.1f used on average: other processes kept cores busy", t, mean);
+    else
+        snprintf(buf, n, "%d thread%s", t, t == 1 ? "" : "s");
+    return buf;
+}
+
 /* "0" or "12 of 100" */
 static const char *skipped_cell(const trainer_result *r, char *buf, size_t n) {
     if (r->skipped > 0) snprintf(buf, n, "%lld of %lld", (long long)r->skipped, (long long)r->steps);
@@ -180,14 +194,14 @@ static int compare_gpt(trainer_cfg *base, const char *opt_level, speed_t *sp) {
     const char *labels[4];
     for (int k = 0; k < nr; k++) labels[k] = rows[k].label;
     FILE *f = base->out;
-    char sc[64], kc[64];
+    char sc[64], kc[64], tc[96];
     char b1[32], b2[32];
     const amp_gpt_config *g = &base->gpt;
     fprintf(f, "\nevaluation (gpt %lld layers, %lld heads, %lld wide, block %lld, %s tokens, %lld parameters; batch %lld, %lld "
-               "steps, seed %llu, %d threads, cpu path %s)\n\n",
+               "steps, seed %llu, %s, cpu path %s)\n\n",
             (long long)g->n_layer, (long long)g->n_head, (long long)g->n_embd, (long long)g->block_size, base->tokenizer,
             (long long)res[0].params, (long long)base->batch, (long long)res[0].steps, (unsigned long long)base->seed,
-            base->threads ? base->threads : amp_get_num_threads(), amp_cpu_path_name(amp_cpu_active()));
+            threads_desc(base, tc, sizeof tc), amp_cpu_path_name(amp_cpu_active()));
     fprintf(f, "| mode | val loss | delta vs fp32 | train time | speedup | tokens/s | peak memory | saving | skipped | final scale |\n");
     fprintf(f, "|---|---|---|---|---|---|---|---|---|---|\n");
     for (int k = 0; k < nr; k++) {
@@ -254,6 +268,7 @@ int cmd_compare(int argc, char **argv) {
         return cli_usage_error(cmd_compare_usage, "compare: --device %s is not supported yet (amp bench gpt --device cuda "
                                                   "compares the precisions on the GPU)", amp_device_name(base.device));
     if (train_check_model_flags(&base)) return cli_usage_error(cmd_compare_usage, "compare: bad options for --model %s", base.model);
+    amp__threads_stats_reset(); /* the threads the runs below use (threads_desc) */
     if (!strcmp(base.model, "gpt")) return compare_gpt(&base, opt_level, &sp);
     const char *modes[3] = {"fp32", "fp16", "bf16"};
     trainer_cfg cfg[3];
@@ -288,9 +303,9 @@ int cmd_compare(int argc, char **argv) {
     if (speed_rounds(cfg, 3, &sp) != CLI_OK) return CLI_FAIL;
 
     FILE *f = base.out;
-    char b1[32], b2[32], sc[64], kc[64];
-    fprintf(f, "\nevaluation (%s, %d epoch(s), batch %lld, seed %llu, %d threads, cpu path %s)\n\n", base.model, base.epochs,
-            (long long)base.batch, (unsigned long long)base.seed, base.threads ? base.threads : amp_get_num_threads(),
+    char b1[32], b2[32], sc[64], kc[64], tc[96];
+    fprintf(f, "\nevaluation (%s, %d epoch(s), batch %lld, seed %llu, %s, cpu path %s)\n\n", base.model, base.epochs,
+            (long long)base.batch, (unsigned long long)base.seed, threads_desc(&base, tc, sizeof tc),
             amp_cpu_path_name(amp_cpu_active()));
     fprintf(f, "| mode | test acc | delta vs fp32 | train time | speedup | peak memory | saving | skipped | final scale | max logit diff |\n");
     fprintf(f, "|---|---|---|---|---|---|---|---|---|---|\n");
