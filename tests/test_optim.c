@@ -395,12 +395,45 @@ static void t_update_overflow_kept_out(void **s) {
     amp_tensor_free(q);
 }
 
+/* The global norm does not depend on the thread count: a gradient whose
+ * first tile is 1e8 and the rest 0.7 (squares summed in double round
+ * differently in any other order) gives the same bits on 1, 3 and 4 threads,
+ * so a clipped run is the same whatever the machine's load left free
+ * (threads.h: regions use fewer threads while other processes are busy). */
+static void t_clip_norm_thread_count(void **s) {
+    (void)s;
+    const int64_t n = 300000;
+    float *v = malloc(sizeof(float) * (size_t)n);
+    double ref = 0;
+    for (int64_t k = 0; k < n; k++) {
+        v[k] = k < 1024 ? 1e8f : 0.7f;
+        ref += (double)v[k] * (double)v[k];
+    }
+    amp_tensor *p = amp_tensor_zeros(AMP_F32, 1, AMP_SHAPE(n)), *g = amp_tensor_from_data(v, AMP_F32, 1, AMP_SHAPE(n));
+    amp_tensor_set_requires_grad(p, true);
+    amp_tensor_set_grad(p, g);
+    const int saved = amp_get_num_threads(), counts[] = {1, 3, 4};
+    double norms[3];
+    for (int i = 0; i < 3; i++) {
+        amp_set_num_threads(counts[i]);
+        norms[i] = amp_clip_grad_norm_params(&p, 1, 1e30); /* no clipping: the gradient stays */
+    }
+    amp_set_num_threads(saved);
+    assert_close(norms[0], sqrt(ref), 1e-12, 0, "norm against float64");
+    for (int i = 1; i < 3; i++)
+        if (memcmp(&norms[i], &norms[0], sizeof(double)))
+            fail_msg("norm on %d threads %.17g, on 1 thread %.17g", counts[i], norms[i], norms[0]);
+    amp_tensor_free(g);
+    amp_tensor_free(p);
+    free(v);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_sgd_vs_torch), cmocka_unit_test(t_adam_vs_torch),       cmocka_unit_test(t_clip_vs_torch),
         cmocka_unit_test(t_errors_and_basics), cmocka_unit_test(t_schedules), cmocka_unit_test(t_master_weights),
         cmocka_unit_test(t_paths_identical), cmocka_unit_test(t_nonfinite_settings_refused),
-        cmocka_unit_test(t_update_overflow_kept_out),
+        cmocka_unit_test(t_update_overflow_kept_out), cmocka_unit_test(t_clip_norm_thread_count),
     };
     amp_test_prepare();
     return cmocka_run_group_tests(tests, setup, teardown);

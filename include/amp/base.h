@@ -106,6 +106,13 @@ typedef enum { AMP_MATMUL_HIGHEST = 0, AMP_MATMUL_HIGH = 1, AMP_MATMUL_MEDIUM = 
 /* Threads used by kernels (OpenMP). 0 = OpenMP's default. */
 void amp_set_num_threads(int n);
 int amp_get_num_threads(void);
+/* amp_get_num_threads() is the most a kernel uses: while other processes keep
+ * cores busy, kernels use fewer (measured every 200 ms; docs/threads.md).
+ * false keeps the count fixed, as AMP_ADAPTIVE_THREADS=0 does. Process-wide. */
+void amp_set_adaptive_threads(bool on);
+bool amp_get_adaptive_threads(void);
+/* The threads a kernel started now by the calling thread would use. */
+int amp_get_active_threads(void);
 
 const char *amp_version(void);
 

@@ -60,5 +60,6 @@ int bench_gpt_cuda(int argc, char **argv);  /* amp bench gpt --device cuda (cmd_
 int cmd_bench_kernels(int argc, char **argv);
 int cmd_bench_attention(int argc, char **argv);
 int cmd_bench_dist(int argc, char **argv);
+int cmd_bench_load(int argc, char **argv);
 
 #endif

@@ -5,6 +5,7 @@
 #define AMP_CORE_CPU_H
 
 #include "amp/base.h"
+#include "core/threads.h"
 
 /* Returns the table entry for the active path, or the nearest lower one that
  * is non-NULL (the scalar entry must always be set). */

@@ -33,6 +33,14 @@ bool amp__env_debug(void) {
     return e && *e && e[0] != '0';
 }
 
+/* "0" or "1" (also the empty string: unset) */
+static bool is_flag(const char *e) { return !*e || ((e[0] == '0' || e[0] == '1') && !e[1]); }
+
+bool amp__env_adaptive_threads(void) {
+    const char *e = getenv("AMP_ADAPTIVE_THREADS");
+    return !(e && *e && e[0] == '0');
+}
+
 int amp__env_check(char *msg, unsigned long n) {
     const char *e = getenv("AMP_CACHE_MB");
     long v;
@@ -41,8 +49,16 @@ int amp__env_check(char *msg, unsigned long n) {
         return AMP_ERR_ARG;
     }
     e = getenv("AMP_DEBUG");
-    if (e && *e && !((e[0] == '0' || e[0] == '1') && !e[1])) {
+    if (e && !is_flag(e)) {
         snprintf(msg, n, "amp_init: AMP_DEBUG='%.60s' is not 0 or 1", e);
+        return AMP_ERR_ARG;
+    }
+    e = getenv("AMP_ADAPTIVE_THREADS");
+    if (e && !is_flag(e)) {
+        snprintf(msg, n,
+                 "amp_init: AMP_ADAPTIVE_THREADS='%.60s' is not 0 (fixed thread count) or 1 (fewer threads while other "
+                 "processes keep cores busy)",
+                 e);
         return AMP_ERR_ARG;
     }
     return AMP_OK;

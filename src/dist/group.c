@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "amp/numeric.h"
+#include "core/threads.h"
 #include "dist/dist_impl.h"
 
 static amp_dist_group *g_world;
@@ -78,7 +79,7 @@ void amp__dist_reduce(void *out, amp_dtype dt, amp_dist_op op, const void *const
     size_t es = amp_dtype_size(dt);
     if (dt == AMP_F64) {
         double *o = out;
-#pragma omp parallel for schedule(static) if (count > 65536)
+#pragma omp parallel for schedule(static) if (count > 65536) AMP_OMP_THREADS
         for (size_t i = 0; i < count; i++) {
             double a = ((const double *)src[0])[i];
             for (int k = 1; k < nsrc; k++) {
@@ -91,7 +92,7 @@ void amp__dist_reduce(void *out, amp_dtype dt, amp_dist_op op, const void *const
         return;
     }
     size_t ntiles = (count + RTILE - 1) / RTILE;
-#pragma omp parallel for schedule(static) if (count > 65536)
+#pragma omp parallel for schedule(static) if (count > 65536) AMP_OMP_THREADS
     for (size_t t = 0; t < ntiles; t++) {
         float acc[RTILE], tmp[RTILE];
         size_t lo = t * RTILE, m = count - lo < RTILE ? count - lo : RTILE;

@@ -33,10 +33,10 @@ const amp_cv_kernels *amp_cv_kernels_active(void) { return AMP_DISPATCH(g_paths)
 
 /* ---- chunking ------------------------------------------------------------ */
 /* Threads for n elements: one per AMP_PARALLEL_MIN/2 elements at most, and
- * none beyond OpenMP's limit; 1 inside an enclosing parallel region. */
+ * none beyond amp__nthreads(); 1 inside an enclosing parallel region. */
 static int threads_for(size_t n) {
     if (n < AMP_PARALLEL_MIN || omp_in_parallel()) return 1;
-    int nt = omp_get_max_threads();
+    int nt = amp__nthreads();
     size_t cap = n / (AMP_PARALLEL_MIN / 2);
     if ((size_t)nt > cap) nt = (int)cap;
     return nt < 1 ? 1 : nt;

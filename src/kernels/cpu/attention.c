@@ -68,7 +68,7 @@ static void att_dropout_row(const amp_k_att_args *a, int64_t b, int64_t i, int64
 static int att_threads(double work) {
 #ifdef _OPENMP
     if (omp_in_parallel() || work < 2e5) return 1;
-    return omp_get_max_threads();
+    return amp__nthreads();
 #else
     (void)work;
     return 1;

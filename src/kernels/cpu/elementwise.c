@@ -453,7 +453,7 @@ void amp_ew_run(amp_ew_op op, const amp_ew_params *p, int ndim, const int64_t *s
         run_chunks(op, p, &it, direct, chunk, 0, nch);
         return;
     }
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) AMP_OMP_THREADS
     for (int64_t c = 0; c < nch; c++) run_chunks(op, p, &it, direct, chunk, c, c + 1);
 }
 

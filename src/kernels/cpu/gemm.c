@@ -361,8 +361,7 @@ typedef struct {
 
 static int pick_threads(double work) {
     if (omp_in_parallel()) return 1;
-    int t = omp_get_max_threads();
-    if (t < 1) t = 1;
+    int t = amp__nthreads();
     double fit = work / GEMM_MIN_WORK_PER_THREAD;
     if (fit < 1) fit = 1;
     if (fit < t) t = (int)fit;

@@ -11,16 +11,17 @@
 
 #include "core/cpu.h"
 
-/* for (int64_t i = 0; i < n; i++) { body }, split among the OpenMP threads
- * (static schedule) when cond holds, else a plain loop with no OpenMP region
- * at all: a parallel region with a false if clause still starts a team of
- * one (about 0.35 us here), which small tensors should not pay. The body is
+/* for (int64_t i = 0; i < n; i++) { body }, split among amp__nthreads()
+ * OpenMP threads (static schedule) when cond holds, else a plain loop with no
+ * OpenMP region at all: a parallel region with a false if clause still starts
+ * a team of one (about 0.35 us here), which small tensors should not pay. The body is
  * expanded twice; loop pragmas inside it are written _Pragma("omp simd"). */
 #define AMP_K_FOR(i, n, cond, ...)                                                                                    \
     do {                                                                                                              \
         const int64_t amp_kf_n_ = (n);                                                                                \
         if (cond) {                                                                                                   \
-            _Pragma("omp parallel for schedule(static)") for (int64_t i = 0; i < amp_kf_n_; i++) { __VA_ARGS__ }      \
+            _Pragma("omp parallel for schedule(static) num_threads(amp__nthreads())")                                \
+            for (int64_t i = 0; i < amp_kf_n_; i++) { __VA_ARGS__ }                                                   \
         } else {                                                                                                      \
             for (int64_t i = 0; i < amp_kf_n_; i++) { __VA_ARGS__ }                                                   \
         }                                                                                                             \
@@ -37,10 +38,7 @@ static inline int64_t amp_k_min64(int64_t a, int64_t b) { return a < b ? a : b; 
  * give every thread work when outer is small. The result never changes the
  * arithmetic (each column is processed in the same order), only the split. */
 static inline int64_t amp_k_col_chunk(int64_t outer, int64_t inner) {
-    int nt = 1;
-#ifdef _OPENMP
-    nt = omp_get_max_threads();
-#endif
+    int nt = amp__nthreads();
     int64_t cw = inner;
     if (outer < nt) cw = (inner + nt - 1) / nt;
     cw = (cw + 63) / 64 * 64;
