@@ -154,11 +154,12 @@ amp_tensor *amp_function_apply(const amp_function *f, amp_tensor *const *inputs,
         return amp_error_null(fst ? fst : AMP_ERR_STATE, "%s: %s: forward failed: %s", fn, f->name, msg);
     }
     if (node) {
-        if (!amp_dtype_is_float(res->dtype) || res->dtype == AMP_F8E4M3 || res->dtype == AMP_F8E5M2) {
-            amp__release(res);
+        amp_dtype odt = res->dtype;
+        if (!amp_dtype_is_float(odt) || odt == AMP_F8E4M3 || odt == AMP_F8E5M2) {
+            amp__release(res); /* odt, not res->dtype, below: res is gone */
             amp__node_release(node);
-            return amp_error_null(AMP_ERR_DTYPE, "%s: %s: forward returned a %s tensor; an output that requires grad is "
-                                                 "f32, f16, bf16 or f64", fn, f->name, amp_dtype_name(res->dtype));
+            return amp_error_null(AMP_ERR_DTYPE, "%s: %s: forward returned a tensor of dtype %s; an output that requires "
+                                                 "grad is f32, f16, bf16 or f64", fn, f->name, amp_dtype_name(odt));
         }
         amp__node_attach(node, res);
     } else {
