@@ -7,7 +7,9 @@
  *      with amp_memory_stats;
  *   14 with AMP_DEBUG=1, a tensor used after its scope ended (or after
  *      amp_tensor_free) gives an error naming the call, not NaN or a
- *      nonsense shape; a double free is reported. */
+ *      nonsense shape; a double free is reported.
+ * Issue 23 item 16: an error caused by an earlier one puts the root cause
+ * first and the chain after it, whatever the depth. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,11 +129,51 @@ static void t_use_after_free_debug(void **state) {
     expect_dead("amp_tensor_numel");
 }
 
+/* A failed op whose NULL result flows through two more modules: the message
+ * starts with the root cause (the embedding's index) and lists what failed
+ * after it, in order (it used to read "Linear input is NULL (... Dropout input
+ * is NULL (... amp_embedding: index 50 ...))"). Also through amp__arg (an
+ * op given the NULL) and a public wrapper (amp_setup_step style: fn: inner). */
+static void t_error_chain_root_first(void **state) {
+    (void)state;
+    amp_scope *s = amp_scope_begin();
+    amp_module *emb = amp_nn_embedding(50, 4, NULL), *drop = amp_nn_dropout(0.1, NULL), *lin = amp_nn_linear(4, 3, true, NULL);
+    amp_tensor *idx = amp_tensor_full(AMP_I64, 1, AMP_SHAPE(2), 50);
+    amp_tensor *h = amp_module_forward(emb, idx);
+    assert_null(h);
+    char root[256];
+    snprintf(root, sizeof root, "%s", amp_last_error());
+    assert_true(strncmp(root, "amp_embedding: ", 15) == 0);
+    h = amp_module_forward(drop, h);
+    assert_null(h);
+    h = amp_module_forward(lin, h);
+    assert_null(h);
+    const char *e = amp_last_error();
+    if (strncmp(e, root, strlen(root)) || !strstr(e, " (then: amp_module_forward: Dropout input is NULL; "
+                                                     "amp_module_forward: Linear input is NULL)"))
+        fail_msg("expected \"%s (then: amp_module_forward: Dropout input is NULL; amp_module_forward: Linear input "
+                 "is NULL)\", got \"%s\"", root, e);
+    assert_int_equal(amp_last_status(), AMP_ERR_ARG);
+    /* an op given the NULL joins the same chain */
+    assert_null(amp_relu(h));
+    e = amp_last_error();
+    if (strncmp(e, root, strlen(root)) || !strstr(e, "; amp_relu: x is NULL)")) fail_msg("got \"%s\"", e);
+    /* with no earlier error, just the context */
+    amp_clear_error();
+    assert_null(amp_relu(NULL));
+    assert_string_equal(amp_last_error(), "amp_relu: x is NULL");
+    amp_module_free(emb);
+    amp_module_free(drop);
+    amp_module_free(lin);
+    amp_scope_end(s);
+}
+
 int main(void) {
     setenv("AMP_DEBUG", "1", 1); /* before the library reads it */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_copy_into_expanded), cmocka_unit_test(t_autocast_left_open),
         cmocka_unit_test(t_forward_outside_scope), cmocka_unit_test(t_use_after_free_debug),
+        cmocka_unit_test(t_error_chain_root_first),
     };
     return amp_test_run(tests);
 }
