@@ -159,7 +159,7 @@ amp_tensor *amp_module_register_parameter(amp_module *m, const char *name, amp_t
     static const char *fn = "amp_module_register_parameter";
     amp_status st = AMP_OK;
     if (!m) st = amp_error(AMP_ERR_ARG, "%s: module is NULL", fn);
-    else if (!t) st = amp_error(AMP_ERR_ARG, "%s: %s: tensor '%s' is NULL (%s)", fn, m->cls->name, name ? name : "?", amp_last_error());
+    else if (!t) st = amp_error_chain(AMP_ERR_ARG, "%s: %s: tensor '%s' is NULL", fn, m->cls->name, name ? name : "?");
     else if ((st = check_name(fn, m, name))) {
     } else if (t->grad_fn)
         st = amp_error(AMP_ERR_ARG, "%s: %s: '%s' was produced by %s; a parameter must be a leaf (amp_detach it, or "
@@ -187,7 +187,7 @@ amp_tensor *amp_module_register_buffer(amp_module *m, const char *name, amp_tens
     static const char *fn = "amp_module_register_buffer";
     amp_status st = AMP_OK;
     if (!m) st = amp_error(AMP_ERR_ARG, "%s: module is NULL", fn);
-    else if (!t) st = amp_error(AMP_ERR_ARG, "%s: %s: tensor '%s' is NULL (%s)", fn, m->cls->name, name ? name : "?", amp_last_error());
+    else if (!t) st = amp_error_chain(AMP_ERR_ARG, "%s: %s: tensor '%s' is NULL", fn, m->cls->name, name ? name : "?");
     else if ((st = check_name(fn, m, name))) {
     } else if (t->grad_fn || t->requires_grad)
         st = amp_error(AMP_ERR_ARG, "%s: %s: buffer '%s' requires grad; register it as a parameter, or amp_detach it", fn,
@@ -213,7 +213,7 @@ amp_module *amp_module_register_module(amp_module *m, const char *name, amp_modu
     static const char *fn = "amp_module_register_module";
     amp_status st = AMP_OK;
     if (!m) st = amp_error(AMP_ERR_ARG, "%s: module is NULL", fn);
-    else if (!c) st = amp_error(AMP_ERR_ARG, "%s: %s: child '%s' is NULL (%s)", fn, m->cls->name, name ? name : "?", amp_last_error());
+    else if (!c) st = amp_error_chain(AMP_ERR_ARG, "%s: %s: child '%s' is NULL", fn, m->cls->name, name ? name : "?");
     else if ((st = check_name(fn, m, name))) {
     } else if (contains(c, m))
         st = amp_error(AMP_ERR_ARG, "%s: %s: registering '%s' would make the module its own descendant", fn, m->cls->name, name);
@@ -261,7 +261,7 @@ amp_status amp_module_set_parameter(amp_module *m, const char *name, amp_tensor 
     const char *leaf = NULL;
     const amp_module *owner = NULL;
     if (!m || !name) st = amp_error(AMP_ERR_ARG, "%s: module or name is NULL", fn);
-    else if (!t) st = amp_error(AMP_ERR_ARG, "%s: %s: tensor for '%s' is NULL (%s)", fn, m->cls->name, name, amp_last_error());
+    else if (!t) st = amp_error_chain(AMP_ERR_ARG, "%s: %s: tensor for '%s' is NULL", fn, m->cls->name, name);
     else if (!(owner = resolve(m, name, &leaf)) || !(s = slot_find(&owner->params, leaf)))
         st = amp_error(AMP_ERR_ARG, "%s: %s has no parameter '%s'", fn, m->cls->name, name);
     else if (t->grad_fn)
@@ -443,7 +443,7 @@ static amp_tensor *forward_entry(const char *fn, amp_module *m, amp_tensor *cons
     if (n < 1 || !xs) return amp_error_null(AMP_ERR_ARG, "%s: %s: no inputs (n = %d)", fn, m->cls->name, n);
     for (int i = 0; i < n; i++)
         if (!xs[i])
-            return amp_error_null(AMP_ERR_ARG, "%s: %s input %d is NULL (%s)", fn, m->cls->name, i, amp_last_error());
+            return amp_error_chain_null(AMP_ERR_ARG, "%s: %s input %d is NULL", fn, m->cls->name, i);
     for (int i = 0; i < n; i++)
         if (!amp__live(fn, xs[i])) return NULL;
     /* The outermost forward runs in a scope of its own, so it frees what it
@@ -466,14 +466,14 @@ static amp_tensor *forward_entry(const char *fn, amp_module *m, amp_tensor *cons
         else amp_clear_error();
         if (mine) amp__scope_register(y);
     }
-    /* an op's error inside names the op; the outermost forward names itself too */
-    if (!y && g_fwd_depth == 0 && strncmp(amp_last_error(), fn, strlen(fn)))
-        amp_error(amp_last_status() ? amp_last_status() : AMP_ERR_ARG, "%s: %s: %s", fn, m->cls->name, amp_last_error());
+    /* an op's error inside names the op; the outermost forward names itself too, after it */
+    if (!y && g_fwd_depth == 0 && !strstr(amp_last_error(), fn))
+        amp_error_chain(amp_last_status() ? amp_last_status() : AMP_ERR_ARG, "%s: %s", fn, m->cls->name);
     return y;
 }
 
 amp_tensor *amp_module_forward(amp_module *m, amp_tensor *x) {
-    if (m && !x) return amp_error_null(AMP_ERR_ARG, "amp_module_forward: %s input is NULL (%s)", m->cls->name, amp_last_error());
+    if (m && !x) return amp_error_chain_null(AMP_ERR_ARG, "amp_module_forward: %s input is NULL", m->cls->name);
     return forward_entry("amp_module_forward", m, &x, 1);
 }
 

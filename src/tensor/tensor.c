@@ -276,11 +276,7 @@ static amp_tensor *user_new(const char *fn, amp_dtype dt, int ndim, const int64_
 }
 
 static amp_tensor *user_new_on(const char *fn, amp_device d, amp_dtype dt, int ndim, const int64_t *shape) {
-    if (amp_device_check(d) != AMP_OK) {
-        char why[512];
-        snprintf(why, sizeof why, "%s", amp_last_error());
-        return amp_error_null(amp_last_status(), "%s: %s", fn, why);
-    }
+    if (amp_device_check(d) != AMP_OK) return amp_error_chain_null(AMP_OK, "%s", fn);
     return amp__tensor_new_on(fn, d, dt, ndim, shape, amp__mem_current(AMP_MEM_DATA), 0);
 }
 
@@ -438,11 +434,7 @@ amp_status amp_tensor_move_(amp_tensor *t, amp_device d) {
         return amp_error(AMP_ERR_STATE, "%s: t is the result of an op (it has a grad_fn); only leaf tensors move in place "
                                         "(use amp_tensor_to for a differentiable copy)", fn);
     if (amp__dev(t) == d) return AMP_OK;
-    if (amp_device_check(d) != AMP_OK) {
-        char why[512];
-        snprintf(why, sizeof why, "%s", amp_last_error());
-        return amp_error(amp_last_status(), "%s: %s", fn, why);
-    }
+    if (amp_device_check(d) != AMP_OK) return amp_error_chain(AMP_OK, "%s", fn);
     if (t->grad && amp__dev(t->grad) != d) {
         amp_status st = amp__tensor_change_device(t->grad, d);
         if (st != AMP_OK) return st;
@@ -847,7 +839,7 @@ amp_status amp_tensor_copy_out(const amp_tensor *t, void *dst, amp_dtype dt) {
     amp_storage st;
     amp__buffer_tensor(&tmp, &st, dt, dst, t);
     amp_status s = amp__copy_convert(&tmp, t);
-    if (s != AMP_OK) return amp_error(s, "amp_tensor_copy_out: %s", amp_last_error());
+    if (s != AMP_OK) return amp_error_chain(s, "amp_tensor_copy_out");
     return AMP_OK;
 }
 
