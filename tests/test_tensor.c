@@ -309,7 +309,7 @@ static void t_copy_and_convert(void **state) {
 static void t_int_values_checked(void **state) {
     (void)state;
     tc_assert_fails(amp_tensor_full(AMP_I64, 1, AMP_SHAPE(2), NAN), "amp_tensor_full: value nan cannot be stored in i64 (NaN has no integer value)");
-    tc_assert_fails(amp_tensor_full(AMP_U8, 1, AMP_SHAPE(2), 1e10), "amp_tensor_full: value 1e+10 is outside the u8 range [0, 255]");
+    tc_assert_fails(amp_tensor_full(AMP_U8, 1, AMP_SHAPE(2), 1e10), "amp_tensor_full: value 10000000000 is outside the u8 range [0, 255]");
     tc_assert_fails(amp_tensor_full(AMP_I32, 1, AMP_SHAPE(2), -INFINITY), "amp_tensor_full: value -inf cannot be stored in i32 (an integer has no infinity)");
     tc_assert_fails(amp_tensor_full(AMP_U8, 1, AMP_SHAPE(2), -1), "value -1 is outside the u8 range [0, 255]");
     tc_assert_fails(amp_tensor_full(AMP_I32, 1, AMP_SHAPE(2), 2147483648.0), "outside the i32 range [-2147483648, 2147483647]");
@@ -327,12 +327,12 @@ static void t_int_values_checked(void **state) {
     assert_int_equal(amp_tensor_fill_(u, 256), AMP_ERR_RANGE);
     assert_non_null(strstr(amp_last_error(), "amp_tensor_fill_: value 256 is outside the u8 range"));
     assert_int_equal(amp_tensor_set(u, AMP_SHAPE(0), 1e10), AMP_ERR_RANGE);
-    assert_non_null(strstr(amp_last_error(), "amp_tensor_set: value 1e+10 is outside the u8 range"));
+    assert_non_null(strstr(amp_last_error(), "amp_tensor_set: value 10000000000 is outside the u8 range"));
     assert_int_equal(amp_tensor_set(i, AMP_SHAPE(0), NAN), AMP_ERR_RANGE);
     assert_true(amp_tensor_get(u, AMP_SHAPE(0)) == 255.0); /* unchanged */
     assert_true(amp_tensor_get(i, AMP_SHAPE(0)) == -2.0);
     /* arange: every value must fit (250 .. 259 in u8 used to end in 255, 255, 255, 255) */
-    tc_assert_fails(amp_tensor_arange(250, 260, 1, AMP_U8), "amp_tensor_arange: value 256 is outside the u8 range [0, 255]");
+    tc_assert_fails(amp_tensor_arange(250, 260, 1, AMP_U8), "amp_tensor_arange: value 259 is outside the u8 range [0, 255]");
     tc_assert_fails(amp_tensor_arange(3, -2, -1, AMP_U8), "amp_tensor_arange: value -1 is outside the u8 range");
     amp_tensor *a = amp_tensor_arange(250, 256, 1, AMP_U8);
     assert_non_null(a);

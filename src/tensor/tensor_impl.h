@@ -197,6 +197,12 @@ static inline void *amp__data(const amp_tensor *t) {
 }
 double amp__load(const void *p, amp_dtype dt);
 void amp__store(void *p, amp_dtype dt, double v);
+/* AMP_OK when a caller's value v can be stored in dtype dt: any value in a
+ * float dtype; in an integer dtype a finite value inside its range (a fraction
+ * is truncated toward zero, as torch). Otherwise AMP_ERR_RANGE naming fn, the
+ * value, the dtype and why (NaN, an infinity, outside [lo, hi]), as torch's
+ * checked_convert refuses them; amp__store would clamp them silently. */
+amp_status amp__check_value(const char *fn, amp_dtype dt, double v);
 /* Flat row-major index -> element pointer for any strides. */
 void *amp__elem_ptr(const amp_tensor *t, int64_t flat);
 
