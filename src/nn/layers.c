@@ -301,10 +301,12 @@ static const amp_module_class list_class = {.name = "ModuleList"};
 
 amp_status amp_module_append(amp_module *c, amp_module *child) {
     static const char *fn = "amp_module_append";
-    const amp_module_class *k = c ? amp_module_class_of(c) : NULL;
+    const amp_module_class *k = c ? amp_module_class_of(c) : NULL; /* NULL for a freed module (debug mode) */
     if (!c || (k != &seq_class && k != &list_class)) {
+        amp_status st = c && !k ? amp_error_chain(AMP_ERR_STATE, "%s", fn)
+                                : amp_error(AMP_ERR_ARG, "%s: %s is not a Sequential or ModuleList", fn, c ? k->name : "module NULL");
         amp_module_free(child);
-        return amp_error(AMP_ERR_ARG, "%s: %s is not a Sequential or ModuleList", fn, c ? k->name : "module NULL");
+        return st;
     }
     if (!child) return amp_error_chain(AMP_ERR_ARG, "%s: child is NULL", fn);
     char name[24];
