@@ -2,6 +2,7 @@
 #   make run        install missing Debian packages, build, run the main job
 #   make test       install missing Debian packages, build, run the whole suite
 #   make test-asan  the whole suite under AddressSanitizer + UBSan (+ LeakSanitizer)
+#   make test-tsan  the multi-threaded tests and example under ThreadSanitizer (clang)
 #   make bench      run the benchmarks and regenerate docs/BENCHMARKS.md
 #   make install PREFIX=/usr/local   library, headers, amp.pc, the CLI (nothing else built or installed)
 #   CMAKE_FLAGS=...  passed to every configure, e.g. -DAMP_CUDA=ON (the CUDA backend
@@ -14,7 +15,7 @@ BUILD  ?= build
 BUILD_INSTALL ?= build-install
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run test test-asan bench install fuzz clean docs
+.PHONY: all deps build run test test-asan test-tsan bench install fuzz clean docs
 
 all: build
 
@@ -50,6 +51,28 @@ test-asan:
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  AMP_ASAN=1 ctest --output-on-failure -j $(JOBS)
 
+# ThreadSanitizer, built with clang in build-tsan: the tests with threads of
+# their own (test_threads, test_autocast, the threads_autocast example) and
+# those that check results do not depend on the OpenMP thread count. Run with
+# 2 OpenMP threads, so amp's parallel regions are checked too: clang's libomp
+# loads Archer (libarcher.so, from libomp-dev), which tells TSan about
+# OpenMP's barriers and tasks; without it (gcc's libgomp is not instrumented)
+# every kernel would report races that are not there.
+# ignore_noninstrumented_modules: accesses inside libomp/libc themselves are
+# not reported (amp's own accesses all are).
+tsan_empty :=
+tsan_space := $(tsan_empty) $(tsan_empty)
+TSAN_TESTS ?= test_threads test_autocast test_tensor test_ops_attention test_ops_elementwise test_ops_reduce \
+  test_ops_activation test_gemm test_gemm_bf16 test_numeric_sr test_numeric_vector test_kernel_paths \
+  test_threads_generate test_thread_count
+test-tsan:
+	@scripts/deps.sh build test fuzz
+	@cmake -S . -B build-tsan -DCMAKE_C_COMPILER=clang -DAMP_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAMP_BUILD_BENCH=OFF \
+	  $(CMAKE_FLAGS) > build-tsan.configure.log 2>&1 || (cat build-tsan.configure.log; exit 1)
+	@cmake --build build-tsan -j $(JOBS) --target $(TSAN_TESTS) threads_autocast
+	cd build-tsan && TSAN_OPTIONS=ignore_noninstrumented_modules=1:second_deadlock_stack=1 OMP_NUM_THREADS=2 \
+	  ctest --output-on-failure -j $(JOBS) -R '^($(subst $(tsan_space),|,$(strip $(TSAN_TESTS)))|example_threads_autocast)$$'
+
 bench:
 	@scripts/deps.sh build test bench
 	@$(MAKE) --no-print-directory build
@@ -79,4 +102,4 @@ docs: build
 	./$(BUILD)/amp autocast --markdown > docs/autocast.md.tmp && mv docs/autocast.md.tmp docs/autocast.md
 
 clean:
-	rm -rf build build-asan build-fuzz build-install build*.configure.log
+	rm -rf build build-asan build-tsan build-fuzz build-install build*.configure.log

@@ -377,8 +377,10 @@ static void t_restore_validates(void **state) {
         {st, "optim.0.weight.exp_avg_sq", INFINITY, NULL, NULL, "optim.0.weight.exp_avg_sq"},
         {st, NULL, 0, "scaler.scale", "1e-300", "scaler.scale"},
         {st, NULL, 0, "scaler.scale", "nan", "scaler.scale"},
+        {st, NULL, 0, "scaler.scale", "0", "scaler.scale = 0: the loss scale collapsed to 0"}, /* issue 23 item 16: the ':' */
+        {st, NULL, 0, "scaler.growth_factor", "0.5", "scaler.growth_factor = 0.5: must be > 1"},
         {st, NULL, 0, "optim.0.steps", "9223372036854775807", "optim.0.steps"},
-        {st, "optim.0.weight.step", 9.3e18, NULL, NULL, "optim.0.weight.step"},
+        {st, "optim.0.weight.step", 9.2e18, NULL, NULL, "optim.0.weight.step"}, /* above 2^62, inside i64 */
         {st, NULL, 0, "scaler.min_scale", "1e30", "scaler.min_scale"},
         {st, NULL, 0, "scaler.max_scale", "4", "scaler.max_scale"},
         {st, NULL, 0, "scaler.growth_factor", "inf", "scaler.growth_factor"},

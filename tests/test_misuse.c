@@ -7,7 +7,11 @@
  *      with amp_memory_stats;
  *   14 with AMP_DEBUG=1, a tensor used after its scope ended (or after
  *      amp_tensor_free) gives an error naming the call, not NaN or a
- *      nonsense shape; a double free is reported. */
+ *      nonsense shape; a double free is reported.
+ * Issue 23 item 16: an error caused by an earlier one puts the root cause
+ * first and the chain after it, whatever the depth; with AMP_DEBUG=1 a module
+ * used after it was freed (a child freed with its parent) or freed twice is an
+ * error naming the call and the module, not a crash or a double release. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,11 +131,99 @@ static void t_use_after_free_debug(void **state) {
     expect_dead("amp_tensor_numel");
 }
 
+/* A failed op whose NULL result flows through two more modules: the message
+ * starts with the root cause (the embedding's index) and lists what failed
+ * after it, in order (it used to read "Linear input is NULL (... Dropout input
+ * is NULL (... amp_embedding: index 50 ...))"). Also through amp__arg (an
+ * op given the NULL) and a public wrapper (amp_setup_step style: fn: inner). */
+static void expect_chain(const char *root, const char *tail) {
+    const char *e = amp_last_error();
+    size_t n = strlen(e), tn = strlen(tail);
+    if (strncmp(e, root, strlen(root)) || n < tn || strcmp(e + n - tn, tail))
+        fail_msg("expected \"%s...%s\", got \"%s\"", root, tail, e);
+}
+
+static void t_error_chain_root_first(void **state) {
+    (void)state;
+    amp_scope *s = amp_scope_begin();
+    amp_module *emb = amp_nn_embedding(50, 4, NULL), *drop = amp_nn_dropout(0.1, NULL), *lin = amp_nn_linear(4, 3, true, NULL);
+    amp_tensor *idx = amp_tensor_full(AMP_I64, 1, AMP_SHAPE(2), 50);
+    const char *root = "amp_embedding: index 50 (element 0 of indices) is out of range for weight of shape [50,4] (valid: 0 to 49)";
+    amp_tensor *h = amp_module_forward(emb, idx);
+    assert_null(h);
+    expect_chain(root, " (then: amp_module_forward: Embedding)");
+    h = amp_module_forward(drop, h);
+    assert_null(h);
+    h = amp_module_forward(lin, h);
+    assert_null(h);
+    expect_chain(root, " (then: amp_module_forward: Embedding; amp_module_forward: Dropout input is NULL; "
+                       "amp_module_forward: Linear input is NULL)");
+    assert_int_equal(amp_last_status(), AMP_ERR_ARG);
+    /* an op given the NULL joins the same chain */
+    assert_null(amp_relu(h));
+    expect_chain(root, "; amp_module_forward: Linear input is NULL; amp_relu: x is NULL)");
+    /* a chain longer than the message buffer keeps the root first and the last failure whole, cutting
+     * between them */
+    for (int i = 0; i < 200; i++) assert_null(amp_gelu(h, AMP_GELU_ERF));
+    expect_chain(root, "...; amp_gelu: x is NULL)");
+    assert_true(strlen(amp_last_error()) < 1024);
+    /* with no earlier error, just the context */
+    amp_clear_error();
+    assert_null(amp_relu(NULL));
+    assert_string_equal(amp_last_error(), "amp_relu: x is NULL");
+    amp_module_free(emb);
+    amp_module_free(drop);
+    amp_module_free(lin);
+    amp_scope_end(s);
+}
+
+static void expect_module_dead(const char *call, const char *kind) {
+    const char *e = amp_last_error();
+    if (!strstr(e, call) || !strstr(e, kind) || !strstr(e, "was freed"))
+        fail_msg("expected an error naming %s, the module %s and that it was freed, got: \"%s\"", call, kind, e);
+    amp_clear_error();
+}
+
+static void t_module_ownership_debug(void **state) {
+    (void)state;
+    amp_scope *s = amp_scope_begin();
+    amp_tensor *x = amp_tensor_ones(AMP_F32, 2, AMP_SHAPE(2, 4));
+    amp_module *lin = amp_nn_linear(4, 3, true, NULL), *relu = amp_nn_relu();
+    amp_module *seq = amp_nn_sequential((amp_module *[]){lin, relu}, 2); /* takes lin and relu */
+    assert_non_null(seq);
+    amp_module_free(seq); /* frees lin and relu too */
+    amp_clear_error();
+    /* a child used after its parent freed it */
+    assert_null(amp_module_forward(lin, x));
+    expect_module_dead("amp_module_forward", "Linear");
+    if (!strstr(amp_module_kind(lin), "Linear")) fail_msg("amp_module_kind of a freed module: %s", amp_module_kind(lin));
+    assert_int_equal(amp_module_parameters(lin, NULL, NULL, 0), -1);
+    expect_module_dead("amp_module_parameters", "Linear");
+    assert_null(amp_module_get_parameter(lin, "weight"));
+    expect_module_dead("amp_module_get_parameter", "Linear");
+    amp_module_train(relu, false);
+    expect_module_dead("amp_module_train", "ReLU");
+    /* freed twice: reported, not released again */
+    amp_module_free(seq);
+    expect_module_dead("amp_module_free", "Sequential");
+    amp_module_free(lin);
+    expect_module_dead("amp_module_free", "Linear");
+    /* the message says who freed it */
+    amp_module *solo = amp_nn_relu();
+    amp_module_free(solo);
+    assert_null(amp_module_retain(solo));
+    const char *e = amp_last_error();
+    if (!strstr(e, "amp_module_retain") || !strstr(e, "by amp_module_free")) fail_msg("got \"%s\"", e);
+    amp_clear_error();
+    amp_scope_end(s);
+}
+
 int main(void) {
     setenv("AMP_DEBUG", "1", 1); /* before the library reads it */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_copy_into_expanded), cmocka_unit_test(t_autocast_left_open),
         cmocka_unit_test(t_forward_outside_scope), cmocka_unit_test(t_use_after_free_debug),
+        cmocka_unit_test(t_error_chain_root_first), cmocka_unit_test(t_module_ownership_debug),
     };
     return amp_test_run(tests);
 }

@@ -438,11 +438,45 @@ static void t_module_to_keep_f32(void **s) {
     amp_module_free(m);
 }
 
+/* Ownership without debug mode (issue 23 item 16): a child belongs to its
+ * parent, which took the caller's reference. amp_module_free of the child is
+ * refused (it used to free it under the parent: a crash at the next forward
+ * and a double release when the parent was freed), and so is registering it
+ * in a second parent; amp_module_retain gives the caller a reference of its
+ * own, which amp_module_free then drops. */
+static void t_child_ownership(void **s) {
+    (void)s;
+    amp_scope *sc = amp_scope_begin();
+    amp_tensor *x = amp_tensor_ones(AMP_F32, 2, AMP_SHAPE(2, 4));
+    amp_module *lin = amp_nn_linear(4, 3, true, NULL);
+    amp_module *seq = amp_nn_sequential((amp_module *[]){lin}, 1);
+    assert_non_null(seq);
+    amp_clear_error();
+    amp_module_free(lin);
+    const char *e = amp_last_error();
+    if (!strstr(e, "amp_module_free: Linear") || !strstr(e, "belongs to its parent"))
+        fail_msg("expected the free of an owned child to be refused, got \"%s\"", e);
+    assert_non_null(amp_module_forward(seq, x)); /* still there */
+    amp_module *other = amp_nn_sequential(NULL, 0);
+    assert_int_not_equal(amp_module_append(other, lin), AMP_OK);
+    e = amp_last_error();
+    if (!strstr(e, "already belongs to a parent")) fail_msg("expected a second parent to be refused, got \"%s\"", e);
+    assert_int_equal(amp_module_num_children(other), 0);
+    /* retained: shared by two parents, freed by each */
+    assert_non_null(amp_module_retain(lin));
+    assert_int_equal(amp_module_append(other, lin), AMP_OK);
+    amp_module_free(seq);
+    assert_non_null(amp_module_forward(other, x)); /* lin lives on in other */
+    amp_module_free(other);
+    amp_scope_end(sc);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_builtin_names_and_repr), cmocka_unit_test(t_registration),
         cmocka_unit_test(t_user_model_names_and_tying), cmocka_unit_test(t_user_model_save_load),
         cmocka_unit_test(t_user_model_resume), cmocka_unit_test(t_module_to_keep_f32),
+        cmocka_unit_test(t_child_ownership),
     };
     return amp_test_run(tests);
 }

@@ -335,6 +335,50 @@ static void t_autocast(void **state) {
     }
 }
 
+/* Autocast with mixed input dtypes (q bf16, k f32, v f16) and a float mask:
+ * as torch, the region casts q, k, v and the float mask to its dtype first,
+ * so the fused op and the naive composition give, bit for bit, what they give
+ * on hand-cast inputs, and the f32 leaf gets an f32 gradient. A bool mask is
+ * not cast. Outside autocast, or where the op's policy is overridden to no
+ * cast, mixed dtypes stay an error (torch's SDPA refuses them too). */
+static void t_autocast_mixed(void **state) {
+    (void)state;
+    test_rng r = {1507};
+    int64_t s[3] = {2, 9, 8}, ms[2] = {9, 9};
+    amp_tensor *q = mk(&r, AMP_BF16, 3, s, true), *k = mk(&r, AMP_F32, 3, s, true), *v = mk(&r, AMP_F16, 3, s, false);
+    amp_tensor *m = tc_randn(&r, AMP_F32, 2, ms, 1.0);
+    amp_tensor *kh = amp_to(k, AMP_BF16), *vh = amp_to(v, AMP_BF16), *mh = amp_to(m, AMP_BF16);
+    for (int math = 0; math < 2; math++) {
+        amp_sdpa_opts o = AMP_SDPA_DEFAULTS, oh = AMP_SDPA_DEFAULTS;
+        o.attn_mask = m;
+        oh.attn_mask = mh;
+        amp_tensor *(*op)(amp_tensor *, amp_tensor *, amp_tensor *, const amp_sdpa_opts *) =
+            math ? amp_scaled_dot_product_attention_math : amp_scaled_dot_product_attention_ex;
+        assert_int_equal(amp_autocast_enter(AMP_BF16), AMP_OK);
+        amp_tensor *y = op(q, k, v, &o);
+        if (!y) fail_msg("sdpa%s under bf16 autocast with q bf16, k f32, v f16: %s", math ? " (math)" : "", amp_last_error());
+        assert_int_equal(amp_autocast_set_op_policy("scaled_dot_product_attention", AMP_CAST_NONE), AMP_OK);
+        amp_tensor *y0 = op(q, k, v, &o);
+        assert_int_equal(amp_autocast_set_op_policy("scaled_dot_product_attention", AMP_CAST_DEFAULT), AMP_OK);
+        assert_int_equal(amp_autocast_exit(), AMP_OK);
+        tc_assert_fails(y0, "q, k and v must have the same dtype (got bf16, f32, f16)");
+        tc_assert_fails(op(q, k, v, &o), "q, k and v must have the same dtype (got bf16, f32, f16)");
+        amp_tensor *y2 = op(q, kh, vh, &oh);
+        assert_non_null(y2);
+        assert_int_equal(amp_tensor_dtype(y), AMP_BF16);
+        assert_memory_equal(amp_tensor_data(y), amp_tensor_data(y2), (size_t)amp_tensor_numel(y) * 2);
+        amp_tensor *l = amp_sum(y, NULL, 0, false);
+        assert_int_equal(amp_backward(l), AMP_OK);
+        assert_int_equal(amp_tensor_dtype(amp_tensor_grad(k)), AMP_F32);
+        assert_int_equal(amp_tensor_dtype(amp_tensor_grad(q)), AMP_BF16);
+        amp_tensor_free(y);
+        amp_tensor_free(y2);
+        amp_tensor_free(l);
+    }
+    amp_tensor *ts[] = {q, k, v, m, kh, vh, mh};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) amp_tensor_free(ts[i]);
+}
+
 /* Peak memory of forward + backward above the inputs, for T and 2T. */
 static size_t att_peak(amp_dtype dt, int64_t nb, int64_t T, int64_t E, bool fused) {
     test_rng r = {1506};
@@ -413,7 +457,8 @@ static void t_bad_inputs(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_reference),       cmocka_unit_test(t_masks),    cmocka_unit_test(t_fused_vs_naive),
-        cmocka_unit_test(t_strided_threads), cmocka_unit_test(t_autocast), cmocka_unit_test(t_memory),
+        cmocka_unit_test(t_strided_threads), cmocka_unit_test(t_autocast), cmocka_unit_test(t_autocast_mixed),
+        cmocka_unit_test(t_memory),
         cmocka_unit_test(t_bad_inputs),
     };
     return amp_test_run(tests);

@@ -300,11 +300,57 @@ static void t_copy_and_convert(void **state) {
     for (int i = 0; i < 6; i++) amp_tensor_free(ts[i]);
 }
 
+/* A value an integer dtype cannot hold (NaN, an infinity, out of range) is
+ * refused, naming the call, the value, the dtype and the problem, as torch's
+ * checked_convert refuses torch.full((2,), nan, dtype=torch.int64) ("value
+ * cannot be converted to type int64_t without overflow"); it used to give 0 and
+ * u8 1e10 gave 255 silently. In range, a fraction is truncated toward zero (as
+ * torch); the limits themselves are accepted. */
+static void t_int_values_checked(void **state) {
+    (void)state;
+    tc_assert_fails(amp_tensor_full(AMP_I64, 1, AMP_SHAPE(2), NAN), "amp_tensor_full: value nan cannot be stored in i64 (NaN has no integer value)");
+    tc_assert_fails(amp_tensor_full(AMP_U8, 1, AMP_SHAPE(2), 1e10), "amp_tensor_full: value 10000000000 is outside the u8 range [0, 255]");
+    tc_assert_fails(amp_tensor_full(AMP_I32, 1, AMP_SHAPE(2), -INFINITY), "amp_tensor_full: value -inf cannot be stored in i32 (an integer has no infinity)");
+    tc_assert_fails(amp_tensor_full(AMP_U8, 1, AMP_SHAPE(2), -1), "value -1 is outside the u8 range [0, 255]");
+    tc_assert_fails(amp_tensor_full(AMP_I32, 1, AMP_SHAPE(2), 2147483648.0), "outside the i32 range [-2147483648, 2147483647]");
+    tc_assert_fails(amp_tensor_full(AMP_I64, 1, AMP_SHAPE(2), 9223372036854775808.0),
+                    "outside the i64 range [-9223372036854775808, 9223372036854775807]");
+    tc_assert_fails(amp_tensor_full_on(AMP_DEVICE_CPU, AMP_I64, 1, AMP_SHAPE(2), NAN), "amp_tensor_full_on: value nan");
+    amp_tensor *u = amp_tensor_full(AMP_U8, 1, AMP_SHAPE(2), 255), *i = amp_tensor_full(AMP_I64, 1, AMP_SHAPE(2), -2.7);
+    amp_tensor *l = amp_tensor_full(AMP_I64, 1, AMP_SHAPE(1), -9223372036854775808.0);
+    assert_non_null(u);
+    assert_non_null(i);
+    assert_non_null(l);
+    assert_true(amp_tensor_get(u, AMP_SHAPE(1)) == 255.0);
+    assert_true(amp_tensor_get(i, AMP_SHAPE(1)) == -2.0);
+    assert_true(((int64_t *)amp_tensor_data(l))[0] == INT64_MIN);
+    assert_int_equal(amp_tensor_fill_(u, 256), AMP_ERR_RANGE);
+    assert_non_null(strstr(amp_last_error(), "amp_tensor_fill_: value 256 is outside the u8 range"));
+    assert_int_equal(amp_tensor_set(u, AMP_SHAPE(0), 1e10), AMP_ERR_RANGE);
+    assert_non_null(strstr(amp_last_error(), "amp_tensor_set: value 10000000000 is outside the u8 range"));
+    assert_int_equal(amp_tensor_set(i, AMP_SHAPE(0), NAN), AMP_ERR_RANGE);
+    assert_true(amp_tensor_get(u, AMP_SHAPE(0)) == 255.0); /* unchanged */
+    assert_true(amp_tensor_get(i, AMP_SHAPE(0)) == -2.0);
+    /* arange: every value must fit (250 .. 259 in u8 used to end in 255, 255, 255, 255) */
+    tc_assert_fails(amp_tensor_arange(250, 260, 1, AMP_U8), "amp_tensor_arange: value 259 is outside the u8 range [0, 255]");
+    tc_assert_fails(amp_tensor_arange(3, -2, -1, AMP_U8), "amp_tensor_arange: value -1 is outside the u8 range");
+    amp_tensor *a = amp_tensor_arange(250, 256, 1, AMP_U8);
+    assert_non_null(a);
+    assert_true(amp_tensor_get(a, AMP_SHAPE(5)) == 255.0);
+    /* float dtypes take them all */
+    amp_tensor *f = amp_tensor_full(AMP_F16, 1, AMP_SHAPE(1), NAN);
+    assert_non_null(f);
+    assert_true(isnan(amp_tensor_item(f)));
+    amp_tensor *ts[] = {u, i, l, a, f};
+    for (size_t k = 0; k < sizeof ts / sizeof *ts; k++) amp_tensor_free(ts[k]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_create),        cmocka_unit_test(t_errors), cmocka_unit_test(t_views),
         cmocka_unit_test(t_scope_and_memory), cmocka_unit_test(t_views_keep_storage_alive),
         cmocka_unit_test(t_random),        cmocka_unit_test(t_copy_and_convert), cmocka_unit_test(t_block_cache),
+        cmocka_unit_test(t_int_values_checked),
     };
     return amp_test_run(tests);
 }

@@ -97,7 +97,10 @@ amp_module *amp_module_new(const amp_module_class *cls, size_t data_size);
 void *amp_module_data(const amp_module *m);
 const amp_module_class *amp_module_class_of(const amp_module *m);
 /* Drops one reference; the last frees the parameters, buffers and children
- * it holds the only references to. NULL is a no-op. */
+ * it holds the only references to. NULL is a no-op. A registered child's
+ * reference is its parent's: freeing it is refused (an error; the parent frees
+ * it) unless amp_module_retain gave you one of your own. With AMP_DEBUG=1 a
+ * module used or freed after it was freed is an error naming the call. */
 void amp_module_free(amp_module *m);
 amp_module *amp_module_retain(amp_module *m); /* one more reference; returns m */
 

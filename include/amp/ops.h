@@ -194,7 +194,9 @@ amp_tensor *amp_masked_fill(amp_tensor *x, amp_tensor *mask, double value);
  * exclusive with is_causal; it gets no gradient. dropout_p > 0 drops
  * attention weights with the generator's counter-based mask (NULL = the
  * default generator; a call advances its offset by numel of [..., L, S]);
- * pass 0 when not training. Autocast: lower precision (torch's lists).
+ * pass 0 when not training. Autocast: lower precision (torch's lists): q,
+ * k, v and a float attn_mask are cast to the region's dtype first, so they
+ * may have mixed f32/f16/bf16 dtypes there; outside autocast they must agree.
  * Computed by a fused kernel (flash-attention tiling, online softmax in f32)
  * that never stores the L x S weights; the backward recomputes them. */
 typedef struct {

@@ -96,7 +96,11 @@ void amp_mem_pop_category(void);
 /* Move a tensor's storage to another category (e.g. a model marks params). */
 amp_status amp_tensor_set_category(amp_tensor *t, amp_mem_category c);
 
-/* ---- creation ------------------------------------------------------------ */
+/* ---- creation ------------------------------------------------------------
+ * A double given for an integer dtype (full, full_on, arange here; set and
+ * fill_ below) must be a value it holds: NaN, an infinity or a value outside
+ * its range (u8 [0, 255], i32, i64) fails with AMP_ERR_RANGE naming the value
+ * and why, as torch refuses them; a fraction is truncated toward zero. */
 amp_tensor *amp_tensor_empty(amp_dtype dt, int ndim, const int64_t *shape);
 amp_tensor *amp_tensor_zeros(amp_dtype dt, int ndim, const int64_t *shape);
 amp_tensor *amp_tensor_ones(amp_dtype dt, int ndim, const int64_t *shape);

@@ -82,7 +82,7 @@ static amp_status enter(const char *fn, const amp_autocast_opts *o) {
     if (g_depth >= MAX_REGIONS)
         return amp_error(AMP_ERR_STATE, "%s: more than %d nested regions (an amp_autocast_enter without its "
                                         "amp_autocast_exit in a loop?)", fn, MAX_REGIONS);
-    amp__autocast_unwind = unwind;
+    amp__autocast_unwind = unwind; /* this thread's hook (tensor_impl.h) */
     g_regions[g_depth++].o = *o;
     return AMP_OK;
 }

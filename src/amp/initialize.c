@@ -29,7 +29,7 @@ static amp_status decide(const char *fn, const amp_init_opts *o, amp_opt_config 
     if (o->policy) {
         amp_policy p;
         amp_status st = amp_policy_parse(o->policy, &p);
-        if (st) return amp_error(st, "%s: %s", fn, amp_last_error());
+        if (st) return amp_error_chain(st, "%s", fn);
         if (is_half(p.param) && p.compute != p.param)
             return amp_error(AMP_ERR_ARG, "%s: policy \"%s\": half parameters compute in their own dtype (compute must be "
                                           "%s)", fn, o->policy, amp_dtype_name(p.param));
@@ -43,7 +43,7 @@ static amp_status decide(const char *fn, const amp_init_opts *o, amp_opt_config 
         *output = p.output;
     } else {
         amp_status st = amp_opt_config_get(o->level, o->half, c);
-        if (st) return amp_error(st, "%s: %s", fn, amp_last_error());
+        if (st) return amp_error_chain(st, "%s", fn);
     }
     if ((int)o->keep_norm_f32 < 0 || o->keep_norm_f32 > AMP_OFF || (int)o->master_weights < 0 || o->master_weights > AMP_OFF ||
         (int)o->loss_scaling < 0 || o->loss_scaling > AMP_OFF)
@@ -70,7 +70,7 @@ amp_setup *amp_initialize(amp_module *const *models, int n_models, const amp_ini
     if (!models || n_models <= 0 || n_models > MAX_MODELS)
         return amp_error_null(AMP_ERR_ARG, "%s: models is NULL or n_models %d is outside 1..%d", fn, n_models, MAX_MODELS);
     for (int i = 0; i < n_models; i++)
-        if (!models[i]) return amp_error_null(AMP_ERR_ARG, "%s: models[%d] is NULL (%s)", fn, i, amp_last_error());
+        if (!models[i]) return amp_error_chain_null(AMP_ERR_ARG, "%s: models[%d] is NULL", fn, i);
     amp_setup *s = calloc(1, sizeof *s);
     if (!s) return amp_error_null(AMP_ERR_NOMEM, "%s: out of memory", fn);
     if (decide(fn, o, &s->cfg, &s->output) != AMP_OK) goto fail;
@@ -81,7 +81,7 @@ amp_setup *amp_initialize(amp_module *const *models, int n_models, const amp_ini
         amp_optim *check = probe && amp_tensor_set_requires_grad(probe, true) == AMP_OK ? amp_optim_new(&probe, 1, &po) : NULL;
         amp__release(probe);
         if (!check) {
-            amp_error(amp_last_status(), "%s: %s", fn, amp_last_error());
+            amp_error_chain(AMP_OK, "%s", fn);
             goto fail;
         }
         amp_optim_free(check);
@@ -142,7 +142,7 @@ amp_setup *amp_initialize(amp_module *const *models, int n_models, const amp_ini
     free(half);
     free(full);
     if (st) {
-        amp_error(st, "%s: %s", fn, amp_last_error());
+        amp_error_chain(st, "%s", fn);
         goto fail;
     }
     /* 3. the scaler: dynamic loss scaling for f16 only (amp_setup_step checks
@@ -152,7 +152,7 @@ amp_setup *amp_initialize(amp_module *const *models, int n_models, const amp_ini
         so.disabled = false;
         s->scaler = amp_scaler_new(&so);
         if (!s->scaler) {
-            amp_error(amp_last_status(), "%s: %s", fn, amp_last_error());
+            amp_error_chain(AMP_OK, "%s", fn);
             goto fail;
         }
     }
@@ -182,7 +182,7 @@ amp_status amp_setup_zero_grad(amp_setup *s) {
     if (!s) return amp_error(AMP_ERR_ARG, "amp_setup_zero_grad: setup is NULL");
     for (int i = 0; i < s->n_opts; i++) {
         amp_status st = amp_optim_zero_grad(s->opts[i]);
-        if (st) return amp_error(st, "amp_setup_zero_grad: %s", amp_last_error());
+        if (st) return amp_error_chain(st, "amp_setup_zero_grad");
     }
     return AMP_OK;
 }
@@ -190,10 +190,10 @@ amp_status amp_setup_zero_grad(amp_setup *s) {
 amp_status amp_setup_backward(amp_setup *s, amp_tensor *loss) {
     static const char *fn = "amp_setup_backward";
     if (!s) return amp_error(AMP_ERR_ARG, "%s: setup is NULL", fn);
-    if (!loss) return amp_error(AMP_ERR_ARG, "%s: loss is NULL (%s)", fn, amp_last_error());
+    if (!loss) return amp_error_chain(AMP_ERR_ARG, "%s: loss is NULL", fn);
     amp_tensor *scaled = s->scaler ? amp_scaler_scale(s->scaler, loss) : loss;
     amp_status st = scaled ? amp_backward(scaled) : amp_last_status();
-    if (st) return amp_error(st, "%s: %s", fn, amp_last_error());
+    if (st) return amp_error_chain(st, "%s", fn);
     return AMP_OK;
 }
 
@@ -205,11 +205,11 @@ double amp_setup_clip_grad_norm(amp_setup *s, double max_norm) {
     }
     for (int i = 0; i < s->n_opts && s->scaler; i++)
         if (!amp_scaler_is_unscaled(s->scaler, s->opts[i]) && amp_scaler_unscale(s->scaler, s->opts[i]) != AMP_OK) {
-            amp_error(amp_last_status(), "%s: %s", fn, amp_last_error());
+            amp_error_chain(AMP_OK, "%s", fn);
             return -1;
         }
     double norm = amp_clip_grad_norm_optims(s->opts, s->n_opts, max_norm, s->scaler);
-    if (norm < 0 && amp_last_status() != AMP_OK) amp_error(amp_last_status(), "%s: %s", fn, amp_last_error());
+    if (norm < 0 && amp_last_status() != AMP_OK) amp_error_chain(AMP_OK, "%s", fn);
     return norm;
 }
 
@@ -227,7 +227,7 @@ amp_status amp_setup_step(amp_setup *s, bool *skipped) {
             }
         for (int i = 0; i < s->n_opts; i++) {
             amp_status st = amp_optim_step(s->opts[i]);
-            if (st) return amp_error(st, "%s: %s", fn, amp_last_error());
+            if (st) return amp_error_chain(st, "%s", fn);
         }
         return AMP_OK;
     }
@@ -235,11 +235,11 @@ amp_status amp_setup_step(amp_setup *s, bool *skipped) {
     for (int i = 0; i < s->n_opts; i++) {
         bool sk = false;
         amp_status st = amp_scaler_step(s->scaler, s->opts[i], &sk);
-        if (st) return amp_error(st, "%s: %s", fn, amp_last_error());
+        if (st) return amp_error_chain(st, "%s", fn);
         any |= sk;
     }
     amp_status st = amp_scaler_update(s->scaler);
-    if (st) return amp_error(st, "%s: %s", fn, amp_last_error());
+    if (st) return amp_error_chain(st, "%s", fn);
     if (skipped) *skipped = any;
     return AMP_OK;
 }
@@ -248,7 +248,7 @@ amp_status amp_setup_set_lr(amp_setup *s, double lr) {
     if (!s) return amp_error(AMP_ERR_ARG, "amp_setup_set_lr: setup is NULL");
     for (int i = 0; i < s->n_opts; i++) {
         amp_status st = amp_optim_set_lr(s->opts[i], lr);
-        if (st) return amp_error(st, "amp_setup_set_lr: %s", amp_last_error());
+        if (st) return amp_error_chain(st, "amp_setup_set_lr");
     }
     return AMP_OK;
 }

@@ -186,11 +186,11 @@ amp_status amp_context_exit(amp_context *c) {
 
 amp_status amp_context_backward(amp_context *c, amp_tensor *loss) {
     if (!c) return amp_error(AMP_ERR_ARG, "amp_context_backward: context is NULL");
-    if (!loss) return amp_error(AMP_ERR_ARG, "amp_context_backward: loss is NULL (%s)", amp_last_error());
+    if (!loss) return amp_error_chain(AMP_ERR_ARG, "amp_context_backward: loss is NULL");
     amp_tensor *scaled = c->scaler ? amp_scaler_scale(c->scaler, loss) : loss;
     amp_status st = scaled ? amp_backward(scaled) : amp_last_status();
     if (c->scaler) amp_tensor_free(scaled);
-    if (st) return amp_error(st, "amp_context_backward: %s", amp_last_error());
+    if (st) return amp_error_chain(st, "amp_context_backward");
     return st;
 }
 

@@ -388,7 +388,7 @@ static amp_status scale_backward_diff(amp_node *n, amp_tensor *const *gout, amp_
 amp_tensor *amp_scaler_scale(amp_scaler *s, amp_tensor *loss) {
     static const char *fn = "amp_scaler_scale";
     if (!s) return amp_error_null(AMP_ERR_ARG, "%s: scaler is NULL", fn);
-    if (!loss) return amp_error_null(AMP_ERR_ARG, "%s: loss is NULL (%s)", fn, amp_last_error());
+    if (!loss) return amp_error_chain_null(AMP_ERR_ARG, "%s: loss is NULL", fn);
     if (!amp__live(fn, loss)) return NULL;
     if (!amp_dtype_is_float(loss->dtype))
         return amp_error_null(AMP_ERR_DTYPE, "%s: loss has dtype %s; expected a float tensor", fn, amp_dtype_name(loss->dtype));

@@ -56,7 +56,7 @@ static amp_status ckpt_recompute(amp_node *n, amp_tensor *const *gout, amp_tenso
     gens_set(c, now);
     if (!out) {
         if (amp_last_status() == AMP_OK) return amp_error(AMP_ERR_STATE, "%s: the recompute returned NULL", FN);
-        return amp_error(amp_last_status(), "%s: the recompute failed: %s", FN, amp_last_error());
+        return amp_error_chain(AMP_OK, "%s: the recompute failed", FN);
     }
     if (out->dtype != n->out_dtype || out->ndim != n->out_ndim ||
         memcmp(out->shape, n->out_shape, sizeof(int64_t) * (size_t)out->ndim)) {
@@ -125,7 +125,7 @@ amp_tensor *amp_activation_checkpoint(amp_checkpoint_fn fn, void *arg, amp_tenso
     amp_clear_error();
     amp_tensor *out = sc ? fn(arg, inputs, n) : NULL;
     amp_tensor *res = out ? amp__alias(out) : NULL; /* unscoped, no history: survives the scope */
-    char msg[700];
+    char msg[1024];
     snprintf(msg, sizeof msg, "%s", amp_last_error());
     amp_status fst = amp_last_status();
     if (sc) amp_scope_end(sc);
@@ -133,7 +133,8 @@ amp_tensor *amp_activation_checkpoint(amp_checkpoint_fn fn, void *arg, amp_tenso
     if (!res) {
         amp__node_release(node);
         if (!out && fst == AMP_OK) return amp_error_null(AMP_ERR_STATE, "%s: fn returned NULL", FN);
-        return amp_error_null(fst ? fst : AMP_ERR_STATE, "%s: fn failed: %s", FN, msg);
+        amp_error_chain_from(fst ? fst : AMP_ERR_STATE, msg, "%s: fn failed", FN);
+        return NULL;
     }
     if (!amp_dtype_is_float(res->dtype) || res->dtype == AMP_F8E4M3 || res->dtype == AMP_F8E5M2) {
         amp__release(res);

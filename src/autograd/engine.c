@@ -845,7 +845,7 @@ amp_status amp_backward_ex(amp_tensor *root, const amp_tensor *grad, bool retain
 /* Checks one output and its upstream gradient (grad may be NULL: ones for a
  * one-element output). what names it in messages ("root", "outputs[2]"). */
 static amp_status check_root(const char *fn, const char *what, const amp_tensor *root, const amp_tensor *grad, bool amp_grad_api) {
-    if (!root) return amp_error(AMP_ERR_ARG, "%s: %s is NULL (did the forward fail? %s)", fn, what, amp_last_error());
+    if (!root) return amp_error_chain(AMP_ERR_ARG, "%s: %s is NULL", fn, what); /* after the forward's error, if any */
     if (!amp__live(fn, root) || (grad && !amp__live(fn, grad))) return AMP_ERR_STATE;
     if (!root->requires_grad)
         return amp_error(AMP_ERR_STATE, "%s: %s does not require grad (no input of the ops that produced it "

@@ -94,7 +94,7 @@ amp_tensor *amp_function_apply(const amp_function *f, amp_tensor *const *inputs,
         if (cast && in[i] && (in[i]->dtype == AMP_F32 || in[i]->dtype == AMP_F16 || in[i]->dtype == AMP_BF16) &&
             in[i]->dtype != f->cast_dtype) {
             in[i] = amp_to(in[i], f->cast_dtype);
-            if (!in[i]) return amp_error_null(amp_last_status(), "%s: %s: casting input %d: %s", fn, f->name, i, amp_last_error());
+            if (!in[i]) return amp_error_chain_null(AMP_OK, "%s: %s: casting input %d", fn, f->name, i);
         }
     }
     if (cast) fwd_autocast = false;
@@ -141,7 +141,7 @@ amp_tensor *amp_function_apply(const amp_function *f, amp_tensor *const *inputs,
     } else if (amp_last_status() == AMP_OK) {
         amp_error(AMP_ERR_STATE, "%s: %s: forward returned NULL", fn, f->name);
     }
-    char msg[700];
+    char msg[1024];
     snprintf(msg, sizeof msg, "%s", amp_last_error());
     amp_status fst = amp_last_status();
     if (sc) amp_scope_end(sc);
@@ -151,14 +151,16 @@ amp_tensor *amp_function_apply(const amp_function *f, amp_tensor *const *inputs,
         if (node) amp__node_release(node);
         else free(local.data);
         if (!strncmp(msg, fn, strlen(fn))) return amp_error_null(fst ? fst : AMP_ERR_STATE, "%s", msg);
-        return amp_error_null(fst ? fst : AMP_ERR_STATE, "%s: %s: forward failed: %s", fn, f->name, msg);
+        amp_error_chain_from(fst ? fst : AMP_ERR_STATE, msg, "%s: %s: forward failed", fn, f->name);
+        return NULL;
     }
     if (node) {
-        if (!amp_dtype_is_float(res->dtype) || res->dtype == AMP_F8E4M3 || res->dtype == AMP_F8E5M2) {
-            amp__release(res);
+        amp_dtype odt = res->dtype;
+        if (!amp_dtype_is_float(odt) || odt == AMP_F8E4M3 || odt == AMP_F8E5M2) {
+            amp__release(res); /* odt, not res->dtype, below: res is gone */
             amp__node_release(node);
-            return amp_error_null(AMP_ERR_DTYPE, "%s: %s: forward returned a %s tensor; an output that requires grad is "
-                                                 "f32, f16, bf16 or f64", fn, f->name, amp_dtype_name(res->dtype));
+            return amp_error_null(AMP_ERR_DTYPE, "%s: %s: forward returned a tensor of dtype %s; an output that requires "
+                                                 "grad is f32, f16, bf16 or f64", fn, f->name, amp_dtype_name(odt));
         }
         amp__node_attach(node, res);
     } else {
@@ -171,7 +173,7 @@ amp_tensor *amp_function_apply(const amp_function *f, amp_tensor *const *inputs,
 amp_status amp_function_save(amp_function_ctx *ctx, amp_tensor *t) {
     if (!amp__live("amp_function_save", t)) return AMP_ERR_STATE;
     if (!ctx) return amp_error(AMP_ERR_ARG, "amp_function_save: ctx is NULL");
-    if (!t) return amp_error(AMP_ERR_ARG, "amp_function_save: %s: tensor is NULL (%s)", ctx->f->name, amp_last_error());
+    if (!t) return amp_error_chain(AMP_ERR_ARG, "amp_function_save: %s: tensor is NULL", ctx->f->name);
     if (!ctx->node) return AMP_OK; /* nothing is recorded: nothing to keep */
     if (ctx->node->n_saved >= AMP_NODE_MAX_SAVED)
         return amp_error(AMP_ERR_STATE, "amp_function_save: %s: at most %d saved tensors", ctx->f->name, AMP_NODE_MAX_SAVED);

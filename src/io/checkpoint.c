@@ -916,7 +916,7 @@ static amp_status restore_scaler(const char *fn, const amp_checkpoint *c, amp_sc
     else if (ss.max_scale != 0 && ss.min_scale > ss.max_scale) bad = "scaler.min_scale", bv = ss.min_scale, why = "is above scaler.max_scale";
     else if (ss.min_scale != 0 && ss.scale < ss.min_scale) bad = "scaler.min_scale", bv = ss.min_scale, why = "is above scaler.scale";
     else if (ss.max_scale != 0 && ss.scale > ss.max_scale) bad = "scaler.max_scale", bv = ss.max_scale, why = "is below scaler.scale";
-    if (bad) return amp_error(AMP_ERR_FORMAT, "%s: %s: %s = %g %s", fn, c->dir, bad, bv, why);
+    if (bad) return amp_error(AMP_ERR_FORMAT, "%s: %s: %s = %g: %s", fn, c->dir, bad, bv, why);
     const char *ibad = NULL;
     int64_t iv = 0;
     if (ss.growth_interval <= 0 || ss.growth_interval > AMP_MAX_STEPS) ibad = "scaler.growth_interval", iv = ss.growth_interval;

@@ -191,11 +191,11 @@ amp_status amp_dataset_load(const char *images, const char *labels, int64_t limi
     if (limit < 0) return amp_error(AMP_ERR_ARG, "%s: limit %lld is negative", fn, (long long)limit);
     amp_idx im, lb;
     amp_status st = amp_idx_load(images, &im);
-    if (st) return amp_error(st, "%s: %s", fn, amp_last_error());
+    if (st) return amp_error_chain(st, "%s: images", fn);
     st = amp_idx_load(labels, &lb);
     if (st) {
         amp_idx_free(&im);
-        return amp_error(st, "%s: %s", fn, amp_last_error());
+        return amp_error_chain(st, "%s: labels", fn);
     }
     if ((im.type != AMP_IDX_U8 && im.type != AMP_IDX_F32) || im.ndim != 3) {
         st = amp_error(AMP_ERR_FORMAT, "%s: %s: expected u8 or f32 images of rank 3, got type 0x%02x rank %d", fn, images, im.type,
@@ -261,6 +261,6 @@ amp_status amp_fashion_mnist_load(const char *split, int64_t limit, amp_dataset 
     amp_status st = amp_dataset_load(im, lb, limit, out);
     free(im);
     free(lb);
-    if (st) return amp_error(st, "amp_fashion_mnist_load: %s", amp_last_error());
+    if (st) return amp_error_chain(st, "amp_fashion_mnist_load");
     return AMP_OK;
 }

@@ -21,11 +21,7 @@
 
 #define MAX_SAFE_INT ((uint64_t)1 << 53) /* JSON numbers are doubles */
 
-amp_status amp__error_wrap(amp_status st, const char *prefix) {
-    char prev[1024];
-    snprintf(prev, sizeof prev, "%s", amp_last_error()); /* the message buffer is about to be rewritten */
-    return amp_error(st, "%s: %s", prefix, prev);
-}
+amp_status amp__error_wrap(amp_status st, const char *prefix) { return amp_error_chain(st, "%s", prefix); }
 
 /* ---- dtypes ---------------------------------------------------------------------------- */
 typedef struct {

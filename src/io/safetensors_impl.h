@@ -20,7 +20,8 @@ char *amp__st_peek_meta(const char *path, const char *key);
  * aliases). *ts and *names are malloc'd (free both); returns the count or -1. */
 int amp__module_file_state(const char *fn, amp_module *m, amp_tensor ***ts, const char ***names);
 
-/* Prefixes the thread's last error message: "<prefix>: <message>". Returns st. */
+/* Adds prefix (the call and what it worked on) to the thread's last error as
+ * its context, after it: amp_error_chain. Returns st. */
 amp_status amp__error_wrap(amp_status st, const char *prefix);
 
 #endif

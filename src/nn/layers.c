@@ -301,12 +301,14 @@ static const amp_module_class list_class = {.name = "ModuleList"};
 
 amp_status amp_module_append(amp_module *c, amp_module *child) {
     static const char *fn = "amp_module_append";
-    const amp_module_class *k = c ? amp_module_class_of(c) : NULL;
+    const amp_module_class *k = c ? amp_module_class_of(c) : NULL; /* NULL for a freed module (debug mode) */
     if (!c || (k != &seq_class && k != &list_class)) {
+        amp_status st = c && !k ? amp_error_chain(AMP_ERR_STATE, "%s", fn)
+                                : amp_error(AMP_ERR_ARG, "%s: %s is not a Sequential or ModuleList", fn, c ? k->name : "module NULL");
         amp_module_free(child);
-        return amp_error(AMP_ERR_ARG, "%s: %s is not a Sequential or ModuleList", fn, c ? k->name : "module NULL");
+        return st;
     }
-    if (!child) return amp_error(AMP_ERR_ARG, "%s: child is NULL (%s)", fn, amp_last_error());
+    if (!child) return amp_error_chain(AMP_ERR_ARG, "%s: child is NULL", fn);
     char name[24];
     snprintf(name, sizeof name, "%d", amp_module_num_children(c));
     return amp_module_register_module(c, name, child) ? AMP_OK : amp_last_status();
@@ -319,7 +321,7 @@ amp_module *amp_nn_sequential(amp_module *const *children, int n) {
     for (int i = 0; i < n; i++)
         if (!children[i]) {
             for (int j = 0; j < n; j++) amp_module_free(children[j]);
-            return amp_error_null(AMP_ERR_ARG, "amp_nn_sequential: child %d is NULL (%s)", i, amp_last_error());
+            return amp_error_chain_null(AMP_ERR_ARG, "amp_nn_sequential: child %d is NULL", i);
         }
     amp_module *m = amp_module_new(&seq_class, 0);
     if (!m) {

@@ -31,6 +31,9 @@ typedef struct {
 struct amp_module {
     const amp_module_class *cls;
     atomic_int refcount;
+    atomic_int owners; /* parents holding one of the references (registered as their child) */
+    uint32_t magic;    /* MOD_LIVE; MOD_DEAD once freed, in debug mode (the struct is kept) */
+    const amp_module_class *freed_with; /* debug mode: the class of the parent whose free freed it */
     bool training, keep_f32;
     bool has_io;
     amp_module_io io;
@@ -44,8 +47,57 @@ struct amp_module {
     int n_names, cap_names;
 };
 
+/* ---- ownership and debug mode ------------------------------------------------------------------
+ * A module's references: the caller's (amp_module_new, amp_module_retain)
+ * and its parents' (amp_module_register_module takes the caller's). A free
+ * that would drop a reference a parent holds (the caller has none left) is
+ * refused in any mode, as is a second parent for a child nobody retained.
+ * Debug mode (AMP_DEBUG=1, as for tensors): a freed module's struct is kept,
+ * marked dead and emptied, in a quarantine of the last MOD_QUARANTINE, and
+ * every public module call checks its module (mod_live), so using a module
+ * after it (or its parent) was freed, or freeing it twice, is an error naming
+ * the call, not a crash or a second release. */
+#define MOD_LIVE 0x4c444f4du
+#define MOD_DEAD 0x44414544u
+#define MOD_QUARANTINE 4096
+
+static pthread_mutex_t g_mq_mu = PTHREAD_MUTEX_INITIALIZER;
+static amp_module *g_mq[MOD_QUARANTINE];
+static size_t g_mq_next;
+
+static bool mod_live(const char *fn, const amp_module *m) {
+    if (!amp__debug || !m || m->magic == MOD_LIVE) return true;
+    if (m->freed_with)
+        amp_error(AMP_ERR_STATE, "%s: module %s %p was freed (by amp_module_free of its parent %s, which owned it) and is used "
+                                 "again; amp_module_retain a child to keep it beyond its parent", fn, m->cls->name,
+                  (const void *)m, m->freed_with->name);
+    else
+        amp_error(AMP_ERR_STATE, "%s: module %s %p was freed (by amp_module_free) and is used again", fn, m->cls->name,
+                  (const void *)m);
+    return false;
+}
+
+/* Debug mode: marks m dead and keeps its (emptied) struct; the oldest kept one is freed for real. */
+static void bury(amp_module *m, const amp_module *parent) {
+    m->magic = MOD_DEAD;
+    m->freed_with = parent ? parent->cls : NULL;
+    m->ch = NULL;
+    m->n_ch = m->cap_ch = 0;
+    memset(&m->params, 0, sizeof m->params);
+    memset(&m->bufs, 0, sizeof m->bufs);
+    m->names = NULL;
+    m->n_names = m->cap_names = 0;
+    m->data = NULL;
+    pthread_mutex_lock(&g_mq_mu);
+    amp_module *old = g_mq[g_mq_next % MOD_QUARANTINE];
+    g_mq[g_mq_next++ % MOD_QUARANTINE] = m;
+    pthread_mutex_unlock(&g_mq_mu);
+    free(old);
+}
+
 amp_module *amp_module_new(const amp_module_class *cls, size_t data_size) {
     static const char *fn = "amp_module_new";
+    (void)amp_debug_enabled(); /* AMP_DEBUG read before the first module too */
     if (!cls) return amp_error_null(AMP_ERR_ARG, "%s: class is NULL", fn);
     if (!cls->name || !*cls->name) return amp_error_null(AMP_ERR_ARG, "%s: the class has no name", fn);
     if (data_size > ((size_t)1 << 30))
@@ -61,21 +113,26 @@ amp_module *amp_module_new(const amp_module_class *cls, size_t data_size) {
     m->cls = cls;
     m->data = d;
     m->training = true;
+    m->magic = MOD_LIVE;
     atomic_init(&m->refcount, 1);
+    atomic_init(&m->owners, 0);
     pthread_mutex_init(&m->names_lock, NULL);
     return m;
 }
 
 void *amp_module_data(const amp_module *m) {
+    if (!mod_live("amp_module_data", m)) return NULL;
     return m ? m->data : amp_error_null(AMP_ERR_ARG, "amp_module_data: module is NULL");
 }
 
 const amp_module_class *amp_module_class_of(const amp_module *m) {
+    if (!mod_live("amp_module_class_of", m)) return NULL;
     return m ? m->cls : amp_error_null(AMP_ERR_ARG, "amp_module_class_of: module is NULL");
 }
 
 amp_module *amp_module_retain(amp_module *m) {
     if (!m) return amp_error_null(AMP_ERR_ARG, "amp_module_retain: module is NULL");
+    if (!mod_live("amp_module_retain", m)) return NULL;
     atomic_fetch_add(&m->refcount, 1);
     return m;
 }
@@ -88,13 +145,14 @@ static void slots_free(slot_vec *s) {
     free(s->v);
 }
 
-void amp_module_free(amp_module *m) {
-    if (!m) return;
+/* Drops one reference (parent: the module whose free drops it, or NULL for the caller's). */
+static void release(amp_module *m, const amp_module *parent) {
     if (atomic_fetch_sub(&m->refcount, 1) != 1) return;
     if (m->cls->destroy) m->cls->destroy(m->data);
     for (int i = 0; i < m->n_ch; i++) {
         free(m->ch[i].name);
-        amp_module_free(m->ch[i].m);
+        atomic_fetch_sub(&m->ch[i].m->owners, 1);
+        release(m->ch[i].m, m);
     }
     free(m->ch);
     slots_free(&m->params);
@@ -103,7 +161,21 @@ void amp_module_free(amp_module *m) {
     free(m->names);
     pthread_mutex_destroy(&m->names_lock);
     free(m->data);
-    free(m);
+    if (amp__debug) bury(m, parent);
+    else free(m);
+}
+
+void amp_module_free(amp_module *m) {
+    static const char *fn = "amp_module_free";
+    if (!m || !mod_live(fn, m)) return;
+    /* every reference left is a parent's: the caller gave its own away */
+    if (atomic_load(&m->refcount) <= atomic_load(&m->owners)) {
+        amp_error(AMP_ERR_STATE, "%s: %s %p belongs to its parent module (registering it as a child took your reference): the "
+                                 "parent frees it; amp_module_retain it to keep a reference of your own", fn, m->cls->name,
+                  (void *)m);
+        return;
+    }
+    release(m, NULL);
 }
 
 /* ---- registration ------------------------------------------------------------------------- */
@@ -158,8 +230,9 @@ static void drop(amp_tensor *t) {
 amp_tensor *amp_module_register_parameter(amp_module *m, const char *name, amp_tensor *t) {
     static const char *fn = "amp_module_register_parameter";
     amp_status st = AMP_OK;
-    if (!m) st = amp_error(AMP_ERR_ARG, "%s: module is NULL", fn);
-    else if (!t) st = amp_error(AMP_ERR_ARG, "%s: %s: tensor '%s' is NULL (%s)", fn, m->cls->name, name ? name : "?", amp_last_error());
+    if (!mod_live(fn, m)) st = AMP_ERR_STATE;
+    else if (!m) st = amp_error(AMP_ERR_ARG, "%s: module is NULL", fn);
+    else if (!t) st = amp_error_chain(AMP_ERR_ARG, "%s: %s: tensor '%s' is NULL", fn, m->cls->name, name ? name : "?");
     else if ((st = check_name(fn, m, name))) {
     } else if (t->grad_fn)
         st = amp_error(AMP_ERR_ARG, "%s: %s: '%s' was produced by %s; a parameter must be a leaf (amp_detach it, or "
@@ -186,8 +259,9 @@ amp_tensor *amp_module_register_parameter(amp_module *m, const char *name, amp_t
 amp_tensor *amp_module_register_buffer(amp_module *m, const char *name, amp_tensor *t, bool persistent) {
     static const char *fn = "amp_module_register_buffer";
     amp_status st = AMP_OK;
-    if (!m) st = amp_error(AMP_ERR_ARG, "%s: module is NULL", fn);
-    else if (!t) st = amp_error(AMP_ERR_ARG, "%s: %s: tensor '%s' is NULL (%s)", fn, m->cls->name, name ? name : "?", amp_last_error());
+    if (!mod_live(fn, m)) st = AMP_ERR_STATE;
+    else if (!m) st = amp_error(AMP_ERR_ARG, "%s: module is NULL", fn);
+    else if (!t) st = amp_error_chain(AMP_ERR_ARG, "%s: %s: tensor '%s' is NULL", fn, m->cls->name, name ? name : "?");
     else if ((st = check_name(fn, m, name))) {
     } else if (t->grad_fn || t->requires_grad)
         st = amp_error(AMP_ERR_ARG, "%s: %s: buffer '%s' requires grad; register it as a parameter, or amp_detach it", fn,
@@ -212,8 +286,13 @@ static bool contains(const amp_module *tree, const amp_module *m) {
 amp_module *amp_module_register_module(amp_module *m, const char *name, amp_module *c) {
     static const char *fn = "amp_module_register_module";
     amp_status st = AMP_OK;
+    bool owned = false; /* c has no reference left to give: every one is a parent's */
     if (!m) st = amp_error(AMP_ERR_ARG, "%s: module is NULL", fn);
-    else if (!c) st = amp_error(AMP_ERR_ARG, "%s: %s: child '%s' is NULL (%s)", fn, m->cls->name, name ? name : "?", amp_last_error());
+    else if (!c) st = amp_error_chain(AMP_ERR_ARG, "%s: %s: child '%s' is NULL", fn, m->cls->name, name ? name : "?");
+    else if (!mod_live(fn, m) || !mod_live(fn, c)) return NULL;
+    else if ((owned = atomic_load(&c->refcount) <= atomic_load(&c->owners)))
+        st = amp_error(AMP_ERR_ARG, "%s: %s: child '%s' (%s) already belongs to a parent module; amp_module_retain it to "
+                                    "register it in a second one", fn, m->cls->name, name ? name : "?", c->cls->name);
     else if ((st = check_name(fn, m, name))) {
     } else if (contains(c, m))
         st = amp_error(AMP_ERR_ARG, "%s: %s: registering '%s' would make the module its own descendant", fn, m->cls->name, name);
@@ -229,11 +308,13 @@ amp_module *amp_module_register_module(amp_module *m, const char *name, amp_modu
     char *nm = st ? NULL : strdup(name);
     if (!st && !nm) st = amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
     if (st) {
-        /* takes ownership on failure too, unless it would free a module still in use by m */
-        if (c && !(m && contains(c, m))) amp_module_free(c);
+        /* takes ownership on failure too, unless it would free a module still in use by m, or the caller had
+         * no reference to give */
+        if (c && !owned && !(m && contains(c, m))) release(c, NULL);
         return NULL;
     }
     m->ch[m->n_ch++] = (child){nm, c};
+    atomic_fetch_add(&c->owners, 1);
     return c;
 }
 
@@ -261,7 +342,8 @@ amp_status amp_module_set_parameter(amp_module *m, const char *name, amp_tensor 
     const char *leaf = NULL;
     const amp_module *owner = NULL;
     if (!m || !name) st = amp_error(AMP_ERR_ARG, "%s: module or name is NULL", fn);
-    else if (!t) st = amp_error(AMP_ERR_ARG, "%s: %s: tensor for '%s' is NULL (%s)", fn, m->cls->name, name, amp_last_error());
+    else if (!mod_live(fn, m)) st = AMP_ERR_STATE;
+    else if (!t) st = amp_error_chain(AMP_ERR_ARG, "%s: %s: tensor for '%s' is NULL", fn, m->cls->name, name);
     else if (!(owner = resolve(m, name, &leaf)) || !(s = slot_find(&owner->params, leaf)))
         st = amp_error(AMP_ERR_ARG, "%s: %s has no parameter '%s'", fn, m->cls->name, name);
     else if (t->grad_fn)
@@ -286,6 +368,7 @@ amp_status amp_module_set_parameter(amp_module *m, const char *name, amp_tensor 
 amp_tensor *amp_module_get_parameter(const amp_module *m, const char *name) {
     static const char *fn = "amp_module_get_parameter";
     if (!m || !name) return amp_error_null(AMP_ERR_ARG, "%s: module or name is NULL", fn);
+    if (!mod_live(fn, m)) return NULL;
     const char *leaf;
     const amp_module *o = resolve(m, name, &leaf);
     slot *s = o ? slot_find(&o->params, leaf) : NULL;
@@ -296,6 +379,7 @@ amp_tensor *amp_module_get_parameter(const amp_module *m, const char *name) {
 amp_tensor *amp_module_get_buffer(const amp_module *m, const char *name) {
     static const char *fn = "amp_module_get_buffer";
     if (!m || !name) return amp_error_null(AMP_ERR_ARG, "%s: module or name is NULL", fn);
+    if (!mod_live(fn, m)) return NULL;
     const char *leaf;
     const amp_module *o = resolve(m, name, &leaf);
     slot *s = o ? slot_find(&o->bufs, leaf) : NULL;
@@ -306,6 +390,7 @@ amp_tensor *amp_module_get_buffer(const amp_module *m, const char *name) {
 amp_module *amp_module_get_child(const amp_module *m, const char *name) {
     static const char *fn = "amp_module_get_child";
     if (!m || !name) return amp_error_null(AMP_ERR_ARG, "%s: module or name is NULL", fn);
+    if (!mod_live(fn, m)) return NULL;
     const char *leaf;
     const amp_module *o = resolve(m, name, &leaf);
     amp_module *c = o ? child_find(o, leaf) : NULL;
@@ -318,10 +403,11 @@ int amp_module_num_children(const amp_module *m) {
         amp_error(AMP_ERR_ARG, "amp_module_num_children: module is NULL");
         return -1;
     }
-    return m->n_ch;
+    return mod_live("amp_module_num_children", m) ? m->n_ch : -1;
 }
 
 amp_module *amp_module_child_at(const amp_module *m, int i, const char **name) {
+    if (!mod_live("amp_module_child_at", m)) return NULL;
     if (!m || i < 0 || i >= m->n_ch)
         return amp_error_null(AMP_ERR_ARG, "amp_module_child_at: module is NULL or index %d is out of range", i);
     if (name) *name = m->ch[i].name;
@@ -329,17 +415,17 @@ amp_module *amp_module_child_at(const amp_module *m, int i, const char **name) {
 }
 
 const char *amp_module_kind(const amp_module *m) { return m ? m->cls->name : "(null)"; }
-bool amp_module_is_training(const amp_module *m) { return m && m->training; }
-bool amp_module_is_kept_f32(const amp_module *m) { return m && m->keep_f32; }
+bool amp_module_is_training(const amp_module *m) { return m && mod_live("amp_module_is_training", m) && m->training; }
+bool amp_module_is_kept_f32(const amp_module *m) { return m && mod_live("amp_module_is_kept_f32", m) && m->keep_f32; }
 
 void amp_module_train(amp_module *m, bool training) {
-    if (!m) return;
+    if (!m || !mod_live("amp_module_train", m)) return;
     m->training = training;
     for (int i = 0; i < m->n_ch; i++) amp_module_train(m->ch[i].m, training);
 }
 
 void amp_module_keep_f32(amp_module *m, bool keep) {
-    if (!m) return;
+    if (!m || !mod_live("amp_module_keep_f32", m)) return;
     m->keep_f32 = keep;
     for (int i = 0; i < m->n_ch; i++) amp_module_keep_f32(m->ch[i].m, keep);
 }
@@ -416,6 +502,7 @@ static amp_tensor *forward_io(amp_module *m, amp_tensor *const *xs, int n) {
 amp_status amp_module_set_io(amp_module *m, const amp_module_io *io) {
     static const char *fn = "amp_module_set_io";
     if (!m) return amp_error(AMP_ERR_ARG, "%s: module is NULL", fn);
+    if (!mod_live(fn, m)) return AMP_ERR_STATE;
     if (!io) {
         m->has_io = false;
         return AMP_OK;
@@ -433,17 +520,18 @@ amp_status amp_module_set_io(amp_module *m, const amp_module_io *io) {
 }
 
 bool amp_module_get_io(const amp_module *m, amp_module_io *io) {
-    if (!m || !m->has_io) return false;
+    if (!m || !mod_live("amp_module_get_io", m) || !m->has_io) return false;
     if (io) *io = m->io;
     return true;
 }
 
 static amp_tensor *forward_entry(const char *fn, amp_module *m, amp_tensor *const *xs, int n) {
     if (!m) return amp_error_null(AMP_ERR_ARG, "%s: module is NULL", fn);
+    if (!mod_live(fn, m)) return NULL;
     if (n < 1 || !xs) return amp_error_null(AMP_ERR_ARG, "%s: %s: no inputs (n = %d)", fn, m->cls->name, n);
     for (int i = 0; i < n; i++)
         if (!xs[i])
-            return amp_error_null(AMP_ERR_ARG, "%s: %s input %d is NULL (%s)", fn, m->cls->name, i, amp_last_error());
+            return amp_error_chain_null(AMP_ERR_ARG, "%s: %s input %d is NULL", fn, m->cls->name, i);
     for (int i = 0; i < n; i++)
         if (!amp__live(fn, xs[i])) return NULL;
     /* The outermost forward runs in a scope of its own, so it frees what it
@@ -466,14 +554,14 @@ static amp_tensor *forward_entry(const char *fn, amp_module *m, amp_tensor *cons
         else amp_clear_error();
         if (mine) amp__scope_register(y);
     }
-    /* an op's error inside names the op; the outermost forward names itself too */
-    if (!y && g_fwd_depth == 0 && strncmp(amp_last_error(), fn, strlen(fn)))
-        amp_error(amp_last_status() ? amp_last_status() : AMP_ERR_ARG, "%s: %s: %s", fn, m->cls->name, amp_last_error());
+    /* an op's error inside names the op; the outermost forward names itself too, after it */
+    if (!y && g_fwd_depth == 0 && !strstr(amp_last_error(), fn))
+        amp_error_chain(amp_last_status() ? amp_last_status() : AMP_ERR_ARG, "%s: %s", fn, m->cls->name);
     return y;
 }
 
 amp_tensor *amp_module_forward(amp_module *m, amp_tensor *x) {
-    if (m && !x) return amp_error_null(AMP_ERR_ARG, "amp_module_forward: %s input is NULL (%s)", m->cls->name, amp_last_error());
+    if (m && !x && mod_live("amp_module_forward", m)) return amp_error_chain_null(AMP_ERR_ARG, "amp_module_forward: %s input is NULL", m->cls->name);
     return forward_entry("amp_module_forward", m, &x, 1);
 }
 
@@ -562,6 +650,7 @@ static int collect(const char *fn, amp_module *m, amp_tensor **out, const char *
         amp_error(AMP_ERR_ARG, "%s: module is NULL", fn);
         return -1;
     }
+    if (!mod_live(fn, m)) return -1;
     if (max < 0) max = 0;
     walk w = {out, names, max, 0, m, what, false, NULL, 0, 0};
     pthread_mutex_lock(&m->names_lock);
@@ -611,6 +700,7 @@ int64_t amp_module_num_params(amp_module *m) {
         amp_error(AMP_ERR_ARG, "amp_module_num_params: module is NULL");
         return 0;
     }
+    if (!mod_live("amp_module_num_params", m)) return 0;
     if (for_each_param("amp_module_num_params", m, count_numel, &total)) return 0;
     return total;
 }
@@ -622,6 +712,7 @@ static amp_status clear_grad(amp_tensor *t, void *arg) {
 
 amp_status amp_module_zero_grad(amp_module *m) {
     if (!m) return amp_error(AMP_ERR_ARG, "amp_module_zero_grad: module is NULL");
+    if (!mod_live("amp_module_zero_grad", m)) return AMP_ERR_STATE;
     return for_each_param("amp_module_zero_grad", m, clear_grad, NULL);
 }
 
@@ -633,6 +724,7 @@ static amp_status retype(amp_tensor *t, amp_dtype dt) {
 
 amp_status amp_module_to(amp_module *m, amp_dtype dt, bool keep_norm_f32) {
     if (!m) return amp_error(AMP_ERR_ARG, "amp_module_to: module is NULL");
+    if (!mod_live("amp_module_to", m)) return AMP_ERR_STATE;
     if (dt != AMP_F32 && dt != AMP_F16 && dt != AMP_BF16)
         return amp_error(AMP_ERR_DTYPE, "amp_module_to: dtype %s is not f32, f16 or bf16", amp_dtype_name(dt));
     bool norm = (m->cls->flags & AMP_MODULE_NORM) != 0;
@@ -652,6 +744,7 @@ amp_status amp_module_to(amp_module *m, amp_dtype dt, bool keep_norm_f32) {
 
 amp_status amp_module_to_device(amp_module *m, amp_device d) {
     if (!m) return amp_error(AMP_ERR_ARG, "amp_module_to_device: module is NULL");
+    if (!mod_live("amp_module_to_device", m)) return AMP_ERR_STATE;
     if ((int)d < 0 || d >= AMP_DEVICE_COUNT) return amp_error(AMP_ERR_ARG, "amp_module_to_device: device %d is not valid", (int)d);
     amp_status st = AMP_OK;
     for (int i = 0; i < m->params.n && !st; i++)
@@ -680,6 +773,7 @@ static bool print_rec(const amp_module *m, FILE *f, int indent) {
 
 amp_status amp_module_print(const amp_module *m, FILE *f) {
     if (!m || !f) return amp_error(AMP_ERR_ARG, "amp_module_print: module or file is NULL");
+    if (!mod_live("amp_module_print", m)) return AMP_ERR_STATE;
     if (!print_rec(m, f, 0) || fputc('\n', f) == EOF) return amp_error(AMP_ERR_IO, "amp_module_print: write failed");
     return AMP_OK;
 }

@@ -6,7 +6,10 @@
  * scale defaults to 1/sqrt(E); is_causal keeps key j <= query i (top-left
  * aligned when L != S, as torch); attn_mask is bool (u8: true = take part)
  * or float (added), broadcastable to [..., L, S]. The batch dims of q, k, v
- * must be equal. Autocast: lower precision (torch's CPU and CUDA lists).
+ * must be equal, and so must their dtypes, outside autocast. Autocast: lower
+ * precision (torch's CPU and CUDA lists): q, k, v and a float mask are cast to
+ * the region's dtype first, as torch's cached_cast does for every floating
+ * tensor argument, so mixed input dtypes meet there.
  *
  * The fused op is checks + autocast + one call of its device's backend
  * (kernels/backend.h: attention, attention_backward; the CPU's is
@@ -59,9 +62,6 @@ static amp_status sdpa_check(const char *fn, const amp_tensor *q, const amp_tens
     char a[AMP_SHAPE_BUF], b[AMP_SHAPE_BUF], cbuf[AMP_SHAPE_BUF];
     if (!amp__check_float(fn, q, "q") || !amp__check_float(fn, k, "k") || !amp__check_float(fn, v, "v"))
         return amp_last_status();
-    if (q->dtype != k->dtype || q->dtype != v->dtype)
-        return amp_error(AMP_ERR_DTYPE, "%s: q, k and v must have the same dtype (got %s, %s, %s)", fn,
-                         amp_dtype_name(q->dtype), amp_dtype_name(k->dtype), amp_dtype_name(v->dtype));
     if (q->ndim < 2 || q->ndim != k->ndim || q->ndim != v->ndim)
         return amp_error(AMP_ERR_SHAPE, "%s: q %s, k %s and v %s must have the same number of dims (at least 2)", fn,
                          amp__shape_fmt(q->ndim, q->shape, a, sizeof a), amp__shape_fmt(k->ndim, k->shape, b, sizeof b),
@@ -98,6 +98,30 @@ static amp_status sdpa_check(const char *fn, const amp_tensor *q, const amp_tens
                              amp__shape_fmt(1, &k->shape[nd - 2], cbuf, sizeof cbuf));
     }
     return AMP_OK;
+}
+
+/* Autocast, then the dtype check: as torch, a region casts q, k, v and a
+ * float attn_mask to its dtype (lower precision), so inputs of mixed dtypes
+ * meet in it; outside a region (or with an f64 input, never cast) q, k and v
+ * must already agree. in[0..3] = q, k, v, the mask (NULL when none); on
+ * success the replaced entries (mask returned, as amp__autocast's) and *oc,
+ * o with the cast mask, are what the op computes with. dev: NULL for the
+ * CPU-only reference, else where the fused op runs. */
+static int sdpa_autocast(const char *fn, amp_tensor **in, const amp_sdpa_opts *o, amp_sdpa_opts *oc, amp_device *dev) {
+    amp_dtype given[3] = {in[0]->dtype, in[1]->dtype, in[2]->dtype};
+    in[3] = o->attn_mask; /* a u8 mask is not castable: left alone */
+    int mask = dev ? amp__autocast_dev(AMP_OP_SDPA, in, 4, dev) : amp__autocast(AMP_OP_SDPA, in, 4);
+    if (mask < 0) return -1;
+    if (in[0]->dtype != in[1]->dtype || in[0]->dtype != in[2]->dtype) {
+        amp__autocast_done(in, 4, mask);
+        amp_error(AMP_ERR_DTYPE, "%s: q, k and v must have the same dtype (got %s, %s, %s)%s", fn, amp_dtype_name(given[0]),
+                  amp_dtype_name(given[1]), amp_dtype_name(given[2]),
+                  amp__autocast_category(AMP_OP_SDPA) != AMP_CAST_NONE ? "; autocast casts f32, f16 and bf16 only" : "");
+        return -1;
+    }
+    *oc = *o;
+    oc->attn_mask = in[3];
+    return mask;
 }
 
 static double sdpa_scale(const amp_sdpa_opts *o, int64_t E) {
@@ -192,11 +216,18 @@ static amp_tensor *sdpa_fused(const char *fn, amp_tensor *q, amp_tensor *k, amp_
     amp_sdpa_opts dflt = AMP_SDPA_DEFAULTS;
     if (!o) o = &dflt;
     if (sdpa_check(fn, q, k, v, o) != AMP_OK) return NULL;
-    amp_tensor *in[3] = {q, k, v};
+    if (o->attn_mask) {
+        const amp_tensor *dm[2] = {q, o->attn_mask};
+        const char *names[2] = {"q", "attn_mask"};
+        if (amp__same_device(fn, dm, names, 2, NULL) != AMP_OK) return NULL;
+    }
+    amp_tensor *in[4] = {q, k, v, NULL};
+    amp_sdpa_opts oc;
     amp_device dev;
-    int mask = amp__autocast_dev(AMP_OP_SDPA, in, 3, &dev);
+    int mask = sdpa_autocast(fn, in, o, &oc, &dev);
     if (mask < 0) return NULL;
     q = in[0], k = in[1], v = in[2];
+    o = &oc;
     const int nd = q->ndim;
     const int64_t L = q->shape[nd - 2], S = k->shape[nd - 2], E = q->shape[nd - 1], Ev = v->shape[nd - 1];
     amp_ck ck = AMP_CK(fn, "batch size");
@@ -210,11 +241,6 @@ static amp_tensor *sdpa_fused(const char *fn, amp_tensor *q, amp_tensor *k, amp_
     amp_generator *g = o->generator ? o->generator : amp_default_generator();
     const amp_backend *be = amp__backend(fn, dev);
     if (!be) goto fail;
-    if (o->attn_mask) {
-        const amp_tensor *dm[2] = {q, o->attn_mask};
-        const char *names[2] = {"q", "attn_mask"};
-        if (amp__same_device(fn, dm, names, 2, NULL) != AMP_OK) goto fail;
-    }
     out = amp__empty_out_on(fn, dev, q->dtype, nd, oshape);
     if (!out) goto fail;
     if (amp_tensor_numel(out) == 0) goto done_ok;
@@ -259,13 +285,13 @@ static amp_tensor *sdpa_fused(const char *fn, amp_tensor *q, amp_tensor *k, amp_
 done_ok:
     amp__release(lse);
     amp__release(bias);
-    amp__autocast_done(in, 3, mask);
+    amp__autocast_done(in, 4, mask);
     return out;
 fail:
     amp__release(lse);
     amp__release(bias);
     amp_tensor_free(out);
-    amp__autocast_done(in, 3, mask);
+    amp__autocast_done(in, 4, mask);
     return NULL;
 }
 
@@ -293,13 +319,15 @@ amp_tensor *amp_scaled_dot_product_attention_math(amp_tensor *q, amp_tensor *k, 
     /* autocast as the fused op (q, k, v to the region's dtype), then the
      * composition in that dtype with autocast off, as torch's math kernel
      * runs below the autocast dispatch */
-    amp_tensor *in[3] = {q, k, v};
-    int mask = amp__autocast(AMP_OP_SDPA, in, 3);
+    amp_tensor *in[4] = {q, k, v, NULL};
+    amp_sdpa_opts oc;
+    int mask = sdpa_autocast(fn, in, o, &oc, NULL);
     if (mask < 0) return NULL;
+    o = &oc;
     amp_autocast_opts off = {false, AMP_BF16, true, AMP_AUTOCAST_TABLE_DEFAULT};
     bool ac = amp_autocast_depth() > 0;
     if (ac && amp_autocast_enter_opts(&off) != AMP_OK) {
-        amp__autocast_done(in, 3, mask);
+        amp__autocast_done(in, 4, mask);
         return NULL;
     }
     const int nd = in[0]->ndim;
@@ -321,6 +349,6 @@ amp_tensor *amp_scaled_dot_product_attention_math(amp_tensor *q, amp_tensor *k, 
         if (out) amp__scope_register(out);
     }
     if (ac) amp_autocast_exit();
-    amp__autocast_done(in, 3, mask);
+    amp__autocast_done(in, 4, mask);
     return out;
 }

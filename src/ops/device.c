@@ -44,11 +44,7 @@ amp_tensor *amp_tensor_to(amp_tensor *t, amp_device d) {
     if (src == d) {
         out = amp__view(t, t->ndim, t->shape, t->stride, t->offset); /* shares t's data, as torch returns self */
     } else {
-        if (amp_device_check(d) != AMP_OK) {
-            char why[512];
-            snprintf(why, sizeof why, "%s", amp_last_error());
-            return amp_error_null(amp_last_status(), "%s: %s", fn, why);
-        }
+        if (amp_device_check(d) != AMP_OK) return amp_error_chain_null(AMP_OK, "%s", fn);
         amp_mem_category c = amp__mem_current(amp__engine_depth ? AMP_MEM_WORKSPACE : t->storage->cat);
         out = amp__tensor_new_on(fn, d, t->dtype, t->ndim, t->shape, c, 0);
         if (out && amp__copy_convert(out, t) != AMP_OK) {

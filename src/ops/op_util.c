@@ -5,13 +5,7 @@
 
 bool amp__arg(const char *fn, const amp_tensor *t, const char *name) {
     if (t) return amp__live(fn, t); /* debug mode: a freed tensor is named, not read */
-    if (amp_last_status() != AMP_OK) {
-        char prev[700];
-        snprintf(prev, sizeof prev, "%s", amp_last_error());
-        amp_error(AMP_ERR_ARG, "%s: %s is NULL (earlier error: %s)", fn, name, prev);
-    } else {
-        amp_error(AMP_ERR_ARG, "%s: %s is NULL", fn, name);
-    }
+    amp_error_chain(AMP_ERR_ARG, "%s: %s is NULL", fn, name); /* after the error that made it NULL, if any */
     return false;
 }
 

@@ -411,7 +411,7 @@ static amp_status dev_counts(const char *fn, amp_optim *opt, const amp_backend *
     if (opt->dcounts) return AMP_OK;
     size_t nb = (size_t)amp_optim_counts_len(opt->n) * sizeof(int64_t);
     opt->dcounts = be->raw_alloc(nb);
-    if (!opt->dcounts) return amp_error(amp_last_status(), "%s: %s", fn, amp_last_error());
+    if (!opt->dcounts) return amp_error_chain(AMP_OK, "%s", fn);
     opt->dbe = be;
     return be->memset_bytes(opt->dcounts, 0, nb);
 }
@@ -442,7 +442,7 @@ static amp_status dev_pow(const char *fn, amp_optim *opt, const amp_backend *be,
     double *d = be->raw_alloc((size_t)n * 2 * sizeof *d);
     if (!d) {
         free(h);
-        return amp_error(amp_last_status(), "%s: %s", fn, amp_last_error());
+        return amp_error_chain(AMP_OK, "%s", fn);
     }
     amp_status st = be->from_host(d, h, (size_t)n * 2 * sizeof *h);
     free(h);

@@ -12,7 +12,7 @@ struct amp_scope {
 };
 
 static _Thread_local amp_scope *g_top;
-void (*amp__autocast_unwind)(int depth);
+_Thread_local void (*amp__autocast_unwind)(int depth);
 _Thread_local int amp__autocast_depth;
 
 amp_scope *amp_scope_begin(void) {

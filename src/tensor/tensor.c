@@ -276,11 +276,7 @@ static amp_tensor *user_new(const char *fn, amp_dtype dt, int ndim, const int64_
 }
 
 static amp_tensor *user_new_on(const char *fn, amp_device d, amp_dtype dt, int ndim, const int64_t *shape) {
-    if (amp_device_check(d) != AMP_OK) {
-        char why[512];
-        snprintf(why, sizeof why, "%s", amp_last_error());
-        return amp_error_null(amp_last_status(), "%s: %s", fn, why);
-    }
+    if (amp_device_check(d) != AMP_OK) return amp_error_chain_null(AMP_OK, "%s", fn);
     return amp__tensor_new_on(fn, d, dt, ndim, shape, amp__mem_current(AMP_MEM_DATA), 0);
 }
 
@@ -298,6 +294,7 @@ amp_tensor *amp_tensor_zeros_on(amp_device d, amp_dtype dt, int ndim, const int6
 }
 
 amp_tensor *amp_tensor_full_on(amp_device d, amp_dtype dt, int ndim, const int64_t *shape, double value) {
+    if (amp_dtype_valid(dt) && amp__check_value("amp_tensor_full_on", dt, value)) return NULL;
     amp_tensor *t = user_new_on("amp_tensor_full_on", d, dt, ndim, shape);
     if (t && amp_tensor_fill_(t, value) != AMP_OK) {
         amp_tensor_free(t);
@@ -323,8 +320,12 @@ amp_tensor *amp_tensor_ones(amp_dtype dt, int ndim, const int64_t *shape) {
 }
 
 amp_tensor *amp_tensor_full(amp_dtype dt, int ndim, const int64_t *shape, double value) {
+    if (amp_dtype_valid(dt) && amp__check_value("amp_tensor_full", dt, value)) return NULL; /* before allocating */
     amp_tensor *t = user_new("amp_tensor_full", dt, ndim, shape);
-    if (t) amp_tensor_fill_(t, value);
+    if (t && amp_tensor_fill_(t, value) != AMP_OK) {
+        amp_tensor_free(t);
+        return NULL;
+    }
     return t;
 }
 
@@ -336,6 +337,10 @@ amp_tensor *amp_tensor_arange(double start, double end, double step, amp_dtype d
     if (cnt < 0) cnt = 0;
     if (cnt > 1e15) return amp_error_null(AMP_ERR_ARG, "amp_tensor_arange: %g elements is too many", cnt);
     int64_t n = (int64_t)cnt;
+    /* every value must fit an integer dtype: the first and the last bound them */
+    if (n > 0 && amp_dtype_valid(dt) && (amp__check_value("amp_tensor_arange", dt, start) ||
+                                         amp__check_value("amp_tensor_arange", dt, start + (double)(n - 1) * step)))
+        return NULL;
     amp_tensor *t = user_new("amp_tensor_arange", dt, 1, &n);
     if (!t) return NULL;
     for (int64_t i = 0; i < n; i++) amp__store((char *)t->storage->data + (size_t)i * amp_dtype_size(dt), dt, start + (double)i * step);
@@ -438,11 +443,7 @@ amp_status amp_tensor_move_(amp_tensor *t, amp_device d) {
         return amp_error(AMP_ERR_STATE, "%s: t is the result of an op (it has a grad_fn); only leaf tensors move in place "
                                         "(use amp_tensor_to for a differentiable copy)", fn);
     if (amp__dev(t) == d) return AMP_OK;
-    if (amp_device_check(d) != AMP_OK) {
-        char why[512];
-        snprintf(why, sizeof why, "%s", amp_last_error());
-        return amp_error(amp_last_status(), "%s: %s", fn, why);
-    }
+    if (amp_device_check(d) != AMP_OK) return amp_error_chain(AMP_OK, "%s", fn);
     if (t->grad && amp__dev(t->grad) != d) {
         amp_status st = amp__tensor_change_device(t->grad, d);
         if (st != AMP_OK) return st;
@@ -581,6 +582,23 @@ static double clamp_int(double v, double lo, double hi) {
     return v < lo ? lo : v > hi ? hi : v;
 }
 
+amp_status amp__check_value(const char *fn, amp_dtype dt, double v) {
+    double lo, hi; /* as torch: lo <= v <= hi, a fraction then truncated (i64: v < 2^63, as hi rounds up to 2^63) */
+    const char *range;
+    switch (dt) {
+    case AMP_U8: lo = 0, hi = 255.0, range = "[0, 255]"; break;
+    case AMP_I32: lo = -2147483648.0, hi = 2147483647.0, range = "[-2147483648, 2147483647]"; break;
+    case AMP_I64: lo = -9223372036854775808.0, hi = 9223372036854775807.0, range = "[-9223372036854775808, 9223372036854775807]"; break;
+    default: return AMP_OK;
+    }
+    if (isnan(v)) return amp_error(AMP_ERR_RANGE, "%s: value nan cannot be stored in %s (NaN has no integer value)", fn, amp_dtype_name(dt));
+    if (isinf(v))
+        return amp_error(AMP_ERR_RANGE, "%s: value %g cannot be stored in %s (an integer has no infinity)", fn, v, amp_dtype_name(dt));
+    if (!(v >= lo && (dt == AMP_I64 ? v < hi : v <= hi)))
+        return amp_error(AMP_ERR_RANGE, "%s: value %.15g is outside the %s range %s", fn, v, amp_dtype_name(dt), range);
+    return AMP_OK;
+}
+
 void amp__store(void *p, amp_dtype dt, double v) {
     switch (dt) {
     case AMP_F32: *(float *)p = amp_f64_to_f32(v); break;
@@ -660,6 +678,7 @@ double amp_tensor_get(const amp_tensor *t, const int64_t *idx) {
 amp_status amp_tensor_set(amp_tensor *t, const int64_t *idx, double v) {
     void *p = index_ptr("amp_tensor_set", t, idx);
     if (!p) return amp_last_status();
+    if (amp__check_value("amp_tensor_set", t->dtype, v)) return amp_last_status();
     amp__bump_version(t);
     if (amp__dev(t) != AMP_DEVICE_CPU) {
         unsigned char one[8];
@@ -847,7 +866,7 @@ amp_status amp_tensor_copy_out(const amp_tensor *t, void *dst, amp_dtype dt) {
     amp_storage st;
     amp__buffer_tensor(&tmp, &st, dt, dst, t);
     amp_status s = amp__copy_convert(&tmp, t);
-    if (s != AMP_OK) return amp_error(s, "amp_tensor_copy_out: %s", amp_last_error());
+    if (s != AMP_OK) return amp_error_chain(s, "amp_tensor_copy_out");
     return AMP_OK;
 }
 
@@ -892,6 +911,7 @@ amp_status amp_tensor_fill_(amp_tensor *t, double v) {
     if (!t) return amp_error(AMP_ERR_ARG, "amp_tensor_fill_: t is NULL");
     if (!amp__live("amp_tensor_fill_", t)) return AMP_ERR_STATE;
     if (amp__check_writable("amp_tensor_fill_", t)) return amp_last_status();
+    if (amp__check_value("amp_tensor_fill_", t->dtype, v)) return amp_last_status();
     amp__bump_version(t);
     if (amp__dev(t) != AMP_DEVICE_CPU) {
         const amp_backend *be = amp__backend("amp_tensor_fill_", amp__dev(t));

@@ -74,8 +74,12 @@ static inline bool amp__live(const char *fn, const amp_tensor *t) {
  * > 1 with stride 0): an in-place write there is ambiguous. */
 amp_status amp__check_writable(const char *fn, const amp_tensor *t);
 /* amp_scope_end calls this (set by autocast) when the autocast depth grew
- * inside the scope, to close the regions left open down to `depth`. */
-extern void (*amp__autocast_unwind)(int depth);
+ * inside the scope, to close the regions left open down to `depth`. Per
+ * thread, like the depth: each amp_autocast_enter sets its own thread's
+ * (a process-wide pointer written by every enter was a data race between
+ * threads, found by ThreadSanitizer), and only a thread that entered a
+ * region can find its depth grown. */
+extern _Thread_local void (*amp__autocast_unwind)(int depth);
 extern _Thread_local int amp__autocast_depth; /* regions open on this thread (autocast.c keeps it) */
 
 /* tensor flags */
@@ -193,6 +197,12 @@ static inline void *amp__data(const amp_tensor *t) {
 }
 double amp__load(const void *p, amp_dtype dt);
 void amp__store(void *p, amp_dtype dt, double v);
+/* AMP_OK when a caller's value v can be stored in dtype dt: any value in a
+ * float dtype; in an integer dtype a finite value inside its range (a fraction
+ * is truncated toward zero, as torch). Otherwise AMP_ERR_RANGE naming fn, the
+ * value, the dtype and why (NaN, an infinity, outside [lo, hi]), as torch's
+ * checked_convert refuses them; amp__store would clamp them silently. */
+amp_status amp__check_value(const char *fn, amp_dtype dt, double v);
 /* Flat row-major index -> element pointer for any strides. */
 void *amp__elem_ptr(const amp_tensor *t, int64_t flat);
 

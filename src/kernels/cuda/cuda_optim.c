@@ -32,7 +32,7 @@ static void *upload(const char *fn, const void *host, size_t nbytes) {
     if (!d) return NULL;
     if (amp__cu_from_host(d, host, nbytes) != AMP_OK) {
         amp__cu_scratch_free(d);
-        amp_error(amp_last_status(), "%s: %s", fn, amp_last_error());
+        amp_error_chain(AMP_OK, "%s", fn);
         return NULL;
     }
     return d;
@@ -228,7 +228,7 @@ amp_status amp__cu_optim_sumsq(const char *fn, amp_tensor *const *grads, int n, 
         if (parts) amp__cu_scratch_free(parts);
         if (out && out != dev_out) amp__cu_scratch_free(out);
         if (items) amp__cu_scratch_free(items);
-        return amp_error(amp_last_status(), "%s: %s", fn, amp_last_error());
+        return amp_error_chain(AMP_OK, "%s", fn);
     }
     st = AMP_CU(fn, amp_cu_optim_sumsq(amp__cu.stream, &a, out, parts, PARTS));
     if (!st && host_out && !dev_out) st = amp__cu_to_host(host_out, out, sizeof(double));
@@ -282,14 +282,14 @@ amp_dev_scaler *amp__cu_scaler_new(const char *fn, const amp_dev_scaler_init *in
     ds->blk = amp__cu_scratch(sizeof(amp_cu_scaler_blk));
     if (!ds->blk) {
         free(ds);
-        return amp_error_null(amp_last_status(), "%s: %s", fn, amp_last_error());
+        return amp_error_chain_null(AMP_OK, "%s", fn);
     }
     ds->cfg = cfg_of(in);
     amp_cu_scaler_blk b = blk_of(in);
     if (amp__cu_from_host(ds->blk, &b, sizeof b) != AMP_OK) {
         amp__cu_scratch_free(ds->blk);
         free(ds);
-        return amp_error_null(amp_last_status(), "%s: %s", fn, amp_last_error());
+        return amp_error_chain_null(AMP_OK, "%s", fn);
     }
     return ds;
 }
@@ -328,7 +328,7 @@ amp_status amp__cu_scaler_update(const char *fn, amp_dev_scaler *ds, int64_t idx
         int64_t cap = ds->hist_cap ? ds->hist_cap : 1024;
         while (cap <= idx) cap *= 2;
         float *nh = amp__cu_scratch((size_t)cap * sizeof *nh);
-        if (!nh) return amp_error(amp_last_status(), "%s: %s", fn, amp_last_error());
+        if (!nh) return amp_error_chain(AMP_OK, "%s", fn);
         if (ds->hist) {
             amp_status st = AMP_CU(fn, cudaMemcpyAsync(nh, ds->hist, (size_t)ds->hist_cap * sizeof *nh,
                                                        cudaMemcpyDeviceToDevice, amp__cu.stream));
@@ -348,7 +348,7 @@ amp_status amp__cu_scaler_set(const char *fn, amp_dev_scaler *ds, const amp_dev_
     ds->cfg = cfg_of(in);
     amp_cu_scaler_blk b = blk_of(in);
     amp_status st = amp__cu_from_host(ds->blk, &b, sizeof b);
-    return st == AMP_OK ? AMP_OK : amp_error(st, "%s: %s", fn, amp_last_error());
+    return st == AMP_OK ? AMP_OK : amp_error_chain(st, "%s", fn);
 }
 
 amp_status amp__cu_scaler_read(amp_dev_scaler *ds, amp_dev_scaler_view *v, float *hist, int64_t nhist) {
