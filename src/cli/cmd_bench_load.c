@@ -220,7 +220,7 @@ int cmd_bench_load(int argc, char **argv) {
             models = v, i++;
         else if (!strcmp(a, "--rounds") && v && !cli_parse_long(v, 1, MAXR, &rounds)) i++;
         else if (!strcmp(a, "--busy") && v && !cli_parse_long(v, 1, MAXBUSY, &nbusy)) i++;
-        else if (!strcmp(a, "--threads") && v && !cli_parse_long(v, 2, 1024, &threads)) i++;
+        else if (!strcmp(a, "--threads") && v && !cli_parse_long(v, 1, 1024, &threads)) i++;
         else if (!strcmp(a, "--mlp-steps") && v && !cli_parse_long(v, 1, 100000, &mlp_steps)) i++;
         else if (!strcmp(a, "--gpt-steps") && v && !cli_parse_long(v, 1, 100000, &gpt_steps)) i++;
         else if (!strcmp(a, "--json") && v) json = v, i++;
