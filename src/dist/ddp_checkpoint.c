@@ -145,9 +145,7 @@ amp_status amp_ddp_checkpoint_save(amp_ddp *d, const char *dir, const amp_train_
             s2.n_meta = s->n_meta + 2;
             st = amp_checkpoint_save(dir, &s2);
             if (st != AMP_OK) {
-                char prev[700];
-                snprintf(prev, sizeof prev, "%s", amp_last_error());
-                amp_error(st, "%s: %s", fn, prev);
+                amp_error_chain(st, "%s", fn);
             }
         }
     }
@@ -220,9 +218,7 @@ amp_status amp_ddp_checkpoint_restore(amp_ddp *d, const amp_checkpoint *c, amp_t
         st = amp_checkpoint_restore(c, &s2);
         s->step = s2.step;
         if (st != AMP_OK) {
-            char prev[700];
-            snprintf(prev, sizeof prev, "%s", amp_last_error());
-            amp_error(st, "%s: %s", fn, prev);
+            amp_error_chain(st, "%s", fn);
         }
     }
     /* each ZeRO-1 optimizer takes its slices of the full state */

@@ -49,9 +49,7 @@ static bool arg_ok(const char *fn, const char *what, const amp_tensor *t) {
         return false;
     }
     if (amp_tensor_ndim(t) < 0) {
-        char prev[600];
-        snprintf(prev, sizeof prev, "%s", amp_last_error());
-        amp_error(amp_last_status(), "%s: %s: %s", fn, what, prev);
+        amp_error_chain(AMP_OK, "%s: %s", fn, what);
         return false;
     }
     return true;
@@ -684,7 +682,7 @@ amp_status amp_gpt_load(amp_module *m, const char *path) {
     if (gpt_of(fn, m) != AMP_OK) return amp_last_status();
     if (!path) return amp_error(AMP_ERR_ARG, "%s: path is NULL", fn);
     amp_safetensors *f = amp_safetensors_read(path);
-    if (!f) return amp_error(amp_last_status(), "%s: %s", fn, amp_last_error());
+    if (!f) return amp_error_chain(AMP_OK, "%s", fn);
     const amp_gpt_config *c = &SH(m)->cfg;
     if (check_sd(fn, path, f, c) != AMP_OK) {
         amp_safetensors_free(f);
