@@ -3,7 +3,10 @@
  * the checkpoint directory is locked for the whole run (a second run on it
  * stops at once), every write of the metrics file is checked, a resume
  * with another schedule or warmup warns, --inject-nonfinite-every poisons
- * gradients (and the steps are skipped). */
+ * gradients (and the steps are skipped), and a run that could never save
+ * its checkpoint or evaluate stops before step 1 (a missing parent, a
+ * directory it cannot write, a symlink loop, a validation split shorter
+ * than a window), while a long --data path is no reason not to save. */
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -15,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "amp/amp.h"
 #include "test_support.h"
 
 /* small and fast: 2 layers, 64 wide, block 32, batch 8 */
@@ -177,12 +181,132 @@ static void t_inject_nonfinite(void **s) {
     }
 }
 
+/* ---- defect 2: a run that can never save (or evaluate) stops before step 1 ------------------ */
+static void write_text(const char *path, int lines, int last_line) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (int i = 0; i < lines; i++) fprintf(f, "line %d of a text for the trainer, long enough for windows\n", i);
+    for (int i = 0; i < last_line; i++) fputc('a' + i % 26, f);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* Fails unless `amp train ARGS --log-every 1` exits 1 before its first step with stderr naming needle. */
+static void expect_refused_before_step1(const char *needle, const char *fmt, ...) {
+    char args[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    char *err, *out = amp(1, &err, "train %s --log-every 1", args);
+    if (strstr(out, "step 1/")) fail_msg("amp train %s: the problem was found after training started:\n%s\n%s", args, out, err);
+    expect_in(err, needle, "stderr");
+    free(out);
+    free(err);
+}
+
+static void t_checked_before_step1(void **s) {
+    (void)s;
+    char file[1200], loop[1200], text[1200];
+    snprintf(file, sizeof file, "%s/a_file", g_dir);
+    write_text(file, 1, 0);
+    snprintf(loop, sizeof loop, "%s/loop", g_dir);
+    assert_int_equal(symlink(loop, loop), 0);
+    const char *models[] = {GPT, MLP};
+    for (int k = 0; k < 2; k++) {
+        const char *m = models[k];
+        expect_refused_before_step1("/missing/parent", "%s --max-steps 3 --checkpoint %s/missing/parent/ck", m, g_dir);
+        expect_refused_before_step1("/proc/self", "%s --max-steps 3 --checkpoint /proc/self", m); /* root cannot write there either */
+        expect_refused_before_step1("a_file/ck", "%s --max-steps 3 --checkpoint %s/ck", m, file);
+        expect_refused_before_step1("symbolic links", "%s --max-steps 3 --checkpoint %s", m, loop);
+    }
+    /* the GPT's validation split must hold a window + 1 tokens: a text whose last 10% is inside its last line has none */
+    snprintf(text, sizeof text, "%s/no_val.txt", g_dir);
+    write_text(text, 300, 3000);
+    expect_refused_before_step1("validation split", GPT " --max-steps 3 --data %s", text);
+    expect_refused_before_step1("validation split", GPT " --max-steps 3 --eval-every 1 --data %s", text);
+}
+
+/* A directory the run cannot create files in although its lock file exists
+ * and is writable (left by an earlier run): the directory made read-only by
+ * chmod, the run started as a user chmod stops (nobody when the test runs
+ * as root, since chmod does not stop root). */
+static void t_readonly_dir(void **s) {
+    (void)s;
+    char dir[1200], lockf[1300];
+    snprintf(dir, sizeof dir, "%s/ro", g_dir);
+    assert_int_equal(chmod(g_dir, 0755), 0);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    snprintf(lockf, sizeof lockf, "%s/.amp.lock", dir);
+    write_text(lockf, 0, 0);
+    assert_int_equal(chmod(lockf, 0666), 0);
+    assert_int_equal(chmod(dir, 0555), 0);
+    char io[1000];
+    snprintf(io, sizeof io, "%s/io", g_dir); /* where the other user writes stdout and stderr */
+    assert_int_equal(mkdir(io, 0777), 0);
+    assert_int_equal(chmod(io, 0777), 0);
+    child c;
+    snprintf(c.out, sizeof c.out, "%s/ro.out", io);
+    snprintf(c.err, sizeof c.err, "%s/ro.err", io);
+    char cmd[6000];
+    snprintf(cmd, sizeof cmd, "exec %s train " MLP " --max-steps 3 --log-every 1 --checkpoint %s < /dev/null > %s 2> %s", AMP_CLI_PATH,
+             dir, c.out, c.err);
+    fflush(NULL);
+    c.pid = fork();
+    assert_true(c.pid >= 0);
+    if (c.pid == 0) {
+        if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(126);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    int rc = wait_child(&c);
+    char *out = test_read_file(c.out, NULL), *err = test_read_file(c.err, NULL);
+    if (rc == 126) {
+        print_message("cannot become nobody here: skipped\n");
+    } else {
+        if (rc != 1 || strstr(out, "step 1/")) fail_msg("exit %d; a read-only checkpoint directory not found before step 1:\n%s\n%s", rc, out, err);
+        expect_in(err, dir, "stderr");
+    }
+    free(out);
+    free(err);
+    chmod(dir, 0755);
+}
+
+/* A --data path of 240 bytes or more used to make every save fail (the
+ * data.path value did not fit its 240 bytes): it is stored whole. */
+static void t_long_data_path(void **s) {
+    (void)s;
+    char path[1200], ck[1200];
+    snprintf(path, sizeof path, "%s/", g_dir);
+    for (int d = 0; d < 3; d++) {
+        size_t n = strlen(path);
+        memset(path + n, 'a' + d, 100);
+        path[n + 100] = 0;
+        assert_int_equal(mkdir(path, 0755), 0);
+        strcat(path, "/");
+    }
+    strcat(path, "text.txt");
+    assert_true(strlen(path) > 300);
+    write_text(path, 400, 0);
+    snprintf(ck, sizeof ck, "%s/long", g_dir);
+    free(amp(0, NULL, "train " GPT " --max-steps 2 --quiet --data %s --checkpoint %s", path, ck));
+    amp_checkpoint *c = amp_checkpoint_open(ck);
+    if (!c) fail_msg("%s", amp_last_error());
+    assert_string_equal(amp_checkpoint_meta(c, "data.path"), path);
+    amp_checkpoint_close(c);
+    char *out = amp(0, NULL, "train " GPT " --max-steps 3 --data %s --resume %s", path, ck);
+    expect_in(out, "resumed from", "stdout");
+    free(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_lock_whole_run),
         cmocka_unit_test(t_metrics_full_disk),
         cmocka_unit_test(t_gpt_resume_warnings),
         cmocka_unit_test(t_inject_nonfinite),
+        cmocka_unit_test(t_checked_before_step1),
+        cmocka_unit_test(t_readonly_dir),
+        cmocka_unit_test(t_long_data_path),
     };
     amp_test_prepare();
     return cmocka_run_group_tests(tests, setup, teardown);
