@@ -3,6 +3,7 @@
 #include "cli/trainer.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <omp.h>
@@ -134,19 +135,39 @@ typedef struct {
 } run_metrics;
 
 void trainer_meta_add(trainer_meta *m, const char *key, const char *fmt, ...) {
+    if (m->full) return;
     if (m->n >= TRAINER_META_MAX) {
         m->full = true;
         return;
     }
-    snprintf(m->key[m->n], sizeof m->key[m->n], "%s", key);
-    va_list ap;
+    va_list ap, ap2;
     va_start(ap, fmt);
-    int w = vsnprintf(m->val[m->n], sizeof m->val[m->n], fmt, ap);
+    va_copy(ap2, ap);
+    int w = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    if (w < 0 || (size_t)w >= sizeof m->val[m->n]) m->full = true; /* a cut value would not compare */
-    m->kv[m->n].key = m->key[m->n];
-    m->kv[m->n].value = m->val[m->n];
+    char *v = w >= 0 ? malloc((size_t)w + 1) : NULL, *k = strdup(key);
+    if (v) vsnprintf(v, (size_t)w + 1, fmt, ap2);
+    va_end(ap2);
+    if (!v || !k) {
+        free(v);
+        free(k);
+        m->full = true;
+        return;
+    }
+    m->key[m->n] = k;
+    m->val[m->n] = v;
+    m->kv[m->n].key = k;
+    m->kv[m->n].value = v;
     m->n++;
+}
+
+void trainer_meta_free(trainer_meta *m) {
+    for (int i = 0; i < m->n; i++) {
+        free(m->key[i]);
+        free(m->val[i]);
+    }
+    m->n = 0;
+    m->full = false;
 }
 
 bool trainer_meta_num(const amp_checkpoint *c, const char *key, double *d, int64_t *i, uint64_t *u) {
@@ -231,18 +252,26 @@ static void full_meta(run *r, trainer_meta *m) {
     trainer_meta_add(m, "trainer.skipped", "%lld", (long long)r->rm.skipped);
 }
 
+/* The metadata a save at step would write; -1 (error set) when it is
+ * incomplete. Built before step 1 too, so a run never finds at its end that
+ * it cannot save. */
+static int checkpoint_meta(run *r, trainer_meta *m) {
+    memset(m, 0, sizeof *m);
+    full_meta(r, m);
+    if (!m->full) return 0;
+    amp_error(AMP_ERR_NOMEM, "amp train: the checkpoint's metadata does not fit (out of memory, or more than %d entries)",
+              TRAINER_META_MAX);
+    trainer_meta_free(m);
+    return -1;
+}
+
 static int save_checkpoint(run *r, int64_t step) {
     trainer_meta m;
-    m.n = 0;
-    m.full = false;
-    full_meta(r, &m);
-    if (m.full) {
-        amp_error(AMP_ERR_STATE, "amp train: the checkpoint's metadata does not fit (more than %d entries, or a value over %zu bytes)",
-                  TRAINER_META_MAX, sizeof m.val[0] - 1);
-        return -1;
-    }
+    if (checkpoint_meta(r, &m) != 0) return -1;
     amp_train_state st = {r->model, r->opts, r->nopt, r->sc, &r->g, r->task->loader, step, m.kv, m.n};
-    if (trainer_dist_save(&r->td, r->cfg->checkpoint_dir, &st) != AMP_OK) {
+    amp_status s = trainer_dist_save(&r->td, r->cfg->checkpoint_dir, &st);
+    trainer_meta_free(&m);
+    if (s != AMP_OK) {
         char prev[1024];
         snprintf(prev, sizeof prev, "%s", amp_last_error());
         amp_error(AMP_ERR_IO, "amp train: saving the checkpoint at step %lld failed: %s", (long long)step, prev);
@@ -304,9 +333,12 @@ static int resume(run *r, int64_t *step) {
     }
     int rc = -1;
     trainer_meta want;
-    want.n = 0;
-    want.full = false;
+    memset(&want, 0, sizeof want);
     config_meta(r, &want);
+    if (want.full) {
+        amp_error(AMP_ERR_NOMEM, "amp train: --resume %s: out of memory", cfg->resume_dir);
+        goto out;
+    }
     if (resume_check(c, cfg->resume_dir, g_common_keys, META_COMMON, &want, 0, ops->resume_needs) ||
         resume_check(c, cfg->resume_dir, ops->resume_keys, ops->n_resume_keys, &want, META_COMMON, ops->resume_needs))
         goto out;
@@ -340,6 +372,7 @@ static int resume(run *r, int64_t *step) {
     r->rm = m;
     rc = 0;
 out:
+    trainer_meta_free(&want);
     amp_checkpoint_close(c);
     return rc;
 }
@@ -477,9 +510,12 @@ static bool storm_stop(const trainer_cfg *cfg, amp_scaler *sc, overflow_storm *s
 }
 
 /* ---- set-up ------------------------------------------------------------------------------------ */
-/* --resume must exist (the lock would create it); --checkpoint is locked for
- * the whole run, so a second run on it stops at once. Data parallel: rank 0
- * alone writes checkpoints, so it alone holds the directory. */
+/* --resume must exist (the lock would create it). --checkpoint must be a
+ * directory (or one this process can create) in which it can create files,
+ * and is locked for the whole run, so a second run on it stops at once: a
+ * missing parent, a symlink loop, a file, a directory of /proc or one made
+ * read-only stop the run here rather than at its first save. Data parallel:
+ * rank 0 alone writes checkpoints, so it alone holds the directory. */
 static int open_checkpoint_dir(const trainer_cfg *cfg, amp_checkpoint_lock **lock) {
     struct stat sb;
     if (cfg->resume_dir && stat(cfg->resume_dir, &sb) != 0) {
@@ -487,11 +523,38 @@ static int open_checkpoint_dir(const trainer_cfg *cfg, amp_checkpoint_lock **loc
                   strerror(errno));
         return -1;
     }
-    if (!cfg->checkpoint_dir || !trainer_dist_is_root()) return 0;
-    if (!(*lock = amp_checkpoint_lock_dir(cfg->checkpoint_dir))) {
+    const char *dir = cfg->checkpoint_dir;
+    if (!dir || !trainer_dist_is_root()) return 0;
+    int st = stat(dir, &sb) == 0 ? 0 : errno;
+    if (st ? st != ENOENT : !S_ISDIR(sb.st_mode)) { /* a symlink loop, a file, a parent that is a file, no access */
+        amp_error(AMP_ERR_IO, "amp train: --checkpoint %s: %s", dir, st ? strerror(st) : "not a directory");
+        return -1;
+    }
+    if (!(*lock = amp_checkpoint_lock_dir(dir))) {
         char prev[1200];
         snprintf(prev, sizeof prev, "%s", amp_last_error());
-        amp_error(amp_last_status(), "amp train: --checkpoint: %s", prev);
+        amp_error(amp_last_status(), "amp train: --checkpoint %s: %s", dir, prev);
+        return -1;
+    }
+    /* the lock file may be an earlier run's: whether new files can be made is what a save needs */
+    char probe[64];
+    snprintf(probe, sizeof probe, "/.amp.probe.%ld", (long)getpid());
+    char *path = malloc(strlen(dir) + strlen(probe) + 1);
+    if (!path) {
+        amp_error(AMP_ERR_NOMEM, "amp train: out of memory");
+        return -1;
+    }
+    strcat(strcpy(path, dir), probe);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int e = errno;
+    if (fd >= 0) {
+        close(fd);
+        unlink(path);
+    }
+    free(path);
+    if (fd < 0) {
+        amp_error(AMP_ERR_IO, "amp train: --checkpoint %s: cannot create files in this directory (%s): no checkpoint could be saved",
+                  dir, strerror(e));
         return -1;
     }
     return 0;
@@ -619,6 +682,11 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
             amp_error(AMP_ERR_IO, "amp train: cannot write the metrics file %s: %s", cfg->metrics_path, strerror(errno ? errno : EIO));
             goto out;
         }
+    }
+    if (cfg->checkpoint_dir) { /* what the saves will write */
+        trainer_meta m;
+        if (checkpoint_meta(&r, &m) != 0) goto out;
+        trainer_meta_free(&m);
     }
     if (ops->announce) ops->announce(r.task, cfg, res);
     int64_t to_run = r.total_steps > step ? r.total_steps - step : 0;

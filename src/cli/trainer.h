@@ -127,16 +127,18 @@ void trainer_dist_end(trainer_dist *td, trainer_result *res);
 /* The summary's lines about ranks and communication (nothing for one process). */
 void trainer_dist_print_summary(FILE *f, const trainer_cfg *cfg, const trainer_result *r);
 
-/* ---- checkpoint metadata (trainer.c) ---- */
+/* ---- checkpoint metadata (trainer.c) ----
+ * Keys and values of any length (a --data path of 4000 bytes is stored
+ * whole); trainer_meta_free releases them. */
 #define TRAINER_META_MAX 32
 typedef struct {
-    char key[TRAINER_META_MAX][40];
-    char val[TRAINER_META_MAX][240];
+    char *key[TRAINER_META_MAX], *val[TRAINER_META_MAX];
     amp_kv kv[TRAINER_META_MAX];
     int n;
-    bool full; /* an entry did not fit: trainer_save refuses to write */
+    bool full; /* more than TRAINER_META_MAX entries, or out of memory: nothing is saved */
 } trainer_meta;
 void trainer_meta_add(trainer_meta *m, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void trainer_meta_free(trainer_meta *m);
 /* A number stored under key: exactly one of d, i, u receives it; false when
  * missing or not a whole number of that kind. */
 bool trainer_meta_num(const amp_checkpoint *c, const char *key, double *d, int64_t *i, uint64_t *u);
@@ -147,7 +149,8 @@ typedef struct {
 /* ---- the loop and its tasks (trainer.c) -------------------------------------------------
  * trainer_run is the one training loop: it locks the checkpoint directory
  * for the whole run, checks before step 1 what can be checked (the
- * metrics file takes its header, the checkpoint metadata fits), builds the optimizers (f32 master weights and a second
+ * directory takes files, the metrics file takes its header, the checkpoint
+ * metadata is complete), builds the optimizers (f32 master weights and a second
  * optimizer for f32 norms under O2) and the scaler, runs the schedule,
  * injects non-finite gradients on request, diagnoses overflow storms and
  * non-finite inputs, writes and checks the metrics, saves and resumes

@@ -143,6 +143,13 @@ static int gpt_open(trainer_task *tt, const trainer_cfg *cfg, trainer_result *re
                   (long long)t->ntrain, (long long)t->T);
         return -1;
     }
+    /* the evaluations need one window of the validation split: found now, not after training */
+    if (amp_text_dataset_windows(t->ds, AMP_TEXT_VAL, t->T) < 1) {
+        amp_error(AMP_ERR_ARG, "amp train: --data %s: the validation split (the last 10%% of the text, from a line start) holds %lld "
+                               "tokens, fewer than one window of %lld + 1: use a longer text or a smaller --block-size",
+                  t->path, (long long)amp_text_dataset_tokens(t->ds, AMP_TEXT_VAL), (long long)t->T);
+        return -1;
+    }
     res->unigram_entropy = amp_text_dataset_unigram_entropy(t->ds, AMP_TEXT_VAL);
     t->base.beta2 = cfg->beta2;
     t->base.grad_clip = cfg->grad_clip;
