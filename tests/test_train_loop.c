@@ -298,6 +298,26 @@ static void t_long_data_path(void **s) {
     free(out);
 }
 
+/* ---- defect 12: pure fp16 (fp16 parameters without f32 master weights) is refused at parse time ---- */
+static void t_pure_fp16_refused(void **s) {
+    (void)s;
+    const char *modes[] = {"--precision fp16 --opt-level O3", "--policy params=float16,compute=float16,output=float32",
+                           "--policy p=f16,c=f16,o=f16"};
+    const char *models[] = {GPT, MLP};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 3; i++) {
+            char *err, *out = amp(2, &err, "train %s %s --max-steps 2 --log-every 1", models[k], modes[i]);
+            expect_in(err, "fp16 parameters without f32 master weights", "stderr");
+            expect_in(err, "--opt-level O2", "stderr"); /* what to use instead */
+            if (strstr(out, "step 1/")) fail_msg("%s: trained:\n%s", modes[i], out);
+            free(out);
+            free(err);
+        }
+    /* bf16 O3 (f32's range) trains, and so does fp16 O2 */
+    free(amp(0, NULL, "train " GPT " --precision bf16 --opt-level O3 --max-steps 2 --quiet"));
+    free(amp(0, NULL, "train " GPT " --precision fp16 --opt-level O2 --max-steps 2 --quiet"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_lock_whole_run),
@@ -307,6 +327,7 @@ int main(void) {
         cmocka_unit_test(t_checked_before_step1),
         cmocka_unit_test(t_readonly_dir),
         cmocka_unit_test(t_long_data_path),
+        cmocka_unit_test(t_pure_fp16_refused),
     };
     amp_test_prepare();
     return cmocka_run_group_tests(tests, setup, teardown);
