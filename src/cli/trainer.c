@@ -61,6 +61,26 @@ static void describe(trainer_cfg *cfg) {
              m->loss_scaling ? ", loss scaling" : "");
 }
 
+/* Pure fp16 (fp16 parameters updated in place, no f32 master weights)
+ * cannot keep the trainer's promises: without loss scaling gradients under
+ * 2^-24 vanish, and loss scaling would need the fp16 gradients unscaled in
+ * place, which amp's GradScaler refuses as torch's does ("attempting to
+ * unscale FP16 gradients": the division rounds them to fp16 again); and the
+ * scale-1 guard that skips inf/nan steps in every other mode is that same
+ * scaler. Apex's O3 runs it without either (a "speed baseline" in its
+ * docs), so an overflow is written into the weights. bf16 O3 has f32's
+ * range and needs no scaling. */
+static int refuse_pure_fp16(const trainer_cfg *cfg, const char *given) {
+    if (cfg->mode.param_dtype != AMP_F16 || cfg->mode.master_weights) return 0;
+    fprintf(stderr,
+            "amp: %s: fp16 parameters without f32 master weights (pure fp16) cannot be trained safely: without loss "
+            "scaling small gradients flush to zero, and the GradScaler (which also skips steps with inf/nan gradients) "
+            "does not unscale fp16 gradients in place (neither does torch's). Use --precision fp16 --opt-level O2 (fp16 "
+            "parameters, f32 master weights, loss scaling), --precision fp16 (O1), or --precision bf16 --opt-level O3\n",
+            given);
+    return -1;
+}
+
 int trainer_resolve_mode(trainer_cfg *cfg, const char *precision, const char *opt_level, const char *policy) {
     amp_dtype half = AMP_F16;
     bool prec_f32 = false;
@@ -78,7 +98,7 @@ int trainer_resolve_mode(trainer_cfg *cfg, const char *precision, const char *op
         describe(cfg);
         char b[96];
         snprintf(cfg->mode_name, sizeof cfg->mode_name, "%s", amp_policy_str(&p, b, sizeof b));
-        return 0;
+        return refuse_pure_fp16(cfg, "--policy");
     }
     if (precision) {
         if (!strcasecmp(precision, "fp32") || !strcasecmp(precision, "f32") || !strcasecmp(precision, "float32")) prec_f32 = true;
@@ -107,7 +127,7 @@ int trainer_resolve_mode(trainer_cfg *cfg, const char *precision, const char *op
     amp_opt_config_get(lvl, half, &cfg->mode);
     cfg->output_dtype = AMP_F32;
     describe(cfg);
-    return 0;
+    return refuse_pure_fp16(cfg, "--precision fp16 --opt-level O3");
 }
 
 const char *fmt_bytes(size_t b, char *buf, size_t n) {
