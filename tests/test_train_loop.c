@@ -6,7 +6,11 @@
  * gradients (and the steps are skipped), and a run that could never save
  * its checkpoint or evaluate stops before step 1 (a missing parent, a
  * directory it cannot write, a symlink loop, a validation split shorter
- * than a window), while a long --data path is no reason not to save. */
+ * than a window), while a long --data path is no reason not to save;
+ * pure fp16 is refused before training; SIGINT and SIGTERM end the current
+ * step, save and exit 130 / 143 (under mpirun every rank stops after the
+ * same step), and the run resumes from that checkpoint bit for bit. */
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -318,6 +322,172 @@ static void t_pure_fp16_refused(void **s) {
     free(amp(0, NULL, "train " GPT " --precision fp16 --opt-level O2 --max-steps 2 --quiet"));
 }
 
+/* ---- defect 13: SIGINT / SIGTERM finish the step, save and exit 128 + signal ---------------------- */
+/* The data sections of two safetensors files and their headers with the checkpoint id masked. */
+static void assert_same_file_but_id(const char *a, const char *b) {
+    size_t na, nb;
+    char *fa = test_read_file(a, &na), *fb = test_read_file(b, &nb);
+    if (!fa || !fb) fail_msg("cannot read %s or %s", a, b);
+    assert_int_equal(na, nb);
+    const char *key = "\"checkpoint_id\":\"";
+    assert_true(na > 8);
+    char *ia = strstr(fa + 8, key), *ib = strstr(fb + 8, key); /* the JSON header after its u64 length */
+    assert_non_null(ia);
+    assert_non_null(ib);
+    memset(ia + strlen(key), '0', 16);
+    memset(ib + strlen(key), '0', 16);
+    if (memcmp(fa, fb, na)) fail_msg("%s and %s differ beyond the checkpoint id", a, b);
+    free(fa);
+    free(fb);
+}
+
+static void assert_same_checkpoint_files(const char *a, const char *b) {
+    const char *files[] = {"model.safetensors", "training_state.safetensors"};
+    for (int k = 0; k < 2; k++) {
+        char pa[1300], pb[1300];
+        snprintf(pa, sizeof pa, "%s/%s", a, files[k]);
+        snprintf(pb, sizeof pb, "%s/%s", b, files[k]);
+        assert_same_file_but_id(pa, pb);
+    }
+}
+
+static int64_t checkpoint_step(const char *dir) {
+    amp_checkpoint *c = amp_checkpoint_open(dir);
+    if (!c) fail_msg("%s", amp_last_error());
+    int64_t step = amp_checkpoint_step(c);
+    amp_checkpoint_close(c);
+    return step;
+}
+
+static void signal_case(const char *model, int sig) {
+    static int n;
+    char dir[1200], straight[1200], name[32];
+    snprintf(dir, sizeof dir, "%s/sig%d", g_dir, n);
+    snprintf(straight, sizeof straight, "%s/sig%d_straight", g_dir, n);
+    snprintf(name, sizeof name, "sig%d", n++);
+    /* a long run: the schedule spans 2000 steps whoever stops it */
+    const char *len = "--max-steps 2000 --epochs 1000";
+    const char *m = strcmp(model, "gpt") ? MLP : GPT " --dropout 0.1";
+    child c;
+    spawn(&c, name, "train %s %s --log-every 1 --checkpoint %s --metrics %s.csv", m, strcmp(model, "gpt") ? len : "--max-steps 2000",
+          dir, dir);
+    wait_for_output(&c, "step 1/");
+    kill(c.pid, sig);
+    int rc = wait_child(&c);
+    char *err = test_read_file(c.err, NULL);
+    if (rc != 128 + sig) fail_msg("%s: exit %d after signal %d, expected %d:\n%s", model, rc, sig, 128 + sig, err);
+    expect_in(err, sig == SIGINT ? "SIGINT" : "SIGTERM", "stderr");
+    expect_in(err, "--resume", "stderr"); /* how to continue */
+    free(err);
+    int64_t at = checkpoint_step(dir);
+    assert_true(at >= 1);
+    /* every step's metrics row was written */
+    char csv[1300];
+    snprintf(csv, sizeof csv, "%s.csv", dir);
+    char *rows = test_read_file(csv, NULL);
+    assert_non_null(rows);
+    int64_t lines = 0;
+    for (char *p = rows; *p; p++) lines += *p == '\n';
+    assert_int_equal(lines, at + 1);
+    free(rows);
+    /* resumed to two steps later: the bits of a run that was never stopped */
+    char *out = amp(0, NULL, "train %s %s --stop-after %lld --quiet --resume %s", m, strcmp(model, "gpt") ? len : "--max-steps 2000",
+                    (long long)at + 2, dir);
+    free(out);
+    free(amp(0, NULL, "train %s %s --stop-after %lld --quiet --checkpoint %s", m, strcmp(model, "gpt") ? len : "--max-steps 2000",
+             (long long)at + 2, straight));
+    assert_int_equal(checkpoint_step(dir), at + 2);
+    assert_same_checkpoint_files(dir, straight);
+    print_message("%s: signal %d after step %lld, saved, resumed bit for bit\n", model, sig, (long long)at);
+}
+
+static void t_signals(void **s) {
+    (void)s;
+    signal_case("gpt", SIGINT);
+    signal_case("gpt", SIGTERM);
+    signal_case("mlp", SIGINT);
+    signal_case("mlp", SIGTERM);
+    /* a second signal ends the run at once; the last saved checkpoint stays whole */
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/sig_twice", g_dir);
+    child c;
+    spawn(&c, "sig_twice", "train " GPT " --max-steps 2000 --log-every 1 --save-every 1 --checkpoint %s", dir);
+    wait_for_output(&c, "step 2/");
+    kill(c.pid, SIGINT);
+    kill(c.pid, SIGINT);
+    assert_int_equal(wait_child(&c), 130);
+    assert_true(checkpoint_step(dir) >= 1);
+}
+
+/* The pid of the amp process of the run whose arguments hold `tag` and whose environment says OMPI rank `rank`. */
+static pid_t find_rank(const char *tag, int rank) {
+    char want[64];
+    snprintf(want, sizeof want, "OMPI_COMM_WORLD_RANK=%d", rank);
+    DIR *d = opendir("/proc");
+    assert_non_null(d);
+    pid_t found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d))) {
+        char path[300];
+        snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+        size_t n;
+        char *cmd = test_read_file(path, &n);
+        bool is_run = cmd && n > 0 && strstr(cmd, "/amp") && strlen(cmd) >= 4 && !strcmp(cmd + strlen(cmd) - 4, "/amp");
+        for (size_t i = 0; is_run && i + 1 < n; i++)
+            if (!cmd[i]) cmd[i] = ' ';
+        is_run = is_run && strstr(cmd, tag);
+        free(cmd);
+        if (!is_run) continue;
+        snprintf(path, sizeof path, "/proc/%s/environ", e->d_name);
+        char *env = test_read_file(path, &n);
+        for (size_t i = 0; env && i < n; i += strlen(env + i) + 1)
+            if (!strcmp(env + i, want)) found = (pid_t)atoi(e->d_name);
+        free(env);
+    }
+    closedir(d);
+    return found;
+}
+
+/* Under mpirun a signal to one rank stops every rank after the same step: rank 0 saves, all exit. */
+static void t_signal_mpi(void **s) {
+    (void)s;
+    const char *mpi = test_mpirun_prefix(2);
+    if (!mpi) {
+        print_message("no MPI: skipped\n");
+        return;
+    }
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/sig_mpi", g_dir);
+    child c;
+    char args[4096];
+    snprintf(args, sizeof args, "train " GPT " --max-steps 2000 --log-every 1 --checkpoint %s", dir);
+    char cmd[8192];
+    snprintf(c.out, sizeof c.out, "%s/sig_mpi.out", g_dir);
+    snprintf(c.err, sizeof c.err, "%s/sig_mpi.err", g_dir);
+    snprintf(cmd, sizeof cmd, "exec env %s %s %s < /dev/null > %s 2> %s", mpi, AMP_CLI_PATH, args, c.out, c.err);
+    fflush(NULL);
+    c.pid = fork();
+    assert_true(c.pid >= 0);
+    if (c.pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    wait_for_output(&c, "step 1/");
+    pid_t r1 = find_rank(dir, 1);
+    if (!r1) fail_msg("rank 1 of the run not found");
+    kill(r1, SIGINT); /* rank 1 alone */
+    int rc = wait_child(&c);
+    char *err = test_read_file(c.err, NULL), *out = test_read_file(c.out, NULL);
+    if (rc == 0 || !strstr(err, "SIGINT")) fail_msg("mpirun: exit %d\n%s\n%s", rc, out, err);
+    int64_t at = checkpoint_step(dir);
+    assert_true(at >= 1);
+    /* the run continues on one process from there */
+    free(amp(0, NULL, "train " GPT " --max-steps 2000 --stop-after %lld --quiet --resume %s", (long long)at + 1, dir));
+    assert_int_equal(checkpoint_step(dir), at + 1);
+    free(err);
+    free(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_lock_whole_run),
@@ -328,6 +498,8 @@ int main(void) {
         cmocka_unit_test(t_readonly_dir),
         cmocka_unit_test(t_long_data_path),
         cmocka_unit_test(t_pure_fp16_refused),
+        cmocka_unit_test(t_signals),
+        cmocka_unit_test(t_signal_mpi),
     };
     amp_test_prepare();
     return cmocka_run_group_tests(tests, setup, teardown);
