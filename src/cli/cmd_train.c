@@ -2,6 +2,7 @@
  * text) in any precision mode. */
 #include <float.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -107,7 +108,9 @@ void cmd_train_usage(FILE *f) {
             "                             (default $AMP_DIST_TIMEOUT or 300)\n"
             "\n"
             "A batch whose input holds NaN/inf stops the run with a report naming the step and batch,\n"
-            "before the weights are touched. Exit status: 0 success, 1 failure, 2 bad usage.\n");
+            "before the weights are touched. SIGINT (Ctrl-C) or SIGTERM: the current step is finished\n"
+            "and saved to --checkpoint DIR (continue with --resume DIR), exit 130 / 143; a second\n"
+            "signal exits at once. Exit status: 0 success, 1 failure, 2 bad usage.\n");
 }
 
 /* Shared by train and compare: one flag; returns 1 if consumed, 0 if not
@@ -421,7 +424,23 @@ int cmd_train(int argc, char **argv) {
         fputc('\n', cfg.out);
     }
     trainer_result r;
+    cfg.handle_signals = true; /* Ctrl-C keeps the steps done: the run stops after the current one and saves */
     if (trainer_run(&cfg, &r, false) != 0) return trainer_dist_fail(amp_last_error());
+    const char *sig = r.interrupted == SIGINT ? "SIGINT" : "SIGTERM";
+    if (r.stopped_early) {
+        if (root) {
+            fflush(cfg.out);
+            if (cfg.checkpoint_dir)
+                fprintf(stderr, "amp train: stopped by %s after step %lld; the checkpoint in %s holds that step: run the same command "
+                                "with --resume %s to continue\n", sig, (long long)r.steps, cfg.checkpoint_dir, cfg.checkpoint_dir);
+            else
+                fprintf(stderr, "amp train: stopped by %s after step %lld; without --checkpoint DIR nothing is kept (a run that "
+                                "saves can be continued with --resume DIR)\n", sig, (long long)r.steps);
+        }
+        fflush(cfg.out);
+        if (amp_dist_finalize() != AMP_OK) return cli_fail("%s", amp_last_error());
+        return 128 + r.interrupted;
+    }
     if (root) {
         trainer_print_summary(cfg.out, &cfg, &r);
         trainer_dist_print_summary(cfg.out, &cfg, &r);
@@ -430,6 +449,8 @@ int cmd_train(int argc, char **argv) {
                     (long long)r.checkpoints, r.resumed_step ? ", resumed" : "");
     }
     fflush(cfg.out);
+    if (r.interrupted && root)
+        fprintf(stderr, "amp train: %s arrived after the last step: the run is complete%s\n", sig, cfg.checkpoint_dir ? " and saved" : "");
     if (amp_dist_finalize() != AMP_OK) return cli_fail("%s", amp_last_error());
-    return CLI_OK;
+    return r.interrupted ? 128 + r.interrupted : CLI_OK;
 }

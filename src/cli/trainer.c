@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -529,6 +530,48 @@ static bool storm_stop(const trainer_cfg *cfg, amp_scaler *sc, overflow_storm *s
     return true;
 }
 
+/* ---- signals ------------------------------------------------------------------------------------
+ * The first SIGINT or SIGTERM is noted (and said at once); the loop ends
+ * after the step it arrived in, saves and returns. A second one ends the
+ * process at once: a save it interrupts leaves the previous checkpoint
+ * (saves are atomic). */
+static volatile sig_atomic_t g_signal, g_signal_quiet;
+static struct sigaction g_old_int, g_old_term;
+
+static void on_signal(int sig) {
+    static const char first[] = "\namp train: signal received: stopping after this step (a second one stops at once)\n";
+    static const char second[] = "\namp train: second signal: stopping now\n";
+    if (g_signal) {
+        if (!g_signal_quiet) {
+            ssize_t w = write(2, second, sizeof second - 1);
+            (void)w;
+        }
+        _exit(128 + sig);
+    }
+    g_signal = sig;
+    if (!g_signal_quiet) {
+        ssize_t w = write(2, first, sizeof first - 1);
+        (void)w;
+    }
+}
+
+static void signals_install(void) {
+    g_signal = 0;
+    g_signal_quiet = !trainer_dist_is_root();
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, &g_old_int);
+    sigaction(SIGTERM, &sa, &g_old_term);
+}
+
+static void signals_restore(void) {
+    sigaction(SIGINT, &g_old_int, NULL);
+    sigaction(SIGTERM, &g_old_term, NULL);
+}
+
 /* ---- set-up ------------------------------------------------------------------------------------ */
 /* --resume must exist (the lock would create it). --checkpoint must be a
  * directory (or one this process can create) in which it can create files,
@@ -650,6 +693,7 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
     amp_tensor **params = NULL;
     const char **pnames = NULL;
     overflow_storm storm = {-1, NULL};
+    bool signals = false;
 
     if (open_checkpoint_dir(cfg, &lock) != 0) return -1;
     if (!(r.task = ops->create()) || ops->open(r.task, cfg, res) != 0) goto out;
@@ -715,6 +759,9 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
         amp_error(AMP_ERR_NOMEM, "amp train: out of memory");
         goto out;
     }
+    /* from here a signal has something to keep: the steps since the last save */
+    signals = cfg->handle_signals;
+    if (signals) signals_install();
     amp_module_train(r.model, true);
     double t_train0 = bench_now(), eval_s = 0;
     int64_t end_step = cfg->stop_after > 0 && cfg->stop_after < r.total_steps ? cfg->stop_after : r.total_steps;
@@ -765,8 +812,9 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
         amp_status st;
         if (rows > 0) st = amp_backward(cfg->mode.loss_scaling ? amp_scaler_scale(r.sc, loss) : loss);
         else st = trainer_dist_no_backward(&r.td) == 0 ? AMP_OK : amp_last_status();
-        /* the loss over the global batch, as one process would report it */
-        if (st == AMP_OK && r.td.world > 1) lv = trainer_dist_global_mean(&r.td, lv, rows, global_rows);
+        /* the loss over the global batch, as one process would report it, and whether a rank was signalled */
+        int sig = g_signal;
+        if (st == AMP_OK && r.td.world > 1) lv = trainer_dist_step_end(&r.td, lv, rows, global_rows, &sig);
         /* data parallel: poison rank 0's averaged gradient only: every rank must skip */
         if (st == AMP_OK && cfg->inject_nonfinite_every > 0 && (step + 1) % cfg->inject_nonfinite_every == 0 && r.td.rank == 0)
             poison_grad(r.opts[0], step, cfg);
@@ -823,6 +871,11 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
         }
         si.elapsed = bench_now() - t_train0 - eval_s;
         ops->progress(r.task, cfg, &si);
+        if (signals && (r.td.world > 1 ? sig : g_signal)) { /* every rank agreed on sig after the same step */
+            res->interrupted = r.td.world > 1 ? sig : g_signal;
+            res->stopped_early = true;
+            break;
+        }
     }
     ops->progress_end(r.task, cfg);
     res->train_s = bench_now() - t_train0 - eval_s;
@@ -832,7 +885,7 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
     res->samples_per_s = res->train_s > 0 ? (double)ran * (double)cfg->batch / res->train_s : 0;
     res->final_scale = amp_scaler_get_scale(r.sc);
     if (ran > 0) res->step_ms = bench_median(step_times, (int)ran) * 1e3;
-    if (ops->finish(r.task, cfg, r.model, res) != 0) goto out;
+    if (!res->stopped_early && ops->finish(r.task, cfg, r.model, res) != 0) goto out;
     /* the final state, unless just saved (a resumed run with nothing left to do still fills a new directory) */
     bool other_dir = cfg->resume_dir && strcmp(cfg->checkpoint_dir ? cfg->checkpoint_dir : "", cfg->resume_dir);
     if (cfg->checkpoint_dir && (saved_at != step || (other_dir && res->checkpoints == 0))) {
@@ -851,6 +904,7 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
         }
     }
     res->wall_s = bench_now() - t_start;
+    if (signals && !res->interrupted) res->interrupted = g_signal; /* after the last step: the run is complete */
     rc = 0;
     if (keep_model) {
         if (ops->keep_model) ops->keep_model(r.task, r.model);
@@ -858,6 +912,7 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
         r.model = NULL;
     }
 out:
+    if (signals) signals_restore();
     if (metrics) fclose(metrics);
     amp_checkpoint_unlock(lock);
     free(step_times);

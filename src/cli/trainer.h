@@ -42,6 +42,7 @@ typedef struct {
     const char *resume_dir; /* resume from this checkpoint (NULL: fresh start) */
     int64_t stop_after;     /* stop once the run reaches this step, schedule unchanged (0: no) */
     FILE *out;              /* progress and summary (stdout) */
+    bool handle_signals;    /* SIGINT/SIGTERM: finish the step, save, stop (res->interrupted); amp train sets it */
     bool batch_set;         /* --batch given (the GPT's default batch is 16) */
     /* --model gpt */
     amp_gpt_config gpt;     /* vocab_size comes from the tokenizer */
@@ -77,6 +78,8 @@ typedef struct {
     amp_module *model;      /* kept when trainer_run's keep_model is set */
     int64_t resumed_step;   /* step the run resumed from (0: fresh start) */
     int64_t checkpoints;    /* checkpoints saved */
+    int interrupted;        /* a signal (SIGINT, SIGTERM) arrived during the run (cfg->handle_signals) */
+    bool stopped_early;     /* ... and stopped it after step `steps`, without the final evaluation */
     /* gpt */
     double val_loss;        /* validation loss at the end (nats per token) */
     double tokens_per_s;
@@ -126,6 +129,12 @@ amp_status trainer_dist_restore(trainer_dist *td, const amp_checkpoint *c, amp_t
 void trainer_dist_end(trainer_dist *td, trainer_result *res);
 /* The summary's lines about ranks and communication (nothing for one process). */
 void trainer_dist_print_summary(FILE *f, const trainer_cfg *cfg, const trainer_result *r);
+/* The end of a step's backward: the global batch's mean loss (as
+ * trainer_dist_global_mean) and the stop signal agreed in one all-reduce, so
+ * that every rank stops after the same step. *sig: in, this rank's signal
+ * (0: none); out, the run's (this rank's own, else SIGINT if any rank got
+ * one, else SIGTERM if any; unchanged in a world of one). */
+double trainer_dist_step_end(trainer_dist *td, double v, int64_t rows, int64_t global_rows, int *sig);
 
 /* ---- checkpoint metadata (trainer.c) ----
  * Keys and values of any length (a --data path of 4000 bytes is stored
@@ -154,8 +163,8 @@ typedef struct {
  * optimizer for f32 norms under O2) and the scaler, runs the schedule,
  * injects non-finite gradients on request, diagnoses overflow storms and
  * non-finite inputs, writes and checks the metrics, saves and resumes
- * checkpoints (the common keys refused or warned about), times the steps
- * and keeps the data-parallel ranks in step. A task
+ * checkpoints (the common keys refused or warned about), handles SIGINT and
+ * SIGTERM, times the steps and keeps the data-parallel ranks in step. A task
  * is what one model adds: its data, its model, its loss, its evaluation, its
  * checkpoint keys, its progress line and its summary. The interface is the
  * shape the public trainer (amp/trainer.h, src/train/) is meant to take. */
@@ -241,7 +250,11 @@ void trainer_defaults(trainer_cfg *cfg);
  * Returns 0 or prints the problem and returns -1 (bad usage). */
 int trainer_resolve_mode(trainer_cfg *cfg, const char *precision, const char *opt_level, const char *policy);
 /* Train, evaluate, fill res. keep_model: res->model holds the trained model
- * (free with amp_module_free). Returns 0, or -1 with amp_last_error set. */
+ * (free with amp_module_free). Returns 0, or -1 with amp_last_error set.
+ * With cfg->handle_signals, the first SIGINT or SIGTERM ends the run after
+ * the current step (every rank after the same one), saved when
+ * cfg->checkpoint_dir is set; it returns 0 with res->interrupted set. A
+ * second signal ends the process at once (exit 128 + signal). */
 int trainer_run(const trainer_cfg *cfg, trainer_result *res, bool keep_model);
 /* GPT presets by name ("shakespeare-char": nanoGPT's 6 x 384, block 256,
  * dropout 0.2; "gpt2-124m": GPT-2 small, block 1024) into cfg->gpt (and the
