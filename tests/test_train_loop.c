@@ -488,6 +488,28 @@ static void t_signal_mpi(void **s) {
     free(out);
 }
 
+/* ---- a new user's view: --help anywhere, and what "final train loss" is ------------------------------ */
+static void t_help_and_summary(void **s) {
+    (void)s;
+    const char *helps[] = {"train --model gpt --help", "train --quiet --help", "train --model mlp --precision bf16 -h"};
+    for (int i = 0; i < 3; i++) {
+        char *out = amp(0, NULL, "%s", helps[i]);
+        expect_in(out, "usage: amp train", helps[i]);
+        expect_in(out, "--n-layer", helps[i]); /* the GPT's options */
+        free(out);
+    }
+    char *out = amp(0, NULL, "train " GPT " --max-steps 12 --quiet");
+    expect_in(out, "final train loss  ", "the GPT's summary");
+    expect_in(out, " (mean of the last 12 step losses)", "the GPT's summary");
+    free(out);
+    out = amp(0, NULL, "train " MLP " --epochs 10 --max-steps 60 --quiet");
+    expect_in(out, " (mean of the last 50 step losses)", "the mlp's summary");
+    free(out);
+    out = amp(0, NULL, "train " MLP " --epochs 10 --max-steps 60 --stop-after 4 --quiet");
+    expect_in(out, " (step 4's loss; the mean covers the run's last 50)", "a stopped run's summary");
+    free(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_lock_whole_run),
@@ -500,6 +522,7 @@ int main(void) {
         cmocka_unit_test(t_pure_fp16_refused),
         cmocka_unit_test(t_signals),
         cmocka_unit_test(t_signal_mpi),
+        cmocka_unit_test(t_help_and_summary),
     };
     amp_test_prepare();
     return cmocka_run_group_tests(tests, setup, teardown);
