@@ -356,6 +356,10 @@ int cmd_train(int argc, char **argv) {
     const char *precision = NULL, *opt_level = NULL, *policy = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (cli_is_help(a)) { /* anywhere: `amp train --model gpt --help` */
+            cmd_train_usage(stdout);
+            return CLI_OK;
+        }
         if (!strcmp(a, "--checkpoint") || !strcmp(a, "--resume") || !strcmp(a, "--save-every") || !strcmp(a, "--stop-after")) {
             if (!v || !*v) return cli_usage_error(cmd_train_usage, "train: %s needs a value", a);
             i++;

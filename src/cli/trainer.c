@@ -882,6 +882,7 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
     res->mem = cfg->device != AMP_DEVICE_CPU ? amp_memory_stats_device(cfg->device) : amp_memory_stats();
     res->steps = step;
     res->final_loss = r.rm.loss_n ? r.rm.loss_acc / (double)r.rm.loss_n : r.rm.last_loss;
+    res->final_loss_steps = r.rm.loss_n;
     res->samples_per_s = res->train_s > 0 ? (double)ran * (double)cfg->batch / res->train_s : 0;
     res->final_scale = amp_scaler_get_scale(r.sc);
     if (ran > 0) res->step_ms = bench_median(step_times, (int)ran) * 1e3;
@@ -932,7 +933,12 @@ void trainer_print_summary(FILE *f, const trainer_cfg *cfg, const trainer_result
     if (ops) ops->print_summary(f, cfg, r);
 }
 
-void trainer_print_train_loss(FILE *f, const trainer_result *r) { fprintf(f, "  final train loss  %.4f\n", r->final_loss); }
+void trainer_print_train_loss(FILE *f, const trainer_result *r) {
+    if (r->final_loss_steps > 0)
+        fprintf(f, "  final train loss  %.4f (mean of the last %lld step losses)\n", r->final_loss, (long long)r->final_loss_steps);
+    else /* the mean covers the run's last 50 steps, which a run stopped early never reached */
+        fprintf(f, "  final train loss  %.4f (step %lld's loss; the mean covers the run's last 50)\n", r->final_loss, (long long)r->steps);
+}
 
 void trainer_print_memory(FILE *f, const trainer_cfg *cfg, const trainer_result *r) {
     char b[32];

@@ -68,7 +68,8 @@ typedef struct {
 
 typedef struct {
     double test_acc;        /* fraction */
-    double final_loss;      /* mean train loss over the run's last 50 steps */
+    double final_loss;      /* mean train loss over the run's last 50 steps (final_loss_steps of them) */
+    int64_t final_loss_steps; /* 0: the run stopped before them; final_loss is its last step's */
     double wall_s, train_s; /* whole run / training steps only */
     double samples_per_s;
     int64_t steps, skipped;
