@@ -603,13 +603,8 @@ static int open_checkpoint_dir(const trainer_cfg *cfg, amp_checkpoint_lock **loc
     char probe[64];
     snprintf(probe, sizeof probe, "/.amp.probe.%ld", (long)getpid());
     char *path = malloc(strlen(dir) + strlen(probe) + 1);
-    if (!path) {
-        amp_error(AMP_ERR_NOMEM, "amp train: out of memory");
-        return -1;
-    }
-    strcat(strcpy(path, dir), probe);
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    int e = errno;
+    int fd = path ? open(strcat(strcpy(path, dir), probe), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
+    int e = path ? errno : ENOMEM;
     if (fd >= 0) {
         close(fd);
         unlink(path);
@@ -618,6 +613,8 @@ static int open_checkpoint_dir(const trainer_cfg *cfg, amp_checkpoint_lock **loc
     if (fd < 0) {
         amp_error(AMP_ERR_IO, "amp train: --checkpoint %s: cannot create files in this directory (%s): no checkpoint could be saved",
                   dir, strerror(e));
+        amp_checkpoint_unlock(*lock);
+        *lock = NULL;
         return -1;
     }
     return 0;
