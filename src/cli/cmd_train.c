@@ -2,6 +2,7 @@
  * text) in any precision mode. */
 #include <float.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -23,7 +24,8 @@ void cmd_train_usage(FILE *f) {
             "                             and the GradScaler; bf16 uses autocast, no scaler\n"
             "  --opt-level O0|O1|O2|O3    Apex opt level with the --precision half type:\n"
             "                             O1 autocast; O2 half params + f32 master weights,\n"
-            "                             norms kept f32; O3 pure half (default O1 for fp16/bf16)\n"
+            "                             norms kept f32; O3 pure half, bf16 only (pure fp16 has\n"
+            "                             neither loss scaling nor the inf/nan guard); default O1\n"
             "  --policy STRING            jmp-style policy, e.g. params=float32,compute=bfloat16,\n"
             "                             output=float32 (short keys p/c/o; replaces the two above)\n"
             "  --epochs N                 epochs (default 1)\n"
@@ -106,7 +108,9 @@ void cmd_train_usage(FILE *f) {
             "                             (default $AMP_DIST_TIMEOUT or 300)\n"
             "\n"
             "A batch whose input holds NaN/inf stops the run with a report naming the step and batch,\n"
-            "before the weights are touched. Exit status: 0 success, 1 failure, 2 bad usage.\n");
+            "before the weights are touched. SIGINT (Ctrl-C) or SIGTERM: the current step is finished\n"
+            "and saved to --checkpoint DIR (continue with --resume DIR), exit 130 / 143; a second\n"
+            "signal exits at once. Exit status: 0 success, 1 failure, 2 bad usage.\n");
 }
 
 /* Shared by train and compare: one flag; returns 1 if consumed, 0 if not
@@ -352,6 +356,10 @@ int cmd_train(int argc, char **argv) {
     const char *precision = NULL, *opt_level = NULL, *policy = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (cli_is_help(a)) { /* anywhere: `amp train --model gpt --help` */
+            cmd_train_usage(stdout);
+            return CLI_OK;
+        }
         if (!strcmp(a, "--checkpoint") || !strcmp(a, "--resume") || !strcmp(a, "--save-every") || !strcmp(a, "--stop-after")) {
             if (!v || !*v) return cli_usage_error(cmd_train_usage, "train: %s needs a value", a);
             i++;
@@ -420,7 +428,23 @@ int cmd_train(int argc, char **argv) {
         fputc('\n', cfg.out);
     }
     trainer_result r;
+    cfg.handle_signals = true; /* Ctrl-C keeps the steps done: the run stops after the current one and saves */
     if (trainer_run(&cfg, &r, false) != 0) return trainer_dist_fail(amp_last_error());
+    const char *sig = r.interrupted == SIGINT ? "SIGINT" : "SIGTERM";
+    if (r.stopped_early) {
+        if (root) {
+            fflush(cfg.out);
+            if (cfg.checkpoint_dir)
+                fprintf(stderr, "amp train: stopped by %s after step %lld; the checkpoint in %s holds that step: run the same command "
+                                "with --resume %s to continue\n", sig, (long long)r.steps, cfg.checkpoint_dir, cfg.checkpoint_dir);
+            else
+                fprintf(stderr, "amp train: stopped by %s after step %lld; without --checkpoint DIR nothing is kept (a run that "
+                                "saves can be continued with --resume DIR)\n", sig, (long long)r.steps);
+        }
+        fflush(cfg.out);
+        if (amp_dist_finalize() != AMP_OK) return cli_fail("%s", amp_last_error());
+        return 128 + r.interrupted;
+    }
     if (root) {
         trainer_print_summary(cfg.out, &cfg, &r);
         trainer_dist_print_summary(cfg.out, &cfg, &r);
@@ -429,6 +453,8 @@ int cmd_train(int argc, char **argv) {
                     (long long)r.checkpoints, r.resumed_step ? ", resumed" : "");
     }
     fflush(cfg.out);
+    if (r.interrupted && root)
+        fprintf(stderr, "amp train: %s arrived after the last step: the run is complete%s\n", sig, cfg.checkpoint_dir ? " and saved" : "");
     if (amp_dist_finalize() != AMP_OK) return cli_fail("%s", amp_last_error());
-    return CLI_OK;
+    return r.interrupted ? 128 + r.interrupted : CLI_OK;
 }

@@ -1,9 +1,11 @@
-/* The training loop shared by the CLI commands. */
+/* The one training loop of the CLI commands (trainer_run) and what it shares. */
 #include "cli/cli.h"
 #include "cli/trainer.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -60,6 +62,26 @@ static void describe(trainer_cfg *cfg) {
              m->loss_scaling ? ", loss scaling" : "");
 }
 
+/* Pure fp16 (fp16 parameters updated in place, no f32 master weights)
+ * cannot keep the trainer's promises: without loss scaling gradients under
+ * 2^-24 vanish, and loss scaling would need the fp16 gradients unscaled in
+ * place, which amp's GradScaler refuses as torch's does ("attempting to
+ * unscale FP16 gradients": the division rounds them to fp16 again); and the
+ * scale-1 guard that skips inf/nan steps in every other mode is that same
+ * scaler. Apex's O3 runs it without either (a "speed baseline" in its
+ * docs), so an overflow is written into the weights. bf16 O3 has f32's
+ * range and needs no scaling. */
+static int refuse_pure_fp16(const trainer_cfg *cfg, const char *given) {
+    if (cfg->mode.param_dtype != AMP_F16 || cfg->mode.master_weights) return 0;
+    fprintf(stderr,
+            "amp: %s: fp16 parameters without f32 master weights (pure fp16) cannot be trained safely: without loss "
+            "scaling small gradients flush to zero, and the GradScaler (which also skips steps with inf/nan gradients) "
+            "does not unscale fp16 gradients in place (neither does torch's). Use --precision fp16 --opt-level O2 (fp16 "
+            "parameters, f32 master weights, loss scaling), --precision fp16 (O1), or --precision bf16 --opt-level O3\n",
+            given);
+    return -1;
+}
+
 int trainer_resolve_mode(trainer_cfg *cfg, const char *precision, const char *opt_level, const char *policy) {
     amp_dtype half = AMP_F16;
     bool prec_f32 = false;
@@ -77,7 +99,7 @@ int trainer_resolve_mode(trainer_cfg *cfg, const char *precision, const char *op
         describe(cfg);
         char b[96];
         snprintf(cfg->mode_name, sizeof cfg->mode_name, "%s", amp_policy_str(&p, b, sizeof b));
-        return 0;
+        return refuse_pure_fp16(cfg, "--policy");
     }
     if (precision) {
         if (!strcasecmp(precision, "fp32") || !strcasecmp(precision, "f32") || !strcasecmp(precision, "float32")) prec_f32 = true;
@@ -106,7 +128,7 @@ int trainer_resolve_mode(trainer_cfg *cfg, const char *precision, const char *op
     amp_opt_config_get(lvl, half, &cfg->mode);
     cfg->output_dtype = AMP_F32;
     describe(cfg);
-    return 0;
+    return refuse_pure_fp16(cfg, "--precision fp16 --opt-level O3");
 }
 
 const char *fmt_bytes(size_t b, char *buf, size_t n) {
@@ -117,162 +139,15 @@ const char *fmt_bytes(size_t b, char *buf, size_t n) {
     return buf;
 }
 
-/* ---- forward helpers ----------------------------------------------------------------- */
-static amp_tensor *model_logits(amp_module *m, amp_tensor *x, const trainer_cfg *cfg) {
-    amp_tensor *in = x;
-    if (cfg->mode.param_dtype != AMP_F32) in = amp_to(x, cfg->mode.param_dtype); /* O2/O3 cast inputs */
-    if (cfg->mode.autocast && amp_autocast_enter(cfg->mode.compute_dtype) != AMP_OK) return NULL;
-    amp_tensor *logits = amp_module_forward(m, in);
-    if (cfg->mode.autocast) amp_autocast_exit();
-    if (logits && amp_tensor_dtype(logits) != cfg->output_dtype) logits = amp_to(logits, cfg->output_dtype);
-    return logits;
+const trainer_task_ops *trainer_task_for(const char *model) {
+    if (!model) return NULL;
+    if (!strcmp(model, "gpt")) return &trainer_task_gpt;
+    if (!strcmp(model, "mlp") || !strcmp(model, "cnn")) return &trainer_task_mnist;
+    return NULL;
 }
 
-static int64_t count_correct(amp_tensor *logits, amp_tensor *y) {
-    amp_tensor *idx = NULL;
-    amp_tensor *mx = amp_max(logits, 1, false, &idx);
-    if (!mx || !idx) return -1;
-    int64_t n = amp_tensor_numel(y), c = 0;
-    const int64_t *pi = amp_tensor_data(idx), *py = amp_tensor_data(y);
-    for (int64_t i = 0; i < n; i++) c += pi[i] == py[i];
-    return c;
-}
-
-int trainer_evaluate(amp_module *m, const trainer_cfg *cfg, const amp_dataset *test, double *acc) {
-    amp_loader_opts lo = {.batch = 1000, .shuffle = false};
-    /* data parallel: each rank evaluates its shard of every batch, the counts are summed */
-    amp_dist_group *dg = amp_dist_is_initialized() ? amp_dist_world() : NULL;
-    if (dg && amp_dist_world_size(dg) > 1) {
-        lo.num_shards = amp_dist_world_size(dg);
-        lo.shard = amp_dist_rank(dg);
-    }
-    amp_loader *l = amp_loader_new(test, &lo);
-    if (!l) return -1;
-    bool was = amp_module_is_training(m);
-    amp_module_train(m, false);
-    amp_no_grad_begin();
-    int64_t correct = 0, total = 0;
-    int rc = 0;
-    for (;;) {
-        amp_scope *s = amp_scope_begin();
-        amp_tensor *x, *y;
-        if (!amp_loader_next(l, &x, &y)) {
-            amp_scope_end(s);
-            break;
-        }
-        int64_t rows = amp_tensor_dim(y, 0);
-        amp_tensor *logits = rows > 0 ? model_logits(m, x, cfg) : NULL;
-        int64_t c = rows == 0 ? 0 : logits ? count_correct(logits, y) : -1;
-        amp_scope_end(s);
-        if (c < 0) {
-            rc = -1;
-            break;
-        }
-        correct += c;
-        total += rows;
-    }
-    amp_no_grad_end();
-    amp_module_train(m, was);
-    amp_loader_free(l);
-    if (rc == 0 && dg && amp_dist_world_size(dg) > 1) {
-        double v[2] = {(double)correct, (double)total};
-        if (amp_dist_all_reduce_f64(dg, v, 2, AMP_DIST_SUM) != AMP_OK) return -1;
-        correct = (int64_t)v[0];
-        total = (int64_t)v[1];
-    }
-    if (rc == 0) *acc = total ? (double)correct / (double)total : 0.0;
-    return rc;
-}
-
-double trainer_logit_diff(amp_module *m, const amp_dataset *test, int64_t n, amp_dtype dt, double *logit_max) {
-    amp_dataset sub = *test;
-    if (n > 0 && n < sub.n) sub.n = n;
-    amp_loader_opts lo = {.batch = 500, .shuffle = false};
-    amp_loader *l = amp_loader_new(&sub, &lo);
-    if (!l) return NAN;
-    bool was = amp_module_is_training(m);
-    amp_module_train(m, false);
-    amp_no_grad_begin();
-    double maxd = 0, amax = 0;
-    for (;;) {
-        amp_scope *s = amp_scope_begin();
-        amp_tensor *x, *y;
-        if (!amp_loader_next(l, &x, &y)) {
-            amp_scope_end(s);
-            break;
-        }
-        amp_tensor *a = amp_module_forward(m, x);
-        amp_autocast_enter(dt);
-        amp_tensor *b = amp_module_forward(m, x);
-        amp_autocast_exit();
-        if (!a || !b) {
-            amp_scope_end(s);
-            maxd = NAN;
-            break;
-        }
-        int64_t k = amp_tensor_numel(a);
-        double *va = malloc(sizeof(double) * (size_t)k), *vb = malloc(sizeof(double) * (size_t)k);
-        amp_tensor_copy_out(a, va, AMP_F64);
-        amp_tensor_copy_out(b, vb, AMP_F64);
-        for (int64_t i = 0; i < k; i++) {
-            double d = fabs(va[i] - vb[i]);
-            if (d > maxd || isnan(d)) maxd = d;
-            if (fabs(va[i]) > amax) amax = fabs(va[i]);
-        }
-        free(va);
-        free(vb);
-        amp_scope_end(s);
-    }
-    amp_no_grad_end();
-    amp_module_train(m, was);
-    amp_loader_free(l);
-    if (logit_max) *logit_max = amax;
-    return maxd;
-}
-
-/* ---- the loop ------------------------------------------------------------------------------ */
-static void progress(const trainer_cfg *cfg, int epoch, int64_t step, int64_t steps_per_epoch, double loss, double scale,
-                     int64_t skipped, double sps, double eta, bool final) {
-    if (!cfg->progress) return;
-    FILE *f = cfg->out;
-    if (cfg->tty) {
-        int width = 24;
-        int fill = (int)((double)step / (double)steps_per_epoch * width + 0.5);
-        char bar[32];
-        for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
-        bar[width] = 0;
-        fprintf(f, "\repoch %d/%d [%s] %lld/%lld loss %.4f scale %g skipped %lld %.0f samples/s ETA %.0fs   ", epoch + 1,
-                cfg->epochs, bar, (long long)step, (long long)steps_per_epoch, loss, scale, (long long)skipped, sps, eta);
-        if (final) fputc('\n', f);
-        fflush(f);
-    } else {
-        fprintf(f, "epoch %d/%d step %lld/%lld loss %.4f scale %g skipped %lld %.0f samples/s ETA %.0fs\n", epoch + 1,
-                cfg->epochs, (long long)step, (long long)steps_per_epoch, loss, scale, (long long)skipped, sps, eta);
-        fflush(f);
-    }
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static void poison_grad(amp_optim *opt, int64_t step, const trainer_cfg *cfg) {
-    amp_tensor *p = amp_optim_param(opt, 0);
-    amp_tensor *g = amp_tensor_grad(p);
-    if (!g) return;
-    int64_t n = amp_tensor_numel(g);
-    int64_t idx[AMP_MAX_DIMS] = {0};
-    int64_t flat = (step * 7919) % n;
-    for (int d = amp_tensor_ndim(g) - 1; d >= 0; d--) {
-        idx[d] = flat % amp_tensor_dim(g, d);
-        flat /= amp_tensor_dim(g, d);
-    }
-    amp_tensor_set(g, idx, cfg->inject_value_set ? cfg->inject_value : step % 2 ? INFINITY : NAN);
-}
-
-/* ---- checkpoints -------------------------------------------------------------------------
- * The trainer's configuration that must match for an exact resume, and its
+/* ---- checkpoint metadata -------------------------------------------------------------------
+ * The run's configuration that must match for an exact resume, and its
  * running metrics, travel as metadata of the checkpoint (amp/checkpoint.h
  * saves the model, optimizers, scaler, dropout generator and loader). */
 typedef struct {
@@ -281,38 +156,39 @@ typedef struct {
 } run_metrics;
 
 void trainer_meta_add(trainer_meta *m, const char *key, const char *fmt, ...) {
+    if (m->full) return;
     if (m->n >= TRAINER_META_MAX) {
         m->full = true;
         return;
     }
-    snprintf(m->key[m->n], sizeof m->key[m->n], "%s", key);
-    va_list ap;
+    va_list ap, ap2;
     va_start(ap, fmt);
-    int w = vsnprintf(m->val[m->n], sizeof m->val[m->n], fmt, ap);
+    va_copy(ap2, ap);
+    int w = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    if (w < 0 || (size_t)w >= sizeof m->val[m->n]) m->full = true; /* a cut value would not compare */
-    m->kv[m->n].key = m->key[m->n];
-    m->kv[m->n].value = m->val[m->n];
+    char *v = w >= 0 ? malloc((size_t)w + 1) : NULL, *k = strdup(key);
+    if (v) vsnprintf(v, (size_t)w + 1, fmt, ap2);
+    va_end(ap2);
+    if (!v || !k) {
+        free(v);
+        free(k);
+        m->full = true;
+        return;
+    }
+    m->key[m->n] = k;
+    m->val[m->n] = v;
+    m->kv[m->n].key = k;
+    m->kv[m->n].value = v;
     m->n++;
 }
 
-static const char *optim_name(amp_optim_kind k) { return k == AMP_OPTIM_SGD ? "sgd" : k == AMP_OPTIM_ADAM ? "adam" : "adamw"; }
-
-const trainer_resume_key trainer_resume_common[TRAINER_META_COMMON] = {
-    {"model", "--model"}, {"mode", "--precision/--opt-level/--policy"}, {"optimizer", "--optimizer"},
-    {"rounding", "--rounding"}, {"batch", "--batch"}, {"seed", "--seed"},
-};
-
-void trainer_meta_common(const trainer_cfg *cfg, const char *model, trainer_meta *m) {
-    const amp_opt_config *c = &cfg->mode;
-    trainer_meta_add(m, "model", "%s", model);
-    trainer_meta_add(m, "mode", "O%d param=%s compute=%s output=%s autocast=%d master_weights=%d loss_scaling=%d keep_norm_f32=%d",
-                     (int)c->level, amp_dtype_name(c->param_dtype), amp_dtype_name(c->compute_dtype),
-                     amp_dtype_name(cfg->output_dtype), c->autocast, c->master_weights, c->loss_scaling, c->keep_norm_f32);
-    trainer_meta_add(m, "optimizer", "%s", optim_name(cfg->optimizer));
-    trainer_meta_add(m, "rounding", "%s", cfg->rounding == AMP_ROUND_STOCHASTIC ? "stochastic" : "nearest");
-    trainer_meta_add(m, "batch", "%lld", (long long)cfg->batch);
-    trainer_meta_add(m, "seed", "%llu", (unsigned long long)cfg->seed);
+void trainer_meta_free(trainer_meta *m) {
+    for (int i = 0; i < m->n; i++) {
+        free(m->key[i]);
+        free(m->val[i]);
+    }
+    m->n = 0;
+    m->full = false;
 }
 
 bool trainer_meta_num(const amp_checkpoint *c, const char *key, double *d, int64_t *i, uint64_t *u) {
@@ -325,8 +201,111 @@ bool trainer_meta_num(const amp_checkpoint *c, const char *key, double *d, int64
     return !*e;
 }
 
-int trainer_resume_check(const amp_checkpoint *c, const char *dir, const trainer_resume_key *keys, size_t n,
-                         const trainer_meta *want, size_t first, const char *needs) {
+static const char *optim_name(amp_optim_kind k) { return k == AMP_OPTIM_SGD ? "sgd" : k == AMP_OPTIM_ADAM ? "adam" : "adamw"; }
+
+static const char *schedule_name(amp_lr_kind k) { return k == AMP_LR_COSINE ? "cosine" : k == AMP_LR_STEP ? "step" : "constant"; }
+
+/* The keys every model's runs must share to resume exactly, in order. */
+#define META_COMMON 6
+static const trainer_resume_key g_common_keys[META_COMMON] = {
+    {"model", "--model"}, {"mode", "--precision/--opt-level/--policy"}, {"optimizer", "--optimizer"},
+    {"rounding", "--rounding"}, {"batch", "--batch"}, {"seed", "--seed"},
+};
+
+/* One run of the loop: what its pieces share. */
+typedef struct {
+    const trainer_cfg *cfg;
+    trainer_task *task;
+    trainer_dist td;
+    amp_generator g;
+    amp_module *model;
+    amp_optim *opts[2]; /* under O2 the half parameters (f32 masters) and the f32 ones (norms kept f32) */
+    int nopt;
+    amp_scaler *sc;
+    int64_t total_steps;
+    amp_lr_schedule sched;
+    run_metrics rm;
+} run;
+
+/* The learning-rate schedule a run of total_steps uses: the cosine spans the
+ * run and ends at lr * min_lr_frac, and the warmup is capped at 10% of the
+ * run unless --warmup was given. */
+static amp_lr_schedule effective_schedule(const trainer_cfg *cfg, int64_t total_steps, double min_lr_frac) {
+    amp_lr_schedule sched = cfg->schedule;
+    if (sched.kind == AMP_LR_COSINE) {
+        if (sched.total_steps <= 0) sched.total_steps = total_steps;
+        if (min_lr_frac > 0) sched.min_lr = cfg->lr * min_lr_frac;
+    }
+    if (!cfg->warmup_set && sched.warmup_steps > total_steps / 10) sched.warmup_steps = total_steps / 10;
+    return sched;
+}
+
+/* The keys that must match to resume: the common ones, then the task's. */
+static void config_meta(run *r, trainer_meta *m) {
+    const trainer_cfg *cfg = r->cfg;
+    const amp_opt_config *c = &cfg->mode;
+    trainer_meta_add(m, "model", "%s", cfg->model);
+    trainer_meta_add(m, "mode", "O%d param=%s compute=%s output=%s autocast=%d master_weights=%d loss_scaling=%d keep_norm_f32=%d",
+                     (int)c->level, amp_dtype_name(c->param_dtype), amp_dtype_name(c->compute_dtype),
+                     amp_dtype_name(cfg->output_dtype), c->autocast, c->master_weights, c->loss_scaling, c->keep_norm_f32);
+    trainer_meta_add(m, "optimizer", "%s", optim_name(cfg->optimizer));
+    trainer_meta_add(m, "rounding", "%s", cfg->rounding == AMP_ROUND_STOCHASTIC ? "stochastic" : "nearest");
+    trainer_meta_add(m, "batch", "%lld", (long long)cfg->batch);
+    trainer_meta_add(m, "seed", "%llu", (unsigned long long)cfg->seed);
+    r->task->ops->config_meta(r->task, cfg, m);
+}
+
+/* Everything a checkpoint of the run carries: the configuration, the task's
+ * state, what may change on resume (with a warning) and the running metrics. */
+static void full_meta(run *r, trainer_meta *m) {
+    const trainer_cfg *cfg = r->cfg;
+    config_meta(r, m);
+    r->task->ops->state_meta(r->task, cfg, m);
+    trainer_meta_add(m, "precision", "%s", cfg->mode_name);
+    trainer_meta_add(m, "lr", "%.17g", cfg->lr);
+    trainer_meta_add(m, "total_steps", "%lld", (long long)r->total_steps);
+    trainer_meta_add(m, "schedule", "%s", schedule_name(r->sched.kind));
+    trainer_meta_add(m, "warmup", "%lld", (long long)r->sched.warmup_steps);
+    trainer_meta_add(m, "amp_version", "%s", amp_version());
+    trainer_meta_add(m, "trainer.loss_acc", "%a", r->rm.loss_acc);
+    trainer_meta_add(m, "trainer.loss_n", "%lld", (long long)r->rm.loss_n);
+    trainer_meta_add(m, "trainer.last_loss", "%a", r->rm.last_loss);
+    trainer_meta_add(m, "trainer.skipped", "%lld", (long long)r->rm.skipped);
+}
+
+/* The metadata a save at step would write; -1 (error set) when it is
+ * incomplete. Built before step 1 too, so a run never finds at its end that
+ * it cannot save. */
+static int checkpoint_meta(run *r, trainer_meta *m) {
+    memset(m, 0, sizeof *m);
+    full_meta(r, m);
+    if (!m->full) return 0;
+    amp_error(AMP_ERR_NOMEM, "amp train: the checkpoint's metadata does not fit (out of memory, or more than %d entries)",
+              TRAINER_META_MAX);
+    trainer_meta_free(m);
+    return -1;
+}
+
+static int save_checkpoint(run *r, int64_t step) {
+    trainer_meta m;
+    if (checkpoint_meta(r, &m) != 0) return -1;
+    amp_train_state st = {r->model, r->opts, r->nopt, r->sc, &r->g, r->task->loader, step, m.kv, m.n};
+    amp_status s = trainer_dist_save(&r->td, r->cfg->checkpoint_dir, &st);
+    trainer_meta_free(&m);
+    if (s != AMP_OK) {
+        char prev[1024];
+        snprintf(prev, sizeof prev, "%s", amp_last_error());
+        amp_error(AMP_ERR_IO, "amp train: saving the checkpoint at step %lld failed: %s", (long long)step, prev);
+        return -1;
+    }
+    return 0;
+}
+
+/* want's values first..first+n-1 against the checkpoint's, keys[k] naming
+ * entry first+k; -1 with the error set (naming the key, both values, the
+ * flags and what an exact resume needs) at the first difference. */
+static int resume_check(const amp_checkpoint *c, const char *dir, const trainer_resume_key *keys, size_t n, const trainer_meta *want,
+                        size_t first, const char *needs) {
     for (size_t k = 0; k < n && first + k < (size_t)want->n; k++) {
         const char *saved = amp_checkpoint_meta(c, keys[k].key), *mine = want->val[first + k];
         if (!saved || strcmp(saved, mine)) {
@@ -340,82 +319,32 @@ int trainer_resume_check(const amp_checkpoint *c, const char *dir, const trainer
     return 0;
 }
 
-void trainer_resume_warn(const amp_checkpoint *c, const trainer_cfg *cfg, int64_t total_steps, bool schedule_spans_run) {
-    int64_t saved_total = 0;
+/* What may change on resume, but then the run is no longer the uninterrupted one: say so (rank 0). */
+static void resume_warn(const amp_checkpoint *c, const run *r) {
+    const trainer_cfg *cfg = r->cfg;
+    if (!trainer_dist_is_root()) return;
+    int64_t saved_total = 0, saved_warmup;
     double saved_lr = 0;
-    if (schedule_spans_run && trainer_meta_num(c, "total_steps", NULL, &saved_total, NULL) && saved_total != total_steps &&
-        trainer_dist_is_root())
+    if (cfg->schedule.kind != AMP_LR_CONSTANT && trainer_meta_num(c, "total_steps", NULL, &saved_total, NULL) &&
+        saved_total != r->total_steps)
         fprintf(stderr, "amp train: warning: the learning-rate schedule spans %lld steps in this run but %lld when the checkpoint "
                         "was saved (--epochs/--max-steps differ); the result will differ from an uninterrupted run\n",
-                (long long)total_steps, (long long)saved_total);
-    if (trainer_meta_num(c, "lr", &saved_lr, NULL, NULL) && saved_lr != cfg->lr && trainer_dist_is_root())
+                (long long)r->total_steps, (long long)saved_total);
+    if (trainer_meta_num(c, "lr", &saved_lr, NULL, NULL) && saved_lr != cfg->lr)
         fprintf(stderr, "amp train: warning: --lr %g differs from the checkpoint's %g\n", cfg->lr, saved_lr);
+    /* the schedule changes the result as much as the lr */
+    const char *saved_sched = amp_checkpoint_meta(c, "schedule");
+    if (saved_sched && strcmp(saved_sched, schedule_name(r->sched.kind)))
+        fprintf(stderr, "amp train: warning: --schedule %s differs from the checkpoint's %s; the result will differ from an "
+                        "uninterrupted run\n", schedule_name(r->sched.kind), saved_sched);
+    else if (trainer_meta_num(c, "warmup", NULL, &saved_warmup, NULL) && saved_warmup != r->sched.warmup_steps)
+        fprintf(stderr, "amp train: warning: --warmup: this run warms up for %lld steps, the checkpoint's run for %lld; the "
+                        "result will differ from an uninterrupted run\n", (long long)r->sched.warmup_steps, (long long)saved_warmup);
 }
 
-int trainer_save(trainer_dist *td, const trainer_cfg *cfg, amp_train_state *st, const trainer_meta *m) {
-    if (m->full) {
-        amp_error(AMP_ERR_STATE, "amp train: the checkpoint's metadata does not fit (more than %d entries, or a value over %zu bytes)",
-                  TRAINER_META_MAX, sizeof m->val[0] - 1);
-        return -1;
-    }
-    st->meta = m->kv;
-    st->n_meta = m->n;
-    if (trainer_dist_save(td, cfg->checkpoint_dir, st) != AMP_OK) {
-        char prev[1024];
-        snprintf(prev, sizeof prev, "%s", amp_last_error());
-        amp_error(AMP_ERR_IO, "amp train: saving the checkpoint at step %lld failed: %s", (long long)st->step, prev);
-        return -1;
-    }
-    return 0;
-}
-
-/* Keys after the common ones that must agree for an exact resume. */
-static const trainer_resume_key g_resume_keys[] = {{"train_examples", "--limit (training examples)"}};
-
-static void config_meta(const trainer_cfg *cfg, int64_t train_n, trainer_meta *m) {
-    trainer_meta_common(cfg, cfg->model, m);
-    trainer_meta_add(m, "train_examples", "%lld", (long long)train_n);
-}
-
-/* The learning-rate schedule a run of total_steps uses: the cosine spans the
- * run, and the warmup is capped at 10% of it unless --warmup was given. */
-static amp_lr_schedule effective_schedule(const trainer_cfg *cfg, int64_t total_steps) {
-    amp_lr_schedule sched = cfg->schedule;
-    if (sched.kind == AMP_LR_COSINE && sched.total_steps <= 0) sched.total_steps = total_steps;
-    if (!cfg->warmup_set && sched.warmup_steps > total_steps / 10) sched.warmup_steps = total_steps / 10;
-    return sched;
-}
-
-static const char *schedule_name(amp_lr_kind k) { return k == AMP_LR_COSINE ? "cosine" : k == AMP_LR_STEP ? "step" : "constant"; }
-
-static int save_checkpoint(trainer_dist *td, const trainer_cfg *cfg, amp_module *model, amp_optim *opt, amp_optim *opt32,
-                           amp_scaler *sc, amp_generator *g, amp_loader *loader, int64_t step, int64_t total_steps,
-                           int64_t train_n, const run_metrics *rm) {
-    trainer_meta m;
-    m.n = 0;
-    m.full = false;
-    config_meta(cfg, train_n, &m);
-    int64_t epoch;
-    amp_loader_position(loader, &epoch, NULL);
-    trainer_meta_add(&m, "epoch", "%lld", (long long)epoch);
-    trainer_meta_add(&m, "precision", "%s", cfg->mode_name);
-    trainer_meta_add(&m, "lr", "%.17g", cfg->lr);
-    trainer_meta_add(&m, "total_steps", "%lld", (long long)total_steps);
-    amp_lr_schedule sched = effective_schedule(cfg, total_steps);
-    trainer_meta_add(&m, "schedule", "%s", schedule_name(sched.kind));
-    trainer_meta_add(&m, "warmup", "%lld", (long long)sched.warmup_steps);
-    trainer_meta_add(&m, "amp_version", "%s", amp_version());
-    trainer_meta_add(&m, "trainer.loss_acc", "%a", rm->loss_acc);
-    trainer_meta_add(&m, "trainer.loss_n", "%lld", (long long)rm->loss_n);
-    trainer_meta_add(&m, "trainer.last_loss", "%a", rm->last_loss);
-    trainer_meta_add(&m, "trainer.skipped", "%lld", (long long)rm->skipped);
-    amp_optim *opts[2] = {opt, opt32};
-    amp_train_state st = {model, opts, opt32 ? 2 : 1, sc, g, loader, step, NULL, 0};
-    return trainer_save(td, cfg, &st, &m);
-}
-
-static int resume(trainer_dist *td, const trainer_cfg *cfg, amp_module *model, amp_optim *opt, amp_optim *opt32, amp_scaler *sc,
-                  amp_generator *g, amp_loader *loader, int64_t train_n, int64_t total_steps, int64_t *step, run_metrics *rm) {
+static int resume(run *r, int64_t *step) {
+    const trainer_cfg *cfg = r->cfg;
+    const trainer_task_ops *ops = r->task->ops;
     amp_checkpoint *c = amp_checkpoint_open(cfg->resume_dir);
     if (!c) {
         char prev[1024];
@@ -423,36 +352,24 @@ static int resume(trainer_dist *td, const trainer_cfg *cfg, amp_module *model, a
         amp_error(AMP_ERR_IO, "amp train: --resume %s: %s", cfg->resume_dir, prev);
         return -1;
     }
+    int rc = -1;
     trainer_meta want;
-    want.n = 0;
-    want.full = false;
-    config_meta(cfg, train_n, &want);
-    static const char needs[] = "model, precision mode, optimizer, rounding, batch size, seed and training examples";
-    if (trainer_resume_check(c, cfg->resume_dir, trainer_resume_common, TRAINER_META_COMMON, &want, 0, needs) ||
-        trainer_resume_check(c, cfg->resume_dir, g_resume_keys, sizeof g_resume_keys / sizeof g_resume_keys[0], &want,
-                             TRAINER_META_COMMON, needs)) {
-        amp_checkpoint_close(c);
-        return -1;
+    memset(&want, 0, sizeof want);
+    config_meta(r, &want);
+    if (want.full) {
+        amp_error(AMP_ERR_NOMEM, "amp train: --resume %s: out of memory", cfg->resume_dir);
+        goto out;
     }
-    /* allowed to change, but then the run is no longer the uninterrupted one */
-    trainer_resume_warn(c, cfg, total_steps, cfg->schedule.kind != AMP_LR_CONSTANT);
-    /* the schedule changes the result as much as the lr: say so too */
-    amp_lr_schedule sched = effective_schedule(cfg, total_steps);
-    const char *saved_sched = amp_checkpoint_meta(c, "schedule");
-    int64_t saved_warmup;
-    if (saved_sched && strcmp(saved_sched, schedule_name(sched.kind)))
-        fprintf(stderr, "amp train: warning: --schedule %s differs from the checkpoint's %s; the result will differ from an "
-                        "uninterrupted run\n", schedule_name(sched.kind), saved_sched);
-    else if (trainer_meta_num(c, "warmup", NULL, &saved_warmup, NULL) && saved_warmup != sched.warmup_steps)
-        fprintf(stderr, "amp train: warning: --warmup: this run warms up for %lld steps, the checkpoint's run for %lld; the "
-                        "result will differ from an uninterrupted run\n", (long long)sched.warmup_steps, (long long)saved_warmup);
+    if (resume_check(c, cfg->resume_dir, g_common_keys, META_COMMON, &want, 0, ops->resume_needs) ||
+        resume_check(c, cfg->resume_dir, ops->resume_keys, ops->n_resume_keys, &want, META_COMMON, ops->resume_needs))
+        goto out;
+    resume_warn(c, r);
     run_metrics m;
     if (!trainer_meta_num(c, "trainer.loss_acc", &m.loss_acc, NULL, NULL) || !trainer_meta_num(c, "trainer.last_loss", &m.last_loss, NULL, NULL) ||
         !trainer_meta_num(c, "trainer.loss_n", NULL, &m.loss_n, NULL) || !trainer_meta_num(c, "trainer.skipped", NULL, &m.skipped, NULL)) {
-        amp_error(AMP_ERR_FORMAT, "amp train: --resume %s: the checkpoint lacks the trainer's metrics (not written by amp train?)",
-                  cfg->resume_dir);
-        amp_checkpoint_close(c);
-        return -1;
+        amp_error(AMP_ERR_FORMAT, "amp train: --resume %s: the checkpoint lacks the trainer's metrics (not written by amp train "
+                                  "--model %s?)", cfg->resume_dir, cfg->model);
+        goto out;
     }
     /* the trainer's own values are checked like the library's (a key named, nothing changed) */
     const char *badkey = !isfinite(m.loss_acc) ? "trainer.loss_acc"
@@ -462,33 +379,36 @@ static int resume(trainer_dist *td, const trainer_cfg *cfg, amp_module *model, a
     if (badkey) {
         amp_error(AMP_ERR_FORMAT, "amp train: --resume %s: %s = \"%s\" is out of range", cfg->resume_dir, badkey,
                   amp_checkpoint_meta(c, badkey));
-        amp_checkpoint_close(c);
-        return -1;
+        goto out;
     }
-    amp_optim *opts[2] = {opt, opt32};
-    amp_train_state st = {model, opts, opt32 ? 2 : 1, sc, g, loader, 0, NULL, 0};
-    if (trainer_dist_restore(td, c, &st) != AMP_OK) {
+    amp_train_state st = {r->model, r->opts, r->nopt, r->sc, &r->g, r->task->loader, 0, NULL, 0};
+    if (trainer_dist_restore(&r->td, c, &st) != AMP_OK) {
         char prev[1024];
         snprintf(prev, sizeof prev, "%s", amp_last_error());
         amp_error(AMP_ERR_STATE, "amp train: --resume %s: %s", cfg->resume_dir, prev);
-        amp_checkpoint_close(c);
-        return -1;
+        goto out;
     }
-    amp_checkpoint_close(c);
+    if (ops->resumed && ops->resumed(r->task, cfg, c) != 0) goto out;
     *step = st.step;
-    *rm = m;
-    return 0;
+    r->rm = m;
+    rc = 0;
+out:
+    trainer_meta_free(&want);
+    amp_checkpoint_close(c);
+    return rc;
 }
 
-/* Metrics file on resume: keep the header and the rows up to the resumed
- * step (a run killed after its last checkpoint wrote rows that will be
- * redone), then append. */
-static FILE *open_metrics(const char *path, int64_t resumed_step) {
+/* ---- metrics ---------------------------------------------------------------------------------
+ * On resume the file keeps its header and the rows up to the resumed step (a
+ * run killed after its last checkpoint wrote rows that will be redone), then
+ * new rows follow. The header (or the kept rows) is flushed at once, so a
+ * full disk is found before step 1. */
+static FILE *open_metrics(const char *path, int64_t resumed_step, const char *header) {
+    char *kept = NULL;
+    size_t klen = 0;
     if (resumed_step > 0) {
         FILE *in = fopen(path, "r");
         if (in) {
-            char *kept = NULL;
-            size_t klen = 0;
             FILE *mem = open_memstream(&kept, &klen);
             char line[1024];
             bool first = true;
@@ -499,18 +419,17 @@ static FILE *open_metrics(const char *path, int64_t resumed_step) {
             }
             fclose(in);
             if (mem) fclose(mem);
-            FILE *out = fopen(path, "w");
-            bool ok = out && (!kept || fwrite(kept, 1, klen, out) == klen);
-            free(kept);
-            if (ok && klen > 0) return out;
-            if (out) fclose(out);
-            if (!ok) return NULL;
         }
     }
     FILE *f = fopen(path, "w");
-    if (f && fprintf(f, "step,epoch,loss,scale,skipped,lr,ms\n") < 0) {
+    bool ok = f && (klen > 0 ? fwrite(kept, 1, klen, f) == klen : fprintf(f, "%s\n", header) >= 0);
+    ok = ok && fflush(f) == 0 && !ferror(f);
+    free(kept);
+    if (!ok && f) {
+        int e = errno;
         fclose(f);
-        return NULL;
+        errno = e;
+        f = NULL;
     }
     return f;
 }
@@ -523,6 +442,7 @@ static int metrics_check(FILE *f, const char *path, int rc_write) {
     return -1;
 }
 
+/* ---- what a step can go wrong with -------------------------------------------------------------- */
 /* Names the first non-finite input value when the loss is not finite. */
 static bool input_nonfinite(amp_tensor *x, int64_t *sample, const char **what) {
     int64_t n = amp_tensor_numel(x);
@@ -538,22 +458,33 @@ static bool input_nonfinite(amp_tensor *x, int64_t *sample, const char **what) {
     return false;
 }
 
-/* ---- overflow storms ----------------------------------------------------------------------
- * Skipped steps in a row: the first one's step and the first parameter
+/* --inject-nonfinite-every: a debugging aid that writes inf/nan (or a chosen value) into a gradient. */
+static void poison_grad(amp_optim *opt, int64_t step, const trainer_cfg *cfg) {
+    amp_tensor *p = amp_optim_param(opt, 0);
+    amp_tensor *g = amp_tensor_grad(p);
+    if (!g) return;
+    int64_t n = amp_tensor_numel(g);
+    int64_t idx[AMP_MAX_DIMS] = {0};
+    int64_t flat = (step * 7919) % n;
+    for (int d = amp_tensor_ndim(g) - 1; d >= 0; d--) {
+        idx[d] = flat % amp_tensor_dim(g, d);
+        flat /= amp_tensor_dim(g, d);
+    }
+    amp_tensor_set(g, idx, cfg->inject_value_set ? cfg->inject_value : step % 2 ? INFINITY : NAN);
+}
+
+/* Skipped steps in a row: the first one's step and the first parameter
  * whose unscaled gradient held inf/nan then. */
 typedef struct {
     int64_t first_step;
     const char *param;
 } overflow_storm;
 
-static const char *overflow_param(amp_scaler *sc, amp_optim *opt, amp_optim *opt32, amp_tensor **params, const char **names,
-                                  int np) {
-    amp_optim *os[2] = {opt, opt32};
-    for (int k = 0; k < 2; k++) {
-        if (!os[k]) continue;
-        int i = amp_scaler_overflow_param(sc, os[k]);
+static const char *overflow_param(const run *r, amp_tensor **params, const char **names, int np) {
+    for (int k = 0; k < r->nopt; k++) {
+        int i = amp_scaler_overflow_param(r->sc, r->opts[k]);
         if (i < 0) continue;
-        amp_tensor *p = amp_optim_param(os[k], i);
+        amp_tensor *p = amp_optim_param(r->opts[k], i);
         for (int j = 0; j < np; j++)
             if (params[j] == p) return names[j];
     }
@@ -561,9 +492,10 @@ static const char *overflow_param(amp_scaler *sc, amp_optim *opt, amp_optim *opt
 }
 
 /* True (with the diagnosis as the error) when the run must stop: too many
- * overflows in a row, or an overflow with the scale already at its floor. */
+ * overflows in a row, or an overflow with the scale already at its floor.
+ * where: the batch (" (epoch E, batch B)" or ""). */
 static bool storm_stop(const trainer_cfg *cfg, amp_scaler *sc, overflow_storm *storm, bool skipped, amp_tensor *x, int64_t step,
-                       int64_t epoch, int64_t batch) {
+                       const char *where) {
     int64_t cons = amp_scaler_consecutive_overflows(sc);
     if (cons == 0) storm->first_step = -1;
     if (!skipped || cfg->max_consecutive_overflows <= 0) return false;
@@ -577,31 +509,155 @@ static bool storm_stop(const trainer_cfg *cfg, amp_scaler *sc, overflow_storm *s
         for (int64_t i = 0; i < amp_tensor_numel(x); i++)
             if (fabs(px[i]) > xmax) xmax = fabs(px[i]);
     }
-    char where[200] = "", input[200] = "";
+    char first[200] = "", input[200] = "";
     if (storm->param)
-        snprintf(where, sizeof where, " The first of them (step %lld) overflowed first in the gradient of %s.",
+        snprintf(first, sizeof first, " The first of them (step %lld) overflowed first in the gradient of %s.",
                  (long long)storm->first_step, storm->param);
     if (fp16 && xmax > 65504.0)
         snprintf(input, sizeof input, " This batch holds inputs up to %g, beyond fp16's largest value 65504.", xmax);
     if (cfg->mode.loss_scaling)
         amp_error(AMP_ERR_RANGE,
-                  "amp train: stopped at step %lld (epoch %lld, batch %lld): %lld consecutive steps overflowed (inf/nan "
-                  "gradients; each was skipped, so the weights are as before them) and the loss scale backed off to %g%s "
-                  "without a clean step.%s%s This usually means fp16 cannot hold these activations or gradients at any "
-                  "scale: train in bf16 (--precision bf16: f32's range, no loss scaling needed), or fix the data or the "
-                  "learning rate.",
-                  (long long)step, (long long)epoch, (long long)batch, (long long)cons, amp_scaler_get_scale(sc),
-                  floor ? " (its floor)" : "", where, input);
+                  "amp train: stopped at step %lld%s: %lld consecutive steps overflowed (inf/nan gradients; each was "
+                  "skipped, so the weights are as before them) and the loss scale backed off to %g%s without a clean "
+                  "step.%s%s This usually means fp16 cannot hold these activations or gradients at any scale: train in "
+                  "bf16 (--precision bf16: f32's range, no loss scaling needed), or fix the data or the learning rate.",
+                  (long long)step, where, (long long)cons, amp_scaler_get_scale(sc), floor ? " (its floor)" : "", first, input);
     else
         amp_error(AMP_ERR_RANGE,
-                  "amp train: stopped at step %lld (epoch %lld, batch %lld): %lld consecutive steps had inf/nan gradients "
-                  "(each was skipped, so the weights are as before them).%s%s Check the data and the learning rate%s.",
-                  (long long)step, (long long)epoch, (long long)batch, (long long)cons, where, input,
-                  fp16 ? ", or train in bf16 (--precision bf16)" : "");
+                  "amp train: stopped at step %lld%s: %lld consecutive steps had inf/nan gradients (each was skipped, so "
+                  "the weights are as before them).%s%s Check the data and the learning rate%s.",
+                  (long long)step, where, (long long)cons, first, input, fp16 ? ", or train in bf16 (--precision bf16)" : "");
     return true;
 }
 
+/* ---- signals ------------------------------------------------------------------------------------
+ * The first SIGINT or SIGTERM is noted (and said at once); the loop ends
+ * after the step it arrived in, saves and returns. A second one ends the
+ * process at once: a save it interrupts leaves the previous checkpoint
+ * (saves are atomic). */
+static volatile sig_atomic_t g_signal, g_signal_quiet;
+static struct sigaction g_old_int, g_old_term;
 
+static void on_signal(int sig) {
+    static const char first[] = "\namp train: signal received: stopping after this step (a second one stops at once)\n";
+    static const char second[] = "\namp train: second signal: stopping now\n";
+    if (g_signal) {
+        if (!g_signal_quiet) {
+            ssize_t w = write(2, second, sizeof second - 1);
+            (void)w;
+        }
+        _exit(128 + sig);
+    }
+    g_signal = sig;
+    if (!g_signal_quiet) {
+        ssize_t w = write(2, first, sizeof first - 1);
+        (void)w;
+    }
+}
+
+static void signals_install(void) {
+    g_signal = 0;
+    g_signal_quiet = !trainer_dist_is_root();
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, &g_old_int);
+    sigaction(SIGTERM, &sa, &g_old_term);
+}
+
+static void signals_restore(void) {
+    sigaction(SIGINT, &g_old_int, NULL);
+    sigaction(SIGTERM, &g_old_term, NULL);
+}
+
+/* ---- set-up ------------------------------------------------------------------------------------ */
+/* --resume must exist (the lock would create it). --checkpoint must be a
+ * directory (or one this process can create) in which it can create files,
+ * and is locked for the whole run, so a second run on it stops at once: a
+ * missing parent, a symlink loop, a file, a directory of /proc or one made
+ * read-only stop the run here rather than at its first save. Data parallel:
+ * rank 0 alone writes checkpoints, so it alone holds the directory. */
+static int open_checkpoint_dir(const trainer_cfg *cfg, amp_checkpoint_lock **lock) {
+    struct stat sb;
+    if (cfg->resume_dir && stat(cfg->resume_dir, &sb) != 0) {
+        amp_error(AMP_ERR_IO, "amp train: --resume %s: cannot open checkpoint directory %s: %s", cfg->resume_dir, cfg->resume_dir,
+                  strerror(errno));
+        return -1;
+    }
+    const char *dir = cfg->checkpoint_dir;
+    if (!dir || !trainer_dist_is_root()) return 0;
+    int st = stat(dir, &sb) == 0 ? 0 : errno;
+    if (st ? st != ENOENT : !S_ISDIR(sb.st_mode)) { /* a symlink loop, a file, a parent that is a file, no access */
+        amp_error(AMP_ERR_IO, "amp train: --checkpoint %s: %s", dir, st ? strerror(st) : "not a directory");
+        return -1;
+    }
+    if (!(*lock = amp_checkpoint_lock_dir(dir))) {
+        char prev[1200];
+        snprintf(prev, sizeof prev, "%s", amp_last_error());
+        amp_error(amp_last_status(), "amp train: --checkpoint %s: %s", dir, prev);
+        return -1;
+    }
+    /* the lock file may be an earlier run's: whether new files can be made is what a save needs */
+    char probe[64];
+    snprintf(probe, sizeof probe, "/.amp.probe.%ld", (long)getpid());
+    char *path = malloc(strlen(dir) + strlen(probe) + 1);
+    int fd = path ? open(strcat(strcpy(path, dir), probe), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
+    int e = path ? errno : ENOMEM;
+    if (fd >= 0) {
+        close(fd);
+        unlink(path);
+    }
+    free(path);
+    if (fd < 0) {
+        amp_error(AMP_ERR_IO, "amp train: --checkpoint %s: cannot create files in this directory (%s): no checkpoint could be saved",
+                  dir, strerror(e));
+        amp_checkpoint_unlock(*lock);
+        *lock = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* The optimizers: one for every parameter, or under master weights (O2) one
+ * for the half parameters (with f32 masters) and a plain one for those kept
+ * f32 (norms). params/names receive every parameter of the model. */
+static int make_optimizers(run *r, amp_tensor **params, const char **names, int np) {
+    const trainer_cfg *cfg = r->cfg;
+    amp_optim_opts oo = cfg->optimizer == AMP_OPTIM_SGD    ? amp_sgd_opts(cfg->lr)
+                        : cfg->optimizer == AMP_OPTIM_ADAM ? amp_adam_opts(cfg->lr)
+                                                           : amp_adamw_opts(cfg->lr);
+    if (cfg->optimizer == AMP_OPTIM_SGD) oo.momentum = 0.9;
+    else if (r->task->beta2 > 0) oo.beta2 = r->task->beta2;
+    oo.master_weights = cfg->mode.master_weights;
+    oo.rounding = cfg->rounding;
+    oo.seed = cfg->seed ^ 0xa5a5a5a5ull;
+    amp_module_parameters(r->model, params, names, np);
+    if (!cfg->mode.master_weights) {
+        r->opts[r->nopt] = trainer_dist_optim_new(&r->td, params, np, &oo);
+        return r->opts[r->nopt++] ? 0 : -1;
+    }
+    amp_tensor **part = calloc((size_t)np + 1, sizeof *part);
+    if (!part) {
+        amp_error(AMP_ERR_NOMEM, "amp train: out of memory");
+        return -1;
+    }
+    int rc = 0;
+    for (int f32 = 0; f32 < 2 && rc == 0; f32++) {
+        int n = 0;
+        for (int i = 0; i < np; i++)
+            if ((amp_tensor_dtype(params[i]) == AMP_F32) == (f32 == 1)) part[n++] = params[i];
+        if (f32 && n == 0) break;
+        oo.master_weights = !f32;
+        r->opts[r->nopt] = trainer_dist_optim_new(&r->td, part, n, &oo);
+        if (!r->opts[r->nopt++]) rc = -1;
+    }
+    free(part);
+    return rc;
+}
+
+/* ---- the loop ------------------------------------------------------------------------------------ */
 static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool keep_model);
 
 /* the run with cfg's matmul precision (if any) in force on this thread */
@@ -613,101 +669,48 @@ int trainer_run(const trainer_cfg *cfg, trainer_result *res, bool keep_model) {
 }
 
 static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool keep_model) {
-    if (!strcmp(cfg->model, "gpt")) return trainer_run_gpt(cfg, res, keep_model);
     memset(res, 0, sizeof *res);
+    res->val_loss = NAN;
     double t_start = bench_now();
     if (cfg->threads > 0) amp_set_num_threads(cfg->threads);
-    /* one run per checkpoint directory, held for the whole run: a second one is refused at once */
-    struct stat rsb;
-    if (cfg->resume_dir && stat(cfg->resume_dir, &rsb) != 0) { /* before the lock would create it */
-        amp_error(AMP_ERR_IO, "amp train: --resume %s: cannot open checkpoint directory %s: %s", cfg->resume_dir, cfg->resume_dir,
-                  strerror(errno));
-        return -1;
-    }
-    amp_checkpoint_lock *lock = NULL;
-    /* data parallel: rank 0 alone writes checkpoints, so it alone holds the directory */
-    if (cfg->checkpoint_dir && trainer_dist_is_root() && !(lock = amp_checkpoint_lock_dir(cfg->checkpoint_dir))) {
-        char prev[1200];
-        snprintf(prev, sizeof prev, "%s", amp_last_error());
-        amp_error(amp_last_status(), "amp train: --checkpoint: %s", prev);
-        return -1;
-    }
-    amp_dataset train, test;
-    if (amp_fashion_mnist_load("train", cfg->limit, &train) != AMP_OK) {
-        amp_checkpoint_unlock(lock);
-        return -1;
-    }
-    if (amp_fashion_mnist_load("test", cfg->test_limit, &test) != AMP_OK) {
-        amp_dataset_free(&train);
-        amp_checkpoint_unlock(lock);
+    const trainer_task_ops *ops = trainer_task_for(cfg->model);
+    if (!ops) {
+        amp_error(AMP_ERR_ARG, "amp train: --model '%s' is not mlp, cnn or gpt", cfg->model ? cfg->model : "(null)");
         return -1;
     }
     int rc = -1;
-    amp_generator g = amp_generator_make(cfg->seed);
-    amp_module *model = NULL;
-    amp_optim *opt = NULL;
-    amp_scaler *sc = NULL;
-    amp_loader *loader = NULL;
+    run r;
+    memset(&r, 0, sizeof r);
+    r.cfg = cfg;
+    r.td.world = 1;
+    r.g = amp_generator_make(cfg->seed);
+    amp_checkpoint_lock *lock = NULL;
     FILE *metrics = NULL;
     double *step_times = NULL;
     amp_tensor **params = NULL;
     const char **pnames = NULL;
     overflow_storm storm = {-1, NULL};
-    amp_optim *opt32 = NULL;
-    trainer_dist td;
-    memset(&td, 0, sizeof td);
-    td.world = 1;
+    bool signals = false;
 
+    if (open_checkpoint_dir(cfg, &lock) != 0) return -1;
+    if (!(r.task = ops->create()) || ops->open(r.task, cfg, res) != 0) goto out;
     amp_memory_reset_peak();
-    model = amp_model_build(cfg->model, &g);
-    if (!model) goto out;
-    if (cfg->mode.param_dtype != AMP_F32 &&
-        amp_module_to(model, cfg->mode.param_dtype, cfg->mode.keep_norm_f32) != AMP_OK)
-        goto out;
+    if (!(r.model = ops->build(r.task, cfg, &r.g))) goto out;
+    res->params = amp_module_num_params(r.model);
     /* data parallel: rank 0's weights everywhere, gradients averaged during backward */
-    if (trainer_dist_begin(&td, cfg, model) != 0) goto out;
+    if (trainer_dist_begin(&r.td, cfg, r.model) != 0) goto out;
+    if (ops->plan(r.task, cfg, &r.td, &r.total_steps) != 0) goto out;
     /* each rank its own dropout stream (the model's initialisation is done) */
-    if (td.rank > 0) g.seed ^= 0x9E3779B97F4A7C15ull * (uint64_t)(td.rank + 1);
-    int np = amp_module_parameters(model, NULL, NULL, 0);
-    params = calloc((size_t)np, sizeof *params);
-    pnames = calloc((size_t)np, sizeof *pnames);
+    if (r.td.rank > 0) r.g.seed ^= 0x9E3779B97F4A7C15ull * (uint64_t)(r.td.rank + 1);
+    int np = amp_module_parameters(r.model, NULL, NULL, 0);
+    params = calloc((size_t)np + 1, sizeof *params);
+    pnames = calloc((size_t)np + 1, sizeof *pnames);
     if (!params || !pnames) {
         amp_error(AMP_ERR_NOMEM, "amp train: out of memory");
         goto out;
     }
-    amp_module_parameters(model, params, pnames, np);
-    amp_optim_opts oo = cfg->optimizer == AMP_OPTIM_SGD    ? amp_sgd_opts(cfg->lr)
-                        : cfg->optimizer == AMP_OPTIM_ADAM ? amp_adam_opts(cfg->lr)
-                                                           : amp_adamw_opts(cfg->lr);
-    if (cfg->optimizer == AMP_OPTIM_SGD) oo.momentum = 0.9;
-    oo.master_weights = cfg->mode.master_weights;
-    oo.rounding = cfg->rounding;
-    oo.seed = cfg->seed ^ 0xa5a5a5a5ull;
-    if (cfg->mode.master_weights) {
-        /* norms kept f32 under O2 have f32 params: give them their own optimizer */
-        int nh = 0;
-        for (int i = 0; i < np; i++)
-            if (amp_tensor_dtype(params[i]) != AMP_F32) params[nh++] = params[i];
-        /* f32 params (kept norms) are trained by a second, plain optimizer below */
-        opt = trainer_dist_optim_new(&td, params, nh, &oo);
-        amp_module_parameters(model, params, pnames, np);
-    } else {
-        opt = trainer_dist_optim_new(&td, params, np, &oo);
-    }
-    if (!opt) goto out;
-    if (cfg->mode.master_weights) {
-        int nf = 0;
-        amp_tensor **f32p = calloc((size_t)np, sizeof *f32p);
-        for (int i = 0; i < np; i++)
-            if (amp_tensor_dtype(params[i]) == AMP_F32) f32p[nf++] = params[i];
-        if (nf > 0) {
-            amp_optim_opts o32 = oo;
-            o32.master_weights = false;
-            opt32 = trainer_dist_optim_new(&td, f32p, nf, &o32);
-        }
-        free(f32p);
-        if (nf > 0 && !opt32) goto out;
-    }
+    if (make_optimizers(&r, params, pnames, np) != 0) goto out;
+    if (ops->optim_ready && ops->optim_ready(r.task, cfg, r.model, r.opts, r.nopt) != 0) goto out;
     /* fp16 gets torch's dynamic scaler; the other modes a static scale of 1
      * that only guards: a step whose gradients hold inf/nan is skipped rather
      * than written into the weights. */
@@ -719,167 +722,173 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
     } else {
         so.init_scale = cfg->init_scale; /* 0: torch's default */
     }
-    sc = amp_scaler_new(&so);
-    if (!sc) goto out;
-    amp_loader_opts lo = {.batch = cfg->batch, .shuffle = true, .seed = cfg->seed};
-    if (td.world > 1) { /* this rank's shard of every global batch (the union is the single-process batch) */
-        lo.num_shards = td.world;
-        lo.shard = td.rank;
-    }
-    loader = amp_loader_new(&train, &lo);
-    if (!loader) goto out;
-    int64_t per_epoch = amp_loader_batches_per_epoch(loader);
-    int64_t total_steps = per_epoch * cfg->epochs;
-    if (cfg->max_steps > 0 && cfg->max_steps < total_steps) total_steps = cfg->max_steps;
+    if (!(r.sc = amp_scaler_new(&so))) goto out;
+    if (r.task->reset_peak) amp_memory_reset_peak();
+    r.sched = effective_schedule(cfg, r.total_steps, r.task->min_lr_frac);
     int64_t step = 0, ran = 0, saved_at = -1;
-    run_metrics rm = {0, NAN, 0, 0};
+    r.rm = (run_metrics){0, NAN, 0, 0};
+    char where[96] = "";
     if (cfg->resume_dir) {
-        if (resume(&td, cfg, model, opt, opt32, sc, &g, loader, train.n, total_steps, &step, &rm) != 0) goto out;
+        if (resume(&r, &step) != 0) goto out;
         res->resumed_step = step;
-        res->skipped = rm.skipped;
+        res->skipped = r.rm.skipped;
         saved_at = step;
-        int64_t e, b;
-        amp_loader_position(loader, &e, &b);
-        if (cfg->progress)
-            fprintf(cfg->out, "resumed from %s at step %lld (epoch %lld, batch %lld)\n", cfg->resume_dir, (long long)step,
-                    (long long)e + 1, (long long)b);
+        ops->where(r.task, where, sizeof where);
+        if (cfg->progress) fprintf(cfg->out, "resumed from %s at step %lld%s\n", cfg->resume_dir, (long long)step, where);
     }
     if (cfg->metrics_path && trainer_dist_is_root()) {
         errno = 0;
-        metrics = open_metrics(cfg->metrics_path, step);
+        metrics = open_metrics(cfg->metrics_path, step, ops->metrics_header);
         if (!metrics) {
             amp_error(AMP_ERR_IO, "amp train: cannot write the metrics file %s: %s", cfg->metrics_path, strerror(errno ? errno : EIO));
             goto out;
         }
     }
-    int64_t to_run = total_steps > step ? total_steps - step : 0;
+    if (cfg->checkpoint_dir) { /* what the saves will write */
+        trainer_meta m;
+        if (checkpoint_meta(&r, &m) != 0) goto out;
+        trainer_meta_free(&m);
+    }
+    if (ops->announce) ops->announce(r.task, cfg, res);
+    int64_t to_run = r.total_steps > step ? r.total_steps - step : 0;
     step_times = calloc((size_t)(to_run ? to_run : 1), sizeof *step_times);
-    amp_lr_schedule sched = cfg->schedule;
-    if (sched.kind == AMP_LR_COSINE && sched.total_steps <= 0) sched.total_steps = total_steps;
-    if (!cfg->warmup_set && sched.warmup_steps > total_steps / 10) sched.warmup_steps = total_steps / 10;
-    double t_train0 = bench_now();
-    int64_t first_epoch = 0, first_batch = 0;
-    if (cfg->resume_dir) amp_loader_position(loader, &first_epoch, &first_batch);
-    int64_t end_step = cfg->stop_after > 0 && cfg->stop_after < total_steps ? cfg->stop_after : total_steps;
-    for (int64_t epoch = first_epoch; epoch < cfg->epochs && step < end_step; epoch++) {
-        /* a resumed run continues its epoch where the loader was sought */
-        if (epoch != first_epoch || !cfg->resume_dir) amp_loader_start_epoch(loader, epoch);
-        amp_module_train(model, true);
-        int64_t in_epoch = epoch == first_epoch ? first_batch : 0;
-        for (;;) {
-            if (step >= end_step) break;
-            amp_scope *s = amp_scope_begin();
-            amp_tensor *x, *y;
-            if (!amp_loader_next(loader, &x, &y)) {
-                amp_scope_end(s);
-                break;
-            }
-            double t0 = bench_now();
-            double lr = amp_lr_at(&sched, step, cfg->lr);
-            amp_optim_set_lr(opt, lr);
-            if (opt32) amp_optim_set_lr(opt32, lr);
-            amp_optim_zero_grad(opt);
-            if (opt32) amp_optim_zero_grad(opt32);
-            int64_t rows = amp_tensor_dim(y, 0), global_rows = amp_loader_last_global_rows(loader);
-            amp_tensor *loss = NULL;
-            double lv = 0;
-            if (rows > 0) {
-                amp_tensor *logits = model_logits(model, x, cfg);
-                loss = amp_cross_entropy(logits, y, NULL);
-                if (!loss) {
-                    amp_scope_end(s);
-                    goto out;
-                }
-                lv = amp_tensor_item(loss);
-                /* unequal shards of a short last batch: each rank's part of the global mean */
-                if (td.world > 1 && rows * td.world != global_rows) loss = amp_mul_scalar(loss, (double)(rows * td.world) / (double)global_rows);
-            }
-            if (rows > 0 && !isfinite(lv)) {
-                /* bad data cannot be fixed by skipping steps: stop before it reaches the weights */
-                int64_t sample;
-                const char *what;
-                if (input_nonfinite(x, &sample, &what)) {
-                    amp_error(AMP_ERR_RANGE,
-                              "amp train: non-finite loss at step %lld (epoch %lld, batch %lld): input batch contains %s "
-                              "(sample %lld of the batch); the weights were not updated",
-                              (long long)step + 1, (long long)epoch + 1, (long long)in_epoch + 1, what, (long long)sample);
-                    amp_scope_end(s);
-                    goto out;
-                }
-            }
-            amp_status st;
-            bool skipped = false;
-            if (rows > 0) {
-                amp_tensor *scaled = cfg->mode.loss_scaling ? amp_scaler_scale(sc, loss) : loss;
-                st = amp_backward(scaled);
-            } else {
-                st = trainer_dist_no_backward(&td) == 0 ? AMP_OK : amp_last_status();
-            }
-            /* the loss over the global batch, as one process would report it */
-            if (st == AMP_OK && td.world > 1) lv = trainer_dist_global_mean(&td, lv, rows, global_rows);
-            /* data parallel: poison rank 0's averaged gradient only: every rank must skip */
-            if (st == AMP_OK && cfg->inject_nonfinite_every > 0 && (step + 1) % cfg->inject_nonfinite_every == 0 && td.rank == 0)
-                poison_grad(opt, step, cfg);
-            bool skipped32 = false;
-            if (st == AMP_OK) st = amp_scaler_step(sc, opt, &skipped);
-            if (st == AMP_OK && opt32) st = amp_scaler_step(sc, opt32, &skipped32);
-            if (st == AMP_OK && (skipped || skipped32) && storm.first_step < 0) {
-                storm.first_step = step + 1;
-                storm.param = overflow_param(sc, opt, opt32, params, pnames, np);
-            }
-            if (st == AMP_OK) st = amp_scaler_update(sc);
-            if (st == AMP_OK && storm_stop(cfg, sc, &storm, skipped || skipped32, x, step + 1, epoch + 1, in_epoch + 1)) st = AMP_ERR_RANGE;
+    if (!step_times) {
+        amp_error(AMP_ERR_NOMEM, "amp train: out of memory");
+        goto out;
+    }
+    /* from here a signal has something to keep: the steps since the last save */
+    signals = cfg->handle_signals;
+    if (signals) signals_install();
+    amp_module_train(r.model, true);
+    double t_train0 = bench_now(), eval_s = 0;
+    int64_t end_step = cfg->stop_after > 0 && cfg->stop_after < r.total_steps ? cfg->stop_after : r.total_steps;
+    while (step < end_step) {
+        amp_scope *s = amp_scope_begin();
+        double t0 = bench_now();
+        amp_tensor *x, *y;
+        int64_t global_rows = 0;
+        int got = ops->next_batch(r.task, cfg, &x, &y, &global_rows);
+        if (got <= 0) {
             amp_scope_end(s);
-            if (st != AMP_OK) goto out;
-            double dt = bench_now() - t0;
-            step_times[ran++] = dt;
-            if (skipped) rm.skipped++;
-            res->skipped = rm.skipped;
-            step++;
-            in_epoch++;
-            if (isfinite(lv)) {
-                rm.last_loss = lv;
-                if (step > total_steps - 50 || total_steps <= 50) {
-                    rm.loss_acc += lv;
-                    rm.loss_n++;
-                }
-            }
-            double scale = amp_scaler_get_scale(sc);
-            if (metrics &&
-                metrics_check(metrics, cfg->metrics_path,
-                              fprintf(metrics, "%lld,%lld,%.9g,%g,%lld,%g,%.3f\n", (long long)step, (long long)epoch + 1, lv, scale,
-                                      (long long)res->skipped, lr, dt * 1e3)))
-                goto out;
-            if (cfg->checkpoint_dir && cfg->save_every > 0 && step % cfg->save_every == 0) {
-                if (metrics && metrics_check(metrics, cfg->metrics_path, fflush(metrics))) goto out; /* the row of a saved step is never lost */
-                if (save_checkpoint(&td, cfg, model, opt, opt32, sc, &g, loader, step, total_steps, train.n, &rm) != 0) goto out;
-                saved_at = step;
-                res->checkpoints++;
-            }
-            double elapsed = bench_now() - t_train0;
-            double sps = (double)ran * (double)cfg->batch / elapsed;
-            double eta = elapsed / (double)ran * (double)(total_steps - step);
-            bool show = cfg->tty ? (in_epoch % 5 == 0 || in_epoch == per_epoch)
-                                 : (cfg->log_every > 0 && step % cfg->log_every == 0);
-            if (show) progress(cfg, (int)epoch, in_epoch, per_epoch, lv, scale, res->skipped, sps, eta, false);
+            if (got < 0) goto out;
+            break;
         }
-        if (cfg->tty && cfg->progress) fputc('\n', cfg->out);
+        double lr = amp_lr_at(&r.sched, step, cfg->lr);
+        for (int k = 0; k < r.nopt; k++) {
+            amp_optim_set_lr(r.opts[k], lr);
+            amp_optim_zero_grad(r.opts[k]);
+        }
+        int64_t rows = amp_tensor_dim(y, 0);
+        amp_tensor *loss = NULL;
+        double lv = 0;
+        if (rows > 0) {
+            loss = ops->loss(r.task, cfg, r.model, x, y);
+            if (!loss) {
+                amp_scope_end(s);
+                goto out;
+            }
+            lv = amp_tensor_item(loss);
+            /* unequal shards of a global batch: each rank's part of the global mean */
+            if (r.td.world > 1 && rows * r.td.world != global_rows)
+                loss = amp_mul_scalar(loss, (double)(rows * r.td.world) / (double)global_rows);
+        }
+        if (rows > 0 && !isfinite(lv)) {
+            /* bad data cannot be fixed by skipping steps: stop before it reaches the weights */
+            int64_t sample;
+            const char *what;
+            if (input_nonfinite(x, &sample, &what)) {
+                ops->where(r.task, where, sizeof where);
+                amp_error(AMP_ERR_RANGE,
+                          "amp train: non-finite loss at step %lld%s: input batch contains %s (sample %lld of the batch); "
+                          "the weights were not updated",
+                          (long long)step + 1, where, what, (long long)sample);
+                amp_scope_end(s);
+                goto out;
+            }
+        }
+        amp_status st;
+        if (rows > 0) st = amp_backward(cfg->mode.loss_scaling ? amp_scaler_scale(r.sc, loss) : loss);
+        else st = trainer_dist_no_backward(&r.td) == 0 ? AMP_OK : amp_last_status();
+        /* the loss over the global batch, as one process would report it, and whether a rank was signalled */
+        int sig = g_signal;
+        if (st == AMP_OK && r.td.world > 1) lv = trainer_dist_step_end(&r.td, lv, rows, global_rows, &sig);
+        /* data parallel: poison rank 0's averaged gradient only: every rank must skip */
+        if (st == AMP_OK && cfg->inject_nonfinite_every > 0 && (step + 1) % cfg->inject_nonfinite_every == 0 && r.td.rank == 0)
+            poison_grad(r.opts[0], step, cfg);
+        double norm = NAN;
+        if (st == AMP_OK && r.task->grad_clip > 0) { /* unscale, clip and the inf check: one read pass, applied in the steps */
+            norm = amp_scaler_clip_grad_norm(r.sc, r.opts, r.nopt, r.task->grad_clip);
+            if (norm < 0) st = amp_last_status();
+        }
+        bool skipped = false;
+        for (int k = 0; k < r.nopt && st == AMP_OK; k++) {
+            bool sk = false;
+            st = amp_scaler_step(r.sc, r.opts[k], &sk);
+            skipped |= sk;
+        }
+        if (st == AMP_OK && skipped && storm.first_step < 0) {
+            storm.first_step = step + 1;
+            storm.param = overflow_param(&r, params, pnames, np);
+        }
+        if (st == AMP_OK) st = amp_scaler_update(r.sc);
+        if (st == AMP_OK && skipped) ops->where(r.task, where, sizeof where);
+        if (st == AMP_OK && storm_stop(cfg, r.sc, &storm, skipped, x, step + 1, where)) st = AMP_ERR_RANGE;
+        amp_scope_end(s);
+        if (st != AMP_OK) goto out;
+        trainer_step_info si = {.total_steps = r.total_steps, .end_step = end_step, .loss = lv, .val_loss = NAN, .lr = lr,
+                                .grad_norm = norm, .ms = (bench_now() - t0) * 1e3};
+        step_times[ran++] = si.ms / 1e3;
+        step++;
+        if (skipped) r.rm.skipped++;
+        res->skipped = r.rm.skipped;
+        if (isfinite(lv)) {
+            r.rm.last_loss = lv;
+            if (step > r.total_steps - 50 || r.total_steps <= 50) {
+                r.rm.loss_acc += lv;
+                r.rm.loss_n++;
+            }
+        }
+        if (ops->validate && cfg->eval_every > 0 && step % cfg->eval_every == 0 && step < r.total_steps) {
+            double te = bench_now();
+            if (ops->validate(r.task, cfg, r.model, &si.val_loss) != 0) goto out;
+            eval_s += bench_now() - te;
+            if (cfg->progress)
+                fprintf(cfg->out, "%sstep %lld: val loss %.4f (train %.4f)\n", cfg->tty ? "\n" : "", (long long)step, si.val_loss, lv);
+        }
+        si.step = step;
+        si.ran = ran;
+        si.skipped = r.rm.skipped;
+        si.scale = amp_scaler_get_scale(r.sc);
+        if (metrics && metrics_check(metrics, cfg->metrics_path, ops->metrics_row(r.task, metrics, &si))) goto out;
+        if (cfg->checkpoint_dir && cfg->save_every > 0 && step % cfg->save_every == 0) {
+            if (metrics && metrics_check(metrics, cfg->metrics_path, fflush(metrics))) goto out; /* the row of a saved step is never lost */
+            if (save_checkpoint(&r, step) != 0) goto out;
+            saved_at = step;
+            res->checkpoints++;
+        }
+        si.elapsed = bench_now() - t_train0 - eval_s;
+        ops->progress(r.task, cfg, &si);
+        if (signals && (r.td.world > 1 ? sig : g_signal)) { /* every rank agreed on sig after the same step */
+            res->interrupted = r.td.world > 1 ? sig : g_signal;
+            res->stopped_early = true;
+            break;
+        }
     }
-    res->train_s = bench_now() - t_train0;
-    res->mem = amp_memory_stats();
+    ops->progress_end(r.task, cfg);
+    res->train_s = bench_now() - t_train0 - eval_s;
+    res->mem = cfg->device != AMP_DEVICE_CPU ? amp_memory_stats_device(cfg->device) : amp_memory_stats();
     res->steps = step;
-    res->final_loss = rm.loss_n ? rm.loss_acc / (double)rm.loss_n : rm.last_loss;
+    res->final_loss = r.rm.loss_n ? r.rm.loss_acc / (double)r.rm.loss_n : r.rm.last_loss;
+    res->final_loss_steps = r.rm.loss_n;
     res->samples_per_s = res->train_s > 0 ? (double)ran * (double)cfg->batch / res->train_s : 0;
-    res->final_scale = amp_scaler_get_scale(sc);
-    if (ran > 0) {
-        qsort(step_times, (size_t)ran, sizeof *step_times, cmp_d);
-        res->step_ms = step_times[ran / 2] * 1e3;
-    }
+    res->final_scale = amp_scaler_get_scale(r.sc);
+    if (ran > 0) res->step_ms = bench_median(step_times, (int)ran) * 1e3;
+    if (!res->stopped_early && ops->finish(r.task, cfg, r.model, res) != 0) goto out;
     /* the final state, unless just saved (a resumed run with nothing left to do still fills a new directory) */
     bool other_dir = cfg->resume_dir && strcmp(cfg->checkpoint_dir ? cfg->checkpoint_dir : "", cfg->resume_dir);
     if (cfg->checkpoint_dir && (saved_at != step || (other_dir && res->checkpoints == 0))) {
         if (metrics && metrics_check(metrics, cfg->metrics_path, fflush(metrics))) goto out;
-        if (save_checkpoint(&td, cfg, model, opt, opt32, sc, &g, loader, step, total_steps, train.n, &rm) != 0) goto out;
+        if (save_checkpoint(&r, step) != 0) goto out;
         res->checkpoints++;
     }
     if (metrics) { /* closed (and checked) before the run counts as done */
@@ -892,45 +901,44 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
             goto out;
         }
     }
-    if (trainer_evaluate(model, cfg, &test, &res->test_acc) != 0) goto out;
     res->wall_s = bench_now() - t_start;
+    if (signals && !res->interrupted) res->interrupted = g_signal; /* after the last step: the run is complete */
     rc = 0;
     if (keep_model) {
-        res->model = model;
-        model = NULL;
+        if (ops->keep_model) ops->keep_model(r.task, r.model);
+        res->model = r.model;
+        r.model = NULL;
     }
 out:
+    if (signals) signals_restore();
     if (metrics) fclose(metrics);
     amp_checkpoint_unlock(lock);
     free(step_times);
     free(params);
     free(pnames);
-    amp_loader_free(loader);
-    amp_scaler_free(sc);
-    amp_optim_free(opt);
-    amp_optim_free(opt32);
-    trainer_dist_end(&td, res); /* after the optimizers it made */
-    amp_module_free(model);
-    amp_dataset_free(&train);
-    amp_dataset_free(&test);
+    amp_scaler_free(r.sc);
+    for (int k = 0; k < r.nopt; k++) amp_optim_free(r.opts[k]);
+    trainer_dist_end(&r.td, res); /* after the optimizers it made */
+    amp_module_free(r.model);
+    if (r.task) ops->free(r.task);
     return rc;
 }
 
-static void print_summary_gpt(FILE *f, const trainer_cfg *cfg, const trainer_result *r) {
+/* ---- the summary ----------------------------------------------------------------------------------- */
+void trainer_print_summary(FILE *f, const trainer_cfg *cfg, const trainer_result *r) {
+    const trainer_task_ops *ops = trainer_task_for(cfg->model);
+    if (ops) ops->print_summary(f, cfg, r);
+}
+
+void trainer_print_train_loss(FILE *f, const trainer_result *r) {
+    if (r->final_loss_steps > 0)
+        fprintf(f, "  final train loss  %.4f (mean of the last %lld step losses)\n", r->final_loss, (long long)r->final_loss_steps);
+    else /* the mean covers the run's last 50 steps, which a run stopped early never reached */
+        fprintf(f, "  final train loss  %.4f (step %lld's loss; the mean covers the run's last 50)\n", r->final_loss, (long long)r->steps);
+}
+
+void trainer_print_memory(FILE *f, const trainer_cfg *cfg, const trainer_result *r) {
     char b[32];
-    fprintf(f, "\nsummary: gpt %lldL/%lldH/%lld, block %lld (%s tokens), %s, batch %lld, %s lr %g, seed %llu\n",
-            (long long)cfg->gpt.n_layer, (long long)cfg->gpt.n_head, (long long)cfg->gpt.n_embd, (long long)cfg->gpt.block_size,
-            cfg->tokenizer, cfg->mode_name, (long long)cfg->batch,
-            cfg->optimizer == AMP_OPTIM_SGD ? "sgd" : cfg->optimizer == AMP_OPTIM_ADAM ? "adam" : "adamw", cfg->lr,
-            (unsigned long long)cfg->seed);
-    fprintf(f, "  parameters        %lld\n", (long long)r->params);
-    fprintf(f, "  val loss          %.4f nats/token (unigram entropy of the validation text %.4f)\n", r->val_loss,
-            r->unigram_entropy);
-    fprintf(f, "  final train loss  %.4f\n", r->final_loss);
-    fprintf(f, "  wall time         %.2f s (training %.2f s, %.2f ms/step median)\n", r->wall_s, r->train_s, r->step_ms);
-    fprintf(f, "  throughput        %.0f tokens/s\n", r->tokens_per_s);
-    fprintf(f, "  steps             %lld (%lld skipped for inf/nan gradients)\n", (long long)r->steps, (long long)r->skipped);
-    fprintf(f, "  final loss scale  %g\n", r->final_scale);
     fprintf(f, "  peak memory       %s total%s\n", fmt_bytes(r->mem.peak_total, b, sizeof b),
             cfg->device != AMP_DEVICE_CPU ? " on the GPU" : "");
     for (int c = 0; c < AMP_MEM_CATEGORY_COUNT; c++)
@@ -938,30 +946,4 @@ static void print_summary_gpt(FILE *f, const trainer_cfg *cfg, const trainer_res
     if (cfg->device != AMP_DEVICE_CPU)
         fprintf(f, "    reserved     %s (cudaMalloc calls: %llu)\n", fmt_bytes(r->mem.reserved, b, sizeof b),
                 (unsigned long long)r->mem.device_mallocs);
-}
-
-void trainer_print_summary(FILE *f, const trainer_cfg *cfg, const trainer_result *r) {
-    if (!strcmp(cfg->model, "gpt")) {
-        print_summary_gpt(f, cfg, r);
-        return;
-    }
-    char b[32];
-    fprintf(f, "\nsummary: %s, %s, %d epoch(s), batch %lld, %s lr %g, seed %llu\n", cfg->model, cfg->mode_name, cfg->epochs,
-            (long long)cfg->batch, cfg->optimizer == AMP_OPTIM_SGD ? "sgd" : cfg->optimizer == AMP_OPTIM_ADAM ? "adam" : "adamw",
-            cfg->lr, (unsigned long long)cfg->seed);
-    fprintf(f, "  test accuracy     %.2f%%\n", 100.0 * r->test_acc);
-    fprintf(f, "  final train loss  %.4f\n", r->final_loss);
-    fprintf(f, "  wall time         %.2f s (training %.2f s, %.2f ms/step median)\n", r->wall_s, r->train_s, r->step_ms);
-    fprintf(f, "  throughput        %.0f samples/s\n", r->samples_per_s);
-    fprintf(f, "  steps             %lld (%lld skipped for inf/nan gradients)\n", (long long)r->steps, (long long)r->skipped);
-    fprintf(f, "  final loss scale  %g\n", r->final_scale);
-    fprintf(f, "  matmul precision  %s\n", cfg->matmul_precision ? cfg->matmul_precision : amp_get_matmul_precision());
-    const char *which = cfg->mode.compute_dtype == AMP_BF16 ? "bf16" : cfg->mode.compute_dtype == AMP_F16 ? "fp16" : "fp32";
-    fprintf(f, "  products          ");
-    if (cfg->matmul_precision) amp_set_matmul_precision_thread(cfg->matmul_precision);
-    cli_print_precision_notes(f, "", which);
-    if (cfg->matmul_precision) amp_set_matmul_precision_thread(NULL);
-    fprintf(f, "  peak memory       %s total\n", fmt_bytes(r->mem.peak_total, b, sizeof b));
-    for (int c = 0; c < AMP_MEM_CATEGORY_COUNT; c++)
-        fprintf(f, "    %-12s %s\n", amp_mem_category_name((amp_mem_category)c), fmt_bytes(r->mem.peak[c], b, sizeof b));
 }

@@ -1,6 +1,7 @@
-/* The training loops behind `amp train`, `amp compare`, `amp memory` and
- * `amp bench train`: the mlp and cnn on Fashion-MNIST (trainer.c), the GPT
- * on a text file (trainer_gpt.c), any precision mode. */
+/* The training loop behind `amp train`, `amp compare`, `amp memory` and
+ * `amp bench train`: one loop (trainer.c) for every model, driven by a task
+ * that knows the model and its data: the mlp and cnn on Fashion-MNIST
+ * (trainer_mnist.c), the GPT on a text file (trainer_gpt.c). */
 #ifndef AMP_CLI_TRAINER_H
 #define AMP_CLI_TRAINER_H
 
@@ -41,6 +42,7 @@ typedef struct {
     const char *resume_dir; /* resume from this checkpoint (NULL: fresh start) */
     int64_t stop_after;     /* stop once the run reaches this step, schedule unchanged (0: no) */
     FILE *out;              /* progress and summary (stdout) */
+    bool handle_signals;    /* SIGINT/SIGTERM: finish the step, save, stop (res->interrupted); amp train sets it */
     bool batch_set;         /* --batch given (the GPT's default batch is 16) */
     /* --model gpt */
     amp_gpt_config gpt;     /* vocab_size comes from the tokenizer */
@@ -66,7 +68,8 @@ typedef struct {
 
 typedef struct {
     double test_acc;        /* fraction */
-    double final_loss;      /* mean train loss over the last epoch's last 50 steps */
+    double final_loss;      /* mean train loss over the run's last 50 steps (final_loss_steps of them) */
+    int64_t final_loss_steps; /* 0: the run stopped before them; final_loss is its last step's */
     double wall_s, train_s; /* whole run / training steps only */
     double samples_per_s;
     int64_t steps, skipped;
@@ -76,6 +79,8 @@ typedef struct {
     amp_module *model;      /* kept when trainer_run's keep_model is set */
     int64_t resumed_step;   /* step the run resumed from (0: fresh start) */
     int64_t checkpoints;    /* checkpoints saved */
+    int interrupted;        /* a signal (SIGINT, SIGTERM) arrived during the run (cfg->handle_signals) */
+    bool stopped_early;     /* ... and stopped it after step `steps`, without the final evaluation */
     /* gpt */
     double val_loss;        /* validation loss at the end (nats per token) */
     double tokens_per_s;
@@ -156,37 +161,119 @@ int trainer_dist_agree(trainer_dist *td, const trainer_ident *id);
 void trainer_dist_end(trainer_dist *td, trainer_result *res);
 /* The summary's lines about ranks and communication (nothing for one process). */
 void trainer_dist_print_summary(FILE *f, const trainer_cfg *cfg, const trainer_result *r);
+/* The end of a step's backward: the global batch's mean loss (as
+ * trainer_dist_global_mean) and the stop signal agreed in one all-reduce, so
+ * that every rank stops after the same step. *sig: in, this rank's signal
+ * (0: none); out, the run's (this rank's own, else SIGINT if any rank got
+ * one, else SIGTERM if any; unchanged in a world of one). */
+double trainer_dist_step_end(trainer_dist *td, double v, int64_t rows, int64_t global_rows, int *sig);
 
-/* ---- checkpoint metadata shared by the trainers (trainer.c) ---- */
+/* ---- checkpoint metadata (trainer.c) ----
+ * Keys and values of any length (a --data path of 4000 bytes is stored
+ * whole); trainer_meta_free releases them. */
 #define TRAINER_META_MAX 32
 typedef struct {
-    char key[TRAINER_META_MAX][40];
-    char val[TRAINER_META_MAX][240];
+    char *key[TRAINER_META_MAX], *val[TRAINER_META_MAX];
     amp_kv kv[TRAINER_META_MAX];
     int n;
-    bool full; /* an entry did not fit: trainer_save refuses to write */
+    bool full; /* more than TRAINER_META_MAX entries, or out of memory: nothing is saved */
 } trainer_meta;
 void trainer_meta_add(trainer_meta *m, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* The keys every trainer's runs must share to resume exactly, in order:
- * model, mode, optimizer, rounding, batch, seed (TRAINER_META_COMMON). */
-#define TRAINER_META_COMMON 6
-void trainer_meta_common(const trainer_cfg *cfg, const char *model, trainer_meta *m);
+void trainer_meta_free(trainer_meta *m);
 /* A number stored under key: exactly one of d, i, u receives it; false when
  * missing or not a whole number of that kind. */
 bool trainer_meta_num(const amp_checkpoint *c, const char *key, double *d, int64_t *i, uint64_t *u);
 typedef struct {
     const char *key, *flags;
 } trainer_resume_key;
-extern const trainer_resume_key trainer_resume_common[TRAINER_META_COMMON];
-/* want's values first..first+n-1 against the checkpoint's, keys[k] naming
- * entry first+k; -1 with the error set (naming the key, both values, the
- * flags and what an exact resume needs) at the first difference. */
-int trainer_resume_check(const amp_checkpoint *c, const char *dir, const trainer_resume_key *keys, size_t n,
-                         const trainer_meta *want, size_t first, const char *needs);
-/* Warnings (rank 0) when total_steps (if the schedule depends on it) or the lr differ from the checkpoint's. */
-void trainer_resume_warn(const amp_checkpoint *c, const trainer_cfg *cfg, int64_t total_steps, bool schedule_spans_run);
-/* trainer_dist_save with the metadata; -1 with "saving the checkpoint at step N failed: ..." */
-int trainer_save(trainer_dist *td, const trainer_cfg *cfg, amp_train_state *st, const trainer_meta *m);
+
+/* ---- the loop and its tasks (trainer.c) -------------------------------------------------
+ * trainer_run is the one training loop: it locks the checkpoint directory
+ * for the whole run, checks before step 1 what can be checked (the
+ * directory takes files, the metrics file takes its header, the checkpoint
+ * metadata is complete), builds the optimizers (f32 master weights and a second
+ * optimizer for f32 norms under O2) and the scaler, runs the schedule,
+ * injects non-finite gradients on request, diagnoses overflow storms and
+ * non-finite inputs, writes and checks the metrics, saves and resumes
+ * checkpoints (the common keys refused or warned about), handles SIGINT and
+ * SIGTERM, times the steps and keeps the data-parallel ranks in step. A task
+ * is what one model adds: its data, its model, its loss, its evaluation, its
+ * checkpoint keys, its progress line and its summary. The interface is the
+ * shape the public trainer (amp/trainer.h, src/train/) is meant to take. */
+typedef struct {
+    int64_t step;        /* steps done, this one included */
+    int64_t total_steps; /* the run's length (the schedule spans it) */
+    int64_t end_step;    /* where this process stops (--stop-after) */
+    int64_t ran;         /* steps this process ran (resumed ones excluded) */
+    double loss;         /* the global batch's mean loss */
+    double val_loss;     /* NaN unless evaluated after this step */
+    double lr, scale, grad_norm, ms;
+    int64_t skipped;     /* skipped steps of the run so far */
+    double elapsed;      /* seconds of training so far in this process, evaluations excluded */
+} trainer_step_info;
+
+typedef struct trainer_task trainer_task;
+typedef struct {
+    /* Allocates the task (NULL with the error set). */
+    trainer_task *(*create)(void);
+    void (*free)(trainer_task *t);
+    /* Before the model: open and check the data (everything a run could
+     * otherwise discover at its end), fill t's settings and res's
+     * data-dependent fields. 0, or -1 with the error set. */
+    int (*open)(trainer_task *t, const trainer_cfg *cfg, trainer_result *res);
+    /* The model in the run's parameter dtype and on its device. */
+    amp_module *(*build)(trainer_task *t, const trainer_cfg *cfg, amp_generator *g);
+    /* After the data-parallel set-up: this rank's data order; *total_steps, the run's length. */
+    int (*plan)(trainer_task *t, const trainer_cfg *cfg, const trainer_dist *td, int64_t *total_steps);
+    /* Optional: the optimizers were made (parameter groups, weight decay). */
+    int (*optim_ready)(trainer_task *t, const trainer_cfg *cfg, amp_module *m, amp_optim **opts, int n);
+    /* Optional: a line about the run before step 1. */
+    void (*announce)(trainer_task *t, const trainer_cfg *cfg, const trainer_result *res);
+    /* The next batch of this rank: 1 with *x, *y (scoped) and the rows of
+     * the global batch, 0 when the data of the run is done, -1 on error. */
+    int (*next_batch)(trainer_task *t, const trainer_cfg *cfg, amp_tensor **x, amp_tensor **y, int64_t *global_rows);
+    /* The mean loss of a batch under the run's precision (f32 scalar). */
+    amp_tensor *(*loss)(trainer_task *t, const trainer_cfg *cfg, amp_module *m, amp_tensor *x, amp_tensor *y);
+    /* Optional: the validation loss every --eval-every steps. */
+    int (*validate)(trainer_task *t, const trainer_cfg *cfg, amp_module *m, double *val_loss);
+    /* The final evaluation into res (not run when a signal stopped the run). */
+    int (*finish)(trainer_task *t, const trainer_cfg *cfg, amp_module *m, trainer_result *res);
+    /* Where the batch last drawn was, for messages: " (epoch 2, batch 7)" or "". */
+    void (*where)(trainer_task *t, char *buf, size_t n);
+    /* The progress output after a step, and at the end of the steps. */
+    void (*progress)(trainer_task *t, const trainer_cfg *cfg, const trainer_step_info *si);
+    void (*progress_end)(trainer_task *t, const trainer_cfg *cfg);
+    /* One metrics row (fprintf's result) for the header metrics_header. */
+    int (*metrics_row)(trainer_task *t, FILE *f, const trainer_step_info *si);
+    /* Checkpoint metadata: the keys that must match to resume (after the
+     * common ones, in the order of resume_keys), then the task's state. */
+    void (*config_meta)(trainer_task *t, const trainer_cfg *cfg, trainer_meta *m);
+    void (*state_meta)(trainer_task *t, const trainer_cfg *cfg, trainer_meta *m);
+    /* Optional: after the training state was restored, the task's own
+     * (its data position, its metrics) from the checkpoint's metadata. */
+    int (*resumed)(trainer_task *t, const trainer_cfg *cfg, const amp_checkpoint *c);
+    /* Optional: the model outlives the run (trainer_run's keep_model). */
+    void (*keep_model)(trainer_task *t, amp_module *m);
+    void (*print_summary)(FILE *f, const trainer_cfg *cfg, const trainer_result *r);
+    const char *metrics_header;            /* the CSV's first line, without its newline */
+    const trainer_resume_key *resume_keys; /* config_meta's keys and the flags setting them */
+    size_t n_resume_keys;
+    const char *resume_needs; /* "model, precision mode, ..." for the refusal */
+} trainer_task_ops;
+
+struct trainer_task {
+    const trainer_task_ops *ops;
+    double beta2;           /* Adam's beta2 (0: the optimizer's default) */
+    double grad_clip;       /* clip the global gradient norm to this (0: off) */
+    double min_lr_frac;     /* the cosine schedule ends at lr * this */
+    bool reset_peak;        /* the memory peaks start after the set-up (the optimizers), not before the model */
+    amp_loader *loader;     /* saved and restored with the training state (NULL: the task keeps its own position) */
+};
+
+extern const trainer_task_ops trainer_task_mnist; /* mlp, cnn (trainer_mnist.c) */
+extern const trainer_task_ops trainer_task_gpt;   /* gpt (trainer_gpt.c) */
+/* The task of cfg->model. */
+const trainer_task_ops *trainer_task_for(const char *model);
 
 /* Fill cfg with `amp train`'s defaults (mlp, fp32/O0, adamw, lr 1e-3,
  * batch 128, 1 epoch, seed 0). */
@@ -195,10 +282,12 @@ void trainer_defaults(trainer_cfg *cfg);
  * Returns 0 or prints the problem and returns -1 (bad usage). */
 int trainer_resolve_mode(trainer_cfg *cfg, const char *precision, const char *opt_level, const char *policy);
 /* Train, evaluate, fill res. keep_model: res->model holds the trained model
- * (free with amp_module_free). Returns 0, or -1 with amp_last_error set. */
+ * (free with amp_module_free). Returns 0, or -1 with amp_last_error set.
+ * With cfg->handle_signals, the first SIGINT or SIGTERM ends the run after
+ * the current step (every rank after the same one), saved when
+ * cfg->checkpoint_dir is set; it returns 0 with res->interrupted set. A
+ * second signal ends the process at once (exit 128 + signal). */
 int trainer_run(const trainer_cfg *cfg, trainer_result *res, bool keep_model);
-/* The GPT's loop (trainer_run calls it for model "gpt"). */
-int trainer_run_gpt(const trainer_cfg *cfg, trainer_result *res, bool keep_model);
 /* GPT presets by name ("shakespeare-char": nanoGPT's 6 x 384, block 256,
  * dropout 0.2; "gpt2-124m": GPT-2 small, block 1024) into cfg->gpt (and the
  * tokenizer); -1 for an unknown name. */
@@ -212,7 +301,10 @@ int trainer_evaluate(amp_module *m, const trainer_cfg *cfg, const amp_dataset *t
  * of the same weights on the first n test images; *logit_max (may be NULL)
  * receives the largest |f32 logit|. */
 double trainer_logit_diff(amp_module *m, const amp_dataset *test, int64_t n, amp_dtype dt, double *logit_max);
+/* The summary of a run (its task's), and the lines every task's summary shares. */
 void trainer_print_summary(FILE *f, const trainer_cfg *cfg, const trainer_result *r);
+void trainer_print_train_loss(FILE *f, const trainer_result *r);
+void trainer_print_memory(FILE *f, const trainer_cfg *cfg, const trainer_result *r);
 /* The training flags shared by train, compare, memory and bench (cmd_train.c):
  * 1 consumed, 0 not a training flag, -1 bad value (message printed). */
 int train_parse_flag(trainer_cfg *cfg, int argc, char **argv, int *i, const char **precision, const char **opt_level,

@@ -3,6 +3,7 @@
  * calls. */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -277,4 +278,13 @@ void trainer_dist_print_summary(FILE *f, const trainer_cfg *cfg, const trainer_r
     double step_s = r->train_s / steps;
     fprintf(f, "  time in comm      %.2f ms/step waiting (%.1f%% of a step), %.2f ms/step in communication calls\n",
             1e3 * d->wait_s / steps, step_s > 0 ? 100.0 * d->wait_s / steps / step_s : 0.0, 1e3 * d->comm_s / steps);
+}
+
+double trainer_dist_step_end(trainer_dist *td, double v, int64_t rows, int64_t global_rows, int *sig) {
+    if (!td->ddp) return v;
+    double x[3] = {rows > 0 ? v * (double)rows / (double)global_rows : 0.0, *sig == SIGINT ? 1.0 : 0.0,
+                   *sig && *sig != SIGINT ? 1.0 : 0.0};
+    if (amp_dist_all_reduce_f64(td->g, x, 3, AMP_DIST_SUM) != AMP_OK) return NAN;
+    if (!*sig) *sig = x[1] > 0 ? SIGINT : x[2] > 0 ? SIGTERM : 0;
+    return x[0];
 }

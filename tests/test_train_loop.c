@@ -1,0 +1,529 @@
+/* The promises of `amp train`'s one training loop, kept for every model
+ * (mlp, cnn and the GPT go through the same loop, src/cli/trainer.c):
+ * the checkpoint directory is locked for the whole run (a second run on it
+ * stops at once), every write of the metrics file is checked, a resume
+ * with another schedule or warmup warns, --inject-nonfinite-every poisons
+ * gradients (and the steps are skipped), and a run that could never save
+ * its checkpoint or evaluate stops before step 1 (a missing parent, a
+ * directory it cannot write, a symlink loop, a validation split shorter
+ * than a window), while a long --data path is no reason not to save;
+ * pure fp16 is refused before training; SIGINT and SIGTERM end the current
+ * step, save and exit 130 / 143 (under mpirun every rank stops after the
+ * same step), and the run resumes from that checkpoint bit for bit. */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "amp/amp.h"
+#include "test_support.h"
+
+/* small and fast: 2 layers, 64 wide, block 32, batch 8 */
+#define GPT "--model gpt --n-layer 2 --n-head 4 --n-embd 64 --block-size 32 --batch 8 --threads 2 --eval-windows 16"
+#define MLP "--model mlp --limit 512 --test-limit 100 --batch 64 --threads 2"
+
+static char *g_dir;
+
+static int setup(void **state) {
+    (void)state;
+    g_dir = test_mkdtemp();
+    return g_dir ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    test_rmtree(g_dir);
+    free(g_dir);
+    return 0;
+}
+
+/* Runs `amp ARGS`; fails unless the exit status is want; returns stdout (caller frees), *err stderr when asked. */
+static char *amp(int want, char **err, const char *fmt, ...) {
+    char args[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    char *out = NULL, *e = NULL;
+    int rc = test_run_cli(NULL, args, &out, &e);
+    if (rc != want) fail_msg("amp %s: exit %d (expected %d)\nstdout:\n%s\nstderr:\n%s", args, rc, want, out, e);
+    if (err) *err = e;
+    else free(e);
+    return out;
+}
+
+static void expect_in(const char *text, const char *needle, const char *what) {
+    if (!strstr(text, needle)) fail_msg("%s lacks '%s':\n%s", what, needle, text);
+}
+
+/* ---- a child `amp train` we can signal ---------------------------------------------- */
+typedef struct {
+    pid_t pid;
+    char out[1200], err[1200];
+} child;
+
+/* Starts `amp ARGS` with stdout and stderr in files of g_dir (name.out, name.err). */
+static void spawn(child *c, const char *name, const char *fmt, ...) {
+    char args[4096], cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(c->out, sizeof c->out, "%s/%s.out", g_dir, name);
+    snprintf(c->err, sizeof c->err, "%s/%s.err", g_dir, name);
+    unlink(c->out);
+    unlink(c->err);
+    snprintf(cmd, sizeof cmd, "exec %s %s < /dev/null > %s 2> %s", AMP_CLI_PATH, args, c->out, c->err);
+    fflush(NULL);
+    c->pid = fork();
+    assert_true(c->pid >= 0);
+    if (c->pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+}
+
+/* Waits until the child's stdout holds needle (a guard of 5 minutes against a hang, not a timing). */
+static void wait_for_output(child *c, const char *needle) {
+    for (int i = 0; i < 30000; i++) {
+        char *o = test_read_file(c->out, NULL);
+        bool found = o && strstr(o, needle);
+        free(o);
+        if (found) return;
+        int st;
+        if (waitpid(c->pid, &st, WNOHANG) == c->pid) {
+            char *e = test_read_file(c->err, NULL);
+            fail_msg("the child ended (status %d) before printing '%s':\n%s", st, needle, e ? e : "");
+        }
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    fail_msg("no '%s' from the child after 5 minutes", needle);
+}
+
+/* Waits for the child's end; returns its exit status (-signal if a signal ended it). */
+static int wait_child(child *c) {
+    int st;
+    while (waitpid(c->pid, &st, 0) < 0)
+        if (errno != EINTR) fail_msg("waitpid: %s", strerror(errno));
+    return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? -WTERMSIG(st) : -1000;
+}
+
+/* ---- defect 1: one run per checkpoint directory, for the whole run ------------------- */
+static void t_lock_whole_run(void **s) {
+    (void)s;
+    const char *models[] = {GPT, MLP " --epochs 1000"};
+    for (int k = 0; k < 2; k++) {
+        char dir[1200];
+        snprintf(dir, sizeof dir, "%s/lock%d", g_dir, k);
+        child a;
+        char name[32];
+        snprintf(name, sizeof name, "lock%d", k);
+        spawn(&a, name, "train %s --max-steps 100000 --log-every 1 --checkpoint %s", models[k], dir);
+        wait_for_output(&a, "step 1/"); /* it holds the directory from its start */
+        char *err;
+        free(amp(1, &err, "train %s --max-steps 2 --quiet --checkpoint %s", models[k], dir));
+        expect_in(err, "is in use by another process", "the second run's error");
+        free(err);
+        kill(a.pid, SIGKILL);
+        wait_child(&a);
+    }
+}
+
+/* ---- defect 5: every write of the metrics file is checked, the first before step 1 ---- */
+static void t_metrics_full_disk(void **s) {
+    (void)s;
+    struct stat sb;
+    if (stat("/dev/full", &sb) != 0) {
+        print_message("no /dev/full here: skipped\n");
+        return;
+    }
+    const char *models[] = {GPT, MLP};
+    for (int k = 0; k < 2; k++) {
+        char *err, *out = amp(1, &err, "train %s --max-steps 3 --log-every 1 --metrics /dev/full", models[k]);
+        expect_in(err, "cannot write the metrics file /dev/full", "stderr");
+        if (strstr(out, "step 1/")) fail_msg("%s: the full disk was found after training started:\n%s", models[k], out);
+        free(out);
+        free(err);
+    }
+}
+
+/* ---- defect 12: resume warnings and non-finite injection hold for the GPT too ---------- */
+static void t_gpt_resume_warnings(void **s) {
+    (void)s;
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/warn", g_dir);
+    free(amp(0, NULL, "train " GPT " --max-steps 6 --stop-after 3 --quiet --checkpoint %s", dir));
+    char *err;
+    free(amp(0, &err, "train " GPT " --max-steps 6 --quiet --schedule constant --resume %s --checkpoint %s/w1", dir, g_dir));
+    expect_in(err, "warning: --schedule constant differs from the checkpoint's cosine", "stderr");
+    free(err);
+    /* 6 steps warm up for 0 (10% of the run) unless --warmup says otherwise */
+    free(amp(0, &err, "train " GPT " --max-steps 6 --quiet --warmup 2 --resume %s --checkpoint %s/w2", dir, g_dir));
+    expect_in(err, "warning: --warmup: this run warms up for 2 steps, the checkpoint's run for 0", "stderr");
+    free(err);
+    /* the same settings: no warning */
+    free(amp(0, &err, "train " GPT " --max-steps 6 --quiet --resume %s --checkpoint %s/w3", dir, g_dir));
+    if (strstr(err, "warning")) fail_msg("an unchanged resume warned:\n%s", err);
+    free(err);
+}
+
+static void t_inject_nonfinite(void **s) {
+    (void)s;
+    const char *models[] = {GPT, MLP, GPT " --precision fp16", GPT " --precision bf16 --opt-level O2"};
+    for (int k = 0; k < 4; k++) {
+        char *out = amp(0, NULL, "train %s --max-steps 6 --quiet --inject-nonfinite-every 2", models[k]);
+        if (!strstr(out, "6 (3 skipped for inf/nan gradients)")) fail_msg("%s: not 3 of 6 steps skipped:\n%s", models[k], out);
+        free(out);
+    }
+}
+
+/* ---- defect 2: a run that can never save (or evaluate) stops before step 1 ------------------ */
+static void write_text(const char *path, int lines, int last_line) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (int i = 0; i < lines; i++) fprintf(f, "line %d of a text for the trainer, long enough for windows\n", i);
+    for (int i = 0; i < last_line; i++) fputc('a' + i % 26, f);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* Fails unless `amp train ARGS --log-every 1` exits 1 before its first step with stderr naming needle. */
+static void expect_refused_before_step1(const char *needle, const char *fmt, ...) {
+    char args[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    char *err, *out = amp(1, &err, "train %s --log-every 1", args);
+    if (strstr(out, "step 1/")) fail_msg("amp train %s: the problem was found after training started:\n%s\n%s", args, out, err);
+    expect_in(err, needle, "stderr");
+    free(out);
+    free(err);
+}
+
+static void t_checked_before_step1(void **s) {
+    (void)s;
+    char file[1200], loop[1200], text[1200];
+    snprintf(file, sizeof file, "%s/a_file", g_dir);
+    write_text(file, 1, 0);
+    snprintf(loop, sizeof loop, "%s/loop", g_dir);
+    assert_int_equal(symlink(loop, loop), 0);
+    const char *models[] = {GPT, MLP};
+    for (int k = 0; k < 2; k++) {
+        const char *m = models[k];
+        expect_refused_before_step1("/missing/parent", "%s --max-steps 3 --checkpoint %s/missing/parent/ck", m, g_dir);
+        expect_refused_before_step1("/proc/self", "%s --max-steps 3 --checkpoint /proc/self", m); /* root cannot write there either */
+        expect_refused_before_step1("a_file/ck", "%s --max-steps 3 --checkpoint %s/ck", m, file);
+        expect_refused_before_step1("symbolic links", "%s --max-steps 3 --checkpoint %s", m, loop);
+    }
+    /* the GPT's validation split must hold a window + 1 tokens: a text whose last 10% is inside its last line has none */
+    snprintf(text, sizeof text, "%s/no_val.txt", g_dir);
+    write_text(text, 300, 3000);
+    expect_refused_before_step1("validation split", GPT " --max-steps 3 --data %s", text);
+    expect_refused_before_step1("validation split", GPT " --max-steps 3 --eval-every 1 --data %s", text);
+}
+
+/* A directory the run cannot create files in although its lock file exists
+ * and is writable (left by an earlier run): the directory made read-only by
+ * chmod, the run started as a user chmod stops (nobody when the test runs
+ * as root, since chmod does not stop root). */
+static void t_readonly_dir(void **s) {
+    (void)s;
+    char dir[1200], lockf[1300];
+    snprintf(dir, sizeof dir, "%s/ro", g_dir);
+    assert_int_equal(chmod(g_dir, 0755), 0);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    snprintf(lockf, sizeof lockf, "%s/.amp.lock", dir);
+    write_text(lockf, 0, 0);
+    assert_int_equal(chmod(lockf, 0666), 0);
+    assert_int_equal(chmod(dir, 0555), 0);
+    char io[1000];
+    snprintf(io, sizeof io, "%s/io", g_dir); /* where the other user writes stdout and stderr */
+    assert_int_equal(mkdir(io, 0777), 0);
+    assert_int_equal(chmod(io, 0777), 0);
+    child c;
+    snprintf(c.out, sizeof c.out, "%s/ro.out", io);
+    snprintf(c.err, sizeof c.err, "%s/ro.err", io);
+    char cmd[6000];
+    snprintf(cmd, sizeof cmd, "exec %s train " MLP " --max-steps 3 --log-every 1 --checkpoint %s < /dev/null > %s 2> %s", AMP_CLI_PATH,
+             dir, c.out, c.err);
+    fflush(NULL);
+    c.pid = fork();
+    assert_true(c.pid >= 0);
+    if (c.pid == 0) {
+        if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(126);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    int rc = wait_child(&c);
+    char *out = test_read_file(c.out, NULL), *err = test_read_file(c.err, NULL);
+    if (rc == 126) {
+        print_message("cannot become nobody here: skipped\n");
+    } else {
+        if (rc != 1 || strstr(out, "step 1/")) fail_msg("exit %d; a read-only checkpoint directory not found before step 1:\n%s\n%s", rc, out, err);
+        expect_in(err, dir, "stderr");
+    }
+    free(out);
+    free(err);
+    chmod(dir, 0755);
+}
+
+/* A --data path of 240 bytes or more used to make every save fail (the
+ * data.path value did not fit its 240 bytes): it is stored whole. */
+static void t_long_data_path(void **s) {
+    (void)s;
+    char path[1200], ck[1200];
+    snprintf(path, sizeof path, "%s/", g_dir);
+    for (int d = 0; d < 3; d++) {
+        size_t n = strlen(path);
+        memset(path + n, 'a' + d, 100);
+        path[n + 100] = 0;
+        assert_int_equal(mkdir(path, 0755), 0);
+        strcat(path, "/");
+    }
+    strcat(path, "text.txt");
+    assert_true(strlen(path) > 300);
+    write_text(path, 400, 0);
+    snprintf(ck, sizeof ck, "%s/long", g_dir);
+    free(amp(0, NULL, "train " GPT " --max-steps 2 --quiet --data %s --checkpoint %s", path, ck));
+    amp_checkpoint *c = amp_checkpoint_open(ck);
+    if (!c) fail_msg("%s", amp_last_error());
+    assert_string_equal(amp_checkpoint_meta(c, "data.path"), path);
+    amp_checkpoint_close(c);
+    char *out = amp(0, NULL, "train " GPT " --max-steps 3 --data %s --resume %s", path, ck);
+    expect_in(out, "resumed from", "stdout");
+    free(out);
+}
+
+/* ---- defect 12: pure fp16 (fp16 parameters without f32 master weights) is refused at parse time ---- */
+static void t_pure_fp16_refused(void **s) {
+    (void)s;
+    const char *modes[] = {"--precision fp16 --opt-level O3", "--policy params=float16,compute=float16,output=float32",
+                           "--policy p=f16,c=f16,o=f16"};
+    const char *models[] = {GPT, MLP};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 3; i++) {
+            char *err, *out = amp(2, &err, "train %s %s --max-steps 2 --log-every 1", models[k], modes[i]);
+            expect_in(err, "fp16 parameters without f32 master weights", "stderr");
+            expect_in(err, "--opt-level O2", "stderr"); /* what to use instead */
+            if (strstr(out, "step 1/")) fail_msg("%s: trained:\n%s", modes[i], out);
+            free(out);
+            free(err);
+        }
+    /* bf16 O3 (f32's range) trains, and so does fp16 O2 */
+    free(amp(0, NULL, "train " GPT " --precision bf16 --opt-level O3 --max-steps 2 --quiet"));
+    free(amp(0, NULL, "train " GPT " --precision fp16 --opt-level O2 --max-steps 2 --quiet"));
+}
+
+/* ---- defect 13: SIGINT / SIGTERM finish the step, save and exit 128 + signal ---------------------- */
+/* The data sections of two safetensors files and their headers with the checkpoint id masked. */
+static void assert_same_file_but_id(const char *a, const char *b) {
+    size_t na, nb;
+    char *fa = test_read_file(a, &na), *fb = test_read_file(b, &nb);
+    if (!fa || !fb) fail_msg("cannot read %s or %s", a, b);
+    assert_int_equal(na, nb);
+    const char *key = "\"checkpoint_id\":\"";
+    assert_true(na > 8);
+    char *ia = strstr(fa + 8, key), *ib = strstr(fb + 8, key); /* the JSON header after its u64 length */
+    assert_non_null(ia);
+    assert_non_null(ib);
+    memset(ia + strlen(key), '0', 16);
+    memset(ib + strlen(key), '0', 16);
+    if (memcmp(fa, fb, na)) fail_msg("%s and %s differ beyond the checkpoint id", a, b);
+    free(fa);
+    free(fb);
+}
+
+static void assert_same_checkpoint_files(const char *a, const char *b) {
+    const char *files[] = {"model.safetensors", "training_state.safetensors"};
+    for (int k = 0; k < 2; k++) {
+        char pa[1300], pb[1300];
+        snprintf(pa, sizeof pa, "%s/%s", a, files[k]);
+        snprintf(pb, sizeof pb, "%s/%s", b, files[k]);
+        assert_same_file_but_id(pa, pb);
+    }
+}
+
+static int64_t checkpoint_step(const char *dir) {
+    amp_checkpoint *c = amp_checkpoint_open(dir);
+    if (!c) fail_msg("%s", amp_last_error());
+    int64_t step = amp_checkpoint_step(c);
+    amp_checkpoint_close(c);
+    return step;
+}
+
+static void signal_case(const char *model, int sig) {
+    static int n;
+    char dir[1200], straight[1200], name[32];
+    snprintf(dir, sizeof dir, "%s/sig%d", g_dir, n);
+    snprintf(straight, sizeof straight, "%s/sig%d_straight", g_dir, n);
+    snprintf(name, sizeof name, "sig%d", n++);
+    /* a long run: the schedule spans 2000 steps whoever stops it */
+    const char *len = "--max-steps 2000 --epochs 1000";
+    const char *m = strcmp(model, "gpt") ? MLP : GPT " --dropout 0.1";
+    child c;
+    spawn(&c, name, "train %s %s --log-every 1 --checkpoint %s --metrics %s.csv", m, strcmp(model, "gpt") ? len : "--max-steps 2000",
+          dir, dir);
+    wait_for_output(&c, "step 1/");
+    kill(c.pid, sig);
+    int rc = wait_child(&c);
+    char *err = test_read_file(c.err, NULL);
+    if (rc != 128 + sig) fail_msg("%s: exit %d after signal %d, expected %d:\n%s", model, rc, sig, 128 + sig, err);
+    expect_in(err, sig == SIGINT ? "SIGINT" : "SIGTERM", "stderr");
+    expect_in(err, "--resume", "stderr"); /* how to continue */
+    free(err);
+    int64_t at = checkpoint_step(dir);
+    assert_true(at >= 1);
+    /* every step's metrics row was written */
+    char csv[1300];
+    snprintf(csv, sizeof csv, "%s.csv", dir);
+    char *rows = test_read_file(csv, NULL);
+    assert_non_null(rows);
+    int64_t lines = 0;
+    for (char *p = rows; *p; p++) lines += *p == '\n';
+    assert_int_equal(lines, at + 1);
+    free(rows);
+    /* resumed to two steps later: the bits of a run that was never stopped */
+    char *out = amp(0, NULL, "train %s %s --stop-after %lld --quiet --resume %s", m, strcmp(model, "gpt") ? len : "--max-steps 2000",
+                    (long long)at + 2, dir);
+    free(out);
+    free(amp(0, NULL, "train %s %s --stop-after %lld --quiet --checkpoint %s", m, strcmp(model, "gpt") ? len : "--max-steps 2000",
+             (long long)at + 2, straight));
+    assert_int_equal(checkpoint_step(dir), at + 2);
+    assert_same_checkpoint_files(dir, straight);
+    print_message("%s: signal %d after step %lld, saved, resumed bit for bit\n", model, sig, (long long)at);
+}
+
+static void t_signals(void **s) {
+    (void)s;
+    signal_case("gpt", SIGINT);
+    signal_case("gpt", SIGTERM);
+    signal_case("mlp", SIGINT);
+    signal_case("mlp", SIGTERM);
+    /* a second signal ends the run at once; the last saved checkpoint stays whole */
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/sig_twice", g_dir);
+    child c;
+    spawn(&c, "sig_twice", "train " GPT " --max-steps 2000 --log-every 1 --save-every 1 --checkpoint %s", dir);
+    wait_for_output(&c, "step 2/");
+    kill(c.pid, SIGINT);
+    kill(c.pid, SIGINT);
+    assert_int_equal(wait_child(&c), 130);
+    assert_true(checkpoint_step(dir) >= 1);
+}
+
+/* The pid of the amp process of the run whose arguments hold `tag` and whose environment says OMPI rank `rank`. */
+static pid_t find_rank(const char *tag, int rank) {
+    char want[64];
+    snprintf(want, sizeof want, "OMPI_COMM_WORLD_RANK=%d", rank);
+    DIR *d = opendir("/proc");
+    assert_non_null(d);
+    pid_t found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d))) {
+        char path[300];
+        snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+        size_t n;
+        char *cmd = test_read_file(path, &n);
+        bool is_run = cmd && n > 0 && strstr(cmd, "/amp") && strlen(cmd) >= 4 && !strcmp(cmd + strlen(cmd) - 4, "/amp");
+        for (size_t i = 0; is_run && i + 1 < n; i++)
+            if (!cmd[i]) cmd[i] = ' ';
+        is_run = is_run && strstr(cmd, tag);
+        free(cmd);
+        if (!is_run) continue;
+        snprintf(path, sizeof path, "/proc/%s/environ", e->d_name);
+        char *env = test_read_file(path, &n);
+        for (size_t i = 0; env && i < n; i += strlen(env + i) + 1)
+            if (!strcmp(env + i, want)) found = (pid_t)atoi(e->d_name);
+        free(env);
+    }
+    closedir(d);
+    return found;
+}
+
+/* Under mpirun a signal to one rank stops every rank after the same step: rank 0 saves, all exit. */
+static void t_signal_mpi(void **s) {
+    (void)s;
+    const char *mpi = test_mpirun_prefix(2);
+    if (!mpi) {
+        print_message("no MPI: skipped\n");
+        return;
+    }
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/sig_mpi", g_dir);
+    child c;
+    char args[4096];
+    snprintf(args, sizeof args, "train " GPT " --max-steps 2000 --log-every 1 --checkpoint %s", dir);
+    char cmd[8192];
+    snprintf(c.out, sizeof c.out, "%s/sig_mpi.out", g_dir);
+    snprintf(c.err, sizeof c.err, "%s/sig_mpi.err", g_dir);
+    snprintf(cmd, sizeof cmd, "exec env %s %s %s < /dev/null > %s 2> %s", mpi, AMP_CLI_PATH, args, c.out, c.err);
+    fflush(NULL);
+    c.pid = fork();
+    assert_true(c.pid >= 0);
+    if (c.pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    wait_for_output(&c, "step 1/");
+    pid_t r1 = find_rank(dir, 1);
+    if (!r1) fail_msg("rank 1 of the run not found");
+    kill(r1, SIGINT); /* rank 1 alone */
+    int rc = wait_child(&c);
+    char *err = test_read_file(c.err, NULL), *out = test_read_file(c.out, NULL);
+    if (rc == 0 || !strstr(err, "SIGINT")) fail_msg("mpirun: exit %d\n%s\n%s", rc, out, err);
+    int64_t at = checkpoint_step(dir);
+    assert_true(at >= 1);
+    /* the run continues on one process from there */
+    free(amp(0, NULL, "train " GPT " --max-steps 2000 --stop-after %lld --quiet --resume %s", (long long)at + 1, dir));
+    assert_int_equal(checkpoint_step(dir), at + 1);
+    free(err);
+    free(out);
+}
+
+/* ---- a new user's view: --help anywhere, and what "final train loss" is ------------------------------ */
+static void t_help_and_summary(void **s) {
+    (void)s;
+    const char *helps[] = {"train --model gpt --help", "train --quiet --help", "train --model mlp --precision bf16 -h"};
+    for (int i = 0; i < 3; i++) {
+        char *out = amp(0, NULL, "%s", helps[i]);
+        expect_in(out, "usage: amp train", helps[i]);
+        expect_in(out, "--n-layer", helps[i]); /* the GPT's options */
+        free(out);
+    }
+    char *out = amp(0, NULL, "train " GPT " --max-steps 12 --quiet");
+    expect_in(out, "final train loss  ", "the GPT's summary");
+    expect_in(out, " (mean of the last 12 step losses)", "the GPT's summary");
+    free(out);
+    out = amp(0, NULL, "train " MLP " --epochs 10 --max-steps 60 --quiet");
+    expect_in(out, " (mean of the last 50 step losses)", "the mlp's summary");
+    free(out);
+    out = amp(0, NULL, "train " MLP " --epochs 10 --max-steps 60 --stop-after 4 --quiet");
+    expect_in(out, " (step 4's loss; the mean covers the run's last 50)", "a stopped run's summary");
+    free(out);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(t_lock_whole_run),
+        cmocka_unit_test(t_metrics_full_disk),
+        cmocka_unit_test(t_gpt_resume_warnings),
+        cmocka_unit_test(t_inject_nonfinite),
+        cmocka_unit_test(t_checked_before_step1),
+        cmocka_unit_test(t_readonly_dir),
+        cmocka_unit_test(t_long_data_path),
+        cmocka_unit_test(t_pure_fp16_refused),
+        cmocka_unit_test(t_signals),
+        cmocka_unit_test(t_signal_mpi),
+        cmocka_unit_test(t_help_and_summary),
+    };
+    amp_test_prepare();
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
