@@ -48,8 +48,10 @@ typedef struct {
 amp_status amp_opt_level_parse(const char *s, amp_opt_level *out); /* "O0".."O3" */
 /* half: AMP_F16 or AMP_BF16 (ignored for O0). */
 amp_status amp_opt_config_get(amp_opt_level level, amp_dtype half, amp_opt_config *out);
-/* The configuration a policy implies (f32 params + half compute = O1-like;
- * half params = O3-like). */
+/* The configuration a policy implies, as amp_initialize applies it: f32
+ * params + half compute = O1 (autocast); half params = O2 (f32 master
+ * weights, norms kept f32, dynamic loss scaling when compute is f16), which
+ * must compute in their own dtype; all f32 = O0. */
 amp_status amp_opt_config_from_policy(const amp_policy *p, amp_opt_config *out);
 
 /* ---- amp_context ------------------------------------------------------------- */

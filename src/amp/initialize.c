@@ -30,16 +30,8 @@ static amp_status decide(const char *fn, const amp_init_opts *o, amp_opt_config 
         amp_policy p;
         amp_status st = amp_policy_parse(o->policy, &p);
         if (st) return amp_error_chain(st, "%s", fn);
-        if (is_half(p.param) && p.compute != p.param)
-            return amp_error(AMP_ERR_ARG, "%s: policy \"%s\": half parameters compute in their own dtype (compute must be "
-                                          "%s)", fn, o->policy, amp_dtype_name(p.param));
-        memset(c, 0, sizeof *c);
-        c->level = is_half(p.param) ? AMP_O2 : is_half(p.compute) ? AMP_O1 : AMP_O0;
-        c->param_dtype = p.param;
-        c->compute_dtype = p.compute;
-        c->autocast = p.param == AMP_F32 && is_half(p.compute);
-        c->keep_norm_f32 = c->master_weights = is_half(p.param);
-        c->loss_scaling = p.compute == AMP_F16;
+        st = amp_opt_config_from_policy(&p, c);
+        if (st) return amp_error_chain(st, "%s: policy \"%s\"", fn, o->policy);
         *output = p.output;
     } else {
         amp_status st = amp_opt_config_get(o->level, o->half, c);

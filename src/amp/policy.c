@@ -113,19 +113,31 @@ amp_status amp_opt_config_get(amp_opt_level level, amp_dtype half, amp_opt_confi
     return AMP_OK;
 }
 
+static bool is_half(amp_dtype d) { return d == AMP_F16 || d == AMP_BF16; }
+
+/* The one mapping from a policy to the decisions (amp_initialize's policy
+ * option and `amp train --policy` both come here): half params are O2-like
+ * (f32 master weights, norms kept f32, loss scaling for f16), f32 params with
+ * half compute O1-like (autocast), all f32 O0. */
 amp_status amp_opt_config_from_policy(const amp_policy *p, amp_opt_config *out) {
-    if (!p || !out) return amp_error(AMP_ERR_ARG, "amp_opt_config_from_policy: NULL argument");
+    static const char *fn = "amp_opt_config_from_policy";
+    if (!p || !out) return amp_error(AMP_ERR_ARG, "%s: NULL argument", fn);
     amp_dtype ds[3] = {p->param, p->compute, p->output};
     for (int i = 0; i < 3; i++)
-        if (ds[i] != AMP_F32 && ds[i] != AMP_F16 && ds[i] != AMP_BF16)
-            return amp_error(AMP_ERR_DTYPE, "amp_opt_config_from_policy: %s dtype %s is not float32, float16 or bfloat16",
+        if (ds[i] != AMP_F32 && !is_half(ds[i]))
+            return amp_error(AMP_ERR_DTYPE, "%s: %s dtype %s is not float32, float16 or bfloat16", fn,
                              i == 0 ? "params" : i == 1 ? "compute" : "output", amp_dtype_name(ds[i]));
-    amp_dtype half = p->compute != AMP_F32 ? p->compute : p->param;
-    if (p->param == AMP_F32 && p->compute == AMP_F32) return amp_opt_config_get(AMP_O0, AMP_F16, out);
-    if (p->param == AMP_F32) return amp_opt_config_get(AMP_O1, half, out);
-    if (p->compute == AMP_F32)
-        return amp_error(AMP_ERR_ARG, "amp_opt_config_from_policy: half parameters with f32 compute is not a supported policy");
-    return amp_opt_config_get(AMP_O3, p->param, out);
+    if (is_half(p->param) && p->compute != p->param)
+        return amp_error(AMP_ERR_ARG, "%s: params %s with compute %s: half parameters compute in their own dtype (compute must be %s)",
+                         fn, amp_dtype_name(p->param), amp_dtype_name(p->compute), amp_dtype_name(p->param));
+    memset(out, 0, sizeof *out);
+    out->level = is_half(p->param) ? AMP_O2 : is_half(p->compute) ? AMP_O1 : AMP_O0;
+    out->param_dtype = p->param;
+    out->compute_dtype = p->compute;
+    out->autocast = p->param == AMP_F32 && is_half(p->compute);
+    out->keep_norm_f32 = out->master_weights = is_half(p->param);
+    out->loss_scaling = p->compute == AMP_F16;
+    return AMP_OK;
 }
 
 /* ---- amp_context --------------------------------------------------------------------- */
