@@ -119,8 +119,6 @@ int trainer_dist_fail(const char *what);
 int trainer_dist_begin(trainer_dist *td, const trainer_cfg *cfg, amp_module *model);
 /* amp_optim_new, or the data-parallel optimizer (ZeRO-1 shards) when distributed. */
 amp_optim *trainer_dist_optim_new(trainer_dist *td, amp_tensor *const *params, int n, const amp_optim_opts *o);
-/* The mean over the global batch of a per-rank mean v over rows of global_rows rows. */
-double trainer_dist_global_mean(trainer_dist *td, double v, int64_t rows, int64_t global_rows);
 /* A rank with no rows this step: its (zero) part of the gradient average. */
 int trainer_dist_no_backward(trainer_dist *td);
 /* Checkpoints: amp_checkpoint_save / restore, or their distributed forms
@@ -161,8 +159,8 @@ int trainer_dist_agree(trainer_dist *td, const trainer_ident *id);
 void trainer_dist_end(trainer_dist *td, trainer_result *res);
 /* The summary's lines about ranks and communication (nothing for one process). */
 void trainer_dist_print_summary(FILE *f, const trainer_cfg *cfg, const trainer_result *r);
-/* The end of a step's backward: the global batch's mean loss (as
- * trainer_dist_global_mean) and the stop signal agreed in one all-reduce, so
+/* The end of a step's backward: the global batch's mean loss (the
+ * per-rank mean v over rows, weighted by rows / global_rows and summed) and the stop signal agreed in one all-reduce, so
  * that every rank stops after the same step. *sig: in, this rank's signal
  * (0: none); out, the run's (this rank's own, else SIGINT if any rank got
  * one, else SIGTERM if any; unchanged in a world of one). */

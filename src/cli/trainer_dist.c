@@ -227,13 +227,6 @@ amp_optim *trainer_dist_optim_new(trainer_dist *td, amp_tensor *const *params, i
     return amp_ddp_optim_new(td->ddp, params, n, o);
 }
 
-double trainer_dist_global_mean(trainer_dist *td, double v, int64_t rows, int64_t global_rows) {
-    if (!td->ddp) return v;
-    double x = rows > 0 ? v * (double)rows / (double)global_rows : 0.0;
-    if (amp_dist_all_reduce_f64(td->g, &x, 1, AMP_DIST_SUM) != AMP_OK) return NAN;
-    return x;
-}
-
 int trainer_dist_no_backward(trainer_dist *td) {
     if (!td->ddp) return 0;
     return amp_ddp_finish(td->ddp) == AMP_OK ? 0 : -1;
