@@ -1,6 +1,8 @@
 /* The amp command end to end on a slice of the real Fashion-MNIST data:
  * train's summary and metrics CSV, compare's table, memory's arithmetic,
- * usage errors (exit 2), runtime errors (exit 1) naming the bad file. */
+ * usage errors (exit 2), runtime errors (exit 1) naming the bad file.
+ * AMP_TEST_PER_CPU_PATH: CTest also runs this file once per CPU path (the
+ * amp processes it starts inherit AMP_CPU). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
