@@ -45,6 +45,42 @@ void test_assert_close(double a, double b, double rtol, double atol, const char 
     }
 }
 
+const char *test_precision_note(const char *which, const char *matmul) {
+    static char buf[512];
+    const amp_cpu_path active = amp_cpu_active();
+    const char *path = amp_cpu_path_name(active);
+    const bool dot = active >= AMP_CPU_AVX512BF16; /* vdpbf16ps */
+    if (!matmul) matmul = "highest";
+    if (!strcmp(which, "fp32")) {
+        if (!strcmp(matmul, "medium") && dot)
+            snprintf(buf, sizeof buf, "fp32: matmul precision \"medium\": f32 operands rounded to bf16 and multiplied on the "
+                                      "bf16 dot product (about twice the f32 rate, about 3 significant digits per product)");
+        else if (!strcmp(matmul, "medium"))
+            snprintf(buf, sizeof buf,
+                     "fp32: matmul precision \"medium\" computes as \"highest\" here (cpu path %s has no bf16 dot product): f32 FMA",
+                     path);
+        else
+            snprintf(buf, sizeof buf, "fp32: f32 FMA products and sums (matmul precision \"%s\"%s)", matmul,
+                     !strcmp(matmul, "high") ? ", which runs as \"highest\": bf16x3 is slower than f32 on CPUs" : "");
+    } else if (!strcmp(which, "fp16")) {
+        snprintf(buf, sizeof buf, "fp16: widened to f32 for the products (no fp16 dot product on this CPU): fp16 saves memory "
+                                  "and bandwidth, not arithmetic");
+    } else if (!strcmp(which, "bf16")) {
+        if (dot)
+            snprintf(buf, sizeof buf, "bf16: bf16 x bf16 products use the native bf16 dot product (vdpbf16ps, cpu path %s): "
+                                      "twice the f32 rate, f32 sums, subnormals flushed", path);
+        else if (amp_cpu_supported(AMP_CPU_AVX512BF16))
+            snprintf(buf, sizeof buf,
+                     "bf16: widened to f32 (cpu path %s forced by AMP_CPU; this CPU has the bf16 dot product: avx512bf16)", path);
+        else
+            snprintf(buf, sizeof buf, "bf16: widened to f32 (this CPU has no bf16 dot product): bf16 saves memory and "
+                                      "bandwidth, not arithmetic");
+    } else {
+        fail_msg("test_precision_note: '%s' is not fp32, fp16 or bf16", which);
+    }
+    return buf;
+}
+
 char *test_read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;

@@ -67,6 +67,16 @@ int test_run_cli(const char *extra_env, const char *args, char **out, char **err
  * than cores and in containers); pass it as test_run_cli's extra_env. NULL
  * when amp was built without MPI. Static storage. */
 const char *test_mpirun_prefix(int np);
+/* The line `amp` prints (after its indent, without the newline) to say how
+ * the matrix products of compute precision `which` ("fp32", "fp16" or
+ * "bf16") run on this process's active CPU path under matmul precision
+ * `matmul` (NULL: "highest"): the train summary's "products" line and
+ * compare's notes. Written here from what each path does (not taken from the
+ * CLI's code), so a CLI that describes another path's arithmetic fails. The
+ * amp processes test_run_cli starts inherit AMP_CPU, hence this path.
+ * Static storage (overwritten by the next call). */
+const char *test_precision_note(const char *which, const char *matmul);
+
 /* Read a whole file (malloc'd, NUL-terminated); NULL if it cannot be read. */
 char *test_read_file(const char *path, size_t *len);
 /* A fresh empty temporary directory (malloc'd path); removed by test_rmtree. */
