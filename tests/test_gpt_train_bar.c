@@ -14,7 +14,9 @@
  * same for every mode.
  * (It was a 4-layer, 128-wide GPT at block 128 for 250 steps, 2.452, whose
  * three runs took 126 s of the suite; this one does a 28th of the arithmetic
- * per step.) */
+ * per step.)
+ * AMP_TEST_PER_CPU_PATH: CTest also runs this file once per CPU path (the
+ * amp processes inherit AMP_CPU): the same bar on every path. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,11 +9,23 @@
 
 void amp_test_prepare(void) {
     if (amp_init() != AMP_OK) {
+        /* skipped only for a path this CPU lacks; any other error fails */
         const char *env = getenv("AMP_CPU");
-        fprintf(stderr, "skipping: %s\n", amp_last_error());
-        if (env && *env) exit(77);
+        amp_cpu_path want;
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", amp_last_error());
+        if (env && *env && amp_cpu_path_parse(env, &want) == AMP_OK && !amp_cpu_supported(want)) {
+            fprintf(stderr, "skipping: %s\n", msg);
+            exit(77);
+        }
+        fprintf(stderr, "%s\n", msg);
         exit(1);
     }
+}
+
+bool amp_test_per_path_run(void) {
+    const char *e = getenv("AMP_TEST_PER_PATH");
+    return e && *e && strcmp(e, "0") != 0;
 }
 
 uint64_t test_rng_u64(test_rng *r) {

@@ -6,9 +6,12 @@
  *       return amp_test_run(tests);
  *   }
  *
- * A file containing the marker AMP_TEST_PER_CPU_PATH is run by CTest once per
- * CPU path with AMP_CPU set; amp_test_run exits 77 (skipped) when this CPU
- * lacks the requested path. */
+ * (with group fixtures: amp_test_prepare(); then cmocka_run_group_tests).
+ *
+ * A file containing the marker AMP_TEST_PER_CPU_PATH is run by CTest once more
+ * per CPU path with AMP_CPU set (the amp processes it starts inherit it) and
+ * AMP_TEST_PER_PATH=1; amp_test_run exits 77 (skipped) when this CPU lacks
+ * the requested path. */
 #ifndef AMP_TEST_SUPPORT_H
 #define AMP_TEST_SUPPORT_H
 
@@ -23,6 +26,20 @@
 /* Check AMP_CPU (exit 77 if the CPU lacks it), then run the group. */
 #define amp_test_run(tests) (amp_test_prepare(), cmocka_run_group_tests(tests, NULL, NULL))
 void amp_test_prepare(void);
+/* True in the per-CPU-path runs of a file marked AMP_TEST_PER_CPU_PATH: a
+ * test whose full run is long may check a shorter one there (saying what it
+ * leaves to the run on the machine's own path). */
+bool amp_test_per_path_run(void);
+/* In a per-path run, skips the calling test (cmocka's skip()) saying why:
+ * for a test that asserts nothing the CPU path changes, or left to the run on
+ * the machine's own path. */
+#define amp_test_skip_per_path(why)                                          \
+    do {                                                                     \
+        if (amp_test_per_path_run()) {                                       \
+            print_message("skipped in the per-CPU-path run: %s\n", (why)); \
+            skip();                                                          \
+        }                                                                    \
+    } while (0)
 
 /* For the CUDA tests: exits 77 (CTest's "skipped") with "SKIP: no CUDA
  * device: <why>" on stdout unless a CUDA device can be used (amp built with
