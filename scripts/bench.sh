@@ -8,11 +8,12 @@ AMP="./$BUILD/amp"
 OUT="$BUILD/bench"
 mkdir -p "$OUT"
 # Debian 12's OpenBLAS (the sgemm column, and PyTorch's fp32 products) picks
-# slow kernels on recent CPUs unless told: SKYLAKEX on a CPU with AVX-512
-# (an inherited OPENBLAS_CORETYPE=Haswell halved its sgemm on Zen 5), Haswell
-# on AVX2. AMP_OPENBLAS_CORETYPE overrides the choice.
-if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then ob=SKYLAKEX; else ob=Haswell; fi
-export OPENBLAS_CORETYPE=${AMP_OPENBLAS_CORETYPE:-$ob}
+# slow kernels on recent CPUs unless told a core type: amp bench and the
+# Python workers choose it from the CPU's flags (SKYLAKEX with AVX-512
+# F/BW/DQ/VL, HASWELL with AVX2; src/cli/bench_openblas.h, tools/bench_env.py)
+# and keep one set in the environment: OPENBLAS_CORETYPE or
+# AMP_OPENBLAS_CORETYPE overrides the choice.
+if [ -n "${AMP_OPENBLAS_CORETYPE:-}" ]; then export OPENBLAS_CORETYPE=$AMP_OPENBLAS_CORETYPE; fi
 parts=${BENCH_PARTS:-$($AMP bench --list)}
 parts=${parts//memory-gpt/}
 # llm.c's CPU trainer for the GPT part: tools/llmc_setup.sh builds it outside
@@ -32,7 +33,7 @@ tmp=$(mktemp "$doc.XXXXXX")
   echo '```'
   $AMP --version
   grep -m1 'model name' /proc/cpuinfo | sed 's/^model name\s*: /cpu: /'
-  echo "OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE"
+  echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$(python3 tools/bench_env.py 2>/dev/null || echo '(unknown)') (from the CPU's flags)}"
   echo '```'
   echo
 } > "$tmp"

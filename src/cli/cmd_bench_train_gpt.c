@@ -51,13 +51,14 @@ typedef struct {
     bool llmc;
 } gpt_bench_cfg;
 
-static double torch_gpt(bench_worker *w, const gpt_bench_cfg *g, long steps, int threads, const char *mode) {
+static double torch_gpt(bench_torch *tw, const gpt_bench_cfg *g, long steps, int threads, const char *mode) {
+    bench_worker *w = bench_torch_at(tw, threads);
     char req[256], line[256];
     snprintf(req, sizeof req, "gpt %lld %lld %lld %lld %lld %lld %lld %ld %d %s", (long long)g->c.n_layer, (long long)g->c.n_head,
              (long long)g->c.n_embd, (long long)g->c.block_size, (long long)g->c.vocab_size, (long long)g->batch,
              (long long)g->seq, steps, threads, mode);
     double ms;
-    if (!bench_worker_ask(w, req, line, sizeof line) || sscanf(line, "ok %lf", &ms) != 1) return -1;
+    if (!w || !bench_worker_ask(w, req, line, sizeof line) || sscanf(line, "ok %lf", &ms) != 1) return -1;
     return ms;
 }
 
@@ -93,7 +94,7 @@ static double median_pos(const double *v, int n) {
     return k ? bench_median(t, k) : -1;
 }
 
-static int bench_one(const gpt_bench_cfg *g, long steps, int rounds, long threads, bench_worker *w, const char *tver,
+static int bench_one(const gpt_bench_cfg *g, long steps, int rounds, long threads, bench_torch *w, const char *tver,
                      const char *llmc, cJSON *arr) {
     const int nt = amp_get_num_threads();
     double amp_ms[NMODE][MAXR], t_ms[NMODE][MAXR], t1_ms[NMODE][MAXR], l_ms[MAXR];
@@ -127,7 +128,7 @@ static int bench_one(const gpt_bench_cfg *g, long steps, int rounds, long thread
         }
         for (int k = 0; k < NMODE; k++) {
             t_ms[k][r] = t1_ms[k][r] = -1;
-            if (!g_modes[k].torch_mode || w->pid < 0 || !strcmp(g_modes[k].torch_mode, "fp16")) continue;
+            if (!g_modes[k].torch_mode || !bench_torch_at(w, nt) || !strcmp(g_modes[k].torch_mode, "fp16")) continue;
             fprintf(stderr, "amp bench train: %s round %d/%d: PyTorch %s\n", g->name, r + 1, rounds, g_modes[k].label);
             t_ms[k][r] = torch_gpt(w, g, steps, nt, g_modes[k].torch_mode);
             t1_ms[k][r] = nt == 1 ? t_ms[k][r] : torch_gpt(w, g, steps, 1, g_modes[k].torch_mode);
@@ -164,7 +165,7 @@ static int bench_one(const gpt_bench_cfg *g, long steps, int rounds, long thread
         if (best > 0) {
             snprintf(tcol, sizeof tcol, "%.0f / %.0f", t, t1);
             snprintf(scol, sizeof scol, "%.2fx", best / ms[k]);
-        } else if (g_modes[k].torch_mode && w->pid >= 0) {
+        } else if (g_modes[k].torch_mode && bench_torch_at(w, nt)) {
             snprintf(tcol, sizeof tcol, "not supported");
         }
         if (k == 0 && lm > 0) {
@@ -232,13 +233,13 @@ int bench_train_gpt(int argc, char **argv) {
     }
     if (threads > 0) amp_set_num_threads((int)threads);
     bench_print_machine();
-    bench_worker w = {.pid = -1};
-    char line[256], tver[64] = "";
-    const char *args[] = {script, "--serve", NULL};
-    if (!no_torch && bench_worker_start(&w, args, line, sizeof line) && sscanf(line, "ready %63s", tver) == 1)
-        printf("PyTorch %s: nanoGPT's model (tools/nanogpt_model.py), measured in the same rounds\n", tver);
-    else {
-        bench_worker_stop(&w);
+    bench_torch w = {.w = {{.pid = -1}, {.pid = -1}}};
+    char tver[64] = "";
+    if (!no_torch && bench_torch_start(&w, script, amp_get_num_threads())) {
+        snprintf(tver, sizeof tver, "%s", w.version);
+        printf("PyTorch: nanoGPT's model (tools/nanogpt_model.py)\n");
+        bench_torch_print(&w, script);
+    } else {
         printf("PyTorch: %s\n", no_torch ? "not run (--no-torch)" : "not available");
     }
     if (llmc) printf("llm.c: %s/train_gpt2 (fp32 CPU trainer; random weights and tokens in its formats)\n", llmc);
@@ -256,7 +257,7 @@ int bench_train_gpt(int argc, char **argv) {
     for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0] && rc == CLI_OK; c++)
         if (!strcmp(preset, "both") || !strcmp(preset, cfgs[c].name))
             rc = bench_one(&cfgs[c], steps, (int)rounds, threads, &w, *tver ? tver : "", llmc, arr);
-    bench_worker_stop(&w);
+    bench_torch_stop(&w);
     if (rc == CLI_OK) {
         printf("\nPyTorch's speedup column uses its faster thread setting; it has no fp16 CPU autocast (torch\n"
                "1.13), and its bf16 autocast uses oneDNN's AVX512_BF16 kernels. amp's bf16 matrix products use\n"
