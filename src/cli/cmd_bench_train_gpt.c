@@ -17,7 +17,7 @@
 #include "cli/trainer.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: amp bench train --model gpt (or: amp bench gpt) [--preset shakespeare-char|gpt2-124m|both] [--steps N]\n"
+    fprintf(f, "usage: amp bench train --model gpt (or: amp bench gpt) [--preset NAME] [--steps N]\n"
                "                       [--rounds R] [--threads T] [--llmc DIR | --no-llmc] [--no-torch] [--json FILE]\n\n"
                "Median ms per training step (forward, cross-entropy, backward, clip_grad_norm 1.0, AdamW\n"
                "with nanoGPT's groups) and tokens/s of amp's GPT in fp32, fp16 + GradScaler, bf16 (O1,\n"
@@ -28,6 +28,9 @@ static void usage(FILE *f) {
                "                    (amp's byte tokens), batch 16 x 256\n"
                "  gpt2-124m         GPT-2 small: 12 layers, 12 heads, 768 wide, block 1024, vocab 50257,\n"
                "                    batch 4 x 64 (llm.c's train_gpt2.c setting)\n"
+               "  both              the two above (the default)\n"
+               "  tiny              a quick check: 2 layers, 2 heads, 64 wide, block 64, vocab 256,\n"
+               "                    batch 4 x 32 (tools/bench_torch.py's tiny preset)\n"
                "  --steps N         timed steps per mode and round after one warm-up step (default 3)\n"
                "  --rounds R        rounds (default 3)\n"
                "  --llmc DIR        llm.c built by tools/llmc_setup.sh (default $AMP_LLMC_DIR; skipped,\n"
@@ -208,7 +211,8 @@ int bench_train_gpt(int argc, char **argv) {
             usage(stdout);
             return CLI_OK;
         } else if (!strcmp(a, "--model") && v && !strcmp(v, "gpt")) i++;
-        else if (!strcmp(a, "--preset") && v && (!strcmp(v, "shakespeare-char") || !strcmp(v, "gpt2-124m") || !strcmp(v, "both")))
+        else if (!strcmp(a, "--preset") && v && (!strcmp(v, "shakespeare-char") || !strcmp(v, "gpt2-124m") || !strcmp(v, "both") ||
+                                                 !strcmp(v, "tiny")))
             preset = v, i++;
         else if (!strcmp(a, "--steps") && v && !cli_parse_long(v, 1, 60, &steps)) i++;
         else if (!strcmp(a, "--rounds") && v && !cli_parse_long(v, 1, MAXR, &rounds)) i++;
@@ -246,6 +250,7 @@ int bench_train_gpt(int argc, char **argv) {
     const gpt_bench_cfg cfgs[] = {
         {"shakespeare-char", {6, 6, 384, 256, 256, 0.0, true}, "byte", 16, 256, false},
         {"gpt2-124m", AMP_GPT_CONFIG_GPT2, "gpt2", 4, 64, true},
+        {"tiny", {2, 2, 64, 64, 256, 0.0, true}, "byte", 4, 32, false},
     };
     cJSON *root = cJSON_CreateObject(), *arr = cJSON_CreateArray();
     cJSON_AddItemToObject(root, "machine", bench_machine_json());
@@ -255,7 +260,7 @@ int bench_train_gpt(int argc, char **argv) {
     cJSON_AddItemToObject(root, "configs", arr);
     int rc = CLI_OK;
     for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0] && rc == CLI_OK; c++)
-        if (!strcmp(preset, "both") || !strcmp(preset, cfgs[c].name))
+        if ((!strcmp(preset, "both") && strcmp(cfgs[c].name, "tiny")) || !strcmp(preset, cfgs[c].name))
             rc = bench_one(&cfgs[c], steps, (int)rounds, threads, &w, *tver ? tver : "", llmc, arr);
     bench_torch_stop(&w);
     if (rc == CLI_OK) {

@@ -75,8 +75,9 @@ const char *test_precision_note(const char *which, const char *matmul) {
             snprintf(buf, sizeof buf, "fp32: f32 FMA products and sums (matmul precision \"%s\"%s)", matmul,
                      !strcmp(matmul, "high") ? ", which runs as \"highest\": bf16x3 is slower than f32 on CPUs" : "");
     } else if (!strcmp(which, "fp16")) {
-        snprintf(buf, sizeof buf, "fp16: widened to f32 for the products (no fp16 dot product on this CPU): fp16 saves memory "
-                                  "and bandwidth, not arithmetic");
+        /* no path of amp multiplies in fp16, whatever the CPU has (AVX512_FP16) */
+        snprintf(buf, sizeof buf, "fp16: widened to f32 for the products (amp has no fp16 arithmetic on CPUs): fp16 saves "
+                                  "memory and bandwidth, not arithmetic");
     } else if (!strcmp(which, "bf16")) {
         if (dot)
             snprintf(buf, sizeof buf, "bf16: bf16 x bf16 products use the native bf16 dot product (vdpbf16ps, cpu path %s): "
