@@ -1,5 +1,6 @@
 #include "cli/bench_openblas.h"
 #include "cli/bench_util.h"
+#include "cli/cli.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -198,6 +199,17 @@ static void cpuinfo_field(const char *key, char *buf, size_t n) {
 static void cpu_model(char *buf, size_t n) {
     cpuinfo_field("model name", buf, n);
     if (!buf[0]) snprintf(buf, n, "unknown");
+}
+
+const char *bench_torch_bf16_note(void) {
+    /* the CPU's, not amp's path: AMP_CPU does not change what oneDNN sees */
+    return amp_cpu_supported(AMP_CPU_AVX512BF16) ? "its bf16 autocast runs oneDNN's AVX512_BF16 kernels on this CPU"
+                                                 : "this CPU has no AVX512_BF16, so its bf16 autocast has no bf16 arithmetic either";
+}
+
+void bench_print_amp_notes(void) {
+    printf("amp's matrix products on cpu path %s:\n", amp_cpu_path_name(amp_cpu_active()));
+    cli_print_precision_notes(stdout, "  - ", NULL);
 }
 
 const char *bench_openblas_env(const char **why) {

@@ -63,6 +63,13 @@ bench_worker *bench_torch_at(bench_torch *t, int n);
 void bench_torch_print(const bench_torch *t, const char *script);
 void bench_torch_stop(bench_torch *t);
 
+/* The CPU notes under the tables of amp bench train and gpt, from this CPU
+ * and amp's active path: what PyTorch's bf16 autocast runs on ("its bf16
+ * autocast ..."), and amp's matrix products per precision
+ * (cli_print_precision_notes) under a line naming the path. */
+const char *bench_torch_bf16_note(void);
+void bench_print_amp_notes(void);
+
 /* Sets OPENBLAS_CORETYPE from this CPU's /proc/cpuinfo flags
  * (bench_openblas_coretype, cli/bench_openblas.h) unless it is set already:
  * a user's value is never replaced. Call before OpenBLAS loads here or in a

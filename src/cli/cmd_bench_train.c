@@ -174,9 +174,10 @@ int cmd_bench_train(int argc, char **argv) {
         rc = bench_model(m, batch, steps, (int)rounds, threads, &w, *tver ? tver : "", arr);
     bench_torch_stop(&w);
     if (rc == CLI_OK) {
-        printf("\nthe PyTorch speedup column uses PyTorch's faster thread setting. Debian's torch 1.13\n"
-               "uses oneDNN's bf16 kernels where the CPU has AVX512_BF16; fp16 CPU autocast needs\n"
-               "torch >= 2.\n");
+        printf("\nthe PyTorch speedup column uses PyTorch's faster thread setting. Debian's torch 1.13 has\n"
+               "no fp16 CPU autocast (that needs torch >= 2), and %s.\n",
+               bench_torch_bf16_note());
+        bench_print_amp_notes();
         if (bench_write_json(json, root)) rc = CLI_FAIL;
     }
     cJSON_Delete(root);

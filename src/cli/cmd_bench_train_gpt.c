@@ -265,8 +265,9 @@ int bench_train_gpt(int argc, char **argv) {
     bench_torch_stop(&w);
     if (rc == CLI_OK) {
         printf("\nPyTorch's speedup column uses its faster thread setting; it has no fp16 CPU autocast (torch\n"
-               "1.13), and its bf16 autocast uses oneDNN's AVX512_BF16 kernels. amp's bf16 matrix products use\n"
-               "vdpbf16ps on this CPU path; fp16 is widened to f32 (no native fp16 arithmetic here).\n");
+               "1.13), and %s.\n",
+               bench_torch_bf16_note());
+        bench_print_amp_notes();
         if (bench_write_json(json, root)) rc = CLI_FAIL;
     }
     cJSON_Delete(root);
