@@ -12,9 +12,9 @@
  *     last checkpoint, saved every step before it, is intact and finite.
  * AMP_TEST_PER_CPU_PATH: CTest also runs this file once per CPU path (the
  * amp processes inherit AMP_CPU); there the scaler test checks the mechanics
- * on a shorter run, as under the sanitizers (fp16 products are widened to
- * the same f32 bits on every path, so the accuracy comparison of the full
- * run on the machine's own path covers them). */
+ * on a shorter run, as under the sanitizers (fp16 is widened to f32 on every
+ * path; the accuracy comparison is the full run's, on the machine's own
+ * path). */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
