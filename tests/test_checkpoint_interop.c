@@ -6,7 +6,9 @@
  *   - `amp predict` prints the same accuracy, and the trainer's own test
  *     accuracy for a checkpoint it saved;
  *   - `amp inspect` lists tensors and metadata, validates checkpoints, and
- *     follows the exit-code conventions (0 ok, 1 bad file, 2 bad usage). */
+ *     follows the exit-code conventions (0 ok, 1 bad file, 2 bad usage).
+ * AMP_TEST_PER_CPU_PATH: CTest also runs this file once per CPU path (the
+ * amp processes inherit AMP_CPU). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -8,7 +8,8 @@
  *   - predict on a file whose model cannot be told exits 1 (a content
  *     problem), not 2 (usage);
  *   - AMP_CACHE_MB=abc or -1 is an error (it was accepted silently);
- *   - bench gemm --sizes 1,,2 is refused. */
+ *   - bench gemm --sizes 1,,2 is refused.
+ * AMP_TEST_PER_CPU_PATH: CTest also runs this file once per CPU path. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

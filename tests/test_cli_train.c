@@ -1,6 +1,8 @@
 /* The amp command end to end on a slice of the real Fashion-MNIST data:
  * train's summary and metrics CSV, compare's table, memory's arithmetic,
- * usage errors (exit 2), runtime errors (exit 1) naming the bad file. */
+ * usage errors (exit 2), runtime errors (exit 1) naming the bad file.
+ * AMP_TEST_PER_CPU_PATH: CTest also runs this file once per CPU path (the
+ * amp processes it starts inherit AMP_CPU). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,18 +86,21 @@ static void t_modes(void **s) {
         double sc = field(out, "final loss scale");
         if (strstr(modes[i], "fp16")) assert_true(sc > 0 && sc == exp2(round(log2(sc)))); /* dynamic: a power of two */
         else assert_true(sc == 1.0);                                                       /* no loss scaling */
-        /* the summary says what the products cost on this CPU path */
+        /* the summary says what the products cost on this CPU path: the whole line */
         const char *mp = strstr(modes[i], "--matmul-precision ");
-        char want[64];
-        snprintf(want, sizeof want, "matmul precision  %s", mp ? mp + 19 : "highest");
-        char *sp = strchr(want + 18, ' ');
-        if (sp) *sp = '\0';
+        char want[64], matmul[16] = "highest";
+        if (mp) sscanf(mp + 19, "%15s", matmul);
+        snprintf(want, sizeof want, "matmul precision  %s\n", matmul);
         if (!strstr(out, want)) fail_msg("%s: no '%s' in the summary:\n%s", modes[i], want, out);
         const char *prod = strstr(out, "  products          ");
         if (!prod) fail_msg("%s: no products line in the summary", modes[i]);
-        if (strstr(modes[i], "bf16"))
-            assert_true(!strncmp(prod + 20, amp_cpu_active() >= AMP_CPU_AVX512BF16 ? "bf16: bf16 x bf16 products use the native"
-                                                                                  : "bf16: widened to f32", 25));
+        prod += 20;
+        const char *which = strstr(modes[i], "bf16") ? "bf16" : strstr(modes[i], "fp16") ? "fp16" : "fp32";
+        const char *note = test_precision_note(which, matmul);
+        size_t len = strcspn(prod, "\n");
+        if (len != strlen(note) || strncmp(prod, note, len))
+            fail_msg("%s on cpu path %s: the products line is\n  %.*s\nexpected\n  %s", modes[i],
+                     amp_cpu_path_name(amp_cpu_active()), (int)len, prod, note);
         free(out);
         free(err);
     }
@@ -224,10 +229,12 @@ static void t_compare_and_memory(void **s) {
     assert_non_null(strstr(out, "max logit diff"));
     assert_non_null(strstr(out, "peak memory by category"));
     /* what each precision costs on this CPU */
-    assert_non_null(strstr(out, "  - fp32: "));
-    assert_non_null(strstr(out, "  - fp16: widened to f32"));
-    assert_non_null(strstr(out, amp_cpu_active() >= AMP_CPU_AVX512BF16 ? "  - bf16: bf16 x bf16 products use the native bf16 dot product"
-                                                                      : "  - bf16: widened to f32"));
+    const char *precs[] = {"fp32", "fp16", "bf16"};
+    for (int i = 0; i < 3; i++) {
+        char line[600];
+        snprintf(line, sizeof line, "\n  - %s\n", test_precision_note(precs[i], NULL));
+        if (!strstr(out, line)) fail_msg("compare's notes on cpu path %s lack the line%s", amp_cpu_path_name(amp_cpu_active()), line);
+    }
     /* the logit differences are real measurements: finite and small */
     const char *p = strstr(out, "| fp16 |");
     const char *bar = p;

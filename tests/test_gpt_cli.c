@@ -7,7 +7,9 @@
  * the refusals of a resume with another model, tokenizer or data,
  * `amp generate` (deterministic for a seed; the KV cache gives the tokens
  * of the uncached path; half inference; a PyTorch-written state_dict),
- * `amp compare --model gpt` and `amp memory --model gpt`, usage errors. */
+ * `amp compare --model gpt` and `amp memory --model gpt`, usage errors.
+ * AMP_TEST_PER_CPU_PATH: CTest also runs this file once per CPU path (the
+ * amp processes inherit AMP_CPU). */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -255,5 +257,6 @@ int main(void) {
         cmocka_unit_test(t_train_summary), cmocka_unit_test(t_resume_bitexact), cmocka_unit_test(t_resume_refusals),
         cmocka_unit_test(t_generate),      cmocka_unit_test(t_compare_memory),  cmocka_unit_test(t_usage),
     };
+    amp_test_prepare();
     return cmocka_run_group_tests(tests, setup, teardown);
 }

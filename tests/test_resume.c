@@ -7,7 +7,9 @@
  * a second optimizer for the f32 norms under O2). The stop points fall
  * mid-epoch and on an epoch boundary. Also: --save-every, the metrics file
  * of a resumed run, and the refusals (model, precision mode, optimizer,
- * batch, missing checkpoint, bad usage). */
+ * batch, missing checkpoint, bad usage).
+ * AMP_TEST_PER_CPU_PATH: CTest also runs this file once per CPU path (the
+ * amp processes inherit AMP_CPU): resume is exact on every path. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

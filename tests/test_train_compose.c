@@ -7,7 +7,8 @@
  *   - a tiny conv net (conv2d-relu-max_pool2d-linear) on seeded 8x8 images:
  *     which quadrant holds the bright blob (also run under f16 autocast).
  * Each step runs in a scope; live bytes must return to the same value after
- * every step from the second on (no leaks). */
+ * every step from the second on (no leaks).
+ * AMP_TEST_PER_CPU_PATH: CTest also runs this file once per CPU path. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

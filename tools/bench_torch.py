@@ -20,32 +20,40 @@ torch.autocast('cpu', torch.bfloat16) around forward and loss. Presets:
   gpt2-124m         12 layers, 12 heads, 768 wide, block 1024, vocab 50257, batch 4, T 64
   tiny              2 layers, 2 heads, 64 wide, block 64, vocab 256, batch 4, T 32 (a quick check)
 --n-layer/--n-head/--n-embd/--block-size/--vocab/--batch/--seq override them.
---threads best times 1 thread and every core (torch's best setting differs by
-model: the issue asks for torch at its best) and reports both and the best
-per mode ("by_threads", "modes"). Each mode's time is the median step after
-one warm-up step.
+--threads best times 1 thread and every core, each in its own process
+(torch's best setting differs by model: the issue asks for torch at its best)
+and reports both and the best per mode ("by_threads", "modes"). A process's
+thread count, OpenBLAS's included, is fixed before torch loads
+(tools/bench_env.py: torch.set_num_threads alone leaves OpenBLAS's threads at
+every core), as is OPENBLAS_CORETYPE (from the CPU's flags unless set). Each
+mode's time is the median step after one warm-up step.
 
-    /usr/bin/python3 tools/bench_torch.py --serve
+    /usr/bin/python3 tools/bench_torch.py --serve --threads N
 
-serves `amp bench train`, which interleaves its rounds with PyTorch's: prints
-"ready <version>", then answers each line "run MODEL BATCH STEPS THREADS MODE"
+serves `amp bench train`, which interleaves its rounds with PyTorch's (one
+such process per thread count: N and 1): prints "ready <version> <threads>",
+then answers each line "run MODEL BATCH STEPS THREADS MODE"
 (MODE fp32, fp16 or bf16) or, for the GPT, "gpt N_LAYER N_HEAD N_EMBD
 BLOCK_SIZE VOCAB BATCH SEQ STEPS THREADS MODE" with "ok <median ms per step>"
-or "na" (the mode is not supported by this PyTorch), until "quit" or end of
-input."""
+or "na" (the mode is not supported by this PyTorch, or THREADS is not this
+process's count), until "quit" or end of input."""
 import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 import warnings
 
 # Debian's torch uses Debian's OpenBLAS, which picks SSE3 kernels on recent
-# CPUs unless told otherwise (must be set before torch loads it).
-os.environ.setdefault("OPENBLAS_CORETYPE", "SKYLAKEX")
+# CPUs unless told a core type, and whose own threads torch.set_num_threads
+# does not limit: both are set before torch loads it (tools/bench_env.py).
+import bench_env  # noqa: E402 (tools/, the script's directory)
 
-import torch
+bench_env.prepare(bench_env.threads_arg(sys.argv[1:]))
+
+import torch  # noqa: E402
 
 
 def build(name):
@@ -116,14 +124,23 @@ def bench(model_name, batch, steps, dtype):
     return 1e3 * statistics.median(times)
 
 
-def serve():
-    print("ready %s" % torch.__version__, flush=True)
+def serve(threads):
+    """threads > 0: this process runs that many threads (bench_env.prepare
+    set OpenBLAS's before torch loaded) and answers "na" to a request for
+    another count."""
+    if threads > 0:
+        torch.set_num_threads(threads)
+    print("ready %s %d" % (torch.__version__, torch.get_num_threads()), flush=True)
     dts = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
     for line in sys.stdin:
         f = line.split()
         if not f or f[0] == "quit":
             break
         try:
+            want = int(f[9]) if f[0] == "gpt" and len(f) == 11 else int(f[4]) if f[0] == "run" and len(f) == 6 else 0
+            if threads > 0 and want != threads:
+                print("na this worker runs %d threads, not %d" % (threads, want), flush=True)
+                continue
             if f[0] == "gpt" and len(f) == 11 and f[10] in dts:
                 v = [int(t) for t in f[1:10]]
                 cfg = dict(n_layer=v[0], n_head=v[1], n_embd=v[2], block_size=v[3], vocab_size=v[4])
@@ -149,7 +166,7 @@ def serve():
 
 def main():
     if "--serve" in sys.argv[1:]:
-        serve()
+        serve(bench_env.threads_arg(sys.argv[1:]))
         return
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="mlp", choices=["mlp", "cnn", "gpt"])
@@ -177,11 +194,21 @@ def main():
         batch = a.batch or 128
         out["batch"] = batch
         run = lambda dt: bench(a.model, batch, a.steps, dt)  # noqa: E731
-    settings = [1, os.cpu_count() or 1] if a.threads == "best" else [int(a.threads)]
     by = {}
-    for t in dict.fromkeys(settings):
-        if t > 0:
-            torch.set_num_threads(t)
+    if a.threads == "best":
+        # each thread count in its own process: OpenBLAS's threads are fixed
+        # when torch loads it (bench_env.prepare)
+        argv, drop = [], False
+        for x in sys.argv[1:]:
+            if not drop and x != "--threads" and not x.startswith("--threads="):
+                argv.append(x)
+            drop = x == "--threads"
+        for t in dict.fromkeys([1, os.cpu_count() or 1]):
+            r = json.loads(subprocess.check_output([sys.executable, os.path.abspath(__file__), *argv, "--threads", str(t)]))
+            by[str(r["threads"])] = r["modes"]
+    else:
+        if int(a.threads) > 0:
+            torch.set_num_threads(int(a.threads))
         modes = {"fp32": run(None)}
         for name, dt in (("fp16", torch.float16), ("bf16", torch.bfloat16)):
             try:

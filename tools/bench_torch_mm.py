@@ -17,14 +17,16 @@ Errors come back as "err <message>". Operands are torch.rand n x n, made once
 per (N, DT) and reused; NT multiplies A by B.t(), TN A.t() by B (views, as a
 transposed operand reaches oneDNN from Python)."""
 import argparse
-import os
 import sys
 import time
 
-# Debian's torch uses Debian's OpenBLAS for f32 (set before torch loads it)
-os.environ.setdefault("OPENBLAS_CORETYPE", "SKYLAKEX")
+# Debian's torch uses Debian's OpenBLAS for f32: its core type and thread
+# count are set before torch loads it (tools/bench_env.py)
+import bench_env  # noqa: E402 (tools/, the script's directory)
 
-import torch
+bench_env.prepare(bench_env.threads_arg(sys.argv[1:]))
+
+import torch  # noqa: E402
 
 
 def main():

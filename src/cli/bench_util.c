@@ -1,4 +1,6 @@
+#include "cli/bench_openblas.h"
 #include "cli/bench_util.h"
+#include "cli/cli.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -170,13 +172,16 @@ int bench_write_json(const char *path, const cJSON *root) {
     return ok ? 0 : -1;
 }
 
-static void cpu_model(char *buf, size_t n) {
-    snprintf(buf, n, "unknown");
+/* the value of the first /proc/cpuinfo line starting with key ("" if none) */
+static void cpuinfo_field(const char *key, char *buf, size_t n) {
+    buf[0] = 0;
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (!f) return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "model name", 10) == 0) {
+    char *line = NULL;
+    size_t cap = 0;
+    const size_t klen = strlen(key);
+    while (getline(&line, &cap, f) > 0) {
+        if (strncmp(line, key, klen) == 0 && (line[klen] == ' ' || line[klen] == '\t' || line[klen] == ':')) {
             char *c = strchr(line, ':');
             if (c) {
                 c++;
@@ -187,7 +192,39 @@ static void cpu_model(char *buf, size_t n) {
             break;
         }
     }
+    free(line);
     fclose(f);
+}
+
+static void cpu_model(char *buf, size_t n) {
+    cpuinfo_field("model name", buf, n);
+    if (!buf[0]) snprintf(buf, n, "unknown");
+}
+
+const char *bench_torch_bf16_note(void) {
+    /* the CPU's, not amp's path: AMP_CPU does not change what oneDNN sees */
+    return amp_cpu_supported(AMP_CPU_AVX512BF16) ? "its bf16 autocast runs oneDNN's AVX512_BF16 kernels on this CPU"
+                                                 : "this CPU has no AVX512_BF16, so its bf16 autocast has no bf16 arithmetic either";
+}
+
+void bench_print_amp_notes(void) {
+    printf("amp's matrix products on cpu path %s:\n", amp_cpu_path_name(amp_cpu_active()));
+    cli_print_precision_notes(stdout, "  - ", NULL);
+}
+
+const char *bench_openblas_env(const char **why) {
+    const char *w = "set in the environment";
+    if (!getenv("OPENBLAS_CORETYPE")) {
+        static char flags[8192];
+        cpuinfo_field("flags", flags, sizeof flags);
+        const char *ct = bench_openblas_coretype(flags);
+        if (ct) setenv("OPENBLAS_CORETYPE", ct, 0);
+        w = !ct ? "left unset, OpenBLAS's own choice: this CPU has no AVX2 and FMA"
+            : !strcmp(ct, "SKYLAKEX") ? "from this CPU's flags: AVX-512 F/BW/DQ/VL"
+                                      : "from this CPU's flags: AVX2 and FMA, no AVX-512";
+    }
+    if (why) *why = w;
+    return getenv("OPENBLAS_CORETYPE");
 }
 
 cJSON *bench_machine_json(void) {
@@ -263,6 +300,44 @@ bool bench_worker_ask(bench_worker *w, const char *req, char *line, size_t n) {
         return false;
     }
     return true;
+}
+
+bool bench_torch_start(bench_torch *t, const char *script, int threads) {
+    t->w[0].pid = t->w[1].pid = -1;
+    t->threads = threads;
+    t->version[0] = 0;
+    bench_openblas_env(NULL); /* the workers inherit it */
+    char line[256], targ[16];
+    for (int i = 0; i < (threads == 1 ? 1 : 2); i++) {
+        snprintf(targ, sizeof targ, "%d", i == 0 ? threads : 1);
+        const char *args[] = {script, "--serve", "--threads", targ, NULL};
+        char ver[64];
+        int got = 0;
+        if (!bench_worker_start(&t->w[i], args, line, sizeof line) || sscanf(line, "ready %63s %d", ver, &got) != 2 ||
+            got != (i == 0 ? threads : 1)) {
+            bench_torch_stop(t);
+            return false;
+        }
+        snprintf(t->version, sizeof t->version, "%s", ver);
+    }
+    return true;
+}
+
+bench_worker *bench_torch_at(bench_torch *t, int n) {
+    bench_worker *w = n == t->threads ? &t->w[0] : n == 1 ? &t->w[1] : NULL;
+    return w && w->pid >= 0 ? w : NULL;
+}
+
+void bench_torch_print(const bench_torch *t, const char *script) {
+    const char *ct = getenv("OPENBLAS_CORETYPE");
+    printf("PyTorch %s: measured in the same rounds (%s --serve: one process at %d thread%s; OPENBLAS_CORETYPE=%s)\n",
+           t->version, script, t->threads, t->threads == 1 ? "" : "s, one at 1 thread", ct ? ct : "(unset)");
+}
+
+void bench_torch_stop(bench_torch *t) {
+    bench_worker_stop(&t->w[0]);
+    bench_worker_stop(&t->w[1]);
+    t->version[0] = 0;
 }
 
 void bench_worker_stop(bench_worker *w) {

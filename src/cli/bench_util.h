@@ -44,6 +44,39 @@ bool bench_worker_start(bench_worker *w, const char *const *args, char *first, s
 bool bench_worker_ask(bench_worker *w, const char *req, char *line, size_t n);
 void bench_worker_stop(bench_worker *w);
 
+/* PyTorch's training-step workers of amp bench train and amp bench gpt
+ * (tools/bench_torch.py --serve --threads N): one at `threads` threads and,
+ * when that is not 1, one at 1 thread. Each process fixes its thread count
+ * before torch loads, so OpenBLAS's own threads (PyTorch's f32 products on
+ * Debian; torch.set_num_threads does not limit them) follow it and the
+ * "1 thr" column is one thread. start: false (both stopped) when PyTorch
+ * cannot run; version then empty. at: the worker at n threads, NULL if none. */
+typedef struct {
+    bench_worker w[2]; /* [0] at threads, [1] at 1 thread (unused when threads is 1) */
+    int threads;
+    char version[64];
+} bench_torch;
+bool bench_torch_start(bench_torch *t, const char *script, int threads);
+bench_worker *bench_torch_at(bench_torch *t, int n);
+/* "PyTorch <version>: measured in the same rounds (...)", naming the workers'
+ * thread counts and OPENBLAS_CORETYPE */
+void bench_torch_print(const bench_torch *t, const char *script);
+void bench_torch_stop(bench_torch *t);
+
+/* The CPU notes under the tables of amp bench train and gpt, from this CPU
+ * and amp's active path: what PyTorch's bf16 autocast runs on ("its bf16
+ * autocast ..."), and amp's matrix products per precision
+ * (cli_print_precision_notes) under a line naming the path. */
+const char *bench_torch_bf16_note(void);
+void bench_print_amp_notes(void);
+
+/* Sets OPENBLAS_CORETYPE from this CPU's /proc/cpuinfo flags
+ * (bench_openblas_coretype, cli/bench_openblas.h) unless it is set already:
+ * a user's value is never replaced. Call before OpenBLAS loads here or in a
+ * worker. Returns the value in effect (NULL: unset, OpenBLAS's own choice)
+ * and, in *why (when why is not NULL), where it came from. */
+const char *bench_openblas_env(const char **why);
+
 /* Writes root to path atomically (temp file + rename); returns 0 or -1 and
  * prints an error. Does nothing when path is NULL. */
 int bench_write_json(const char *path, const cJSON *root);

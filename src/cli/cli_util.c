@@ -66,7 +66,7 @@ void cli_print_precision_notes(FILE *f, const char *indent, const char *which) {
                     !strcmp(prec, "high") ? ", which runs as \"highest\": bf16x3 is slower than f32 on CPUs" : "");
     }
     if (!which || !strcmp(which, "fp16"))
-        fprintf(f, "%sfp16: widened to f32 for the products (no fp16 dot product on this CPU): fp16 saves memory and bandwidth, not arithmetic\n", indent);
+        fprintf(f, "%sfp16: widened to f32 for the products (amp has no fp16 arithmetic on CPUs): fp16 saves memory and bandwidth, not arithmetic\n", indent);
     if (!which || !strcmp(which, "bf16")) {
         if (dot)
             fprintf(f, "%sbf16: bf16 x bf16 products use the native bf16 dot product (vdpbf16ps, cpu path %s): twice the f32 rate, f32 sums, subnormals flushed\n", indent, path);

@@ -11,10 +11,12 @@
  * each block followed by a 30 ms pause so the threads of the previous library
  * (OpenMP's and OpenBLAS's spin-waiting workers) are asleep before the next
  * one starts. The figure reported is the median over all timed calls.
- * OpenBLAS gets OPENBLAS_CORETYPE=SKYLAKEX (Debian's build picks slow SSE3
- * kernels on recent Xeons otherwise) and OPENBLAS_THREAD_TIMEOUT=20 (its
- * workers stop spinning ~1 ms after a call instead of ~0.1 s), both only if
- * the user has not set them. */
+ * OpenBLAS gets OPENBLAS_CORETYPE from the CPU's flags (bench_openblas_env:
+ * SKYLAKEX with AVX-512, HASWELL with AVX2; Debian's build picks slow SSE3
+ * kernels on recent CPUs otherwise, and SKYLAKEX on an AVX2-only CPU was a
+ * SIGILL) and OPENBLAS_THREAD_TIMEOUT=20 (its workers stop spinning ~1 ms
+ * after a call instead of ~0.1 s), both only if the user has not set them;
+ * the PyTorch worker inherits them. */
 #include <dlfcn.h>
 #include <math.h>
 #include <omp.h>
@@ -36,11 +38,12 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: amp bench gemm [--sizes N,N,...] [--threads T] [--dtypes LIST] [--rounds R] [--json FILE]\n"
-            "                      [--torch-script PATH] [--no-torch]\n"
+            "                      [--sections LIST] [--torch-script PATH] [--no-torch]\n"
             "\n"
             "GEMM throughput of amp_gemm (f32 accumulation, f32 output) for f32, f16 and bf16\n"
             "inputs, against the measured peaks of this machine, OpenBLAS sgemm (dlopen'ed\n"
-            "libopenblas.so.0 with OPENBLAS_CORETYPE=SKYLAKEX, if installed) and PyTorch's bf16\n"
+            "libopenblas.so.0, if installed, with OPENBLAS_CORETYPE from this CPU's flags unless\n"
+            "set: SKYLAKEX with AVX-512, HASWELL with AVX2) and PyTorch's bf16\n"
             "torch.mm (tools/bench_torch_mm.py under /usr/bin/python3 or $AMP_TORCH_PYTHON,\n"
             "if torch is installed), measured interleaved in the same run. Sections:\n"
             "  peak     register-resident loops, one thread and all threads: f32 FMA, and\n"
@@ -54,6 +57,7 @@ static void usage(FILE *f) {
             "  --threads T      OpenMP threads for amp and OpenBLAS threads (default: all)\n"
             "  --dtypes LIST    input dtypes among f32,f16,bf16 (default f32,f16,bf16)\n"
             "  --rounds R       alternating measurement rounds (default 6, 1..50)\n"
+            "  --sections LIST  which of square,models,batch1 to run after the peaks (default all)\n"
             "  --json FILE      also write the results as JSON (fields: docs/BENCHMARKS.md)\n"
             "  --torch-script P the PyTorch worker (default tools/bench_torch_mm.py)\n"
             "  --no-torch       do not run PyTorch\n"
@@ -72,7 +76,8 @@ static struct {
 } g_ob;
 
 static void openblas_load(int threads) {
-    setenv("OPENBLAS_CORETYPE", "SKYLAKEX", 0);
+    const char *why, *ct = bench_openblas_env(&why);
+    printf("OPENBLAS_CORETYPE: %s (%s)\n", ct ? ct : "unset", why);
     setenv("OPENBLAS_THREAD_TIMEOUT", "20", 0);
     g_ob.h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
     if (!g_ob.h) return;
@@ -313,6 +318,23 @@ static int parse_sizes(const char *s, int64_t *out, int *n) {
         out[(*n)++] = v;
     }
     return *n ? 0 : -1;
+}
+
+enum { SEC_SQUARE = 1, SEC_MODELS = 2, SEC_BATCH1 = 4 };
+
+/* distinct names among square, models, batch1: a bit set, or -1 */
+static int parse_sections(const char *s) {
+    char buf[128];
+    if (strlen(s) >= sizeof buf) return -1;
+    strcpy(buf, s);
+    int set = 0;
+    char *cur = buf;
+    for (char *tok; (tok = strsep(&cur, ",")) != NULL;) {
+        const int b = !strcmp(tok, "square") ? SEC_SQUARE : !strcmp(tok, "models") ? SEC_MODELS : !strcmp(tok, "batch1") ? SEC_BATCH1 : 0;
+        if (!b || (set & b)) return -1;
+        set |= b;
+    }
+    return set;
 }
 
 static int parse_dtypes(const char *s, amp_dtype *out, int *n) {
@@ -639,6 +661,7 @@ int cmd_bench_gemm(int argc, char **argv) {
     long threads = 0, rounds = 6;
     const char *json = NULL, *torch_script = "tools/bench_torch_mm.py";
     bool no_torch = false;
+    int sections = SEC_SQUARE | SEC_MODELS | SEC_BATCH1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (cli_is_help(a)) {
@@ -646,7 +669,8 @@ int cmd_bench_gemm(int argc, char **argv) {
             return CLI_OK;
         }
         if (i + 1 >= argc && (!strcmp(a, "--sizes") || !strcmp(a, "--threads") || !strcmp(a, "--dtypes") ||
-                              !strcmp(a, "--rounds") || !strcmp(a, "--json") || !strcmp(a, "--torch-script")))
+                              !strcmp(a, "--rounds") || !strcmp(a, "--json") || !strcmp(a, "--torch-script") ||
+                              !strcmp(a, "--sections")))
             return cli_usage_error(usage, "bench gemm: %s needs a value", a);
         if (!strcmp(a, "--no-torch")) {
             no_torch = true;
@@ -666,6 +690,10 @@ int cmd_bench_gemm(int argc, char **argv) {
         } else if (!strcmp(a, "--rounds")) {
             if (cli_parse_long(argv[++i], 1, 50, &rounds))
                 return cli_usage_error(usage, "bench gemm: --rounds '%s': expected an integer in 1..50", argv[i]);
+        } else if (!strcmp(a, "--sections")) {
+            if ((sections = parse_sections(argv[++i])) < 0)
+                return cli_usage_error(usage, "bench gemm: --sections '%s': expected distinct names among square,models,batch1",
+                                       argv[i]);
         } else if (!strcmp(a, "--json")) {
             json = argv[++i];
         } else {
@@ -681,7 +709,7 @@ int cmd_bench_gemm(int argc, char **argv) {
     printf("threads: %d; kernel path: %s%s\n", T, amp_gemm_kernel_active()->name,
            pairs ? " (bf16 x bf16 on the avx512bf16 vdpbf16ps kernels)" : "");
     if (g_ob.h)
-        printf("OpenBLAS: %s (OPENBLAS_CORETYPE=%s)\n", g_ob.config, getenv("OPENBLAS_CORETYPE"));
+        printf("OpenBLAS: %s\n", g_ob.config);
     else
         printf("OpenBLAS: not installed (libopenblas.so.0 not found); amp's numbers only\n");
     if (!no_torch && torch_start(torch_script, T))
@@ -718,9 +746,10 @@ int cmd_bench_gemm(int argc, char **argv) {
         cJSON_AddNumberToObject(pk, "dpbf16_all_threads_gflops", dp);
     }
 
-    int rc = section_square(sizes, ns, dts, ndt, (int)rounds, peak, dp, root);
-    if (!rc) rc = section_models(dts, ndt, (int)rounds, root);
-    if (!rc) rc = section_batch1(dts, ndt, (int)rounds, root);
+    int rc = 0;
+    if (sections & SEC_SQUARE) rc = section_square(sizes, ns, dts, ndt, (int)rounds, peak, dp, root);
+    if (!rc && (sections & SEC_MODELS)) rc = section_models(dts, ndt, (int)rounds, root);
+    if (!rc && (sections & SEC_BATCH1)) rc = section_batch1(dts, ndt, (int)rounds, root);
     torch_stop();
     if (!rc && bench_write_json(json, root)) rc = CLI_FAIL;
     cJSON_Delete(root);

@@ -36,11 +36,12 @@ enum { NM = sizeof g_modes / sizeof g_modes[0], MAXR = 25 };
 
 /* PyTorch's median ms per step for a mode on `threads` threads; -1 if the
  * worker cannot (no torch, unsupported mode) */
-static double torch_step(bench_worker *w, const char *model, long batch, long steps, int threads, const char *mode) {
+static double torch_step(bench_torch *tw, const char *model, long batch, long steps, int threads, const char *mode) {
+    bench_worker *w = bench_torch_at(tw, threads);
     char req[128], line[256];
     snprintf(req, sizeof req, "run %s %ld %ld %d %s", model, batch, steps, threads, mode);
     double ms;
-    if (!bench_worker_ask(w, req, line, sizeof line) || sscanf(line, "ok %lf", &ms) != 1) return -1;
+    if (!w || !bench_worker_ask(w, req, line, sizeof line) || sscanf(line, "ok %lf", &ms) != 1) return -1;
     return ms;
 }
 
@@ -52,7 +53,7 @@ static double median_valid(double *v, int n) {
     return k ? bench_median(t, k) : -1;
 }
 
-static int bench_model(const char *model, long batch, long steps, int rounds, long threads, bench_worker *w,
+static int bench_model(const char *model, long batch, long steps, int rounds, long threads, bench_torch *w,
                        const char *tver, cJSON *arr) {
     const int nt = amp_get_num_threads();
     double per[NM][MAXR], tper[NM][MAXR], tper1[NM][MAXR];
@@ -78,7 +79,7 @@ static int bench_model(const char *model, long batch, long steps, int rounds, lo
         }
         for (int k = 0; k < NM; k++) {
             tper[k][r] = tper1[k][r] = -1;
-            if (!g_modes[k].torch_mode || w->pid < 0) continue;
+            if (!g_modes[k].torch_mode || !bench_torch_at(w, nt)) continue;
             tper[k][r] = torch_step(w, model, batch, tsteps, nt, g_modes[k].torch_mode);
             tper1[k][r] = nt == 1 ? tper[k][r] : torch_step(w, model, batch, tsteps, 1, g_modes[k].torch_mode);
         }
@@ -101,7 +102,7 @@ static int bench_model(const char *model, long batch, long steps, int rounds, lo
         if (best > 0) {
             snprintf(tcol, sizeof tcol, "%.2f / %.2f", t, t1);
             snprintf(scol, sizeof scol, "%.2fx", best / ms[k]);
-        } else if (g_modes[k].torch_mode && w->pid >= 0) {
+        } else if (g_modes[k].torch_mode && bench_torch_at(w, nt)) {
             snprintf(tcol, sizeof tcol, "not available");
         }
         printf("| %s | %.2f | %.2fx | %.2f | %s | %s |\n", g_modes[k].label, ms[k], ms[k] / ms[0],
@@ -151,13 +152,12 @@ int cmd_bench_train(int argc, char **argv) {
     }
     if (threads > 0) amp_set_num_threads((int)threads);
     bench_print_machine();
-    bench_worker w = {.pid = -1};
-    char line[256], tver[64] = "";
-    const char *args[] = {script, "--serve", NULL};
-    if (!no_torch && bench_worker_start(&w, args, line, sizeof line) && sscanf(line, "ready %63s", tver) == 1)
-        printf("PyTorch %s: measured in the same rounds (tools/bench_torch.py --serve)\n", tver);
-    else {
-        bench_worker_stop(&w);
+    bench_torch w = {.w = {{.pid = -1}, {.pid = -1}}};
+    char tver[64] = "";
+    if (!no_torch && bench_torch_start(&w, script, amp_get_num_threads())) {
+        snprintf(tver, sizeof tver, "%s", w.version);
+        bench_torch_print(&w, script);
+    } else {
         printf("PyTorch: %s\n", no_torch ? "not run (--no-torch)" : "not available");
     }
     cJSON *root = cJSON_CreateObject(), *arr = cJSON_CreateArray();
@@ -172,11 +172,12 @@ int cmd_bench_train(int argc, char **argv) {
     snprintf(list, sizeof list, "%s", models);
     for (char *save = NULL, *m = strtok_r(list, ",", &save); m && rc == CLI_OK; m = strtok_r(NULL, ",", &save))
         rc = bench_model(m, batch, steps, (int)rounds, threads, &w, *tver ? tver : "", arr);
-    bench_worker_stop(&w);
+    bench_torch_stop(&w);
     if (rc == CLI_OK) {
-        printf("\nthe PyTorch speedup column uses PyTorch's faster thread setting. Debian's torch 1.13\n"
-               "uses oneDNN's bf16 kernels where the CPU has AVX512_BF16; fp16 CPU autocast needs\n"
-               "torch >= 2.\n");
+        printf("\nthe PyTorch speedup column uses PyTorch's faster thread setting. Debian's torch 1.13 has\n"
+               "no fp16 CPU autocast (that needs torch >= 2), and %s.\n",
+               bench_torch_bf16_note());
+        bench_print_amp_notes();
         if (bench_write_json(json, root)) rc = CLI_FAIL;
     }
     cJSON_Delete(root);

@@ -17,7 +17,7 @@
 #include "cli/trainer.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: amp bench train --model gpt (or: amp bench gpt) [--preset shakespeare-char|gpt2-124m|both] [--steps N]\n"
+    fprintf(f, "usage: amp bench train --model gpt (or: amp bench gpt) [--preset NAME] [--steps N]\n"
                "                       [--rounds R] [--threads T] [--llmc DIR | --no-llmc] [--no-torch] [--json FILE]\n\n"
                "Median ms per training step (forward, cross-entropy, backward, clip_grad_norm 1.0, AdamW\n"
                "with nanoGPT's groups) and tokens/s of amp's GPT in fp32, fp16 + GradScaler, bf16 (O1,\n"
@@ -28,6 +28,9 @@ static void usage(FILE *f) {
                "                    (amp's byte tokens), batch 16 x 256\n"
                "  gpt2-124m         GPT-2 small: 12 layers, 12 heads, 768 wide, block 1024, vocab 50257,\n"
                "                    batch 4 x 64 (llm.c's train_gpt2.c setting)\n"
+               "  both              the two above (the default)\n"
+               "  tiny              a quick check: 2 layers, 2 heads, 64 wide, block 64, vocab 256,\n"
+               "                    batch 4 x 32 (tools/bench_torch.py's tiny preset)\n"
                "  --steps N         timed steps per mode and round after one warm-up step (default 3)\n"
                "  --rounds R        rounds (default 3)\n"
                "  --llmc DIR        llm.c built by tools/llmc_setup.sh (default $AMP_LLMC_DIR; skipped,\n"
@@ -51,13 +54,14 @@ typedef struct {
     bool llmc;
 } gpt_bench_cfg;
 
-static double torch_gpt(bench_worker *w, const gpt_bench_cfg *g, long steps, int threads, const char *mode) {
+static double torch_gpt(bench_torch *tw, const gpt_bench_cfg *g, long steps, int threads, const char *mode) {
+    bench_worker *w = bench_torch_at(tw, threads);
     char req[256], line[256];
     snprintf(req, sizeof req, "gpt %lld %lld %lld %lld %lld %lld %lld %ld %d %s", (long long)g->c.n_layer, (long long)g->c.n_head,
              (long long)g->c.n_embd, (long long)g->c.block_size, (long long)g->c.vocab_size, (long long)g->batch,
              (long long)g->seq, steps, threads, mode);
     double ms;
-    if (!bench_worker_ask(w, req, line, sizeof line) || sscanf(line, "ok %lf", &ms) != 1) return -1;
+    if (!w || !bench_worker_ask(w, req, line, sizeof line) || sscanf(line, "ok %lf", &ms) != 1) return -1;
     return ms;
 }
 
@@ -93,7 +97,7 @@ static double median_pos(const double *v, int n) {
     return k ? bench_median(t, k) : -1;
 }
 
-static int bench_one(const gpt_bench_cfg *g, long steps, int rounds, long threads, bench_worker *w, const char *tver,
+static int bench_one(const gpt_bench_cfg *g, long steps, int rounds, long threads, bench_torch *w, const char *tver,
                      const char *llmc, cJSON *arr) {
     const int nt = amp_get_num_threads();
     double amp_ms[NMODE][MAXR], t_ms[NMODE][MAXR], t1_ms[NMODE][MAXR], l_ms[MAXR];
@@ -127,7 +131,7 @@ static int bench_one(const gpt_bench_cfg *g, long steps, int rounds, long thread
         }
         for (int k = 0; k < NMODE; k++) {
             t_ms[k][r] = t1_ms[k][r] = -1;
-            if (!g_modes[k].torch_mode || w->pid < 0 || !strcmp(g_modes[k].torch_mode, "fp16")) continue;
+            if (!g_modes[k].torch_mode || !bench_torch_at(w, nt) || !strcmp(g_modes[k].torch_mode, "fp16")) continue;
             fprintf(stderr, "amp bench train: %s round %d/%d: PyTorch %s\n", g->name, r + 1, rounds, g_modes[k].label);
             t_ms[k][r] = torch_gpt(w, g, steps, nt, g_modes[k].torch_mode);
             t1_ms[k][r] = nt == 1 ? t_ms[k][r] : torch_gpt(w, g, steps, 1, g_modes[k].torch_mode);
@@ -164,7 +168,7 @@ static int bench_one(const gpt_bench_cfg *g, long steps, int rounds, long thread
         if (best > 0) {
             snprintf(tcol, sizeof tcol, "%.0f / %.0f", t, t1);
             snprintf(scol, sizeof scol, "%.2fx", best / ms[k]);
-        } else if (g_modes[k].torch_mode && w->pid >= 0) {
+        } else if (g_modes[k].torch_mode && bench_torch_at(w, nt)) {
             snprintf(tcol, sizeof tcol, "not supported");
         }
         if (k == 0 && lm > 0) {
@@ -207,7 +211,8 @@ int bench_train_gpt(int argc, char **argv) {
             usage(stdout);
             return CLI_OK;
         } else if (!strcmp(a, "--model") && v && !strcmp(v, "gpt")) i++;
-        else if (!strcmp(a, "--preset") && v && (!strcmp(v, "shakespeare-char") || !strcmp(v, "gpt2-124m") || !strcmp(v, "both")))
+        else if (!strcmp(a, "--preset") && v && (!strcmp(v, "shakespeare-char") || !strcmp(v, "gpt2-124m") || !strcmp(v, "both") ||
+                                                 !strcmp(v, "tiny")))
             preset = v, i++;
         else if (!strcmp(a, "--steps") && v && !cli_parse_long(v, 1, 60, &steps)) i++;
         else if (!strcmp(a, "--rounds") && v && !cli_parse_long(v, 1, MAXR, &rounds)) i++;
@@ -232,19 +237,20 @@ int bench_train_gpt(int argc, char **argv) {
     }
     if (threads > 0) amp_set_num_threads((int)threads);
     bench_print_machine();
-    bench_worker w = {.pid = -1};
-    char line[256], tver[64] = "";
-    const char *args[] = {script, "--serve", NULL};
-    if (!no_torch && bench_worker_start(&w, args, line, sizeof line) && sscanf(line, "ready %63s", tver) == 1)
-        printf("PyTorch %s: nanoGPT's model (tools/nanogpt_model.py), measured in the same rounds\n", tver);
-    else {
-        bench_worker_stop(&w);
+    bench_torch w = {.w = {{.pid = -1}, {.pid = -1}}};
+    char tver[64] = "";
+    if (!no_torch && bench_torch_start(&w, script, amp_get_num_threads())) {
+        snprintf(tver, sizeof tver, "%s", w.version);
+        printf("PyTorch: nanoGPT's model (tools/nanogpt_model.py)\n");
+        bench_torch_print(&w, script);
+    } else {
         printf("PyTorch: %s\n", no_torch ? "not run (--no-torch)" : "not available");
     }
     if (llmc) printf("llm.c: %s/train_gpt2 (fp32 CPU trainer; random weights and tokens in its formats)\n", llmc);
     const gpt_bench_cfg cfgs[] = {
         {"shakespeare-char", {6, 6, 384, 256, 256, 0.0, true}, "byte", 16, 256, false},
         {"gpt2-124m", AMP_GPT_CONFIG_GPT2, "gpt2", 4, 64, true},
+        {"tiny", {2, 2, 64, 64, 256, 0.0, true}, "byte", 4, 32, false},
     };
     cJSON *root = cJSON_CreateObject(), *arr = cJSON_CreateArray();
     cJSON_AddItemToObject(root, "machine", bench_machine_json());
@@ -254,13 +260,14 @@ int bench_train_gpt(int argc, char **argv) {
     cJSON_AddItemToObject(root, "configs", arr);
     int rc = CLI_OK;
     for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0] && rc == CLI_OK; c++)
-        if (!strcmp(preset, "both") || !strcmp(preset, cfgs[c].name))
+        if ((!strcmp(preset, "both") && strcmp(cfgs[c].name, "tiny")) || !strcmp(preset, cfgs[c].name))
             rc = bench_one(&cfgs[c], steps, (int)rounds, threads, &w, *tver ? tver : "", llmc, arr);
-    bench_worker_stop(&w);
+    bench_torch_stop(&w);
     if (rc == CLI_OK) {
         printf("\nPyTorch's speedup column uses its faster thread setting; it has no fp16 CPU autocast (torch\n"
-               "1.13), and its bf16 autocast uses oneDNN's AVX512_BF16 kernels. amp's bf16 matrix products use\n"
-               "vdpbf16ps on this CPU path; fp16 is widened to f32 (no native fp16 arithmetic here).\n");
+               "1.13), and %s.\n",
+               bench_torch_bf16_note());
+        bench_print_amp_notes();
         if (bench_write_json(json, root)) rc = CLI_FAIL;
     }
     cJSON_Delete(root);

@@ -10,11 +10,23 @@
 
 void amp_test_prepare(void) {
     if (amp_init() != AMP_OK) {
+        /* skipped only for a path this CPU lacks; any other error fails */
         const char *env = getenv("AMP_CPU");
-        fprintf(stderr, "skipping: %s\n", amp_last_error());
-        if (env && *env) exit(77);
+        amp_cpu_path want;
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", amp_last_error());
+        if (env && *env && amp_cpu_path_parse(env, &want) == AMP_OK && !amp_cpu_supported(want)) {
+            fprintf(stderr, "skipping: %s\n", msg);
+            exit(77);
+        }
+        fprintf(stderr, "%s\n", msg);
         exit(1);
     }
+}
+
+bool amp_test_per_path_run(void) {
+    const char *e = getenv("AMP_TEST_PER_PATH");
+    return e && *e && strcmp(e, "0") != 0;
 }
 
 uint64_t test_rng_u64(test_rng *r) {
@@ -44,6 +56,43 @@ void test_assert_close(double a, double b, double rtol, double atol, const char 
         fail_msg("%s:%d: %s: got %.9g, expected %.9g (|diff| %.3g > tol %.3g)", file, line, what ? what : "value", a, b,
                  fabs(a - b), tol);
     }
+}
+
+const char *test_precision_note(const char *which, const char *matmul) {
+    static char buf[512];
+    const amp_cpu_path active = amp_cpu_active();
+    const char *path = amp_cpu_path_name(active);
+    const bool dot = active >= AMP_CPU_AVX512BF16; /* vdpbf16ps */
+    if (!matmul) matmul = "highest";
+    if (!strcmp(which, "fp32")) {
+        if (!strcmp(matmul, "medium") && dot)
+            snprintf(buf, sizeof buf, "fp32: matmul precision \"medium\": f32 operands rounded to bf16 and multiplied on the "
+                                      "bf16 dot product (about twice the f32 rate, about 3 significant digits per product)");
+        else if (!strcmp(matmul, "medium"))
+            snprintf(buf, sizeof buf,
+                     "fp32: matmul precision \"medium\" computes as \"highest\" here (cpu path %s has no bf16 dot product): f32 FMA",
+                     path);
+        else
+            snprintf(buf, sizeof buf, "fp32: f32 FMA products and sums (matmul precision \"%s\"%s)", matmul,
+                     !strcmp(matmul, "high") ? ", which runs as \"highest\": bf16x3 is slower than f32 on CPUs" : "");
+    } else if (!strcmp(which, "fp16")) {
+        /* no path of amp multiplies in fp16, whatever the CPU has (AVX512_FP16) */
+        snprintf(buf, sizeof buf, "fp16: widened to f32 for the products (amp has no fp16 arithmetic on CPUs): fp16 saves "
+                                  "memory and bandwidth, not arithmetic");
+    } else if (!strcmp(which, "bf16")) {
+        if (dot)
+            snprintf(buf, sizeof buf, "bf16: bf16 x bf16 products use the native bf16 dot product (vdpbf16ps, cpu path %s): "
+                                      "twice the f32 rate, f32 sums, subnormals flushed", path);
+        else if (amp_cpu_supported(AMP_CPU_AVX512BF16))
+            snprintf(buf, sizeof buf,
+                     "bf16: widened to f32 (cpu path %s forced by AMP_CPU; this CPU has the bf16 dot product: avx512bf16)", path);
+        else
+            snprintf(buf, sizeof buf, "bf16: widened to f32 (this CPU has no bf16 dot product): bf16 saves memory and "
+                                      "bandwidth, not arithmetic");
+    } else {
+        fail_msg("test_precision_note: '%s' is not fp32, fp16 or bf16", which);
+    }
+    return buf;
 }
 
 char *test_read_file(const char *path, size_t *len) {

@@ -6,9 +6,12 @@
  *       return amp_test_run(tests);
  *   }
  *
- * A file containing the marker AMP_TEST_PER_CPU_PATH is run by CTest once per
- * CPU path with AMP_CPU set; amp_test_run exits 77 (skipped) when this CPU
- * lacks the requested path. */
+ * (with group fixtures: amp_test_prepare(); then cmocka_run_group_tests).
+ *
+ * A file containing the marker AMP_TEST_PER_CPU_PATH is run by CTest once more
+ * per CPU path with AMP_CPU set (the amp processes it starts inherit it) and
+ * AMP_TEST_PER_PATH=1; amp_test_run exits 77 (skipped) when this CPU lacks
+ * the requested path. */
 #ifndef AMP_TEST_SUPPORT_H
 #define AMP_TEST_SUPPORT_H
 
@@ -23,6 +26,20 @@
 /* Check AMP_CPU (exit 77 if the CPU lacks it), then run the group. */
 #define amp_test_run(tests) (amp_test_prepare(), cmocka_run_group_tests(tests, NULL, NULL))
 void amp_test_prepare(void);
+/* True in the per-CPU-path runs of a file marked AMP_TEST_PER_CPU_PATH: a
+ * test whose full run is long may check a shorter one there (saying what it
+ * leaves to the run on the machine's own path). */
+bool amp_test_per_path_run(void);
+/* In a per-path run, skips the calling test (cmocka's skip()) saying why:
+ * for a test that asserts nothing the CPU path changes, or left to the run on
+ * the machine's own path. */
+#define amp_test_skip_per_path(why)                                          \
+    do {                                                                     \
+        if (amp_test_per_path_run()) {                                       \
+            print_message("skipped in the per-CPU-path run: %s\n", (why)); \
+            skip();                                                          \
+        }                                                                    \
+    } while (0)
 
 /* For the CUDA tests: exits 77 (CTest's "skipped") with "SKIP: no CUDA
  * device: <why>" on stdout unless a CUDA device can be used (amp built with
@@ -73,6 +90,16 @@ char *test_run_cli_expect(int want, char **err, const char *fmt, ...) __attribut
  * than cores and in containers); pass it as test_run_cli's extra_env. NULL
  * when amp was built without MPI. Static storage. */
 const char *test_mpirun_prefix(int np);
+/* The line `amp` prints (after its indent, without the newline) to say how
+ * the matrix products of compute precision `which` ("fp32", "fp16" or
+ * "bf16") run on this process's active CPU path under matmul precision
+ * `matmul` (NULL: "highest"): the train summary's "products" line and
+ * compare's notes. Written here from what each path does (not taken from the
+ * CLI's code), so a CLI that describes another path's arithmetic fails. The
+ * amp processes test_run_cli starts inherit AMP_CPU, hence this path.
+ * Static storage (overwritten by the next call). */
+const char *test_precision_note(const char *which, const char *matmul);
+
 /* Read a whole file (malloc'd, NUL-terminated); NULL if it cannot be read. */
 char *test_read_file(const char *path, size_t *len);
 /* A fresh empty temporary directory (malloc'd path); removed by test_rmtree. */
