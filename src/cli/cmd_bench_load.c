@@ -210,17 +210,19 @@ static int bench_model(const char *model, long steps, int rounds, int T, int nbu
 int cmd_bench_load(int argc, char **argv) {
     const char *models = "mlp,gpt", *json = NULL;
     long rounds = 5, nbusy = 1, threads = 0, mlp_steps = 40, gpt_steps = 6;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (cli_is_help(a)) {
+    for (int i = 1; i < argc; i++) /* --help anywhere, whatever else the line holds */
+        if (cli_is_help(argv[i])) {
             usage(stdout);
             return CLI_OK;
-        } else if (!strcmp(a, "--model") && v &&
+        }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--model") && v &&
                    (!strcmp(v, "mlp") || !strcmp(v, "gpt") || !strcmp(v, "mlp,gpt") || !strcmp(v, "gpt,mlp")))
             models = v, i++;
         else if (!strcmp(a, "--rounds") && v && !cli_parse_long(v, 1, MAXR, &rounds)) i++;
         else if (!strcmp(a, "--busy") && v && !cli_parse_long(v, 1, MAXBUSY, &nbusy)) i++;
-        else if (!strcmp(a, "--threads") && v && !cli_parse_long(v, 1, 1024, &threads)) i++;
+        else if (!strcmp(a, "--threads") && v && !cli_parse_long(v, 2, 1024, &threads)) i++;
         else if (!strcmp(a, "--mlp-steps") && v && !cli_parse_long(v, 1, 100000, &mlp_steps)) i++;
         else if (!strcmp(a, "--gpt-steps") && v && !cli_parse_long(v, 1, 100000, &gpt_steps)) i++;
         else if (!strcmp(a, "--json") && v) json = v, i++;
