@@ -10,7 +10,10 @@
  *     initial scale of 1e30 skips every step and learns nothing;
  *   - a mode that skipped nothing gets no such note;
  *   - --speed-rounds / --speed-steps are checked (exit 2, naming them);
- *   - the GPT's table has the same speedup cells. */
+ *   - the GPT's table has the same speedup cells.
+ * AMP_TEST_PER_CPU_PATH: CTest also runs this file once per CPU path (the
+ * amp processes inherit AMP_CPU): the table and its notes on every path.
+ */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

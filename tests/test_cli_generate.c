@@ -11,7 +11,11 @@
  *     the tied head, anything else (other values, shape, dtype) is refused,
  *     since amp's GPT ties them (it was ignored whatever it held);
  *   - a checkpoint's gpt.config is checked against its tensors' shapes before
- *     the model is made (an edited block_size=2^24 allocated gigabytes first). */
+ *     the model is made (an edited block_size=2^24 allocated gigabytes first).
+ * AMP_TEST_PER_CPU_PATH: CTest also runs this file once per CPU path (the
+ * amp processes inherit AMP_CPU): the refusals and the greedy sampling on
+ * every path.
+ */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,7 +9,10 @@
  * than a window), while a long --data path is no reason not to save;
  * pure fp16 is refused before training; SIGINT and SIGTERM end the current
  * step, save and exit 130 / 143 (under mpirun every rank stops after the
- * same step), and the run resumes from that checkpoint bit for bit. */
+ * same step), and the run resumes from that checkpoint bit for bit.
+ * AMP_TEST_PER_CPU_PATH: CTest also runs this file once per CPU path (the
+ * amp processes inherit AMP_CPU): the loop's promises hold on every path.
+ */
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
