@@ -21,35 +21,6 @@
 /* small and fast: 2 layers, 64 wide, block 32, batch 8 */
 #define SMALL "--model gpt --n-layer 2 --n-head 4 --n-embd 64 --block-size 32 --batch 8 --threads 2 --eval-windows 16"
 
-static char *g_dir;
-
-static int setup(void **state) {
-    (void)state;
-    g_dir = test_mkdtemp();
-    return g_dir ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    test_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
-
-/* Runs `amp ARGS`; fails unless the exit status is want; returns stdout (caller frees), *err stderr when asked. */
-static char *amp(int want, char **err, const char *fmt, ...) {
-    char args[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    char *out = NULL, *e = NULL;
-    int rc = test_run_cli(NULL, args, &out, &e);
-    if (rc != want) fail_msg("amp %s: exit %d (expected %d)\nstdout:\n%s\nstderr:\n%s", args, rc, want, out, e);
-    if (err) *err = e;
-    else free(e);
-    return out;
-}
 
 static double field(const char *out, const char *label) {
     const char *p = strstr(out, label);
@@ -62,8 +33,8 @@ static double field(const char *out, const char *label) {
 static void t_train_summary(void **s) {
     (void)s;
     char csv[1100];
-    snprintf(csv, sizeof csv, "%s/m.csv", g_dir);
-    char *out = amp(0, NULL, "train " SMALL " --max-steps 12 --log-every 4 --eval-every 6 --metrics %s", csv);
+    snprintf(csv, sizeof csv, "%s/m.csv", test_tmpdir);
+    char *out = test_run_cli_expect(0, NULL, "train " SMALL " --max-steps 12 --log-every 4 --eval-every 6 --metrics %s", csv);
     assert_non_null(strstr(out, "step 4/12 loss"));
     assert_non_null(strstr(out, "tokens/s"));
     assert_non_null(strstr(out, "step 6: val loss"));
@@ -86,7 +57,7 @@ static void t_train_summary(void **s) {
                            "--precision fp16 --opt-level O2", "--precision bf16 --opt-level O3",
                            "--policy params=float32,compute=bfloat16,output=float32", "--checkpoint-activations"};
     for (size_t k = 0; k < sizeof modes / sizeof modes[0]; k++) {
-        out = amp(0, NULL, "train " SMALL " --max-steps 6 --quiet %s", modes[k]);
+        out = test_run_cli_expect(0, NULL, "train " SMALL " --max-steps 6 --quiet %s", modes[k]);
         double v = field(out, "val loss   ");
         if (!(v > 0 && v < 6.0)) fail_msg("%s: val loss %g", modes[k], v);
         free(out);
@@ -124,13 +95,13 @@ static void assert_same_checkpoint(const char *a, const char *b) {
 
 static void resume_case(const char *mode, const char *extra_resume) {
     char straight[1100], split[1100];
-    snprintf(straight, sizeof straight, "%s/straight", g_dir);
-    snprintf(split, sizeof split, "%s/split", g_dir);
+    snprintf(straight, sizeof straight, "%s/straight", test_tmpdir);
+    snprintf(split, sizeof split, "%s/split", test_tmpdir);
     test_rmtree(straight);
     test_rmtree(split);
-    free(amp(0, NULL, "train " SMALL " --dropout 0.1 --max-steps 14 --quiet %s --checkpoint %s", mode, straight));
-    free(amp(0, NULL, "train " SMALL " --dropout 0.1 --max-steps 14 --quiet %s --checkpoint %s --stop-after 5", mode, split));
-    char *out = amp(0, NULL, "train " SMALL " --dropout 0.1 --max-steps 14 %s %s --resume %s --log-every 100", mode, extra_resume, split);
+    free(test_run_cli_expect(0, NULL, "train " SMALL " --dropout 0.1 --max-steps 14 --quiet %s --checkpoint %s", mode, straight));
+    free(test_run_cli_expect(0, NULL, "train " SMALL " --dropout 0.1 --max-steps 14 --quiet %s --checkpoint %s --stop-after 5", mode, split));
+    char *out = test_run_cli_expect(0, NULL, "train " SMALL " --dropout 0.1 --max-steps 14 %s %s --resume %s --log-every 100", mode, extra_resume, split);
     assert_non_null(strstr(out, "resumed from"));
     free(out);
     assert_same_checkpoint(straight, split);
@@ -149,27 +120,27 @@ static void t_resume_bitexact(void **s) {
 static void t_resume_refusals(void **s) {
     (void)s;
     char dir[1100], other[1100];
-    snprintf(dir, sizeof dir, "%s/r", g_dir);
-    snprintf(other, sizeof other, "%s/other.txt", g_dir);
-    free(amp(0, NULL, "train " SMALL " --max-steps 3 --quiet --checkpoint %s", dir));
+    snprintf(dir, sizeof dir, "%s/r", test_tmpdir);
+    snprintf(other, sizeof other, "%s/other.txt", test_tmpdir);
+    free(test_run_cli_expect(0, NULL, "train " SMALL " --max-steps 3 --quiet --checkpoint %s", dir));
     char *err;
-    free(amp(1, &err, "train --model gpt --n-layer 3 --n-head 4 --n-embd 64 --block-size 32 --batch 8 --max-steps 4 --quiet --resume %s", dir));
+    free(test_run_cli_expect(1, &err, "train --model gpt --n-layer 3 --n-head 4 --n-embd 64 --block-size 32 --batch 8 --max-steps 4 --quiet --resume %s", dir));
     assert_non_null(strstr(err, "gpt.config"));
     free(err);
-    free(amp(1, &err, "train " SMALL " --tokenizer gpt2 --max-steps 4 --quiet --resume %s", dir));
+    free(test_run_cli_expect(1, &err, "train " SMALL " --tokenizer gpt2 --max-steps 4 --quiet --resume %s", dir));
     assert_non_null(strstr(err, "tokenizer"));
     free(err);
     FILE *f = fopen(other, "w");
     for (int i = 0; i < 400; i++) fprintf(f, "line %d of another text, long enough for windows\n", i);
     fclose(f);
-    free(amp(1, &err, "train " SMALL " --data %s --max-steps 4 --quiet --resume %s", other, dir));
+    free(test_run_cli_expect(1, &err, "train " SMALL " --data %s --max-steps 4 --quiet --resume %s", other, dir));
     assert_non_null(strstr(err, "data.crc32"));
     free(err);
-    free(amp(1, &err, "train " SMALL " --precision bf16 --max-steps 4 --quiet --resume %s", dir));
+    free(test_run_cli_expect(1, &err, "train " SMALL " --precision bf16 --max-steps 4 --quiet --resume %s", dir));
     assert_non_null(strstr(err, "mode"));
     free(err);
     /* --data: any text file trains */
-    char *out = amp(0, NULL, "train " SMALL " --data %s --max-steps 3 --quiet", other);
+    char *out = test_run_cli_expect(0, NULL, "train " SMALL " --data %s --max-steps 3 --quiet", other);
     assert_non_null(strstr(out, "val loss"));
     free(out);
 }
@@ -177,25 +148,25 @@ static void t_resume_refusals(void **s) {
 static void t_generate(void **s) {
     (void)s;
     char dir[1100];
-    snprintf(dir, sizeof dir, "%s/g", g_dir);
-    free(amp(0, NULL, "train " SMALL " --max-steps 30 --quiet --checkpoint %s", dir));
+    snprintf(dir, sizeof dir, "%s/g", test_tmpdir);
+    free(test_run_cli_expect(0, NULL, "train " SMALL " --max-steps 30 --quiet --checkpoint %s", dir));
     const char *base = "generate --checkpoint %s --prompt ROMEO: --tokens 50 --temperature 0.9 --top-k 40 --threads 2";
     char fmt[512];
     snprintf(fmt, sizeof fmt, "%s --seed 7", base);
-    char *a = amp(0, NULL, fmt, dir), *b = amp(0, NULL, fmt, dir);
+    char *a = test_run_cli_expect(0, NULL, fmt, dir), *b = test_run_cli_expect(0, NULL, fmt, dir);
     assert_string_equal(a, b); /* deterministic for a seed */
     assert_int_equal(strncmp(a, "ROMEO:", 6), 0);
     assert_true(strlen(a) >= 6 + 50 + 1); /* 50 byte tokens */
     snprintf(fmt, sizeof fmt, "%s --seed 7 --no-kv-cache", base);
-    char *c = amp(0, NULL, fmt, dir);
+    char *c = test_run_cli_expect(0, NULL, fmt, dir);
     assert_string_equal(a, c); /* the KV cache gives the tokens of recomputing the prefix */
     snprintf(fmt, sizeof fmt, "%s --seed 8", base);
-    char *d = amp(0, NULL, fmt, dir);
+    char *d = test_run_cli_expect(0, NULL, fmt, dir);
     assert_true(strcmp(a, d) != 0);
-    char *e = amp(0, NULL, "generate --checkpoint %s --tokens 20 --precision bf16 --seed 1", dir);
-    char *e2 = amp(0, NULL, "generate --checkpoint %s --tokens 20 --precision bf16 --seed 1 --no-kv-cache", dir);
+    char *e = test_run_cli_expect(0, NULL, "generate --checkpoint %s --tokens 20 --precision bf16 --seed 1", dir);
+    char *e2 = test_run_cli_expect(0, NULL, "generate --checkpoint %s --tokens 20 --precision bf16 --seed 1 --no-kv-cache", dir);
     assert_string_equal(e, e2);
-    char *h = amp(0, NULL, "generate --checkpoint %s --tokens 20 --precision fp16 --temperature 0", dir);
+    char *h = test_run_cli_expect(0, NULL, "generate --checkpoint %s --tokens 20 --precision fp16 --temperature 0", dir);
     free(a);
     free(b);
     free(c);
@@ -205,28 +176,28 @@ static void t_generate(void **s) {
     free(h);
     /* the PyTorch-written state_dict of the golden data (nanoGPT's names; Hugging Face's layout) */
     char *err;
-    char *p1 = amp(0, &err, "generate --checkpoint " AMP_TEST_DATA_DIR "/gpt/gpt_small.safetensors --n-head 4 --tokens 16 "
+    char *p1 = test_run_cli_expect(0, &err, "generate --checkpoint " AMP_TEST_DATA_DIR "/gpt/gpt_small.safetensors --n-head 4 --tokens 16 "
                             "--temperature 0 --stats");
     assert_non_null(strstr(err, "model 2L/4H/64 block 32 vocab 256"));
     free(err);
-    char *p2 = amp(0, NULL, "generate --checkpoint " AMP_TEST_DATA_DIR "/gpt/gpt_small_hf.safetensors --n-head 4 --tokens 16 "
+    char *p2 = test_run_cli_expect(0, NULL, "generate --checkpoint " AMP_TEST_DATA_DIR "/gpt/gpt_small_hf.safetensors --n-head 4 --tokens 16 "
                             "--temperature 0");
     assert_string_equal(p1, p2);
     free(p1);
     free(p2);
-    free(amp(2, NULL, "generate --checkpoint " AMP_TEST_DATA_DIR "/gpt/gpt_small.safetensors --tokens 4"));
-    free(amp(1, NULL, "generate --checkpoint %s/nonexistent", g_dir));
-    free(amp(2, NULL, "generate --prompt x"));
+    free(test_run_cli_expect(2, NULL, "generate --checkpoint " AMP_TEST_DATA_DIR "/gpt/gpt_small.safetensors --tokens 4"));
+    free(test_run_cli_expect(1, NULL, "generate --checkpoint %s/nonexistent", test_tmpdir));
+    free(test_run_cli_expect(2, NULL, "generate --prompt x"));
 }
 
 static void t_compare_memory(void **s) {
     (void)s;
-    char *out = amp(0, NULL, "compare " SMALL " --max-steps 3 --quiet");
+    char *out = test_run_cli_expect(0, NULL, "compare " SMALL " --max-steps 3 --quiet");
     const char *rows[] = {"| fp32 |", "| fp16 O1 |", "| bf16 O1 |", "| bf16 O2 |", "| activation |", "| cast_cache |", "saving"};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         if (!strstr(out, rows[i])) fail_msg("compare lacks '%s':\n%s", rows[i], out);
     free(out);
-    out = amp(0, NULL, "memory " SMALL " --max-steps 1");
+    out = test_run_cli_expect(0, NULL, "memory " SMALL " --max-steps 1");
     const char *mrows[] = {"16 B/param", "18 B/param", "| fp32 ckpt |", "| bf16 O2 ckpt |", "| activations: arithmetic |",
                            "saving vs fp32"};
     for (size_t i = 0; i < sizeof mrows / sizeof mrows[0]; i++)
@@ -236,18 +207,18 @@ static void t_compare_memory(void **s) {
 
 static void t_usage(void **s) {
     (void)s;
-    free(amp(2, NULL, "train --model mlp --n-layer 2"));
-    free(amp(2, NULL, "train --model gpt --n-embd 10 --n-head 3"));
-    free(amp(2, NULL, "train --model gpt --tokenizer words"));
-    free(amp(2, NULL, "train --model gpt --preset huge"));
-    free(amp(2, NULL, "train --model gpt --limit 5"));
-    char *h = amp(0, NULL, "bench gpt --help");
+    free(test_run_cli_expect(2, NULL, "train --model mlp --n-layer 2"));
+    free(test_run_cli_expect(2, NULL, "train --model gpt --n-embd 10 --n-head 3"));
+    free(test_run_cli_expect(2, NULL, "train --model gpt --tokenizer words"));
+    free(test_run_cli_expect(2, NULL, "train --model gpt --preset huge"));
+    free(test_run_cli_expect(2, NULL, "train --model gpt --limit 5"));
+    char *h = test_run_cli_expect(0, NULL, "bench gpt --help");
     assert_non_null(strstr(h, "shakespeare-char"));
     assert_non_null(strstr(h, "llm.c"));
     free(h);
-    free(amp(2, NULL, "bench train --model gpt --preset nope"));
+    free(test_run_cli_expect(2, NULL, "bench train --model gpt --preset nope"));
     char *err;
-    free(amp(1, &err, "train " SMALL " --data /nonexistent-amp-dir/t.txt --max-steps 2"));
+    free(test_run_cli_expect(1, &err, "train " SMALL " --data /nonexistent-amp-dir/t.txt --max-steps 2"));
     assert_non_null(strstr(err, "/nonexistent-amp-dir/t.txt"));
     free(err);
 }
@@ -258,5 +229,5 @@ int main(void) {
         cmocka_unit_test(t_generate),      cmocka_unit_test(t_compare_memory),  cmocka_unit_test(t_usage),
     };
     amp_test_prepare();
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }

@@ -32,35 +32,6 @@
 #define GPT "--model gpt --n-layer 2 --n-head 4 --n-embd 64 --block-size 32 --batch 8 --threads 2 --eval-windows 16"
 #define MLP "--model mlp --limit 512 --test-limit 100 --batch 64 --threads 2"
 
-static char *g_dir;
-
-static int setup(void **state) {
-    (void)state;
-    g_dir = test_mkdtemp();
-    return g_dir ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    test_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
-
-/* Runs `amp ARGS`; fails unless the exit status is want; returns stdout (caller frees), *err stderr when asked. */
-static char *amp(int want, char **err, const char *fmt, ...) {
-    char args[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    char *out = NULL, *e = NULL;
-    int rc = test_run_cli(NULL, args, &out, &e);
-    if (rc != want) fail_msg("amp %s: exit %d (expected %d)\nstdout:\n%s\nstderr:\n%s", args, rc, want, out, e);
-    if (err) *err = e;
-    else free(e);
-    return out;
-}
 
 static void expect_in(const char *text, const char *needle, const char *what) {
     if (!strstr(text, needle)) fail_msg("%s lacks '%s':\n%s", what, needle, text);
@@ -72,15 +43,15 @@ typedef struct {
     char out[1200], err[1200];
 } child;
 
-/* Starts `amp ARGS` with stdout and stderr in files of g_dir (name.out, name.err). */
+/* Starts `amp ARGS` with stdout and stderr in files of test_tmpdir (name.out, name.err). */
 static void spawn(child *c, const char *name, const char *fmt, ...) {
     char args[4096], cmd[8192];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
-    snprintf(c->out, sizeof c->out, "%s/%s.out", g_dir, name);
-    snprintf(c->err, sizeof c->err, "%s/%s.err", g_dir, name);
+    snprintf(c->out, sizeof c->out, "%s/%s.out", test_tmpdir, name);
+    snprintf(c->err, sizeof c->err, "%s/%s.err", test_tmpdir, name);
     unlink(c->out);
     unlink(c->err);
     snprintf(cmd, sizeof cmd, "exec %s %s < /dev/null > %s 2> %s", AMP_CLI_PATH, args, c->out, c->err);
@@ -125,14 +96,14 @@ static void t_lock_whole_run(void **s) {
     const char *models[] = {GPT, MLP " --epochs 1000"};
     for (int k = 0; k < 2; k++) {
         char dir[1200];
-        snprintf(dir, sizeof dir, "%s/lock%d", g_dir, k);
+        snprintf(dir, sizeof dir, "%s/lock%d", test_tmpdir, k);
         child a;
         char name[32];
         snprintf(name, sizeof name, "lock%d", k);
         spawn(&a, name, "train %s --max-steps 100000 --log-every 1 --checkpoint %s", models[k], dir);
         wait_for_output(&a, "step 1/"); /* it holds the directory from its start */
         char *err;
-        free(amp(1, &err, "train %s --max-steps 2 --quiet --checkpoint %s", models[k], dir));
+        free(test_run_cli_expect(1, &err, "train %s --max-steps 2 --quiet --checkpoint %s", models[k], dir));
         expect_in(err, "is in use by another process", "the second run's error");
         free(err);
         kill(a.pid, SIGKILL);
@@ -150,7 +121,7 @@ static void t_metrics_full_disk(void **s) {
     }
     const char *models[] = {GPT, MLP};
     for (int k = 0; k < 2; k++) {
-        char *err, *out = amp(1, &err, "train %s --max-steps 3 --log-every 1 --metrics /dev/full", models[k]);
+        char *err, *out = test_run_cli_expect(1, &err, "train %s --max-steps 3 --log-every 1 --metrics /dev/full", models[k]);
         expect_in(err, "cannot write the metrics file /dev/full", "stderr");
         if (strstr(out, "step 1/")) fail_msg("%s: the full disk was found after training started:\n%s", models[k], out);
         free(out);
@@ -162,18 +133,18 @@ static void t_metrics_full_disk(void **s) {
 static void t_gpt_resume_warnings(void **s) {
     (void)s;
     char dir[1200];
-    snprintf(dir, sizeof dir, "%s/warn", g_dir);
-    free(amp(0, NULL, "train " GPT " --max-steps 6 --stop-after 3 --quiet --checkpoint %s", dir));
+    snprintf(dir, sizeof dir, "%s/warn", test_tmpdir);
+    free(test_run_cli_expect(0, NULL, "train " GPT " --max-steps 6 --stop-after 3 --quiet --checkpoint %s", dir));
     char *err;
-    free(amp(0, &err, "train " GPT " --max-steps 6 --quiet --schedule constant --resume %s --checkpoint %s/w1", dir, g_dir));
+    free(test_run_cli_expect(0, &err, "train " GPT " --max-steps 6 --quiet --schedule constant --resume %s --checkpoint %s/w1", dir, test_tmpdir));
     expect_in(err, "warning: --schedule constant differs from the checkpoint's cosine", "stderr");
     free(err);
     /* 6 steps warm up for 0 (10% of the run) unless --warmup says otherwise */
-    free(amp(0, &err, "train " GPT " --max-steps 6 --quiet --warmup 2 --resume %s --checkpoint %s/w2", dir, g_dir));
+    free(test_run_cli_expect(0, &err, "train " GPT " --max-steps 6 --quiet --warmup 2 --resume %s --checkpoint %s/w2", dir, test_tmpdir));
     expect_in(err, "warning: --warmup: this run warms up for 2 steps, the checkpoint's run for 0", "stderr");
     free(err);
     /* the same settings: no warning */
-    free(amp(0, &err, "train " GPT " --max-steps 6 --quiet --resume %s --checkpoint %s/w3", dir, g_dir));
+    free(test_run_cli_expect(0, &err, "train " GPT " --max-steps 6 --quiet --resume %s --checkpoint %s/w3", dir, test_tmpdir));
     if (strstr(err, "warning")) fail_msg("an unchanged resume warned:\n%s", err);
     free(err);
 }
@@ -182,7 +153,7 @@ static void t_inject_nonfinite(void **s) {
     (void)s;
     const char *models[] = {GPT, MLP, GPT " --precision fp16", GPT " --precision bf16 --opt-level O2"};
     for (int k = 0; k < 4; k++) {
-        char *out = amp(0, NULL, "train %s --max-steps 6 --quiet --inject-nonfinite-every 2", models[k]);
+        char *out = test_run_cli_expect(0, NULL, "train %s --max-steps 6 --quiet --inject-nonfinite-every 2", models[k]);
         if (!strstr(out, "6 (3 skipped for inf/nan gradients)")) fail_msg("%s: not 3 of 6 steps skipped:\n%s", models[k], out);
         free(out);
     }
@@ -204,7 +175,7 @@ static void expect_refused_before_step1(const char *needle, const char *fmt, ...
     va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
-    char *err, *out = amp(1, &err, "train %s --log-every 1", args);
+    char *err, *out = test_run_cli_expect(1, &err, "train %s --log-every 1", args);
     if (strstr(out, "step 1/")) fail_msg("amp train %s: the problem was found after training started:\n%s\n%s", args, out, err);
     expect_in(err, needle, "stderr");
     free(out);
@@ -214,20 +185,20 @@ static void expect_refused_before_step1(const char *needle, const char *fmt, ...
 static void t_checked_before_step1(void **s) {
     (void)s;
     char file[1200], loop[1200], text[1200];
-    snprintf(file, sizeof file, "%s/a_file", g_dir);
+    snprintf(file, sizeof file, "%s/a_file", test_tmpdir);
     write_text(file, 1, 0);
-    snprintf(loop, sizeof loop, "%s/loop", g_dir);
+    snprintf(loop, sizeof loop, "%s/loop", test_tmpdir);
     assert_int_equal(symlink(loop, loop), 0);
     const char *models[] = {GPT, MLP};
     for (int k = 0; k < 2; k++) {
         const char *m = models[k];
-        expect_refused_before_step1("/missing/parent", "%s --max-steps 3 --checkpoint %s/missing/parent/ck", m, g_dir);
+        expect_refused_before_step1("/missing/parent", "%s --max-steps 3 --checkpoint %s/missing/parent/ck", m, test_tmpdir);
         expect_refused_before_step1("/proc/self", "%s --max-steps 3 --checkpoint /proc/self", m); /* root cannot write there either */
         expect_refused_before_step1("a_file/ck", "%s --max-steps 3 --checkpoint %s/ck", m, file);
         expect_refused_before_step1("symbolic links", "%s --max-steps 3 --checkpoint %s", m, loop);
     }
     /* the GPT's validation split must hold a window + 1 tokens: a text whose last 10% is inside its last line has none */
-    snprintf(text, sizeof text, "%s/no_val.txt", g_dir);
+    snprintf(text, sizeof text, "%s/no_val.txt", test_tmpdir);
     write_text(text, 300, 3000);
     expect_refused_before_step1("validation split", GPT " --max-steps 3 --data %s", text);
     expect_refused_before_step1("validation split", GPT " --max-steps 3 --eval-every 1 --data %s", text);
@@ -240,15 +211,15 @@ static void t_checked_before_step1(void **s) {
 static void t_readonly_dir(void **s) {
     (void)s;
     char dir[1200], lockf[1300];
-    snprintf(dir, sizeof dir, "%s/ro", g_dir);
-    assert_int_equal(chmod(g_dir, 0755), 0);
+    snprintf(dir, sizeof dir, "%s/ro", test_tmpdir);
+    assert_int_equal(chmod(test_tmpdir, 0755), 0);
     assert_int_equal(mkdir(dir, 0755), 0);
     snprintf(lockf, sizeof lockf, "%s/.amp.lock", dir);
     write_text(lockf, 0, 0);
     assert_int_equal(chmod(lockf, 0666), 0);
     assert_int_equal(chmod(dir, 0555), 0);
     char io[1000];
-    snprintf(io, sizeof io, "%s/io", g_dir); /* where the other user writes stdout and stderr */
+    snprintf(io, sizeof io, "%s/io", test_tmpdir); /* where the other user writes stdout and stderr */
     assert_int_equal(mkdir(io, 0777), 0);
     assert_int_equal(chmod(io, 0777), 0);
     child c;
@@ -283,7 +254,7 @@ static void t_readonly_dir(void **s) {
 static void t_long_data_path(void **s) {
     (void)s;
     char path[1200], ck[1200];
-    snprintf(path, sizeof path, "%s/", g_dir);
+    snprintf(path, sizeof path, "%s/", test_tmpdir);
     for (int d = 0; d < 3; d++) {
         size_t n = strlen(path);
         memset(path + n, 'a' + d, 100);
@@ -294,13 +265,13 @@ static void t_long_data_path(void **s) {
     strcat(path, "text.txt");
     assert_true(strlen(path) > 300);
     write_text(path, 400, 0);
-    snprintf(ck, sizeof ck, "%s/long", g_dir);
-    free(amp(0, NULL, "train " GPT " --max-steps 2 --quiet --data %s --checkpoint %s", path, ck));
+    snprintf(ck, sizeof ck, "%s/long", test_tmpdir);
+    free(test_run_cli_expect(0, NULL, "train " GPT " --max-steps 2 --quiet --data %s --checkpoint %s", path, ck));
     amp_checkpoint *c = amp_checkpoint_open(ck);
     if (!c) fail_msg("%s", amp_last_error());
     assert_string_equal(amp_checkpoint_meta(c, "data.path"), path);
     amp_checkpoint_close(c);
-    char *out = amp(0, NULL, "train " GPT " --max-steps 3 --data %s --resume %s", path, ck);
+    char *out = test_run_cli_expect(0, NULL, "train " GPT " --max-steps 3 --data %s --resume %s", path, ck);
     expect_in(out, "resumed from", "stdout");
     free(out);
 }
@@ -310,7 +281,7 @@ static void t_pure_fp16_refused(void **s) {
     (void)s;
     const char *models[] = {GPT, MLP};
     for (int k = 0; k < 2; k++) {
-        char *err, *out = amp(2, &err, "train %s --precision fp16 --opt-level O3 --max-steps 2 --log-every 1", models[k]);
+        char *err, *out = test_run_cli_expect(2, &err, "train %s --precision fp16 --opt-level O3 --max-steps 2 --log-every 1", models[k]);
         expect_in(err, "fp16 parameters without f32 master weights", "stderr");
         expect_in(err, "--opt-level O2", "stderr"); /* what to use instead */
         if (strstr(out, "step 1/")) fail_msg("%s: trained:\n%s", models[k], out);
@@ -318,15 +289,15 @@ static void t_pure_fp16_refused(void **s) {
         free(err);
     }
     /* bf16 O3 (f32's range) trains, and so does fp16 O2 */
-    free(amp(0, NULL, "train " GPT " --precision bf16 --opt-level O3 --max-steps 2 --quiet"));
-    free(amp(0, NULL, "train " GPT " --precision fp16 --opt-level O2 --max-steps 2 --quiet"));
+    free(test_run_cli_expect(0, NULL, "train " GPT " --precision bf16 --opt-level O3 --max-steps 2 --quiet"));
+    free(test_run_cli_expect(0, NULL, "train " GPT " --precision fp16 --opt-level O2 --max-steps 2 --quiet"));
     /* a policy with fp16 parameters is O2 (f32 master weights, loss scaling), as amp_initialize applies it:
      * it trains, and the checkpoint's mode says so */
     const char *policies[] = {"params=float16,compute=float16,output=float32", "p=f16,c=f16,o=f16"};
     for (int i = 0; i < 2; i++) {
         char dir[] = "/tmp/amp_policy_XXXXXX";
         if (!mkdtemp(dir)) fail_msg("mkdtemp");
-        free(amp(0, NULL, "train " MLP " --policy %s --max-steps 2 --quiet --checkpoint %s/ck", policies[i], dir));
+        free(test_run_cli_expect(0, NULL, "train " MLP " --policy %s --max-steps 2 --quiet --checkpoint %s/ck", policies[i], dir));
         char ck[64];
         snprintf(ck, sizeof ck, "%s/ck", dir);
         amp_checkpoint *c = amp_checkpoint_open(ck);
@@ -335,7 +306,7 @@ static void t_pure_fp16_refused(void **s) {
         if (!mode || !strstr(mode, "O2 ") || !strstr(mode, "master_weights=1") || !strstr(mode, "loss_scaling=1"))
             fail_msg("--policy %s: mode %s", policies[i], mode ? mode : "(none)");
         amp_checkpoint_close(c);
-        free(amp(0, NULL, "train " GPT " --policy %s --max-steps 2 --quiet", policies[i]));
+        free(test_run_cli_expect(0, NULL, "train " GPT " --policy %s --max-steps 2 --quiet", policies[i]));
         char cmd[128];
         snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
         assert_int_equal(system(cmd), 0);
@@ -382,8 +353,8 @@ static int64_t checkpoint_step(const char *dir) {
 static void signal_case(const char *model, int sig) {
     static int n;
     char dir[1200], straight[1200], name[32];
-    snprintf(dir, sizeof dir, "%s/sig%d", g_dir, n);
-    snprintf(straight, sizeof straight, "%s/sig%d_straight", g_dir, n);
+    snprintf(dir, sizeof dir, "%s/sig%d", test_tmpdir, n);
+    snprintf(straight, sizeof straight, "%s/sig%d_straight", test_tmpdir, n);
     snprintf(name, sizeof name, "sig%d", n++);
     /* a long run: the schedule spans 2000 steps whoever stops it */
     const char *len = "--max-steps 2000 --epochs 1000";
@@ -411,10 +382,10 @@ static void signal_case(const char *model, int sig) {
     assert_int_equal(lines, at + 1);
     free(rows);
     /* resumed to two steps later: the bits of a run that was never stopped */
-    char *out = amp(0, NULL, "train %s %s --stop-after %lld --quiet --resume %s", m, strcmp(model, "gpt") ? len : "--max-steps 2000",
+    char *out = test_run_cli_expect(0, NULL, "train %s %s --stop-after %lld --quiet --resume %s", m, strcmp(model, "gpt") ? len : "--max-steps 2000",
                     (long long)at + 2, dir);
     free(out);
-    free(amp(0, NULL, "train %s %s --stop-after %lld --quiet --checkpoint %s", m, strcmp(model, "gpt") ? len : "--max-steps 2000",
+    free(test_run_cli_expect(0, NULL, "train %s %s --stop-after %lld --quiet --checkpoint %s", m, strcmp(model, "gpt") ? len : "--max-steps 2000",
              (long long)at + 2, straight));
     assert_int_equal(checkpoint_step(dir), at + 2);
     assert_same_checkpoint_files(dir, straight);
@@ -429,7 +400,7 @@ static void t_signals(void **s) {
     signal_case("mlp", SIGTERM);
     /* a second signal ends the run at once; the last saved checkpoint stays whole */
     char dir[1200];
-    snprintf(dir, sizeof dir, "%s/sig_twice", g_dir);
+    snprintf(dir, sizeof dir, "%s/sig_twice", test_tmpdir);
     child c;
     spawn(&c, "sig_twice", "train " GPT " --max-steps 2000 --log-every 1 --save-every 1 --checkpoint %s", dir);
     wait_for_output(&c, "step 2/");
@@ -477,13 +448,13 @@ static void t_signal_mpi(void **s) {
         return;
     }
     char dir[1200];
-    snprintf(dir, sizeof dir, "%s/sig_mpi", g_dir);
+    snprintf(dir, sizeof dir, "%s/sig_mpi", test_tmpdir);
     child c;
     char args[4096];
     snprintf(args, sizeof args, "train " GPT " --max-steps 2000 --log-every 1 --checkpoint %s", dir);
     char cmd[8192];
-    snprintf(c.out, sizeof c.out, "%s/sig_mpi.out", g_dir);
-    snprintf(c.err, sizeof c.err, "%s/sig_mpi.err", g_dir);
+    snprintf(c.out, sizeof c.out, "%s/sig_mpi.out", test_tmpdir);
+    snprintf(c.err, sizeof c.err, "%s/sig_mpi.err", test_tmpdir);
     snprintf(cmd, sizeof cmd, "exec env %s %s %s < /dev/null > %s 2> %s", mpi, AMP_CLI_PATH, args, c.out, c.err);
     fflush(NULL);
     c.pid = fork();
@@ -502,7 +473,7 @@ static void t_signal_mpi(void **s) {
     int64_t at = checkpoint_step(dir);
     assert_true(at >= 1);
     /* the run continues on one process from there */
-    free(amp(0, NULL, "train " GPT " --max-steps 2000 --stop-after %lld --quiet --resume %s", (long long)at + 1, dir));
+    free(test_run_cli_expect(0, NULL, "train " GPT " --max-steps 2000 --stop-after %lld --quiet --resume %s", (long long)at + 1, dir));
     assert_int_equal(checkpoint_step(dir), at + 1);
     free(err);
     free(out);
@@ -513,19 +484,19 @@ static void t_help_and_summary(void **s) {
     (void)s;
     const char *helps[] = {"train --model gpt --help", "train --quiet --help", "train --model mlp --precision bf16 -h"};
     for (int i = 0; i < 3; i++) {
-        char *out = amp(0, NULL, "%s", helps[i]);
+        char *out = test_run_cli_expect(0, NULL, "%s", helps[i]);
         expect_in(out, "usage: amp train", helps[i]);
         expect_in(out, "--n-layer", helps[i]); /* the GPT's options */
         free(out);
     }
-    char *out = amp(0, NULL, "train " GPT " --max-steps 12 --quiet");
+    char *out = test_run_cli_expect(0, NULL, "train " GPT " --max-steps 12 --quiet");
     expect_in(out, "final train loss  ", "the GPT's summary");
     expect_in(out, " (mean of the last 12 step losses)", "the GPT's summary");
     free(out);
-    out = amp(0, NULL, "train " MLP " --epochs 10 --max-steps 60 --quiet");
+    out = test_run_cli_expect(0, NULL, "train " MLP " --epochs 10 --max-steps 60 --quiet");
     expect_in(out, " (mean of the last 50 step losses)", "the mlp's summary");
     free(out);
-    out = amp(0, NULL, "train " MLP " --epochs 10 --max-steps 60 --stop-after 4 --quiet");
+    out = test_run_cli_expect(0, NULL, "train " MLP " --epochs 10 --max-steps 60 --stop-after 4 --quiet");
     expect_in(out, " (step 4's loss; the mean covers the run's last 50)", "a stopped run's summary");
     free(out);
 }
@@ -545,5 +516,5 @@ int main(void) {
         cmocka_unit_test(t_help_and_summary),
     };
     amp_test_prepare();
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }
