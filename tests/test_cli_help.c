@@ -141,6 +141,15 @@ static void t_version_cuda(void **state) {
     if (!line) fail_msg("no cuda line:\n%s", out);
     const char *want = !amp_cuda_built() ? "not built" : amp_cuda_available() ? "built, device " : "built, no usable GPU";
     if (!strstr(line, want)) fail_msg("expected '%s' in:\n%s", want, out);
+    if (!amp_cuda_built()) { /* the configure's own reason, as the library states it (it said "nvcc was not found" whatever the reason) */
+        assert_int_not_equal(amp_device_check(AMP_DEVICE_CUDA), AMP_OK);
+        const char *why = strstr(amp_last_error(), "without CUDA");
+        assert_non_null(why);
+        char *nl = strchr(line + 1, '\n');
+        if (nl) *nl = '\0';
+        if (!strstr(line, why)) fail_msg("the cuda line does not give the library's reason '%s':\n%s", why, line);
+        amp_clear_error();
+    }
     free(out);
 }
 

@@ -48,7 +48,11 @@ static void print_version(void) {
     printf(")\nthreads: %d\n", amp_get_num_threads());
     printf("distributed: %s\n", amp_dist_build_info());
     if (!amp_cuda_built()) {
-        printf("cuda: not built (nvcc was not found when amp was configured; docs/cuda.md)\n");
+        amp_device_check(AMP_DEVICE_CUDA); /* the configure's reason, compiled into the library */
+        const char *why = amp_last_error(), *fn = "amp_device_check: ";
+        if (!strncmp(why, fn, strlen(fn))) why += strlen(fn);
+        printf("cuda: not built (%s)\n", why);
+        amp_clear_error();
     } else if (!amp_cuda_available()) {
         amp_device_check(AMP_DEVICE_CUDA); /* the reason */
         printf("cuda: built, no usable GPU (%s)\n", amp_last_error());
