@@ -45,7 +45,9 @@ static void print_version(void) {
     printf("cpu path: %s (supported:", amp_cpu_path_name(amp_cpu_active()));
     for (int p = 0; p < AMP_CPU_PATH_COUNT; p++)
         if (amp_cpu_supported((amp_cpu_path)p)) printf(" %s", amp_cpu_path_name((amp_cpu_path)p));
-    printf(")\nthreads: %d\n", amp_get_num_threads());
+    printf(")\nthreads: %d%s\n", amp_get_num_threads(),
+           amp_get_adaptive_threads() ? " (fewer while other processes keep cores busy; AMP_ADAPTIVE_THREADS=0 fixes the count)"
+                                      : " (fixed: AMP_ADAPTIVE_THREADS=0)");
     printf("distributed: %s\n", amp_dist_build_info());
     if (!amp_cuda_built()) {
         amp_device_check(AMP_DEVICE_CUDA); /* the configure's reason, compiled into the library */
