@@ -19,7 +19,14 @@
  * CMAKE_FLAGS to CMake (`make -n`, nothing is built).
  *
  * t_pc_matches_build: amp-static.pc names MPI only in a build with MPI and
- * the CUDA runtime only in a build with CUDA (configure only). */
+ * the CUDA runtime only in a build with CUDA (configure only); the same
+ * configures' compile commands give every C file -ffp-contract=off (clang
+ * fuses a * b + c into an FMA by default, which the scalar build cannot do,
+ * so the CPU paths would round differently) and no CUDA file gets it.
+ *
+ * t_tsan_needs_clang: -DAMP_TSAN=ON with gcc is refused at configure time,
+ * saying why (libgomp is not instrumented: TSan would report races in every
+ * parallel kernel). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -291,18 +298,67 @@ static void t_make_passes_cmake_flags(void **s) {
     free(mf);
 }
 
-/* Configures (builds nothing) in AMP_BINARY_DIR/test_install.d/NAME and returns
- * the amp-static.pc it would install (malloc'ed). */
+/* Every compile command of compile_commands.json in dir: the C files'
+ * carry -ffp-contract=off, the CUDA files' do not (nvcc would refuse it).
+ * Returns how many C files were seen. */
+static int check_fp_contract(const char *dir) {
+    char *js = read_rel(dir, "compile_commands.json");
+    int nc = 0;
+    for (char *e = js; (e = strstr(e, "\"command\": \""));) {
+        char *cmd = e + 12, *end = strstr(cmd, "\",\n");
+        char *file = strstr(cmd, "\"file\": \"");
+        assert_non_null(end);
+        assert_non_null(file);
+        *end = 0;
+        file += 9;
+        char *fend = strchr(file, '"');
+        assert_non_null(fend);
+        *fend = 0;
+        size_t fl = strlen(file);
+        bool c = fl > 2 && !strcmp(file + fl - 2, ".c"), cu = fl > 3 && !strcmp(file + fl - 3, ".cu");
+        if (c && !strstr(cmd, " -ffp-contract=off")) fail_msg("%s is compiled without -ffp-contract=off:\n%s", file, cmd);
+        if (cu && strstr(cmd, "-ffp-contract")) fail_msg("%s (CUDA) is compiled with a C flag:\n%s", file, cmd);
+        nc += c;
+        e = fend + 1;
+    }
+    free(js);
+    return nc;
+}
+
+/* Configures (builds nothing) in AMP_BINARY_DIR/test_install.d/NAME, checks
+ * its compile commands (check_fp_contract) and returns the amp-static.pc it
+ * would install (malloc'ed). */
 static char *configure_pc(const char *name, const char *flags) {
     char dir[1200], cmd[4096], *out = NULL;
     snprintf(dir, sizeof dir, "%s/test_install.d", AMP_BINARY_DIR);
     mkdir(dir, 0755);
     snprintf(dir, sizeof dir, "%s/test_install.d/%s", AMP_BINARY_DIR, name);
-    snprintf(cmd, sizeof cmd, "cmake -S '%s' -B '%s' -DAMP_BUILD_TESTS=OFF -DAMP_BUILD_BENCH=OFF -DAMP_BUILD_EXAMPLES=OFF %s",
+    snprintf(cmd, sizeof cmd, "cmake -S '%s' -B '%s' -DAMP_BUILD_TESTS=OFF -DAMP_BUILD_BENCH=OFF -DAMP_BUILD_EXAMPLES=OFF "
+             "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON %s",
              AMP_SOURCE_DIR, dir, flags);
     if (sh(cmd, &out) != 0) fail_out(out, "%s failed", cmd);
     free(out);
+    if (check_fp_contract(dir) < 50) fail_msg("%s: fewer C files than the library has in compile_commands.json", dir);
     return read_rel(dir, "amp-static.pc.in");
+}
+
+/* -DAMP_TSAN=ON with gcc: refused, saying why (configure only). */
+static void t_tsan_needs_clang(void **s) {
+    (void)s;
+    if (sh("command -v gcc", NULL) != 0) {
+        print_message("no gcc here: nothing to refuse\n");
+        return;
+    }
+    char dir[1200], cmd[4096], *out = NULL;
+    snprintf(dir, sizeof dir, "%s/test_install.d", AMP_BINARY_DIR);
+    mkdir(dir, 0755);
+    snprintf(dir, sizeof dir, "%s/test_install.d/tsan-gcc", AMP_BINARY_DIR);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && " CLEAN_ENV "CC=gcc cmake -S '%s' -B '%s' -DAMP_TSAN=ON -DAMP_CUDA=OFF "
+             "-DAMP_BUILD_TESTS=OFF -DAMP_BUILD_BENCH=OFF -DAMP_BUILD_EXAMPLES=OFF", dir, AMP_SOURCE_DIR, dir);
+    int rc = sh(cmd, &out);
+    if (rc == 0 || !strstr(out, "AMP_TSAN needs clang") || !strstr(out, "libgomp"))
+        fail_out(out, "%s: exit %d; expected a refusal naming clang and libgomp", cmd, rc);
+    free(out);
 }
 
 static void t_pc_matches_build(void **s) {
@@ -327,6 +383,6 @@ static void t_pc_matches_build(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(t_make_passes_cmake_flags), cmocka_unit_test(t_pc_matches_build),
-                                       cmocka_unit_test(t_install)};
+                                       cmocka_unit_test(t_tsan_needs_clang), cmocka_unit_test(t_install)};
     return amp_test_run(tests);
 }

@@ -1161,13 +1161,34 @@ static void t_attention_row_paths(void **state) {
     }
 }
 
+/* The build never contracts a * b + c into a fused multiply-add: the
+ * AVX2/AVX-512 builds (-mfma) would then round differently from the scalar
+ * one. This file is compiled with the library's flags; clang contracts by
+ * default (-ffp-contract=on) where FMA is enabled, gcc's C11 mode does not:
+ * CMakeLists.txt gives every C file -ffp-contract=off. (1 + 2^-12)^2 is
+ * 1 + 2^-11 + 2^-24, which f32 rounds to 1 + 2^-11: separately rounded the
+ * sum is 0, fused 2^-24. */
+__attribute__((noinline, target("fma"))) static float mul_add_fma_target(float a, float b, float c) { return a * b + c; }
+
+static void t_no_fp_contraction(void **state) {
+    (void)state;
+    amp_test_skip_per_path("the compiler's flags, the same on every path");
+    if (!__builtin_cpu_supports("fma")) {
+        print_message("no FMA on this CPU: nothing a compiler could contract\n");
+        return;
+    }
+    volatile float a = 1.0f + 0x1p-12f, c = -(1.0f + 0x1p-11f);
+    float r = mul_add_fma_target(a, a, c);
+    if (r != 0.0f) fail_msg("a * b + c was fused into an FMA (%a, want 0): the build lacks -ffp-contract=off", (double)r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_ew_every_op_f32),     cmocka_unit_test(t_ew_math_sweep),
         cmocka_unit_test(t_ew_halves_and_strides), cmocka_unit_test(t_ew_tails),
         cmocka_unit_test(t_softmax_paths),       cmocka_unit_test(t_xent_paths),      cmocka_unit_test(t_sumsq_paths),       cmocka_unit_test(t_layer_norm_paths),
         cmocka_unit_test(t_batch_group_norm_paths), cmocka_unit_test(t_reduce_paths),
-        cmocka_unit_test(t_ops_on_every_path), cmocka_unit_test(t_ew_half_math), cmocka_unit_test(t_bf16_round_ways),
+        cmocka_unit_test(t_ops_on_every_path), cmocka_unit_test(t_no_fp_contraction), cmocka_unit_test(t_ew_half_math), cmocka_unit_test(t_bf16_round_ways),
         cmocka_unit_test(t_ew_flat_bf16), cmocka_unit_test(t_attention_row_paths),
     };
     return amp_test_run(tests);
