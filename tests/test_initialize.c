@@ -145,6 +145,45 @@ static void t_levels_match_docs(void **st) {
     }
 }
 
+/* Every policy of f32/f16/bf16 dtypes: amp_opt_config_from_policy gives
+ * the configuration of its level (amp_opt_config_get), written out here as
+ * docs/amp-core.md states it; half params with another compute dtype are
+ * refused. */
+static void t_policy_is_a_level(void **st) {
+    (void)st;
+    const amp_dtype dts[3] = {AMP_F32, AMP_F16, AMP_BF16};
+    int valid = 0;
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++)
+            for (int o = 0; o < 3; o++) {
+                amp_policy p = {dts[a], dts[b], dts[o]};
+                bool hp = p.param != AMP_F32, hc = p.compute != AMP_F32;
+                amp_opt_config c;
+                memset(&c, 0xa5, sizeof c);
+                amp_status s = amp_opt_config_from_policy(&p, &c);
+                if (hp && p.compute != p.param) {
+                    assert_int_not_equal(s, AMP_OK);
+                    expect_error("half parameters compute in their own dtype");
+                    continue;
+                }
+                if (s != AMP_OK) fail_msg("%s", amp_last_error());
+                valid++;
+                amp_opt_level want = hp ? AMP_O2 : hc ? AMP_O1 : AMP_O0;
+                const char *what = amp_dtype_name(p.compute);
+                if (c.level != want || c.param_dtype != p.param || c.compute_dtype != p.compute || c.autocast != (!hp && hc) ||
+                    c.keep_norm_f32 != hp || c.master_weights != hp || c.loss_scaling != (p.compute == AMP_F16))
+                    fail_msg("params %s compute %s: level O%d, autocast %d, keep_norm_f32 %d, master %d, loss scaling %d",
+                             amp_dtype_name(p.param), what, (int)c.level, c.autocast, c.keep_norm_f32, c.master_weights,
+                             c.loss_scaling);
+                amp_opt_config g;
+                assert_int_equal(amp_opt_config_get(want, hc ? p.compute : AMP_F16, &g), AMP_OK);
+                assert_true(g.level == c.level && g.param_dtype == c.param_dtype && g.compute_dtype == c.compute_dtype &&
+                            g.autocast == c.autocast && g.keep_norm_f32 == c.keep_norm_f32 &&
+                            g.master_weights == c.master_weights && g.loss_scaling == c.loss_scaling);
+            }
+    assert_int_equal(valid, 5 * 3); /* (f32, f32), (f32, f16), (f32, bf16), (f16, f16), (bf16, bf16) x 3 outputs */
+}
+
 /* ---- clipping over several optimizers and models -------------------------------------------------- */
 static double norm_of(amp_tensor *const *ts, int n) {
     double s = 0;
@@ -424,7 +463,7 @@ static void t_policy_and_errors(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_levels_match_docs), cmocka_unit_test(t_joint_clipping), cmocka_unit_test(t_training_levels),
-        cmocka_unit_test(t_user_model_o2_resume), cmocka_unit_test(t_policy_and_errors),
+        cmocka_unit_test(t_user_model_o2_resume), cmocka_unit_test(t_policy_and_errors), cmocka_unit_test(t_policy_is_a_level),
     };
     return amp_test_run(tests);
 }

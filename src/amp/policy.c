@@ -116,9 +116,10 @@ amp_status amp_opt_config_get(amp_opt_level level, amp_dtype half, amp_opt_confi
 static bool is_half(amp_dtype d) { return d == AMP_F16 || d == AMP_BF16; }
 
 /* The one mapping from a policy to the decisions (amp_initialize's policy
- * option and `amp train --policy` both come here): half params are O2-like
+ * option and `amp train --policy` both come here): half params are O2
  * (f32 master weights, norms kept f32, loss scaling for f16), f32 params with
- * half compute O1-like (autocast), all f32 O0. */
+ * half compute O1 (autocast), all f32 O0: the level's configuration from
+ * amp_opt_config_get, so the two never disagree. */
 amp_status amp_opt_config_from_policy(const amp_policy *p, amp_opt_config *out) {
     static const char *fn = "amp_opt_config_from_policy";
     if (!p || !out) return amp_error(AMP_ERR_ARG, "%s: NULL argument", fn);
@@ -130,14 +131,8 @@ amp_status amp_opt_config_from_policy(const amp_policy *p, amp_opt_config *out) 
     if (is_half(p->param) && p->compute != p->param)
         return amp_error(AMP_ERR_ARG, "%s: params %s with compute %s: half parameters compute in their own dtype (compute must be %s)",
                          fn, amp_dtype_name(p->param), amp_dtype_name(p->compute), amp_dtype_name(p->param));
-    memset(out, 0, sizeof *out);
-    out->level = is_half(p->param) ? AMP_O2 : is_half(p->compute) ? AMP_O1 : AMP_O0;
-    out->param_dtype = p->param;
-    out->compute_dtype = p->compute;
-    out->autocast = p->param == AMP_F32 && is_half(p->compute);
-    out->keep_norm_f32 = out->master_weights = is_half(p->param);
-    out->loss_scaling = p->compute == AMP_F16;
-    return AMP_OK;
+    amp_opt_level level = is_half(p->param) ? AMP_O2 : is_half(p->compute) ? AMP_O1 : AMP_O0;
+    return amp_opt_config_get(level, p->compute, out); /* (compute is the half dtype for O1 and O2; O0 ignores it) */
 }
 
 /* ---- amp_context --------------------------------------------------------------------- */
