@@ -471,12 +471,43 @@ static void t_child_ownership(void **s) {
     amp_scope_end(sc);
 }
 
+/* A container call that fails reports its own cause even when one of the
+ * children it was given belongs to a parent already: freeing that child on
+ * the error path is refused, and the refusal used to replace the cause
+ * ("amp_module_free: Linear ... belongs to its parent"). The owned child
+ * stays in its parent. */
+static void t_container_error_keeps_cause(void **s) {
+    (void)s;
+    amp_scope *sc = amp_scope_begin();
+    amp_tensor *x = amp_tensor_ones(AMP_F32, 2, AMP_SHAPE(2, 4));
+    amp_module *a = amp_nn_linear(4, 4, true, NULL), *b = amp_nn_linear(4, 4, true, NULL);
+    amp_module *parent = amp_nn_sequential((amp_module *[]){a, b}, 2); /* a and b are its */
+    assert_non_null(parent);
+    /* not a container */
+    amp_module *relu = amp_nn_relu();
+    assert_int_equal(amp_module_append(relu, a), AMP_ERR_ARG);
+    expect_error("amp_module_append: ReLU is not a Sequential or ModuleList");
+    /* a NULL child (its constructor failed) beside an owned one */
+    assert_null(amp_nn_sequential((amp_module *[]){a, amp_nn_linear(-1, 4, true, NULL)}, 2));
+    expect_error("amp_nn_linear");
+    expect_error("child 1 is NULL");
+    if (strstr(amp_last_error(), "belongs to its parent")) fail_msg("the clean-up's refusal in the message: %s", amp_last_error());
+    /* an owned child, then another: the first append's refusal is the cause */
+    assert_null(amp_nn_sequential((amp_module *[]){a, b}, 2));
+    expect_error("amp_module_register_module: Sequential: child '0' (Linear) already belongs to a parent module");
+    if (strstr(amp_last_error(), "amp_module_free")) fail_msg("the clean-up's refusal in the message: %s", amp_last_error());
+    assert_non_null(amp_module_forward(parent, x)); /* a and b still there */
+    amp_module_free(relu);
+    amp_module_free(parent);
+    amp_scope_end(sc);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_builtin_names_and_repr), cmocka_unit_test(t_registration),
         cmocka_unit_test(t_user_model_names_and_tying), cmocka_unit_test(t_user_model_save_load),
         cmocka_unit_test(t_user_model_resume), cmocka_unit_test(t_module_to_keep_f32),
-        cmocka_unit_test(t_child_ownership),
+        cmocka_unit_test(t_child_ownership), cmocka_unit_test(t_container_error_keeps_cause),
     };
     return amp_test_run(tests);
 }

@@ -299,13 +299,26 @@ static amp_tensor *seq_forward(amp_module *m, amp_tensor *x) {
 static const amp_module_class seq_class = {.name = "Sequential", .forward = seq_forward};
 static const amp_module_class list_class = {.name = "ModuleList"};
 
+/* Frees a child a container call took, on that call's error path, keeping
+ * the error it reports: a child that belongs to a parent already is not the
+ * caller's to give, and amp_module_free refuses it, recording the refusal
+ * over the cause (saved here and put back). */
+static void free_child_keep_error(amp_module *child) {
+    if (!child) return;
+    amp_status st = amp_last_status();
+    char cause[1024];
+    snprintf(cause, sizeof cause, "%s", amp_last_error());
+    amp_module_free(child);
+    if (strcmp(cause, amp_last_error())) amp_error(st, "%s", cause);
+}
+
 amp_status amp_module_append(amp_module *c, amp_module *child) {
     static const char *fn = "amp_module_append";
     const amp_module_class *k = c ? amp_module_class_of(c) : NULL; /* NULL for a freed module (debug mode) */
     if (!c || (k != &seq_class && k != &list_class)) {
         amp_status st = c && !k ? amp_error_chain(AMP_ERR_STATE, "%s", fn)
                                 : amp_error(AMP_ERR_ARG, "%s: %s is not a Sequential or ModuleList", fn, c ? k->name : "module NULL");
-        amp_module_free(child);
+        free_child_keep_error(child);
         return st;
     }
     if (!child) return amp_error_chain(AMP_ERR_ARG, "%s: child is NULL", fn);
@@ -320,17 +333,17 @@ amp_module *amp_nn_sequential(amp_module *const *children, int n) {
     if (n < 0 || (n > 0 && !children)) return amp_error_null(AMP_ERR_ARG, "amp_nn_sequential: bad children list");
     for (int i = 0; i < n; i++)
         if (!children[i]) {
-            for (int j = 0; j < n; j++) amp_module_free(children[j]);
+            for (int j = 0; j < n; j++) free_child_keep_error(children[j]);
             return amp_error_chain_null(AMP_ERR_ARG, "amp_nn_sequential: child %d is NULL", i);
         }
     amp_module *m = amp_module_new(&seq_class, 0);
     if (!m) {
-        for (int j = 0; j < n; j++) amp_module_free(children[j]);
+        for (int j = 0; j < n; j++) free_child_keep_error(children[j]);
         return NULL;
     }
     for (int i = 0; i < n; i++)
         if (amp_module_append(m, children[i]) != AMP_OK) {
-            for (int j = i + 1; j < n; j++) amp_module_free(children[j]);
+            for (int j = i + 1; j < n; j++) free_child_keep_error(children[j]);
             return fail(m);
         }
     return m;
