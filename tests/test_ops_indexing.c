@@ -227,6 +227,17 @@ static void t_bad_inputs(void **state) {
     tc_assert_fails(amp_triu(NULL, 0), "amp_triu: x is NULL");
     tc_assert_fails(amp_masked_fill(x, m8, 0), "amp_masked_fill: mask has dtype f32; expected u8");
     tc_assert_fails(amp_masked_fill(x, mb, 0), "amp_masked_fill");
+    /* an integer x is refused by its dtype before any value is stored (the
+     * kernels' amp__store would clamp NaN to 0 and 1e10 to 255): whatever the
+     * value, never a silently clamped fill */
+    amp_tensor *xi = amp_tensor_zeros(AMP_I64, 2, AMP_SHAPE(3, 5)), *xu = amp_tensor_zeros(AMP_U8, 2, AMP_SHAPE(3, 5));
+    amp_tensor *all = amp_tensor_ones(AMP_U8, 2, AMP_SHAPE(3, 5));
+    tc_assert_fails(amp_masked_fill(xi, all, NAN), "amp_masked_fill: x has dtype i64; expected f32, f16, f64 or bf16");
+    tc_assert_fails(amp_masked_fill(xi, all, -INFINITY), "amp_masked_fill: x has dtype i64");
+    tc_assert_fails(amp_masked_fill(xu, all, 1e10), "amp_masked_fill: x has dtype u8");
+    tc_assert_fails(amp_masked_fill(xu, all, 3), "amp_masked_fill: x has dtype u8");
+    amp_tensor *fill_ts[] = {xi, xu, all};
+    for (size_t i = 0; i < sizeof fill_ts / sizeof fill_ts[0]; i++) amp_tensor_free(fill_ts[i]);
     /* a result larger than int64 counts (an expanded x of 2^59 rows, 16 columns selected) */
     amp_tensor *one = amp_tensor_zeros(AMP_F32, 2, AMP_SHAPE(1, 1));
     amp_tensor *huge = amp_expand(one, 2, AMP_SHAPE((int64_t)1 << 59, 1));
