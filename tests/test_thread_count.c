@@ -8,9 +8,16 @@
  *     free while two threads spin, 1.0 with one thread);
  *   - the limits: amp_set_num_threads(1) gives 1, adaptation off gives the
  *     limit, a forced cap is honoured below the limit and never above it;
- *   - the measurement runs (where /proc/stat can be read): statistics over
- *     the windows, the count within [1, limit];
+ *   - the measurement runs (where /proc/stat can be read and the affinity
+ *     mask has 2 CPUs or more): statistics over the windows, the count
+ *     within [1, limit], with adaptation turned on by the test itself (the
+ *     test support turns it off; AMP_ADAPTIVE_THREADS=0 may be set);
+ *   - a training step (a small GPT-style model: forward, cross entropy,
+ *     backward, clipping, AdamW) whose thread count changes between steps
+ *     (1, 2, 3 threads, forced) gives the bits of the steps on one thread;
  *   - AMP_ADAPTIVE_THREADS other than 0 or 1 is an error naming it. */
+#include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +26,7 @@
 
 #include "core/threads.h"
 #include "test_support.h"
+#include "tiny_lm.h"
 
 static const char *k_stat = "cpu  81076 0 16967 70933 753 0 75 192 0 0\n"
                             "cpu0 40150 0 8341 36209 192 0 7 89 0 0\n"
@@ -88,15 +96,28 @@ static void t_limits(void **s) {
     assert_int_equal(amp_get_active_threads(), 4);
     amp_set_adaptive_threads(true);
     assert_true(amp_get_adaptive_threads());
+    amp_set_adaptive_threads(false); /* as the test support left it */
     amp_set_num_threads(saved);
 }
 
 static void t_measures(void **s) {
     (void)s;
-    if (access("/proc/stat", R_OK) != 0) skip();
+    if (access("/proc/stat", R_OK) != 0) {
+        print_message("skipped: /proc/stat cannot be read, so the count is never adapted\n");
+        skip();
+    }
+    /* the CPUs this process may run on (taskset), which is what the library adapts within */
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    assert_int_equal(sched_getaffinity(0, sizeof set, &set), 0);
+    const int ncpu = CPU_COUNT(&set);
+    if (ncpu < 2) {
+        print_message("skipped: %d CPU in the affinity mask, nothing to adapt\n", ncpu);
+        skip();
+    }
     const int saved = amp_get_num_threads();
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    amp_set_num_threads(2 <= ncpu ? 2 : 1);
+    amp_set_num_threads(2);
+    amp_set_adaptive_threads(true); /* whatever AMP_ADAPTIVE_THREADS and the test support said */
     const int limit = amp_get_num_threads();
     amp__threads_stats_reset();
     /* windows of 200 ms: measure for 0.65 s, as regions starting now would */
@@ -108,11 +129,89 @@ static void t_measures(void **s) {
     double mean, secs;
     int changes;
     amp__threads_stats(&mean, &secs, &changes);
-    if (limit > 1) { /* one thread: nothing to adapt, nothing measured */
-        assert_true(secs > 0.35);
-        assert_true(mean >= 1 && mean <= limit);
-        assert_true(changes >= 0);
+    amp_set_adaptive_threads(false);
+    amp_set_num_threads(saved);
+    assert_int_equal(limit, 2);
+    if (!(secs > 0.35)) fail_msg("%.3f s measured over 0.65 s of regions (adaptation on, limit 2, %d CPUs)", secs, ncpu);
+    assert_true(mean >= 1 && mean <= limit);
+    assert_true(changes >= 0);
+}
+
+/* ---- a training step at any thread count ---------------------------------------------------- */
+static const tiny_lm_cfg LM = {.vocab = 256, .block = 64, .d = 192, .heads = 4, .layers = 2};
+
+/* The model after `steps` training steps, step k on threads[k % nthreads]
+ * threads (forced); *losses gets each step's loss. */
+static amp_module *train_steps(const int *threads, int nthreads, int steps, double *losses) {
+    amp_generator g = amp_generator_make(7);
+    amp_module *m = tiny_lm_new(&LM, &g);
+    assert_non_null(m);
+    amp_tensor *ps[64];
+    int n = amp_module_parameters(m, ps, NULL, 64);
+    amp_optim_opts o = amp_adamw_opts(1e-3);
+    amp_optim *opt = amp_optim_new(ps, n, &o);
+    assert_non_null(opt);
+    const int64_t B = 8, T = LM.block;
+    int64_t *a = malloc(sizeof(int64_t) * (size_t)(B * T)), *b = malloc(sizeof(int64_t) * (size_t)(B * T));
+    for (int step = 0; step < steps; step++) {
+        amp__threads_force_cap(threads[step % nthreads]);
+        for (int64_t i = 0; i < B * T; i++) {
+            a[i] = (i * 7 + step * 3) % LM.vocab;
+            b[i] = (a[i] * 5 + 1) % LM.vocab;
+        }
+        amp_scope *sc = amp_scope_begin();
+        amp_tensor *x = amp_tensor_from_data(a, AMP_I64, 2, AMP_SHAPE(B, T)), *y = amp_tensor_from_data(b, AMP_I64, 1, AMP_SHAPE(B * T));
+        amp_optim_zero_grad(opt);
+        amp_tensor *logits = amp_module_forward(m, x);
+        amp_tensor *loss = logits ? amp_cross_entropy(amp_reshape(logits, 2, AMP_SHAPE(-1, LM.vocab)), y, NULL) : NULL;
+        if (!loss) fail_msg("%s", amp_last_error());
+        losses[step] = amp_tensor_item(loss);
+        assert_int_equal(amp_backward(loss), AMP_OK);
+        assert_true(amp_clip_grad_norm_params(ps, n, 0.5) >= 0); /* the global norm (grad_sumsq) */
+        assert_int_equal(amp_optim_step(opt), AMP_OK);
+        amp_scope_end(sc);
     }
+    amp__threads_force_cap(0);
+    free(a);
+    free(b);
+    amp_optim_free(opt);
+    return m;
+}
+
+/* Every parameter of a and b, bit for bit. */
+static void assert_same_params(amp_module *a, amp_module *b, const char *what) {
+    amp_tensor *pa[64], *pb[64];
+    const char *names[64];
+    int n = amp_module_parameters(a, pa, names, 64);
+    assert_int_equal(amp_module_parameters(b, pb, NULL, 64), n);
+    for (int i = 0; i < n; i++) {
+        size_t bytes = (size_t)amp_tensor_numel(pa[i]) * 4;
+        if (memcmp(amp_tensor_data(pa[i]), amp_tensor_data(pb[i]), bytes)) fail_msg("%s: %s differs from 1 thread's", what, names[i]);
+    }
+}
+
+/* Results never depend on the thread count, and the count may change
+ * between any two regions (threads.h: it follows the machine's load). The
+ * model's tensors are above the kernels' parallel thresholds (activations
+ * 8 x 64 x 192, MLP weights 192 x 768), so the regions do split. */
+static void t_train_step_any_count(void **s) {
+    (void)s;
+    const int saved = amp_get_num_threads();
+    amp_set_num_threads(3); /* the limit; the forced cap picks 1, 2 or 3 under it */
+    enum { STEPS = 3 };
+    double l1[STEPS], lx[STEPS];
+    amp_module *one = train_steps((const int[]){1}, 1, STEPS, l1);
+    const int *orders[] = {(const int[]){1, 2, 3}, (const int[]){3, 2, 1}, (const int[]){2}};
+    const char *what[] = {"steps on 1, 2, 3 threads", "steps on 3, 2, 1 threads", "2 threads"};
+    for (int k = 0; k < 3; k++) {
+        amp_module *m = train_steps(orders[k], k < 2 ? 3 : 1, STEPS, lx);
+        for (int i = 0; i < STEPS; i++)
+            if (memcmp(&lx[i], &l1[i], sizeof(double))) fail_msg("%s: loss of step %d %.17g, 1 thread %.17g", what[k], i, lx[i], l1[i]);
+        assert_same_params(m, one, what[k]);
+        amp_module_free(m);
+    }
+    assert_true(l1[STEPS - 1] < l1[0]); /* it trains */
+    amp_module_free(one);
     amp_set_num_threads(saved);
 }
 
@@ -140,7 +239,8 @@ static void t_env_checked(void **s) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_parse_stat), cmocka_unit_test(t_decide),      cmocka_unit_test(t_limits),
-        cmocka_unit_test(t_measures),   cmocka_unit_test(t_env_checked),
+        cmocka_unit_test(t_measures),    cmocka_unit_test(t_train_step_any_count),
+        cmocka_unit_test(t_env_checked),
     };
     return amp_test_run(tests);
 }

@@ -22,6 +22,9 @@ void amp_test_prepare(void) {
         fprintf(stderr, "%s\n", msg);
         exit(1);
     }
+    /* a fixed thread count: the tests that compare 1 thread with N would
+     * otherwise compare 1 with 1 on a machine the other tests keep busy */
+    amp_set_adaptive_threads(false);
 }
 
 bool amp_test_per_path_run(void) {

@@ -23,7 +23,13 @@
 
 #include "amp/amp.h"
 
-/* Check AMP_CPU (exit 77 if the CPU lacks it), then run the group. */
+/* Check AMP_CPU (exit 77 if the CPU lacks it), then run the group.
+ * amp_test_prepare also turns the adaptive thread count off
+ * (amp_set_adaptive_threads(false)): a region uses OpenMP's limit
+ * (amp_set_num_threads) whatever else runs on the machine, so a test that
+ * compares 1 thread with N really runs N (with adaptation, a machine kept
+ * busy by ctest -j lowers every region to 1). A test about adaptation turns
+ * it on itself. The amp processes a test starts adapt as usual. */
 #define amp_test_run(tests) (amp_test_prepare(), cmocka_run_group_tests(tests, NULL, NULL))
 void amp_test_prepare(void);
 /* True in the per-CPU-path runs of a file marked AMP_TEST_PER_CPU_PATH: a
