@@ -8,6 +8,9 @@
  *     free while two threads spin, 1.0 with one thread);
  *   - the limits: amp_set_num_threads(1) gives 1, adaptation off gives the
  *     limit, a forced cap is honoured below the limit and never above it;
+ *   - a window's free cores (amp__threads_window_avail) from two samples,
+ *     and no answer (NaN: the window is skipped) when a count went backwards
+ *     (the kernel's iowait ticks may decrease) or the window is stale;
  *   - the measurement runs (where /proc/stat can be read and the affinity
  *     mask has 2 CPUs or more): statistics over the windows, the count
  *     within [1, limit], with adaptation turned on by the test itself (the
@@ -78,6 +81,24 @@ static void t_decide(void **s) {
         if (got != c[i].want)
             fail_msg("decide(cur %d, ncpu %d, avail %.2f) = %d, want %d", c[i].cur, c[i].ncpu, c[i].avail, got, c[i].want);
     }
+}
+
+static void t_window(void **s) {
+    (void)s;
+    const long long ms = 1000000;
+    /* 30 free ticks at 100 Hz (0.3 s) + 0.1 s of the process's own CPU time over 0.2 s: 2 cores */
+    assert_true(amp__threads_window_avail(1000, 1030, 100, 5 * ms, 105 * ms, 1000 * ms, 1200 * ms) == 2.0);
+    /* nothing free, the process idle: 0 cores */
+    assert_true(amp__threads_window_avail(1000, 1000, 100, 5 * ms, 5 * ms, 1000 * ms, 1200 * ms) == 0.0);
+    /* iowait went back by more than idle rose: skipped (it was 2^64 - 10 ticks, 9.2e16 cores) */
+    assert_true(isnan(amp__threads_window_avail(1000, 990, 100, 5 * ms, 105 * ms, 1000 * ms, 1200 * ms)));
+    assert_true(isnan(amp__threads_window_avail(1000, 1030, 100, 105 * ms, 5 * ms, 1000 * ms, 1200 * ms)));
+    /* no wall time, or stale (no region for 0.8 s) */
+    assert_true(isnan(amp__threads_window_avail(1000, 1030, 100, 5 * ms, 105 * ms, 1000 * ms, 1000 * ms)));
+    assert_true(isnan(amp__threads_window_avail(1000, 1030, 100, 5 * ms, 105 * ms, 1000 * ms, 1800 * ms)));
+    assert_false(isnan(amp__threads_window_avail(1000, 1030, 100, 5 * ms, 105 * ms, 1000 * ms, 1799 * ms)));
+    /* the decision keeps the count on a skipped window */
+    assert_int_equal(amp__threads_decide(2, 2, amp__threads_window_avail(1000, 990, 100, 0, 0, 0, 200 * ms)), 2);
 }
 
 static void t_limits(void **s) {
@@ -238,8 +259,8 @@ static void t_env_checked(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_parse_stat), cmocka_unit_test(t_decide),      cmocka_unit_test(t_limits),
-        cmocka_unit_test(t_measures),    cmocka_unit_test(t_train_step_any_count),
+        cmocka_unit_test(t_parse_stat), cmocka_unit_test(t_decide),      cmocka_unit_test(t_window),
+        cmocka_unit_test(t_limits),     cmocka_unit_test(t_measures),    cmocka_unit_test(t_train_step_any_count),
         cmocka_unit_test(t_env_checked),
     };
     return amp_test_run(tests);

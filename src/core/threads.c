@@ -23,6 +23,7 @@
 #define STAT_MAX (128 << 10) /* the cpu lines of 1024 CPUs; the interrupt counts after them may be cut */
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static _Atomic int g_ready; /* init_once has run: the regions after the first skip pthread_once */
 static uint64_t g_mask[AMP_THREADS_MASK_WORDS];
 static int g_ncpu = 1;     /* CPUs in this process's affinity mask at the first region */
 static long g_hz = 100;    /* /proc/stat's tick (USER_HZ) */
@@ -70,6 +71,7 @@ static void init_once(void) {
     long hz = sysconf(_SC_CLK_TCK);
     if (hz > 0) g_hz = hz;
     atomic_store(&g_cap, g_ncpu);
+    atomic_store_explicit(&g_ready, 1, memory_order_release);
 }
 
 int amp__threads_parse_stat(const char *text, const uint64_t *mask, bool nice_free, uint64_t *free_ticks) {
@@ -98,6 +100,16 @@ int amp__threads_parse_stat(const char *text, const uint64_t *mask, bool nice_fr
     }
     *free_ticks = idle;
     return n;
+}
+
+double amp__threads_window_avail(uint64_t idle0, uint64_t idle1, long hz, long long cpu0_ns, long long cpu1_ns,
+                                 long long wall0_ns, long long wall1_ns) {
+    long long dt = wall1_ns - wall0_ns;
+    /* the free ticks went back (the kernel's iowait count may decrease:
+     * proc(5)), or the process's CPU time did: this window is skipped and the
+     * next one starts from the new sample */
+    if (dt <= 0 || dt >= STALE_NS || idle1 < idle0 || cpu1_ns < cpu0_ns || hz <= 0) return NAN;
+    return ((double)(idle1 - idle0) / (double)hz + (double)(cpu1_ns - cpu0_ns) * 1e-9) / ((double)dt * 1e-9);
 }
 
 int amp__threads_decide(int cur, int ncpu, double avail) {
@@ -148,11 +160,11 @@ static void sample(long long now_coarse, int limit) {
         pthread_mutex_unlock(&g_mu);
         return;
     }
-    long long dt = wall - g_last.wall_ns;
-    if (g_last.valid && dt > 0 && dt < STALE_NS) {
-        double s = (double)dt * 1e-9;
+    double avail = g_last.valid ? amp__threads_window_avail(g_last.idle, idle, g_hz, g_last.cpu_ns, cpu, g_last.wall_ns, wall)
+                                : NAN;
+    if (avail == avail) {
+        double s = (double)(wall - g_last.wall_ns) * 1e-9;
         int cap = atomic_load(&g_cap);
-        double avail = ((double)(idle - g_last.idle) / (double)g_hz + (double)(cpu - g_last.cpu_ns) * 1e-9) / s;
         g_sum_threads_s += (cap < limit ? cap : limit) * s;
         g_sum_s += s;
         int next = amp__threads_decide(cap, g_ncpu, avail);
@@ -184,7 +196,7 @@ int amp__nthreads(void) {
     int forced = atomic_load_explicit(&g_forced, memory_order_relaxed);
     if (forced > 0) return forced < limit ? forced : limit;
     if (limit == 1 || !adaptive()) return limit;
-    pthread_once(&g_once, init_once);
+    if (!atomic_load_explicit(&g_ready, memory_order_acquire)) pthread_once(&g_once, init_once);
     if (limit > g_ncpu || atomic_load_explicit(&g_broken, memory_order_relaxed)) return limit;
     long long now = clock_ns(CLOCK_MONOTONIC_COARSE);
     if (now >= atomic_load_explicit(&g_next_ns, memory_order_relaxed)) sample(now, limit);

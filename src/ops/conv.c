@@ -40,7 +40,7 @@ static size_t g_block_bytes = (size_t)2 << 20;
 static void im2col_images(const char *x, size_t es, int64_t n0, int64_t cnt, char *col, int64_t img_off, int64_t ldcol,
                           const amp_conv_geom *gall) {
     const int64_t img = gall->C * gall->H * gall->W, work = cnt * gall->C * gall->kh * gall->kw * gall->OH * gall->OW;
-#pragma omp parallel for schedule(static, 1) if (cnt > 1 && work > PAR_ELEMS) AMP_OMP_THREADS
+#pragma omp parallel for schedule(static, 1) AMP_OMP_IF(cnt > 1 && work > PAR_ELEMS)
     for (int64_t i = 0; i < cnt; i++)
         amp_im2col(x + (size_t)((n0 + i) * img) * es, col + (size_t)(i * img_off) * es, ldcol, gall, (int)es);
 }
@@ -347,7 +347,7 @@ static amp_status conv_backward(amp_node *n, amp_tensor *const *gout, amp_tensor
                 if (!pw) {
                     const int64_t img = c->C * g->H * g->W;
                     const amp_dtype xdt = x->dtype;
-#pragma omp parallel for schedule(static, 1) if (cnt > 1 && cnt * Kall * S > PAR_ELEMS) AMP_OMP_THREADS
+#pragma omp parallel for schedule(static, 1) AMP_OMP_IF(cnt > 1 && cnt * Kall * S > PAR_ELEMS)
                     for (int64_t i = 0; i < cnt; i++) {
                         if (dx_half) {
                             float *f = dxf + i * img;
@@ -372,7 +372,7 @@ static amp_status conv_backward(amp_node *n, amp_tensor *const *gout, amp_tensor
                 const int64_t L = cnt * S;
                 im2col_images(amp__data(ux), xes, n0, cnt, col, S, L, &gall);
                 if (cnt > 1)
-#pragma omp parallel for schedule(static) if (c->O * L > PAR_ELEMS) AMP_OMP_THREADS
+#pragma omp parallel for schedule(static) AMP_OMP_IF(c->O * L > PAR_ELEMS)
                     for (int64_t o = 0; o < c->O; o++)
                         for (int64_t i = 0; i < cnt; i++)
                             memcpy((char *)dyp + (size_t)(o * L + i * S) * yes, dyb + (size_t)((i * c->O + o) * S) * yes,

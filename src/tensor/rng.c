@@ -54,7 +54,7 @@ static void fill_host(amp_tensor *t, dist_kind k, double a, double b, amp_genera
     bool contig = amp_tensor_is_contiguous(t);
     size_t es = amp_dtype_size(t->dtype);
     char *data = amp__data(t);
-#pragma omp parallel for schedule(static) if (n > 65536) AMP_OMP_THREADS
+#pragma omp parallel for schedule(static) AMP_OMP_IF(n > 65536)
     for (int64_t i = 0; i < n; i++) {
         amp_philox_u32x4 r = amp_philox4x32(seed, base + (uint64_t)i, 0);
         double u = u53(r.v[0], r.v[1]), v;

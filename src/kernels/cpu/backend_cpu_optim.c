@@ -72,7 +72,7 @@ amp_status amp__cpu_optim_check(const char *fn, amp_tensor *const *grads, int n,
         const char *base = amp__data(g);
         size_t es = amp_dtype_size(g->dtype);
         int bad = 0;
-#pragma omp parallel for reduction(| : bad) schedule(static) if (cnt > PAR_MIN) AMP_OMP_THREADS
+#pragma omp parallel for reduction(| : bad) schedule(static) AMP_OMP_IF(cnt > PAR_MIN)
         for (int64_t t0 = 0; t0 < cnt; t0 += TILE) {
             int64_t m = cnt - t0 < TILE ? cnt - t0 : TILE;
             if (g->dtype == AMP_F32) {
@@ -107,7 +107,7 @@ amp_status amp__cpu_optim_unscale(const char *fn, amp_tensor *const *srcs, amp_t
         char *out = amp__data(dst);
         size_t es = amp_dtype_size(g->dtype), eo = amp_dtype_size(dst->dtype);
         int bad = 0;
-#pragma omp parallel for reduction(| : bad) schedule(static) if (cnt > PAR_MIN) AMP_OMP_THREADS
+#pragma omp parallel for reduction(| : bad) schedule(static) AMP_OMP_IF(cnt > PAR_MIN)
         for (int64_t t0 = 0; t0 < cnt; t0 += TILE) {
             float tmp[TILE];
             int64_t m = cnt - t0 < TILE ? cnt - t0 : TILE;
@@ -176,7 +176,7 @@ static amp_status step_item(const char *fn, const amp_optim_consts_b *cb, const 
     uint64_t seed = cb->sr_seed, sr_base = it->sr_counter;
     int bad = 0;
     int64_t bad_at = -1;
-#pragma omp parallel for schedule(static) if (n > PAR_MIN) AMP_OMP_THREADS
+#pragma omp parallel for schedule(static) AMP_OMP_IF(n > PAR_MIN)
     for (int64_t t0 = 0; t0 < n; t0 += TILE) {
         int seen;
 #pragma omp atomic read
@@ -260,7 +260,7 @@ static double grad_sumsq(const amp_tensor *g, float f) {
     amp_optim_sumsq_fn sumsq = AMP_DISPATCH(g_sumsq_fns);
     const int64_t ntiles = (cnt + TILE - 1) / TILE, per = (ntiles + SUMSQ_BLOCKS - 1) / SUMSQ_BLOCKS;
     double part[SUMSQ_BLOCKS];
-#pragma omp parallel for schedule(static) if (cnt > PAR_MIN) AMP_OMP_THREADS
+#pragma omp parallel for schedule(static) AMP_OMP_IF(cnt > PAR_MIN)
     for (int b = 0; b < SUMSQ_BLOCKS; b++) {
         double s = 0;
         for (int64_t t = b * per; t < (b + 1) * per && t < ntiles; t++) {
@@ -299,7 +299,7 @@ amp_status amp__cpu_optim_scale_grads(const char *fn, amp_tensor *const *grads, 
         int64_t cnt = amp_tensor_numel(g);
         char *base = amp__data(g);
         size_t es = amp_dtype_size(g->dtype);
-#pragma omp parallel for schedule(static) if (cnt > PAR_MIN) AMP_OMP_THREADS
+#pragma omp parallel for schedule(static) AMP_OMP_IF(cnt > PAR_MIN)
         for (int64_t t0 = 0; t0 < cnt; t0 += TILE) {
             float tmp[TILE];
             int64_t m = cnt - t0 < TILE ? cnt - t0 : TILE;

@@ -30,7 +30,7 @@ static inline void valid_range(int64_t off, int64_t W, int64_t sw, int64_t OW, i
 #define DEFINE_IM2COL(NAME, T)                                                                                  \
     static void NAME(const T *x, T *col, int64_t ldcol, const amp_conv_geom *g) {                               \
         const int64_t kk = g->kh * g->kw, K = g->C * kk, S = g->OH * g->OW;                                     \
-        _Pragma("omp parallel for schedule(static) if (K * S > PAR_MIN) num_threads(amp__nthreads())")          \
+        _Pragma("omp parallel for schedule(static) AMP_OMP_IF(K * S > PAR_MIN)")                                \
         for (int64_t r = 0; r < K; r++) {                                                                       \
             const int64_t c = r / kk, i = (r / g->kw) % g->kh, j = r % g->kw;                                   \
             const T *xc = x + c * g->H * g->W;                                                                  \
@@ -70,7 +70,7 @@ void amp_im2col(const void *x, void *col, int64_t ldcol, const amp_conv_geom *g,
 void amp_col2im_f32(const float *col, float *dx, const amp_conv_geom *g) {
     if (amp_cpu_active() >= AMP_CPU_AVX512 && amp_col2im_f32_avx512(col, dx, g)) return;
     const int64_t kk = g->kh * g->kw, S = g->OH * g->OW;
-#pragma omp parallel for schedule(static) if (g->C * kk * S > PAR_MIN) AMP_OMP_THREADS
+#pragma omp parallel for schedule(static) AMP_OMP_IF(g->C * kk * S > PAR_MIN)
     for (int64_t c = 0; c < g->C; c++) {
         float *xc = dx + c * g->H * g->W;
         for (int64_t i = 0; i < g->kh; i++) {

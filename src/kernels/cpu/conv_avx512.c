@@ -83,7 +83,7 @@ bool amp_im2col_avx512(const void *x, void *col, int64_t ldcol, const amp_conv_g
     row_span spans_local[64], *spans = kk <= 64 ? spans_local : malloc(sizeof(row_span) * (size_t)kk);
     if (!spans) return false;
     for (int64_t q = 0; q < kk; q++) spans[q] = span_of(g, q / g->kw, q % g->kw);
-#pragma omp parallel for schedule(static) if (K * S > PAR_MIN) AMP_OMP_THREADS
+#pragma omp parallel for schedule(static) AMP_OMP_IF(K * S > PAR_MIN)
     for (int64_t r = 0; r < K; r++) {
         const int64_t c = r / kk;
         const row_span sp = spans[r % kk];
@@ -123,7 +123,7 @@ bool amp_col2im_f32_avx512(const float *col, float *dx, const amp_conv_geom *g) 
     if (!plane_shift_ok(g)) return false;
     const int64_t S = g->OH * g->OW, HW = g->H * g->W, W = g->W;
     const __m512i ow0 = ow_start(W);
-#pragma omp parallel for schedule(static) if (g->C * g->kh * g->kw * S > PAR_MIN) AMP_OMP_THREADS
+#pragma omp parallel for schedule(static) AMP_OMP_IF(g->C * g->kh * g->kw * S > PAR_MIN)
     for (int64_t c = 0; c < g->C; c++) {
         float *xc = dx + c * HW;
         for (int64_t i = 0; i < g->kh; i++)

@@ -16,11 +16,16 @@
  * OpenMP region at all: a parallel region with a false if clause still starts
  * a team of one (about 0.35 us here), which small tensors should not pay. The body is
  * expanded twice; loop pragmas inside it are written _Pragma("omp simd"). */
-#define AMP_K_FOR(i, n, cond, ...)                                                                                    \
+#define AMP_K_FOR(i, n, cond, ...) AMP_K_FOR_T(i, n, cond, amp__nthreads(), __VA_ARGS__)
+/* The same on nt threads: a kernel that sized its work by the thread count
+ * (amp_k_col_chunk) passes the count it asked amp__nthreads() for, which is
+ * asked once. nt is evaluated only when cond holds. */
+#define AMP_K_FOR_T(i, n, cond, nt, ...)                                                                              \
     do {                                                                                                              \
         const int64_t amp_kf_n_ = (n);                                                                                \
         if (cond) {                                                                                                   \
-            _Pragma("omp parallel for schedule(static) num_threads(amp__nthreads())")                                \
+            const int amp_kf_t_ = (nt);                                                                               \
+            _Pragma("omp parallel for schedule(static) num_threads(amp_kf_t_)")                                     \
             for (int64_t i = 0; i < amp_kf_n_; i++) { __VA_ARGS__ }                                                   \
         } else {                                                                                                      \
             for (int64_t i = 0; i < amp_kf_n_; i++) { __VA_ARGS__ }                                                   \
@@ -34,11 +39,11 @@
 static inline int64_t amp_k_min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* Column chunk width for an (outer, len, inner) kernel that works on chunks
- * of the inner dim: wide chunks keep row accesses contiguous; narrower ones
- * give every thread work when outer is small. The result never changes the
- * arithmetic (each column is processed in the same order), only the split. */
-static inline int64_t amp_k_col_chunk(int64_t outer, int64_t inner) {
-    int nt = amp__nthreads();
+ * of the inner dim, on nt threads: wide chunks keep row accesses contiguous;
+ * narrower ones give every thread work when outer is small. The result never
+ * changes the arithmetic (each column is processed in the same order), only
+ * the split. */
+static inline int64_t amp_k_col_chunk(int64_t outer, int64_t inner, int nt) {
     int64_t cw = inner;
     if (outer < nt) cw = (inner + nt - 1) / nt;
     cw = (cw + 63) / 64 * 64;

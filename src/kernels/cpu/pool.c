@@ -14,7 +14,7 @@
 
 void amp_max_pool2d_f32(const float *x, float *y, int64_t *idx, int64_t planes, const amp_pool_geom *g) {
     const int64_t HW = g->H * g->W, S = g->OH * g->OW;
-#pragma omp parallel for schedule(static) if ((double)planes * (double)S * (double)g->kh * (double)g->kw > PAR_MIN) AMP_OMP_THREADS
+#pragma omp parallel for schedule(static) AMP_OMP_IF((double)planes * (double)S * (double)g->kh * (double)g->kw > PAR_MIN)
     for (int64_t p = 0; p < planes; p++) {
         const float *xp = x + p * HW;
         for (int64_t oh = 0; oh < g->OH; oh++) {
@@ -47,7 +47,7 @@ void amp_max_pool2d_f32(const float *x, float *y, int64_t *idx, int64_t planes, 
 
 void amp_max_pool2d_backward_f32(const float *dy, const int64_t *idx, float *dx, int64_t planes, const amp_pool_geom *g) {
     const int64_t HW = g->H * g->W, S = g->OH * g->OW;
-#pragma omp parallel for schedule(static) if ((double)planes * (double)(S + HW) > PAR_MIN_LIGHT) AMP_OMP_THREADS
+#pragma omp parallel for schedule(static) AMP_OMP_IF((double)planes * (double)(S + HW) > PAR_MIN_LIGHT)
     for (int64_t p = 0; p < planes; p++) {
         float *dp = dx + p * HW;
         memset(dp, 0, sizeof(float) * (size_t)HW);
@@ -75,7 +75,7 @@ void amp_max_pool2d_backward_k2slot(const void *dy, amp_dtype dt, const uint8_t 
                                     const amp_pool_geom *g) {
     if (amp_cpu_active() >= AMP_CPU_AVX512 && amp_max_pool2d_backward_k2slot_avx512(dy, dt, slot, dx, planes, g)) return;
     const int64_t W = g->W, HW = g->H * W, OW = g->OW, S = g->OH * OW;
-#pragma omp parallel for schedule(static) if (planes * (S + HW) > PAR_MIN_LIGHT) AMP_OMP_THREADS
+#pragma omp parallel for schedule(static) AMP_OMP_IF(planes * (S + HW) > PAR_MIN_LIGHT)
     for (int64_t p = 0; p < planes; p++) {
         const uint8_t *sp = slot + p * S;
         if (dt == AMP_F32) {
@@ -103,7 +103,7 @@ void amp_max_pool2d_backward_k2slot(const void *dy, amp_dtype dt, const uint8_t 
 void amp_max_pool2d_backward_disjoint(const void *dy, amp_dtype dt, const int64_t *idx, void *dx, int64_t planes,
                                       const amp_pool_geom *g) {
     const int64_t HW = g->H * g->W, S = g->OH * g->OW;
-#pragma omp parallel for schedule(static) if (planes * (S + HW) > PAR_MIN_LIGHT) AMP_OMP_THREADS
+#pragma omp parallel for schedule(static) AMP_OMP_IF(planes * (S + HW) > PAR_MIN_LIGHT)
     for (int64_t p = 0; p < planes; p++) {
         const int64_t *ip = idx + p * S;
         if (dt == AMP_F32) {
@@ -138,7 +138,7 @@ static inline void avg_window(int64_t o, int64_t s, int64_t p, int64_t k, int64_
 
 void amp_avg_pool2d_f32(const float *x, float *y, int64_t planes, const amp_pool_geom *g, bool count_include_pad) {
     const int64_t HW = g->H * g->W, S = g->OH * g->OW;
-#pragma omp parallel for schedule(static) if ((double)planes * (double)S * (double)g->kh * (double)g->kw > PAR_MIN) AMP_OMP_THREADS
+#pragma omp parallel for schedule(static) AMP_OMP_IF((double)planes * (double)S * (double)g->kh * (double)g->kw > PAR_MIN)
     for (int64_t p = 0; p < planes; p++) {
         const float *xp = x + p * HW;
         for (int64_t oh = 0; oh < g->OH; oh++) {
@@ -165,7 +165,7 @@ void amp_avg_pool2d_f32(const float *x, float *y, int64_t planes, const amp_pool
 void amp_avg_pool2d_backward_f32(const float *dy, float *dx, int64_t planes, const amp_pool_geom *g,
                                  bool count_include_pad) {
     const int64_t HW = g->H * g->W, S = g->OH * g->OW;
-#pragma omp parallel for schedule(static) if ((double)planes * ((double)S * (double)g->kh * (double)g->kw + (double)HW) > PAR_MIN) AMP_OMP_THREADS
+#pragma omp parallel for schedule(static) AMP_OMP_IF((double)planes * ((double)S * (double)g->kh * (double)g->kw + (double)HW) > PAR_MIN)
     for (int64_t p = 0; p < planes; p++) {
         float *dp = dx + p * HW;
         memset(dp, 0, sizeof(float) * (size_t)HW);
@@ -191,7 +191,7 @@ static inline int64_t ad_end(int64_t o, int64_t n, int64_t on) { return (int64_t
 
 void amp_adaptive_avg_pool2d_f32(const float *x, float *y, int64_t planes, int64_t H, int64_t W, int64_t OH,
                                  int64_t OW) {
-#pragma omp parallel for schedule(static) if ((double)planes * ((double)H * (double)W + (double)OH * (double)OW) > PAR_MIN) AMP_OMP_THREADS
+#pragma omp parallel for schedule(static) AMP_OMP_IF((double)planes * ((double)H * (double)W + (double)OH * (double)OW) > PAR_MIN)
     for (int64_t p = 0; p < planes; p++) {
         const float *xp = x + p * H * W;
         for (int64_t oh = 0; oh < OH; oh++) {
@@ -209,7 +209,7 @@ void amp_adaptive_avg_pool2d_f32(const float *x, float *y, int64_t planes, int64
 
 void amp_adaptive_avg_pool2d_backward_f32(const float *dy, float *dx, int64_t planes, int64_t H, int64_t W, int64_t OH,
                                           int64_t OW) {
-#pragma omp parallel for schedule(static) if ((double)planes * ((double)H * (double)W + (double)OH * (double)OW) > PAR_MIN) AMP_OMP_THREADS
+#pragma omp parallel for schedule(static) AMP_OMP_IF((double)planes * ((double)H * (double)W + (double)OH * (double)OW) > PAR_MIN)
     for (int64_t p = 0; p < planes; p++) {
         float *dp = dx + p * H * W;
         memset(dp, 0, sizeof(float) * (size_t)(H * W));
