@@ -13,6 +13,7 @@
 #include "core/cpu.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/backend_cpu_optim.h"
+#include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/optim_update.h"
 #include "tensor/tensor_impl.h"
 
@@ -247,35 +248,37 @@ amp_status amp__cpu_optim_step(const char *fn, const amp_optim_consts_b *c, amp_
     return AMP_OK;
 }
 
-/* sum of squares of one gradient tensor times f (double; inf/nan when it holds one).
- * The tiles are summed in SUMSQ_BLOCKS fixed blocks, then the blocks in
- * order, so the bits do not depend on the thread count (an OpenMP reduction
- * adds each thread's share: its order follows the team size). Up to
- * SUMSQ_BLOCKS tiles, a block is one tile: tile by tile, as one thread did. */
-#define SUMSQ_BLOCKS 64
+typedef struct {
+    const char *base;
+    amp_dtype dt;
+    float f;
+    amp_optim_sumsq_fn sumsq;
+} sumsq_ctx;
+
+/* the tiles of [lo, hi) (lo a multiple of TILE), one after the other */
+static double sumsq_part(const void *ctx, int64_t lo, int64_t hi) {
+    const sumsq_ctx *c = ctx;
+    size_t es = amp_dtype_size(c->dt);
+    double s = 0;
+    for (int64_t t0 = lo; t0 < hi; t0 += TILE) {
+        float tmp[TILE];
+        int64_t m = hi - t0 < TILE ? hi - t0 : TILE;
+        const float *src = tmp;
+        if (c->dt == AMP_F32) src = (const float *)(c->base + (size_t)t0 * es);
+        else load_f32(tmp, c->base + (size_t)t0 * es, c->dt, m);
+        s += c->sumsq(c->f, m, src);
+    }
+    return s;
+}
+
+/* sum of squares of one gradient tensor times f (double; inf/nan when it
+ * holds one): 64 fixed chunks of whole tiles (amp_k_fixed_chunk_sum), so the
+ * bits do not depend on the thread count. Up to 64 tiles, a chunk is one
+ * tile: tile by tile, as one thread did. */
 static double grad_sumsq(const amp_tensor *g, float f) {
     int64_t cnt = amp_tensor_numel(g);
-    const char *base = amp__data(g);
-    size_t es = amp_dtype_size(g->dtype);
-    amp_optim_sumsq_fn sumsq = AMP_DISPATCH(g_sumsq_fns);
-    const int64_t ntiles = (cnt + TILE - 1) / TILE, per = (ntiles + SUMSQ_BLOCKS - 1) / SUMSQ_BLOCKS;
-    double part[SUMSQ_BLOCKS];
-#pragma omp parallel for schedule(static) AMP_OMP_IF(cnt > PAR_MIN)
-    for (int b = 0; b < SUMSQ_BLOCKS; b++) {
-        double s = 0;
-        for (int64_t t = b * per; t < (b + 1) * per && t < ntiles; t++) {
-            float tmp[TILE];
-            int64_t t0 = t * TILE, m = cnt - t0 < TILE ? cnt - t0 : TILE;
-            const float *src = tmp;
-            if (g->dtype == AMP_F32) src = (const float *)(base + (size_t)t0 * es);
-            else load_f32(tmp, base + (size_t)t0 * es, g->dtype, m);
-            s += sumsq(f, m, src);
-        }
-        part[b] = s;
-    }
-    double s = 0;
-    for (int b = 0; b < SUMSQ_BLOCKS; b++) s += part[b];
-    return s;
+    const sumsq_ctx c = {amp__data(g), g->dtype, f, AMP_DISPATCH(g_sumsq_fns)};
+    return amp_k_fixed_chunk_sum(cnt, TILE, cnt > PAR_MIN, sumsq_part, &c);
 }
 
 double amp__cpu_grad_sumsq(const amp_tensor *g, float f) { return grad_sumsq(g, f); }

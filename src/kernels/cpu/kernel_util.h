@@ -32,6 +32,30 @@
         }                                                                                                             \
     } while (0)
 
+/* A sum whose bits do not depend on the thread count: the sum over [0, n)
+ * of part(ctx, lo, hi), split into AMP_K_FIXED_CHUNKS chunks of
+ * ceil(n / (AMP_K_FIXED_CHUNKS * align)) * align units (each starts at a
+ * multiple of align; the last ones may be short or empty, and count 0),
+ * their sums added in chunk order. The chunks run on amp__nthreads() threads
+ * when par holds. (An OpenMP reduction adds each thread's share, whose
+ * bounds follow the team size.) Used by sum (reduce.inc) and the gradient
+ * norm's sum of squares (backend_cpu_optim.c). */
+#define AMP_K_FIXED_CHUNKS 64
+typedef double (*amp_k_part_fn)(const void *ctx, int64_t lo, int64_t hi);
+static inline double amp_k_fixed_chunk_sum(int64_t n, int64_t align, int par, amp_k_part_fn part, const void *ctx) {
+    double sums[AMP_K_FIXED_CHUNKS];
+    int64_t chunk = (n + AMP_K_FIXED_CHUNKS - 1) / AMP_K_FIXED_CHUNKS;
+    chunk = (chunk + align - 1) / align * align;
+#pragma omp parallel for schedule(static) AMP_OMP_IF(par)
+    for (int c = 0; c < AMP_K_FIXED_CHUNKS; c++) {
+        int64_t lo = (int64_t)c * chunk, hi = n - lo < chunk ? n : lo + chunk;
+        sums[c] = lo < hi ? part(ctx, lo, hi) : 0.0;
+    }
+    double t = 0;
+    for (int c = 0; c < AMP_K_FIXED_CHUNKS; c++) t += sums[c];
+    return t;
+}
+
 /* Widest column chunk a kernel working on (outer, len, inner) keeps
  * accumulators for (on the stack). */
 #define AMP_K_CHUNK 2048
