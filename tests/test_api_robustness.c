@@ -665,6 +665,7 @@ static void t_walk(void **state) {
             /* restore global state a call may have changed */
             while (amp_autocast_depth() > 0) amp_autocast_exit();
             while (!amp_grad_enabled()) amp_no_grad_end();
+            if (!strcmp(fn->name, "amp_module_eval_begin")) amp_module_eval_end();
             if (!strcmp(fn->name, "amp_mem_push_category")) amp_mem_pop_category();
             if (!strcmp(fn->name, "amp_nn_sequential") && v != V_NULL) {
                 /* it owns the first n children (none when n < 0: it cannot know how many) */

@@ -136,7 +136,8 @@ typedef struct {
 /* Continues the prompt (n tokens, n >= 1) by up to max_new_tokens tokens
  * into out (capacity >= max_new_tokens); *n_out receives the count. The
  * model runs in eval semantics (dropout off) without its training flag
- * being written, under the caller's autocast state: threads sharing one
+ * being written (an eval scope, amp_module_eval_begin), under the caller's
+ * autocast state: threads sharing one
  * model may generate at once (docs/threads.md), each with its own
  * generator for reproducible text. Context: the last block_size tokens. When the
  * cache is full, its newest block_size / 2 positions are kept by

@@ -162,7 +162,22 @@ amp_module *amp_nn_flatten(void);
 amp_tensor *amp_module_forward(amp_module *m, amp_tensor *x);
 amp_tensor *amp_module_forward_n(amp_module *m, amp_tensor *const *xs, int n);
 void amp_module_train(amp_module *m, bool training); /* recursive */
+/* Whether a forward of m on this thread runs in training mode (dropout
+ * active, batch norm on the batch's statistics and updating its running
+ * ones): m's flag, and false inside an eval scope. A module class decides
+ * its behaviour with this call, as the built-in layers do. */
 bool amp_module_is_training(const amp_module *m);
+/* An eval scope on this thread (nests; per thread): until the matching
+ * amp_module_eval_end, amp_module_is_training answers false for every
+ * module, so every forward on this thread runs in eval semantics without
+ * writing any module's training flag: several threads can run a model in
+ * eval semantics while it stays in training mode, which amp_module_train
+ * (a write to the shared model) cannot give them. amp_gpt_generate and
+ * amp_gpt_forward_cached run inside one. (Save and restore a module's own
+ * flag outside a scope: inside, amp_module_is_training reads false.) An end
+ * without a begin does nothing. */
+void amp_module_eval_begin(void);
+void amp_module_eval_end(void);
 const char *amp_module_kind(const amp_module *m); /* the class name: "Linear", "Sequential", ... */
 /* Writes torch's module repr: "Sequential(\n  (0): Linear(in_features=...)\n)". */
 amp_status amp_module_print(const amp_module *m, FILE *f);

@@ -121,16 +121,10 @@ static int64_t first_nonfinite(amp_tensor *t, double *bad) {
 /* Why a value is refused: "nan", "inf", "-inf". */
 static const char *nonfinite_name(double v) { return isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"; }
 
-/* Inference on this thread (generation, the cached forward): the model runs
- * in eval semantics whatever its training flag, which is never written, so
- * threads sharing one model can generate at once. */
-static _Thread_local int tl_inference;
-static bool training(const amp_module *m) { return tl_inference == 0 && amp_module_is_training(m); }
-
 /* ---- the module classes ------------------------------------------------------------------------ */
 static amp_tensor *dropout_fwd(amp_module *m, amp_tensor *x) {
     mod_data *d = amp_module_data(m);
-    return amp_dropout(x, d->p, training(m), d->sh->gen);
+    return amp_dropout(x, d->p, amp_module_is_training(m), d->sh->gen);
 }
 static void dropout_repr(const amp_module *m, char *b, size_t n) {
     snprintf(b, n, "p=%g, inplace=False", ((mod_data *)amp_module_data(m))->p);
@@ -175,7 +169,7 @@ static amp_tensor *attn_fwd(amp_module *m, amp_tensor *x) { /* x [B, T, C] */
     split_heads(qkv, &s->cfg, hd);
     amp_sdpa_opts o = AMP_SDPA_DEFAULTS;
     o.is_causal = true;
-    o.dropout_p = training(m) ? s->cfg.dropout : 0.0;
+    o.dropout_p = amp_module_is_training(m) ? s->cfg.dropout : 0.0;
     o.generator = s->gen;
     return attn_out(m, amp_scaled_dot_product_attention_ex(hd[0], hd[1], hd[2], &o));
 }
@@ -851,7 +845,7 @@ amp_tensor *amp_gpt_forward_cached(amp_module *m, amp_tensor *idx, amp_gpt_cache
     amp_module_io io;
     bool has_io = amp_module_get_io(m, &io);
     amp_no_grad_begin();
-    tl_inference++;
+    amp_module_eval_begin(); /* eval semantics without writing the shared model's training flag */
     bool ac = has_io && io.autocast && amp_autocast_enter(io.autocast_dtype) == AMP_OK;
     amp_scope *sc = amp_scope_begin();
     amp_module *tr = CH(m, "transformer"), *h = CH(tr, "h");
@@ -863,7 +857,7 @@ amp_tensor *amp_gpt_forward_cached(amp_module *m, amp_tensor *idx, amp_gpt_cache
     if (logits) c->len += Tn;
     logits = sc ? amp_scope_end_keep(sc, logits) : NULL;
     if (ac) amp_autocast_exit();
-    tl_inference--;
+    amp_module_eval_end();
     amp_no_grad_end();
     return logits;
 }
@@ -1005,7 +999,7 @@ amp_status amp_gpt_generate(amp_module *m, const int64_t *prompt, int64_t n, int
         goto done;
     }
     memcpy(seq, prompt, sizeof(int64_t) * (size_t)n);
-    tl_inference++; /* eval semantics without writing the shared module's flag */
+    amp_module_eval_begin(); /* eval semantics without writing the shared module's flag */
     amp_no_grad_begin();
     int64_t len = n, ws = n > W ? n - W : 0, cached_ws = -1;
     while (len < total && st == AMP_OK) {
@@ -1042,7 +1036,7 @@ amp_status amp_gpt_generate(amp_module *m, const int64_t *prompt, int64_t n, int
         if (tok == o->stop_token) break;
     }
     amp_no_grad_end();
-    tl_inference--;
+    amp_module_eval_end();
 done:
     amp_gpt_cache_free(cache);
     free(seq);

@@ -415,7 +415,18 @@ amp_module *amp_module_child_at(const amp_module *m, int i, const char **name) {
 }
 
 const char *amp_module_kind(const amp_module *m) { return m ? m->cls->name : "(null)"; }
-bool amp_module_is_training(const amp_module *m) { return m && mod_live("amp_module_is_training", m) && m->training; }
+/* eval scopes open on this thread (amp_module_eval_begin): inside one every
+ * module answers "not training" here, and its flag is never written, so
+ * threads sharing a model can each run it in eval semantics while the model
+ * stays in training mode */
+static _Thread_local int g_eval_depth;
+void amp_module_eval_begin(void) { g_eval_depth++; }
+void amp_module_eval_end(void) {
+    if (g_eval_depth > 0) g_eval_depth--;
+}
+bool amp_module_is_training(const amp_module *m) {
+    return m && mod_live("amp_module_is_training", m) && m->training && g_eval_depth == 0;
+}
 bool amp_module_is_kept_f32(const amp_module *m) { return m && mod_live("amp_module_is_kept_f32", m) && m->keep_f32; }
 
 void amp_module_train(amp_module *m, bool training) {
