@@ -240,6 +240,45 @@ static void t_generate_api_nonfinite(void **state) {
     amp_module_free(m);
 }
 
+/* amp_gpt_generate names the first non-finite weight in parameter order
+ * from the backend's one multi-tensor check over parameters of two dtypes
+ * (bf16, the norms kept in f32 by amp_module_to), then the element */
+static void t_generate_api_first_nonfinite(void **state) {
+    (void)state;
+    amp_gpt_config c = {2, 2, 16, 16, 32, 0.0, true};
+    amp_generator g = amp_generator_make(3);
+    amp_module *m = amp_gpt_new(&c, &g);
+    assert_non_null(m);
+    assert_int_equal(amp_module_to(m, AMP_BF16, true), AMP_OK);
+    amp_tensor *ln0 = amp_module_get_parameter(m, "transformer.h.0.ln_1.weight"),
+               *ln1 = amp_module_get_parameter(m, "transformer.h.1.ln_1.weight"),
+               *fc0 = amp_module_get_parameter(m, "transformer.h.0.mlp.c_fc.weight");
+    assert_non_null(ln0);
+    assert_non_null(ln1);
+    assert_non_null(fc0);
+    assert_int_equal(amp_tensor_dtype(ln0), AMP_F32);
+    assert_int_equal(amp_tensor_dtype(fc0), AMP_BF16);
+    int64_t prompt[2] = {1, 2}, out[4], n = -1;
+    amp_gpt_generate_opts o = AMP_GPT_GENERATE_DEFAULTS;
+    o.max_new_tokens = 4;
+    struct {
+        amp_tensor *t;
+        int64_t at;
+        const char *want;
+    } cases[] = {
+        {ln1, 9, "transformer.h.1.ln_1.weight element 9 is nan (f32)"},
+        {fc0, 700, "transformer.h.0.mlp.c_fc.weight element 700 is nan (bf16)"}, /* a bf16 one before it */
+        {ln0, 3, "transformer.h.0.ln_1.weight element 3 is nan (f32)"}, /* an f32 one before that */
+    };
+    for (int k = 0; k < 3; k++) {
+        if (amp_tensor_dtype(cases[k].t) == AMP_BF16) ((uint16_t *)amp_tensor_data(cases[k].t))[cases[k].at] = 0x7fc0; /* nan */
+        else set_elem(cases[k].t, cases[k].at, NAN);
+        assert_int_not_equal(amp_gpt_generate(m, prompt, 2, out, &n, &o), AMP_OK);
+        if (!strstr(amp_last_error(), cases[k].want)) fail_msg("case %d: %s", k, amp_last_error());
+    }
+    amp_module_free(m);
+}
+
 static amp_tensor *g_wte; /* the golden embedding */
 static void keep_wte(const char *name, amp_tensor *t) {
     if (!strcmp(name, "transformer.wte.weight")) g_wte = amp_clone(t);
@@ -319,7 +358,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_other_model_named),    cmocka_unit_test(t_nonfinite_refused),
         cmocka_unit_test(t_nonfinite_checkpoint), cmocka_unit_test(t_tiny_temperature),
-        cmocka_unit_test(t_generate_api_nonfinite), cmocka_unit_test(t_nonfinite_f64_file), cmocka_unit_test(t_lm_head),
+        cmocka_unit_test(t_generate_api_nonfinite), cmocka_unit_test(t_generate_api_first_nonfinite), cmocka_unit_test(t_nonfinite_f64_file), cmocka_unit_test(t_lm_head),
         cmocka_unit_test(t_config_checked_first),
     };
     amp_test_prepare();

@@ -69,6 +69,43 @@ amp_status amp__backend_missing(const char *fn, const amp_backend *be, const cha
                      be ? be->name : "this device");
 }
 
+void amp__dev_scaler_plain_init(amp_dev_scaler_init *in) {
+    memset(in, 0, sizeof *in);
+    in->scale = 1.0f;
+    in->growth = 2.0;
+    in->backoff = 0.5;
+    in->interval = 1;
+    in->floor = 1.0;
+    in->hysteresis = 1;
+    in->hysteresis_left = 1;
+    in->static_scale = true;
+}
+
+amp_status amp__backend_first_nonfinite(const char *fn, const amp_backend *be, amp_tensor *const *ts, int n, float inv_scale,
+                                        amp_dev_scaler *ds, int *first) {
+    *first = -1;
+    if (!be->scaler_new) { /* the host: the answer directly */
+        bool found = false;
+        int at = -1;
+        amp_status st = AMP_BE_CALL(be, optim_check, fn, ts, n, inv_scale, NULL, &found, &at);
+        if (st == AMP_OK && found) *first = at;
+        return st;
+    }
+    amp_dev_scaler *tmp = NULL;
+    if (!ds) {
+        amp_dev_scaler_init in;
+        amp__dev_scaler_plain_init(&in);
+        if (!(ds = tmp = be->scaler_new(fn, &in))) return amp_last_status();
+    }
+    amp_dev_scaler_view v;
+    amp_status st = be->scaler_reset_found(ds);
+    if (st == AMP_OK) st = AMP_BE_CALL(be, optim_check, fn, ts, n, inv_scale, ds, NULL, NULL);
+    if (st == AMP_OK) st = be->scaler_read(ds, &v, NULL, 0);
+    if (st == AMP_OK && v.found_inf) *first = v.first_bad >= 0 ? v.first_bad : 0; /* (the kernel sets both) */
+    if (tmp) be->scaler_free(tmp);
+    return st;
+}
+
 amp_status amp_device_check(amp_device d) {
     if ((int)d < 0 || d >= AMP_DEVICE_COUNT) return amp_error(AMP_ERR_ARG, "amp_device_check: device %d is not valid", (int)d);
     return amp__backend("amp_device_check", d) ? AMP_OK : amp_last_status();

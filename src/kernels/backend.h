@@ -419,6 +419,18 @@ const amp_backend *amp__backend_if_started(amp_device d);
 const amp_backend *amp__backend_of(const char *fn, const amp_tensor *t);
 /* "fn: <what> is not implemented on <device> yet" (AMP_ERR_UNSUPPORTED). */
 amp_status amp__backend_missing(const char *fn, const amp_backend *be, const char *what);
+/* The settings of a device scaler that only carries found_inf flags: scale
+ * 1, static (the optimizer's own checks, amp__backend_first_nonfinite). */
+void amp__dev_scaler_plain_init(amp_dev_scaler_init *in);
+/* Which of ts[0..n) (NULL entries skipped; contiguous f32, f16 or bf16
+ * tensors on be's device) holds inf or nan once multiplied by inv_scale:
+ * *first the first such index, or -1. The backend's multi-tensor check
+ * (optim_check: SIMD and threaded on the CPU; on a device a kernel whose
+ * flag and index are read back, nothing else). ds: on a device, the scaler
+ * whose found_inf flag the check may use (it is reset first), or NULL for a
+ * temporary one; ignored on the CPU. */
+amp_status amp__backend_first_nonfinite(const char *fn, const amp_backend *be, amp_tensor *const *ts, int n, float inv_scale,
+                                        amp_dev_scaler *ds, int *first);
 /* The CPU table (always there). */
 extern const amp_backend amp_backend_cpu;
 #ifdef AMP_HAVE_CUDA

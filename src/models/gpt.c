@@ -13,6 +13,7 @@
 
 #include "amp/amp.h"
 #include "core/error.h"
+#include "kernels/backend.h" /* the weight check: the backend's multi-tensor check */
 
 /* What every module of one GPT shares (reference counted: a block may
  * outlive the model that made it). */
@@ -55,67 +56,61 @@ static bool arg_ok(const char *fn, const char *what, const amp_tensor *t) {
     return true;
 }
 
-/* The first of n values whose exponent bits are all set (inf or NaN) in
- * words of one float format (exp: its exponent mask), or -1. Blocks of 4096
- * without an early exit (the compiler vectorises them), then the block that
- * has one is searched. */
-#define SCAN_BITS(name, T)                                                                                              \
-    static int64_t name(const T *u, int64_t n, T exp) {                                                                   \
-        for (int64_t b = 0; b < n; b += 4096) {                                                                         \
-            int64_t m = n - b < 4096 ? n - b : 4096;                                                                    \
-            int hit = 0;                                                                                                \
-            for (int64_t i = 0; i < m; i++) hit |= (u[b + i] & exp) == exp;                                             \
-            if (hit)                                                                                                    \
-                for (int64_t i = 0; i < m; i++)                                                                         \
-                    if ((u[b + i] & exp) == exp) return b + i;                                                          \
-        }                                                                                                               \
-        return -1;                                                                                                      \
-    }
-SCAN_BITS(scan16, uint16_t)
-SCAN_BITS(scan32, uint32_t)
-
-/* The first element of a float tensor that is not finite: its index, or -1
- * (also for integer tensors), with its value in *bad; -2 when it could not be
- * read (the error set). A contiguous f32/f16/bf16 tensor on the CPU is read
- * in place (memory speed: the check runs on every generate call); anything
- * else through amp_tensor_copy_out to f64 (exact), a block of rows at a
- * time. */
-static int64_t first_nonfinite(amp_tensor *t, double *bad) {
+/* The first element of a float tensor that is not finite: its flat index
+ * (row-major), or -1 (also for integer tensors), with its value in *bad; -2
+ * when it could not be read (the error set). Read through
+ * amp_tensor_copy_out to f64 (exact, any dtype and device) in chunks of
+ * 32768 elements of the flattened tensor (a view, or one copy when t is not
+ * contiguous). Meant for a tensor already known to hold one (first_nonfinite
+ * asks the backend first). */
+static int64_t locate_nonfinite(amp_tensor *t, double *bad) {
     amp_dtype dt = amp_tensor_dtype(t);
     int64_t n = amp_tensor_numel(t);
     if (!amp_dtype_is_float(dt) || n == 0) return -1;
-    if (amp_tensor_device(t) == AMP_DEVICE_CPU && amp_tensor_is_contiguous(t) && (dt == AMP_F32 || dt == AMP_F16 || dt == AMP_BF16)) {
-        const void *p = amp_tensor_data(t);
-        uint32_t man = dt == AMP_F32 ? 0x007fffffu : dt == AMP_F16 ? 0x03ffu : 0x007fu, sign = dt == AMP_F32 ? 0x80000000u : 0x8000u;
-        int64_t at = dt == AMP_F32 ? scan32(p, n, 0x7f800000u) : scan16(p, n, dt == AMP_F16 ? 0x7c00 : 0x7f80);
-        if (at >= 0) {
-            uint32_t u = dt == AMP_F32 ? ((const uint32_t *)p)[at] : ((const uint16_t *)p)[at];
-            *bad = u & man ? NAN : u & sign ? -INFINITY : INFINITY;
-        }
-        return at;
-    }
     enum { CHUNK = 1 << 15 };
-    int64_t rows = amp_tensor_ndim(t) > 1 ? amp_tensor_dim(t, 0) : n;
-    int64_t row = n / rows, step = row >= CHUNK ? 1 : CHUNK / row;
-    double *buf = malloc(sizeof(double) * (size_t)(step * row));
+    double *buf = malloc(sizeof(double) * (size_t)(n < CHUNK ? n : CHUNK));
     if (!buf) {
         amp_error(AMP_ERR_NOMEM, "amp_gpt: out of memory checking a tensor's values");
         return -2;
     }
     int64_t at = -1;
     amp_no_grad_begin();
-    for (int64_t r = 0; r < rows && at == -1; r += step) {
-        int64_t e = r + step < rows ? r + step : rows;
-        amp_scope *sc = amp_scope_begin();
-        amp_tensor *v = amp_tensor_ndim(t) > 1 || r > 0 || e < rows ? amp_slice(t, 0, r, e, 1) : t;
-        if (!sc || !v || amp_tensor_copy_out(v, buf, AMP_F64) != AMP_OK) at = -2;
-        for (int64_t i = 0; at == -1 && i < (e - r) * row; i++)
-            if (!isfinite(buf[i])) at = r * row + i, *bad = buf[i];
-        if (sc) amp_scope_end(sc);
+    amp_scope *sc = amp_scope_begin();
+    amp_tensor *flat = sc ? amp_reshape(t, 1, AMP_SHAPE(n)) : NULL;
+    if (!flat) at = -2;
+    for (int64_t b = 0; at == -1 && b < n; b += CHUNK) {
+        int64_t m = n - b < CHUNK ? n - b : CHUNK;
+        amp_scope *c = amp_scope_begin();
+        amp_tensor *v = c ? amp_slice(flat, 0, b, b + m, 1) : NULL;
+        if (!v || amp_tensor_copy_out(v, buf, AMP_F64) != AMP_OK) at = -2;
+        for (int64_t i = 0; at == -1 && i < m; i++)
+            if (!isfinite(buf[i])) at = b + i, *bad = buf[i];
+        if (c) amp_scope_end(c);
     }
+    if (sc) amp_scope_end(sc);
     amp_no_grad_end();
     free(buf);
     return at;
+}
+
+/* Tensors the backend's multi-tensor check takes: contiguous f32, f16, bf16
+ * (an f64 value beyond f32's range is finite, and would read as inf). */
+static bool backend_checkable(const amp_tensor *t) {
+    amp_dtype dt = amp_tensor_dtype(t);
+    return (dt == AMP_F32 || dt == AMP_F16 || dt == AMP_BF16) && amp_tensor_is_contiguous(t);
+}
+
+/* locate_nonfinite, after the backend's check (SIMD, threaded, on the
+ * tensor's device) said whether there is one: the common case, a finite
+ * tensor, is never copied. */
+static int64_t first_nonfinite(const char *fn, amp_tensor *t, double *bad) {
+    if (backend_checkable(t)) {
+        const amp_backend *be = amp__backend_of(fn, t);
+        int first = -1;
+        if (!be || amp__backend_first_nonfinite(fn, be, &t, 1, 1.0f, NULL, &first) != AMP_OK) return -2;
+        if (first < 0) return -1;
+    }
+    return locate_nonfinite(t, bad);
 }
 
 /* Why a value is refused: "nan", "inf", "-inf". */
@@ -582,13 +577,13 @@ static amp_status check_head(const char *pre, const amp_safetensors *f, sd_layou
         return amp_error(AMP_ERR_DTYPE, "%s: lm_head.weight is %s, %s %s; %s", pre,
                          h.dtype == AMP_DTYPE_COUNT ? h.dtype_name : amp_dtype_name(h.dtype), w.name,
                          w.dtype == AMP_DTYPE_COUNT ? w.dtype_name : amp_dtype_name(w.dtype), untied);
-    size_t es = (size_t)(w.end - w.begin) / (size_t)(w.numel ? w.numel : 1);
+    size_t nb = (size_t)(w.end - w.begin), es = nb / (size_t)(w.numel ? w.numel : 1);
     const unsigned char *ph = h.data, *pw = w.data;
-    for (int64_t i = 0; i < w.numel; i++)
-        if (memcmp(ph + es * (size_t)i, pw + es * (size_t)i, es))
-            return amp_error(AMP_ERR_FORMAT, "%s: lm_head.weight differs from %s (first at element %lld): an untied head; %s", pre,
-                             w.name, (long long)i, untied);
-    return AMP_OK;
+    if (!memcmp(ph, pw, nb)) return AMP_OK; /* one pass over the bytes; the element is looked for only when they differ */
+    int64_t i = 0;
+    while (i < w.numel && !memcmp(ph + es * (size_t)i, pw + es * (size_t)i, es)) i++;
+    return amp_error(AMP_ERR_FORMAT, "%s: lm_head.weight differs from %s (first at element %lld): an untied head; %s", pre, w.name,
+                     (long long)i, untied);
 }
 
 /* Does the file hold a GPT of configuration c (every tensor with its shape
@@ -696,7 +691,7 @@ amp_status amp_gpt_load(amp_module *m, const char *path) {
         const char *fname = sd_name(l, names[i]);
         amp_tensor *t = amp_safetensors_get(f, fname);
         double bad = 0;
-        int64_t at = t ? first_nonfinite(t, &bad) : -2;
+        int64_t at = t ? first_nonfinite(fn, t, &bad) : -2;
         if (at != -1) {
             st = at == -2 ? amp_last_status()
                           : amp_error(AMP_ERR_RANGE, "%s: %s: %s element %lld is %s: the weights must be finite (a damaged file, or "
@@ -869,16 +864,31 @@ static const char *range_hint(amp_dtype dt) {
                          : "f32's range is exceeded, or the weights are damaged";
 }
 
-/* Every weight finite, or an error naming the first that is not. */
+/* Every weight finite, or an error naming the first that is not. The
+ * backend's multi-tensor check reads them all in one call (on the CPU SIMD
+ * and threaded; on a GPU a kernel, only its flag and index come back); only
+ * the tensor it flags is searched for the element to name. Parameters it
+ * cannot take (f64, not contiguous, another device than the first's) are
+ * searched one by one, in order, so the first non-finite one is named. */
 static amp_status check_weights(const char *fn, amp_module *m) {
     int np = amp_module_parameters(m, NULL, NULL, 0);
-    amp_tensor **ps = calloc((size_t)np + 1, sizeof *ps);
+    amp_tensor **ps = calloc((size_t)np + 1, sizeof *ps), **fast = calloc((size_t)np + 1, sizeof *fast);
     const char **names = calloc((size_t)np + 1, sizeof *names);
-    amp_status st = ps && names ? AMP_OK : amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    amp_status st = ps && fast && names ? AMP_OK : amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
     if (st == AMP_OK) amp_module_parameters(m, ps, names, np);
+    int nf = 0, bad_i = -1; /* the first parameter the backend flagged */
     for (int i = 0; i < np && st == AMP_OK; i++) {
+        fast[i] = backend_checkable(ps[i]) && amp_tensor_device(ps[i]) == amp_tensor_device(ps[0]) ? ps[i] : NULL;
+        nf += fast[i] != NULL;
+    }
+    if (st == AMP_OK && nf) {
+        const amp_backend *be = amp__backend_of(fn, ps[0]);
+        if (!be || amp__backend_first_nonfinite(fn, be, fast, np, 1.0f, NULL, &bad_i) != AMP_OK) st = amp_last_status();
+    }
+    for (int i = 0; i < np && st == AMP_OK && (bad_i < 0 || i <= bad_i); i++) {
+        if (fast[i] && i != bad_i) continue; /* the backend found it finite */
         double bad = 0;
-        int64_t at = first_nonfinite(ps[i], &bad);
+        int64_t at = locate_nonfinite(ps[i], &bad);
         if (at == -2) st = amp_last_status();
         else if (at >= 0) {
             amp_dtype dt = amp_tensor_dtype(ps[i]);
@@ -888,6 +898,7 @@ static amp_status check_weights(const char *fn, amp_module *m) {
         }
     }
     free(ps);
+    free(fast);
     free(names);
     return st;
 }

@@ -467,15 +467,7 @@ static amp_dev_scaler *dev_plain(const char *fn, amp_optim *opt, const amp_backe
         return NULL;
     }
     amp_dev_scaler_init in;
-    memset(&in, 0, sizeof in);
-    in.scale = 1.0f;
-    in.growth = 2.0;
-    in.backoff = 0.5;
-    in.interval = 1;
-    in.floor = 1.0;
-    in.hysteresis = 1;
-    in.hysteresis_left = 1;
-    in.static_scale = true;
+    amp__dev_scaler_plain_init(&in);
     opt->dplain = be->scaler_new(fn, &in);
     if (opt->dplain) opt->dbe = be;
     return opt->dplain;
@@ -553,27 +545,15 @@ bool amp__optim_check_unscaled(amp_optim *opt, float inv_scale, int *first_bad) 
     if (!be) return false;
     amp_tensor **gs = grads_of(fn, opt);
     if (!gs) return false;
-    bool found = false;
     int first = -1;
-    amp_status st;
-    if (dev == AMP_DEVICE_CPU) {
-        st = AMP_BE_CALL(be, optim_check, fn, gs, opt->n, inv_scale, NULL, &found, &first);
-    } else { /* the host asks: the device's flag, read back */
-        amp_dev_scaler *ds = dev_plain(fn, opt, be);
-        st = ds ? AMP_OK : amp_last_status();
-        if (!st) st = be->scaler_reset_found(ds);
-        if (!st) st = AMP_BE_CALL(be, optim_check, fn, gs, opt->n, inv_scale, ds, NULL, NULL);
-        amp_dev_scaler_view v;
-        if (!st) st = be->scaler_read(ds, &v, NULL, 0);
-        if (!st) {
-            found = v.found_inf;
-            first = v.first_bad;
-        }
-    }
+    /* on a device the host asks: the device's flag, read back (the optimizer's own scaler) */
+    amp_dev_scaler *ds = dev == AMP_DEVICE_CPU ? NULL : dev_plain(fn, opt, be);
+    amp_status st = dev != AMP_DEVICE_CPU && !ds ? amp_last_status()
+                                                 : amp__backend_first_nonfinite(fn, be, gs, opt->n, inv_scale, ds, &first);
     free(gs);
     if (st != AMP_OK) return false;
-    if (first_bad) *first_bad = found ? first : -1;
-    return !found;
+    if (first_bad) *first_bad = first;
+    return first < 0;
 }
 
 amp_status amp__optim_unscale(amp_optim *opt, float inv_scale, amp_dev_scaler *ds, bool *found_inf, int *first_bad,
