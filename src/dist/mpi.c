@@ -333,17 +333,25 @@ static amp_status reduce_own(amp_dist_work *w, mpi_work *s) {
     return AMP_OK;
 }
 
-/* Tests requests [0, n) of q; true when all of them completed. */
+/* Tests requests [0, n) of q; true when all of them completed. MPI_Testsome,
+ * not MPI_Testall: Testall leaves every request untouched unless all
+ * completed, while Testsome frees each completed one (MPI_REQUEST_NULL), so
+ * mpi_pending names only the peers whose messages are still missing. */
 static amp_status test_all(amp_dist_work *w, MPI_Request *q, int n, const int *peer, bool *all) {
-    int flag = 1;
-    int rc = n > 0 ? MPI_Testall(n, q, &flag, MPI_STATUSES_IGNORE) : MPI_SUCCESS;
+    *all = true;
+    if (n <= 0) return AMP_OK;
+    int outcount = 0, idx_stack[64];
+    int *idx = n <= 64 ? idx_stack : malloc(sizeof *idx * (size_t)n);
+    if (!idx) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", w->fn);
+    int rc = MPI_Testsome(n, q, &outcount, idx, MPI_STATUSES_IGNORE);
+    if (idx != idx_stack) free(idx);
     if (rc != MPI_SUCCESS) {
         int p = -1;
         for (int i = 0; i < n; i++)
             if (q[i] != MPI_REQUEST_NULL) p = peer ? peer[i] : -1;
-        return mpi_fail(w->fn, "MPI_Testall (a peer failed?)", p, rc);
+        return mpi_fail(w->fn, "MPI_Testsome (a peer failed?)", p, rc);
     }
-    *all = flag != 0;
+    for (int i = 0; i < n && *all; i++) *all = q[i] == MPI_REQUEST_NULL;
     return AMP_OK;
 }
 
