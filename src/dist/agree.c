@@ -4,7 +4,6 @@
  * they are, and only when they are not a second all-gather brings every
  * rank's list, so each rank can name the keys that differ with every
  * rank's value, in the same words on every rank. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,44 +81,32 @@ static entry find(const char *text, const char *key, size_t klen) {
 
 static bool same_value(entry a, entry b) { return a.found == b.found && a.vlen == b.vlen && !memcmp(a.v, b.v, (size_t)a.vlen); }
 
+/* one key across the ranks' texts (amp__dist_put_groups) */
 typedef struct {
-    char *buf;
-    size_t n, used;
-} out_buf;
+    const char *key;
+    size_t klen;
+    char *const *texts;
+} key_ctx;
 
-static void put(out_buf *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(out_buf *o, const char *fmt, ...) {
-    if (o->used >= o->n) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(o->buf + o->used, o->n - o->used, fmt, ap);
-    va_end(ap);
-    o->used = k < 0 ? o->n : o->used + (size_t)k > o->n ? o->n : o->used + (size_t)k;
+static bool key_same(const void *ctx, int a, int b) {
+    const key_ctx *k = ctx;
+    return same_value(find(k->texts[a], k->key, k->klen), find(k->texts[b], k->key, k->klen));
+}
+
+static void key_what(amp__dist_msg *o, const void *ctx, int rank) {
+    const key_ctx *k = ctx;
+    entry e = find(k->texts[rank], k->key, k->klen);
+    if (!e.found) amp__dist_put(o, "none");
+    else amp__dist_put(o, "%.*s", e.vlen, e.v);
+    if (e.found && e.nlen > 0) amp__dist_put(o, " (%.*s)", e.nlen, e.note);
 }
 
 /* "--lr: rank 0 has 0.001, rank 1 has 0.002" (ranks with equal values grouped, rank order) */
-static void describe_key(out_buf *o, const char *key, size_t klen, char *const *texts, int world) {
-    put(o, "%.*s: ", (int)klen, key);
-    int shown = 0;
-    for (int r = 0; r < world; r++) {
-        entry e = find(texts[r], key, klen);
-        bool first = true;
-        for (int q = 0; q < r && first; q++) first = !same_value(find(texts[q], key, klen), e);
-        if (!first) continue;
-        if (shown == 4) {
-            put(o, ", ...");
-            break;
-        }
-        int cnt = 0;
-        for (int q = r; q < world; q++) cnt += same_value(find(texts[q], key, klen), e);
-        put(o, "%srank%s", shown ? ", " : "", cnt > 1 ? "s" : "");
-        for (int q = r, c = 0; q < world && c < 6; q++)
-            if (same_value(find(texts[q], key, klen), e)) put(o, "%s %d", c++ ? "," : "", q);
-        if (!e.found) put(o, " %s none", cnt > 1 ? "have" : "has");
-        else put(o, " %s %.*s", cnt > 1 ? "have" : "has", e.vlen, e.v);
-        if (e.found && e.nlen > 0) put(o, " (%.*s)", e.nlen, e.note);
-        shown++;
-    }
+static void describe_key(amp__dist_msg *o, const char *key, size_t klen, char *const *texts, int world) {
+    amp__dist_put(o, "%.*s: ", (int)klen, key);
+    key_ctx k = {key, klen, texts};
+    amp__dist_groups gr = {key_same, key_what, &k, "has", "have", ", ", ", "};
+    amp__dist_put_groups(o, world, &gr);
 }
 
 amp_status amp__dist_agree(amp_dist_group *g, const char *fn, const char *what, int n, const char *const *keys,
@@ -160,8 +147,8 @@ amp_status amp__dist_agree(amp_dist_group *g, const char *fn, const char *what, 
             texts[r][stride - 1] = 0;
         }
         char msg[900];
-        out_buf o = {msg, sizeof msg, 0};
-        msg[0] = 0;
+        amp__dist_msg o;
+        amp__dist_msg_start(&o, msg, sizeof msg);
         int ndiff = 0, listed = 0;
         /* the keys of every rank's list, in rank order of first appearance */
         for (int r = 0; r < world; r++)
@@ -176,14 +163,14 @@ amp_status amp__dist_agree(amp_dist_group *g, const char *fn, const char *what, 
                 for (int q = 0; q < world && !differs && !seen; q++) differs = !same_value(find(texts[q], p, klen), e0);
                 if (differs) {
                     ndiff++;
-                    if (o.used < sizeof msg - 120) {
-                        if (listed++) put(&o, "; ");
+                    if (o.used + 120 < o.n) {
+                        if (listed++) amp__dist_put(&o, "; ");
                         describe_key(&o, p, klen, texts, world);
                     }
                 }
                 p = end + 1;
             }
-        if (listed < ndiff) put(&o, "; and %d more", ndiff - listed);
+        if (listed < ndiff) amp__dist_put(&o, "; and %d more", ndiff - listed);
         amp__dist_set_shared_failure(g);
         st = amp_error(AMP_ERR_ARG, "%s: %s differ between ranks: %s", fn, what, ndiff ? msg : "(the lists differ)");
     }

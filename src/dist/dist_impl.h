@@ -130,6 +130,33 @@ amp_status amp__dist_progress(amp_dist_work *w, bool *done);
 amp_status amp__dist_finish(amp_dist_work *w);
 /* Frees w without waiting (after an error elsewhere); the group is marked broken. */
 void amp__dist_abandon(amp_dist_work *w, const char *why);
+/* A message built in pieces into the caller's buffer (dist_msg.c): each
+ * piece is cut to fit, a cut message ends in "...", nothing is written past
+ * buf[n - 1], and buf is NUL-terminated after every piece. */
+typedef struct {
+    char *buf;
+    size_t n, used;
+} amp__dist_msg;
+void amp__dist_msg_start(amp__dist_msg *o, char *buf, size_t n);
+void amp__dist_put(amp__dist_msg *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+bool amp__dist_msg_full(const amp__dist_msg *o);
+
+/* Ranks [0, world) grouped by what they have, groups in the order of their
+ * first rank: "rank 0 called X, but ranks 1, 3 called Y; rank 2 called Z"
+ * (but ", but ", sep "; ") or "rank 0 has 0.001, ranks 1, 2 have 0.002"
+ * (both ", "). At most AMP_DIST_MSG_GROUPS groups (then sep and "..."), at
+ * most AMP_DIST_MSG_RANKS ranks named per group (then "and N more"). */
+#define AMP_DIST_MSG_GROUPS 4
+#define AMP_DIST_MSG_RANKS 8
+typedef struct {
+    bool (*same)(const void *ctx, int a, int b);                    /* ranks a and b have the same */
+    void (*what)(amp__dist_msg *o, const void *ctx, int rank);      /* what rank has */
+    const void *ctx;
+    const char *verb_one, *verb_many; /* after "rank a" / "ranks a, b": "has" / "have" */
+    const char *but, *sep;            /* before the second group / before each later one */
+} amp__dist_groups;
+void amp__dist_put_groups(amp__dist_msg *o, int world, const amp__dist_groups *gr);
+
 /* This rank's identity of w (w->seq, kind, dtype, ...). */
 void amp__dist_ident_make(const amp_dist_work *w, amp_dist_ident *id);
 /* ids[r] for every rank r (this rank's included) against this rank's: on

@@ -395,19 +395,18 @@ static amp_status mpi_test(amp_dist_work *w) {
 
 static void mpi_pending(const amp_dist_work *w, char *buf, size_t n) {
     const mpi_work *s = w->impl;
-    size_t used = 0;
-    buf[0] = 0;
+    amp__dist_msg o;
+    amp__dist_msg_start(&o, buf, n);
     if (!s) return;
     if (!s->checked) { /* the ranks that have not started this collective */
         for (int i = 0, p = 0; i < w->g->size - 1 && i < s->nh; i++, p++) {
             if (p == w->g->rank) p++;
-            if (s->hreq[i] == MPI_REQUEST_NULL) continue;
-            int k = snprintf(buf + used, n - used, "%s%d", used ? ", " : "", p);
-            if (k < 0 || (size_t)k >= n - used) break;
-            used += (size_t)k;
+            if (s->hreq[i] != MPI_REQUEST_NULL) amp__dist_put(&o, "%s%d", o.used ? ", " : "", p);
         }
-        if (used && used + 1 < n) snprintf(buf + used, n - used, ", which had not started this collective");
-        if (used) return;
+        if (o.used) {
+            amp__dist_put(&o, ", which had not started this collective");
+            return;
+        }
     }
     bool seen[4096] = {false};
     for (int i = 0; i < s->nreq; i++) {
@@ -417,11 +416,9 @@ static void mpi_pending(const amp_dist_work *w, char *buf, size_t n) {
             if (seen[p]) continue;
             seen[p] = true;
         }
-        int k = snprintf(buf + used, n - used, "%s%d", used ? ", " : "", p);
-        if (k < 0 || (size_t)k >= n - used) break;
-        used += (size_t)k;
+        amp__dist_put(&o, "%s%d", o.used ? ", " : "", p);
     }
-    if (!used) snprintf(buf, n, "unknown");
+    if (!o.used) amp__dist_put(&o, "unknown");
 }
 
 /* Memory an abandoned send may still read: kept, reachable, until the process ends. */
