@@ -1,6 +1,6 @@
 /* Agreement: every rank holds a list of (key, value) pairs that must be
  * equal everywhere (a data-parallel run's configuration, the checkpoint it
- * resumes); one all-gather of a 64-bit digest of the list shows whether
+ * resumes); one all-gather of a 128-bit digest of the list shows whether
  * they are, and only when they are not a second all-gather brings every
  * rank's list, so each rank can name the keys that differ with every
  * rank's value, in the same words on every rank. */
@@ -8,29 +8,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash128.h"
 #include "dist/dist_impl.h"
 
 #define FIELD '\x1f'  /* key FIELD value FIELD note RECORD */
 #define RECORD '\x1e'
 
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 /* one rank's list as text; the digest covers keys and values, not notes */
 static char *serialize(int n, const char *const *keys, const char *const *vals, const char *const *notes, size_t *len,
-                       uint64_t *digest) {
+                       uint64_t digest[2]) {
     size_t total = 1;
     for (int i = 0; i < n; i++)
         total += strlen(keys[i]) + strlen(vals[i] ? vals[i] : "") + strlen(notes && notes[i] ? notes[i] : "") + 3;
     char *t = malloc(total);
     if (!t) return NULL;
-    uint64_t h = 0xcbf29ce484222325ull;
+    amp__hash128 h;
+    amp__hash128_init(&h);
     size_t k = 0;
     for (int i = 0; i < n; i++) {
         const char *v = vals[i] ? vals[i] : "", *note = notes && notes[i] ? notes[i] : "";
@@ -38,8 +31,8 @@ static char *serialize(int n, const char *const *keys, const char *const *vals, 
         memcpy(t + k, keys[i], a);
         t[k + a] = FIELD;
         memcpy(t + k + a + 1, v, b);
-        h = fnv1a(h, t + k, a + 1 + b);
-        h = fnv1a(h, "\x1e", 1);
+        amp__hash128_update(&h, t + k, a + 1 + b);
+        amp__hash128_update(&h, "\x1e", 1);
         t[k + a + 1 + b] = FIELD;
         memcpy(t + k + a + b + 2, note, c);
         t[k + a + b + c + 2] = RECORD;
@@ -47,7 +40,7 @@ static char *serialize(int n, const char *const *keys, const char *const *vals, 
     }
     t[k] = 0;
     *len = k;
-    *digest = h;
+    amp__hash128_final(&h, digest);
     return t;
 }
 
@@ -113,19 +106,19 @@ amp_status amp__dist_agree(amp_dist_group *g, const char *fn, const char *what, 
                            const char *const *vals, const char *const *notes) {
     if (!g || g->size == 1) return AMP_OK;
     size_t len;
-    uint64_t digest;
-    char *mine = serialize(n, keys, vals, notes, &len, &digest);
+    uint64_t digest[2];
+    char *mine = serialize(n, keys, vals, notes, &len, digest);
     if (!mine) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
     int world = g->size;
-    uint64_t head[2] = {digest, (uint64_t)len}, *heads = calloc((size_t)world, sizeof head);
+    uint64_t head[3] = {digest[0], digest[1], (uint64_t)len}, *heads = calloc((size_t)world, sizeof head);
     amp_status st = heads ? AMP_OK : amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
     if (st == AMP_OK)
         st = amp__dist_finish(amp__dist_start(g, fn, AMP_DIST_K_ALL_GATHER, AMP_U8, AMP_DIST_SUM, NULL, head, heads, sizeof head, 0));
     bool same = true;
     size_t longest = 0;
     for (int r = 0; st == AMP_OK && r < world; r++) {
-        same = same && heads[2 * r] == digest;
-        if (heads[2 * r + 1] > longest) longest = (size_t)heads[2 * r + 1];
+        same = same && heads[3 * r] == digest[0] && heads[3 * r + 1] == digest[1];
+        if (heads[3 * r + 2] > longest) longest = (size_t)heads[3 * r + 2];
     }
     if (st != AMP_OK || same) {
         free(mine);

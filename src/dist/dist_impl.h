@@ -172,7 +172,7 @@ void amp__dist_set_shared_failure(amp_dist_group *g);
  * (a file's path beside its checksum). AMP_OK when they are; otherwise an
  * error, the same on every rank: "<fn>: <what> differ between ranks: <key>:
  * rank 0 has <v0> (<note>), rank 1 has <v1>; <key>: ...", and the failure
- * is shared. One all-gather of a 64-bit digest; a second, of the lists,
+ * is shared. One all-gather of a 128-bit digest (amp__hash128); a second, of the lists,
  * only when they differ. Collective (agree.c). */
 amp_status amp__dist_agree(amp_dist_group *g, const char *fn, const char *what, int n, const char *const *keys,
                            const char *const *vals, const char *const *notes);
