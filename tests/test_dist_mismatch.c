@@ -57,7 +57,18 @@ static int finish(amp_dist_group *w, bool failed) {
     return amp_dist_finalize() == AMP_OK ? 0 : 4;
 }
 
+/* MPI's own entry points, for the case of a program that initialises MPI
+ * itself (amp_dist_init adopts it). Weak: this file also links where amp
+ * was built without MPI (and then skips every case). */
+extern int MPI_Init(int *argc, char ***argv) __attribute__((weak));
+extern int MPI_Finalize(void) __attribute__((weak));
+
 static int child(const char *which, const char *dir) {
+    bool own_mpi = !strcmp(which, "finalize_own_mpi");
+    if (own_mpi && (!MPI_Init || MPI_Init(NULL, NULL) != 0)) {
+        fprintf(stderr, "MPI_Init failed\n");
+        return 2;
+    }
     if (amp_dist_init(NULL, NULL) != AMP_OK) {
         fprintf(stderr, "amp_dist_init: %s\n", amp_last_error());
         return 2;
@@ -70,6 +81,9 @@ static int child(const char *which, const char *dir) {
         return 2;
     }
     char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/rank%d.err", dir, g_rank);
+    if (!freopen(path, "w", stderr)) return 2; /* each rank's own stderr (amp's warnings, sanitizer reports) */
+    setvbuf(stderr, NULL, _IONBF, 0);
     snprintf(path, sizeof path, "%s/rank%d.txt", dir, g_rank);
     g_out = fopen(path, "w");
     if (!g_out) return 2;
@@ -115,13 +129,17 @@ static int child(const char *which, const char *dir) {
         amp_tensor_free(b);
         return finish(w, sa != AMP_OK || sb != AMP_OK);
     }
-    if (!strcmp(which, "finalize")) {
-        /* rank 0 ends its run while rank 1 still calls a collective: neither waits forever */
+    if (!strcmp(which, "finalize") || own_mpi) {
+        /* rank 0 ends its run while rank 1 still calls a collective: neither
+         * waits forever. With own_mpi the program initialised MPI and
+         * finalizes it after amp_dist_finalize (which then blocks until the
+         * job ends): rank 1's amp_dist_abort must hear from rank 0 by then. */
         if (r == 0) {
             amp_status st = amp_dist_finalize();
             report("finalize", st);
             fprintf(g_out, "rank %d: done\n", g_rank);
             fclose(g_out);
+            if (own_mpi) MPI_Finalize();
             return st == AMP_OK ? 0 : 5;
         }
         amp_tensor *t = filled(AMP_F32, 1024, 1.0);
@@ -229,12 +247,26 @@ static result run_case_np(const char *which, int np) {
         res.rank[r] = test_read_file(p, NULL);
     }
     res.out = test_read_file(outp, NULL);
+    if (!res.out) res.out = strdup("");
+    for (int r = 0; r < np; r++) { /* the ranks' stderr after mpirun's output */
+        char p[PATH_MAX + 32];
+        snprintf(p, sizeof p, "%s/rank%d.err", dir, r);
+        char *e = test_read_file(p, NULL);
+        size_t a = strlen(res.out), b = e ? strlen(e) : 0;
+        char *both = e ? realloc(res.out, a + b + 1) : NULL;
+        if (both) {
+            memcpy(both + a, e, b + 1);
+            res.out = both;
+        }
+        free(e);
+    }
     printf("  case %s: mpirun status %d\n", which, rc);
     for (int r = 0; r < np; r++) printf("    rank %d: %s", r, res.rank[r] ? res.rank[r] : "(no report)\n");
-    if (!res.out) res.out = strdup("");
     /* never a crash: no rank ended on a signal (Open MPI: "exited on signal 11") */
     if (strstr(res.out, "signal") || strstr(res.out, "Segmentation")) fail_msg("a rank crashed:\n%s", res.out);
     if (strstr(res.out, "Sanitizer")) fail_msg("a sanitizer report (make test-asan):\n%s", res.out);
+    /* an aborting rank heard from every peer before it ended the job */
+    if (strstr(res.out, "did not report")) fail_msg("a rank ended the job without a peer's report:\n%s", res.out);
     for (int r = 0; r < np; r++)
         if (!res.rank[r] || !strstr(res.rank[r], "done")) fail_msg("rank %d did not report:\n%s", r, res.out);
     test_rmtree(dir);
@@ -319,6 +351,20 @@ static void t_finalize(void **state) {
     free_result(&r);
 }
 
+/* the same, when the program owns MPI: rank 0 reports, then blocks in
+ * MPI_Finalize; rank 1's amp_dist_abort hears from it (not after its wait
+ * runs out, which run_case refuses) */
+static void t_finalize_own_mpi(void **state) {
+    (void)state;
+    result r = run_case("finalize_own_mpi");
+    has(r.rank[0], "finalize: status");
+    assert_null(strstr(r.rank[0], "status 0"));
+    has(r.rank[1], "collective: status");
+    assert_null(strstr(r.rank[1], "status 0"));
+    for (int k = 0; k < 2; k++) has(r.rank[k], "rank 0 called amp_dist_finalize");
+    free_result(&r);
+}
+
 /* a rank that stalls: the two that wait for it name it alone, not the peer that delivered */
 static void t_stall_names_only_the_silent_rank(void **state) {
     (void)state;
@@ -362,6 +408,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(t_op),
         cmocka_unit_test(t_async),
         cmocka_unit_test(t_finalize),
+        cmocka_unit_test(t_finalize_own_mpi),
         cmocka_unit_test(t_stall_names_only_the_silent_rank),
         cmocka_unit_test(t_restore_different_checkpoints),
     };

@@ -84,7 +84,9 @@ amp_status amp_dist_finalize(void);
  * wait for its next collective. After an error every rank gets (collectives
  * that differ), it first waits, at most min(timeout, 10 s), until every
  * other rank has called it too, so that no rank is ended before it reported
- * the error. Never returns. */
+ * the error; ranks it did not hear from by then are named on stderr ("amp:
+ * warning: ... rank(s) 1 did not report the failure within 10 s"). Never
+ * returns. */
 void amp_dist_abort(amp_dist_group *g, int code);
 
 /* NULL answers as a single process (0 and 1), with an error message */

@@ -263,7 +263,7 @@ amp_status amp_dist_finalize(void) {
              * let this rank report) only once they have */
             char msg[1024];
             snprintf(msg, sizeof msg, "%s", amp_last_error());
-            g->tp->farewell(g, false, farewell_s(g));
+            g->tp->farewell(g, false, farewell_s(g), NULL, 0);
             amp_error(st, "%s", msg);
         }
     }
@@ -281,7 +281,14 @@ void amp_dist_abort(amp_dist_group *g, int code) {
     /* a failure every rank finds (collectives that differ): wait until the
      * others have reported it too, so that ending the job does not cut
      * their messages off */
-    if (g && g->size > 1 && g->shared_failure && g->tp->farewell) g->tp->farewell(g, true, farewell_s(g));
+    if (g && g->size > 1 && g->shared_failure && g->tp->farewell) {
+        char missing[200];
+        g->tp->farewell(g, true, farewell_s(g), missing, sizeof missing);
+        if (missing[0])
+            fprintf(stderr, "amp: warning: rank %d of %d: amp_dist_abort: rank(s) %s did not report the failure within %g s; ending "
+                            "the job without them\n", g->rank, g->size, missing, farewell_s(g));
+        fflush(stderr);
+    }
     if (g) g->tp->abort(g, code);
     exit(code);
 }

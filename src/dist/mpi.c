@@ -456,16 +456,20 @@ static void mpi_release(amp_dist_work *w) {
     w->impl = NULL;
 }
 
-static void mpi_farewell(amp_dist_group *g, bool send, double seconds) {
+static void mpi_farewell(amp_dist_group *g, bool send, double seconds, char *missing, size_t nmissing) {
     mpi_group *m = g->impl;
     int n = g->size, r = g->rank, k = 0;
     static const int word = 1;
+    amp__dist_msg o;
+    if (missing) amp__dist_msg_start(&o, missing, nmissing);
     /* kept (reachable from here) while the job ends: an unanswered receive may still be written */
     static int *got; /* one world, one farewell */
     if (!got) got = calloc((size_t)n, sizeof *got);
     MPI_Request *q = calloc((size_t)(2 * n), sizeof *q);
-    if (!got || !q) {
+    int *from = calloc((size_t)n, sizeof *from);
+    if (!got || !q || !from) {
         free(q);
+        free(from);
         return;
     }
     /* a rank ending the run waits for every peer (one inside amp_dist_finalize
@@ -475,7 +479,7 @@ static void mpi_farewell(amp_dist_group *g, bool send, double seconds) {
     for (int p = 0; p < n; p++)
         if (p != r && (send || !(g->peer_final && g->peer_final[p])) &&
             MPI_Irecv(&got[p], 1, MPI_INT, p, TAG_FAREWELL, m->comm, &q[k]) == MPI_SUCCESS)
-            k++;
+            from[k++] = p;
     int nrecv = k;
     for (int p = 0; p < n && send; p++)
         if (p != r && MPI_Isend(&word, 1, MPI_INT, p, TAG_FAREWELL, m->comm, &q[k]) == MPI_SUCCESS) k++;
@@ -485,9 +489,15 @@ static void mpi_farewell(amp_dist_group *g, bool send, double seconds) {
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
+    /* the peers not heard from (MPI_Testall left every receive open unless all completed) */
+    for (int i = 0; i < nrecv && missing && !flag; i++) {
+        int done = 0;
+        if (MPI_Test(&q[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done) amp__dist_put(&o, "%s%d", o.used ? ", " : "", from[i]);
+    }
     /* the sends go out while the job ends; the requests are not waited for */
     for (int i = 0; i < k; i++) drop(&q[i], i < nrecv);
     free(q);
+    free(from);
 }
 
 static void mpi_abort(amp_dist_group *g, int code) {
