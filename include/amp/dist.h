@@ -76,8 +76,10 @@ bool amp_dist_is_initialized(void);
 amp_dist_group *amp_dist_world(void);
 /* Collective: the end of this rank's run, then MPI is finalized. A peer
  * that still calls other collectives gets an error saying this rank ended
- * its run (and so does this call) instead of waiting for it. The world is
- * gone afterwards. */
+ * its run (and so does this call) instead of waiting for it; that peer's
+ * amp_dist_abort then waits until this process exits or finalizes MPI
+ * (after this rank reported the error), so exit or finalize soon. The world
+ * is gone afterwards. */
 amp_status amp_dist_finalize(void);
 /* Ends every rank of the job now (MPI_Abort; exit(code) for a world of
  * one). Call it when this rank cannot go on: the others would otherwise

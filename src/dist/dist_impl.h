@@ -75,8 +75,9 @@ typedef struct {
      * has reported it: with send (amp_dist_abort), tells every peer so and
      * waits up to seconds for the same word from every peer; without
      * (amp_dist_finalize, whose caller reports after it returns), waits for
-     * it from the peers not in g->peer_final. missing (n bytes, may be
-     * NULL) gets the peers whose word did not come ("1, 3"; "" when all did). */
+     * it from the peers not in g->peer_final, and sends its own to them when
+     * the process exits or finalizes MPI. missing (n bytes, may be NULL)
+     * gets the peers whose word did not come ("1, 3"; "" when all did). */
     void (*farewell)(amp_dist_group *g, bool send, double seconds, char *missing, size_t n);
     void (*abort)(amp_dist_group *g, int code);
     amp_status (*finalize)(amp_dist_group *g);

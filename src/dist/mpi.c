@@ -456,6 +456,68 @@ static void mpi_release(amp_dist_work *w) {
     w->impl = NULL;
 }
 
+/* A rank whose amp_dist_finalize met a shared failure reports it after the
+ * call returns, so its farewell cannot go out from the call: it goes to the
+ * peers still in the run (the aborting ones, which wait for it) when this
+ * process exits or finalizes MPI, whichever comes first (an attribute on
+ * MPI_COMM_SELF is deleted first thing in MPI_Finalize). */
+static struct {
+    MPI_Comm comm;
+    bool *to; /* the peers to tell */
+    int n;
+    bool armed;
+} g_late;
+
+static void late_farewell(void) {
+    if (!g_late.armed) return;
+    g_late.armed = false;
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    MPI_Request *q = calloc((size_t)g_late.n, sizeof *q);
+    if (!inited || finalized || !q) {
+        free(q);
+        return;
+    }
+    static const int word = 1;
+    int k = 0;
+    for (int p = 0; p < g_late.n; p++)
+        if (g_late.to[p] && MPI_Isend(&word, 1, MPI_INT, p, TAG_FAREWELL, g_late.comm, &q[k]) == MPI_SUCCESS) k++;
+    /* small messages: out at once, unless a peer is gone already */
+    double deadline = amp__dist_now() + 1.0;
+    int flag = 0;
+    while (MPI_Testall(k, q, &flag, MPI_STATUSES_IGNORE) == MPI_SUCCESS && !flag && amp__dist_now() < deadline) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    for (int i = 0; i < k; i++) drop(&q[i], false);
+    free(q);
+}
+
+static int late_farewell_at_finalize(MPI_Comm comm, int key, void *val, void *extra) {
+    (void)comm, (void)key, (void)val, (void)extra;
+    late_farewell();
+    return MPI_SUCCESS;
+}
+
+static void arm_late_farewell(amp_dist_group *g, MPI_Comm comm) {
+    static bool hooked;
+    bool *to = calloc((size_t)g->size, sizeof *to);
+    if (!to) return;
+    for (int p = 0; p < g->size; p++) to[p] = p != g->rank && !(g->peer_final && g->peer_final[p]);
+    free(g_late.to);
+    g_late.to = to; /* kept (reachable) until the process ends */
+    g_late.n = g->size;
+    g_late.comm = comm;
+    g_late.armed = true;
+    if (hooked) return;
+    hooked = true;
+    atexit(late_farewell);
+    int key;
+    if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, late_farewell_at_finalize, &key, NULL) == MPI_SUCCESS)
+        MPI_Comm_set_attr(MPI_COMM_SELF, key, NULL);
+}
+
 static void mpi_farewell(amp_dist_group *g, bool send, double seconds, char *missing, size_t nmissing) {
     mpi_group *m = g->impl;
     int n = g->size, r = g->rank, k = 0;
@@ -472,10 +534,10 @@ static void mpi_farewell(amp_dist_group *g, bool send, double seconds, char *mis
         free(from);
         return;
     }
-    /* a rank ending the run waits for every peer (one inside amp_dist_finalize
-     * never answers: it reports after finalize returns, then exits, and
-     * mpirun ends this rank then); a rank inside amp_dist_finalize waits for
-     * the peers that end the run */
+    /* a rank ending the run waits for every peer (one inside
+     * amp_dist_finalize answers when its process exits or finalizes MPI,
+     * after its caller reported: late_farewell); a rank inside
+     * amp_dist_finalize waits for the peers that end the run */
     for (int p = 0; p < n; p++)
         if (p != r && (send || !(g->peer_final && g->peer_final[p])) &&
             MPI_Irecv(&got[p], 1, MPI_INT, p, TAG_FAREWELL, m->comm, &q[k]) == MPI_SUCCESS)
@@ -498,6 +560,7 @@ static void mpi_farewell(amp_dist_group *g, bool send, double seconds, char *mis
     for (int i = 0; i < k; i++) drop(&q[i], i < nrecv);
     free(q);
     free(from);
+    if (!send) arm_late_farewell(g, m->comm);
 }
 
 static void mpi_abort(amp_dist_group *g, int code) {
@@ -508,7 +571,7 @@ static void mpi_abort(amp_dist_group *g, int code) {
 static amp_status mpi_finalize(amp_dist_group *g) {
     mpi_group *m = g->impl;
     if (!m) return AMP_OK;
-    MPI_Comm_free(&m->comm);
+    if (!g_late.armed) MPI_Comm_free(&m->comm); /* else late_farewell sends on it */
     int rc = MPI_SUCCESS;
     if (m->we_init && !g->broken) rc = MPI_Finalize();
     free(m);
