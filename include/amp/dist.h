@@ -37,8 +37,9 @@
  *
  * Collectives are called by every rank of the group in the same order (as
  * in MPI). Each one carries its identity (kind, dtype, element count,
- * reduction, root, the calling function, the training step), checked on
- * every rank before any of its data is received: ranks that call different
+ * reduction, root, the calling function, and the training step, which is
+ * named in errors but not compared), checked on every rank before any of
+ * its data is received: ranks that call different
  * collectives get an error on every rank naming each rank's call ("rank 0
  * called all_reduce(f64, 2 elements, sum) in amp_dist_all_reduce_f64 at
  * step 5, but rank 1 called all_reduce(f32, 5648 elements, avg) in amp_ddp

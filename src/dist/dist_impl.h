@@ -39,7 +39,7 @@ typedef struct {
     int32_t kind, dtype, op, root;
     uint32_t pad;
     uint64_t seq, count;
-    int64_t step;                /* the group's step when the collective started (0: none set) */
+    int64_t step;                /* the group's step when the collective started (0: none set); named, not compared */
     char label[AMP_DIST_LABEL];  /* the call (amp_dist_work.fn), cut to fit, NUL-terminated */
 } amp_dist_ident;
 _Static_assert(sizeof(amp_dist_ident) == 120, "amp_dist_ident is sent as bytes: keep its layout");

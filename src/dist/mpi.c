@@ -20,7 +20,8 @@
  * (amp_dist_ident: kind, dtype, count, reduction, root, call site, step) to
  * every other rank and posting the receives of theirs; its own data is sent
  * at once (eagerly), but nothing is received into a buffer until every
- * peer's identity arrived and matched (amp__dist_ident_check). Ranks that
+ * peer's identity arrived and matched (amp__dist_ident_check: every field
+ * but the step, which is named in the message, not compared). Ranks that
  * call different collectives get an error naming both calls, on every rank,
  * before any buffer is written; a rank that ended its run
  * (amp_dist_finalize, itself such an exchange) is named as such.
