@@ -6,11 +6,14 @@
  *
  * Ranks restoring different checkpoints (defect 4) are refused the same way.
  *
- * Each case is its own `mpirun -np 2` of this program (`--child CASE DIR`):
- * a mismatch leaves the group unusable, so one case per run. Each rank
- * writes what it saw (status, message, whether its buffers are untouched)
- * to DIR/rankR.txt before it ends the run, and the parent checks both files.
- * Skipped (77) when amp was built without MPI. */
+ * A rank that stalls is named alone by the ranks that time out waiting for
+ * it (a 3-rank case: the one peer of a 2-rank world is always right).
+ *
+ * Each case is its own `mpirun -np 2` (or 3) of this program (`--child CASE
+ * DIR`): a mismatch leaves the group unusable, so one case per run. Each
+ * rank writes what it saw (status, message, whether its buffers are
+ * untouched) to DIR/rankR.txt before it ends the run, and the parent checks
+ * every rank's file. Skipped (77) when amp was built without MPI. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,18 +57,33 @@ static int finish(amp_dist_group *w, bool failed) {
     return amp_dist_finalize() == AMP_OK ? 0 : 4;
 }
 
+/* MPI's own entry points, for the case of a program that initialises MPI
+ * itself (amp_dist_init adopts it). Weak: this file also links where amp
+ * was built without MPI (and then skips every case). */
+extern int MPI_Init(int *argc, char ***argv) __attribute__((weak));
+extern int MPI_Finalize(void) __attribute__((weak));
+
 static int child(const char *which, const char *dir) {
+    bool own_mpi = !strcmp(which, "finalize_own_mpi");
+    if (own_mpi && (!MPI_Init || MPI_Init(NULL, NULL) != 0)) {
+        fprintf(stderr, "MPI_Init failed\n");
+        return 2;
+    }
     if (amp_dist_init(NULL, NULL) != AMP_OK) {
         fprintf(stderr, "amp_dist_init: %s\n", amp_last_error());
         return 2;
     }
     amp_dist_group *w = amp_dist_world();
     g_rank = amp_dist_rank(w);
-    if (amp_dist_world_size(w) != 2) {
-        fprintf(stderr, "run on 2 ranks\n");
+    bool three = !strcmp(which, "stall");
+    if (amp_dist_world_size(w) != (three ? 3 : 2)) {
+        fprintf(stderr, "run case %s on %d ranks\n", which, three ? 3 : 2);
         return 2;
     }
     char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/rank%d.err", dir, g_rank);
+    if (!freopen(path, "w", stderr)) return 2; /* each rank's own stderr (amp's warnings, sanitizer reports) */
+    setvbuf(stderr, NULL, _IONBF, 0);
     snprintf(path, sizeof path, "%s/rank%d.txt", dir, g_rank);
     g_out = fopen(path, "w");
     if (!g_out) return 2;
@@ -111,13 +129,17 @@ static int child(const char *which, const char *dir) {
         amp_tensor_free(b);
         return finish(w, sa != AMP_OK || sb != AMP_OK);
     }
-    if (!strcmp(which, "finalize")) {
-        /* rank 0 ends its run while rank 1 still calls a collective: neither waits forever */
+    if (!strcmp(which, "finalize") || own_mpi) {
+        /* rank 0 ends its run while rank 1 still calls a collective: neither
+         * waits forever. With own_mpi the program initialised MPI and
+         * finalizes it after amp_dist_finalize (which then blocks until the
+         * job ends): rank 1's amp_dist_abort must hear from rank 0 by then. */
         if (r == 0) {
             amp_status st = amp_dist_finalize();
             report("finalize", st);
             fprintf(g_out, "rank %d: done\n", g_rank);
             fclose(g_out);
+            if (own_mpi) MPI_Finalize();
             return st == AMP_OK ? 0 : 5;
         }
         amp_tensor *t = filled(AMP_F32, 1024, 1.0);
@@ -156,6 +178,25 @@ static int child(const char *which, const char *dir) {
         amp_module_free(m);
         return finish(w, st2 != AMP_OK);
     }
+    if (!strcmp(which, "stall")) {
+        /* 3 ranks meet at a barrier, then rank 2 stalls while ranks 0 and 1
+         * all_reduce: each of them must name rank 2 alone (rank 1's identity
+         * and data did arrive at rank 0, and rank 0's at rank 1) */
+        amp_status st = amp_dist_barrier(w);
+        report("barrier", st);
+        if (r == 2) {
+            fprintf(g_out, "rank %d: done (stalls)\n", g_rank);
+            fclose(g_out);
+            sleep(120); /* ended by the others' amp_dist_abort */
+            return 6;
+        }
+        amp_dist_set_timeout(w, 3.0);
+        amp_tensor *t = filled(AMP_F32, 1024, 1.0);
+        st = amp_dist_all_reduce(w, t, AMP_DIST_SUM);
+        report("collective", st);
+        amp_tensor_free(t);
+        return finish(w, st != AMP_OK);
+    }
     if (!strcmp(which, "same")) { /* control: matching collectives of every kind still work */
         amp_tensor *t = filled(AMP_F32, 1000, (double)(r + 1));
         amp_status st = amp_dist_all_reduce(w, t, AMP_DIST_SUM);
@@ -182,12 +223,13 @@ static int child(const char *which, const char *dir) {
 }
 
 /* ---- the parent --------------------------------------------------------------------- */
+#define MAX_RANKS 3
 typedef struct {
-    char *rank[2]; /* each rank's report (NULL: it wrote none) */
-    char *out;     /* mpirun's output */
+    char *rank[MAX_RANKS]; /* each rank's report (NULL: it wrote none) */
+    char *out;             /* mpirun's output */
 } result;
 
-static result run_case(const char *which) {
+static result run_case_np(const char *which, int np) {
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     assert_true(n > 0);
@@ -196,31 +238,46 @@ static result run_case(const char *which) {
     assert_non_null(dir);
     char cmd[16384], outp[PATH_MAX + 32];
     snprintf(outp, sizeof outp, "%s/mpirun.out", dir);
-    snprintf(cmd, sizeof cmd, "AMP_DIST_TIMEOUT=5 %s %s --child %s %s > %s 2>&1", test_mpirun_prefix(2), self, which, dir, outp);
+    snprintf(cmd, sizeof cmd, "AMP_DIST_TIMEOUT=5 %s %s --child %s %s > %s 2>&1", test_mpirun_prefix(np), self, which, dir, outp);
     int rc = system(cmd);
-    result res;
-    for (int r = 0; r < 2; r++) {
+    result res = {{NULL}, NULL};
+    for (int r = 0; r < np; r++) {
         char p[PATH_MAX + 32];
         snprintf(p, sizeof p, "%s/rank%d.txt", dir, r);
         res.rank[r] = test_read_file(p, NULL);
     }
     res.out = test_read_file(outp, NULL);
-    printf("  case %s: mpirun status %d\n    rank 0: %s    rank 1: %s", which, rc, res.rank[0] ? res.rank[0] : "(no report)\n",
-           res.rank[1] ? res.rank[1] : "(no report)\n");
     if (!res.out) res.out = strdup("");
+    for (int r = 0; r < np; r++) { /* the ranks' stderr after mpirun's output */
+        char p[PATH_MAX + 32];
+        snprintf(p, sizeof p, "%s/rank%d.err", dir, r);
+        char *e = test_read_file(p, NULL);
+        size_t a = strlen(res.out), b = e ? strlen(e) : 0;
+        char *both = e ? realloc(res.out, a + b + 1) : NULL;
+        if (both) {
+            memcpy(both + a, e, b + 1);
+            res.out = both;
+        }
+        free(e);
+    }
+    printf("  case %s: mpirun status %d\n", which, rc);
+    for (int r = 0; r < np; r++) printf("    rank %d: %s", r, res.rank[r] ? res.rank[r] : "(no report)\n");
     /* never a crash: no rank ended on a signal (Open MPI: "exited on signal 11") */
     if (strstr(res.out, "signal") || strstr(res.out, "Segmentation")) fail_msg("a rank crashed:\n%s", res.out);
     if (strstr(res.out, "Sanitizer")) fail_msg("a sanitizer report (make test-asan):\n%s", res.out);
-    for (int r = 0; r < 2; r++)
+    /* an aborting rank heard from every peer before it ended the job */
+    if (strstr(res.out, "did not report")) fail_msg("a rank ended the job without a peer's report:\n%s", res.out);
+    for (int r = 0; r < np; r++)
         if (!res.rank[r] || !strstr(res.rank[r], "done")) fail_msg("rank %d did not report:\n%s", r, res.out);
     test_rmtree(dir);
     free(dir);
     return res;
 }
 
+static result run_case(const char *which) { return run_case_np(which, 2); }
+
 static void free_result(result *r) {
-    free(r->rank[0]);
-    free(r->rank[1]);
+    for (int k = 0; k < MAX_RANKS; k++) free(r->rank[k]);
     free(r->out);
 }
 
@@ -278,18 +335,44 @@ static void t_async(void **state) {
     free_result(&r);
 }
 
-/* a rank that has ended its run: the other is told so at its next collective instead of waiting */
-static void t_finalize(void **state) {
-    (void)state;
-    result r = run_case("finalize");
+/* rank 0 ended its run while rank 1 called a collective: both fail, both name the finalize */
+static result finalize_met(const char *which) {
+    result r = run_case(which);
     has(r.rank[0], "finalize: status");
     assert_null(strstr(r.rank[0], "status 0"));
     has(r.rank[1], "collective: status");
     assert_null(strstr(r.rank[1], "status 0"));
+    for (int k = 0; k < 2; k++) has(r.rank[k], "rank 0 called amp_dist_finalize");
+    return r;
+}
+
+/* a rank that has ended its run: the other is told so at its next collective instead of waiting */
+static void t_finalize(void **state) {
+    (void)state;
+    result r = finalize_met("finalize");
     has(r.rank[1], "buffer untouched");
+    for (int k = 0; k < 2; k++) has(r.rank[k], "rank 1 called all_reduce(f32, 1024 elements, avg)");
+    free_result(&r);
+}
+
+/* the same, when the program owns MPI: rank 0 reports, then blocks in
+ * MPI_Finalize; rank 1's amp_dist_abort hears from it (not after its wait
+ * runs out, which run_case refuses) */
+static void t_finalize_own_mpi(void **state) {
+    (void)state;
+    result r = finalize_met("finalize_own_mpi");
+    free_result(&r);
+}
+
+/* a rank that stalls: the two that wait for it name it alone, not the peer that delivered */
+static void t_stall_names_only_the_silent_rank(void **state) {
+    (void)state;
+    result r = run_case_np("stall", 3);
+    for (int k = 0; k < 3; k++) has(r.rank[k], "barrier: status 0");
     for (int k = 0; k < 2; k++) {
-        has(r.rank[k], "rank 0 called amp_dist_finalize");
-        has(r.rank[k], "rank 1 called all_reduce(f32, 1024 elements, avg)");
+        has(r.rank[k], "collective: status");
+        assert_null(strstr(r.rank[k], "collective: status 0"));
+        has(r.rank[k], "did not complete within 3 s: no data from rank(s) 2, which had not started this collective");
     }
     free_result(&r);
 }
@@ -313,7 +396,7 @@ int main(int argc, char **argv) {
         amp_test_prepare();
         return child(argv[2], argv[3]);
     }
-    if (!test_mpirun_prefix(2)) {
+    if (!test_mpirun_prefix(3)) {
         printf("amp was built without MPI: skipped\n");
         return 77;
     }
@@ -324,6 +407,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(t_op),
         cmocka_unit_test(t_async),
         cmocka_unit_test(t_finalize),
+        cmocka_unit_test(t_finalize_own_mpi),
+        cmocka_unit_test(t_stall_names_only_the_silent_rank),
         cmocka_unit_test(t_restore_different_checkpoints),
     };
     amp_test_prepare();

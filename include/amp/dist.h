@@ -37,8 +37,9 @@
  *
  * Collectives are called by every rank of the group in the same order (as
  * in MPI). Each one carries its identity (kind, dtype, element count,
- * reduction, root, the calling function, the training step), checked on
- * every rank before any of its data is received: ranks that call different
+ * reduction, root, the calling function, and the training step, which is
+ * named in errors but not compared), checked on every rank before any of
+ * its data is received: ranks that call different
  * collectives get an error on every rank naming each rank's call ("rank 0
  * called all_reduce(f64, 2 elements, sum) in amp_dist_all_reduce_f64 at
  * step 5, but rank 1 called all_reduce(f32, 5648 elements, avg) in amp_ddp
@@ -76,15 +77,19 @@ bool amp_dist_is_initialized(void);
 amp_dist_group *amp_dist_world(void);
 /* Collective: the end of this rank's run, then MPI is finalized. A peer
  * that still calls other collectives gets an error saying this rank ended
- * its run (and so does this call) instead of waiting for it. The world is
- * gone afterwards. */
+ * its run (and so does this call) instead of waiting for it; that peer's
+ * amp_dist_abort then waits until this process exits or finalizes MPI
+ * (after this rank reported the error), so exit or finalize soon. The world
+ * is gone afterwards. */
 amp_status amp_dist_finalize(void);
 /* Ends every rank of the job now (MPI_Abort; exit(code) for a world of
  * one). Call it when this rank cannot go on: the others would otherwise
  * wait for its next collective. After an error every rank gets (collectives
  * that differ), it first waits, at most min(timeout, 10 s), until every
  * other rank has called it too, so that no rank is ended before it reported
- * the error. Never returns. */
+ * the error; ranks it did not hear from by then are named on stderr ("amp:
+ * warning: ... rank(s) 1 did not report the failure within 10 s"). Never
+ * returns. */
 void amp_dist_abort(amp_dist_group *g, int code);
 
 /* NULL answers as a single process (0 and 1), with an error message */

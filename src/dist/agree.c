@@ -1,37 +1,29 @@
 /* Agreement: every rank holds a list of (key, value) pairs that must be
  * equal everywhere (a data-parallel run's configuration, the checkpoint it
- * resumes); one all-gather of a 64-bit digest of the list shows whether
+ * resumes); one all-gather of a 128-bit digest of the list shows whether
  * they are, and only when they are not a second all-gather brings every
  * rank's list, so each rank can name the keys that differ with every
  * rank's value, in the same words on every rank. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash128.h"
 #include "dist/dist_impl.h"
 
 #define FIELD '\x1f'  /* key FIELD value FIELD note RECORD */
 #define RECORD '\x1e'
 
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 /* one rank's list as text; the digest covers keys and values, not notes */
 static char *serialize(int n, const char *const *keys, const char *const *vals, const char *const *notes, size_t *len,
-                       uint64_t *digest) {
+                       uint64_t digest[2]) {
     size_t total = 1;
     for (int i = 0; i < n; i++)
         total += strlen(keys[i]) + strlen(vals[i] ? vals[i] : "") + strlen(notes && notes[i] ? notes[i] : "") + 3;
     char *t = malloc(total);
     if (!t) return NULL;
-    uint64_t h = 0xcbf29ce484222325ull;
+    amp__hash128 h;
+    amp__hash128_init(&h);
     size_t k = 0;
     for (int i = 0; i < n; i++) {
         const char *v = vals[i] ? vals[i] : "", *note = notes && notes[i] ? notes[i] : "";
@@ -39,8 +31,8 @@ static char *serialize(int n, const char *const *keys, const char *const *vals, 
         memcpy(t + k, keys[i], a);
         t[k + a] = FIELD;
         memcpy(t + k + a + 1, v, b);
-        h = fnv1a(h, t + k, a + 1 + b);
-        h = fnv1a(h, "\x1e", 1);
+        amp__hash128_update(&h, t + k, a + 1 + b);
+        amp__hash128_update(&h, "\x1e", 1);
         t[k + a + 1 + b] = FIELD;
         memcpy(t + k + a + b + 2, note, c);
         t[k + a + b + c + 2] = RECORD;
@@ -48,7 +40,7 @@ static char *serialize(int n, const char *const *keys, const char *const *vals, 
     }
     t[k] = 0;
     *len = k;
-    *digest = h;
+    amp__hash128_final(&h, digest);
     return t;
 }
 
@@ -82,63 +74,51 @@ static entry find(const char *text, const char *key, size_t klen) {
 
 static bool same_value(entry a, entry b) { return a.found == b.found && a.vlen == b.vlen && !memcmp(a.v, b.v, (size_t)a.vlen); }
 
+/* one key across the ranks' texts (amp__dist_put_groups) */
 typedef struct {
-    char *buf;
-    size_t n, used;
-} out_buf;
+    const char *key;
+    size_t klen;
+    char *const *texts;
+} key_ctx;
 
-static void put(out_buf *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(out_buf *o, const char *fmt, ...) {
-    if (o->used >= o->n) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(o->buf + o->used, o->n - o->used, fmt, ap);
-    va_end(ap);
-    o->used = k < 0 ? o->n : o->used + (size_t)k > o->n ? o->n : o->used + (size_t)k;
+static bool key_same(const void *ctx, int a, int b) {
+    const key_ctx *k = ctx;
+    return same_value(find(k->texts[a], k->key, k->klen), find(k->texts[b], k->key, k->klen));
+}
+
+static void key_what(amp__dist_msg *o, const void *ctx, int rank) {
+    const key_ctx *k = ctx;
+    entry e = find(k->texts[rank], k->key, k->klen);
+    if (!e.found) amp__dist_put(o, "none");
+    else amp__dist_put(o, "%.*s", e.vlen, e.v);
+    if (e.found && e.nlen > 0) amp__dist_put(o, " (%.*s)", e.nlen, e.note);
 }
 
 /* "--lr: rank 0 has 0.001, rank 1 has 0.002" (ranks with equal values grouped, rank order) */
-static void describe_key(out_buf *o, const char *key, size_t klen, char *const *texts, int world) {
-    put(o, "%.*s: ", (int)klen, key);
-    int shown = 0;
-    for (int r = 0; r < world; r++) {
-        entry e = find(texts[r], key, klen);
-        bool first = true;
-        for (int q = 0; q < r && first; q++) first = !same_value(find(texts[q], key, klen), e);
-        if (!first) continue;
-        if (shown == 4) {
-            put(o, ", ...");
-            break;
-        }
-        int cnt = 0;
-        for (int q = r; q < world; q++) cnt += same_value(find(texts[q], key, klen), e);
-        put(o, "%srank%s", shown ? ", " : "", cnt > 1 ? "s" : "");
-        for (int q = r, c = 0; q < world && c < 6; q++)
-            if (same_value(find(texts[q], key, klen), e)) put(o, "%s %d", c++ ? "," : "", q);
-        if (!e.found) put(o, " %s none", cnt > 1 ? "have" : "has");
-        else put(o, " %s %.*s", cnt > 1 ? "have" : "has", e.vlen, e.v);
-        if (e.found && e.nlen > 0) put(o, " (%.*s)", e.nlen, e.note);
-        shown++;
-    }
+static void describe_key(amp__dist_msg *o, const char *key, size_t klen, char *const *texts, int world) {
+    amp__dist_put(o, "%.*s: ", (int)klen, key);
+    key_ctx k = {key, klen, texts};
+    amp__dist_groups gr = {key_same, key_what, &k, "has", "have", ", ", ", "};
+    amp__dist_put_groups(o, world, &gr);
 }
 
 amp_status amp__dist_agree(amp_dist_group *g, const char *fn, const char *what, int n, const char *const *keys,
                            const char *const *vals, const char *const *notes) {
     if (!g || g->size == 1) return AMP_OK;
     size_t len;
-    uint64_t digest;
-    char *mine = serialize(n, keys, vals, notes, &len, &digest);
+    uint64_t digest[2];
+    char *mine = serialize(n, keys, vals, notes, &len, digest);
     if (!mine) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
     int world = g->size;
-    uint64_t head[2] = {digest, (uint64_t)len}, *heads = calloc((size_t)world, sizeof head);
+    uint64_t head[3] = {digest[0], digest[1], (uint64_t)len}, *heads = calloc((size_t)world, sizeof head);
     amp_status st = heads ? AMP_OK : amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
     if (st == AMP_OK)
         st = amp__dist_finish(amp__dist_start(g, fn, AMP_DIST_K_ALL_GATHER, AMP_U8, AMP_DIST_SUM, NULL, head, heads, sizeof head, 0));
     bool same = true;
     size_t longest = 0;
     for (int r = 0; st == AMP_OK && r < world; r++) {
-        same = same && heads[2 * r] == digest;
-        if (heads[2 * r + 1] > longest) longest = (size_t)heads[2 * r + 1];
+        same = same && heads[3 * r] == digest[0] && heads[3 * r + 1] == digest[1];
+        if (heads[3 * r + 2] > longest) longest = (size_t)heads[3 * r + 2];
     }
     if (st != AMP_OK || same) {
         free(mine);
@@ -160,8 +140,8 @@ amp_status amp__dist_agree(amp_dist_group *g, const char *fn, const char *what, 
             texts[r][stride - 1] = 0;
         }
         char msg[900];
-        out_buf o = {msg, sizeof msg, 0};
-        msg[0] = 0;
+        amp__dist_msg o;
+        amp__dist_msg_start(&o, msg, sizeof msg);
         int ndiff = 0, listed = 0;
         /* the keys of every rank's list, in rank order of first appearance */
         for (int r = 0; r < world; r++)
@@ -176,14 +156,14 @@ amp_status amp__dist_agree(amp_dist_group *g, const char *fn, const char *what, 
                 for (int q = 0; q < world && !differs && !seen; q++) differs = !same_value(find(texts[q], p, klen), e0);
                 if (differs) {
                     ndiff++;
-                    if (o.used < sizeof msg - 120) {
-                        if (listed++) put(&o, "; ");
+                    if (o.used + 120 < o.n) {
+                        if (listed++) amp__dist_put(&o, "; ");
                         describe_key(&o, p, klen, texts, world);
                     }
                 }
                 p = end + 1;
             }
-        if (listed < ndiff) put(&o, "; and %d more", ndiff - listed);
+        if (listed < ndiff) amp__dist_put(&o, "; and %d more", ndiff - listed);
         amp__dist_set_shared_failure(g);
         st = amp_error(AMP_ERR_ARG, "%s: %s differ between ranks: %s", fn, what, ndiff ? msg : "(the lists differ)");
     }

@@ -39,7 +39,7 @@ typedef struct {
     int32_t kind, dtype, op, root;
     uint32_t pad;
     uint64_t seq, count;
-    int64_t step;                /* the group's step when the collective started (0: none set) */
+    int64_t step;                /* the group's step when the collective started (0: none set); named, not compared */
     char label[AMP_DIST_LABEL];  /* the call (amp_dist_work.fn), cut to fit, NUL-terminated */
 } amp_dist_ident;
 _Static_assert(sizeof(amp_dist_ident) == 120, "amp_dist_ident is sent as bytes: keep its layout");
@@ -75,8 +75,10 @@ typedef struct {
      * has reported it: with send (amp_dist_abort), tells every peer so and
      * waits up to seconds for the same word from every peer; without
      * (amp_dist_finalize, whose caller reports after it returns), waits for
-     * it from the peers not in g->peer_final. */
-    void (*farewell)(amp_dist_group *g, bool send, double seconds);
+     * it from the peers not in g->peer_final, and sends its own to them when
+     * the process exits or finalizes MPI. missing (n bytes, may be NULL)
+     * gets the peers whose word did not come ("1, 3"; "" when all did). */
+    void (*farewell)(amp_dist_group *g, bool send, double seconds, char *missing, size_t n);
     void (*abort)(amp_dist_group *g, int code);
     amp_status (*finalize)(amp_dist_group *g);
 } amp_dist_transport;
@@ -130,6 +132,33 @@ amp_status amp__dist_progress(amp_dist_work *w, bool *done);
 amp_status amp__dist_finish(amp_dist_work *w);
 /* Frees w without waiting (after an error elsewhere); the group is marked broken. */
 void amp__dist_abandon(amp_dist_work *w, const char *why);
+/* A message built in pieces into the caller's buffer (dist_msg.c): each
+ * piece is cut to fit, a cut message ends in "...", nothing is written past
+ * buf[n - 1], and buf is NUL-terminated after every piece. */
+typedef struct {
+    char *buf;
+    size_t n, used;
+} amp__dist_msg;
+void amp__dist_msg_start(amp__dist_msg *o, char *buf, size_t n);
+void amp__dist_put(amp__dist_msg *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+bool amp__dist_msg_full(const amp__dist_msg *o);
+
+/* Ranks [0, world) grouped by what they have, groups in the order of their
+ * first rank: "rank 0 called X, but ranks 1, 3 called Y; rank 2 called Z"
+ * (but ", but ", sep "; ") or "rank 0 has 0.001, ranks 1, 2 have 0.002"
+ * (both ", "). At most AMP_DIST_MSG_GROUPS groups (then sep and "..."), at
+ * most AMP_DIST_MSG_RANKS ranks named per group (then "and N more"). */
+#define AMP_DIST_MSG_GROUPS 4
+#define AMP_DIST_MSG_RANKS 8
+typedef struct {
+    bool (*same)(const void *ctx, int a, int b);                    /* ranks a and b have the same */
+    void (*what)(amp__dist_msg *o, const void *ctx, int rank);      /* what rank has */
+    const void *ctx;
+    const char *verb_one, *verb_many; /* after "rank a" / "ranks a, b": "has" / "have" */
+    const char *but, *sep;            /* before the second group / before each later one */
+} amp__dist_groups;
+void amp__dist_put_groups(amp__dist_msg *o, int world, const amp__dist_groups *gr);
+
 /* This rank's identity of w (w->seq, kind, dtype, ...). */
 void amp__dist_ident_make(const amp_dist_work *w, amp_dist_ident *id);
 /* ids[r] for every rank r (this rank's included) against this rank's: on
@@ -145,7 +174,7 @@ void amp__dist_set_shared_failure(amp_dist_group *g);
  * (a file's path beside its checksum). AMP_OK when they are; otherwise an
  * error, the same on every rank: "<fn>: <what> differ between ranks: <key>:
  * rank 0 has <v0> (<note>), rank 1 has <v1>; <key>: ...", and the failure
- * is shared. One all-gather of a 64-bit digest; a second, of the lists,
+ * is shared. One all-gather of a 128-bit digest (amp__hash128); a second, of the lists,
  * only when they differ. Collective (agree.c). */
 amp_status amp__dist_agree(amp_dist_group *g, const char *fn, const char *what, int n, const char *const *keys,
                            const char *const *vals, const char *const *notes);

@@ -263,7 +263,7 @@ amp_status amp_dist_finalize(void) {
              * let this rank report) only once they have */
             char msg[1024];
             snprintf(msg, sizeof msg, "%s", amp_last_error());
-            g->tp->farewell(g, false, farewell_s(g));
+            g->tp->farewell(g, false, farewell_s(g), NULL, 0);
             amp_error(st, "%s", msg);
         }
     }
@@ -281,7 +281,14 @@ void amp_dist_abort(amp_dist_group *g, int code) {
     /* a failure every rank finds (collectives that differ): wait until the
      * others have reported it too, so that ending the job does not cut
      * their messages off */
-    if (g && g->size > 1 && g->shared_failure && g->tp->farewell) g->tp->farewell(g, true, farewell_s(g));
+    if (g && g->size > 1 && g->shared_failure && g->tp->farewell) {
+        char missing[200];
+        g->tp->farewell(g, true, farewell_s(g), missing, sizeof missing);
+        if (missing[0])
+            fprintf(stderr, "amp: warning: rank %d of %d: amp_dist_abort: rank(s) %s did not report the failure within %g s; ending "
+                            "the job without them\n", g->rank, g->size, missing, farewell_s(g));
+        fflush(stderr);
+    }
     if (g) g->tp->abort(g, code);
     exit(code);
 }
@@ -370,8 +377,11 @@ static bool ident_equal(const amp_dist_ident *a, const amp_dist_ident *b) {
 }
 
 /* "all_reduce(f32, 1024 elements, sum) in amp_ddp (gradient all_reduce) at step 21" */
-static int ident_describe(const amp_dist_ident *id, char *buf, size_t n) {
-    if (id->magic != AMP_DIST_IDENT_MAGIC) return snprintf(buf, n, "something that is not an amp collective (another program?)");
+static void ident_describe(amp__dist_msg *o, const amp_dist_ident *id) {
+    if (id->magic != AMP_DIST_IDENT_MAGIC) {
+        amp__dist_put(o, "something that is not an amp collective (another program?)");
+        return;
+    }
     char label[AMP_DIST_LABEL];
     snprintf(label, sizeof label, "%.*s", (int)sizeof id->label - 1, id->label);
     char step[48] = "";
@@ -381,17 +391,25 @@ static int ident_describe(const amp_dist_ident *id, char *buf, size_t n) {
     unsigned long long c = (unsigned long long)id->count;
     const char *op = amp__dist_op_name((amp_dist_op)id->op);
     switch (k) {
-    case AMP_DIST_K_ALL_REDUCE: return snprintf(buf, n, "all_reduce(%s, %llu elements, %s) in %s%s", dt, c, op, label, step);
+    case AMP_DIST_K_ALL_REDUCE: amp__dist_put(o, "all_reduce(%s, %llu elements, %s) in %s%s", dt, c, op, label, step); return;
     case AMP_DIST_K_REDUCE_SCATTER:
-        return snprintf(buf, n, "reduce_scatter(%s, %llu elements per rank, %s) in %s%s", dt, c, op, label, step);
-    case AMP_DIST_K_ALL_GATHER: return snprintf(buf, n, "all_gather(%s, %llu elements per rank) in %s%s", dt, c, label, step);
+        amp__dist_put(o, "reduce_scatter(%s, %llu elements per rank, %s) in %s%s", dt, c, op, label, step);
+        return;
+    case AMP_DIST_K_ALL_GATHER: amp__dist_put(o, "all_gather(%s, %llu elements per rank) in %s%s", dt, c, label, step); return;
     case AMP_DIST_K_BROADCAST:
-        return snprintf(buf, n, "broadcast(%s, %llu elements, root %d) in %s%s", dt, c, (int)id->root, label, step);
-    case AMP_DIST_K_BARRIER: return snprintf(buf, n, "barrier() in %s%s", label, step);
-    case AMP_DIST_K_FINALIZE: return snprintf(buf, n, "amp_dist_finalize (it ended its run%s)", step);
+        amp__dist_put(o, "broadcast(%s, %llu elements, root %d) in %s%s", dt, c, (int)id->root, label, step);
+        return;
+    case AMP_DIST_K_BARRIER: amp__dist_put(o, "barrier() in %s%s", label, step); return;
+    case AMP_DIST_K_FINALIZE: amp__dist_put(o, "amp_dist_finalize (it ended its run%s)", step); return;
     }
-    return snprintf(buf, n, "an unknown collective (kind %d)", (int)id->kind);
+    amp__dist_put(o, "an unknown collective (kind %d)", (int)id->kind);
 }
+
+static bool ident_same(const void *ctx, int a, int b) {
+    const amp_dist_ident *ids = ctx;
+    return ident_equal(&ids[a], &ids[b]);
+}
+static void ident_what(amp__dist_msg *o, const void *ctx, int rank) { ident_describe(o, (const amp_dist_ident *)ctx + rank); }
 
 amp_status amp__dist_ident_check(amp_dist_work *w, const amp_dist_ident *ids) {
     amp_dist_group *g = w->g;
@@ -405,35 +423,11 @@ amp_status amp__dist_ident_check(amp_dist_work *w, const amp_dist_ident *ids) {
     g->shared_failure = true;
     if (!g->peer_final && (g->peer_final = calloc((size_t)n, sizeof *g->peer_final)))
         for (int p = 0; p < n; p++) g->peer_final[p] = p != r && ids[p].magic == AMP_DIST_IDENT_MAGIC && ids[p].kind == AMP_DIST_K_FINALIZE;
-    char msg[900];
-    size_t used = 0;
-    int shown = 0;
-    for (int p = 0; p < n && used < sizeof msg; p++) {
-        bool first = true; /* p is the first rank with its identity */
-        for (int q = 0; q < p && first; q++) first = !ident_equal(&ids[q], &ids[p]);
-        if (!first) continue;
-        if (shown == 4) {
-            snprintf(msg + used, sizeof msg - used, "; ...");
-            break;
-        }
-        int k = snprintf(msg + used, sizeof msg - used, "%s", shown == 0 ? "" : shown == 1 ? ", but " : "; ");
-        used += k > 0 ? (size_t)k : 0;
-        int cnt = 0;
-        for (int q = p; q < n; q++) cnt += ident_equal(&ids[q], &ids[p]);
-        k = snprintf(msg + used, sizeof msg - used, "rank%s", cnt > 1 ? "s" : "");
-        used += k > 0 ? (size_t)k : 0;
-        for (int q = p, c = 0; q < n && used < sizeof msg && c < 8; q++)
-            if (ident_equal(&ids[q], &ids[p])) {
-                k = snprintf(msg + used, sizeof msg - used, "%s %d", c++ ? "," : "", q);
-                used += k > 0 ? (size_t)k : 0;
-            }
-        if (used >= sizeof msg) break;
-        char d[300];
-        ident_describe(&ids[p], d, sizeof d);
-        k = snprintf(msg + used, sizeof msg - used, " called %s", d);
-        used += k > 0 ? (size_t)k : 0;
-        shown++;
-    }
+    char msg[700];
+    amp__dist_msg o;
+    amp__dist_msg_start(&o, msg, sizeof msg);
+    amp__dist_groups gr = {ident_same, ident_what, ids, "called", "called", ", but ", "; "};
+    amp__dist_put_groups(&o, n, &gr);
     return amp_error(AMP_ERR_STATE, "%s: the ranks called different collectives as their collective #%llu: %s. Every rank must call "
                                     "the same collectives in the same order: the ranks' programs, options or data differ",
                      w->fn, (unsigned long long)w->seq, msg);

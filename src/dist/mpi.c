@@ -20,7 +20,8 @@
  * (amp_dist_ident: kind, dtype, count, reduction, root, call site, step) to
  * every other rank and posting the receives of theirs; its own data is sent
  * at once (eagerly), but nothing is received into a buffer until every
- * peer's identity arrived and matched (amp__dist_ident_check). Ranks that
+ * peer's identity arrived and matched (amp__dist_ident_check: every field
+ * but the step, which is named in the message, not compared). Ranks that
  * call different collectives get an error naming both calls, on every rank,
  * before any buffer is written; a rank that ended its run
  * (amp_dist_finalize, itself such an exchange) is named as such.
@@ -333,17 +334,25 @@ static amp_status reduce_own(amp_dist_work *w, mpi_work *s) {
     return AMP_OK;
 }
 
-/* Tests requests [0, n) of q; true when all of them completed. */
+/* Tests requests [0, n) of q; true when all of them completed. MPI_Testsome,
+ * not MPI_Testall: Testall leaves every request untouched unless all
+ * completed, while Testsome frees each completed one (MPI_REQUEST_NULL), so
+ * mpi_pending names only the peers whose messages are still missing. */
 static amp_status test_all(amp_dist_work *w, MPI_Request *q, int n, const int *peer, bool *all) {
-    int flag = 1;
-    int rc = n > 0 ? MPI_Testall(n, q, &flag, MPI_STATUSES_IGNORE) : MPI_SUCCESS;
+    *all = true;
+    if (n <= 0) return AMP_OK;
+    int outcount = 0, idx_stack[64];
+    int *idx = n <= 64 ? idx_stack : malloc(sizeof *idx * (size_t)n);
+    if (!idx) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", w->fn);
+    int rc = MPI_Testsome(n, q, &outcount, idx, MPI_STATUSES_IGNORE);
+    if (idx != idx_stack) free(idx);
     if (rc != MPI_SUCCESS) {
         int p = -1;
         for (int i = 0; i < n; i++)
             if (q[i] != MPI_REQUEST_NULL) p = peer ? peer[i] : -1;
-        return mpi_fail(w->fn, "MPI_Testall (a peer failed?)", p, rc);
+        return mpi_fail(w->fn, "MPI_Testsome (a peer failed?)", p, rc);
     }
-    *all = flag != 0;
+    for (int i = 0; i < n && *all; i++) *all = q[i] == MPI_REQUEST_NULL;
     return AMP_OK;
 }
 
@@ -387,19 +396,18 @@ static amp_status mpi_test(amp_dist_work *w) {
 
 static void mpi_pending(const amp_dist_work *w, char *buf, size_t n) {
     const mpi_work *s = w->impl;
-    size_t used = 0;
-    buf[0] = 0;
+    amp__dist_msg o;
+    amp__dist_msg_start(&o, buf, n);
     if (!s) return;
     if (!s->checked) { /* the ranks that have not started this collective */
         for (int i = 0, p = 0; i < w->g->size - 1 && i < s->nh; i++, p++) {
             if (p == w->g->rank) p++;
-            if (s->hreq[i] == MPI_REQUEST_NULL) continue;
-            int k = snprintf(buf + used, n - used, "%s%d", used ? ", " : "", p);
-            if (k < 0 || (size_t)k >= n - used) break;
-            used += (size_t)k;
+            if (s->hreq[i] != MPI_REQUEST_NULL) amp__dist_put(&o, "%s%d", o.used ? ", " : "", p);
         }
-        if (used && used + 1 < n) snprintf(buf + used, n - used, ", which had not started this collective");
-        if (used) return;
+        if (o.used) {
+            amp__dist_put(&o, ", which had not started this collective");
+            return;
+        }
     }
     bool seen[4096] = {false};
     for (int i = 0; i < s->nreq; i++) {
@@ -409,11 +417,9 @@ static void mpi_pending(const amp_dist_work *w, char *buf, size_t n) {
             if (seen[p]) continue;
             seen[p] = true;
         }
-        int k = snprintf(buf + used, n - used, "%s%d", used ? ", " : "", p);
-        if (k < 0 || (size_t)k >= n - used) break;
-        used += (size_t)k;
+        amp__dist_put(&o, "%s%d", o.used ? ", " : "", p);
     }
-    if (!used) snprintf(buf, n, "unknown");
+    if (!o.used) amp__dist_put(&o, "unknown");
 }
 
 /* Memory an abandoned send may still read: kept, reachable, until the process ends. */
@@ -451,26 +457,92 @@ static void mpi_release(amp_dist_work *w) {
     w->impl = NULL;
 }
 
-static void mpi_farewell(amp_dist_group *g, bool send, double seconds) {
+/* A rank whose amp_dist_finalize met a shared failure reports it after the
+ * call returns, so its farewell cannot go out from the call: it goes to the
+ * peers still in the run (the aborting ones, which wait for it) when this
+ * process exits or finalizes MPI, whichever comes first (an attribute on
+ * MPI_COMM_SELF is deleted first thing in MPI_Finalize). */
+static struct {
+    MPI_Comm comm;
+    bool *to; /* the peers to tell */
+    int n;
+    bool armed;
+} g_late;
+
+static void late_farewell(void) {
+    if (!g_late.armed) return;
+    g_late.armed = false;
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    MPI_Request *q = calloc((size_t)g_late.n, sizeof *q);
+    if (!inited || finalized || !q) {
+        free(q);
+        return;
+    }
+    static const int word = 1;
+    int k = 0;
+    for (int p = 0; p < g_late.n; p++)
+        if (g_late.to[p] && MPI_Isend(&word, 1, MPI_INT, p, TAG_FAREWELL, g_late.comm, &q[k]) == MPI_SUCCESS) k++;
+    /* small messages: out at once, unless a peer is gone already */
+    double deadline = amp__dist_now() + 1.0;
+    int flag = 0;
+    while (MPI_Testall(k, q, &flag, MPI_STATUSES_IGNORE) == MPI_SUCCESS && !flag && amp__dist_now() < deadline) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    for (int i = 0; i < k; i++) drop(&q[i], false);
+    free(q);
+}
+
+static int late_farewell_at_finalize(MPI_Comm comm, int key, void *val, void *extra) {
+    (void)comm, (void)key, (void)val, (void)extra;
+    late_farewell();
+    return MPI_SUCCESS;
+}
+
+static void arm_late_farewell(amp_dist_group *g, MPI_Comm comm) {
+    static bool hooked;
+    bool *to = calloc((size_t)g->size, sizeof *to);
+    if (!to) return;
+    for (int p = 0; p < g->size; p++) to[p] = p != g->rank && !(g->peer_final && g->peer_final[p]);
+    free(g_late.to);
+    g_late.to = to; /* kept (reachable) until the process ends */
+    g_late.n = g->size;
+    g_late.comm = comm;
+    g_late.armed = true;
+    if (hooked) return;
+    hooked = true;
+    atexit(late_farewell);
+    int key;
+    if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, late_farewell_at_finalize, &key, NULL) == MPI_SUCCESS)
+        MPI_Comm_set_attr(MPI_COMM_SELF, key, NULL);
+}
+
+static void mpi_farewell(amp_dist_group *g, bool send, double seconds, char *missing, size_t nmissing) {
     mpi_group *m = g->impl;
     int n = g->size, r = g->rank, k = 0;
     static const int word = 1;
+    amp__dist_msg o;
+    if (missing) amp__dist_msg_start(&o, missing, nmissing);
     /* kept (reachable from here) while the job ends: an unanswered receive may still be written */
     static int *got; /* one world, one farewell */
     if (!got) got = calloc((size_t)n, sizeof *got);
     MPI_Request *q = calloc((size_t)(2 * n), sizeof *q);
-    if (!got || !q) {
+    int *from = calloc((size_t)n, sizeof *from);
+    if (!got || !q || !from) {
         free(q);
+        free(from);
         return;
     }
-    /* a rank ending the run waits for every peer (one inside amp_dist_finalize
-     * never answers: it reports after finalize returns, then exits, and
-     * mpirun ends this rank then); a rank inside amp_dist_finalize waits for
-     * the peers that end the run */
+    /* a rank ending the run waits for every peer (one inside
+     * amp_dist_finalize answers when its process exits or finalizes MPI,
+     * after its caller reported: late_farewell); a rank inside
+     * amp_dist_finalize waits for the peers that end the run */
     for (int p = 0; p < n; p++)
         if (p != r && (send || !(g->peer_final && g->peer_final[p])) &&
             MPI_Irecv(&got[p], 1, MPI_INT, p, TAG_FAREWELL, m->comm, &q[k]) == MPI_SUCCESS)
-            k++;
+            from[k++] = p;
     int nrecv = k;
     for (int p = 0; p < n && send; p++)
         if (p != r && MPI_Isend(&word, 1, MPI_INT, p, TAG_FAREWELL, m->comm, &q[k]) == MPI_SUCCESS) k++;
@@ -480,9 +552,16 @@ static void mpi_farewell(amp_dist_group *g, bool send, double seconds) {
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
+    /* the peers not heard from (MPI_Testall left every receive open unless all completed) */
+    for (int i = 0; i < nrecv && missing && !flag; i++) {
+        int done = 0;
+        if (MPI_Test(&q[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done) amp__dist_put(&o, "%s%d", o.used ? ", " : "", from[i]);
+    }
     /* the sends go out while the job ends; the requests are not waited for */
     for (int i = 0; i < k; i++) drop(&q[i], i < nrecv);
     free(q);
+    free(from);
+    if (!send) arm_late_farewell(g, m->comm);
 }
 
 static void mpi_abort(amp_dist_group *g, int code) {
@@ -493,7 +572,7 @@ static void mpi_abort(amp_dist_group *g, int code) {
 static amp_status mpi_finalize(amp_dist_group *g) {
     mpi_group *m = g->impl;
     if (!m) return AMP_OK;
-    MPI_Comm_free(&m->comm);
+    if (!g_late.armed) MPI_Comm_free(&m->comm); /* else late_farewell sends on it */
     int rc = MPI_SUCCESS;
     if (m->we_init && !g->broken) rc = MPI_Finalize();
     free(m);
