@@ -153,6 +153,13 @@ static void skipped_notes(FILE *f, const char *const *labels, const trainer_resu
     }
 }
 
+/* What each precision's products cost on this CPU path, under the runs' matmul precision. */
+static void print_precision_notes(FILE *f, const trainer_cfg *base) {
+    if (base->matmul_precision) amp_set_matmul_precision_thread(base->matmul_precision);
+    cli_print_precision_notes(f, "  - ", NULL);
+    amp_set_matmul_precision_thread(NULL);
+}
+
 /* --model gpt: fp32, fp16 O1 (+ GradScaler), bf16 O1 and bf16 O2 (or the
  * halves at --opt-level), the validation loss instead of accuracy. The
  * default config is one whose activations are most of the memory. */
@@ -230,9 +237,10 @@ static int compare_gpt(trainer_cfg *base, const char *opt_level, speed_t *sp) {
                "autocast (O1) keeps the matmul, attention and GELU outputs in half and adds a cast\n"
                "cache of the weights (2 B/param); O2 stores the parameters and gradients in half beside\n"
                "f32 masters, and its activations are half except the LayerNorms (kept f32). The\n"
-               "cross-entropy keeps half logits as they are (no f32 copy). Speed: this CPU path's\n"
-               "matrix products in bf16 (vdpbf16ps where the CPU has it); fp16 is widened to f32.\n",
-               res[0].unigram_entropy);
+               "cross-entropy keeps half logits as they are (no f32 copy). Speed is measured on this\n"
+               "CPU (cpu path %s). What each precision costs here:\n",
+               res[0].unigram_entropy, amp_cpu_path_name(amp_cpu_active()));
+    print_precision_notes(f, base);
     return CLI_OK;
 }
 
@@ -335,9 +343,7 @@ int cmd_compare(int argc, char **argv) {
     fprintf(f, "\n\nnotes: speedup and memory are measured on this CPU (cpu path %s). What each precision\n"
                "costs here:\n",
             amp_cpu_path_name(amp_cpu_active()));
-    if (base.matmul_precision) amp_set_matmul_precision_thread(base.matmul_precision);
-    cli_print_precision_notes(f, "  - ", NULL);
-    amp_set_matmul_precision_thread(NULL);
+    print_precision_notes(f, &base);
     fprintf(f, "Elementwise ops, norms and softmax widen half tensors to f32 in registers on every\n"
                "path, so there mixed precision saves memory traffic, not arithmetic. The logit\n"
                "difference is |f32 forward - autocast forward| of the fp32-trained weights (the\n"
