@@ -137,13 +137,15 @@ static void speed_notes(FILE *f, const speed_t *sp, const char *const *labels, i
 }
 
 /* A note for each mode that skipped steps, saying when its metric is worse
- * than fp32's (worse: its accuracy lower or its validation loss higher). */
-static void skipped_notes(FILE *f, const char *const *labels, const trainer_result *res, int n, bool gpt) {
+ * than fp32's (worse: its accuracy lower or its validation loss higher).
+ * Whether the GradScaler lowered the scale is the mode's (loss scaling),
+ * not the final scale's: a scale lowered to 1 is still lowered. */
+static void skipped_notes(FILE *f, const char *const *labels, const trainer_cfg *cfg, const trainer_result *res, int n, bool gpt) {
     for (int k = 0; k < n; k++) {
         if (res[k].skipped <= 0) continue;
         fprintf(f, "\n%s skipped %lld of %lld steps (inf/nan gradients; %s):\nit learned from fewer batches",
                 labels[k], (long long)res[k].skipped, (long long)res[k].steps,
-                res[k].final_scale != 1 ? "the GradScaler lowered its loss scale each time" : "those updates were not applied");
+                cfg[k].mode.loss_scaling ? "the GradScaler lowered its loss scale each time" : "those updates were not applied");
         const double d = gpt ? res[k].val_loss - res[0].val_loss : 100 * (res[k].test_acc - res[0].test_acc);
         if (k > 0 && (gpt ? d > 0 : d < 0))
             fprintf(f, ", and its %s is %.4g %s fp32's, which the skipped steps may explain\n"
@@ -219,7 +221,7 @@ static int compare_gpt(trainer_cfg *base, const char *opt_level, speed_t *sp) {
                 100 * saving, skipped_cell(&res[k], kc, sizeof kc), res[k].final_scale);
     }
     speed_notes(f, sp, labels, nr);
-    skipped_notes(f, labels, res, nr, true);
+    skipped_notes(f, labels, cfg, res, nr, true);
     fprintf(f, "\npeak memory by category (each category's own peak; the total is the peak of the sum)\n\n| category |");
     for (int k = 0; k < nr; k++) fprintf(f, " %s |", rows[k].label);
     fprintf(f, "\n|---|");
@@ -327,7 +329,7 @@ int cmd_compare(int argc, char **argv) {
         else fprintf(f, "%.3g%s |\n", diff[k], diff[k] < 1e-3 ? " (< 1e-3)" : "");
     }
     speed_notes(f, &sp, modes, 3);
-    skipped_notes(f, modes, res, 3, false);
+    skipped_notes(f, modes, cfg, res, 3, false);
     fprintf(f, "\npeak memory by category\n\n| category |");
     for (int k = 0; k < 3; k++) fprintf(f, " %s |", modes[k]);
     fprintf(f, "\n|---|---|---|---|\n");
