@@ -15,12 +15,15 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -80,6 +83,81 @@ static void wait_for_output(child *c, const char *needle) {
         nanosleep(&ts, NULL);
     }
     fail_msg("no '%s' from the child after 5 minutes", needle);
+}
+
+/* Starts `amp ARGS` with stdout into a pipe whose read end the test keeps
+ * (*rfd) and stderr in a file (c->err). prefill: the pipe shrunk to one page
+ * and filled first, so amp's first write of stdout blocks until the test
+ * reads (its progress is flushed at each line, the lines before it with it). */
+static void spawn_piped(child *c, int *rfd, bool prefill, const char *name, const char *fmt, ...) {
+    char args[4096], cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    c->out[0] = 0;
+    snprintf(c->err, sizeof c->err, "%s/%s.err", test_tmpdir, name);
+    unlink(c->err);
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    if (prefill) {
+        if (fcntl(p[1], F_SETPIPE_SZ, 4096) < 0) fail_msg("F_SETPIPE_SZ: %s", strerror(errno));
+        int fl = fcntl(p[1], F_GETFL);
+        assert_int_equal(fcntl(p[1], F_SETFL, fl | O_NONBLOCK), 0);
+        char fill[512];
+        memset(fill, '#', sizeof fill);
+        while (write(p[1], fill, sizeof fill) > 0) {
+        }
+        if (errno != EAGAIN) fail_msg("filling the pipe: %s", strerror(errno));
+        assert_int_equal(fcntl(p[1], F_SETFL, fl), 0); /* amp's writes block */
+    }
+    snprintf(cmd, sizeof cmd, "exec %s %s < /dev/null 2> %s", AMP_CLI_PATH, args, c->err);
+    fflush(NULL);
+    c->pid = fork();
+    assert_true(c->pid >= 0);
+    if (c->pid == 0) {
+        close(p[0]);
+        if (dup2(p[1], 1) < 0) _exit(126);
+        close(p[1]);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    *rfd = p[0];
+}
+
+/* Reads the pipe into *buf (grown) until it holds needle; fails if the
+ * child ends first or nothing comes for 5 minutes (a guard against a hang). */
+static void read_until(child *c, int fd, char **buf, size_t *len, const char *needle) {
+    for (;;) {
+        if (*buf && strstr(*buf, needle)) return;
+        struct pollfd pf = {fd, POLLIN, 0};
+        if (poll(&pf, 1, 300 * 1000) <= 0) fail_msg("no '%s' from the child after 5 minutes", needle);
+        char tmp[4096];
+        ssize_t k = read(fd, tmp, sizeof tmp);
+        if (k <= 0) {
+            char *e = test_read_file(c->err, NULL);
+            fail_msg("the child closed its stdout before printing '%s':\n%s", needle, e ? e : "");
+        }
+        *buf = realloc(*buf, *len + (size_t)k + 1);
+        assert_non_null(*buf);
+        memcpy(*buf + *len, tmp, (size_t)k);
+        *len += (size_t)k;
+        (*buf)[*len] = 0;
+    }
+}
+
+/* Waits until the child's stderr holds needle (the same guard). */
+static void wait_for_stderr(child *c, const char *needle) {
+    for (int i = 0; i < 30000; i++) {
+        char *e = test_read_file(c->err, NULL);
+        bool found = e && strstr(e, needle);
+        free(e);
+        if (found) return;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    fail_msg("no '%s' on the child's stderr after 5 minutes", needle);
 }
 
 /* Waits for the child's end; returns its exit status (-signal if a signal ended it). */
@@ -410,6 +488,39 @@ static void t_signals(void **s) {
     assert_true(checkpoint_step(dir) >= 1);
 }
 
+/* ---- defect 1 of the review: Ctrl-C on `amp train ... | tee log` ------------------------
+ * SIGINT reaches the whole process group: tee dies with amp, and amp's next
+ * progress write raised SIGPIPE and killed it (exit 141) before the save. A
+ * closed reader now stops the progress output only: the run finishes its
+ * step, saves and exits 130. */
+static void t_signal_closed_pipe(void **s) {
+    (void)s;
+    for (int k = 0; k < 3; k++) {
+        /* 0, 1: the reader closes, then the signal (tee's case), GPT and mlp;
+         * 2: the reader closes, amp goes on without progress, later the signal */
+        const char *m = k == 1 ? MLP " --epochs 1000" : GPT;
+        char dir[1200], name[32];
+        snprintf(dir, sizeof dir, "%s/pipe%d", test_tmpdir, k);
+        snprintf(name, sizeof name, "pipe%d", k);
+        child c;
+        int fd;
+        spawn_piped(&c, &fd, false, name, "train %s --max-steps 100000 --log-every 1 --checkpoint %s", m, dir);
+        char *buf = NULL;
+        size_t len = 0;
+        read_until(&c, fd, &buf, &len, "step 1/");
+        free(buf);
+        close(fd);
+        if (k == 2) wait_for_stderr(&c, "training goes on without it");
+        kill(c.pid, SIGINT);
+        int rc = wait_child(&c);
+        char *err = test_read_file(c.err, NULL);
+        if (rc != 130) fail_msg("%s: exit %d after SIGINT with its stdout's reader gone (expected 130, saved):\n%s", m, rc, err);
+        expect_in(err, "stopped by SIGINT", "stderr");
+        free(err);
+        assert_true(checkpoint_step(dir) >= 1);
+    }
+}
+
 /* The pid of the amp process of the run whose arguments hold `tag` and whose environment says OMPI rank `rank`. */
 static pid_t find_rank(const char *tag, int rank) {
     char want[64];
@@ -512,6 +623,7 @@ int main(void) {
         cmocka_unit_test(t_long_data_path),
         cmocka_unit_test(t_pure_fp16_refused),
         cmocka_unit_test(t_signals),
+        cmocka_unit_test(t_signal_closed_pipe),
         cmocka_unit_test(t_signal_mpi),
         cmocka_unit_test(t_help_and_summary),
     };
