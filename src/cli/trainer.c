@@ -534,9 +534,12 @@ static bool storm_stop(const trainer_cfg *cfg, amp_scaler *sc, overflow_storm *s
  * The first SIGINT or SIGTERM is noted (and said at once); the loop ends
  * after the step it arrived in, saves and returns. A second one ends the
  * process at once: a save it interrupts leaves the previous checkpoint
- * (saves are atomic). */
+ * (saves are atomic). SIGPIPE is ignored meanwhile: Ctrl-C on `amp train |
+ * tee log` signals tee too, and a progress line written to its pipe must
+ * not end the run before the save (a failed write stops the progress
+ * output, progress_ok). */
 static volatile sig_atomic_t g_signal, g_signal_quiet;
-static struct sigaction g_old_int, g_old_term;
+static struct sigaction g_old_int, g_old_term, g_old_pipe;
 
 static void on_signal(int sig) {
     static const char first[] = "\namp train: signal received: stopping after this step (a second one stops at once)\n";
@@ -565,11 +568,24 @@ static void signals_install(void) {
     sa.sa_flags = SA_RESTART;
     sigaction(SIGINT, &sa, &g_old_int);
     sigaction(SIGTERM, &sa, &g_old_term);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, &g_old_pipe);
 }
 
 static void signals_restore(void) {
     sigaction(SIGINT, &g_old_int, NULL);
     sigaction(SIGTERM, &g_old_term, NULL);
+    sigaction(SIGPIPE, &g_old_pipe, NULL);
+}
+
+/* After progress output: false (said once on stderr) when a write of it
+ * failed (a reader gone: EPIPE; a full disk): the run goes on without it. */
+static bool progress_ok(const trainer_cfg *cfg) {
+    if (!ferror(cfg->out)) return true;
+    int e = errno ? errno : EIO;
+    clearerr(cfg->out);
+    fprintf(stderr, "amp train: writing the progress failed (%s): training goes on without it\n", strerror(e));
+    return false;
 }
 
 /* ---- set-up ------------------------------------------------------------------------------------ */
@@ -759,6 +775,7 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
     /* from here a signal has something to keep: the steps since the last save */
     signals = cfg->handle_signals;
     if (signals) signals_install();
+    bool show = cfg->progress; /* the progress output works */
     amp_module_train(r.model, true);
     double t_train0 = bench_now(), eval_s = 0;
     int64_t end_step = cfg->stop_after > 0 && cfg->stop_after < r.total_steps ? cfg->stop_after : r.total_steps;
@@ -852,8 +869,11 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
             double te = bench_now();
             if (ops->validate(r.task, cfg, r.model, &si.val_loss) != 0) goto out;
             eval_s += bench_now() - te;
-            if (cfg->progress)
+            if (show) {
+                errno = 0;
                 fprintf(cfg->out, "%sstep %lld: val loss %.4f (train %.4f)\n", cfg->tty ? "\n" : "", (long long)step, si.val_loss, lv);
+                show = fflush(cfg->out) == 0 || progress_ok(cfg);
+            }
         }
         si.step = step;
         si.ran = ran;
@@ -867,14 +887,19 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
             res->checkpoints++;
         }
         si.elapsed = bench_now() - t_train0 - eval_s;
-        ops->progress(r.task, cfg, &si);
+        /* before the progress line: the signal may have ended its reader (tee) */
         if (signals && (r.td.world > 1 ? sig : g_signal)) { /* every rank agreed on sig after the same step */
             res->interrupted = r.td.world > 1 ? sig : g_signal;
             res->stopped_early = true;
             break;
         }
+        if (show) {
+            errno = 0;
+            ops->progress(r.task, cfg, &si);
+            show = progress_ok(cfg);
+        }
     }
-    ops->progress_end(r.task, cfg);
+    if (show) ops->progress_end(r.task, cfg);
     res->train_s = bench_now() - t_train0 - eval_s;
     res->mem = cfg->device != AMP_DEVICE_CPU ? amp_memory_stats_device(cfg->device) : amp_memory_stats();
     res->steps = step;
