@@ -521,6 +521,86 @@ static void t_signal_closed_pipe(void **s) {
     }
 }
 
+/* Waits until the child's main thread is blocked writing its stdout (fd 1),
+ * as /proc/PID/syscall shows it: then it is inside a progress write the
+ * test holds up (spawn_piped's prefill). Skips (false) where that file
+ * cannot be read. */
+static bool wait_blocked_in_stdout_write(child *c) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/syscall", (long)c->pid);
+    for (int i = 0; i < 30000; i++) {
+        char *t = test_read_file(path, NULL);
+        if (!t) return false;
+        long nr = -1;
+        unsigned long fd = 99;
+        bool in = sscanf(t, "%ld 0x%lx", &nr, &fd) == 2 && nr == SYS_write && fd == 1;
+        free(t);
+        if (in) return true;
+        int st;
+        if (waitpid(c->pid, &st, WNOHANG) == c->pid) {
+            char *e = test_read_file(c->err, NULL);
+            fail_msg("the child ended (status %d) before writing its stdout:\n%s", st, e ? e : "");
+        }
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    fail_msg("the child did not block on its stdout in 5 minutes");
+    return false;
+}
+
+/* Reads the pipe to its end (the child's exit) into a string. */
+static char *read_all(int fd) {
+    char *buf = NULL;
+    size_t len = 0;
+    for (;;) {
+        char tmp[4096];
+        ssize_t k = read(fd, tmp, sizeof tmp);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        buf = realloc(buf, len + (size_t)k + 1);
+        assert_non_null(buf);
+        memcpy(buf + len, tmp, (size_t)k);
+        len += (size_t)k;
+        buf[len] = 0;
+    }
+    close(fd);
+    return buf ? buf : strdup("");
+}
+
+/* ---- defect 6 of the review: a signal during the last step ----------------------------------
+ * The run is complete: it prints its summary, says the signal arrived after
+ * the last step, saves and exits 130; it was reported as stopped early
+ * ("stopped by SIGINT after step 3", no summary). Deterministic: 3 steps,
+ * progress at step 2 only, whose write blocks on a full pipe; the signal is
+ * sent while it blocks (after step 2's stop check), then the pipe drained,
+ * so it arrives during the last step. */
+static void t_signal_last_step(void **s) {
+    (void)s;
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/sig_last", test_tmpdir);
+    child c;
+    int fd;
+    spawn_piped(&c, &fd, true, "sig_last", "train " GPT " --max-steps 3 --log-every 2 --checkpoint %s", dir);
+    if (!wait_blocked_in_stdout_write(&c)) {
+        print_message("/proc/PID/syscall unreadable: skipped\n");
+        kill(c.pid, SIGKILL);
+        wait_child(&c);
+        close(fd);
+        return;
+    }
+    kill(c.pid, SIGINT);
+    wait_for_stderr(&c, "signal received");
+    char *all = read_all(fd), *out = all + strspn(all, "#"); /* after the filler */
+    int rc = wait_child(&c);
+    char *err = test_read_file(c.err, NULL);
+    if (rc != 130 || strstr(err, "stopped by") || !strstr(err, "SIGINT arrived after the last step: the run is complete and saved") ||
+        !strstr(out, "\nsummary: gpt ") || !strstr(out, "steps             3 ("))
+        fail_msg("exit %d (expected 130, the run complete with its summary)\nstdout:\n%s\nstderr:\n%s", rc, out, err);
+    assert_int_equal(checkpoint_step(dir), 3);
+    free(all);
+    free(err);
+}
+
 /* The pid of the amp process of the run whose arguments hold `tag` and whose environment says OMPI rank `rank`. */
 static pid_t find_rank(const char *tag, int rank) {
     char want[64];
@@ -624,6 +704,7 @@ int main(void) {
         cmocka_unit_test(t_pure_fp16_refused),
         cmocka_unit_test(t_signals),
         cmocka_unit_test(t_signal_closed_pipe),
+        cmocka_unit_test(t_signal_last_step),
         cmocka_unit_test(t_signal_mpi),
         cmocka_unit_test(t_help_and_summary),
     };
