@@ -779,6 +779,7 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
     amp_module_train(r.model, true);
     double t_train0 = bench_now(), eval_s = 0;
     int64_t end_step = cfg->stop_after > 0 && cfg->stop_after < r.total_steps ? cfg->stop_after : r.total_steps;
+    int run_sig = 0; /* the signal the ranks agreed on at the last step's end */
     while (step < end_step) {
         amp_scope *s = amp_scope_begin();
         double t0 = bench_now();
@@ -829,6 +830,7 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
         /* the loss over the global batch, as one process would report it, and whether a rank was signalled */
         int sig = g_signal;
         if (st == AMP_OK && r.td.world > 1) lv = trainer_dist_step_end(&r.td, lv, rows, global_rows, &sig);
+        run_sig = sig;
         /* data parallel: poison rank 0's averaged gradient only: every rank must skip */
         if (st == AMP_OK && cfg->inject_nonfinite_every > 0 && (step + 1) % cfg->inject_nonfinite_every == 0 && r.td.rank == 0)
             poison_grad(r.opts[0], step, cfg);
@@ -887,8 +889,9 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
             res->checkpoints++;
         }
         si.elapsed = bench_now() - t_train0 - eval_s;
-        /* before the progress line: the signal may have ended its reader (tee) */
-        if (signals && (r.td.world > 1 ? sig : g_signal)) { /* every rank agreed on sig after the same step */
+        /* before the progress line: the signal may have ended its reader (tee); after the last step the run
+         * is complete (res->interrupted is set below, not stopped_early) */
+        if (signals && (r.td.world > 1 ? sig : g_signal) && step < end_step) { /* every rank agreed on sig after the same step */
             res->interrupted = r.td.world > 1 ? sig : g_signal;
             res->stopped_early = true;
             break;
@@ -927,7 +930,8 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
         }
     }
     res->wall_s = bench_now() - t_start;
-    if (signals && !res->interrupted) res->interrupted = g_signal; /* after the last step: the run is complete */
+    /* after the last step: the run is complete (every rank: the signal agreed at its end, else its own) */
+    if (signals && !res->interrupted) res->interrupted = r.td.world > 1 && run_sig ? run_sig : g_signal;
     rc = 0;
     if (keep_model) {
         if (ops->keep_model) ops->keep_model(r.task, r.model);
