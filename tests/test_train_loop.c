@@ -717,6 +717,17 @@ static void t_signal_mpi(void **s) {
     free(out);
 }
 
+/* ---- defect 11 of the review: the step times are kept for the steps this process runs ----------
+ * A run of 2^40 steps stopped after 10 (--stop-after: the schedule spans
+ * the 2^40) sized its step-time array by the whole run and failed with
+ * "out of memory" before step 1. */
+static void t_huge_run_stopped_early(void **s) {
+    (void)s;
+    char *out = test_run_cli_expect(0, NULL, "train " GPT " --max-steps 1099511627776 --stop-after 10 --quiet");
+    expect_in(out, "steps             10 (0 skipped", "the summary");
+    free(out);
+}
+
 /* ---- a new user's view: --help anywhere, and what "final train loss" is ------------------------------ */
 static void t_help_and_summary(void **s) {
     (void)s;
@@ -754,6 +765,7 @@ int main(void) {
         cmocka_unit_test(t_signal_closed_pipe),
         cmocka_unit_test(t_signal_last_step),
         cmocka_unit_test(t_signal_mpi),
+        cmocka_unit_test(t_huge_run_stopped_early),
         cmocka_unit_test(t_help_and_summary),
     };
     amp_test_prepare();
