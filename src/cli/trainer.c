@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli/bench_util.h"
+#include "core/checked.h"
 #include "core/error.h"
 
 void trainer_defaults(trainer_cfg *cfg) {
@@ -766,10 +768,13 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
         trainer_meta_free(&m);
     }
     if (ops->announce) ops->announce(r.task, cfg, res);
-    int64_t to_run = r.total_steps > step ? r.total_steps - step : 0;
-    step_times = calloc((size_t)(to_run ? to_run : 1), sizeof *step_times);
-    if (!step_times) {
-        amp_error(AMP_ERR_NOMEM, "amp train: out of memory");
+    int64_t end_step = cfg->stop_after > 0 && cfg->stop_after < r.total_steps ? cfg->stop_after : r.total_steps;
+    /* the times of the steps this process runs (to --stop-after, from a resume), not of the whole run */
+    int64_t to_run = end_step > step ? end_step - step : 0;
+    amp_ck ck = AMP_CK("amp train", "the step times");
+    int64_t tbytes = amp_ck_mul(&ck, to_run > 0 ? to_run : 1, (int64_t)sizeof *step_times);
+    if (!ck.ok || to_run > INT_MAX || !(step_times = malloc((size_t)tbytes))) {
+        amp_error(AMP_ERR_NOMEM, "amp train: out of memory for the times of %lld steps (--max-steps, --stop-after)", (long long)to_run);
         goto out;
     }
     /* from here a signal has something to keep: the steps since the last save */
@@ -778,7 +783,6 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
     bool show = cfg->progress; /* the progress output works */
     amp_module_train(r.model, true);
     double t_train0 = bench_now(), eval_s = 0;
-    int64_t end_step = cfg->stop_after > 0 && cfg->stop_after < r.total_steps ? cfg->stop_after : r.total_steps;
     int run_sig = 0; /* the signal the ranks agreed on at the last step's end */
     while (step < end_step) {
         amp_scope *s = amp_scope_begin();
