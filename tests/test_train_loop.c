@@ -304,39 +304,48 @@ static void t_checked_before_step1(void **s) {
     expect_refused_before_step1("validation split", GPT " --max-steps 3 --eval-every 1 --data %s", text);
 }
 
+/* Runs `amp ARGS` as a user file modes stop (nobody when the test runs as
+ * root, since they do not stop root), stdout and stderr in files of a
+ * directory everyone may write (c->out, c->err); 126 when that user cannot
+ * be become. */
+static int run_as_other_user(child *c, const char *name, const char *fmt, ...) {
+    char args[4096], io[1000], cmd[9000];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    assert_int_equal(chmod(test_tmpdir, 0755), 0);
+    snprintf(io, sizeof io, "%s/io", test_tmpdir); /* where the other user writes stdout and stderr */
+    if (mkdir(io, 0777) != 0) assert_int_equal(errno, EEXIST);
+    assert_int_equal(chmod(io, 0777), 0);
+    snprintf(c->out, sizeof c->out, "%s/%s.out", io, name);
+    snprintf(c->err, sizeof c->err, "%s/%s.err", io, name);
+    snprintf(cmd, sizeof cmd, "exec %s %s < /dev/null > %s 2> %s", AMP_CLI_PATH, args, c->out, c->err);
+    fflush(NULL);
+    c->pid = fork();
+    assert_true(c->pid >= 0);
+    if (c->pid == 0) {
+        if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(126);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    return wait_child(c);
+}
+
 /* A directory the run cannot create files in although its lock file exists
  * and is writable (left by an earlier run): the directory made read-only by
- * chmod, the run started as a user chmod stops (nobody when the test runs
- * as root, since chmod does not stop root). */
+ * chmod, the run started as a user chmod stops. */
 static void t_readonly_dir(void **s) {
     (void)s;
     char dir[1200], lockf[1300];
     snprintf(dir, sizeof dir, "%s/ro", test_tmpdir);
-    assert_int_equal(chmod(test_tmpdir, 0755), 0);
     assert_int_equal(mkdir(dir, 0755), 0);
     snprintf(lockf, sizeof lockf, "%s/.amp.lock", dir);
     write_text(lockf, 0, 0);
     assert_int_equal(chmod(lockf, 0666), 0);
     assert_int_equal(chmod(dir, 0555), 0);
-    char io[1000];
-    snprintf(io, sizeof io, "%s/io", test_tmpdir); /* where the other user writes stdout and stderr */
-    assert_int_equal(mkdir(io, 0777), 0);
-    assert_int_equal(chmod(io, 0777), 0);
     child c;
-    snprintf(c.out, sizeof c.out, "%s/ro.out", io);
-    snprintf(c.err, sizeof c.err, "%s/ro.err", io);
-    char cmd[6000];
-    snprintf(cmd, sizeof cmd, "exec %s train " MLP " --max-steps 3 --log-every 1 --checkpoint %s < /dev/null > %s 2> %s", AMP_CLI_PATH,
-             dir, c.out, c.err);
-    fflush(NULL);
-    c.pid = fork();
-    assert_true(c.pid >= 0);
-    if (c.pid == 0) {
-        if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(126);
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    int rc = wait_child(&c);
+    int rc = run_as_other_user(&c, "ro", "train " MLP " --max-steps 3 --log-every 1 --checkpoint %s", dir);
     char *out = test_read_file(c.out, NULL), *err = test_read_file(c.err, NULL);
     if (rc == 126) {
         print_message("cannot become nobody here: skipped\n");
@@ -347,6 +356,53 @@ static void t_readonly_dir(void **s) {
     free(out);
     free(err);
     chmod(dir, 0755);
+}
+
+/* ---- defect 4 of the review: the metrics file of a resumed run ----------------------------
+ * It was truncated in place before its kept rows were written back, and a
+ * file that could not be read lost every row silently (the run went on
+ * with a header only). Now the header and kept rows go to a temporary
+ * name, fsync'ed and renamed over; a read error stops the run naming the
+ * file, before step 1, the file untouched. */
+static void t_metrics_resume_unreadable(void **s) {
+    (void)s;
+    char work[1200], csv[1300];
+    snprintf(work, sizeof work, "%s/mres", test_tmpdir);
+    assert_int_equal(mkdir(work, 0777), 0);
+    assert_int_equal(chmod(work, 0777), 0);
+    snprintf(csv, sizeof csv, "%s/m.csv", work);
+    free(test_run_cli_expect(0, NULL, "train " GPT " --max-steps 6 --stop-after 3 --quiet --checkpoint %s/ck --metrics %s", work, csv));
+    /* a resume keeps the rows up to its step, the rows after it dropped */
+    free(test_run_cli_expect(0, NULL, "train " GPT " --max-steps 6 --stop-after 5 --quiet --resume %s/ck --checkpoint %s/ck5 --metrics %s",
+                             work, work, csv));
+    free(test_run_cli_expect(0, NULL, "train " GPT " --max-steps 6 --stop-after 4 --quiet --resume %s/ck --checkpoint %s/ck4 --metrics %s",
+                             work, work, csv));
+    size_t n;
+    char *before = test_read_file(csv, &n);
+    assert_non_null(before);
+    int lines = 0;
+    for (size_t i = 0; i < n; i++) lines += before[i] == '\n';
+    assert_int_equal(lines, 5); /* the header, steps 1-4 */
+    assert_true(strstr(before, "\n4,") && !strstr(before, "\n5,"));
+    /* unreadable (write-only) for the user the run is: refused, the rows kept */
+    assert_int_equal(chmod(csv, 0222), 0);
+    child c;
+    int rc = run_as_other_user(&c, "mres", "train " GPT " --max-steps 6 --quiet --resume %s/ck --checkpoint %s/ck6 --metrics %s", work, work, csv);
+    char *err = test_read_file(c.err, NULL);
+    if (rc == 126) {
+        print_message("cannot become nobody here: skipped\n");
+    } else {
+        if (rc != 1 || !strstr(err, "cannot read the metrics file") || !strstr(err, csv))
+            fail_msg("exit %d (expected 1, the metrics file named, nothing lost):\n%s", rc, err);
+        assert_int_equal(chmod(csv, 0644), 0);
+        size_t n2;
+        char *after = test_read_file(csv, &n2);
+        assert_non_null(after);
+        if (n2 != n || memcmp(before, after, n)) fail_msg("the metrics file changed:\n%s", after);
+        free(after);
+    }
+    free(err);
+    free(before);
 }
 
 /* A --data path of 240 bytes or more used to make every save fail (the
@@ -758,6 +814,7 @@ int main(void) {
         cmocka_unit_test(t_inject_nonfinite),
         cmocka_unit_test(t_checked_before_step1),
         cmocka_unit_test(t_readonly_dir),
+        cmocka_unit_test(t_metrics_resume_unreadable),
         cmocka_unit_test(t_long_data_path),
         cmocka_unit_test(t_pure_fp16_refused),
         cmocka_unit_test(t_signals),
