@@ -401,39 +401,69 @@ out:
 }
 
 /* ---- metrics ---------------------------------------------------------------------------------
- * On resume the file keeps its header and the rows up to the resumed step (a
- * run killed after its last checkpoint wrote rows that will be redone), then
- * new rows follow. The header (or the kept rows) is flushed at once, so a
- * full disk is found before step 1. */
+ * A fresh run starts the file with its header. On resume the file keeps its
+ * header and the rows up to the resumed step (a run killed after its last
+ * checkpoint wrote rows that will be redone), then new rows follow: the kept
+ * rows are written to a temporary name, fsync'ed and renamed over the file,
+ * so a failure leaves it as it was, and a file that cannot be read stops
+ * the run (its rows are never dropped silently). The header (or the kept
+ * rows) reaches the disk before step 1, so a full disk is found then.
+ * NULL with the error set. */
+static FILE *metrics_fail(const char *what, const char *path, FILE *f, const char *tmp) {
+    int e = errno ? errno : EIO;
+    if (f) fclose(f);
+    if (tmp) unlink(tmp);
+    amp_error(AMP_ERR_IO, "amp train: cannot %s the metrics file %s: %s", what, path, strerror(e));
+    return NULL;
+}
+
 static FILE *open_metrics(const char *path, int64_t resumed_step, const char *header) {
-    char *kept = NULL;
-    size_t klen = 0;
-    if (resumed_step > 0) {
-        FILE *in = fopen(path, "r");
-        if (in) {
-            FILE *mem = open_memstream(&kept, &klen);
-            char line[1024];
-            bool first = true;
-            while (mem && fgets(line, sizeof line, in)) {
-                long long st = strtoll(line, NULL, 10);
-                if (first || (st >= 1 && st <= resumed_step)) fputs(line, mem);
-                first = false;
-            }
-            fclose(in);
-            if (mem) fclose(mem);
-        }
+    errno = 0;
+    FILE *in = resumed_step > 0 ? fopen(path, "r") : NULL;
+    if (resumed_step > 0 && !in && errno != ENOENT) return metrics_fail("read", path, NULL, NULL);
+    if (!in) { /* a fresh file */
+        FILE *f = fopen(path, "w");
+        if (!f || fprintf(f, "%s\n", header) < 0 || fflush(f) != 0 || ferror(f)) return metrics_fail("write", path, f, NULL);
+        return f;
     }
-    FILE *f = fopen(path, "w");
-    bool ok = f && (klen > 0 ? fwrite(kept, 1, klen, f) == klen : fprintf(f, "%s\n", header) >= 0);
-    ok = ok && fflush(f) == 0 && !ferror(f);
-    free(kept);
-    if (!ok && f) {
-        int e = errno;
-        fclose(f);
-        errno = e;
-        f = NULL;
+    size_t tn = strlen(path) + 8;
+    char *tmp = malloc(tn);
+    if (!tmp) {
+        fclose(in);
+        amp_error(AMP_ERR_NOMEM, "amp train: out of memory");
+        return NULL;
     }
-    return f;
+    snprintf(tmp, tn, "%s.tmp", path);
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        fclose(in);
+        FILE *r = metrics_fail("write", tmp, NULL, NULL);
+        free(tmp);
+        return r;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    bool first = true, wrote = true;
+    errno = 0;
+    while (wrote && getline(&line, &cap, in) >= 0) {
+        long long st = strtoll(line, NULL, 10);
+        if (first || (st >= 1 && st <= resumed_step)) wrote = fputs(line, out) >= 0;
+        first = false;
+    }
+    free(line);
+    bool read_ok = !ferror(in);
+    int e = errno;
+    fclose(in);
+    errno = e;
+    FILE *r = NULL;
+    if (!read_ok) r = metrics_fail("read", path, out, tmp);
+    else if ((first && fprintf(out, "%s\n", header) < 0) || !wrote || fflush(out) != 0 || fsync(fileno(out)) != 0)
+        r = metrics_fail("write", tmp, out, tmp); /* an empty file gets the header */
+    else if (fclose(out) != 0) r = metrics_fail("write", tmp, NULL, tmp);
+    else if (rename(tmp, path) != 0) r = metrics_fail("write", path, NULL, tmp);
+    else if (!(r = fopen(path, "a"))) metrics_fail("write", path, NULL, NULL);
+    free(tmp);
+    return r;
 }
 
 /* Every write of the metrics file is checked: a full disk stops the run
@@ -754,14 +784,7 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
         ops->where(r.task, where, sizeof where);
         if (cfg->progress) fprintf(cfg->out, "resumed from %s at step %lld%s\n", cfg->resume_dir, (long long)step, where);
     }
-    if (cfg->metrics_path && trainer_dist_is_root()) {
-        errno = 0;
-        metrics = open_metrics(cfg->metrics_path, step, ops->metrics_header);
-        if (!metrics) {
-            amp_error(AMP_ERR_IO, "amp train: cannot write the metrics file %s: %s", cfg->metrics_path, strerror(errno ? errno : EIO));
-            goto out;
-        }
-    }
+    if (cfg->metrics_path && trainer_dist_is_root() && !(metrics = open_metrics(cfg->metrics_path, step, ops->metrics_header))) goto out;
     if (cfg->checkpoint_dir) { /* what the saves will write */
         trainer_meta m;
         if (checkpoint_meta(&r, &m) != 0) goto out;
