@@ -34,8 +34,8 @@ static void usage(FILE *f) {
                "  --rounds R       (default 5)\n"
                "  --busy N         busy processes beside the runs (default 1)\n"
                "  --threads T      (default: every core amp may use)\n"
-               "  --mlp-steps N    timed steps per mlp run (default 40)\n"
-               "  --gpt-steps N    timed steps per GPT run (default 6)\n");
+               "  --mlp-steps N    timed steps per mlp run, after an untimed warm-up step (default 40)\n"
+               "  --gpt-steps N    timed steps per GPT run, after an untimed warm-up step (default 6)\n");
 }
 
 enum { MAXR = 25, MAXBUSY = 64, NCONF = 3, NCOMP = 2 };
@@ -108,6 +108,7 @@ static int run_one(const char *model, int conf, int T, long steps, uint64_t seed
     cfg.seed = seed;
     cfg.threads = conf == C_ONE ? 1 : T;
     cfg.max_steps = steps + 1;
+    cfg.timing_skip = 1; /* the warm-up step */
     const char *precision = "fp32";
     if (!strcmp(model, "gpt")) {
         cfg.batch = 16;

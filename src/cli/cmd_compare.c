@@ -48,10 +48,11 @@ typedef struct {
     double med[NMODES_MAX], lo[NMODES_MAX], hi[NMODES_MAX]; /* fp32 ms / mode ms, per round */
 } speed_t;
 
-/* A short run of the mode: steps + 1 (the first warms up), no files, a
- * small evaluation. */
+/* A short run of the mode: steps + 1 (the first warms up, untimed), no
+ * files, a small evaluation. */
 static void speed_cfg(trainer_cfg *c, long steps) {
     c->max_steps = steps + 1;
+    c->timing_skip = 1;
     c->stop_after = 0;
     c->epochs = 1;
     c->progress = false;

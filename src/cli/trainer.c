@@ -809,7 +809,6 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
     int run_sig = 0; /* the signal the ranks agreed on at the last step's end */
     while (step < end_step) {
         amp_scope *s = amp_scope_begin();
-        double t0 = bench_now();
         amp_tensor *x, *y;
         int64_t global_rows = 0;
         int got = ops->next_batch(r.task, cfg, &x, &y, &global_rows);
@@ -818,6 +817,9 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
             if (got < 0) goto out;
             break;
         }
+        /* the step's time leaves the batch out: a benchmark times the training step, as PyTorch's (tools/bench_torch.py)
+         * times it on batches made beforehand */
+        double t0 = bench_now();
         double lr = amp_lr_at(&r.sched, step, cfg->lr);
         for (int k = 0; k < r.nopt; k++) {
             amp_optim_set_lr(r.opts[k], lr);
@@ -937,7 +939,10 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
     res->final_loss_steps = r.rm.loss_n;
     res->samples_per_s = res->train_s > 0 ? (double)ran * (double)cfg->batch / res->train_s : 0;
     res->final_scale = amp_scaler_get_scale(r.sc);
-    if (ran > 0) res->step_ms = bench_median(step_times, (int)ran) * 1e3;
+    if (ran > 0) { /* after the untimed warm-up steps, unless no more ran */
+        int64_t skip = cfg->timing_skip > 0 && cfg->timing_skip < ran ? cfg->timing_skip : 0;
+        res->step_ms = bench_median(step_times + skip, (int)(ran - skip)) * 1e3;
+    }
     if (!res->stopped_early && ops->finish(r.task, cfg, r.model, res) != 0) goto out;
     /* the final state, unless just saved (a resumed run with nothing left to do still fills a new directory) */
     bool other_dir = cfg->resume_dir && strcmp(cfg->checkpoint_dir ? cfg->checkpoint_dir : "", cfg->resume_dir);

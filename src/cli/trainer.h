@@ -25,6 +25,7 @@ typedef struct {
     int64_t limit;          /* train on the first N images (0: all) */
     int64_t test_limit;     /* evaluate on the first N test images (0: all) */
     int64_t max_steps;      /* stop after this many steps (0: no limit) */
+    int64_t timing_skip;    /* res->step_ms leaves out the first N steps this process runs (warm-up; all count when no more ran) */
     const char *metrics_path;
     int64_t log_every;      /* plain-line progress period when not a terminal */
     bool progress;          /* print progress at all */
@@ -75,7 +76,7 @@ typedef struct {
     int64_t steps, skipped;
     double final_scale;     /* 1 without a scaler */
     amp_mem_stats mem;      /* peaks during training (reset at start) */
-    double step_ms;         /* median ms per training step */
+    double step_ms;         /* median ms per training step (the batch drawn before its clock starts; cfg->timing_skip) */
     amp_module *model;      /* kept when trainer_run's keep_model is set */
     int64_t resumed_step;   /* step the run resumed from (0: fresh start) */
     int64_t checkpoints;    /* checkpoints saved */
@@ -205,7 +206,8 @@ typedef struct {
     int64_t ran;         /* steps this process ran (resumed ones excluded) */
     double loss;         /* the global batch's mean loss */
     double val_loss;     /* NaN unless evaluated after this step */
-    double lr, scale, grad_norm, ms;
+    double lr, scale, grad_norm;
+    double ms;           /* the step: forward, backward and update (its batch drawn before the clock starts) */
     int64_t skipped;     /* skipped steps of the run so far */
     double elapsed;      /* seconds of training so far in this process, evaluations excluded */
 } trainer_step_info;
