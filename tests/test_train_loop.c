@@ -784,6 +784,23 @@ static void t_huge_run_stopped_early(void **s) {
     free(out);
 }
 
+/* ---- defect 21 of the review: the ETA counts to where this process stops ---------------------
+ * The mlp's counted to the end of the whole run (--stop-after 2 of 100000
+ * steps said minutes), the GPT's to --stop-after: both now say 0 s at the
+ * step they stop at. */
+static void t_progress_eta(void **s) {
+    (void)s;
+    const char *models[] = {MLP " --epochs 1000", GPT};
+    for (int k = 0; k < 2; k++) {
+        char *out = test_run_cli_expect(0, NULL, "train %s --max-steps 100000 --stop-after 2 --log-every 1", models[k]);
+        char *line = strstr(out, k ? "step 2/100000 " : " step 2/");
+        if (!line) fail_msg("no progress line of step 2:\n%s", out);
+        *strchr(line, '\n') = 0;
+        if (!strstr(line, " ETA 0s")) fail_msg("%s: step 2 of a run stopping at 2 says %s", models[k], line);
+        free(out);
+    }
+}
+
 /* ---- a new user's view: --help anywhere, and what "final train loss" is ------------------------------ */
 static void t_help_and_summary(void **s) {
     (void)s;
@@ -823,6 +840,7 @@ int main(void) {
         cmocka_unit_test(t_signal_last_step),
         cmocka_unit_test(t_signal_mpi),
         cmocka_unit_test(t_huge_run_stopped_early),
+        cmocka_unit_test(t_progress_eta),
         cmocka_unit_test(t_help_and_summary),
     };
     amp_test_prepare();
