@@ -202,7 +202,7 @@ typedef struct {
 typedef struct {
     int64_t step;        /* steps done, this one included */
     int64_t total_steps; /* the run's length (the schedule spans it) */
-    int64_t end_step;    /* where this process stops (--stop-after) */
+    int64_t end_step;    /* where this process stops (--stop-after): the progress ETA counts to it */
     int64_t ran;         /* steps this process ran (resumed ones excluded) */
     double loss;         /* the global batch's mean loss */
     double val_loss;     /* NaN unless evaluated after this step */

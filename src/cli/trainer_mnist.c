@@ -233,7 +233,7 @@ static void mnist_progress(trainer_task *tt, const trainer_cfg *cfg, const train
     bool show = cfg->tty ? (t->in_epoch % 5 == 0 || t->in_epoch == t->per_epoch) : (cfg->log_every > 0 && si->step % cfg->log_every == 0);
     if (!cfg->progress || !show) return;
     double sps = (double)si->ran * (double)cfg->batch / si->elapsed;
-    double eta = si->elapsed / (double)si->ran * (double)(si->total_steps - si->step);
+    double eta = si->elapsed / (double)si->ran * (double)(si->end_step - si->step);
     FILE *f = cfg->out;
     if (cfg->tty) {
         int width = 24;
