@@ -858,7 +858,7 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
         else st = trainer_dist_no_backward(&r.td) == 0 ? AMP_OK : amp_last_status();
         /* the loss over the global batch, as one process would report it, and whether a rank was signalled */
         int sig = g_signal;
-        if (st == AMP_OK && r.td.world > 1) lv = trainer_dist_step_end(&r.td, lv, rows, global_rows, &sig);
+        if (st == AMP_OK && trainer_dist_step_end(&r.td, &lv, rows, global_rows, &sig) != 0) st = amp_last_status();
         run_sig = sig;
         /* data parallel: poison rank 0's averaged gradient only: every rank must skip */
         if (st == AMP_OK && cfg->inject_nonfinite_every > 0 && (step + 1) % cfg->inject_nonfinite_every == 0 && r.td.rank == 0)

@@ -160,12 +160,15 @@ int trainer_dist_agree(trainer_dist *td, const trainer_ident *id);
 void trainer_dist_end(trainer_dist *td, trainer_result *res);
 /* The summary's lines about ranks and communication (nothing for one process). */
 void trainer_dist_print_summary(FILE *f, const trainer_cfg *cfg, const trainer_result *r);
-/* The end of a step's backward: the global batch's mean loss (the
- * per-rank mean v over rows, weighted by rows / global_rows and summed) and the stop signal agreed in one all-reduce, so
+/* The end of a step's backward: the global batch's mean loss (*loss, in:
+ * this rank's mean over its rows; out: the per-rank means weighted by rows /
+ * global_rows and summed) and the stop signal agreed in one all-reduce, so
  * that every rank stops after the same step. *sig: in, this rank's signal
  * (0: none); out, the run's (this rank's own, else SIGINT if any rank got
- * one, else SIGTERM if any; unchanged in a world of one). */
-double trainer_dist_step_end(trainer_dist *td, double v, int64_t rows, int64_t global_rows, int *sig);
+ * one, else SIGTERM if any). Both unchanged in a world of one. 0, or -1
+ * with the error set when the all-reduce failed (the run must end: the
+ * ranks no longer agree on when to stop). */
+int trainer_dist_step_end(trainer_dist *td, double *loss, int64_t rows, int64_t global_rows, int *sig);
 
 /* ---- checkpoint metadata (trainer.c) ----
  * Keys and values of any length (a --data path of 4000 bytes is stored

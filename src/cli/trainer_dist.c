@@ -273,11 +273,17 @@ void trainer_dist_print_summary(FILE *f, const trainer_cfg *cfg, const trainer_r
             1e3 * d->wait_s / steps, step_s > 0 ? 100.0 * d->wait_s / steps / step_s : 0.0, 1e3 * d->comm_s / steps);
 }
 
-double trainer_dist_step_end(trainer_dist *td, double v, int64_t rows, int64_t global_rows, int *sig) {
-    if (!td->ddp) return v;
-    double x[3] = {rows > 0 ? v * (double)rows / (double)global_rows : 0.0, *sig == SIGINT ? 1.0 : 0.0,
+int trainer_dist_step_end(trainer_dist *td, double *loss, int64_t rows, int64_t global_rows, int *sig) {
+    if (!td->ddp) return 0;
+    double x[3] = {rows > 0 ? *loss * (double)rows / (double)global_rows : 0.0, *sig == SIGINT ? 1.0 : 0.0,
                    *sig && *sig != SIGINT ? 1.0 : 0.0};
-    if (amp_dist_all_reduce_f64(td->g, x, 3, AMP_DIST_SUM) != AMP_OK) return NAN;
+    if (amp_dist_all_reduce_f64(td->g, x, 3, AMP_DIST_SUM) != AMP_OK) {
+        char prev[1024];
+        snprintf(prev, sizeof prev, "%s", amp_last_error());
+        amp_error(amp_last_status(), "amp train: agreeing on the step's loss and stop signal: %s", prev);
+        return -1;
+    }
     if (!*sig) *sig = x[1] > 0 ? SIGINT : x[2] > 0 ? SIGTERM : 0;
-    return x[0];
+    *loss = x[0];
+    return 0;
 }
