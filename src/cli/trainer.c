@@ -8,7 +8,6 @@
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -141,7 +140,8 @@ const char *fmt_bytes(size_t b, char *buf, size_t n) {
     return buf;
 }
 
-const trainer_task_ops *trainer_task_for(const char *model) {
+/* The task of a model's name (NULL: none). */
+static const trainer_task_ops *task_for(const char *model) {
     if (!model) return NULL;
     if (!strcmp(model, "gpt")) return &trainer_task_gpt;
     if (!strcmp(model, "mlp") || !strcmp(model, "cnn")) return &trainer_task_mnist;
@@ -184,7 +184,7 @@ void trainer_meta_add(trainer_meta *m, const char *key, const char *fmt, ...) {
     m->n++;
 }
 
-void trainer_meta_free(trainer_meta *m) {
+static void trainer_meta_free(trainer_meta *m) {
     for (int i = 0; i < m->n; i++) {
         free(m->key[i]);
         free(m->val[i]);
@@ -203,9 +203,11 @@ bool trainer_meta_num(const amp_checkpoint *c, const char *key, double *d, int64
     return !*e;
 }
 
-static const char *optim_name(amp_optim_kind k) { return k == AMP_OPTIM_SGD ? "sgd" : k == AMP_OPTIM_ADAM ? "adam" : "adamw"; }
+const char *trainer_optim_name(amp_optim_kind k) { return k == AMP_OPTIM_SGD ? "sgd" : k == AMP_OPTIM_ADAM ? "adam" : "adamw"; }
 
-static const char *schedule_name(amp_lr_kind k) { return k == AMP_LR_COSINE ? "cosine" : k == AMP_LR_STEP ? "step" : "constant"; }
+const char *trainer_schedule_name(amp_lr_kind k) { return k == AMP_LR_COSINE ? "cosine" : k == AMP_LR_STEP ? "step" : "constant"; }
+
+const char *trainer_rounding_name(amp_round_mode r) { return r == AMP_ROUND_STOCHASTIC ? "stochastic" : "nearest"; }
 
 /* The keys every model's runs must share to resume exactly, in order. */
 #define META_COMMON 6
@@ -250,8 +252,8 @@ static void config_meta(run *r, trainer_meta *m) {
     trainer_meta_add(m, "mode", "O%d param=%s compute=%s output=%s autocast=%d master_weights=%d loss_scaling=%d keep_norm_f32=%d",
                      (int)c->level, amp_dtype_name(c->param_dtype), amp_dtype_name(c->compute_dtype),
                      amp_dtype_name(cfg->output_dtype), c->autocast, c->master_weights, c->loss_scaling, c->keep_norm_f32);
-    trainer_meta_add(m, "optimizer", "%s", optim_name(cfg->optimizer));
-    trainer_meta_add(m, "rounding", "%s", cfg->rounding == AMP_ROUND_STOCHASTIC ? "stochastic" : "nearest");
+    trainer_meta_add(m, "optimizer", "%s", trainer_optim_name(cfg->optimizer));
+    trainer_meta_add(m, "rounding", "%s", trainer_rounding_name(cfg->rounding));
     trainer_meta_add(m, "batch", "%lld", (long long)cfg->batch);
     trainer_meta_add(m, "seed", "%llu", (unsigned long long)cfg->seed);
     r->task->ops->config_meta(r->task, cfg, m);
@@ -266,7 +268,7 @@ static void full_meta(run *r, trainer_meta *m) {
     trainer_meta_add(m, "precision", "%s", cfg->mode_name);
     trainer_meta_add(m, "lr", "%.17g", cfg->lr);
     trainer_meta_add(m, "total_steps", "%lld", (long long)r->total_steps);
-    trainer_meta_add(m, "schedule", "%s", schedule_name(r->sched.kind));
+    trainer_meta_add(m, "schedule", "%s", trainer_schedule_name(r->sched.kind));
     trainer_meta_add(m, "warmup", "%lld", (long long)r->sched.warmup_steps);
     trainer_meta_add(m, "amp_version", "%s", amp_version());
     trainer_meta_add(m, "trainer.loss_acc", "%a", r->rm.loss_acc);
@@ -336,9 +338,9 @@ static void resume_warn(const amp_checkpoint *c, const run *r) {
         fprintf(stderr, "amp train: warning: --lr %g differs from the checkpoint's %g\n", cfg->lr, saved_lr);
     /* the schedule changes the result as much as the lr */
     const char *saved_sched = amp_checkpoint_meta(c, "schedule");
-    if (saved_sched && strcmp(saved_sched, schedule_name(r->sched.kind)))
+    if (saved_sched && strcmp(saved_sched, trainer_schedule_name(r->sched.kind)))
         fprintf(stderr, "amp train: warning: --schedule %s differs from the checkpoint's %s; the result will differ from an "
-                        "uninterrupted run\n", schedule_name(r->sched.kind), saved_sched);
+                        "uninterrupted run\n", trainer_schedule_name(r->sched.kind), saved_sched);
     else if (trainer_meta_num(c, "warmup", NULL, &saved_warmup, NULL) && saved_warmup != r->sched.warmup_steps)
         fprintf(stderr, "amp train: warning: --warmup: this run warms up for %lld steps, the checkpoint's run for %lld; the "
                         "result will differ from an uninterrupted run\n", (long long)r->sched.warmup_steps, (long long)saved_warmup);
@@ -721,7 +723,7 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
     res->val_loss = NAN;
     double t_start = bench_now();
     if (cfg->threads > 0) amp_set_num_threads(cfg->threads);
-    const trainer_task_ops *ops = trainer_task_for(cfg->model);
+    const trainer_task_ops *ops = task_for(cfg->model);
     if (!ops) {
         amp_error(AMP_ERR_ARG, "amp train: --model '%s' is not mlp, cnn or gpt", cfg->model ? cfg->model : "(null)");
         return -1;
@@ -746,7 +748,7 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
     if (!(r.model = ops->build(r.task, cfg, &r.g))) goto out;
     res->params = amp_module_num_params(r.model);
     /* data parallel: rank 0's weights everywhere, gradients averaged during backward */
-    if (trainer_dist_begin(&r.td, cfg, r.model) != 0) goto out;
+    if (trainer_dist_begin(&r.td, cfg, r.task, r.model) != 0) goto out;
     if (ops->plan(r.task, cfg, &r.td, &r.total_steps) != 0) goto out;
     /* each rank its own dropout stream (the model's initialisation is done) */
     if (r.td.rank > 0) r.g.seed ^= 0x9E3779B97F4A7C15ull * (uint64_t)(r.td.rank + 1);
@@ -987,7 +989,7 @@ out:
 
 /* ---- the summary ----------------------------------------------------------------------------------- */
 void trainer_print_summary(FILE *f, const trainer_cfg *cfg, const trainer_result *r) {
-    const trainer_task_ops *ops = trainer_task_for(cfg->model);
+    const trainer_task_ops *ops = task_for(cfg->model);
     if (ops) ops->print_summary(f, cfg, r);
 }
 

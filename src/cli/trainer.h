@@ -113,11 +113,14 @@ bool trainer_dist_is_root(void);
 /* A rank that cannot go on: prints "amp: error: rank R of N: msg" and ends
  * every rank (amp_dist_abort); in a world of one returns CLI_FAIL. */
 int trainer_dist_fail(const char *what);
-/* After the model is built (and cast) and the data loaded: the world, and
- * with more than one rank, once every rank agrees on trainer_run_ident (-1
- * naming each option that differs, on every rank), the data-parallel object
- * (rank 0's weights broadcast; cfg's --zero/--grad-comm/--no-overlap/--bucket-mb). */
-int trainer_dist_begin(trainer_dist *td, const trainer_cfg *cfg, amp_module *model);
+/* After the model is built (and cast) and the task's data loaded: the
+ * world, and with more than one rank, once every rank agrees on the run
+ * (the options that change the math, the data or the sequence of
+ * collectives, the loaded data's identity and the resumed checkpoint; -1
+ * naming each option that differs, on every rank), the data-parallel
+ * object (rank 0's weights broadcast; cfg's --zero/--grad-comm/--no-overlap/--bucket-mb). */
+typedef struct trainer_task trainer_task;
+int trainer_dist_begin(trainer_dist *td, const trainer_cfg *cfg, trainer_task *task, amp_module *model);
 /* amp_optim_new, or the data-parallel optimizer (ZeRO-1 shards) when distributed. */
 amp_optim *trainer_dist_optim_new(trainer_dist *td, amp_tensor *const *params, int n, const amp_optim_opts *o);
 /* A rank with no rows this step: its (zero) part of the gradient average. */
@@ -126,36 +129,21 @@ int trainer_dist_no_backward(trainer_dist *td);
  * (rank 0 writes; ZeRO-1 state gathered and re-sharded). */
 amp_status trainer_dist_save(trainer_dist *td, const char *dir, const amp_train_state *st);
 amp_status trainer_dist_restore(trainer_dist *td, const amp_checkpoint *c, amp_train_state *st);
-/* What the ranks of a data-parallel run must agree on before step 1: every
- * option that changes the math, the data or the sequence of collectives
- * (not --log-every, --metrics, --quiet, --threads, --dist-timeout,
- * --no-overlap or --checkpoint-activations: those may differ per rank), the
- * content of the data the rank reads and the checkpoint it resumes.
- * trainer_dist_begin agrees on it when the world has more than one rank. */
+/* The list of what the ranks of a data-parallel run must agree on before
+ * step 1 (trainer_dist.c): a task adds its data's identity and its model's
+ * options (trainer_task_ops.data_id, .dist_options) with trainer_ident_add:
+ * key names the flags that set the value ("--n-head"), note (may be NULL)
+ * is shown beside the value but not compared (a file's path); key and note
+ * must outlive the agreement. */
+typedef struct trainer_ident trainer_ident;
+void trainer_ident_add(trainer_ident *id, const char *key, const char *note, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* The data a task loaded, for the agreement: the flag that chose it, a note
+ * (the file, shown) and its identity (compared: a content digest, never the
+ * path, so the same text at two paths agrees). */
 typedef struct {
-    char digest[96]; /* "1115394 bytes, crc32 5f8d7a1c" (what is compared) */
-    char what[300];  /* the file(s), shown beside the digest */
+    const char *flag, *what;
+    char digest[96];
 } trainer_data_id;
-typedef struct {
-    char digest[200]; /* "step 6, checkpoint_id ..., crc32 model ... state ..." ("none": a fresh start) */
-} trainer_resume_id;
-#define TRAINER_IDENT_MAX 64
-typedef struct {
-    const char *key[TRAINER_IDENT_MAX]; /* the flags that set it: "--lr" */
-    char val[TRAINER_IDENT_MAX][200];
-    const char *note[TRAINER_IDENT_MAX]; /* shown, not compared (NULL: none) */
-    int n;
-} trainer_ident;
-/* The content of the data cfg trains on (the --data file, or the
- * Fashion-MNIST files), read again and checksummed. */
-void trainer_data_id_of(const trainer_cfg *cfg, trainer_data_id *out);
-/* cfg->resume_dir's checkpoint: its step, id and checksums, from the files' headers. */
-void trainer_resume_id_of(const trainer_cfg *cfg, trainer_resume_id *out);
-/* The list itself (keeps pointers into data). */
-void trainer_run_ident(const trainer_cfg *cfg, const trainer_data_id *data, const trainer_resume_id *resume, trainer_ident *out);
-/* Collective: 0 when every rank's list is equal; otherwise -1 with the same
- * error on every rank naming each differing option and every rank's value. */
-int trainer_dist_agree(trainer_dist *td, const trainer_ident *id);
 /* Statistics into res, then frees the data-parallel object (after the optimizers). */
 void trainer_dist_end(trainer_dist *td, trainer_result *res);
 /* The summary's lines about ranks and communication (nothing for one process). */
@@ -181,7 +169,6 @@ typedef struct {
     bool full; /* more than TRAINER_META_MAX entries, or out of memory: nothing is saved */
 } trainer_meta;
 void trainer_meta_add(trainer_meta *m, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void trainer_meta_free(trainer_meta *m);
 /* A number stored under key: exactly one of d, i, u receives it; false when
  * missing or not a whole number of that kind. */
 bool trainer_meta_num(const amp_checkpoint *c, const char *key, double *d, int64_t *i, uint64_t *u);
@@ -215,7 +202,6 @@ typedef struct {
     double elapsed;      /* seconds of training so far in this process, evaluations excluded */
 } trainer_step_info;
 
-typedef struct trainer_task trainer_task;
 typedef struct {
     /* Allocates the task (NULL with the error set). */
     trainer_task *(*create)(void);
@@ -255,6 +241,10 @@ typedef struct {
     /* Optional: after the training state was restored, the task's own
      * (its data position, its metrics) from the checkpoint's metadata. */
     int (*resumed)(trainer_task *t, const trainer_cfg *cfg, const amp_checkpoint *c);
+    /* Data parallel: the loaded data's identity, and (optional) the
+     * model's own options the ranks must agree on (trainer_ident_add). */
+    void (*data_id)(trainer_task *t, const trainer_cfg *cfg, trainer_data_id *out);
+    void (*dist_options)(trainer_task *t, const trainer_cfg *cfg, trainer_ident *id);
     /* Optional: the model outlives the run (trainer_run's keep_model). */
     void (*keep_model)(trainer_task *t, amp_module *m);
     void (*print_summary)(FILE *f, const trainer_cfg *cfg, const trainer_result *r);
@@ -275,8 +265,11 @@ struct trainer_task {
 
 extern const trainer_task_ops trainer_task_mnist; /* mlp, cnn (trainer_mnist.c) */
 extern const trainer_task_ops trainer_task_gpt;   /* gpt (trainer_gpt.c) */
-/* The task of cfg->model. */
-const trainer_task_ops *trainer_task_for(const char *model);
+
+/* The names the checkpoints, the agreement and the summaries use. */
+const char *trainer_optim_name(amp_optim_kind k);       /* "sgd" | "adam" | "adamw" */
+const char *trainer_schedule_name(amp_lr_kind k);       /* "cosine" | "step" | "constant" */
+const char *trainer_rounding_name(amp_round_mode r);    /* "stochastic" | "nearest" */
 
 /* Fill cfg with `amp train`'s defaults (mlp, fp32/O0, adamw, lr 1e-3,
  * batch 128, 1 epoch, seed 0). */
@@ -295,11 +288,6 @@ int trainer_run(const trainer_cfg *cfg, trainer_result *res, bool keep_model);
  * dropout 0.2; "gpt2-124m": GPT-2 small, block 1024) into cfg->gpt (and the
  * tokenizer); -1 for an unknown name. */
 int trainer_gpt_preset(trainer_cfg *cfg, const char *name);
-/* The validation loss of m on the first `windows` validation windows of d
- * (0: all), batches of cfg->batch, eval mode, under cfg's precision. */
-int trainer_gpt_eval(amp_module *m, const trainer_cfg *cfg, amp_text_dataset *d, int64_t windows, double *loss);
-/* Evaluate a model on the test split: accuracy, and the logits if wanted. */
-int trainer_evaluate(amp_module *m, const trainer_cfg *cfg, const amp_dataset *test, double *acc);
 /* Max |logit difference| between an f32 forward and an autocast(dt) forward
  * of the same weights on the first n test images; *logit_max (may be NULL)
  * receives the largest |f32 logit|. */

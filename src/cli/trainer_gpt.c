@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli/bench_util.h"
+#include "cli/cli.h"
 #include "cli/trainer.h"
 #include "core/error.h"
 
@@ -44,7 +45,7 @@ static amp_tensor *gpt_loss(amp_module *m, const trainer_cfg *cfg, amp_tensor *x
     return loss;
 }
 
-int trainer_gpt_eval(amp_module *m, const trainer_cfg *cfg, amp_text_dataset *d, int64_t windows, double *loss) {
+static int gpt_eval(amp_module *m, const trainer_cfg *cfg, amp_text_dataset *d, int64_t windows, double *loss) {
     int64_t T = cfg->seq_len > 0 ? cfg->seq_len : cfg->gpt.block_size, total = amp_text_dataset_windows(d, AMP_TEXT_VAL, T);
     if (total < 1) {
         amp_error(AMP_ERR_ARG, "amp train: the validation split holds %lld tokens, fewer than one window of %lld + 1",
@@ -220,7 +221,7 @@ static amp_tensor *gpt_task_loss(trainer_task *tt, const trainer_cfg *cfg, amp_m
 
 static int gpt_validate(trainer_task *tt, const trainer_cfg *cfg, amp_module *m, double *val_loss) {
     gpt_task *t = (gpt_task *)tt;
-    if (trainer_gpt_eval(m, cfg, t->ds, cfg->eval_windows, val_loss) != 0) return -1;
+    if (gpt_eval(m, cfg, t->ds, cfg->eval_windows, val_loss) != 0) return -1;
     t->val_loss = *val_loss;
     return 0;
 }
@@ -306,6 +307,40 @@ static int gpt_resumed(trainer_task *tt, const trainer_cfg *cfg, const amp_check
     return 0;
 }
 
+/* Data parallel: the text each rank loaded, by the content digest computed when it was read (the same text at two
+ * paths agrees, the file is not read again), and the GPT's own options. */
+static void gpt_data_id(trainer_task *tt, const trainer_cfg *cfg, trainer_data_id *out) {
+    (void)cfg;
+    gpt_task *t = (gpt_task *)tt;
+    amp_text_digest d;
+    out->flag = "--data";
+    out->what = t->path;
+    if (amp_text_dataset_digest(t->ds, &d) == AMP_OK)
+        snprintf(out->digest, sizeof out->digest, "%llu bytes, digest %016llx%016llx", (unsigned long long)d.bytes,
+                 (unsigned long long)d.digest[0], (unsigned long long)d.digest[1]);
+    else snprintf(out->digest, sizeof out->digest, "unknown (%s)", amp_last_error());
+}
+
+static void gpt_dist_options(trainer_task *tt, const trainer_cfg *cfg, trainer_ident *id) {
+    gpt_task *t = (gpt_task *)tt;
+    const amp_gpt_config *gc = &t->gc;
+    trainer_ident_add(id, "--n-layer", NULL, "%lld", (long long)gc->n_layer);
+    trainer_ident_add(id, "--n-head", NULL, "%lld", (long long)gc->n_head);
+    trainer_ident_add(id, "--n-embd", NULL, "%lld", (long long)gc->n_embd);
+    trainer_ident_add(id, "--block-size", NULL, "%lld", (long long)gc->block_size);
+    trainer_ident_add(id, "--dropout", NULL, "%s", cli_num(gc->dropout).s);
+    trainer_ident_add(id, "--bias", NULL, "%s", gc->bias ? "true" : "false");
+    trainer_ident_add(id, "window length", NULL, "%lld", (long long)t->T);
+    trainer_ident_add(id, "--tokenizer", NULL, "%s", cfg->tokenizer ? cfg->tokenizer : "byte");
+    trainer_ident_add(id, "--eval-every", NULL, "%lld", (long long)cfg->eval_every);
+    trainer_ident_add(id, "--eval-windows", NULL, "%lld", (long long)cfg->eval_windows);
+    trainer_ident_add(id, "--grad-clip", NULL, "%s", cli_num(cfg->grad_clip).s);
+    trainer_ident_add(id, "--weight-decay", NULL, "%s", cli_num(cfg->weight_decay).s);
+    trainer_ident_add(id, "--decay-embeddings", NULL, "%d", cfg->decay_embeddings);
+    trainer_ident_add(id, "--beta2", NULL, "%s", cli_num(cfg->beta2).s);
+    trainer_ident_add(id, "the final lr fraction", NULL, "%s", cli_num(cfg->min_lr_frac).s);
+}
+
 static void gpt_keep_model(trainer_task *tt, amp_module *m) {
     (void)tt;
     amp_gpt_set_generator(m, NULL); /* the generator was the run's */
@@ -347,6 +382,8 @@ const trainer_task_ops trainer_task_gpt = {
     .config_meta = gpt_config_meta,
     .state_meta = gpt_state_meta,
     .resumed = gpt_resumed,
+    .data_id = gpt_data_id,
+    .dist_options = gpt_dist_options,
     .keep_model = gpt_keep_model,
     .print_summary = gpt_summary,
     .metrics_header = "step,loss,val_loss,scale,skipped,lr,grad_norm,ms",
