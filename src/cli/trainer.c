@@ -209,9 +209,8 @@ const char *trainer_schedule_name(amp_lr_kind k) { return k == AMP_LR_COSINE ? "
 
 const char *trainer_rounding_name(amp_round_mode r) { return r == AMP_ROUND_STOCHASTIC ? "stochastic" : "nearest"; }
 
-/* The keys every model's runs must share to resume exactly, in order. */
-#define META_COMMON 6
-static const trainer_resume_key g_common_keys[META_COMMON] = {
+/* The keys every model's runs must share to resume exactly (config_meta writes them). */
+static const trainer_resume_key g_common_keys[] = {
     {"model", "--model"}, {"mode", "--precision/--opt-level/--policy"}, {"optimizer", "--optimizer"},
     {"rounding", "--rounding"}, {"batch", "--batch"}, {"seed", "--seed"},
 };
@@ -305,13 +304,20 @@ static int save_checkpoint(run *r, int64_t step) {
     return 0;
 }
 
-/* want's values first..first+n-1 against the checkpoint's, keys[k] naming
- * entry first+k; -1 with the error set (naming the key, both values, the
- * flags and what an exact resume needs) at the first difference. */
+/* keys[0..n-1], each looked up by name in want and in the checkpoint; -1
+ * with the error set (naming the key, both values, the flags and what an
+ * exact resume needs) at the first difference. */
 static int resume_check(const amp_checkpoint *c, const char *dir, const trainer_resume_key *keys, size_t n, const trainer_meta *want,
-                        size_t first, const char *needs) {
-    for (size_t k = 0; k < n && first + k < (size_t)want->n; k++) {
-        const char *saved = amp_checkpoint_meta(c, keys[k].key), *mine = want->val[first + k];
+                        const char *needs) {
+    for (size_t k = 0; k < n; k++) {
+        const char *mine = NULL;
+        for (int i = 0; i < want->n && !mine; i++)
+            if (!strcmp(want->key[i], keys[k].key)) mine = want->val[i];
+        if (!mine) { /* a task whose resume_keys name a key its config_meta does not write */
+            amp_error(AMP_ERR_STATE, "amp train: --resume %s: this run has no value for the checkpoint key %s", dir, keys[k].key);
+            return -1;
+        }
+        const char *saved = amp_checkpoint_meta(c, keys[k].key);
         if (!saved || strcmp(saved, mine)) {
             amp_error(AMP_ERR_STATE,
                       "amp train: --resume %s: the checkpoint was saved with %s = %s, this run has %s (set by %s). Resuming "
@@ -364,8 +370,8 @@ static int resume(run *r, int64_t *step) {
         amp_error(AMP_ERR_NOMEM, "amp train: --resume %s: out of memory", cfg->resume_dir);
         goto out;
     }
-    if (resume_check(c, cfg->resume_dir, g_common_keys, META_COMMON, &want, 0, ops->resume_needs) ||
-        resume_check(c, cfg->resume_dir, ops->resume_keys, ops->n_resume_keys, &want, META_COMMON, ops->resume_needs))
+    if (resume_check(c, cfg->resume_dir, g_common_keys, sizeof g_common_keys / sizeof g_common_keys[0], &want, ops->resume_needs) ||
+        resume_check(c, cfg->resume_dir, ops->resume_keys, ops->n_resume_keys, &want, ops->resume_needs))
         goto out;
     resume_warn(c, r);
     run_metrics m;

@@ -234,8 +234,8 @@ typedef struct {
     void (*progress_end)(trainer_task *t, const trainer_cfg *cfg);
     /* One metrics row (fprintf's result) for the header metrics_header. */
     int (*metrics_row)(trainer_task *t, FILE *f, const trainer_step_info *si);
-    /* Checkpoint metadata: the keys that must match to resume (after the
-     * common ones, in the order of resume_keys), then the task's state. */
+    /* Checkpoint metadata: the keys that must match to resume (each of
+     * resume_keys, matched by name, in any order), then the task's state. */
     void (*config_meta)(trainer_task *t, const trainer_cfg *cfg, trainer_meta *m);
     void (*state_meta)(trainer_task *t, const trainer_cfg *cfg, trainer_meta *m);
     /* Optional: after the training state was restored, the task's own
