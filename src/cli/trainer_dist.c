@@ -1,8 +1,6 @@
 /* Data parallel for the trainers: `mpirun -np N amp train ...`. Every
  * trainer calls these; with a world of one they are the single-process
  * calls. */
-#include <errno.h>
-#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/bench_util.h"
 #include "cli/cli.h"
 #include "cli/trainer.h"
 #include "core/error.h"
