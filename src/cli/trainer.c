@@ -999,11 +999,15 @@ void trainer_print_summary(FILE *f, const trainer_cfg *cfg, const trainer_result
     if (ops) ops->print_summary(f, cfg, r);
 }
 
-void trainer_print_train_loss(FILE *f, const trainer_result *r) {
+void trainer_print_run(FILE *f, const trainer_result *r, double rate, const char *unit) {
     if (r->final_loss_steps > 0)
         fprintf(f, "  final train loss  %.4f (mean of the last %lld step losses)\n", r->final_loss, (long long)r->final_loss_steps);
     else /* the mean covers the run's last 50 steps, which a run stopped early never reached */
         fprintf(f, "  final train loss  %.4f (step %lld's loss; the mean covers the run's last 50)\n", r->final_loss, (long long)r->steps);
+    fprintf(f, "  wall time         %.2f s (training %.2f s, %.2f ms/step median)\n", r->wall_s, r->train_s, r->step_ms);
+    fprintf(f, "  throughput        %.0f %s/s\n", rate, unit);
+    fprintf(f, "  steps             %lld (%lld skipped for inf/nan gradients)\n", (long long)r->steps, (long long)r->skipped);
+    fprintf(f, "  final loss scale  %g\n", r->final_scale);
 }
 
 void trainer_print_memory(FILE *f, const trainer_cfg *cfg, const trainer_result *r) {

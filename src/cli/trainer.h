@@ -294,7 +294,8 @@ int trainer_gpt_preset(trainer_cfg *cfg, const char *name);
 double trainer_logit_diff(amp_module *m, const amp_dataset *test, int64_t n, amp_dtype dt, double *logit_max);
 /* The summary of a run (its task's), and the lines every task's summary shares. */
 void trainer_print_summary(FILE *f, const trainer_cfg *cfg, const trainer_result *r);
-void trainer_print_train_loss(FILE *f, const trainer_result *r);
+/* The final train loss, wall time, throughput (rate unit/s), steps and final loss scale lines. */
+void trainer_print_run(FILE *f, const trainer_result *r, double rate, const char *unit);
 void trainer_print_memory(FILE *f, const trainer_cfg *cfg, const trainer_result *r);
 /* The training flags shared by train, compare, memory and bench (cmd_train.c):
  * 1 consumed, 0 not a training flag, -1 bad value (message printed). */

@@ -349,16 +349,12 @@ static void gpt_summary(FILE *f, const trainer_cfg *cfg, const trainer_result *r
     fprintf(f, "\nsummary: gpt %lldL/%lldH/%lld, block %lld (%s tokens), %s, batch %lld, %s lr %g, seed %llu\n",
             (long long)cfg->gpt.n_layer, (long long)cfg->gpt.n_head, (long long)cfg->gpt.n_embd, (long long)cfg->gpt.block_size,
             cfg->tokenizer, cfg->mode_name, (long long)cfg->batch,
-            cfg->optimizer == AMP_OPTIM_SGD ? "sgd" : cfg->optimizer == AMP_OPTIM_ADAM ? "adam" : "adamw", cfg->lr,
+            trainer_optim_name(cfg->optimizer), cfg->lr,
             (unsigned long long)cfg->seed);
     fprintf(f, "  parameters        %lld\n", (long long)r->params);
     fprintf(f, "  val loss          %.4f nats/token (unigram entropy of the validation text %.4f)\n", r->val_loss,
             r->unigram_entropy);
-    trainer_print_train_loss(f, r);
-    fprintf(f, "  wall time         %.2f s (training %.2f s, %.2f ms/step median)\n", r->wall_s, r->train_s, r->step_ms);
-    fprintf(f, "  throughput        %.0f tokens/s\n", r->tokens_per_s);
-    fprintf(f, "  steps             %lld (%lld skipped for inf/nan gradients)\n", (long long)r->steps, (long long)r->skipped);
-    fprintf(f, "  final loss scale  %g\n", r->final_scale);
+    trainer_print_run(f, r, r->tokens_per_s, "tokens");
     trainer_print_memory(f, cfg, r);
 }
 

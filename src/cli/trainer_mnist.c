@@ -310,14 +310,10 @@ static void mnist_dist_options(trainer_task *tt, const trainer_cfg *cfg, trainer
 
 static void mnist_summary(FILE *f, const trainer_cfg *cfg, const trainer_result *r) {
     fprintf(f, "\nsummary: %s, %s, %d epoch(s), batch %lld, %s lr %g, seed %llu\n", cfg->model, cfg->mode_name, cfg->epochs,
-            (long long)cfg->batch, cfg->optimizer == AMP_OPTIM_SGD ? "sgd" : cfg->optimizer == AMP_OPTIM_ADAM ? "adam" : "adamw",
+            (long long)cfg->batch, trainer_optim_name(cfg->optimizer),
             cfg->lr, (unsigned long long)cfg->seed);
     fprintf(f, "  test accuracy     %.2f%%\n", 100.0 * r->test_acc);
-    trainer_print_train_loss(f, r);
-    fprintf(f, "  wall time         %.2f s (training %.2f s, %.2f ms/step median)\n", r->wall_s, r->train_s, r->step_ms);
-    fprintf(f, "  throughput        %.0f samples/s\n", r->samples_per_s);
-    fprintf(f, "  steps             %lld (%lld skipped for inf/nan gradients)\n", (long long)r->steps, (long long)r->skipped);
-    fprintf(f, "  final loss scale  %g\n", r->final_scale);
+    trainer_print_run(f, r, r->samples_per_s, "samples");
     fprintf(f, "  matmul precision  %s\n", cfg->matmul_precision ? cfg->matmul_precision : amp_get_matmul_precision());
     const char *which = cfg->mode.compute_dtype == AMP_BF16 ? "bf16" : cfg->mode.compute_dtype == AMP_F16 ? "fp16" : "fp32";
     fprintf(f, "  products          ");
