@@ -557,6 +557,23 @@ static void t_signals(void **s) {
 }
 
 
+/* A run without --checkpoint stopped by a signal says nothing was kept and
+ * how a run that saves continues, no "--resume DIR" of a directory it never had. */
+static void t_signal_nothing_kept(void **s) {
+    (void)s;
+    child c;
+    spawn(&c, "sig_nosave", "train " MLP " --max-steps 2000 --epochs 1000 --log-every 1");
+    wait_for_output(&c, "step 1/");
+    kill(c.pid, SIGINT);
+    int rc = wait_child(&c);
+    char *err = test_read_file(c.err, NULL);
+    if (rc != 130 || !strstr(err, "amp train: stopped by SIGINT after step ") ||
+        !strstr(err, "; without --checkpoint DIR nothing is kept (a run that saves can be continued with --resume DIR)") ||
+        strstr(err, "holds that step"))
+        fail_msg("exit %d (expected 130, saying nothing is kept):\n%s", rc, err);
+    free(err);
+}
+
 /* ---- defect 1 of the review: Ctrl-C on `amp train ... | tee log` ------------------------
  * SIGINT reaches the whole process group: tee dies with amp, and amp's next
  * progress write raised SIGPIPE and killed it (exit 141) before the save. A
@@ -836,6 +853,7 @@ int main(void) {
         cmocka_unit_test(t_pure_fp16_refused),
         cmocka_unit_test(t_signals),
         cmocka_unit_test(t_second_signal),
+        cmocka_unit_test(t_signal_nothing_kept),
         cmocka_unit_test(t_signal_closed_pipe),
         cmocka_unit_test(t_signal_last_step),
         cmocka_unit_test(t_signal_mpi),
