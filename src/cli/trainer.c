@@ -685,7 +685,7 @@ static int make_optimizers(run *r, amp_tensor **params, const char **names, int 
                         : cfg->optimizer == AMP_OPTIM_ADAM ? amp_adam_opts(cfg->lr)
                                                            : amp_adamw_opts(cfg->lr);
     if (cfg->optimizer == AMP_OPTIM_SGD) oo.momentum = 0.9;
-    else if (r->task->beta2 > 0) oo.beta2 = r->task->beta2;
+    else if (r->task->ops->optim_options && cfg->beta2 > 0) oo.beta2 = cfg->beta2;
     oo.master_weights = cfg->mode.master_weights;
     oo.rounding = cfg->rounding;
     oo.seed = cfg->seed ^ 0xa5a5a5a5ull;
@@ -780,7 +780,7 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
     }
     if (!(r.sc = amp_scaler_new(&so))) goto out;
     if (r.task->reset_peak) amp_memory_reset_peak();
-    r.sched = effective_schedule(cfg, r.total_steps, r.task->min_lr_frac);
+    r.sched = effective_schedule(cfg, r.total_steps, ops->optim_options ? cfg->min_lr_frac : 0);
     int64_t step = 0, ran = 0, saved_at = -1;
     r.rm = (run_metrics){0, NAN, 0, 0};
     char where[96] = "";
@@ -872,8 +872,8 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
         if (st == AMP_OK && cfg->inject_nonfinite_every > 0 && (step + 1) % cfg->inject_nonfinite_every == 0 && r.td.rank == 0)
             poison_grad(r.opts[0], step, cfg);
         double norm = NAN;
-        if (st == AMP_OK && r.task->grad_clip > 0) { /* unscale, clip and the inf check: one read pass, applied in the steps */
-            norm = amp_scaler_clip_grad_norm(r.sc, r.opts, r.nopt, r.task->grad_clip);
+        if (st == AMP_OK && ops->optim_options && cfg->grad_clip > 0) { /* unscale, clip and the inf check: one read pass, applied in the steps */
+            norm = amp_scaler_clip_grad_norm(r.sc, r.opts, r.nopt, cfg->grad_clip);
             if (norm < 0) st = amp_last_status();
         }
         bool skipped = false;

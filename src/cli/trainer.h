@@ -252,13 +252,14 @@ typedef struct {
     const trainer_resume_key *resume_keys; /* config_meta's keys and the flags setting them */
     size_t n_resume_keys;
     const char *resume_needs; /* "model, precision mode, ..." for the refusal */
+    /* The loop applies cfg's beta2, grad_clip and min_lr_frac (the GPT's
+     * --beta2, --grad-clip and final lr fraction); false: the optimizer's
+     * beta2, no clipping, the schedule's own min_lr. */
+    bool optim_options;
 } trainer_task_ops;
 
 struct trainer_task {
     const trainer_task_ops *ops;
-    double beta2;           /* Adam's beta2 (0: the optimizer's default) */
-    double grad_clip;       /* clip the global gradient norm to this (0: off) */
-    double min_lr_frac;     /* the cosine schedule ends at lr * this */
     bool reset_peak;        /* the memory peaks start after the set-up (the optimizers), not before the model */
     amp_loader *loader;     /* saved and restored with the training state (NULL: the task keeps its own position) */
 };

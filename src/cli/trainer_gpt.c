@@ -151,9 +151,6 @@ static int gpt_open(trainer_task *tt, const trainer_cfg *cfg, trainer_result *re
         return -1;
     }
     res->unigram_entropy = amp_text_dataset_unigram_entropy(t->ds, AMP_TEXT_VAL);
-    t->base.beta2 = cfg->beta2;
-    t->base.grad_clip = cfg->grad_clip;
-    t->base.min_lr_frac = cfg->min_lr_frac;
     /* the peaks of the training steps: what is live after the set-up (parameters, optimizer state) stays
      * counted, the set-up's transients (amp_module_to's conversions) do not */
     t->base.reset_peak = true;
@@ -385,4 +382,5 @@ const trainer_task_ops trainer_task_gpt = {
     .resume_keys = g_keys,
     .n_resume_keys = sizeof g_keys / sizeof g_keys[0],
     .resume_needs = "model, data, tokenizer, precision mode, optimizer settings, batch size and seed",
+    .optim_options = true,
 };
