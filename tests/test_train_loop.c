@@ -634,6 +634,17 @@ static bool wait_blocked_in_stdout_write(child *c) {
     return false;
 }
 
+/* wait_blocked_in_stdout_write, or (where /proc cannot tell) the run ended
+ * and false: the caller's test is skipped. */
+static bool held_or_skipped(child *c, int fd) {
+    if (wait_blocked_in_stdout_write(c)) return true;
+    print_message("/proc/PID/syscall unreadable: skipped\n");
+    kill(c->pid, SIGKILL);
+    wait_child(c);
+    close(fd);
+    return false;
+}
+
 /* Reads the pipe to its end (the child's exit) into a string. */
 static char *read_all(int fd) {
     char *buf = NULL;
@@ -667,13 +678,7 @@ static void t_signal_last_step(void **s) {
     child c;
     int fd;
     spawn_piped(&c, &fd, true, "sig_last", "train " GPT " --max-steps 3 --log-every 2 --checkpoint %s", dir);
-    if (!wait_blocked_in_stdout_write(&c)) {
-        print_message("/proc/PID/syscall unreadable: skipped\n");
-        kill(c.pid, SIGKILL);
-        wait_child(&c);
-        close(fd);
-        return;
-    }
+    if (!held_or_skipped(&c, fd)) return;
     kill(c.pid, SIGINT);
     wait_for_stderr(&c, "signal received");
     char *all = read_all(fd), *out = all + strspn(all, "#"); /* after the filler */
@@ -701,13 +706,7 @@ static void t_second_signal(void **s) {
     child c;
     int fd;
     spawn_piped(&c, &fd, true, "sig_twice", "train " GPT " --max-steps 2000 --log-every 1 --checkpoint %s", dir);
-    if (!wait_blocked_in_stdout_write(&c)) {
-        print_message("/proc/PID/syscall unreadable: skipped\n");
-        kill(c.pid, SIGKILL);
-        wait_child(&c);
-        close(fd);
-        return;
-    }
+    if (!held_or_skipped(&c, fd)) return;
     kill(c.pid, SIGINT);
     wait_for_stderr(&c, "signal received");
     kill(c.pid, SIGINT);
