@@ -2,7 +2,10 @@
  * timing: one round of the mlp writes the table's two rows (none, 1 busy)
  * and the JSON's cells, each with the three configurations' step times and
  * the ratios that are their quotients; the busy loop it forks is gone when
- * it exits; bad options are usage errors naming the option. */
+ * it exits; bad options are usage errors naming the option; a busy loop
+ * that cannot be started (fork refused: RLIMIT_NPROC) is an error, exit 1,
+ * with the loops already started stopped (the table said "N busy" beside
+ * fewer). */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -10,6 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "test_support.h"
 
@@ -105,7 +112,51 @@ static void t_bad_options(void **s) {
     free(err);
 }
 
+/* fork refused after two busy loops: RLIMIT_NPROC 4 for a user with no
+ * other process (nobody, when the test runs as root; elsewhere skipped) */
+static void t_fork_fails(void **s) {
+    (void)s;
+    if (geteuid() != 0) {
+        print_message("not root: cannot run as a user with no other process: skipped\n");
+        return;
+    }
+    char *dir = test_mkdtemp(), out_path[600], err_path[600];
+    assert_int_equal(chmod(dir, 0777), 0);
+    snprintf(out_path, sizeof out_path, "%s/out", dir);
+    snprintf(err_path, sizeof err_path, "%s/err", dir);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (!freopen(out_path, "w", stdout) || !freopen(err_path, "w", stderr)) _exit(125);
+        if (setgid(65534) != 0 || setuid(65534) != 0) _exit(126);
+        struct rlimit rl = {4, 4};
+        if (setrlimit(RLIMIT_NPROC, &rl) != 0) _exit(126);
+        execl(AMP_CLI_PATH, "amp", "bench", "load", "--model", "mlp", "--rounds", "1", "--busy", "8", "--mlp-steps", "1", "--threads",
+              "2", (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    char *out = test_read_file(out_path, NULL), *err = test_read_file(err_path, NULL);
+    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    if (rc == 126) {
+        print_message("cannot become nobody with RLIMIT_NPROC here: skipped\n");
+    } else {
+        if (rc != 1 || !strstr(err, "bench load: cannot start busy process ") || !strstr(err, "fork: "))
+            fail_msg("exit %d (expected 1, naming the busy loop and fork)\nstdout:\n%s\nstderr:\n%s", rc, out, err);
+        if (strstr(out, "| mlp fp32 | 8 busy |")) fail_msg("the table claims 8 busy processes:\n%s", out);
+        int started;
+        assert_int_equal(busy_loops_left(err, &started), 0);
+        assert_true(started < 8);
+    }
+    free(out);
+    free(err);
+    test_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(t_one_round), cmocka_unit_test(t_bad_options)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(t_one_round), cmocka_unit_test(t_bad_options), cmocka_unit_test(t_fork_fails)};
     return amp_test_run(tests);
 }

@@ -9,6 +9,10 @@
  *     accuracy (or validation loss) is worse than fp32's: fp16 with an
  *     initial scale of 1e30 skips every step and learns nothing;
  *   - a mode that skipped nothing gets no such note;
+ *   - the note says the GradScaler lowered its scale for a mode with loss
+ *     scaling (fp16), "not applied" for the others, whatever the final
+ *     scale (it went by the final scale: fp16 from --init-scale 2 with one
+ *     skip ends at 1 and was told its updates were merely not applied);
  *   - --speed-rounds / --speed-steps are checked (exit 2, naming them);
  *   - the GPT's table has the same speedup cells.
  * AMP_TEST_PER_CPU_PATH: CTest also runs this file once per CPU path (the
@@ -106,6 +110,24 @@ static void t_skipped_next_to_worse_accuracy(void **s) {
     free(err);
 }
 
+static void t_skip_reason(void **s) {
+    (void)s;
+    char *out, *err;
+    /* one poisoned step (the 16th of 16): fp16's scale halves from 2 to 1 */
+    int rc = test_run_cli(NULL, "compare --model mlp " SLICE " --speed-rounds 1 --speed-steps 1 --init-scale 2 --inject-nonfinite-every 16",
+                          &out, &err);
+    if (rc != 0) fail_msg("compare: exit %d\n%s", rc, err);
+    char c[128];
+    column(out, "fp16", 8, c, sizeof c);
+    assert_string_equal(c, "1"); /* the final scale */
+    if (!strstr(out, "fp16 skipped 1 of 16 steps (inf/nan gradients; the GradScaler lowered its loss scale each time)"))
+        fail_msg("fp16's note does not name the GradScaler:\n%s", out);
+    if (!strstr(out, "bf16 skipped 1 of 16 steps (inf/nan gradients; those updates were not applied)"))
+        fail_msg("bf16's note:\n%s", out);
+    free(out);
+    free(err);
+}
+
 static void t_bad_options(void **s) {
     (void)s;
     const char *bad[] = {"--speed-rounds 0", "--speed-rounds x", "--speed-rounds 99", "--speed-steps 0", "--speed-steps"};
@@ -143,6 +165,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_mlp),
         cmocka_unit_test(t_skipped_next_to_worse_accuracy),
+        cmocka_unit_test(t_skip_reason),
         cmocka_unit_test(t_bad_options),
         cmocka_unit_test(t_gpt),
     };

@@ -10,6 +10,9 @@
  *   - vdpbf16ps is named only on the avx512bf16 path;
  *   - the PyTorch sentence follows the CPU (AVX512_BF16 or not), not the
  *     path: AMP_CPU does not change what PyTorch runs.
+ * Under `amp compare --model gpt`'s table the same three lines follow "cpu
+ * path P). What each precision costs here:" (it printed a fixed "matrix
+ * products in bf16 (vdpbf16ps where the CPU has it)" on every path).
  * AMP_TEST_PER_CPU_PATH: CTest also runs this file once per CPU path (the
  * amp processes inherit AMP_CPU), so each path's notes are checked on every
  * machine that has it. */
@@ -19,26 +22,35 @@
 
 #include "test_support.h"
 
-static void check_notes(const char *args) {
+/* Runs amp ARGS and checks that its stdout holds head (with %s for the
+ * active path's name) followed by the path's three precision notes, and no
+ * vdpbf16ps below the avx512bf16 path; returns stdout. */
+static char *expect_notes(const char *args, const char *head) {
     char *out, *err;
     int rc = test_run_cli(NULL, args, &out, &err);
     if (rc != 0) fail_msg("amp %s: exit %d\n%s", args, rc, err);
+    free(err);
     const char *path = amp_cpu_path_name(amp_cpu_active());
-    char want[800];
-    snprintf(want, sizeof want, "\namp's matrix products on cpu path %s:\n  - %s\n", path, test_precision_note("fp32", NULL));
-    size_t n = strlen(want);
-    snprintf(want + n, sizeof want - n, "  - %s\n", test_precision_note("fp16", NULL));
-    n = strlen(want);
-    snprintf(want + n, sizeof want - n, "  - %s\n", test_precision_note("bf16", NULL));
+    char want[1000];
+    snprintf(want, sizeof want, head, path);
+    const char *which[] = {"fp32", "fp16", "bf16"};
+    for (int i = 0; i < 3; i++) {
+        size_t n = strlen(want);
+        snprintf(want + n, sizeof want - n, "  - %s\n", test_precision_note(which[i], NULL));
+    }
     if (!strstr(out, want)) fail_msg("amp %s on cpu path %s: expected the notes%s\nin\n%s", args, path, want, out);
     if (amp_cpu_active() < AMP_CPU_AVX512BF16 && strstr(out, "vdpbf16ps"))
         fail_msg("amp %s on cpu path %s names vdpbf16ps:\n%s", args, path, out);
+    return out;
+}
+
+static void check_notes(const char *args) {
+    char *out = expect_notes(args, "\namp's matrix products on cpu path %s:\n");
     const char *torch = amp_cpu_supported(AMP_CPU_AVX512BF16) ? "its bf16 autocast runs oneDNN's AVX512_BF16 kernels on this CPU."
                                                               : "this CPU has no AVX512_BF16, so its bf16 autocast has no bf16 "
                                                                 "arithmetic either.";
     if (!strstr(out, torch)) fail_msg("amp %s: expected \"%s\" in\n%s", args, torch, out);
     free(out);
-    free(err);
 }
 
 static void t_bench_gpt_notes(void **s) {
@@ -51,7 +63,15 @@ static void t_bench_train_notes(void **s) {
     check_notes("bench train --model mlp --batch 32 --steps 1 --rounds 1 --no-torch");
 }
 
+static void t_compare_gpt_notes(void **s) {
+    (void)s;
+    free(expect_notes("compare --model gpt --n-layer 1 --n-head 2 --n-embd 32 --block-size 16 --batch 4 --threads 2 --max-steps 2 "
+                      "--eval-windows 2 --speed-rounds 1 --speed-steps 1 --quiet",
+                      "cpu path %s). What each precision costs here:\n"));
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(t_bench_gpt_notes), cmocka_unit_test(t_bench_train_notes)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(t_bench_gpt_notes), cmocka_unit_test(t_bench_train_notes),
+                                       cmocka_unit_test(t_compare_gpt_notes)};
     return amp_test_run(tests);
 }

@@ -10,8 +10,11 @@
  *   - `amp generate --stats` puts its line apart from the text when both go
  *     to the same place;
  *   - `amp inspect` prints metadata numbers in decimal, not as hex floats;
- *   - `amp predict` on a GPT checkpoint says it is a GPT and points to
- *     `amp generate` (it said the "model" metadata was missing). */
+ *   - `amp predict` on a GPT checkpoint, or a GPT-2 state_dict without
+ *     "model" metadata, says it is a GPT and points to `amp generate` (it
+ *     said the "model" metadata was missing);
+ *   - `amp help unknown` and `amp bench gemm --sections bad` are usage
+ *     errors naming the argument. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,13 +214,48 @@ static void t_predict_gpt(void **state) {
     rc = test_run_clif(NULL, NULL, &err, "predict --model gpt --checkpoint %s --input x", g_gpt);
     if (rc != 2 || !strstr(err, "amp generate")) fail_msg("--model gpt: exit %d (expected 2, pointing to amp generate):\n%s", rc, err);
     free(err);
+    /* a GPT-2 state_dict (PyTorch's names, no "model" metadata) is told apart by its tensor names */
+    char sd[1200];
+    snprintf(sd, sizeof sd, "%s/gpt2.safetensors", test_tmpdir);
+    const char hdr[] = "{\"transformer.wte.weight\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
+    const unsigned long long len = sizeof hdr - 1;
+    unsigned char len_le[8];
+    for (int i = 0; i < 8; i++) len_le[i] = (unsigned char)(len >> (8 * i));
+    const float w = 0.5f;
+    FILE *f = fopen(sd, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(len_le, 1, 8, f), 8);
+    assert_int_equal(fwrite(hdr, 1, len, f), len);
+    assert_int_equal(fwrite(&w, sizeof w, 1, f), 1);
+    assert_int_equal(fclose(f), 0);
+    rc = test_run_clif(NULL, NULL, &err, "predict --checkpoint %s --input /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz", sd);
+    if (rc != 1 || !strstr(err, "holds a GPT (GPT-2 tensor names)") || !strstr(err, "amp generate --checkpoint"))
+        fail_msg("GPT-2 state_dict: exit %d (expected 1, naming the GPT-2 tensor names and amp generate):\n%s", rc, err);
+    free(err);
+}
+
+/* Usage errors name the command, the argument and the problem, exit 2. */
+static void t_usage_errors(void **state) {
+    (void)state;
+    char *err;
+    free(test_run_cli_expect(2, &err, "help unknown"));
+    if (!strstr(err, "amp: help: unknown command 'unknown'")) fail_msg("amp help unknown:\n%s", err);
+    free(err);
+    const char *bad[] = {"bad", "square,square", "square,", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        free(test_run_cli_expect(2, &err, "bench gemm --sections '%s'", bad[i]));
+        char want[200];
+        snprintf(want, sizeof want, "amp: bench gemm: --sections '%s': expected distinct names among square,models,batch1", bad[i]);
+        if (!strstr(err, want)) fail_msg("--sections '%s': expected \"%s\":\n%s", bad[i], want, err);
+        free(err);
+    }
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_help_everywhere), cmocka_unit_test(t_bench_parts_listed), cmocka_unit_test(t_bench_precision_help),
         cmocka_unit_test(t_version_cuda),    cmocka_unit_test(t_stats_apart),        cmocka_unit_test(t_inspect_decimal),
-        cmocka_unit_test(t_predict_gpt),
+        cmocka_unit_test(t_predict_gpt),     cmocka_unit_test(t_usage_errors),
     };
     amp_test_prepare();
     return cmocka_run_group_tests(tests, setup, test_tmpdir_teardown);

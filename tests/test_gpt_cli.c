@@ -205,6 +205,31 @@ static void t_compare_memory(void **s) {
     free(out);
 }
 
+/* fp16 loss scaling on the GPT: poisoned steps are skipped and halve the
+ * scale (every 3rd of 12: 4 skipped, 65536 / 2^4), and a storm of them
+ * (every step, --max-consecutive-overflows 5) stops the run at step 5 with
+ * the diagnosis naming the first parameter, the last save (step 4) kept. */
+static void t_overflow_storm(void **s) {
+    (void)s;
+    char *out = test_run_cli_expect(0, NULL, "train " SMALL " --precision fp16 --max-steps 12 --quiet --inject-nonfinite-every 3");
+    if (!strstr(out, "steps             12 (4 skipped for inf/nan gradients)") || !strstr(out, "final loss scale  4096\n"))
+        fail_msg("expected 4 of 12 steps skipped and the scale 4096:\n%s", out);
+    free(out);
+    char dir[1200], *err;
+    snprintf(dir, sizeof dir, "%s/storm", test_tmpdir);
+    free(test_run_cli_expect(1, &err, "train " SMALL " --precision fp16 --max-steps 20 --quiet --inject-nonfinite-every 1 "
+                                      "--max-consecutive-overflows 5 --checkpoint %s --save-every 2", dir));
+    const char *want[] = {"stopped at step 5: 5 consecutive steps overflowed", "backed off to 2048",
+                          "overflowed first in the gradient of transformer.wte.weight", "--precision bf16"};
+    for (int i = 0; i < 4; i++)
+        if (!strstr(err, want[i])) fail_msg("expected \"%s\" in the diagnosis:\n%s", want[i], err);
+    free(err);
+    amp_checkpoint *c = amp_checkpoint_open(dir);
+    if (!c) fail_msg("%s", amp_last_error());
+    assert_int_equal(amp_checkpoint_step(c), 4);
+    amp_checkpoint_close(c);
+}
+
 static void t_usage(void **s) {
     (void)s;
     free(test_run_cli_expect(2, NULL, "train --model mlp --n-layer 2"));
@@ -227,6 +252,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_train_summary), cmocka_unit_test(t_resume_bitexact), cmocka_unit_test(t_resume_refusals),
         cmocka_unit_test(t_generate),      cmocka_unit_test(t_compare_memory),  cmocka_unit_test(t_usage),
+        cmocka_unit_test(t_overflow_storm),
     };
     amp_test_prepare();
     return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);

@@ -148,6 +148,15 @@ static void t_same_crc_other_text(void **state) {
     amp_text_dataset *da2 = open_ds(pa, t, cache);
     assert_true(amp_text_dataset_from_cache(da2));
     assert_tokens_of(da2, t, pa);
+    /* amp_text_dataset_digest (what data-parallel ranks compare): the same CRC-32 but other bytes differ;
+     * the same text read again, its tokens from the cache, has the same digest */
+    amp_text_digest ga, gb, ga2;
+    assert_int_equal(amp_text_dataset_digest(da, &ga), AMP_OK);
+    assert_int_equal(amp_text_dataset_digest(db, &gb), AMP_OK);
+    assert_int_equal(amp_text_dataset_digest(da2, &ga2), AMP_OK);
+    assert_true(ga.bytes == N && gb.bytes == N);
+    assert_false(ga.digest[0] == gb.digest[0] && ga.digest[1] == gb.digest[1]);
+    assert_true(ga.digest[0] == ga2.digest[0] && ga.digest[1] == ga2.digest[1]);
     amp_text_dataset_free(da);
     amp_text_dataset_free(da2);
     amp_text_dataset_free(db);

@@ -9,18 +9,25 @@
  * than a window), while a long --data path is no reason not to save;
  * pure fp16 is refused before training; SIGINT and SIGTERM end the current
  * step, save and exit 130 / 143 (under mpirun every rank stops after the
- * same step), and the run resumes from that checkpoint bit for bit.
+ * same step), and the run resumes from that checkpoint bit for bit; a
+ * second signal ends the run at once without a save (the run is held in a
+ * progress write on a full pipe, so the two signals cannot merge into one);
+ * a stdout reader gone with the same Ctrl-C (tee) does not stop the save;
+ * a signal during the last step leaves a complete run, not a stopped one.
  * AMP_TEST_PER_CPU_PATH: CTest also runs this file once per CPU path (the
  * amp processes inherit AMP_CPU): the loop's promises hold on every path.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -82,12 +89,105 @@ static void wait_for_output(child *c, const char *needle) {
     fail_msg("no '%s' from the child after 5 minutes", needle);
 }
 
+/* Starts `amp ARGS` with stdout into a pipe whose read end the test keeps
+ * (*rfd) and stderr in a file (c->err). prefill: the pipe shrunk to one page
+ * and filled first, so amp's first write of stdout blocks until the test
+ * reads (its progress is flushed at each line, the lines before it with it). */
+static void spawn_piped(child *c, int *rfd, bool prefill, const char *name, const char *fmt, ...) {
+    char args[4096], cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    c->out[0] = 0;
+    snprintf(c->err, sizeof c->err, "%s/%s.err", test_tmpdir, name);
+    unlink(c->err);
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    if (prefill) {
+        if (fcntl(p[1], F_SETPIPE_SZ, 4096) < 0) fail_msg("F_SETPIPE_SZ: %s", strerror(errno));
+        int fl = fcntl(p[1], F_GETFL);
+        assert_int_equal(fcntl(p[1], F_SETFL, fl | O_NONBLOCK), 0);
+        char fill[512];
+        memset(fill, '#', sizeof fill);
+        while (write(p[1], fill, sizeof fill) > 0) {
+        }
+        if (errno != EAGAIN) fail_msg("filling the pipe: %s", strerror(errno));
+        assert_int_equal(fcntl(p[1], F_SETFL, fl), 0); /* amp's writes block */
+    }
+    snprintf(cmd, sizeof cmd, "exec %s %s < /dev/null 2> %s", AMP_CLI_PATH, args, c->err);
+    fflush(NULL);
+    c->pid = fork();
+    assert_true(c->pid >= 0);
+    if (c->pid == 0) {
+        close(p[0]);
+        if (dup2(p[1], 1) < 0) _exit(126);
+        close(p[1]);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    *rfd = p[0];
+}
+
+/* Reads the pipe into *buf (grown) until it holds needle; fails if the
+ * child ends first or nothing comes for 5 minutes (a guard against a hang). */
+static void read_until(child *c, int fd, char **buf, size_t *len, const char *needle) {
+    for (;;) {
+        if (*buf && strstr(*buf, needle)) return;
+        struct pollfd pf = {fd, POLLIN, 0};
+        if (poll(&pf, 1, 300 * 1000) <= 0) fail_msg("no '%s' from the child after 5 minutes", needle);
+        char tmp[4096];
+        ssize_t k = read(fd, tmp, sizeof tmp);
+        if (k <= 0) {
+            char *e = test_read_file(c->err, NULL);
+            fail_msg("the child closed its stdout before printing '%s':\n%s", needle, e ? e : "");
+        }
+        *buf = realloc(*buf, *len + (size_t)k + 1);
+        assert_non_null(*buf);
+        memcpy(*buf + *len, tmp, (size_t)k);
+        *len += (size_t)k;
+        (*buf)[*len] = 0;
+    }
+}
+
+/* Waits until the child's stderr holds needle (the same guard). */
+static void wait_for_stderr(child *c, const char *needle) {
+    for (int i = 0; i < 30000; i++) {
+        char *e = test_read_file(c->err, NULL);
+        bool found = e && strstr(e, needle);
+        free(e);
+        if (found) return;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    fail_msg("no '%s' on the child's stderr after 5 minutes", needle);
+}
+
 /* Waits for the child's end; returns its exit status (-signal if a signal ended it). */
 static int wait_child(child *c) {
     int st;
     while (waitpid(c->pid, &st, 0) < 0)
         if (errno != EINTR) fail_msg("waitpid: %s", strerror(errno));
     return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? -WTERMSIG(st) : -1000;
+}
+
+/* The same, failing (the child killed) if it has not ended after 5 minutes:
+ * a run held in a write that a signal should have ended would hang the test. */
+static int wait_child_guarded(child *c) {
+    for (int i = 0; i < 30000; i++) {
+        int st;
+        pid_t w = waitpid(c->pid, &st, WNOHANG);
+        if (w == c->pid) return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? -WTERMSIG(st) : -1000;
+        if (w < 0 && errno != EINTR) fail_msg("waitpid: %s", strerror(errno));
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    kill(c->pid, SIGKILL);
+    wait_child(c);
+    char *e = test_read_file(c->err, NULL);
+    fail_msg("the child did not end within 5 minutes of the signal:\n%s", e ? e : "");
+    return -1000;
 }
 
 /* ---- defect 1: one run per checkpoint directory, for the whole run ------------------- */
@@ -204,39 +304,48 @@ static void t_checked_before_step1(void **s) {
     expect_refused_before_step1("validation split", GPT " --max-steps 3 --eval-every 1 --data %s", text);
 }
 
+/* Runs `amp ARGS` as a user file modes stop (nobody when the test runs as
+ * root, since they do not stop root), stdout and stderr in files of a
+ * directory everyone may write (c->out, c->err); 126 when that user cannot
+ * be become. */
+static int run_as_other_user(child *c, const char *name, const char *fmt, ...) {
+    char args[4096], io[1000], cmd[9000];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    assert_int_equal(chmod(test_tmpdir, 0755), 0);
+    snprintf(io, sizeof io, "%s/io", test_tmpdir); /* where the other user writes stdout and stderr */
+    if (mkdir(io, 0777) != 0) assert_int_equal(errno, EEXIST);
+    assert_int_equal(chmod(io, 0777), 0);
+    snprintf(c->out, sizeof c->out, "%s/%s.out", io, name);
+    snprintf(c->err, sizeof c->err, "%s/%s.err", io, name);
+    snprintf(cmd, sizeof cmd, "exec %s %s < /dev/null > %s 2> %s", AMP_CLI_PATH, args, c->out, c->err);
+    fflush(NULL);
+    c->pid = fork();
+    assert_true(c->pid >= 0);
+    if (c->pid == 0) {
+        if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(126);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    return wait_child(c);
+}
+
 /* A directory the run cannot create files in although its lock file exists
  * and is writable (left by an earlier run): the directory made read-only by
- * chmod, the run started as a user chmod stops (nobody when the test runs
- * as root, since chmod does not stop root). */
+ * chmod, the run started as a user chmod stops. */
 static void t_readonly_dir(void **s) {
     (void)s;
     char dir[1200], lockf[1300];
     snprintf(dir, sizeof dir, "%s/ro", test_tmpdir);
-    assert_int_equal(chmod(test_tmpdir, 0755), 0);
     assert_int_equal(mkdir(dir, 0755), 0);
     snprintf(lockf, sizeof lockf, "%s/.amp.lock", dir);
     write_text(lockf, 0, 0);
     assert_int_equal(chmod(lockf, 0666), 0);
     assert_int_equal(chmod(dir, 0555), 0);
-    char io[1000];
-    snprintf(io, sizeof io, "%s/io", test_tmpdir); /* where the other user writes stdout and stderr */
-    assert_int_equal(mkdir(io, 0777), 0);
-    assert_int_equal(chmod(io, 0777), 0);
     child c;
-    snprintf(c.out, sizeof c.out, "%s/ro.out", io);
-    snprintf(c.err, sizeof c.err, "%s/ro.err", io);
-    char cmd[6000];
-    snprintf(cmd, sizeof cmd, "exec %s train " MLP " --max-steps 3 --log-every 1 --checkpoint %s < /dev/null > %s 2> %s", AMP_CLI_PATH,
-             dir, c.out, c.err);
-    fflush(NULL);
-    c.pid = fork();
-    assert_true(c.pid >= 0);
-    if (c.pid == 0) {
-        if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(126);
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    int rc = wait_child(&c);
+    int rc = run_as_other_user(&c, "ro", "train " MLP " --max-steps 3 --log-every 1 --checkpoint %s", dir);
     char *out = test_read_file(c.out, NULL), *err = test_read_file(c.err, NULL);
     if (rc == 126) {
         print_message("cannot become nobody here: skipped\n");
@@ -247,6 +356,53 @@ static void t_readonly_dir(void **s) {
     free(out);
     free(err);
     chmod(dir, 0755);
+}
+
+/* ---- defect 4 of the review: the metrics file of a resumed run ----------------------------
+ * It was truncated in place before its kept rows were written back, and a
+ * file that could not be read lost every row silently (the run went on
+ * with a header only). Now the header and kept rows go to a temporary
+ * name, fsync'ed and renamed over; a read error stops the run naming the
+ * file, before step 1, the file untouched. */
+static void t_metrics_resume_unreadable(void **s) {
+    (void)s;
+    char work[1200], csv[1300];
+    snprintf(work, sizeof work, "%s/mres", test_tmpdir);
+    assert_int_equal(mkdir(work, 0777), 0);
+    assert_int_equal(chmod(work, 0777), 0);
+    snprintf(csv, sizeof csv, "%s/m.csv", work);
+    free(test_run_cli_expect(0, NULL, "train " GPT " --max-steps 6 --stop-after 3 --quiet --checkpoint %s/ck --metrics %s", work, csv));
+    /* a resume keeps the rows up to its step, the rows after it dropped */
+    free(test_run_cli_expect(0, NULL, "train " GPT " --max-steps 6 --stop-after 5 --quiet --resume %s/ck --checkpoint %s/ck5 --metrics %s",
+                             work, work, csv));
+    free(test_run_cli_expect(0, NULL, "train " GPT " --max-steps 6 --stop-after 4 --quiet --resume %s/ck --checkpoint %s/ck4 --metrics %s",
+                             work, work, csv));
+    size_t n;
+    char *before = test_read_file(csv, &n);
+    assert_non_null(before);
+    int lines = 0;
+    for (size_t i = 0; i < n; i++) lines += before[i] == '\n';
+    assert_int_equal(lines, 5); /* the header, steps 1-4 */
+    assert_true(strstr(before, "\n4,") && !strstr(before, "\n5,"));
+    /* unreadable (write-only) for the user the run is: refused, the rows kept */
+    assert_int_equal(chmod(csv, 0222), 0);
+    child c;
+    int rc = run_as_other_user(&c, "mres", "train " GPT " --max-steps 6 --quiet --resume %s/ck --checkpoint %s/ck6 --metrics %s", work, work, csv);
+    char *err = test_read_file(c.err, NULL);
+    if (rc == 126) {
+        print_message("cannot become nobody here: skipped\n");
+    } else {
+        if (rc != 1 || !strstr(err, "cannot read the metrics file") || !strstr(err, csv))
+            fail_msg("exit %d (expected 1, the metrics file named, nothing lost):\n%s", rc, err);
+        assert_int_equal(chmod(csv, 0644), 0);
+        size_t n2;
+        char *after = test_read_file(csv, &n2);
+        assert_non_null(after);
+        if (n2 != n || memcmp(before, after, n)) fail_msg("the metrics file changed:\n%s", after);
+        free(after);
+    }
+    free(err);
+    free(before);
 }
 
 /* A --data path of 240 bytes or more used to make every save fail (the
@@ -398,16 +554,170 @@ static void t_signals(void **s) {
     signal_case("gpt", SIGTERM);
     signal_case("mlp", SIGINT);
     signal_case("mlp", SIGTERM);
-    /* a second signal ends the run at once; the last saved checkpoint stays whole */
-    char dir[1200];
-    snprintf(dir, sizeof dir, "%s/sig_twice", test_tmpdir);
+}
+
+
+/* A run without --checkpoint stopped by a signal says nothing was kept and
+ * how a run that saves continues, no "--resume DIR" of a directory it never had. */
+static void t_signal_nothing_kept(void **s) {
+    (void)s;
     child c;
-    spawn(&c, "sig_twice", "train " GPT " --max-steps 2000 --log-every 1 --save-every 1 --checkpoint %s", dir);
-    wait_for_output(&c, "step 2/");
+    spawn(&c, "sig_nosave", "train " MLP " --max-steps 2000 --epochs 1000 --log-every 1");
+    wait_for_output(&c, "step 1/");
     kill(c.pid, SIGINT);
+    int rc = wait_child(&c);
+    char *err = test_read_file(c.err, NULL);
+    if (rc != 130 || !strstr(err, "amp train: stopped by SIGINT after step ") ||
+        !strstr(err, "; without --checkpoint DIR nothing is kept (a run that saves can be continued with --resume DIR)") ||
+        strstr(err, "holds that step"))
+        fail_msg("exit %d (expected 130, saying nothing is kept):\n%s", rc, err);
+    free(err);
+}
+
+/* ---- defect 1 of the review: Ctrl-C on `amp train ... | tee log` ------------------------
+ * SIGINT reaches the whole process group: tee dies with amp, and amp's next
+ * progress write raised SIGPIPE and killed it (exit 141) before the save. A
+ * closed reader now stops the progress output only: the run finishes its
+ * step, saves and exits 130. */
+static void t_signal_closed_pipe(void **s) {
+    (void)s;
+    for (int k = 0; k < 3; k++) {
+        /* 0, 1: the reader closes, then the signal (tee's case), GPT and mlp;
+         * 2: the reader closes, amp goes on without progress, later the signal */
+        const char *m = k == 1 ? MLP " --epochs 1000" : GPT;
+        char dir[1200], name[32];
+        snprintf(dir, sizeof dir, "%s/pipe%d", test_tmpdir, k);
+        snprintf(name, sizeof name, "pipe%d", k);
+        child c;
+        int fd;
+        spawn_piped(&c, &fd, false, name, "train %s --max-steps 100000 --log-every 1 --checkpoint %s", m, dir);
+        char *buf = NULL;
+        size_t len = 0;
+        read_until(&c, fd, &buf, &len, "step 1/");
+        free(buf);
+        close(fd);
+        if (k == 2) wait_for_stderr(&c, "training goes on without it");
+        kill(c.pid, SIGINT);
+        int rc = wait_child(&c);
+        char *err = test_read_file(c.err, NULL);
+        if (rc != 130) fail_msg("%s: exit %d after SIGINT with its stdout's reader gone (expected 130, saved):\n%s", m, rc, err);
+        expect_in(err, "stopped by SIGINT", "stderr");
+        free(err);
+        assert_true(checkpoint_step(dir) >= 1);
+    }
+}
+
+/* Waits until the child's main thread is blocked writing its stdout (fd 1),
+ * as /proc/PID/syscall shows it: then it is inside a progress write the
+ * test holds up (spawn_piped's prefill). Skips (false) where that file
+ * cannot be read. */
+static bool wait_blocked_in_stdout_write(child *c) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/syscall", (long)c->pid);
+    for (int i = 0; i < 30000; i++) {
+        char *t = test_read_file(path, NULL);
+        if (!t) return false;
+        long nr = -1;
+        unsigned long fd = 99;
+        bool in = sscanf(t, "%ld 0x%lx", &nr, &fd) == 2 && nr == SYS_write && fd == 1;
+        free(t);
+        if (in) return true;
+        int st;
+        if (waitpid(c->pid, &st, WNOHANG) == c->pid) {
+            char *e = test_read_file(c->err, NULL);
+            fail_msg("the child ended (status %d) before writing its stdout:\n%s", st, e ? e : "");
+        }
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    fail_msg("the child did not block on its stdout in 5 minutes");
+    return false;
+}
+
+/* wait_blocked_in_stdout_write, or (where /proc cannot tell) the run ended
+ * and false: the caller's test is skipped. */
+static bool held_or_skipped(child *c, int fd) {
+    if (wait_blocked_in_stdout_write(c)) return true;
+    print_message("/proc/PID/syscall unreadable: skipped\n");
+    kill(c->pid, SIGKILL);
+    wait_child(c);
+    close(fd);
+    return false;
+}
+
+/* Reads the pipe to its end (the child's exit) into a string. */
+static char *read_all(int fd) {
+    char *buf = NULL;
+    size_t len = 0;
+    for (;;) {
+        char tmp[4096];
+        ssize_t k = read(fd, tmp, sizeof tmp);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        buf = realloc(buf, len + (size_t)k + 1);
+        assert_non_null(buf);
+        memcpy(buf + len, tmp, (size_t)k);
+        len += (size_t)k;
+        buf[len] = 0;
+    }
+    close(fd);
+    return buf ? buf : strdup("");
+}
+
+/* ---- defect 6 of the review: a signal during the last step ----------------------------------
+ * The run is complete: it prints its summary, says the signal arrived after
+ * the last step, saves and exits 130; it was reported as stopped early
+ * ("stopped by SIGINT after step 3", no summary). Deterministic: 3 steps,
+ * progress at step 2 only, whose write blocks on a full pipe; the signal is
+ * sent while it blocks (after step 2's stop check), then the pipe drained,
+ * so it arrives during the last step. */
+static void t_signal_last_step(void **s) {
+    (void)s;
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/sig_last", test_tmpdir);
+    child c;
+    int fd;
+    spawn_piped(&c, &fd, true, "sig_last", "train " GPT " --max-steps 3 --log-every 2 --checkpoint %s", dir);
+    if (!held_or_skipped(&c, fd)) return;
     kill(c.pid, SIGINT);
-    assert_int_equal(wait_child(&c), 130);
-    assert_true(checkpoint_step(dir) >= 1);
+    wait_for_stderr(&c, "signal received");
+    char *all = read_all(fd), *out = all + strspn(all, "#"); /* after the filler */
+    int rc = wait_child(&c);
+    char *err = test_read_file(c.err, NULL);
+    if (rc != 130 || strstr(err, "stopped by") || !strstr(err, "SIGINT arrived after the last step: the run is complete and saved") ||
+        !strstr(out, "\nsummary: gpt ") || !strstr(out, "steps             3 ("))
+        fail_msg("exit %d (expected 130, the run complete with its summary)\nstdout:\n%s\nstderr:\n%s", rc, out, err);
+    assert_int_equal(checkpoint_step(dir), 3);
+    free(all);
+    free(err);
+}
+
+/* A second signal ends the run at once, without the save the first one
+ * asked for. Two kills back to back could merge into one (a pending signal
+ * is not queued twice) and the test passed either way; now the run is held
+ * in its first progress write (a full pipe), the second signal is sent once
+ * stderr shows the first was received, and the test asks for the "second
+ * signal" message, no "stopped by" and no checkpoint. */
+static void t_second_signal(void **s) {
+    (void)s;
+    char dir[1200], model[1300];
+    snprintf(dir, sizeof dir, "%s/sig_twice", test_tmpdir);
+    snprintf(model, sizeof model, "%s/model.safetensors", dir);
+    child c;
+    int fd;
+    spawn_piped(&c, &fd, true, "sig_twice", "train " GPT " --max-steps 2000 --log-every 1 --checkpoint %s", dir);
+    if (!held_or_skipped(&c, fd)) return;
+    kill(c.pid, SIGINT);
+    wait_for_stderr(&c, "signal received");
+    kill(c.pid, SIGINT);
+    int rc = wait_child_guarded(&c);
+    close(fd);
+    char *err = test_read_file(c.err, NULL);
+    if (rc != 130 || !strstr(err, "amp train: second signal: stopping now") || strstr(err, "stopped by"))
+        fail_msg("exit %d (expected 130 and the second signal's message alone):\n%s", rc, err);
+    struct stat sb;
+    if (stat(model, &sb) == 0) fail_msg("a checkpoint was saved after the second signal");
+    free(err);
 }
 
 /* The pid of the amp process of the run whose arguments hold `tag` and whose environment says OMPI rank `rank`. */
@@ -479,6 +789,34 @@ static void t_signal_mpi(void **s) {
     free(out);
 }
 
+/* ---- defect 11 of the review: the step times are kept for the steps this process runs ----------
+ * A run of 2^40 steps stopped after 10 (--stop-after: the schedule spans
+ * the 2^40) sized its step-time array by the whole run and failed with
+ * "out of memory" before step 1. */
+static void t_huge_run_stopped_early(void **s) {
+    (void)s;
+    char *out = test_run_cli_expect(0, NULL, "train " GPT " --max-steps 1099511627776 --stop-after 10 --quiet");
+    expect_in(out, "steps             10 (0 skipped", "the summary");
+    free(out);
+}
+
+/* ---- defect 21 of the review: the ETA counts to where this process stops ---------------------
+ * The mlp's counted to the end of the whole run (--stop-after 2 of 100000
+ * steps said minutes), the GPT's to --stop-after: both now say 0 s at the
+ * step they stop at. */
+static void t_progress_eta(void **s) {
+    (void)s;
+    const char *models[] = {MLP " --epochs 1000", GPT};
+    for (int k = 0; k < 2; k++) {
+        char *out = test_run_cli_expect(0, NULL, "train %s --max-steps 100000 --stop-after 2 --log-every 1", models[k]);
+        char *line = strstr(out, k ? "step 2/100000 " : " step 2/");
+        if (!line) fail_msg("no progress line of step 2:\n%s", out);
+        *strchr(line, '\n') = 0;
+        if (!strstr(line, " ETA 0s")) fail_msg("%s: step 2 of a run stopping at 2 says %s", models[k], line);
+        free(out);
+    }
+}
+
 /* ---- a new user's view: --help anywhere, and what "final train loss" is ------------------------------ */
 static void t_help_and_summary(void **s) {
     (void)s;
@@ -509,10 +847,17 @@ int main(void) {
         cmocka_unit_test(t_inject_nonfinite),
         cmocka_unit_test(t_checked_before_step1),
         cmocka_unit_test(t_readonly_dir),
+        cmocka_unit_test(t_metrics_resume_unreadable),
         cmocka_unit_test(t_long_data_path),
         cmocka_unit_test(t_pure_fp16_refused),
         cmocka_unit_test(t_signals),
+        cmocka_unit_test(t_second_signal),
+        cmocka_unit_test(t_signal_nothing_kept),
+        cmocka_unit_test(t_signal_closed_pipe),
+        cmocka_unit_test(t_signal_last_step),
         cmocka_unit_test(t_signal_mpi),
+        cmocka_unit_test(t_huge_run_stopped_early),
+        cmocka_unit_test(t_progress_eta),
         cmocka_unit_test(t_help_and_summary),
     };
     amp_test_prepare();

@@ -95,6 +95,7 @@ TYPES = {
     "amp_text_dataset*": "(amp_text_dataset *)arg_obj(b, v, b->text)",
     "constamp_text_dataset*": "(amp_text_dataset *)arg_obj(b, v, b->text)",
     "constamp_text_opts*": "(const amp_text_opts *)arg_opts(b, v, OPT_TEXT)",
+    "amp_text_digest*": "(amp_text_digest *)arg_obj(b, v, b->scratch)",
     "constint32_t*": "(const int32_t *)arg_obj(b, v, b->scratch)",
     "int32_t**": "(int32_t **)arg_obj(b, v, &b->outptr)",
     "char**": "(char **)arg_obj(b, v, &b->outptr)",

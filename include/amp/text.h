@@ -70,6 +70,14 @@ const int32_t *amp_text_dataset_data(const amp_text_dataset *d, amp_text_split s
 int64_t amp_text_dataset_vocab_size(const amp_text_dataset *d);
 /* CRC-32 of the file's bytes (identifies the data set in checkpoints). */
 uint32_t amp_text_dataset_crc(const amp_text_dataset *d);
+/* The 128-bit content digest of the file's bytes (the token cache's key,
+ * computed when the file was read) and their count: what identifies the
+ * text without reading it again (data-parallel ranks compare it). */
+typedef struct {
+    uint64_t digest[2];
+    uint64_t bytes;
+} amp_text_digest;
+amp_status amp_text_dataset_digest(const amp_text_dataset *d, amp_text_digest *out);
 bool amp_text_dataset_from_cache(const amp_text_dataset *d); /* tokens came from the cache */
 
 /* B random training windows of T + 1 tokens: *x [B, T] and *y [B, T] (i64,

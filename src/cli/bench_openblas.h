@@ -16,12 +16,15 @@
 #include <stdbool.h>
 #include <string.h>
 
-/* whether the space-separated word list `flags` holds the word `name` */
+/* whether the word list `flags` (words separated by spaces, tabs or line
+ * ends) holds the word `name`; one separator set for skipping and for
+ * measuring a word, so every pass moves on */
 static inline bool bench_cpu_flag(const char *flags, const char *name) {
+    static const char sep[] = " \t\n\r";
     const size_t n = strlen(name);
     for (const char *p = flags; p && *p;) {
-        p += strspn(p, " \t");
-        const size_t w = strcspn(p, " \t\n");
+        p += strspn(p, sep);
+        const size_t w = strcspn(p, sep);
         if (w == n && !strncmp(p, name, n)) return true;
         p += w;
     }

@@ -23,6 +23,13 @@ int cli_is_help(const char *arg);
 /* Strict number parsing: the whole string must be a number in range. */
 int cli_parse_long(const char *s, long lo, long hi, long *out);
 int cli_parse_double(const char *s, double *out);
+/* The shortest decimal that reads back as v (%.Ng, N from 1 to 17): "0.1",
+ * not 0.10000000000000001; returned by value for use inside a call:
+ * printf("%s", cli_num(v).s). */
+typedef struct {
+    char s[32];
+} cli_num_text;
+cli_num_text cli_num(double v);
 /* One line per compute precision saying how matrix products run on this CPU
  * path (bf16: the native vdpbf16ps dot product or widened; fp16: widened;
  * f32: FMA, or one bf16 pass with matmul precision "medium"), each prefixed

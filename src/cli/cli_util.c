@@ -52,6 +52,15 @@ int cli_parse_double(const char *s, double *out) {
     return 0;
 }
 
+cli_num_text cli_num(double v) {
+    cli_num_text t;
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(t.s, sizeof t.s, "%.*g", prec, v);
+        if (strtod(t.s, NULL) == v) break;
+    }
+    return t;
+}
+
 void cli_print_precision_notes(FILE *f, const char *indent, const char *which) {
     const char *path = amp_cpu_path_name(amp_cpu_active());
     const bool dot = amp_cpu_active() >= AMP_CPU_AVX512BF16;

@@ -4,6 +4,7 @@
  * and fixed (AMP_ADAPTIVE_THREADS=0: OpenMP's count whatever happens). The
  * busy processes are busy loops this command forks; every configuration is
  * measured in each of R interleaved rounds. */
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -33,8 +34,8 @@ static void usage(FILE *f) {
                "  --rounds R       (default 5)\n"
                "  --busy N         busy processes beside the runs (default 1)\n"
                "  --threads T      (default: every core amp may use)\n"
-               "  --mlp-steps N    timed steps per mlp run (default 40)\n"
-               "  --gpt-steps N    timed steps per GPT run (default 6)\n");
+               "  --mlp-steps N    timed steps per mlp run, after an untimed warm-up step (default 40)\n"
+               "  --gpt-steps N    timed steps per GPT run, after an untimed warm-up step (default 6)\n");
 }
 
 enum { MAXR = 25, MAXBUSY = 64, NCONF = 3, NCOMP = 2 };
@@ -46,29 +47,37 @@ typedef struct {
     int n;
 } busy_set;
 
-static void busy_start(busy_set *b, int n) {
-    b->n = 0;
-    for (int i = 0; i < n && i < MAXBUSY; i++) {
-        fflush(NULL);
-        pid_t p = fork();
-        if (p == 0) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives the benchmark */
-            volatile unsigned long x = 0;
-            for (;;) x++;
-        }
-        if (p > 0) {
-            b->pid[b->n++] = p;
-            fprintf(stderr, "amp bench load: busy loop %ld started\n", (long)p);
-        }
-    }
-}
-
 static void busy_stop(busy_set *b) {
     for (int i = 0; i < b->n; i++) {
         kill(b->pid[i], SIGKILL);
         waitpid(b->pid[i], NULL, 0);
     }
     b->n = 0;
+}
+
+/* n busy loops, or CLI_FAIL (the message printed, none left running) when
+ * one cannot be started: the table would say "N busy" of fewer */
+static int busy_start(busy_set *b, int n) {
+    b->n = 0;
+    const pid_t self = getpid();
+    for (int i = 0; i < n && i < MAXBUSY; i++) {
+        fflush(NULL);
+        pid_t p = fork();
+        if (p == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives the benchmark */
+            if (getppid() != self) _exit(0); /* it ended before prctl took effect */
+            volatile unsigned long x = 0;
+            for (;;) x++;
+        }
+        if (p < 0) {
+            int e = errno;
+            busy_stop(b);
+            return cli_fail("bench load: cannot start busy process %d of %d: fork: %s", i + 1, n, strerror(e));
+        }
+        b->pid[b->n++] = p;
+        fprintf(stderr, "amp bench load: busy loop %ld started\n", (long)p);
+    }
+    return CLI_OK;
 }
 
 /* what a region starting now would use, asked every 10 ms for 0.5 s: the
@@ -99,6 +108,7 @@ static int run_one(const char *model, int conf, int T, long steps, uint64_t seed
     cfg.seed = seed;
     cfg.threads = conf == C_ONE ? 1 : T;
     cfg.max_steps = steps + 1;
+    cfg.timing_skip = 1; /* the warm-up step */
     const char *precision = "fp32";
     if (!strcmp(model, "gpt")) {
         cfg.batch = 16;
@@ -148,7 +158,7 @@ static int bench_model(const char *model, long steps, int rounds, int T, int nbu
     for (int r = 0; r < rounds; r++) {
         for (int c = 0; c < NCOMP; c++) {
             const int comp = (r % 2) ? 1 - c : c; /* quiet first, then busy; the other way in odd rounds */
-            if (comp) busy_start(&b, nbusy);
+            if (comp && busy_start(&b, nbusy) != CLI_OK) return CLI_FAIL;
             settle();
             for (int k = 0; k < NCONF; k++) {
                 const int conf = (k + r) % NCONF;

@@ -22,7 +22,8 @@ static void usage(FILE *f) {
                "$AMP_TORCH_PYTHON).\n"
                "  --model LIST      mlp, cnn or both (default mlp,cnn)\n"
                "  --batch B         (default 128)\n"
-               "  --steps N         timed steps per mode and round (default 40; PyTorch: at most 30)\n"
+               "  --steps N         timed steps per mode and round, after 5 untimed warm-up steps\n"
+               "                    (default 40; PyTorch: at most 30)\n"
                "  --rounds R        rounds, modes interleaved in each (default 7)\n");
 }
 
@@ -66,6 +67,7 @@ static int bench_model(const char *model, long batch, long steps, int rounds, lo
             cfg.model = model;
             cfg.batch = batch;
             cfg.max_steps = steps + 5;
+            cfg.timing_skip = 5; /* the warm-up steps */
             cfg.limit = batch * (steps + 5);
             cfg.test_limit = 100;
             cfg.progress = false;

@@ -112,6 +112,7 @@ static int bench_one(const gpt_bench_cfg *g, long steps, int rounds, long thread
             cfg.batch = g->batch;
             cfg.seq_len = g->seq; /* the windows; the model keeps the config's block_size positions */
             cfg.max_steps = steps + 1;
+            cfg.timing_skip = 1; /* the warm-up step */
             cfg.eval_windows = 1;
             cfg.progress = false;
             cfg.threads = (int)threads;

@@ -48,10 +48,11 @@ typedef struct {
     double med[NMODES_MAX], lo[NMODES_MAX], hi[NMODES_MAX]; /* fp32 ms / mode ms, per round */
 } speed_t;
 
-/* A short run of the mode: steps + 1 (the first warms up), no files, a
- * small evaluation. */
+/* A short run of the mode: steps + 1 (the first warms up, untimed), no
+ * files, a small evaluation. */
 static void speed_cfg(trainer_cfg *c, long steps) {
     c->max_steps = steps + 1;
+    c->timing_skip = 1;
     c->stop_after = 0;
     c->epochs = 1;
     c->progress = false;
@@ -137,13 +138,15 @@ static void speed_notes(FILE *f, const speed_t *sp, const char *const *labels, i
 }
 
 /* A note for each mode that skipped steps, saying when its metric is worse
- * than fp32's (worse: its accuracy lower or its validation loss higher). */
-static void skipped_notes(FILE *f, const char *const *labels, const trainer_result *res, int n, bool gpt) {
+ * than fp32's (worse: its accuracy lower or its validation loss higher).
+ * Whether the GradScaler lowered the scale is the mode's (loss scaling),
+ * not the final scale's: a scale lowered to 1 is still lowered. */
+static void skipped_notes(FILE *f, const char *const *labels, const trainer_cfg *cfg, const trainer_result *res, int n, bool gpt) {
     for (int k = 0; k < n; k++) {
         if (res[k].skipped <= 0) continue;
         fprintf(f, "\n%s skipped %lld of %lld steps (inf/nan gradients; %s):\nit learned from fewer batches",
                 labels[k], (long long)res[k].skipped, (long long)res[k].steps,
-                res[k].final_scale != 1 ? "the GradScaler lowered its loss scale each time" : "those updates were not applied");
+                cfg[k].mode.loss_scaling ? "the GradScaler lowered its loss scale each time" : "those updates were not applied");
         const double d = gpt ? res[k].val_loss - res[0].val_loss : 100 * (res[k].test_acc - res[0].test_acc);
         if (k > 0 && (gpt ? d > 0 : d < 0))
             fprintf(f, ", and its %s is %.4g %s fp32's, which the skipped steps may explain\n"
@@ -151,6 +154,13 @@ static void skipped_notes(FILE *f, const char *const *labels, const trainer_resu
                     gpt ? "validation loss" : "accuracy", fabs(d), gpt ? "above" : "pp below");
         fprintf(f, ".\n");
     }
+}
+
+/* What each precision's products cost on this CPU path, under the runs' matmul precision. */
+static void print_precision_notes(FILE *f, const trainer_cfg *base) {
+    if (base->matmul_precision) amp_set_matmul_precision_thread(base->matmul_precision);
+    cli_print_precision_notes(f, "  - ", NULL);
+    amp_set_matmul_precision_thread(NULL);
 }
 
 /* --model gpt: fp32, fp16 O1 (+ GradScaler), bf16 O1 and bf16 O2 (or the
@@ -212,7 +222,7 @@ static int compare_gpt(trainer_cfg *base, const char *opt_level, speed_t *sp) {
                 100 * saving, skipped_cell(&res[k], kc, sizeof kc), res[k].final_scale);
     }
     speed_notes(f, sp, labels, nr);
-    skipped_notes(f, labels, res, nr, true);
+    skipped_notes(f, labels, cfg, res, nr, true);
     fprintf(f, "\npeak memory by category (each category's own peak; the total is the peak of the sum)\n\n| category |");
     for (int k = 0; k < nr; k++) fprintf(f, " %s |", rows[k].label);
     fprintf(f, "\n|---|");
@@ -230,9 +240,10 @@ static int compare_gpt(trainer_cfg *base, const char *opt_level, speed_t *sp) {
                "autocast (O1) keeps the matmul, attention and GELU outputs in half and adds a cast\n"
                "cache of the weights (2 B/param); O2 stores the parameters and gradients in half beside\n"
                "f32 masters, and its activations are half except the LayerNorms (kept f32). The\n"
-               "cross-entropy keeps half logits as they are (no f32 copy). Speed: this CPU path's\n"
-               "matrix products in bf16 (vdpbf16ps where the CPU has it); fp16 is widened to f32.\n",
-               res[0].unigram_entropy);
+               "cross-entropy keeps half logits as they are (no f32 copy). Speed is measured on this\n"
+               "CPU (cpu path %s). What each precision costs here:\n",
+               res[0].unigram_entropy, amp_cpu_path_name(amp_cpu_active()));
+    print_precision_notes(f, base);
     return CLI_OK;
 }
 
@@ -319,7 +330,7 @@ int cmd_compare(int argc, char **argv) {
         else fprintf(f, "%.3g%s |\n", diff[k], diff[k] < 1e-3 ? " (< 1e-3)" : "");
     }
     speed_notes(f, &sp, modes, 3);
-    skipped_notes(f, modes, res, 3, false);
+    skipped_notes(f, modes, cfg, res, 3, false);
     fprintf(f, "\npeak memory by category\n\n| category |");
     for (int k = 0; k < 3; k++) fprintf(f, " %s |", modes[k]);
     fprintf(f, "\n|---|---|---|---|\n");
@@ -335,9 +346,7 @@ int cmd_compare(int argc, char **argv) {
     fprintf(f, "\n\nnotes: speedup and memory are measured on this CPU (cpu path %s). What each precision\n"
                "costs here:\n",
             amp_cpu_path_name(amp_cpu_active()));
-    if (base.matmul_precision) amp_set_matmul_precision_thread(base.matmul_precision);
-    cli_print_precision_notes(f, "  - ", NULL);
-    amp_set_matmul_precision_thread(NULL);
+    print_precision_notes(f, &base);
     fprintf(f, "Elementwise ops, norms and softmax widen half tensors to f32 in registers on every\n"
                "path, so there mixed precision saves memory traffic, not arithmetic. The logit\n"
                "difference is |f32 forward - autocast forward| of the fp32-trained weights (the\n"

@@ -40,11 +40,7 @@ static void print_value(const char *v) {
             tok[len] = 0;
             x = strtod(tok, &end);
             if (*end == 0 && isfinite(x)) {
-                for (int p = 1; p <= 17; p++) {
-                    snprintf(tok, sizeof tok, "%.*g", p, x);
-                    if (strtod(tok, NULL) == x) break;
-                }
-                fputs(tok, stdout);
+                fputs(cli_num(x).s, stdout);
                 v += len;
                 continue;
             }

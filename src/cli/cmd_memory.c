@@ -180,9 +180,9 @@ int cmd_memory(int argc, char **argv) {
     double opt_bytes = base.optimizer == AMP_OPTIM_SGD ? 4.0 : 8.0; /* momentum 0.9 / Adam moments */
     char b[5][32];
     FILE *f = stdout;
-    fprintf(f, "model %s: %lld parameters; optimizer %s (%g bytes of state per parameter); batch %lld\n\n", base.model,
-            (long long)P, base.optimizer == AMP_OPTIM_SGD ? "sgd (momentum)" : base.optimizer == AMP_OPTIM_ADAM ? "adam" : "adamw",
-            opt_bytes, (long long)base.batch);
+    fprintf(f, "model %s: %lld parameters; optimizer %s%s (%g bytes of state per parameter); batch %lld\n\n", base.model,
+            (long long)P, trainer_optim_name(base.optimizer), base.optimizer == AMP_OPTIM_SGD ? " (momentum)" : "", opt_bytes,
+            (long long)base.batch);
     fprintf(f, "static memory by the seeds' arithmetic (bytes per parameter x %lld):\n", (long long)P);
     fprintf(f, "  fp32:                 4 params + 4 grads + %g optimizer = %g B/param = %s\n", opt_bytes, 8 + opt_bytes,
             fmt_bytes((size_t)((8 + opt_bytes) * (double)P), b[0], 32));

@@ -50,6 +50,7 @@ void cmd_train_usage(FILE *f) {
             "  --test-limit N             evaluate on the first N test images only\n"
             "  --max-steps N              stop after N optimizer steps\n"
             "  --metrics FILE.csv         per-step metrics: step,epoch,loss,scale,skipped,lr,ms\n"
+            "                             (ms: the step, its batch drawn before the clock starts)\n"
             "  --log-every N              progress line period when not on a terminal (default 100)\n"
             "  --quiet                    no progress output (summary only)\n"
             "  --inject-nonfinite-every K debugging aid: write inf/nan into a gradient every K\n"

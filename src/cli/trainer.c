@@ -4,10 +4,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli/bench_util.h"
+#include "core/checked.h"
 #include "core/error.h"
 
 void trainer_defaults(trainer_cfg *cfg) {
@@ -139,7 +140,8 @@ const char *fmt_bytes(size_t b, char *buf, size_t n) {
     return buf;
 }
 
-const trainer_task_ops *trainer_task_for(const char *model) {
+/* The task of a model's name (NULL: none). */
+static const trainer_task_ops *task_for(const char *model) {
     if (!model) return NULL;
     if (!strcmp(model, "gpt")) return &trainer_task_gpt;
     if (!strcmp(model, "mlp") || !strcmp(model, "cnn")) return &trainer_task_mnist;
@@ -182,7 +184,7 @@ void trainer_meta_add(trainer_meta *m, const char *key, const char *fmt, ...) {
     m->n++;
 }
 
-void trainer_meta_free(trainer_meta *m) {
+static void trainer_meta_free(trainer_meta *m) {
     for (int i = 0; i < m->n; i++) {
         free(m->key[i]);
         free(m->val[i]);
@@ -201,13 +203,14 @@ bool trainer_meta_num(const amp_checkpoint *c, const char *key, double *d, int64
     return !*e;
 }
 
-static const char *optim_name(amp_optim_kind k) { return k == AMP_OPTIM_SGD ? "sgd" : k == AMP_OPTIM_ADAM ? "adam" : "adamw"; }
+const char *trainer_optim_name(amp_optim_kind k) { return k == AMP_OPTIM_SGD ? "sgd" : k == AMP_OPTIM_ADAM ? "adam" : "adamw"; }
 
-static const char *schedule_name(amp_lr_kind k) { return k == AMP_LR_COSINE ? "cosine" : k == AMP_LR_STEP ? "step" : "constant"; }
+const char *trainer_schedule_name(amp_lr_kind k) { return k == AMP_LR_COSINE ? "cosine" : k == AMP_LR_STEP ? "step" : "constant"; }
 
-/* The keys every model's runs must share to resume exactly, in order. */
-#define META_COMMON 6
-static const trainer_resume_key g_common_keys[META_COMMON] = {
+const char *trainer_rounding_name(amp_round_mode r) { return r == AMP_ROUND_STOCHASTIC ? "stochastic" : "nearest"; }
+
+/* The keys every model's runs must share to resume exactly (config_meta writes them). */
+static const trainer_resume_key g_common_keys[] = {
     {"model", "--model"}, {"mode", "--precision/--opt-level/--policy"}, {"optimizer", "--optimizer"},
     {"rounding", "--rounding"}, {"batch", "--batch"}, {"seed", "--seed"},
 };
@@ -248,8 +251,8 @@ static void config_meta(run *r, trainer_meta *m) {
     trainer_meta_add(m, "mode", "O%d param=%s compute=%s output=%s autocast=%d master_weights=%d loss_scaling=%d keep_norm_f32=%d",
                      (int)c->level, amp_dtype_name(c->param_dtype), amp_dtype_name(c->compute_dtype),
                      amp_dtype_name(cfg->output_dtype), c->autocast, c->master_weights, c->loss_scaling, c->keep_norm_f32);
-    trainer_meta_add(m, "optimizer", "%s", optim_name(cfg->optimizer));
-    trainer_meta_add(m, "rounding", "%s", cfg->rounding == AMP_ROUND_STOCHASTIC ? "stochastic" : "nearest");
+    trainer_meta_add(m, "optimizer", "%s", trainer_optim_name(cfg->optimizer));
+    trainer_meta_add(m, "rounding", "%s", trainer_rounding_name(cfg->rounding));
     trainer_meta_add(m, "batch", "%lld", (long long)cfg->batch);
     trainer_meta_add(m, "seed", "%llu", (unsigned long long)cfg->seed);
     r->task->ops->config_meta(r->task, cfg, m);
@@ -264,7 +267,7 @@ static void full_meta(run *r, trainer_meta *m) {
     trainer_meta_add(m, "precision", "%s", cfg->mode_name);
     trainer_meta_add(m, "lr", "%.17g", cfg->lr);
     trainer_meta_add(m, "total_steps", "%lld", (long long)r->total_steps);
-    trainer_meta_add(m, "schedule", "%s", schedule_name(r->sched.kind));
+    trainer_meta_add(m, "schedule", "%s", trainer_schedule_name(r->sched.kind));
     trainer_meta_add(m, "warmup", "%lld", (long long)r->sched.warmup_steps);
     trainer_meta_add(m, "amp_version", "%s", amp_version());
     trainer_meta_add(m, "trainer.loss_acc", "%a", r->rm.loss_acc);
@@ -301,13 +304,20 @@ static int save_checkpoint(run *r, int64_t step) {
     return 0;
 }
 
-/* want's values first..first+n-1 against the checkpoint's, keys[k] naming
- * entry first+k; -1 with the error set (naming the key, both values, the
- * flags and what an exact resume needs) at the first difference. */
+/* keys[0..n-1], each looked up by name in want and in the checkpoint; -1
+ * with the error set (naming the key, both values, the flags and what an
+ * exact resume needs) at the first difference. */
 static int resume_check(const amp_checkpoint *c, const char *dir, const trainer_resume_key *keys, size_t n, const trainer_meta *want,
-                        size_t first, const char *needs) {
-    for (size_t k = 0; k < n && first + k < (size_t)want->n; k++) {
-        const char *saved = amp_checkpoint_meta(c, keys[k].key), *mine = want->val[first + k];
+                        const char *needs) {
+    for (size_t k = 0; k < n; k++) {
+        const char *mine = NULL;
+        for (int i = 0; i < want->n && !mine; i++)
+            if (!strcmp(want->key[i], keys[k].key)) mine = want->val[i];
+        if (!mine) { /* a task whose resume_keys name a key its config_meta does not write */
+            amp_error(AMP_ERR_STATE, "amp train: --resume %s: this run has no value for the checkpoint key %s", dir, keys[k].key);
+            return -1;
+        }
+        const char *saved = amp_checkpoint_meta(c, keys[k].key);
         if (!saved || strcmp(saved, mine)) {
             amp_error(AMP_ERR_STATE,
                       "amp train: --resume %s: the checkpoint was saved with %s = %s, this run has %s (set by %s). Resuming "
@@ -334,9 +344,9 @@ static void resume_warn(const amp_checkpoint *c, const run *r) {
         fprintf(stderr, "amp train: warning: --lr %g differs from the checkpoint's %g\n", cfg->lr, saved_lr);
     /* the schedule changes the result as much as the lr */
     const char *saved_sched = amp_checkpoint_meta(c, "schedule");
-    if (saved_sched && strcmp(saved_sched, schedule_name(r->sched.kind)))
+    if (saved_sched && strcmp(saved_sched, trainer_schedule_name(r->sched.kind)))
         fprintf(stderr, "amp train: warning: --schedule %s differs from the checkpoint's %s; the result will differ from an "
-                        "uninterrupted run\n", schedule_name(r->sched.kind), saved_sched);
+                        "uninterrupted run\n", trainer_schedule_name(r->sched.kind), saved_sched);
     else if (trainer_meta_num(c, "warmup", NULL, &saved_warmup, NULL) && saved_warmup != r->sched.warmup_steps)
         fprintf(stderr, "amp train: warning: --warmup: this run warms up for %lld steps, the checkpoint's run for %lld; the "
                         "result will differ from an uninterrupted run\n", (long long)r->sched.warmup_steps, (long long)saved_warmup);
@@ -360,8 +370,8 @@ static int resume(run *r, int64_t *step) {
         amp_error(AMP_ERR_NOMEM, "amp train: --resume %s: out of memory", cfg->resume_dir);
         goto out;
     }
-    if (resume_check(c, cfg->resume_dir, g_common_keys, META_COMMON, &want, 0, ops->resume_needs) ||
-        resume_check(c, cfg->resume_dir, ops->resume_keys, ops->n_resume_keys, &want, META_COMMON, ops->resume_needs))
+    if (resume_check(c, cfg->resume_dir, g_common_keys, sizeof g_common_keys / sizeof g_common_keys[0], &want, ops->resume_needs) ||
+        resume_check(c, cfg->resume_dir, ops->resume_keys, ops->n_resume_keys, &want, ops->resume_needs))
         goto out;
     resume_warn(c, r);
     run_metrics m;
@@ -399,39 +409,69 @@ out:
 }
 
 /* ---- metrics ---------------------------------------------------------------------------------
- * On resume the file keeps its header and the rows up to the resumed step (a
- * run killed after its last checkpoint wrote rows that will be redone), then
- * new rows follow. The header (or the kept rows) is flushed at once, so a
- * full disk is found before step 1. */
+ * A fresh run starts the file with its header. On resume the file keeps its
+ * header and the rows up to the resumed step (a run killed after its last
+ * checkpoint wrote rows that will be redone), then new rows follow: the kept
+ * rows are written to a temporary name, fsync'ed and renamed over the file,
+ * so a failure leaves it as it was, and a file that cannot be read stops
+ * the run (its rows are never dropped silently). The header (or the kept
+ * rows) reaches the disk before step 1, so a full disk is found then.
+ * NULL with the error set. */
+static FILE *metrics_fail(const char *what, const char *path, FILE *f, const char *tmp) {
+    int e = errno ? errno : EIO;
+    if (f) fclose(f);
+    if (tmp) unlink(tmp);
+    amp_error(AMP_ERR_IO, "amp train: cannot %s the metrics file %s: %s", what, path, strerror(e));
+    return NULL;
+}
+
 static FILE *open_metrics(const char *path, int64_t resumed_step, const char *header) {
-    char *kept = NULL;
-    size_t klen = 0;
-    if (resumed_step > 0) {
-        FILE *in = fopen(path, "r");
-        if (in) {
-            FILE *mem = open_memstream(&kept, &klen);
-            char line[1024];
-            bool first = true;
-            while (mem && fgets(line, sizeof line, in)) {
-                long long st = strtoll(line, NULL, 10);
-                if (first || (st >= 1 && st <= resumed_step)) fputs(line, mem);
-                first = false;
-            }
-            fclose(in);
-            if (mem) fclose(mem);
-        }
+    errno = 0;
+    FILE *in = resumed_step > 0 ? fopen(path, "r") : NULL;
+    if (resumed_step > 0 && !in && errno != ENOENT) return metrics_fail("read", path, NULL, NULL);
+    if (!in) { /* a fresh file */
+        FILE *f = fopen(path, "w");
+        if (!f || fprintf(f, "%s\n", header) < 0 || fflush(f) != 0 || ferror(f)) return metrics_fail("write", path, f, NULL);
+        return f;
     }
-    FILE *f = fopen(path, "w");
-    bool ok = f && (klen > 0 ? fwrite(kept, 1, klen, f) == klen : fprintf(f, "%s\n", header) >= 0);
-    ok = ok && fflush(f) == 0 && !ferror(f);
-    free(kept);
-    if (!ok && f) {
-        int e = errno;
-        fclose(f);
-        errno = e;
-        f = NULL;
+    size_t tn = strlen(path) + 8;
+    char *tmp = malloc(tn);
+    if (!tmp) {
+        fclose(in);
+        amp_error(AMP_ERR_NOMEM, "amp train: out of memory");
+        return NULL;
     }
-    return f;
+    snprintf(tmp, tn, "%s.tmp", path);
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        fclose(in);
+        FILE *r = metrics_fail("write", tmp, NULL, NULL);
+        free(tmp);
+        return r;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    bool first = true, wrote = true;
+    errno = 0;
+    while (wrote && getline(&line, &cap, in) >= 0) {
+        long long st = strtoll(line, NULL, 10);
+        if (first || (st >= 1 && st <= resumed_step)) wrote = fputs(line, out) >= 0;
+        first = false;
+    }
+    free(line);
+    bool read_ok = !ferror(in);
+    int e = errno;
+    fclose(in);
+    errno = e;
+    FILE *r = NULL;
+    if (!read_ok) r = metrics_fail("read", path, out, tmp);
+    else if ((first && fprintf(out, "%s\n", header) < 0) || !wrote || fflush(out) != 0 || fsync(fileno(out)) != 0)
+        r = metrics_fail("write", tmp, out, tmp); /* an empty file gets the header */
+    else if (fclose(out) != 0) r = metrics_fail("write", tmp, NULL, tmp);
+    else if (rename(tmp, path) != 0) r = metrics_fail("write", path, NULL, tmp);
+    else if (!(r = fopen(path, "a"))) metrics_fail("write", path, NULL, NULL);
+    free(tmp);
+    return r;
 }
 
 /* Every write of the metrics file is checked: a full disk stops the run
@@ -534,9 +574,12 @@ static bool storm_stop(const trainer_cfg *cfg, amp_scaler *sc, overflow_storm *s
  * The first SIGINT or SIGTERM is noted (and said at once); the loop ends
  * after the step it arrived in, saves and returns. A second one ends the
  * process at once: a save it interrupts leaves the previous checkpoint
- * (saves are atomic). */
+ * (saves are atomic). SIGPIPE is ignored meanwhile: Ctrl-C on `amp train |
+ * tee log` signals tee too, and a progress line written to its pipe must
+ * not end the run before the save (a failed write stops the progress
+ * output, progress_ok). */
 static volatile sig_atomic_t g_signal, g_signal_quiet;
-static struct sigaction g_old_int, g_old_term;
+static struct sigaction g_old_int, g_old_term, g_old_pipe;
 
 static void on_signal(int sig) {
     static const char first[] = "\namp train: signal received: stopping after this step (a second one stops at once)\n";
@@ -565,11 +608,24 @@ static void signals_install(void) {
     sa.sa_flags = SA_RESTART;
     sigaction(SIGINT, &sa, &g_old_int);
     sigaction(SIGTERM, &sa, &g_old_term);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, &g_old_pipe);
 }
 
 static void signals_restore(void) {
     sigaction(SIGINT, &g_old_int, NULL);
     sigaction(SIGTERM, &g_old_term, NULL);
+    sigaction(SIGPIPE, &g_old_pipe, NULL);
+}
+
+/* After progress output: false (said once on stderr) when a write of it
+ * failed (a reader gone: EPIPE; a full disk): the run goes on without it. */
+static bool progress_ok(const trainer_cfg *cfg) {
+    if (!ferror(cfg->out)) return true;
+    int e = errno ? errno : EIO;
+    clearerr(cfg->out);
+    fprintf(stderr, "amp train: writing the progress failed (%s): training goes on without it\n", strerror(e));
+    return false;
 }
 
 /* ---- set-up ------------------------------------------------------------------------------------ */
@@ -629,7 +685,7 @@ static int make_optimizers(run *r, amp_tensor **params, const char **names, int 
                         : cfg->optimizer == AMP_OPTIM_ADAM ? amp_adam_opts(cfg->lr)
                                                            : amp_adamw_opts(cfg->lr);
     if (cfg->optimizer == AMP_OPTIM_SGD) oo.momentum = 0.9;
-    else if (r->task->beta2 > 0) oo.beta2 = r->task->beta2;
+    else if (r->task->ops->optim_options && cfg->beta2 > 0) oo.beta2 = cfg->beta2;
     oo.master_weights = cfg->mode.master_weights;
     oo.rounding = cfg->rounding;
     oo.seed = cfg->seed ^ 0xa5a5a5a5ull;
@@ -673,7 +729,7 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
     res->val_loss = NAN;
     double t_start = bench_now();
     if (cfg->threads > 0) amp_set_num_threads(cfg->threads);
-    const trainer_task_ops *ops = trainer_task_for(cfg->model);
+    const trainer_task_ops *ops = task_for(cfg->model);
     if (!ops) {
         amp_error(AMP_ERR_ARG, "amp train: --model '%s' is not mlp, cnn or gpt", cfg->model ? cfg->model : "(null)");
         return -1;
@@ -698,7 +754,7 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
     if (!(r.model = ops->build(r.task, cfg, &r.g))) goto out;
     res->params = amp_module_num_params(r.model);
     /* data parallel: rank 0's weights everywhere, gradients averaged during backward */
-    if (trainer_dist_begin(&r.td, cfg, r.model) != 0) goto out;
+    if (trainer_dist_begin(&r.td, cfg, r.task, r.model) != 0) goto out;
     if (ops->plan(r.task, cfg, &r.td, &r.total_steps) != 0) goto out;
     /* each rank its own dropout stream (the model's initialisation is done) */
     if (r.td.rank > 0) r.g.seed ^= 0x9E3779B97F4A7C15ull * (uint64_t)(r.td.rank + 1);
@@ -724,7 +780,7 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
     }
     if (!(r.sc = amp_scaler_new(&so))) goto out;
     if (r.task->reset_peak) amp_memory_reset_peak();
-    r.sched = effective_schedule(cfg, r.total_steps, r.task->min_lr_frac);
+    r.sched = effective_schedule(cfg, r.total_steps, ops->optim_options ? cfg->min_lr_frac : 0);
     int64_t step = 0, ran = 0, saved_at = -1;
     r.rm = (run_metrics){0, NAN, 0, 0};
     char where[96] = "";
@@ -736,35 +792,31 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
         ops->where(r.task, where, sizeof where);
         if (cfg->progress) fprintf(cfg->out, "resumed from %s at step %lld%s\n", cfg->resume_dir, (long long)step, where);
     }
-    if (cfg->metrics_path && trainer_dist_is_root()) {
-        errno = 0;
-        metrics = open_metrics(cfg->metrics_path, step, ops->metrics_header);
-        if (!metrics) {
-            amp_error(AMP_ERR_IO, "amp train: cannot write the metrics file %s: %s", cfg->metrics_path, strerror(errno ? errno : EIO));
-            goto out;
-        }
-    }
+    if (cfg->metrics_path && trainer_dist_is_root() && !(metrics = open_metrics(cfg->metrics_path, step, ops->metrics_header))) goto out;
     if (cfg->checkpoint_dir) { /* what the saves will write */
         trainer_meta m;
         if (checkpoint_meta(&r, &m) != 0) goto out;
         trainer_meta_free(&m);
     }
     if (ops->announce) ops->announce(r.task, cfg, res);
-    int64_t to_run = r.total_steps > step ? r.total_steps - step : 0;
-    step_times = calloc((size_t)(to_run ? to_run : 1), sizeof *step_times);
-    if (!step_times) {
-        amp_error(AMP_ERR_NOMEM, "amp train: out of memory");
+    int64_t end_step = cfg->stop_after > 0 && cfg->stop_after < r.total_steps ? cfg->stop_after : r.total_steps;
+    /* the times of the steps this process runs (to --stop-after, from a resume), not of the whole run */
+    int64_t to_run = end_step > step ? end_step - step : 0;
+    amp_ck ck = AMP_CK("amp train", "the step times");
+    int64_t tbytes = amp_ck_mul(&ck, to_run > 0 ? to_run : 1, (int64_t)sizeof *step_times);
+    if (!ck.ok || to_run > INT_MAX || !(step_times = malloc((size_t)tbytes))) {
+        amp_error(AMP_ERR_NOMEM, "amp train: out of memory for the times of %lld steps (--max-steps, --stop-after)", (long long)to_run);
         goto out;
     }
     /* from here a signal has something to keep: the steps since the last save */
     signals = cfg->handle_signals;
     if (signals) signals_install();
+    bool show = cfg->progress; /* the progress output works */
     amp_module_train(r.model, true);
     double t_train0 = bench_now(), eval_s = 0;
-    int64_t end_step = cfg->stop_after > 0 && cfg->stop_after < r.total_steps ? cfg->stop_after : r.total_steps;
+    int run_sig = 0; /* the signal the ranks agreed on at the last step's end */
     while (step < end_step) {
         amp_scope *s = amp_scope_begin();
-        double t0 = bench_now();
         amp_tensor *x, *y;
         int64_t global_rows = 0;
         int got = ops->next_batch(r.task, cfg, &x, &y, &global_rows);
@@ -773,6 +825,9 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
             if (got < 0) goto out;
             break;
         }
+        /* the step's time leaves the batch out: a benchmark times the training step, as PyTorch's (tools/bench_torch.py)
+         * times it on batches made beforehand */
+        double t0 = bench_now();
         double lr = amp_lr_at(&r.sched, step, cfg->lr);
         for (int k = 0; k < r.nopt; k++) {
             amp_optim_set_lr(r.opts[k], lr);
@@ -811,13 +866,14 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
         else st = trainer_dist_no_backward(&r.td) == 0 ? AMP_OK : amp_last_status();
         /* the loss over the global batch, as one process would report it, and whether a rank was signalled */
         int sig = g_signal;
-        if (st == AMP_OK && r.td.world > 1) lv = trainer_dist_step_end(&r.td, lv, rows, global_rows, &sig);
+        if (st == AMP_OK && trainer_dist_step_end(&r.td, &lv, rows, global_rows, &sig) != 0) st = amp_last_status();
+        run_sig = sig;
         /* data parallel: poison rank 0's averaged gradient only: every rank must skip */
         if (st == AMP_OK && cfg->inject_nonfinite_every > 0 && (step + 1) % cfg->inject_nonfinite_every == 0 && r.td.rank == 0)
             poison_grad(r.opts[0], step, cfg);
         double norm = NAN;
-        if (st == AMP_OK && r.task->grad_clip > 0) { /* unscale, clip and the inf check: one read pass, applied in the steps */
-            norm = amp_scaler_clip_grad_norm(r.sc, r.opts, r.nopt, r.task->grad_clip);
+        if (st == AMP_OK && ops->optim_options && cfg->grad_clip > 0) { /* unscale, clip and the inf check: one read pass, applied in the steps */
+            norm = amp_scaler_clip_grad_norm(r.sc, r.opts, r.nopt, cfg->grad_clip);
             if (norm < 0) st = amp_last_status();
         }
         bool skipped = false;
@@ -852,8 +908,11 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
             double te = bench_now();
             if (ops->validate(r.task, cfg, r.model, &si.val_loss) != 0) goto out;
             eval_s += bench_now() - te;
-            if (cfg->progress)
+            if (show) {
+                errno = 0;
                 fprintf(cfg->out, "%sstep %lld: val loss %.4f (train %.4f)\n", cfg->tty ? "\n" : "", (long long)step, si.val_loss, lv);
+                show = fflush(cfg->out) == 0 || progress_ok(cfg);
+            }
         }
         si.step = step;
         si.ran = ran;
@@ -867,14 +926,20 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
             res->checkpoints++;
         }
         si.elapsed = bench_now() - t_train0 - eval_s;
-        ops->progress(r.task, cfg, &si);
-        if (signals && (r.td.world > 1 ? sig : g_signal)) { /* every rank agreed on sig after the same step */
+        /* before the progress line: the signal may have ended its reader (tee); after the last step the run
+         * is complete (res->interrupted is set below, not stopped_early) */
+        if (signals && (r.td.world > 1 ? sig : g_signal) && step < end_step) { /* every rank agreed on sig after the same step */
             res->interrupted = r.td.world > 1 ? sig : g_signal;
             res->stopped_early = true;
             break;
         }
+        if (show) {
+            errno = 0;
+            ops->progress(r.task, cfg, &si);
+            show = progress_ok(cfg);
+        }
     }
-    ops->progress_end(r.task, cfg);
+    if (show) ops->progress_end(r.task, cfg);
     res->train_s = bench_now() - t_train0 - eval_s;
     res->mem = cfg->device != AMP_DEVICE_CPU ? amp_memory_stats_device(cfg->device) : amp_memory_stats();
     res->steps = step;
@@ -882,7 +947,10 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
     res->final_loss_steps = r.rm.loss_n;
     res->samples_per_s = res->train_s > 0 ? (double)ran * (double)cfg->batch / res->train_s : 0;
     res->final_scale = amp_scaler_get_scale(r.sc);
-    if (ran > 0) res->step_ms = bench_median(step_times, (int)ran) * 1e3;
+    if (ran > 0) { /* after the untimed warm-up steps, unless no more ran */
+        int64_t skip = cfg->timing_skip > 0 && cfg->timing_skip < ran ? cfg->timing_skip : 0;
+        res->step_ms = bench_median(step_times + skip, (int)(ran - skip)) * 1e3;
+    }
     if (!res->stopped_early && ops->finish(r.task, cfg, r.model, res) != 0) goto out;
     /* the final state, unless just saved (a resumed run with nothing left to do still fills a new directory) */
     bool other_dir = cfg->resume_dir && strcmp(cfg->checkpoint_dir ? cfg->checkpoint_dir : "", cfg->resume_dir);
@@ -902,7 +970,8 @@ static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool ke
         }
     }
     res->wall_s = bench_now() - t_start;
-    if (signals && !res->interrupted) res->interrupted = g_signal; /* after the last step: the run is complete */
+    /* after the last step: the run is complete (every rank: the signal agreed at its end, else its own) */
+    if (signals && !res->interrupted) res->interrupted = r.td.world > 1 && run_sig ? run_sig : g_signal;
     rc = 0;
     if (keep_model) {
         if (ops->keep_model) ops->keep_model(r.task, r.model);
@@ -926,15 +995,19 @@ out:
 
 /* ---- the summary ----------------------------------------------------------------------------------- */
 void trainer_print_summary(FILE *f, const trainer_cfg *cfg, const trainer_result *r) {
-    const trainer_task_ops *ops = trainer_task_for(cfg->model);
+    const trainer_task_ops *ops = task_for(cfg->model);
     if (ops) ops->print_summary(f, cfg, r);
 }
 
-void trainer_print_train_loss(FILE *f, const trainer_result *r) {
+void trainer_print_run(FILE *f, const trainer_result *r, double rate, const char *unit) {
     if (r->final_loss_steps > 0)
         fprintf(f, "  final train loss  %.4f (mean of the last %lld step losses)\n", r->final_loss, (long long)r->final_loss_steps);
     else /* the mean covers the run's last 50 steps, which a run stopped early never reached */
         fprintf(f, "  final train loss  %.4f (step %lld's loss; the mean covers the run's last 50)\n", r->final_loss, (long long)r->steps);
+    fprintf(f, "  wall time         %.2f s (training %.2f s, %.2f ms/step median)\n", r->wall_s, r->train_s, r->step_ms);
+    fprintf(f, "  throughput        %.0f %s/s\n", rate, unit);
+    fprintf(f, "  steps             %lld (%lld skipped for inf/nan gradients)\n", (long long)r->steps, (long long)r->skipped);
+    fprintf(f, "  final loss scale  %g\n", r->final_scale);
 }
 
 void trainer_print_memory(FILE *f, const trainer_cfg *cfg, const trainer_result *r) {

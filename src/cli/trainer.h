@@ -25,6 +25,7 @@ typedef struct {
     int64_t limit;          /* train on the first N images (0: all) */
     int64_t test_limit;     /* evaluate on the first N test images (0: all) */
     int64_t max_steps;      /* stop after this many steps (0: no limit) */
+    int64_t timing_skip;    /* res->step_ms leaves out the first N steps this process runs (warm-up; all count when no more ran) */
     const char *metrics_path;
     int64_t log_every;      /* plain-line progress period when not a terminal */
     bool progress;          /* print progress at all */
@@ -75,7 +76,7 @@ typedef struct {
     int64_t steps, skipped;
     double final_scale;     /* 1 without a scaler */
     amp_mem_stats mem;      /* peaks during training (reset at start) */
-    double step_ms;         /* median ms per training step */
+    double step_ms;         /* median ms per training step (the batch drawn before its clock starts; cfg->timing_skip) */
     amp_module *model;      /* kept when trainer_run's keep_model is set */
     int64_t resumed_step;   /* step the run resumed from (0: fresh start) */
     int64_t checkpoints;    /* checkpoints saved */
@@ -112,11 +113,14 @@ bool trainer_dist_is_root(void);
 /* A rank that cannot go on: prints "amp: error: rank R of N: msg" and ends
  * every rank (amp_dist_abort); in a world of one returns CLI_FAIL. */
 int trainer_dist_fail(const char *what);
-/* After the model is built (and cast) and the data loaded: the world, and
- * with more than one rank, once every rank agrees on trainer_run_ident (-1
- * naming each option that differs, on every rank), the data-parallel object
- * (rank 0's weights broadcast; cfg's --zero/--grad-comm/--no-overlap/--bucket-mb). */
-int trainer_dist_begin(trainer_dist *td, const trainer_cfg *cfg, amp_module *model);
+/* After the model is built (and cast) and the task's data loaded: the
+ * world, and with more than one rank, once every rank agrees on the run
+ * (the options that change the math, the data or the sequence of
+ * collectives, the loaded data's identity and the resumed checkpoint; -1
+ * naming each option that differs, on every rank), the data-parallel
+ * object (rank 0's weights broadcast; cfg's --zero/--grad-comm/--no-overlap/--bucket-mb). */
+typedef struct trainer_task trainer_task;
+int trainer_dist_begin(trainer_dist *td, const trainer_cfg *cfg, trainer_task *task, amp_module *model);
 /* amp_optim_new, or the data-parallel optimizer (ZeRO-1 shards) when distributed. */
 amp_optim *trainer_dist_optim_new(trainer_dist *td, amp_tensor *const *params, int n, const amp_optim_opts *o);
 /* A rank with no rows this step: its (zero) part of the gradient average. */
@@ -125,46 +129,34 @@ int trainer_dist_no_backward(trainer_dist *td);
  * (rank 0 writes; ZeRO-1 state gathered and re-sharded). */
 amp_status trainer_dist_save(trainer_dist *td, const char *dir, const amp_train_state *st);
 amp_status trainer_dist_restore(trainer_dist *td, const amp_checkpoint *c, amp_train_state *st);
-/* What the ranks of a data-parallel run must agree on before step 1: every
- * option that changes the math, the data or the sequence of collectives
- * (not --log-every, --metrics, --quiet, --threads, --dist-timeout,
- * --no-overlap or --checkpoint-activations: those may differ per rank), the
- * content of the data the rank reads and the checkpoint it resumes.
- * trainer_dist_begin agrees on it when the world has more than one rank. */
+/* The list of what the ranks of a data-parallel run must agree on before
+ * step 1 (trainer_dist.c): a task adds its data's identity and its model's
+ * options (trainer_task_ops.data_id, .dist_options) with trainer_ident_add:
+ * key names the flags that set the value ("--n-head"), note (may be NULL)
+ * is shown beside the value but not compared (a file's path); key and note
+ * must outlive the agreement. */
+typedef struct trainer_ident trainer_ident;
+void trainer_ident_add(trainer_ident *id, const char *key, const char *note, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* The data a task loaded, for the agreement: the flag that chose it, a note
+ * (the file, shown) and its identity (compared: a content digest, never the
+ * path, so the same text at two paths agrees). */
 typedef struct {
-    char digest[96]; /* "1115394 bytes, crc32 5f8d7a1c" (what is compared) */
-    char what[300];  /* the file(s), shown beside the digest */
+    const char *flag, *what;
+    char digest[96];
 } trainer_data_id;
-typedef struct {
-    char digest[200]; /* "step 6, checkpoint_id ..., crc32 model ... state ..." ("none": a fresh start) */
-} trainer_resume_id;
-#define TRAINER_IDENT_MAX 64
-typedef struct {
-    const char *key[TRAINER_IDENT_MAX]; /* the flags that set it: "--lr" */
-    char val[TRAINER_IDENT_MAX][200];
-    const char *note[TRAINER_IDENT_MAX]; /* shown, not compared (NULL: none) */
-    int n;
-} trainer_ident;
-/* The content of the data cfg trains on (the --data file, or the
- * Fashion-MNIST files), read again and checksummed. */
-void trainer_data_id_of(const trainer_cfg *cfg, trainer_data_id *out);
-/* cfg->resume_dir's checkpoint: its step, id and checksums, from the files' headers. */
-void trainer_resume_id_of(const trainer_cfg *cfg, trainer_resume_id *out);
-/* The list itself (keeps pointers into data). */
-void trainer_run_ident(const trainer_cfg *cfg, const trainer_data_id *data, const trainer_resume_id *resume, trainer_ident *out);
-/* Collective: 0 when every rank's list is equal; otherwise -1 with the same
- * error on every rank naming each differing option and every rank's value. */
-int trainer_dist_agree(trainer_dist *td, const trainer_ident *id);
 /* Statistics into res, then frees the data-parallel object (after the optimizers). */
 void trainer_dist_end(trainer_dist *td, trainer_result *res);
 /* The summary's lines about ranks and communication (nothing for one process). */
 void trainer_dist_print_summary(FILE *f, const trainer_cfg *cfg, const trainer_result *r);
-/* The end of a step's backward: the global batch's mean loss (the
- * per-rank mean v over rows, weighted by rows / global_rows and summed) and the stop signal agreed in one all-reduce, so
+/* The end of a step's backward: the global batch's mean loss (*loss, in:
+ * this rank's mean over its rows; out: the per-rank means weighted by rows /
+ * global_rows and summed) and the stop signal agreed in one all-reduce, so
  * that every rank stops after the same step. *sig: in, this rank's signal
  * (0: none); out, the run's (this rank's own, else SIGINT if any rank got
- * one, else SIGTERM if any; unchanged in a world of one). */
-double trainer_dist_step_end(trainer_dist *td, double v, int64_t rows, int64_t global_rows, int *sig);
+ * one, else SIGTERM if any). Both unchanged in a world of one. 0, or -1
+ * with the error set when the all-reduce failed (the run must end: the
+ * ranks no longer agree on when to stop). */
+int trainer_dist_step_end(trainer_dist *td, double *loss, int64_t rows, int64_t global_rows, int *sig);
 
 /* ---- checkpoint metadata (trainer.c) ----
  * Keys and values of any length (a --data path of 4000 bytes is stored
@@ -177,7 +169,6 @@ typedef struct {
     bool full; /* more than TRAINER_META_MAX entries, or out of memory: nothing is saved */
 } trainer_meta;
 void trainer_meta_add(trainer_meta *m, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void trainer_meta_free(trainer_meta *m);
 /* A number stored under key: exactly one of d, i, u receives it; false when
  * missing or not a whole number of that kind. */
 bool trainer_meta_num(const amp_checkpoint *c, const char *key, double *d, int64_t *i, uint64_t *u);
@@ -201,16 +192,16 @@ typedef struct {
 typedef struct {
     int64_t step;        /* steps done, this one included */
     int64_t total_steps; /* the run's length (the schedule spans it) */
-    int64_t end_step;    /* where this process stops (--stop-after) */
+    int64_t end_step;    /* where this process stops (--stop-after): the progress ETA counts to it */
     int64_t ran;         /* steps this process ran (resumed ones excluded) */
     double loss;         /* the global batch's mean loss */
     double val_loss;     /* NaN unless evaluated after this step */
-    double lr, scale, grad_norm, ms;
+    double lr, scale, grad_norm;
+    double ms;           /* the step: forward, backward and update (its batch drawn before the clock starts) */
     int64_t skipped;     /* skipped steps of the run so far */
     double elapsed;      /* seconds of training so far in this process, evaluations excluded */
 } trainer_step_info;
 
-typedef struct trainer_task trainer_task;
 typedef struct {
     /* Allocates the task (NULL with the error set). */
     trainer_task *(*create)(void);
@@ -243,13 +234,17 @@ typedef struct {
     void (*progress_end)(trainer_task *t, const trainer_cfg *cfg);
     /* One metrics row (fprintf's result) for the header metrics_header. */
     int (*metrics_row)(trainer_task *t, FILE *f, const trainer_step_info *si);
-    /* Checkpoint metadata: the keys that must match to resume (after the
-     * common ones, in the order of resume_keys), then the task's state. */
+    /* Checkpoint metadata: the keys that must match to resume (each of
+     * resume_keys, matched by name, in any order), then the task's state. */
     void (*config_meta)(trainer_task *t, const trainer_cfg *cfg, trainer_meta *m);
     void (*state_meta)(trainer_task *t, const trainer_cfg *cfg, trainer_meta *m);
     /* Optional: after the training state was restored, the task's own
      * (its data position, its metrics) from the checkpoint's metadata. */
     int (*resumed)(trainer_task *t, const trainer_cfg *cfg, const amp_checkpoint *c);
+    /* Data parallel: the loaded data's identity, and (optional) the
+     * model's own options the ranks must agree on (trainer_ident_add). */
+    void (*data_id)(trainer_task *t, const trainer_cfg *cfg, trainer_data_id *out);
+    void (*dist_options)(trainer_task *t, const trainer_cfg *cfg, trainer_ident *id);
     /* Optional: the model outlives the run (trainer_run's keep_model). */
     void (*keep_model)(trainer_task *t, amp_module *m);
     void (*print_summary)(FILE *f, const trainer_cfg *cfg, const trainer_result *r);
@@ -257,21 +252,25 @@ typedef struct {
     const trainer_resume_key *resume_keys; /* config_meta's keys and the flags setting them */
     size_t n_resume_keys;
     const char *resume_needs; /* "model, precision mode, ..." for the refusal */
+    /* The loop applies cfg's beta2, grad_clip and min_lr_frac (the GPT's
+     * --beta2, --grad-clip and final lr fraction); false: the optimizer's
+     * beta2, no clipping, the schedule's own min_lr. */
+    bool optim_options;
 } trainer_task_ops;
 
 struct trainer_task {
     const trainer_task_ops *ops;
-    double beta2;           /* Adam's beta2 (0: the optimizer's default) */
-    double grad_clip;       /* clip the global gradient norm to this (0: off) */
-    double min_lr_frac;     /* the cosine schedule ends at lr * this */
     bool reset_peak;        /* the memory peaks start after the set-up (the optimizers), not before the model */
     amp_loader *loader;     /* saved and restored with the training state (NULL: the task keeps its own position) */
 };
 
 extern const trainer_task_ops trainer_task_mnist; /* mlp, cnn (trainer_mnist.c) */
 extern const trainer_task_ops trainer_task_gpt;   /* gpt (trainer_gpt.c) */
-/* The task of cfg->model. */
-const trainer_task_ops *trainer_task_for(const char *model);
+
+/* The names the checkpoints, the agreement and the summaries use. */
+const char *trainer_optim_name(amp_optim_kind k);       /* "sgd" | "adam" | "adamw" */
+const char *trainer_schedule_name(amp_lr_kind k);       /* "cosine" | "step" | "constant" */
+const char *trainer_rounding_name(amp_round_mode r);    /* "stochastic" | "nearest" */
 
 /* Fill cfg with `amp train`'s defaults (mlp, fp32/O0, adamw, lr 1e-3,
  * batch 128, 1 epoch, seed 0). */
@@ -290,18 +289,14 @@ int trainer_run(const trainer_cfg *cfg, trainer_result *res, bool keep_model);
  * dropout 0.2; "gpt2-124m": GPT-2 small, block 1024) into cfg->gpt (and the
  * tokenizer); -1 for an unknown name. */
 int trainer_gpt_preset(trainer_cfg *cfg, const char *name);
-/* The validation loss of m on the first `windows` validation windows of d
- * (0: all), batches of cfg->batch, eval mode, under cfg's precision. */
-int trainer_gpt_eval(amp_module *m, const trainer_cfg *cfg, amp_text_dataset *d, int64_t windows, double *loss);
-/* Evaluate a model on the test split: accuracy, and the logits if wanted. */
-int trainer_evaluate(amp_module *m, const trainer_cfg *cfg, const amp_dataset *test, double *acc);
 /* Max |logit difference| between an f32 forward and an autocast(dt) forward
  * of the same weights on the first n test images; *logit_max (may be NULL)
  * receives the largest |f32 logit|. */
 double trainer_logit_diff(amp_module *m, const amp_dataset *test, int64_t n, amp_dtype dt, double *logit_max);
 /* The summary of a run (its task's), and the lines every task's summary shares. */
 void trainer_print_summary(FILE *f, const trainer_cfg *cfg, const trainer_result *r);
-void trainer_print_train_loss(FILE *f, const trainer_result *r);
+/* The final train loss, wall time, throughput (rate unit/s), steps and final loss scale lines. */
+void trainer_print_run(FILE *f, const trainer_result *r, double rate, const char *unit);
 void trainer_print_memory(FILE *f, const trainer_cfg *cfg, const trainer_result *r);
 /* The training flags shared by train, compare, memory and bench (cmd_train.c):
  * 1 consumed, 0 not a training flag, -1 bad value (message printed). */

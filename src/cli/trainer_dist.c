@@ -1,14 +1,11 @@
 /* Data parallel for the trainers: `mpirun -np N amp train ...`. Every
  * trainer calls these; with a world of one they are the single-process
  * calls. */
-#include <errno.h>
-#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #include "cli/cli.h"
 #include "cli/trainer.h"
@@ -38,85 +35,27 @@ int trainer_dist_fail(const char *what) {
     return CLI_FAIL;
 }
 
-/* ---- what the ranks must agree on --------------------------------------------------------------- */
-/* crc32 and size of a file's bytes, added to *crc / *bytes; false with errno */
-static bool crc_file(const char *path, uLong *crc, uint64_t *bytes) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    static unsigned char buf[1 << 16];
-    size_t k;
-    while ((k = fread(buf, 1, sizeof buf, f)) > 0) {
-        *crc = crc32_z(*crc, buf, k);
-        *bytes += k;
-    }
-    bool ok = !ferror(f);
-    int e = errno;
-    fclose(f);
-    errno = e;
-    return ok;
-}
+/* ---- what the ranks must agree on ---------------------------------------------------------------
+ * Every option that changes the math, the data or the sequence of
+ * collectives (not --log-every, --metrics, --quiet, --threads,
+ * --dist-timeout, --no-overlap or --checkpoint-activations: those may
+ * differ per rank), the identity of the data the task loaded and the
+ * checkpoint the rank resumes. The loop's common options here; the task
+ * adds its data and its model's options (ops->data_id, ops->dist_options). */
+enum { IDENT_MAX = 64 };
+struct trainer_ident {
+    const char *key[IDENT_MAX]; /* the flags that set it: "--lr" */
+    char val[IDENT_MAX][200];
+    const char *note[IDENT_MAX]; /* shown, not compared (NULL: none) */
+    int n;
+    bool full; /* more than IDENT_MAX entries: a programming error, refused */
+};
 
-void trainer_data_id_of(const trainer_cfg *cfg, trainer_data_id *out) {
-    memset(out, 0, sizeof *out);
-    uLong crc = crc32_z(0L, Z_NULL, 0);
-    uint64_t bytes = 0;
-    bool ok = true;
-    if (!strcmp(cfg->model, "gpt")) {
-        const char *path = cfg->data_path ? cfg->data_path : amp_shakespeare_path();
-        snprintf(out->what, sizeof out->what, "%s", path);
-        ok = crc_file(path, &crc, &bytes);
-    } else { /* the Fashion-MNIST files the mlp and cnn load */
-        static const char *files[] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
-                                      "t10k-labels-idx1-ubyte.gz"};
-        const char *dir = amp_fashion_mnist_dir();
-        snprintf(out->what, sizeof out->what, "Fashion-MNIST in %s", dir);
-        for (size_t i = 0; i < sizeof files / sizeof files[0] && ok; i++) {
-            char path[4200];
-            snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-            ok = crc_file(path, &crc, &bytes);
-        }
-    }
-    if (ok) snprintf(out->digest, sizeof out->digest, "%llu bytes, crc32 %08lx", (unsigned long long)bytes, (unsigned long)crc);
-    else snprintf(out->digest, sizeof out->digest, "unreadable (%s)", strerror(errno));
-}
-
-void trainer_resume_id_of(const trainer_cfg *cfg, trainer_resume_id *out) {
-    memset(out, 0, sizeof *out);
-    if (!cfg->resume_dir) {
-        snprintf(out->digest, sizeof out->digest, "none (a fresh start)");
+void trainer_ident_add(trainer_ident *id, const char *key, const char *note, const char *fmt, ...) {
+    if (id->n >= IDENT_MAX) {
+        id->full = true;
         return;
     }
-    /* the headers alone: the step, the id both files carry, and the CRC-32
-     * of each file's data that the writer recorded (the content) */
-    char mpath[4200], spath[4200];
-    snprintf(mpath, sizeof mpath, "%s/model.safetensors", cfg->resume_dir);
-    snprintf(spath, sizeof spath, "%s/training_state.safetensors", cfg->resume_dir);
-    char *step = amp__st_peek_meta(spath, "step"), *id = amp__st_peek_meta(spath, "checkpoint_id");
-    char *mcrc = amp__st_peek_meta(mpath, "data_crc32"), *scrc = amp__st_peek_meta(spath, "data_crc32");
-    snprintf(out->digest, sizeof out->digest, "step %s, checkpoint_id %s, crc32 model %s state %s", step ? step : "?", id ? id : "?",
-             mcrc ? mcrc : "?", scrc ? scrc : "?");
-    free(step);
-    free(id);
-    free(mcrc);
-    free(scrc);
-}
-
-/* the shortest decimal that reads back as v ("0.1", not 0.10000000000000001) */
-typedef struct {
-    char s[32];
-} num_text;
-static num_text num(double v) {
-    num_text t;
-    for (int prec = 6; prec <= 17; prec++) {
-        snprintf(t.s, sizeof t.s, "%.*g", prec, v);
-        if (strtod(t.s, NULL) == v) break;
-    }
-    return t;
-}
-
-static void ident_add(trainer_ident *id, const char *key, const char *note, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void ident_add(trainer_ident *id, const char *key, const char *note, const char *fmt, ...) {
-    if (id->n >= TRAINER_IDENT_MAX) return;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(id->val[id->n], sizeof id->val[id->n], fmt, ap);
@@ -126,69 +65,73 @@ static void ident_add(trainer_ident *id, const char *key, const char *note, cons
     id->n++;
 }
 
-void trainer_run_ident(const trainer_cfg *cfg, const trainer_data_id *data, const trainer_resume_id *resume, trainer_ident *id) {
-    const amp_lr_schedule *sc = &cfg->schedule;
-    id->n = 0;
-    ident_add(id, "amp version", NULL, "%s", amp_version());
-    ident_add(id, "--model", NULL, "%s", cfg->model);
-    /* the name says everything the three flags set (trainer_resolve_mode) but the output dtype */
-    ident_add(id, "--precision/--opt-level/--policy", NULL, "%s, output %s", cfg->mode_name, amp_dtype_name(cfg->output_dtype));
-    ident_add(id, "--optimizer", NULL, "%s", cfg->optimizer == AMP_OPTIM_SGD ? "sgd" : cfg->optimizer == AMP_OPTIM_ADAM ? "adam" : "adamw");
-    ident_add(id, "--lr", NULL, "%s", num(cfg->lr).s);
-    ident_add(id, "--batch", NULL, "%lld", (long long)cfg->batch);
-    ident_add(id, "--seed", NULL, "%llu", (unsigned long long)cfg->seed);
-    ident_add(id, "--epochs", NULL, "%d", cfg->epochs);
-    ident_add(id, "--max-steps", NULL, "%lld", (long long)cfg->max_steps);
-    ident_add(id, "--stop-after", NULL, "%lld", (long long)cfg->stop_after);
-    ident_add(id, "--rounding", NULL, "%s", cfg->rounding == AMP_ROUND_STOCHASTIC ? "stochastic" : "nearest");
-    ident_add(id, "--schedule/--warmup", NULL, "%s (step size %lld, gamma %s, warmup %lld%s, total %lld, min lr %s)",
-              sc->kind == AMP_LR_COSINE ? "cosine" : sc->kind == AMP_LR_STEP ? "step" : "constant", (long long)sc->step_size,
-              num(sc->gamma).s, (long long)sc->warmup_steps, cfg->warmup_set ? " given" : "", (long long)sc->total_steps, num(sc->min_lr).s);
-    ident_add(id, "--matmul-precision", NULL, "%s", cfg->matmul_precision ? cfg->matmul_precision : amp_get_matmul_precision());
-    ident_add(id, "--device", NULL, "%s", amp_device_name(cfg->device));
-    ident_add(id, "--init-scale", NULL, "%s", num(cfg->init_scale).s);
-    ident_add(id, "--max-consecutive-overflows", NULL, "%lld", (long long)cfg->max_consecutive_overflows);
-    ident_add(id, "--inject-nonfinite-every/--inject-value", NULL, "%lld (%s %s)", (long long)cfg->inject_nonfinite_every,
-              cfg->inject_value_set ? "value" : "default", num(cfg->inject_value_set ? cfg->inject_value : 0.0).s);
-    /* rank 0 alone writes, but every rank takes part in each save */
-    ident_add(id, "--checkpoint", cfg->checkpoint_dir, "%s", cfg->checkpoint_dir ? "saving" : "none");
-    ident_add(id, "--save-every", NULL, "%lld", (long long)cfg->save_every);
-    ident_add(id, "--resume", cfg->resume_dir, "%s", resume->digest);
-    ident_add(id, "--zero", NULL, "%d", cfg->zero_stage);
-    ident_add(id, "--grad-comm", NULL, "%s", cfg->grad_comm == AMP_GRAD_COMM_BF16 ? "bf16" : "param");
-    ident_add(id, "--bucket-mb", NULL, "%s", num(cfg->bucket_mb).s);
-    ident_add(id, strcmp(cfg->model, "gpt") ? "the data (Fashion-MNIST, $AMP_DATA_DIR)" : "--data", data->what, "%s", data->digest);
-    if (strcmp(cfg->model, "gpt")) {
-        ident_add(id, "--limit", NULL, "%lld", (long long)cfg->limit);
-        ident_add(id, "--test-limit", NULL, "%lld", (long long)cfg->test_limit);
+/* cfg->resume_dir's checkpoint from the files' headers alone: the step, the
+ * id both files carry, and the CRC-32 of each file's data that the writer
+ * recorded (the content) */
+static void resume_id_of(const trainer_cfg *cfg, char *out, size_t n) {
+    if (!cfg->resume_dir) {
+        snprintf(out, n, "none (a fresh start)");
         return;
     }
-    const amp_gpt_config *gc = &cfg->gpt;
-    ident_add(id, "--n-layer", NULL, "%lld", (long long)gc->n_layer);
-    ident_add(id, "--n-head", NULL, "%lld", (long long)gc->n_head);
-    ident_add(id, "--n-embd", NULL, "%lld", (long long)gc->n_embd);
-    ident_add(id, "--block-size", NULL, "%lld", (long long)gc->block_size);
-    ident_add(id, "--dropout", NULL, "%s", num(gc->dropout).s);
-    ident_add(id, "--bias", NULL, "%s", gc->bias ? "true" : "false");
-    ident_add(id, "window length", NULL, "%lld", (long long)cfg->seq_len);
-    ident_add(id, "--tokenizer", NULL, "%s", cfg->tokenizer ? cfg->tokenizer : "byte");
-    ident_add(id, "--eval-every", NULL, "%lld", (long long)cfg->eval_every);
-    ident_add(id, "--eval-windows", NULL, "%lld", (long long)cfg->eval_windows);
-    ident_add(id, "--grad-clip", NULL, "%s", num(cfg->grad_clip).s);
-    ident_add(id, "--weight-decay", NULL, "%s", num(cfg->weight_decay).s);
-    ident_add(id, "--decay-embeddings", NULL, "%d", cfg->decay_embeddings);
-    ident_add(id, "--beta2", NULL, "%s", num(cfg->beta2).s);
-    ident_add(id, "the final lr fraction", NULL, "%s", num(cfg->min_lr_frac).s);
+    char mpath[4200], spath[4200];
+    snprintf(mpath, sizeof mpath, "%s/model.safetensors", cfg->resume_dir);
+    snprintf(spath, sizeof spath, "%s/training_state.safetensors", cfg->resume_dir);
+    char *step = amp__st_peek_meta(spath, "step"), *id = amp__st_peek_meta(spath, "checkpoint_id");
+    char *mcrc = amp__st_peek_meta(mpath, "data_crc32"), *scrc = amp__st_peek_meta(spath, "data_crc32");
+    snprintf(out, n, "step %s, checkpoint_id %s, crc32 model %s state %s", step ? step : "?", id ? id : "?", mcrc ? mcrc : "?",
+             scrc ? scrc : "?");
+    free(step);
+    free(id);
+    free(mcrc);
+    free(scrc);
 }
 
-int trainer_dist_agree(trainer_dist *td, const trainer_ident *id) {
-    if (!td->g || td->world == 1) return 0;
-    const char *vals[TRAINER_IDENT_MAX];
+/* The options every model's run has (the loop's, the optimizer's, data parallel's). */
+static void run_ident(const trainer_cfg *cfg, const char *resume, trainer_ident *id) {
+    const amp_lr_schedule *sc = &cfg->schedule;
+    trainer_ident_add(id, "amp version", NULL, "%s", amp_version());
+    trainer_ident_add(id, "--model", NULL, "%s", cfg->model);
+    /* the name says everything the three flags set (trainer_resolve_mode) but the output dtype */
+    trainer_ident_add(id, "--precision/--opt-level/--policy", NULL, "%s, output %s", cfg->mode_name, amp_dtype_name(cfg->output_dtype));
+    trainer_ident_add(id, "--optimizer", NULL, "%s", trainer_optim_name(cfg->optimizer));
+    trainer_ident_add(id, "--lr", NULL, "%s", cli_num(cfg->lr).s);
+    trainer_ident_add(id, "--batch", NULL, "%lld", (long long)cfg->batch);
+    trainer_ident_add(id, "--seed", NULL, "%llu", (unsigned long long)cfg->seed);
+    trainer_ident_add(id, "--epochs", NULL, "%d", cfg->epochs);
+    trainer_ident_add(id, "--max-steps", NULL, "%lld", (long long)cfg->max_steps);
+    trainer_ident_add(id, "--stop-after", NULL, "%lld", (long long)cfg->stop_after);
+    trainer_ident_add(id, "--rounding", NULL, "%s", trainer_rounding_name(cfg->rounding));
+    trainer_ident_add(id, "--schedule/--warmup", NULL, "%s (step size %lld, gamma %s, warmup %lld%s, total %lld, min lr %s)",
+                      trainer_schedule_name(sc->kind), (long long)sc->step_size, cli_num(sc->gamma).s, (long long)sc->warmup_steps,
+                      cfg->warmup_set ? " given" : "", (long long)sc->total_steps, cli_num(sc->min_lr).s);
+    trainer_ident_add(id, "--matmul-precision", NULL, "%s", cfg->matmul_precision ? cfg->matmul_precision : amp_get_matmul_precision());
+    trainer_ident_add(id, "--device", NULL, "%s", amp_device_name(cfg->device));
+    trainer_ident_add(id, "--init-scale", NULL, "%s", cli_num(cfg->init_scale).s);
+    trainer_ident_add(id, "--max-consecutive-overflows", NULL, "%lld", (long long)cfg->max_consecutive_overflows);
+    trainer_ident_add(id, "--inject-nonfinite-every/--inject-value", NULL, "%lld (%s %s)", (long long)cfg->inject_nonfinite_every,
+                      cfg->inject_value_set ? "value" : "default", cli_num(cfg->inject_value_set ? cfg->inject_value : 0.0).s);
+    /* rank 0 alone writes, but every rank takes part in each save */
+    trainer_ident_add(id, "--checkpoint", cfg->checkpoint_dir, "%s", cfg->checkpoint_dir ? "saving" : "none");
+    trainer_ident_add(id, "--save-every", NULL, "%lld", (long long)cfg->save_every);
+    trainer_ident_add(id, "--resume", cfg->resume_dir, "%s", resume);
+    trainer_ident_add(id, "--zero", NULL, "%d", cfg->zero_stage);
+    trainer_ident_add(id, "--grad-comm", NULL, "%s", cfg->grad_comm == AMP_GRAD_COMM_BF16 ? "bf16" : "param");
+    trainer_ident_add(id, "--bucket-mb", NULL, "%s", cli_num(cfg->bucket_mb).s);
+}
+
+/* Collective: 0 when every rank's list is equal; otherwise -1 with the same
+ * error on every rank naming each differing option and every rank's value. */
+static int dist_agree(trainer_dist *td, const trainer_ident *id) {
+    if (id->full) {
+        amp_error(AMP_ERR_STATE, "amp train: more than %d options to agree on", IDENT_MAX);
+        return -1;
+    }
+    const char *vals[IDENT_MAX];
     for (int i = 0; i < id->n; i++) vals[i] = id->val[i];
     return amp__dist_agree(td->g, "amp train", "options or data", id->n, id->key, vals, id->note) == AMP_OK ? 0 : -1;
 }
 
-int trainer_dist_begin(trainer_dist *td, const trainer_cfg *cfg, amp_module *model) {
+int trainer_dist_begin(trainer_dist *td, const trainer_cfg *cfg, trainer_task *task, amp_module *model) {
     memset(td, 0, sizeof *td);
     td->world = 1;
     if (!amp_dist_is_initialized()) return 0;
@@ -200,13 +143,21 @@ int trainer_dist_begin(trainer_dist *td, const trainer_cfg *cfg, amp_module *mod
     if (td->world == 1) return 0;
     /* every rank the same run, before anything else is exchanged (the
      * DDP's shape check would name a parameter, not the option) */
-    trainer_data_id data;
-    trainer_resume_id resume;
-    trainer_ident id;
-    trainer_data_id_of(cfg, &data);
-    trainer_resume_id_of(cfg, &resume);
-    trainer_run_ident(cfg, &data, &resume, &id);
-    if (trainer_dist_agree(td, &id) != 0) return -1;
+    char resume[200];
+    resume_id_of(cfg, resume, sizeof resume);
+    trainer_ident *id = calloc(1, sizeof *id);
+    if (!id) {
+        amp_error(AMP_ERR_NOMEM, "amp train: out of memory");
+        return -1;
+    }
+    run_ident(cfg, resume, id);
+    trainer_data_id data = {NULL, NULL, ""};
+    task->ops->data_id(task, cfg, &data);
+    trainer_ident_add(id, data.flag, data.what, "%s", data.digest);
+    if (task->ops->dist_options) task->ops->dist_options(task, cfg, id);
+    int rc = dist_agree(td, id);
+    free(id);
+    if (rc != 0) return -1;
     amp_ddp_opts o = amp_ddp_default_opts();
     o.zero_stage = cfg->zero_stage;
     o.grad_comm = cfg->grad_comm;
@@ -273,11 +224,17 @@ void trainer_dist_print_summary(FILE *f, const trainer_cfg *cfg, const trainer_r
             1e3 * d->wait_s / steps, step_s > 0 ? 100.0 * d->wait_s / steps / step_s : 0.0, 1e3 * d->comm_s / steps);
 }
 
-double trainer_dist_step_end(trainer_dist *td, double v, int64_t rows, int64_t global_rows, int *sig) {
-    if (!td->ddp) return v;
-    double x[3] = {rows > 0 ? v * (double)rows / (double)global_rows : 0.0, *sig == SIGINT ? 1.0 : 0.0,
+int trainer_dist_step_end(trainer_dist *td, double *loss, int64_t rows, int64_t global_rows, int *sig) {
+    if (!td->ddp) return 0;
+    double x[3] = {rows > 0 ? *loss * (double)rows / (double)global_rows : 0.0, *sig == SIGINT ? 1.0 : 0.0,
                    *sig && *sig != SIGINT ? 1.0 : 0.0};
-    if (amp_dist_all_reduce_f64(td->g, x, 3, AMP_DIST_SUM) != AMP_OK) return NAN;
+    if (amp_dist_all_reduce_f64(td->g, x, 3, AMP_DIST_SUM) != AMP_OK) {
+        char prev[1024];
+        snprintf(prev, sizeof prev, "%s", amp_last_error());
+        amp_error(amp_last_status(), "amp train: agreeing on the step's loss and stop signal: %s", prev);
+        return -1;
+    }
     if (!*sig) *sig = x[1] > 0 ? SIGINT : x[2] > 0 ? SIGTERM : 0;
-    return x[0];
+    *loss = x[0];
+    return 0;
 }

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/bench_util.h"
+#include "cli/cli.h"
 #include "cli/trainer.h"
 #include "core/error.h"
 
@@ -44,7 +44,7 @@ static amp_tensor *gpt_loss(amp_module *m, const trainer_cfg *cfg, amp_tensor *x
     return loss;
 }
 
-int trainer_gpt_eval(amp_module *m, const trainer_cfg *cfg, amp_text_dataset *d, int64_t windows, double *loss) {
+static int gpt_eval(amp_module *m, const trainer_cfg *cfg, amp_text_dataset *d, int64_t windows, double *loss) {
     int64_t T = cfg->seq_len > 0 ? cfg->seq_len : cfg->gpt.block_size, total = amp_text_dataset_windows(d, AMP_TEXT_VAL, T);
     if (total < 1) {
         amp_error(AMP_ERR_ARG, "amp train: the validation split holds %lld tokens, fewer than one window of %lld + 1",
@@ -151,9 +151,6 @@ static int gpt_open(trainer_task *tt, const trainer_cfg *cfg, trainer_result *re
         return -1;
     }
     res->unigram_entropy = amp_text_dataset_unigram_entropy(t->ds, AMP_TEXT_VAL);
-    t->base.beta2 = cfg->beta2;
-    t->base.grad_clip = cfg->grad_clip;
-    t->base.min_lr_frac = cfg->min_lr_frac;
     /* the peaks of the training steps: what is live after the set-up (parameters, optimizer state) stays
      * counted, the set-up's transients (amp_module_to's conversions) do not */
     t->base.reset_peak = true;
@@ -220,7 +217,7 @@ static amp_tensor *gpt_task_loss(trainer_task *tt, const trainer_cfg *cfg, amp_m
 
 static int gpt_validate(trainer_task *tt, const trainer_cfg *cfg, amp_module *m, double *val_loss) {
     gpt_task *t = (gpt_task *)tt;
-    if (trainer_gpt_eval(m, cfg, t->ds, cfg->eval_windows, val_loss) != 0) return -1;
+    if (gpt_eval(m, cfg, t->ds, cfg->eval_windows, val_loss) != 0) return -1;
     t->val_loss = *val_loss;
     return 0;
 }
@@ -306,6 +303,40 @@ static int gpt_resumed(trainer_task *tt, const trainer_cfg *cfg, const amp_check
     return 0;
 }
 
+/* Data parallel: the text each rank loaded, by the content digest computed when it was read (the same text at two
+ * paths agrees, the file is not read again), and the GPT's own options. */
+static void gpt_data_id(trainer_task *tt, const trainer_cfg *cfg, trainer_data_id *out) {
+    (void)cfg;
+    gpt_task *t = (gpt_task *)tt;
+    amp_text_digest d;
+    out->flag = "--data";
+    out->what = t->path;
+    if (amp_text_dataset_digest(t->ds, &d) == AMP_OK)
+        snprintf(out->digest, sizeof out->digest, "%llu bytes, digest %016llx%016llx", (unsigned long long)d.bytes,
+                 (unsigned long long)d.digest[0], (unsigned long long)d.digest[1]);
+    else snprintf(out->digest, sizeof out->digest, "unknown (%s)", amp_last_error());
+}
+
+static void gpt_dist_options(trainer_task *tt, const trainer_cfg *cfg, trainer_ident *id) {
+    gpt_task *t = (gpt_task *)tt;
+    const amp_gpt_config *gc = &t->gc;
+    trainer_ident_add(id, "--n-layer", NULL, "%lld", (long long)gc->n_layer);
+    trainer_ident_add(id, "--n-head", NULL, "%lld", (long long)gc->n_head);
+    trainer_ident_add(id, "--n-embd", NULL, "%lld", (long long)gc->n_embd);
+    trainer_ident_add(id, "--block-size", NULL, "%lld", (long long)gc->block_size);
+    trainer_ident_add(id, "--dropout", NULL, "%s", cli_num(gc->dropout).s);
+    trainer_ident_add(id, "--bias", NULL, "%s", gc->bias ? "true" : "false");
+    trainer_ident_add(id, "window length", NULL, "%lld", (long long)t->T);
+    trainer_ident_add(id, "--tokenizer", NULL, "%s", cfg->tokenizer ? cfg->tokenizer : "byte");
+    trainer_ident_add(id, "--eval-every", NULL, "%lld", (long long)cfg->eval_every);
+    trainer_ident_add(id, "--eval-windows", NULL, "%lld", (long long)cfg->eval_windows);
+    trainer_ident_add(id, "--grad-clip", NULL, "%s", cli_num(cfg->grad_clip).s);
+    trainer_ident_add(id, "--weight-decay", NULL, "%s", cli_num(cfg->weight_decay).s);
+    trainer_ident_add(id, "--decay-embeddings", NULL, "%d", cfg->decay_embeddings);
+    trainer_ident_add(id, "--beta2", NULL, "%s", cli_num(cfg->beta2).s);
+    trainer_ident_add(id, "the final lr fraction", NULL, "%s", cli_num(cfg->min_lr_frac).s);
+}
+
 static void gpt_keep_model(trainer_task *tt, amp_module *m) {
     (void)tt;
     amp_gpt_set_generator(m, NULL); /* the generator was the run's */
@@ -315,16 +346,12 @@ static void gpt_summary(FILE *f, const trainer_cfg *cfg, const trainer_result *r
     fprintf(f, "\nsummary: gpt %lldL/%lldH/%lld, block %lld (%s tokens), %s, batch %lld, %s lr %g, seed %llu\n",
             (long long)cfg->gpt.n_layer, (long long)cfg->gpt.n_head, (long long)cfg->gpt.n_embd, (long long)cfg->gpt.block_size,
             cfg->tokenizer, cfg->mode_name, (long long)cfg->batch,
-            cfg->optimizer == AMP_OPTIM_SGD ? "sgd" : cfg->optimizer == AMP_OPTIM_ADAM ? "adam" : "adamw", cfg->lr,
+            trainer_optim_name(cfg->optimizer), cfg->lr,
             (unsigned long long)cfg->seed);
     fprintf(f, "  parameters        %lld\n", (long long)r->params);
     fprintf(f, "  val loss          %.4f nats/token (unigram entropy of the validation text %.4f)\n", r->val_loss,
             r->unigram_entropy);
-    trainer_print_train_loss(f, r);
-    fprintf(f, "  wall time         %.2f s (training %.2f s, %.2f ms/step median)\n", r->wall_s, r->train_s, r->step_ms);
-    fprintf(f, "  throughput        %.0f tokens/s\n", r->tokens_per_s);
-    fprintf(f, "  steps             %lld (%lld skipped for inf/nan gradients)\n", (long long)r->steps, (long long)r->skipped);
-    fprintf(f, "  final loss scale  %g\n", r->final_scale);
+    trainer_print_run(f, r, r->tokens_per_s, "tokens");
     trainer_print_memory(f, cfg, r);
 }
 
@@ -347,10 +374,13 @@ const trainer_task_ops trainer_task_gpt = {
     .config_meta = gpt_config_meta,
     .state_meta = gpt_state_meta,
     .resumed = gpt_resumed,
+    .data_id = gpt_data_id,
+    .dist_options = gpt_dist_options,
     .keep_model = gpt_keep_model,
     .print_summary = gpt_summary,
     .metrics_header = "step,loss,val_loss,scale,skipped,lr,grad_norm,ms",
     .resume_keys = g_keys,
     .n_resume_keys = sizeof g_keys / sizeof g_keys[0],
     .resume_needs = "model, data, tokenizer, precision mode, optimizer settings, batch size and seed",
+    .optim_options = true,
 };

@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/trainer.h"
 #include "core/error.h"
+#include "core/hash128.h"
 
 typedef struct {
     trainer_task base;
@@ -126,7 +127,7 @@ static int64_t count_correct(amp_tensor *logits, amp_tensor *y) {
     return c;
 }
 
-int trainer_evaluate(amp_module *m, const trainer_cfg *cfg, const amp_dataset *test, double *acc) {
+static int evaluate(amp_module *m, const trainer_cfg *cfg, const amp_dataset *test, double *acc) {
     amp_loader_opts lo = {.batch = 1000, .shuffle = false};
     /* data parallel: each rank evaluates its shard of every batch, the counts are summed */
     amp_dist_group *dg = amp_dist_is_initialized() ? amp_dist_world() : NULL;
@@ -174,7 +175,7 @@ int trainer_evaluate(amp_module *m, const trainer_cfg *cfg, const amp_dataset *t
 
 static int mnist_finish(trainer_task *tt, const trainer_cfg *cfg, amp_module *m, trainer_result *res) {
     mnist_task *t = (mnist_task *)tt;
-    return trainer_evaluate(m, cfg, &t->test, &res->test_acc);
+    return evaluate(m, cfg, &t->test, &res->test_acc);
 }
 
 double trainer_logit_diff(amp_module *m, const amp_dataset *test, int64_t n, amp_dtype dt, double *logit_max) {
@@ -233,7 +234,7 @@ static void mnist_progress(trainer_task *tt, const trainer_cfg *cfg, const train
     bool show = cfg->tty ? (t->in_epoch % 5 == 0 || t->in_epoch == t->per_epoch) : (cfg->log_every > 0 && si->step % cfg->log_every == 0);
     if (!cfg->progress || !show) return;
     double sps = (double)si->ran * (double)cfg->batch / si->elapsed;
-    double eta = si->elapsed / (double)si->ran * (double)(si->total_steps - si->step);
+    double eta = si->elapsed / (double)si->ran * (double)(si->end_step - si->step);
     FILE *f = cfg->out;
     if (cfg->tty) {
         int width = 24;
@@ -275,16 +276,44 @@ static void mnist_state_meta(trainer_task *tt, const trainer_cfg *cfg, trainer_m
     trainer_meta_add(m, "epoch", "%lld", (long long)epoch);
 }
 
+/* Data parallel: the images and labels each rank loaded (after --limit/--test-limit), by a digest of their
+ * bytes in memory: the files are not read again. */
+static void hash_set(amp__hash128 *h, const amp_dataset *d) {
+    int64_t shape[3] = {d->n, d->h, d->w};
+    amp__hash128_update(h, shape, sizeof shape);
+    size_t px = (size_t)d->n * (size_t)d->h * (size_t)d->w; /* the loader checked the sizes */
+    if (d->fimages) amp__hash128_update(h, d->fimages, px * sizeof(float));
+    else amp__hash128_update(h, d->images, px);
+    amp__hash128_update(h, d->labels, (size_t)d->n);
+}
+
+static void mnist_data_id(trainer_task *tt, const trainer_cfg *cfg, trainer_data_id *out) {
+    (void)cfg;
+    mnist_task *t = (mnist_task *)tt;
+    amp__hash128 h;
+    uint64_t d[2];
+    amp__hash128_init(&h);
+    hash_set(&h, &t->train);
+    hash_set(&h, &t->test);
+    amp__hash128_final(&h, d);
+    out->flag = "the data (Fashion-MNIST, $AMP_DATA_DIR)";
+    out->what = amp_fashion_mnist_dir();
+    snprintf(out->digest, sizeof out->digest, "%lld train + %lld test images, digest %016llx%016llx", (long long)t->train.n,
+             (long long)t->test.n, (unsigned long long)d[0], (unsigned long long)d[1]);
+}
+
+static void mnist_dist_options(trainer_task *tt, const trainer_cfg *cfg, trainer_ident *id) {
+    (void)tt;
+    trainer_ident_add(id, "--limit", NULL, "%lld", (long long)cfg->limit);
+    trainer_ident_add(id, "--test-limit", NULL, "%lld", (long long)cfg->test_limit);
+}
+
 static void mnist_summary(FILE *f, const trainer_cfg *cfg, const trainer_result *r) {
     fprintf(f, "\nsummary: %s, %s, %d epoch(s), batch %lld, %s lr %g, seed %llu\n", cfg->model, cfg->mode_name, cfg->epochs,
-            (long long)cfg->batch, cfg->optimizer == AMP_OPTIM_SGD ? "sgd" : cfg->optimizer == AMP_OPTIM_ADAM ? "adam" : "adamw",
+            (long long)cfg->batch, trainer_optim_name(cfg->optimizer),
             cfg->lr, (unsigned long long)cfg->seed);
     fprintf(f, "  test accuracy     %.2f%%\n", 100.0 * r->test_acc);
-    trainer_print_train_loss(f, r);
-    fprintf(f, "  wall time         %.2f s (training %.2f s, %.2f ms/step median)\n", r->wall_s, r->train_s, r->step_ms);
-    fprintf(f, "  throughput        %.0f samples/s\n", r->samples_per_s);
-    fprintf(f, "  steps             %lld (%lld skipped for inf/nan gradients)\n", (long long)r->steps, (long long)r->skipped);
-    fprintf(f, "  final loss scale  %g\n", r->final_scale);
+    trainer_print_run(f, r, r->samples_per_s, "samples");
     fprintf(f, "  matmul precision  %s\n", cfg->matmul_precision ? cfg->matmul_precision : amp_get_matmul_precision());
     const char *which = cfg->mode.compute_dtype == AMP_BF16 ? "bf16" : cfg->mode.compute_dtype == AMP_F16 ? "fp16" : "fp32";
     fprintf(f, "  products          ");
@@ -313,6 +342,8 @@ const trainer_task_ops trainer_task_mnist = {
     .config_meta = mnist_config_meta,
     .state_meta = mnist_state_meta,
     .resumed = mnist_resumed,
+    .data_id = mnist_data_id,
+    .dist_options = mnist_dist_options,
     .print_summary = mnist_summary,
     .metrics_header = "step,epoch,loss,scale,skipped,lr,ms",
     .resume_keys = g_resume_keys,

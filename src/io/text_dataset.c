@@ -37,6 +37,7 @@ struct amp_text_dataset {
     int64_t n[2];
     int64_t vocab;
     uint32_t crc;
+    amp_text_digest digest; /* the file's bytes (the token cache's key) */
     uint64_t seed, pos;
     bool cached;
 };
@@ -200,6 +201,7 @@ amp_text_dataset *amp_text_dataset_open(const char *path, const amp_tokenizer *t
     amp__hash128_init(&th);
     amp__hash128_update(&th, text, n);
     amp__hash128_final(&th, h.text);
+    d->digest = (amp_text_digest){{h.text[0], h.text[1]}, (uint64_t)n};
     amp__tokenizer_digest(tok, h.tok);
     h.vocab = (uint32_t)d->vocab;
     h.size = n;
@@ -283,6 +285,12 @@ uint32_t amp_text_dataset_crc(const amp_text_dataset *d) {
         return 0;
     }
     return d->crc;
+}
+
+amp_status amp_text_dataset_digest(const amp_text_dataset *d, amp_text_digest *out) {
+    if (!d || !out) return amp_error(AMP_ERR_ARG, "amp_text_dataset_digest: %s is NULL", d ? "out" : "d");
+    *out = d->digest;
+    return AMP_OK;
 }
 
 bool amp_text_dataset_from_cache(const amp_text_dataset *d) { return d && d->cached; }
