@@ -109,7 +109,7 @@ typedef struct {
     char gen;     /* 'n' N(0,1), 'p' U(0.5,2), 'u' U(-0.9,0.9), 'b' U(0.05,1), 'd' distinct (no ties),
                      'i' integer in [0, hi), 'm' 0/1 mask, 'g' k/64 in [-1, 1] (exact in every dtype) */
     char view;    /* 0 contiguous, 't' transposed storage, 's' every second element of the last dim */
-    char dt;      /* 0 the configuration's dtype; 'l' i64, 'u' u8, 'f' f32, 'F' f32 without grad */
+    char dt;      /* 0 the configuration's dtype; 'c' that without grad; 'l' i64, 'u' u8, 'f' f32, 'F' f32 without grad */
     double hi;
 } in_spec;
 
@@ -816,6 +816,7 @@ static const op_case CASES[] = {
     {"amp_matmul", "gemm", "batched broadcast [2,1,3,5] @ [3,5,4]", f_matmul, r_matmul, .n = 2, .in = {IN('n', 2, 1, 3, 5), IN('n', 3, 5, 4)}},
     {"amp_matmul", "gemm", "precision medium 6x33 @ 33x5", f_matmul_medium, r_matmul, .n = 2, .in = {IN('n', 6, 33), IN('n', 33, 5)}, .fwd = &B_MEDIUM, .bwd = &B_MEDIUM},
     {"amp_matmul", "gemm", "33x41 @ transposed 41x17 (vector blocks)", f_matmul, r_matmul, .n = 2, .in = {IN('n', 33, 41), INV('n', 't', 41, 17)}},
+    {"amp_matmul", "gemm", "[3,0] @ [0,4]: zeros", f_matmul, r_matmul, .n = 2, .in = {IN('n', 3, 0), IN('n', 0, 4)}},
     {"amp_mm", "gemm", "3x1 @ 1x4", f_mm, r_matmul, .n = 2, .in = {IN('n', 3, 1), IN('n', 1, 4)}},
     {"amp_mm", "gemm", "odd 13x11 @ transposed 11x9", f_mm, r_matmul, .n = 2, .in = {IN('n', 13, 11), INV('n', 't', 11, 9)}},
     {"amp_bmm", "gemm", "[3,5,7] @ [3,7,2]", f_bmm, r_matmul, .n = 2, .in = {IN('n', 3, 5, 7), INV('n', 't', 3, 7, 2)}},
@@ -856,6 +857,7 @@ static const op_case CASES[] = {
     {"amp_add", "elementwise", "broadcast [3,1,5] + [4,1]", f_add, PW(pw_add), .n = 2, .in = {IN('n', 3, 1, 5), IN('n', 4, 1)}, .flags = F64},
     {"amp_add", "elementwise", "transposed + sliced 5x7", f_add, PW(pw_add), .n = 2, .in = {INV('n', 't', 5, 7), INV('n', 's', 5, 7)}, .flags = F64},
     {"amp_add", "elementwise", "broadcast [33,65] + [65]", f_add, PW(pw_add), .n = 2, .in = {IN('n', 33, 65), IN('n', 65)}, .flags = F64},
+    {"amp_add", "elementwise", "empty [0,5] + [5]", f_add, PW(pw_add), .n = 2, .in = {IN('n', 0, 5), IN('n', 5)}, .flags = F64},
     {"amp_sub", "elementwise", "broadcast [37] - [1]", f_sub, PW(pw_sub), .n = 2, .in = {IN('n', 37), IN('n', 1)}, .flags = F64},
     {"amp_mul", "elementwise", "broadcast [2,3,5] * [5]", f_mul, PW(pw_mul), .n = 2, .in = {IN('n', 2, 3, 5), INV('n', 's', 5)}, .flags = F64},
     {"amp_div", "elementwise", "broadcast [4,1] / [1,7]", f_div, PW(pw_div), .n = 2, .in = {IN('n', 4, 1), IN('p', 1, 7)}, .flags = F64},
@@ -884,6 +886,7 @@ static const op_case CASES[] = {
     /* reductions: sum/mean/norm ia = ndims, dims[3], keepdim */
     {"amp_sum", "reduce", "all of [3,5,7]", f_sum, r_sum, .n = 1, .in = {IN('n', 3, 5, 7)}},
     {"amp_sum", "reduce", "all of 1031", f_sum, r_sum, .n = 1, .in = {IN('n', 1031)}},
+    {"amp_sum", "reduce", "dim 1 of [3,0]: zeros", f_sum, r_sum, .n = 1, .in = {IN('n', 3, 0)}, .ia = {1, 1}},
     {"amp_sum", "reduce", "dims (0,2) keepdim, transposed", f_sum, r_sum, .n = 1, .in = {INV('n', 't', 3, 5, 7)}, .ia = {2, 0, 2, 0, 1}},
     {"amp_mean", "reduce", "dim -1 of [4,9]", f_mean, r_mean, .n = 1, .in = {IN('n', 4, 9)}, .ia = {1, -1}},
     {"amp_mean", "reduce", "all, sliced", f_mean, r_mean, .n = 1, .in = {INV('n', 's', 5, 7)}},
@@ -899,6 +902,7 @@ static const op_case CASES[] = {
     /* softmax, norms, embedding */
     {"amp_softmax", "softmax", "dim -1 of [3,37]", f_softmax, r_softmax, .n = 1, .in = {IN('n', 3, 37)}, .ia = {-1}},
     {"amp_softmax", "softmax", "dim -1 of [3,259] (vector rows)", f_softmax, r_softmax, .n = 1, .in = {IN('n', 3, 259)}, .ia = {-1}},
+    {"amp_softmax", "softmax", "no rows [0,5]", f_softmax, r_softmax, .n = 1, .in = {IN('n', 0, 5)}, .ia = {-1}},
     {"amp_softmax", "softmax", "dim 0, transposed", f_softmax, r_softmax, .n = 1, .in = {INV('n', 't', 5, 4)}, .ia = {0}},
     {"amp_log_softmax", "softmax", "dim 1 of [2,7,3]", f_log_softmax, r_softmax, .n = 1, .in = {IN('n', 2, 7, 3)}, .ia = {1, 1}},
     {"amp_log_softmax", "softmax", "dim -1, sliced", f_log_softmax, r_softmax, .n = 1, .in = {INV('n', 's', 3, 9)}, .ia = {-1, 1}},
@@ -923,6 +927,7 @@ static const op_case CASES[] = {
     {"amp_scaled_dot_product_attention", "attention", "[2,5,8]x[2,7,8]", f_sdpa, r_sdpa, .n = 3, .in = {IN('n', 2, 5, 8), IN('n', 2, 7, 8), IN('n', 2, 7, 3)}, .fwd = &B_WIDE, .bwd = &B_WIDE},
     {"amp_scaled_dot_product_attention", "attention", "causal L 9, scale 0.3", f_sdpa, r_sdpa, .n = 3, .in = {IN('n', 1, 2, 9, 4), IN('n', 1, 2, 9, 4), IN('n', 1, 2, 9, 5)}, .ia = {1}, .da = {0.3}, .fwd = &B_WIDE, .bwd = &B_WIDE},
     {"amp_scaled_dot_product_attention_ex", "attention", "u8 mask, L 3 S 6", f_sdpa_ex, r_sdpa, .n = 4, .in = {IN('n', 2, 3, 4), IN('n', 2, 6, 4), IN('n', 2, 6, 4), {.nd = 2, .s = {3, 6}, .gen = 'm', .dt = 'u', .hi = 1}}, .fwd = &B_WIDE, .bwd = &B_WIDE, .pol = "scaled_dot_product_attention"},
+    {"amp_scaled_dot_product_attention_ex", "attention", "float mask [5,7], batch [2,3]", f_sdpa_ex, r_sdpa, .n = 4, .in = {IN('n', 2, 3, 5, 4), IN('n', 2, 3, 7, 4), IN('n', 2, 3, 7, 6), {.nd = 2, .s = {5, 7}, .gen = 'n', .dt = 'c'}}, .fwd = &B_WIDE, .bwd = &B_WIDE, .pol = "scaled_dot_product_attention"},
     {"amp_scaled_dot_product_attention_ex", "attention", "causal L 6 S 4 (top-left)", f_sdpa_ex, r_sdpa, .n = 3, .in = {IN('n', 1, 6, 5), IN('n', 1, 4, 5), IN('n', 1, 4, 3)}, .ia = {1}, .fwd = &B_WIDE, .bwd = &B_WIDE, .pol = "scaled_dot_product_attention"},
     {"amp_scaled_dot_product_attention_math", "attention", "causal, transposed k", f_sdpa_math, r_sdpa, .n = 3, .in = {IN('n', 2, 5, 4), INV('n', 't', 2, 5, 4), IN('n', 2, 5, 3)}, .ia = {1}, .fwd = &B_WIDE, .bwd = &B_WIDE, .pol = "scaled_dot_product_attention"},
 
@@ -1247,6 +1252,7 @@ static int run_case(run_ctx *rc) {
     }
     if (!out) {
         if (be->dev != AMP_DEVICE_CPU) {
+            amp_test_cuda_stop_if_dead(c->op, NULL);
             snprintf(rc->why, sizeof rc->why, "refused: %s", amp_last_error());
             amp_clear_error();
             result = 0;
@@ -1292,6 +1298,7 @@ static int run_case(run_ctx *rc) {
         amp_tensor *Rd = amp_tensor_to(Rt, be->dev);
         if (!Rd || amp_backward_ex(out, Rd, false) != AMP_OK) {
             if (be->dev != AMP_DEVICE_CPU) {
+                amp_test_cuda_stop_if_dead(c->op, NULL);
                 snprintf(rc->why, sizeof rc->why, "backward refused: %s", amp_last_error());
                 result = 0;
             } else {
