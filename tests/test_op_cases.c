@@ -8,8 +8,9 @@
  *               amp_device_check says it can be used now. Add a backend: one
  *               line there.
  *   CONFIGS[]   one line per dtype configuration: the inputs' dtype and the
- *               autocast region around the op (off, f16, bf16). Add a dtype:
- *               one line there (and its column in `bounds`).
+ *               autocast region around the op (off, f16, bf16; PyTorch's
+ *               CUDA or CPU lists). Add a dtype: one line there (and its
+ *               column in `bounds`).
  *   CASES[]     one line (or two) per case: the op's public name, its family,
  *               what the case is, the call, the float64 reference, the inputs
  *               (shape, values, view), the op's arguments, and the bounds per
@@ -66,15 +67,17 @@ typedef struct {
     const char *name;
     amp_dtype in;       /* dtype of the inputs that follow the configuration */
     amp_dtype autocast; /* the region's dtype (AMP_F16 / AMP_BF16), or AMP_F32: no region */
+    amp_autocast_table table; /* the region's op lists */
 } config;
 static const config CONFIGS[] = {
-    {"f32", AMP_F32, AMP_F32},
-    {"f16", AMP_F16, AMP_F32},
-    {"bf16", AMP_BF16, AMP_F32},
-    {"f64", AMP_F64, AMP_F32},
-    {"f32+autocast(f16)", AMP_F32, AMP_F16},
-    {"f32+autocast(bf16)", AMP_F32, AMP_BF16},
-    {"bf16+autocast(bf16)", AMP_BF16, AMP_BF16},
+    {"f32", AMP_F32, AMP_F32, AMP_AUTOCAST_TABLE_DEFAULT},
+    {"f16", AMP_F16, AMP_F32, AMP_AUTOCAST_TABLE_DEFAULT},
+    {"bf16", AMP_BF16, AMP_F32, AMP_AUTOCAST_TABLE_DEFAULT},
+    {"f64", AMP_F64, AMP_F32, AMP_AUTOCAST_TABLE_DEFAULT},
+    {"f32+autocast(f16)", AMP_F32, AMP_F16, AMP_AUTOCAST_TABLE_DEFAULT},
+    {"f32+autocast(bf16)", AMP_F32, AMP_BF16, AMP_AUTOCAST_TABLE_DEFAULT},
+    {"bf16+autocast(bf16)", AMP_BF16, AMP_BF16, AMP_AUTOCAST_TABLE_DEFAULT},
+    {"bf16+autocast(bf16, cpu lists)", AMP_BF16, AMP_BF16, AMP_AUTOCAST_TABLE_CPU},
 };
 #define N_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 
@@ -107,7 +110,8 @@ typedef struct {
     int nd;
     int64_t s[6]; /* logical shape */
     char gen;     /* 'n' N(0,1), 'p' U(0.5,2), 'u' U(-0.9,0.9), 'b' U(0.05,1), 'd' distinct (no ties),
-                     'i' integer in [0, hi), 'm' 0/1 mask, 'g' k/64 in [-1, 1] (exact in every dtype) */
+                     'i' integer in [0, hi), 'm' 0/1 mask, 'g' k/64 in [-1, 1] (exact in every dtype),
+                     'z' U(-1.5,1.5) with every fourth element 0 */
     char view;    /* 0 contiguous, 't' transposed storage, 's' every second element of the last dim */
     char dt;      /* 0 the configuration's dtype; 'c' that without grad; 'l' i64, 'u' u8, 'f' f32, 'F' f32 without grad */
     double hi;
@@ -894,6 +898,8 @@ static const op_case CASES[] = {
     {"amp_norm", "reduce", "p 3 all, keepdim", f_norm, r_norm, .n = 1, .in = {IN('n', 2, 5)}, .ia = {0, 0, 0, 0, 1}, .da = {3.0}},
     {"amp_prod", "reduce", "dim 1 of [3,6]", f_prod, r_prod, .n = 1, .in = {IN('p', 3, 6)}, .ia = {1, 0}, .fwd = &B_WIDE, .bwd = &B_WIDE},
     {"amp_prod", "reduce", "dim 0 keepdim, transposed", f_prod, r_prod, .n = 1, .in = {INV('u', 't', 5, 3)}, .ia = {0, 1}, .fwd = &B_WIDE, .bwd = &B_WIDE},
+    {"amp_prod", "reduce", "zeros in the rows (gradient of a zero)", f_prod, r_prod, .n = 1, .in = {IN('z', 4, 5)}, .ia = {1, 0}, .fwd = &B_WIDE, .bwd = &B_WIDE},
+    {"amp_prod", "reduce", "five zeros in one column, none in the other", f_prod, r_prod, .n = 1, .in = {IN('z', 9, 2)}, .ia = {0, 0}, .fwd = &B_WIDE, .bwd = &B_WIDE},
     {"amp_cumsum", "reduce", "dim 1 of [3,9]", f_cumsum, r_cumsum, .n = 1, .in = {IN('n', 3, 9)}, .ia = {1}},
     {"amp_cumsum", "reduce", "dim 0, sliced", f_cumsum, r_cumsum, .n = 1, .in = {INV('n', 's', 7, 3)}, .ia = {0}},
     {"amp_max", "reduce", "dim 1 of [4,7]", f_max, r_max, .n = 1, .in = {IN('d', 4, 7)}, .ia = {1, 0}, .fwd = &B_COPY},
@@ -964,10 +970,11 @@ static int base_shape(const in_spec *sp, int64_t *bs) {
         bs[sp->nd - 1] = 2 * bs[sp->nd - 1] + 1;
     return sp->nd;
 }
+/* The input's view of t (a new tensor in the scope), or t itself. */
 static amp_tensor *apply_view(amp_tensor *t, const in_spec *sp) {
     if (sp->view == 't') return amp_transpose(t, sp->nd - 2, sp->nd - 1);
     if (sp->view == 's') return amp_slice(t, sp->nd - 1, 1, 2 * sp->s[sp->nd - 1] + 1, 2);
-    return amp_tensor_retain(t);
+    return t;
 }
 static double *gen_values(const in_spec *sp, int64_t n, uint64_t seed) {
     test_rng r = {seed};
@@ -976,6 +983,7 @@ static double *gen_values(const in_spec *sp, int64_t n, uint64_t seed) {
         switch (sp->gen) {
         case 'p': v[i] = test_rng_range(&r, 0.5, 2.0); break;
         case 'u': v[i] = test_rng_range(&r, -0.9, 0.9); break;
+        case 'z': v[i] = i % 4 == 1 ? 0 : test_rng_range(&r, -1.5, 1.5); break;
         case 'b': v[i] = test_rng_range(&r, 0.05, 1.0); break;
         case 'i': v[i] = (double)(test_rng_u64(&r) % (uint64_t)sp->hi); break;
         case 'm': v[i] = test_rng_uniform(&r) < 0.6 ? 1 : 0; break;
@@ -1046,7 +1054,7 @@ static double rel_err(const double *g, const double *r, int64_t n, int64_t *wher
  * lowers, f32 for those it runs in f32, else the inputs' dtype. */
 static amp_dtype compute_dtype(const op_case *c, const config *cfg) {
     if (cfg->autocast == AMP_F32) return cfg->in;
-    int p = amp_autocast_op_policy(c->pol ? c->pol : c->op + 4, AMP_AUTOCAST_TABLE_DEFAULT);
+    int p = amp_autocast_op_policy(c->pol ? c->pol : c->op + 4, cfg->table);
     if (p == AMP_CAST_LOWER) return cfg->autocast;
     if (p == AMP_CAST_FP32) return AMP_F32;
     return cfg->in;
@@ -1238,7 +1246,9 @@ static int run_case(run_ctx *rc) {
         if (!x[k]) fail_msg("%s: view of input %d: %s", c->op, k, amp_last_error());
         vals[k] = tc_values(x[k]);
     }
-    if (cfg->autocast != AMP_F32) assert_int_equal(amp_autocast_enter(cfg->autocast), AMP_OK);
+    amp_autocast_opts ao = AMP_AUTOCAST_OPTS(cfg->autocast);
+    ao.table = cfg->table;
+    if (cfg->autocast != AMP_F32) assert_int_equal(amp_autocast_enter_opts(&ao), AMP_OK);
     amp_tensor *out = c->fn(x, c);
     if (cfg->autocast != AMP_F32) amp_autocast_exit();
     amp_dtype cdt = compute_dtype(c, cfg);
