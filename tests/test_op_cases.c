@@ -109,7 +109,7 @@ static const bounds B_MEDIUM = {1e-7, 2.4e-2, 6e-3, 4e-2};
 typedef struct {
     int nd;
     int64_t s[6]; /* logical shape */
-    char gen;     /* 'n' N(0,1), 'p' U(0.5,2), 'u' U(-0.9,0.9), 'b' U(0.05,1), 'd' distinct (no ties),
+    char gen;     /* 'n' N(0,1) (times hi when set), 'p' U(0.5,2), 'u' U(-0.9,0.9), 'b' U(0.05,1), 'd' distinct (no ties),
                      'i' integer in [0, hi), 'm' 0/1 mask, 'g' k/64 in [-1, 1] (exact in every dtype),
                      'z' U(-1.5,1.5) with every fourth element 0 */
     char view;    /* 0 contiguous, 't' transposed storage, 's' every second element of the last dim */
@@ -206,6 +206,7 @@ static int64_t r_pointwise(const op_case *c, const double *const *x, double *out
 }
 static double sigm(double x) { return 1 / (1 + exp(-x)); }
 static double pw_ident(const double *v, const op_case *c) { (void)c; return v[0]; }
+static double pw_zero(const double *v, const op_case *c) { (void)v, (void)c; return 0; }
 static double pw_relu(const double *v, const op_case *c) { (void)c; return v[0] > 0 ? v[0] : 0; }
 static double pw_gelu(const double *v, const op_case *c) {
     double x = v[0];
@@ -598,33 +599,33 @@ static int64_t r_sdpa(const op_case *c, const double *const *x, double *out) {
     free(p);
     return B * L * Ev;
 }
-/* cross_entropy (ia[2] = 1) / nll_loss (0): x [N, C] logits or log-probs,
- * target [N]; ia[0] reduction, ia[1] ignore_index; da[0] label smoothing;
- * input 2 (optional) class weights. */
+/* cross_entropy (ia[2] = 1) / nll_loss (0): x [N, C, d...] logits or
+ * log-probs, target [N, d...]; ia[0] reduction, ia[1] ignore_index; da[0]
+ * label smoothing; input 2 (optional) class weights. */
 static int64_t r_class_loss(const op_case *c, const double *const *x, double *out) {
-    int64_t N = c->in[0].s[0], C = c->in[0].s[1];
+    int64_t N = c->in[0].s[0], C = c->in[0].s[1], D = numel_of(c->in[0].nd - 2, c->in[0].s + 2);
     double tot = 0, wsum = 0, eps = c->da[0];
     const double *w = c->n > 2 ? x[2] : NULL;
-    for (int64_t i = 0; i < N; i++) {
-        const double *r = x[0] + i * C;
+    for (int64_t i = 0; i < N * D; i++) {
+        const double *r = x[0] + (i / D) * C * D + i % D; /* class j at r[j * D] */
         int64_t y = (int64_t)x[1][i];
         double lse = 0, m = -INFINITY;
         if (c->ia[2]) {
-            for (int64_t j = 0; j < C; j++) m = fmax(m, r[j]);
-            for (int64_t j = 0; j < C; j++) lse += exp(r[j] - m);
+            for (int64_t j = 0; j < C; j++) m = fmax(m, r[j * D]);
+            for (int64_t j = 0; j < C; j++) lse += exp(r[j * D] - m);
             lse = m + log(lse);
         }
         double li = 0;
         if (y != c->ia[1]) {
             double wy = w ? w[y] : 1;
-            li = (1 - eps) * wy * (lse - r[y]);
-            for (int64_t j = 0; eps > 0 && j < C; j++) li += eps / (double)C * (w ? w[j] : 1) * (lse - r[j]);
+            li = (1 - eps) * wy * (lse - r[y * D]);
+            for (int64_t j = 0; eps > 0 && j < C; j++) li += eps / (double)C * (w ? w[j] : 1) * (lse - r[j * D]);
             wsum += wy;
         }
         out[i] = li;
         tot += li;
     }
-    if (c->ia[0] == AMP_REDUCTION_NONE) return N;
+    if (c->ia[0] == AMP_REDUCTION_NONE) return N * D;
     out[0] = c->ia[0] == AMP_REDUCTION_MEAN ? tot / wsum : tot;
     return 1;
 }
@@ -811,6 +812,8 @@ static const op_case CASES[] = {
     {"amp_squeeze", "view", "dim 1 of [3,1,5]", f_squeeze, NULL, .n = 1, .in = {IN('n', 3, 1, 5)}, .ia = {1}, .flags = F64, .fwd = &B_COPY},
     {"amp_unsqueeze", "view", "dim -1 of [3,5]", f_unsqueeze, NULL, .n = 1, .in = {IN('n', 3, 5)}, .ia = {-1}, .flags = F64, .fwd = &B_COPY},
     {"amp_cat", "view", "3 along dim 1, one transposed", f_cat, NULL, .n = 3, .in = {IN('n', 3, 2), INV('n', 't', 3, 5), IN('n', 3, 1)}, .ia = {1}, .flags = F64, .fwd = &B_COPY},
+    {"amp_cat", "view", "dim -1, sliced second", f_cat, NULL, .n = 2, .in = {IN('n', 2, 3), INV('n', 's', 2, 4)}, .ia = {-1}, .flags = F64, .fwd = &B_COPY},
+    {"amp_stack", "view", "3 along dim -1", f_stack, NULL, .n = 3, .in = {IN('n', 4, 3), INV('n', 't', 4, 3), IN('n', 4, 3)}, .ia = {-1}, .flags = F64, .fwd = &B_COPY},
     {"amp_stack", "view", "2 along dim 0", f_stack, NULL, .n = 2, .in = {IN('n', 3, 5), INV('n', 's', 3, 5)}, .ia = {0}, .flags = F64, .fwd = &B_COPY},
 
     /* products */
@@ -821,19 +824,25 @@ static const op_case CASES[] = {
     {"amp_matmul", "gemm", "precision medium 6x33 @ 33x5", f_matmul_medium, r_matmul, .n = 2, .in = {IN('n', 6, 33), IN('n', 33, 5)}, .fwd = &B_MEDIUM, .bwd = &B_MEDIUM},
     {"amp_matmul", "gemm", "33x41 @ transposed 41x17 (vector blocks)", f_matmul, r_matmul, .n = 2, .in = {IN('n', 33, 41), INV('n', 't', 41, 17)}},
     {"amp_matmul", "gemm", "[3,0] @ [0,4]: zeros", f_matmul, r_matmul, .n = 2, .in = {IN('n', 3, 0), IN('n', 0, 4)}},
+    {"amp_matmul", "gemm", "[5,7] @ 1-D 7", f_matmul, r_matmul, .n = 2, .in = {IN('n', 5, 7), IN('n', 7)}},
+    {"amp_matmul", "gemm", "1-D 9 @ 1-D 9", f_matmul, r_matmul, .n = 2, .in = {IN('n', 9), INV('n', 's', 9)}},
+    {"amp_matmul", "gemm", "transposed [2,5,3] @ [3,4]", f_matmul, r_matmul, .n = 2, .in = {INV('n', 't', 2, 5, 3), IN('n', 3, 4)}},
     {"amp_mm", "gemm", "3x1 @ 1x4", f_mm, r_matmul, .n = 2, .in = {IN('n', 3, 1), IN('n', 1, 4)}},
     {"amp_mm", "gemm", "odd 13x11 @ transposed 11x9", f_mm, r_matmul, .n = 2, .in = {IN('n', 13, 11), INV('n', 't', 11, 9)}},
     {"amp_bmm", "gemm", "[3,5,7] @ [3,7,2]", f_bmm, r_matmul, .n = 2, .in = {IN('n', 3, 5, 7), INV('n', 't', 3, 7, 2)}},
     {"amp_linear", "gemm", "[2,3,5] x [4,5]ᵀ + b", f_linear, r_linear, .n = 3, .in = {IN('n', 2, 3, 5), IN('n', 4, 5), IN('n', 4)}},
     {"amp_linear", "gemm", "sliced x, no bias", f_linear, r_linear, .n = 2, .in = {INV('n', 's', 7, 9), IN('n', 3, 9)}},
+    {"amp_linear", "gemm", "1-D x [9]", f_linear, r_linear, .n = 3, .in = {IN('n', 9), IN('n', 4, 9), IN('n', 4)}},
     {"amp_addmm", "gemm", "beta 0.5 [5] + alpha 2 [3,4]@[4,5]", f_addmm, r_addmm, .n = 3, .in = {IN('n', 5), IN('n', 3, 4), INV('n', 't', 4, 5)}, .da = {0.5, 2.0}},
     {"amp_baddbmm", "gemm", "beta 1 alpha -0.5 [2,3,5]", f_baddbmm, r_addmm, .n = 3, .in = {IN('n', 2, 3, 5), IN('n', 2, 3, 7), IN('n', 2, 7, 5)}, .da = {1.0, -0.5}},
+    {"amp_baddbmm", "gemm", "input [5] broadcast, beta 0.25", f_baddbmm, r_addmm, .n = 3, .in = {IN('n', 5), INV('n', 't', 3, 2, 4), IN('n', 3, 4, 5)}, .da = {0.25, 1.0}},
     {"amp_dot", "gemm", "length 37", f_dot, r_matmul, .n = 2, .in = {IN('n', 37), IN('n', 37)}},
     {"amp_dot", "gemm", "sliced length 9", f_dot, r_matmul, .n = 2, .in = {INV('n', 's', 9), IN('n', 9)}},
 
     /* convolution and pooling: ia = stride h,w; pad h,w; dilation h,w; groups */
     {"amp_conv2d", "conv", "3x3 pad 1 + bias [2,3,7,6]", f_conv2d, r_conv2d, .n = 3, .in = {IN('n', 2, 3, 7, 6), IN('n', 4, 3, 3, 3), IN('n', 4)}, .ia = {1, 1, 1, 1, 1, 1, 1}},
     {"amp_conv2d", "conv", "stride 2 dilation 2 groups 2", f_conv2d, r_conv2d, .n = 2, .in = {IN('n', 1, 4, 9, 8), IN('n', 2, 2, 2, 3)}, .ia = {2, 2, 0, 1, 2, 2, 2}},
+    {"amp_conv2d", "conv", "transposed x, 2x3 kernel", f_conv2d, r_conv2d, .n = 2, .in = {INV('n', 't', 1, 2, 5, 6), IN('n', 3, 2, 2, 3)}, .ia = {1, 1, 0, 0, 1, 1, 1}},
     {"amp_conv1d", "conv", "k 3 stride 2 pad 1 + bias", f_conv1d, r_conv1d, .n = 3, .in = {IN('n', 2, 3, 11), IN('n', 5, 3, 3), IN('n', 5)}, .ia = {2, 0, 1, 0, 1, 0, 1}},
     /* pool ia = kernel h,w; stride h,w; pad h,w; ceil_mode; dilation (max) / exclude_pad (avg) */
     {"amp_max_pool2d", "pool", "2x2 [2,3,7,6]", f_maxpool, r_maxpool, .n = 1, .in = {IN('d', 2, 3, 7, 6)}, .ia = {2, 2, 2, 2, 0, 0, 0, 1}},
@@ -841,6 +850,7 @@ static const op_case CASES[] = {
     {"amp_max_pool2d", "pool", "2x2 dilation 2, transposed", f_maxpool, r_maxpool, .n = 1, .in = {INV('d', 't', 1, 2, 7, 9)}, .ia = {2, 2, 1, 1, 0, 0, 0, 2}},
     {"amp_avg_pool2d", "pool", "3x3 stride 2 pad 1 (count pad)", f_avgpool, r_avgpool, .n = 1, .in = {IN('n', 2, 2, 7, 6)}, .ia = {3, 3, 2, 2, 1, 1, 0, 0}},
     {"amp_avg_pool2d", "pool", "3x2 pad 1 ceil exclude_pad", f_avgpool, r_avgpool, .n = 1, .in = {IN('n', 1, 3, 8, 7)}, .ia = {3, 2, 2, 2, 1, 1, 1, 1}},
+    {"amp_avg_pool2d", "pool", "2x2, sliced", f_avgpool, r_avgpool, .n = 1, .in = {INV('n', 's', 1, 2, 5, 7)}, .ia = {2, 2, 2, 2, 0, 0, 0, 0}},
     {"amp_adaptive_avg_pool2d", "pool", "7x5 -> 3x2", f_adaptive, r_adaptive, .n = 1, .in = {IN('n', 2, 3, 7, 5)}, .ia = {3, 2}},
 
     /* activations */
@@ -855,6 +865,7 @@ static const op_case CASES[] = {
     {"amp_prelu", "elementwise", "weight [C] on [2,3,5]", f_prelu, r_prelu, .n = 2, .in = {IN('n', 2, 3, 5), IN('p', 3)}, .flags = F64},
     {"amp_prelu", "elementwise", "weight [1], sliced", f_prelu, r_prelu, .n = 2, .in = {INV('n', 's', 4, 7), IN('p', 1)}, .flags = F64},
     {"amp_dropout", "elementwise", "p 0.3 training (mask: same generator)", f_dropout, NULL, .n = 1, .in = {IN('n', 5, 9)}, .ia = {1}, .da = {0.3}, .flags = F64},
+    {"amp_dropout", "elementwise", "p 1 training: zeros", f_dropout, PW(pw_zero), .n = 1, .in = {IN('n', 3, 7)}, .ia = {1}, .da = {1.0}, .flags = F64},
     {"amp_dropout", "elementwise", "eval: identity", f_dropout, NULL, .n = 1, .in = {INV('n', 't', 3, 5)}, .ia = {0}, .da = {0.5}, .flags = F64, .fwd = &B_COPY},
 
     /* elementwise */
@@ -871,6 +882,8 @@ static const op_case CASES[] = {
     {"amp_mul_scalar", "elementwise", "* -3, sliced", f_mul_s, PW(pw_mul_s), .n = 1, .in = {INV('n', 's', 17)}, .da = {-3.0}, .flags = F64},
     {"amp_div_scalar", "elementwise", "/ 3", f_div_s, PW(pw_div_s), .n = 1, .in = {IN('n', 5, 5)}, .da = {3.0}, .flags = F64},
     {"amp_pow", "elementwise", "x^2.5, x > 0", f_pow, PW(pw_pow), .n = 1, .in = {IN('p', 35)}, .da = {2.5}, .flags = F64},
+    {"amp_pow", "elementwise", "x^-1.5 (x > 0)", f_pow, PW(pw_pow), .n = 1, .in = {IN('p', 17)}, .da = {-1.5}, .flags = F64},
+    {"amp_pow", "elementwise", "x^0: ones, gradient 0", f_pow, PW(pw_pow), .n = 1, .in = {IN('n', 9)}, .da = {0.0}, .flags = F64},
     {"amp_pow", "elementwise", "x^3", f_pow, PW(pw_pow), .n = 1, .in = {INV('n', 't', 3, 4)}, .da = {3.0}, .flags = F64},
     {"amp_pow_tensor", "elementwise", "[3,5]^[5], base > 0", f_powt, PW(pw_powt), .n = 2, .in = {IN('p', 3, 5), IN('u', 5)}, .flags = F64, .pol = "pow"},
     {"amp_exp", "elementwise", "odd 37", f_exp, PW(pw_exp), .n = 1, .in = {IN('n', 37)}, .flags = F64},
@@ -895,12 +908,15 @@ static const op_case CASES[] = {
     {"amp_mean", "reduce", "dim -1 of [4,9]", f_mean, r_mean, .n = 1, .in = {IN('n', 4, 9)}, .ia = {1, -1}},
     {"amp_mean", "reduce", "all, sliced", f_mean, r_mean, .n = 1, .in = {INV('n', 's', 5, 7)}},
     {"amp_norm", "reduce", "p 2 over dim 1", f_norm, r_norm, .n = 1, .in = {IN('n', 3, 7)}, .ia = {1, 1}, .da = {2.0}},
+    {"amp_norm", "reduce", "p 1 over dims (0,1), transposed", f_norm, r_norm, .n = 1, .in = {INV('n', 't', 3, 4, 5)}, .ia = {2, 0, 1}, .da = {1.0}},
+    {"amp_mean", "reduce", "dims (1,2) keepdim of [2,3,4,5]", f_mean, r_mean, .n = 1, .in = {IN('n', 2, 3, 4, 5)}, .ia = {2, 1, 2, 0, 1}},
     {"amp_norm", "reduce", "p 3 all, keepdim", f_norm, r_norm, .n = 1, .in = {IN('n', 2, 5)}, .ia = {0, 0, 0, 0, 1}, .da = {3.0}},
     {"amp_prod", "reduce", "dim 1 of [3,6]", f_prod, r_prod, .n = 1, .in = {IN('p', 3, 6)}, .ia = {1, 0}, .fwd = &B_WIDE, .bwd = &B_WIDE},
     {"amp_prod", "reduce", "dim 0 keepdim, transposed", f_prod, r_prod, .n = 1, .in = {INV('u', 't', 5, 3)}, .ia = {0, 1}, .fwd = &B_WIDE, .bwd = &B_WIDE},
     {"amp_prod", "reduce", "zeros in the rows (gradient of a zero)", f_prod, r_prod, .n = 1, .in = {IN('z', 4, 5)}, .ia = {1, 0}, .fwd = &B_WIDE, .bwd = &B_WIDE},
     {"amp_prod", "reduce", "five zeros in one column, none in the other", f_prod, r_prod, .n = 1, .in = {IN('z', 9, 2)}, .ia = {0, 0}, .fwd = &B_WIDE, .bwd = &B_WIDE},
     {"amp_cumsum", "reduce", "dim 1 of [3,9]", f_cumsum, r_cumsum, .n = 1, .in = {IN('n', 3, 9)}, .ia = {1}},
+    {"amp_cumsum", "reduce", "row of 1031", f_cumsum, r_cumsum, .n = 1, .in = {IN('n', 1031)}, .ia = {0}},
     {"amp_cumsum", "reduce", "dim 0, sliced", f_cumsum, r_cumsum, .n = 1, .in = {INV('n', 's', 7, 3)}, .ia = {0}},
     {"amp_max", "reduce", "dim 1 of [4,7]", f_max, r_max, .n = 1, .in = {IN('d', 4, 7)}, .ia = {1, 0}, .fwd = &B_COPY},
     {"amp_max", "reduce", "dim 0 keepdim, transposed", f_max, r_max, .n = 1, .in = {INV('d', 't', 5, 3)}, .ia = {0, 1}, .fwd = &B_COPY},
@@ -911,11 +927,15 @@ static const op_case CASES[] = {
     {"amp_softmax", "softmax", "no rows [0,5]", f_softmax, r_softmax, .n = 1, .in = {IN('n', 0, 5)}, .ia = {-1}},
     {"amp_softmax", "softmax", "dim 0, transposed", f_softmax, r_softmax, .n = 1, .in = {INV('n', 't', 5, 4)}, .ia = {0}},
     {"amp_log_softmax", "softmax", "dim 1 of [2,7,3]", f_log_softmax, r_softmax, .n = 1, .in = {IN('n', 2, 7, 3)}, .ia = {1, 1}},
+    {"amp_log_softmax", "softmax", "large logits N(0, 30^2)", f_log_softmax, r_softmax, .n = 1, .in = {{.nd = 2, .s = {4, 9}, .gen = 'n', .hi = 30}}, .ia = {-1, 1}},
+    {"amp_softmax", "softmax", "dim of size 1", f_softmax, r_softmax, .n = 1, .in = {IN('n', 5, 1)}, .ia = {1}},
     {"amp_log_softmax", "softmax", "dim -1, sliced", f_log_softmax, r_softmax, .n = 1, .in = {INV('n', 's', 3, 9)}, .ia = {-1, 1}},
     {"amp_layer_norm", "norm", "last dim 37 + w, b", f_layer_norm, r_layer_norm, .n = 3, .in = {IN('n', 3, 37), IN('n', 37), IN('n', 37)}, .ia = {1}, .da = {1e-5}},
     {"amp_layer_norm", "norm", "[2,131] + w, b (vector rows)", f_layer_norm, r_layer_norm, .n = 3, .in = {IN('n', 2, 131), IN('n', 131), IN('n', 131)}, .ia = {1}, .da = {1e-5}},
     {"amp_layer_norm", "norm", "last 2 dims, no affine, transposed", f_layer_norm, r_layer_norm, .n = 1, .in = {INV('n', 't', 2, 3, 5)}, .ia = {2}, .da = {1e-5}},
     {"amp_group_norm", "norm", "3 groups of [2,6,5] + w, b", f_group_norm, r_group_norm, .n = 3, .in = {IN('n', 2, 6, 5), IN('n', 6), IN('n', 6)}, .ia = {3}, .da = {1e-5}},
+    {"amp_group_norm", "norm", "2 groups, transposed [2,4,3,5]", f_group_norm, r_group_norm, .n = 3, .in = {INV('n', 't', 2, 4, 3, 5), IN('n', 4), IN('n', 4)}, .ia = {2}, .da = {1e-5}},
+    {"amp_batch_norm", "norm", "training [3,2,5,3], eps 1e-3", f_batch_norm, r_batch_norm, .n = 5, .in = {INV('n', 't', 3, 2, 5, 3), STAT('n', 2), STAT('p', 2), INF32('n', 2), INF32('n', 2)}, .ia = {1}, .da = {1e-3}},
     {"amp_group_norm", "norm", "1 group [1,3,2,3]", f_group_norm, r_group_norm, .n = 1, .in = {IN('n', 1, 3, 2, 3)}, .ia = {1}, .da = {1e-5}},
     {"amp_batch_norm", "norm", "training [5,3,4]", f_batch_norm, r_batch_norm, .n = 5, .in = {IN('n', 5, 3, 4), STAT('n', 3), STAT('p', 3), INF32('n', 3), INF32('n', 3)}, .ia = {1}, .da = {1e-5}},
     {"amp_batch_norm", "norm", "eval [4,3]", f_batch_norm, r_batch_norm, .n = 5, .in = {IN('n', 4, 3), STAT('n', 3), STAT('p', 3), INF32('n', 3), INF32('n', 3)}, .ia = {0}, .da = {1e-5}},
@@ -923,10 +943,14 @@ static const op_case CASES[] = {
 
     /* indexing and masks (the f64 op is the reference) */
     {"amp_index_select", "gather", "dim 0 of [6,5]", f_index_select, NULL, .n = 2, .in = {IN('n', 6, 5), IDX(6, 4)}, .ia = {0}, .flags = F64, .fwd = &B_COPY},
+    {"amp_embedding", "gather", "transposed table, i64 [9] with repeats", f_embedding, r_embedding, .n = 2, .in = {INV('n', 't', 4, 6), IDX(4, 9)}, .fwd = &B_COPY},
     {"amp_index_select", "gather", "dim 1, transposed", f_index_select, NULL, .n = 2, .in = {INV('n', 't', 4, 7), IDX(7, 9)}, .ia = {1}, .flags = F64, .fwd = &B_COPY},
     {"amp_gather", "gather", "dim 1 of [4,6]", f_gather, NULL, .n = 2, .in = {IN('n', 4, 6), IDX(6, 4, 3)}, .ia = {1}, .flags = F64, .fwd = &B_COPY},
+    {"amp_gather", "gather", "dim 0, sliced", f_gather, NULL, .n = 2, .in = {INV('n', 's', 5, 3), IDX(5, 2, 3)}, .ia = {0}, .flags = F64, .fwd = &B_COPY},
+    {"amp_tril", "gather", "diagonal 2 of [5,4]", f_tril, NULL, .n = 1, .in = {INV('n', 't', 5, 4)}, .ia = {2}, .flags = F64, .fwd = &B_COPY},
     {"amp_tril", "gather", "diagonal 0 of [2,4,5]", f_tril, NULL, .n = 1, .in = {IN('n', 2, 4, 5)}, .ia = {0}, .flags = F64, .fwd = &B_COPY},
     {"amp_triu", "gather", "diagonal -1, transposed", f_triu, NULL, .n = 1, .in = {INV('n', 't', 5, 4)}, .ia = {-1}, .flags = F64, .fwd = &B_COPY},
+    {"amp_masked_fill", "gather", "full mask, transposed", f_masked_fill, NULL, .n = 2, .in = {INV('n', 't', 4, 3), MASK(4, 3)}, .da = {7.0}, .flags = F64, .fwd = &B_COPY},
     {"amp_masked_fill", "gather", "broadcast mask [1,5]", f_masked_fill, NULL, .n = 2, .in = {IN('n', 3, 5), MASK(1, 5)}, .da = {-2.5}, .flags = F64, .fwd = &B_COPY},
 
     /* attention: ia[0] causal, da[0] scale */
@@ -935,12 +959,15 @@ static const op_case CASES[] = {
     {"amp_scaled_dot_product_attention_ex", "attention", "u8 mask, L 3 S 6", f_sdpa_ex, r_sdpa, .n = 4, .in = {IN('n', 2, 3, 4), IN('n', 2, 6, 4), IN('n', 2, 6, 4), {.nd = 2, .s = {3, 6}, .gen = 'm', .dt = 'u', .hi = 1}}, .fwd = &B_WIDE, .bwd = &B_WIDE, .pol = "scaled_dot_product_attention"},
     {"amp_scaled_dot_product_attention_ex", "attention", "float mask [5,7], batch [2,3]", f_sdpa_ex, r_sdpa, .n = 4, .in = {IN('n', 2, 3, 5, 4), IN('n', 2, 3, 7, 4), IN('n', 2, 3, 7, 6), {.nd = 2, .s = {5, 7}, .gen = 'n', .dt = 'c'}}, .fwd = &B_WIDE, .bwd = &B_WIDE, .pol = "scaled_dot_product_attention"},
     {"amp_scaled_dot_product_attention_ex", "attention", "causal L 6 S 4 (top-left)", f_sdpa_ex, r_sdpa, .n = 3, .in = {IN('n', 1, 6, 5), IN('n', 1, 4, 5), IN('n', 1, 4, 3)}, .ia = {1}, .fwd = &B_WIDE, .bwd = &B_WIDE, .pol = "scaled_dot_product_attention"},
+    {"amp_scaled_dot_product_attention", "attention", "one query over 65 keys (decoding)", f_sdpa, r_sdpa, .n = 3, .in = {IN('n', 1, 1, 8), IN('n', 1, 65, 8), IN('n', 1, 65, 8)}, .fwd = &B_WIDE, .bwd = &B_WIDE},
     {"amp_scaled_dot_product_attention_math", "attention", "causal, transposed k", f_sdpa_math, r_sdpa, .n = 3, .in = {IN('n', 2, 5, 4), INV('n', 't', 2, 5, 4), IN('n', 2, 5, 3)}, .ia = {1}, .fwd = &B_WIDE, .bwd = &B_WIDE, .pol = "scaled_dot_product_attention"},
 
     /* losses: ia[0] reduction; class losses ia[1] ignore_index, ia[2] 1 = cross_entropy / ia[3] 1 = nll; da[0] label smoothing / beta */
     {"amp_cross_entropy", "loss", "mean [5,7]", f_cross_entropy, r_class_loss, .n = 2, .in = {IN('n', 5, 7), IDX(7, 5)}, .ia = {AMP_REDUCTION_MEAN, -100, 1}},
     {"amp_cross_entropy", "loss", "none, ignore_index 2, smoothing 0.1", f_cross_entropy, r_class_loss, .n = 2, .in = {IN('n', 6, 3), IDX(3, 6)}, .ia = {AMP_REDUCTION_NONE, 2, 1}, .da = {0.1}},
     {"amp_cross_entropy", "loss", "sum, class weights", f_cross_entropy, r_class_loss, .n = 3, .in = {INV('n', 't', 4, 5), IDX(5, 4), STAT('p', 5)}, .ia = {AMP_REDUCTION_SUM, -100, 1}},
+    {"amp_cross_entropy", "loss", "mean, weights and smoothing 0.2", f_cross_entropy, r_class_loss, .n = 3, .in = {IN('n', 5, 4), IDX(4, 5), STAT('p', 4)}, .ia = {AMP_REDUCTION_MEAN, -100, 1}, .da = {0.2}},
+    {"amp_cross_entropy", "loss", "[N,C,d] = [2,5,3], mean, ignore_index 1", f_cross_entropy, r_class_loss, .n = 2, .in = {IN('n', 2, 5, 3), IDX(5, 2, 3)}, .ia = {AMP_REDUCTION_MEAN, 1, 1}},
     {"amp_nll_loss", "loss", "mean, weights [6,4]", f_nll, r_class_loss, .n = 3, .in = {IN('n', 6, 4), IDX(4, 6), STAT('p', 4)}, .ia = {AMP_REDUCTION_MEAN, -100, 0, 1}},
     {"amp_mse_loss", "loss", "mean [3,7]", f_mse, PWL(pw_mse), .n = 2, .in = {IN('n', 3, 7), IN('n', 3, 7)}, .ia = {AMP_REDUCTION_MEAN}},
     {"amp_mse_loss", "loss", "none, broadcast target [5]", f_mse, PWL(pw_mse), .n = 2, .in = {INV('n', 't', 4, 5), IN('n', 5)}, .ia = {AMP_REDUCTION_NONE}},
@@ -989,7 +1016,7 @@ static double *gen_values(const in_spec *sp, int64_t n, uint64_t seed) {
         case 'm': v[i] = test_rng_uniform(&r) < 0.6 ? 1 : 0; break;
         case 'd': v[i] = (double)i; break;
         case 'g': v[i] = (double)((int64_t)(test_rng_u64(&r) % 129) - 64) / 64; break;
-        default: v[i] = test_rng_normal(&r);
+        default: v[i] = test_rng_normal(&r) * (sp->hi > 0 ? sp->hi : 1);
         }
     }
     if (sp->gen == 'd') /* a permutation of a grid exact in every dtype (|k| <= 256, k/16): no ties */
