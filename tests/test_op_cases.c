@@ -124,8 +124,9 @@ typedef int64_t (*ref_fn)(const op_case *c, const double *const *x, double *out)
 /* One element of a pointwise op from its broadcast inputs. */
 typedef double (*pw_fn)(const double *v, const op_case *c);
 
-/* F64: the op takes f64 inputs; OUT_DT: the output's dtype is out_dt */
-enum { F64 = 1, OUT_DT = 2 };
+/* F64: the op takes f64 inputs; OUT_DT: the output's dtype is out_dt;
+ * NOGRAD: forward only (the case checks an integer output) */
+enum { F64 = 1, OUT_DT = 2, NOGRAD = 4 };
 
 struct op_case {
     const char *op;  /* the public name, as ops.h declares it */
@@ -373,7 +374,8 @@ static int64_t pool_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, 
     if (ceil_mode && (o - 1) * s >= in + p) o--;
     return o;
 }
-static int64_t pool_ref(const op_case *c, const double *const *x, double *out, bool is_max) {
+/* is_max 2: the flat h*W+w position of each window's max (return_indices) */
+static int64_t pool_ref(const op_case *c, const double *const *x, double *out, int is_max) {
     const int64_t *xs = c->in[0].s;
     int64_t NC = xs[0] * xs[1], H = xs[2], W = xs[3];
     int64_t kh = c->ia[0], kw = c->ia[1], sh = c->ia[2], sw = c->ia[3], ph = c->ia[4], pw = c->ia[5];
@@ -383,7 +385,7 @@ static int64_t pool_ref(const op_case *c, const double *const *x, double *out, b
     for (int64_t p = 0; p < NC; p++)
         for (int64_t i = 0; i < OH; i++)
             for (int64_t j = 0; j < OW; j++) {
-                double acc = is_max ? -INFINITY : 0;
+                double acc = is_max ? -INFINITY : 0, pos = -1;
                 int64_t cnt = 0;
                 int64_t h0 = i * sh - ph, w0 = j * sw - pw;
                 for (int64_t u = 0; u < kh; u++)
@@ -391,20 +393,21 @@ static int64_t pool_ref(const op_case *c, const double *const *x, double *out, b
                         int64_t h = h0 + u * d, w = w0 + v * d;
                         if (h < 0 || h >= H || w < 0 || w >= W) continue;
                         double e = x[0][(p * H + h) * W + w];
-                        if (is_max) acc = e > acc ? e : acc;
-                        else acc += e;
+                        if (is_max && e > acc) acc = e, pos = (double)(h * W + w);
+                        else if (!is_max) acc += e;
                         cnt++;
                     }
                 if (!is_max) {
                     int64_t he = h0 + kh < H + ph ? h0 + kh : H + ph, we = w0 + kw < W + pw ? w0 + kw : W + pw;
                     acc /= (double)(excl ? cnt : (he - h0) * (we - w0));
                 }
-                out[o++] = acc;
+                out[o++] = is_max == 2 ? pos : acc;
             }
     return o;
 }
-static int64_t r_maxpool(const op_case *c, const double *const *x, double *out) { return pool_ref(c, x, out, true); }
-static int64_t r_avgpool(const op_case *c, const double *const *x, double *out) { return pool_ref(c, x, out, false); }
+static int64_t r_maxpool_idx(const op_case *c, const double *const *x, double *out) { return pool_ref(c, x, out, 2); }
+static int64_t r_maxpool(const op_case *c, const double *const *x, double *out) { return pool_ref(c, x, out, 1); }
+static int64_t r_avgpool(const op_case *c, const double *const *x, double *out) { return pool_ref(c, x, out, 0); }
 static int64_t r_adaptive(const op_case *c, const double *const *x, double *out) {
     const int64_t *xs = c->in[0].s;
     int64_t NC = xs[0] * xs[1], H = xs[2], W = xs[3], OH = c->ia[0], OW = c->ia[1], o = 0;
@@ -423,12 +426,13 @@ static int64_t r_adaptive(const op_case *c, const double *const *x, double *out)
 /* ---- float64 references: reductions ---------------------------------------------------------- */
 /* sum / mean / norm: ia[0] ndims, ia[1..3] dims, ia[4] keepdim (da[0]: p);
  * prod / max: ia[0] dim, ia[1] keepdim. */
-enum { RK_SUM, RK_MEAN, RK_NORM, RK_PROD, RK_MAX };
+enum { RK_SUM, RK_MEAN, RK_NORM, RK_PROD, RK_MAX, RK_ARGMAX };
 static int64_t reduce_ref(const op_case *c, const double *const *x, double *out, int kind) {
     int nd = c->in[0].nd;
     const int64_t *s = c->in[0].s;
     bool red[8] = {false};
-    if (kind == RK_PROD || kind == RK_MAX) red[c->ia[0] < 0 ? c->ia[0] + nd : c->ia[0]] = true;
+    int rd = c->ia[0] < 0 ? c->ia[0] + nd : c->ia[0];
+    if (kind >= RK_PROD) red[rd] = true;
     else if (c->ia[0] == 0)
         for (int d = 0; d < nd; d++) red[d] = true;
     else
@@ -439,7 +443,9 @@ static int64_t reduce_ref(const op_case *c, const double *const *x, double *out,
         on *= os[d];
         if (red[d]) cnt *= s[d];
     }
-    for (int64_t i = 0; i < on; i++) out[i] = kind == RK_PROD ? 1 : kind == RK_MAX ? -INFINITY : 0;
+    double best[1024];
+    assert_true(on <= 1024);
+    for (int64_t i = 0; i < on; i++) out[i] = kind == RK_PROD ? 1 : kind == RK_MAX ? -INFINITY : 0, best[i] = -INFINITY;
     int64_t n = numel_of(nd, s);
     for (int64_t i = 0; i < n; i++) {
         unravel(i, nd, s, idx);
@@ -449,6 +455,9 @@ static int64_t reduce_ref(const op_case *c, const double *const *x, double *out,
         case RK_NORM: out[o] += pow(fabs(v), c->da[0]); break;
         case RK_PROD: out[o] *= v; break;
         case RK_MAX: out[o] = v > out[o] ? v : out[o]; break;
+        case RK_ARGMAX:
+            if (v > best[o]) best[o] = v, out[o] = (double)idx[rd];
+            break;
         default: out[o] += v;
         }
     }
@@ -463,6 +472,7 @@ static int64_t r_mean(const op_case *c, const double *const *x, double *o) { ret
 static int64_t r_norm(const op_case *c, const double *const *x, double *o) { return reduce_ref(c, x, o, RK_NORM); }
 static int64_t r_prod(const op_case *c, const double *const *x, double *o) { return reduce_ref(c, x, o, RK_PROD); }
 static int64_t r_max(const op_case *c, const double *const *x, double *o) { return reduce_ref(c, x, o, RK_MAX); }
+static int64_t r_argmax(const op_case *c, const double *const *x, double *o) { return reduce_ref(c, x, o, RK_ARGMAX); }
 static int64_t r_cumsum(const op_case *c, const double *const *x, double *out) {
     int64_t outer, len, inner;
     split3(c->in[0].nd, c->in[0].s, c->ia[0], &outer, &len, &inner);
@@ -691,6 +701,12 @@ static amp_tensor *f_maxpool(amp_tensor *const *x, const op_case *c) {
     amp_pool_params p = pool_params(c, true);
     return amp_max_pool2d(X0, &p, NULL);
 }
+/* the indices output, as f32 (exact for these sizes) */
+static amp_tensor *f_maxpool_idx(amp_tensor *const *x, const op_case *c) {
+    amp_pool_params p = pool_params(c, true);
+    amp_tensor *idx = NULL;
+    return amp_max_pool2d(X0, &p, &idx) ? amp_to(idx, AMP_F32) : NULL;
+}
 static amp_tensor *f_avgpool(amp_tensor *const *x, const op_case *c) {
     amp_pool_params p = pool_params(c, false);
     return amp_avg_pool2d(X0, &p);
@@ -737,6 +753,10 @@ static amp_tensor *f_norm(amp_tensor *const *x, const op_case *c) { return amp_n
 static amp_tensor *f_prod(amp_tensor *const *x, const op_case *c) { return amp_prod(X0, c->ia[0], c->ia[1]); }
 static amp_tensor *f_cumsum(amp_tensor *const *x, const op_case *c) { return amp_cumsum(X0, c->ia[0]); }
 static amp_tensor *f_max(amp_tensor *const *x, const op_case *c) { return amp_max(X0, c->ia[0], c->ia[1], NULL); }
+static amp_tensor *f_max_idx(amp_tensor *const *x, const op_case *c) {
+    amp_tensor *idx = NULL;
+    return amp_max(X0, c->ia[0], c->ia[1], &idx) ? amp_to(idx, AMP_F32) : NULL;
+}
 
 static amp_tensor *f_softmax(amp_tensor *const *x, const op_case *c) { return amp_softmax(X0, c->ia[0]); }
 static amp_tensor *f_log_softmax(amp_tensor *const *x, const op_case *c) { return amp_log_softmax(X0, c->ia[0]); }
@@ -848,6 +868,7 @@ static const op_case CASES[] = {
     {"amp_max_pool2d", "pool", "2x2 [2,3,7,6]", f_maxpool, r_maxpool, .n = 1, .in = {IN('d', 2, 3, 7, 6)}, .ia = {2, 2, 2, 2, 0, 0, 0, 1}},
     {"amp_max_pool2d", "pool", "3x3 stride 2 pad 1 ceil", f_maxpool, r_maxpool, .n = 1, .in = {IN('d', 1, 2, 9, 8)}, .ia = {3, 3, 2, 2, 1, 1, 1, 1}},
     {"amp_max_pool2d", "pool", "2x2 dilation 2, transposed", f_maxpool, r_maxpool, .n = 1, .in = {INV('d', 't', 1, 2, 7, 9)}, .ia = {2, 2, 1, 1, 0, 0, 0, 2}},
+    {"amp_max_pool2d", "pool", "indices: 3x3 stride 2 pad 1 ceil", f_maxpool_idx, r_maxpool_idx, .n = 1, .in = {INV('d', 't', 1, 2, 9, 8)}, .ia = {3, 3, 2, 2, 1, 1, 1, 1}, .flags = OUT_DT | NOGRAD, .out_dt = AMP_F32, .fwd = &B_COPY},
     {"amp_avg_pool2d", "pool", "3x3 stride 2 pad 1 (count pad)", f_avgpool, r_avgpool, .n = 1, .in = {IN('n', 2, 2, 7, 6)}, .ia = {3, 3, 2, 2, 1, 1, 0, 0}},
     {"amp_avg_pool2d", "pool", "3x2 pad 1 ceil exclude_pad", f_avgpool, r_avgpool, .n = 1, .in = {IN('n', 1, 3, 8, 7)}, .ia = {3, 2, 2, 2, 1, 1, 1, 1}},
     {"amp_avg_pool2d", "pool", "2x2, sliced", f_avgpool, r_avgpool, .n = 1, .in = {INV('n', 's', 1, 2, 5, 7)}, .ia = {2, 2, 2, 2, 0, 0, 0, 0}},
@@ -922,6 +943,7 @@ static const op_case CASES[] = {
     {"amp_max", "reduce", "dim 0 keepdim, transposed", f_max, r_max, .n = 1, .in = {INV('d', 't', 5, 3)}, .ia = {0, 1}, .fwd = &B_COPY},
 
     /* softmax, norms, embedding */
+    {"amp_max", "reduce", "indices: dim 1 of [4,7], sliced", f_max_idx, r_argmax, .n = 1, .in = {INV('d', 's', 4, 7)}, .ia = {1, 0}, .flags = OUT_DT | NOGRAD, .out_dt = AMP_F32, .fwd = &B_COPY},
     {"amp_softmax", "softmax", "dim -1 of [3,37]", f_softmax, r_softmax, .n = 1, .in = {IN('n', 3, 37)}, .ia = {-1}},
     {"amp_softmax", "softmax", "dim -1 of [3,259] (vector rows)", f_softmax, r_softmax, .n = 1, .in = {IN('n', 3, 259)}, .ia = {-1}},
     {"amp_softmax", "softmax", "no rows [0,5]", f_softmax, r_softmax, .n = 1, .in = {IN('n', 0, 5)}, .ia = {-1}},
@@ -1039,8 +1061,7 @@ static amp_dtype input_dtype(const in_spec *sp, amp_dtype cfg) {
 }
 static bool wants_grad(const op_case *c, int k) {
     const in_spec *sp = &c->in[k];
-    (void)c;
-    return sp->dt == 0 || sp->dt == 'f';
+    return !(c->flags & NOGRAD) && (sp->dt == 0 || sp->dt == 'f');
 }
 
 /* ---- running one case ------------------------------------------------------------------------ */
