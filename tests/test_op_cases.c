@@ -23,16 +23,20 @@
  * reference gets the same (rounded) values, contiguous: either an
  * independent float64 formula written here (`ref`), or, for ops that take
  * f64 (the data movement and index ops, dropout), the same op in f64 on the
- * CPU. Gradients: a random upstream gradient (rounded to the output's dtype)
- * goes through amp_backward_ex; each input's .grad (read through the same
- * view) is compared with the f64 op's gradient, or with central differences
- * of the float64 formula. t_reference_gradients checks the f64 ops'
+ * CPU. Gradients: a random upstream gradient (multiples of 1/64, exact in
+ * every dtype) goes through amp_backward_ex; each input's .grad (read
+ * through the same view) is compared with the f64 op's gradient, or with
+ * central differences of the float64 formula (computed once per case and
+ * input dtype). t_reference_gradients checks the f64 ops'
  * gradients against central differences too, so the reference is itself
  * checked. The error of a result is max_i |got_i - ref_i| / (|ref_i| +
  * rms(ref)); the bound is the case's for the dtype the op computes in: the
  * inputs' dtype, or under autocast the region's (ops cast to lower
  * precision) or f32 (ops autocast runs in f32), as amp_autocast_op_policy
- * says; the output's dtype must be that dtype too.
+ * says; the output's dtype must be that dtype too. A gradient's bound also
+ * takes its leaf's dtype into account (it is stored there). Cases flagged
+ * NOGRAD check an integer output (max's and max_pool2d's indices) forward
+ * only.
  *
  * On a backend other than the CPU an op that refuses (returns NULL) is
  * counted as skipped and its message printed: the table shows which
