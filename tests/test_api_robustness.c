@@ -492,69 +492,12 @@ static void bank_free(api_bank *b) {
     free(b->scratch);
 }
 
-/* ---- the header parser: which functions are public ------------------------------------------- */
+/* ---- which functions are public: every header's declarations (tests/support) ------------------ */
 static int header_functions(char names[][64], int max) {
-    const char *hdrs[] = {"amp.h", "base.h", "numeric.h", "cuda.h", "tensor.h", "autograd.h", "autocast.h", "ops.h", "optim.h",
-                          "scaler.h", "policy.h", "nn.h", "initialize.h", "io.h", "checkpoint.h", "text.h", "gpt.h", "dist.h"};
-    int n = 0;
-    for (size_t h = 0; h < sizeof hdrs / sizeof hdrs[0]; h++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/include/amp/%s", AMP_SOURCE_DIR, hdrs[h]);
-        size_t len;
-        char *s = test_read_file(path, &len);
-        if (!s) fail_msg("cannot read %s", path);
-        /* blank out comments, preprocessor lines and brace bodies */
-        int depth = 0;
-        for (size_t i = 0; i < len; i++) {
-            if (s[i] == '/' && s[i + 1] == '*') {
-                char *e = strstr(s + i + 2, "*/");
-                size_t stop = e ? (size_t)(e - s) + 2 : len;
-                for (; i < stop; i++) s[i] = ' ';
-                i--;
-            } else if (s[i] == '/' && s[i + 1] == '/') {
-                for (; i < len && s[i] != '\n'; i++) s[i] = ' ';
-            } else if (s[i] == '#' && (i == 0 || s[i - 1] == '\n')) {
-                for (; i < len && s[i] != '\n'; i++) {
-                    if (s[i] == '\\' && s[i + 1] == '\n') s[i++] = ' ';
-                    s[i] = ' ';
-                }
-            }
-        }
-        for (size_t i = 0; i < len; i++) {
-            if (!strncmp(s + i, "extern \"C\"", 10)) {
-                memset(s + i, ' ', 10);
-                char *br = strchr(s + i, '{');
-                if (br) *br = ' ';
-            }
-        }
-        /* a stray '}' closes the extern "C" block: drop unmatched ones */
-        char *flat = calloc(len + 1, 1);
-        size_t k = 0;
-        for (size_t i = 0; i < len; i++) {
-            if (s[i] == '{') depth++;
-            else if (s[i] == '}') {
-                if (depth > 0) depth--;
-            } else if (depth == 0) flat[k++] = s[i];
-        }
-        char *save, *st = strtok_r(flat, ";", &save);
-        for (; st; st = strtok_r(NULL, ";", &save)) {
-            if (strstr(st, "typedef")) continue;
-            char *par = strchr(st, '(');
-            if (!par) continue;
-            char *e = par;
-            while (e > st && (e[-1] == ' ' || e[-1] == '\n' || e[-1] == '\t')) e--;
-            char *b = e;
-            while (b > st && (b[-1] == '_' || (b[-1] >= 'a' && b[-1] <= 'z') || (b[-1] >= 'A' && b[-1] <= 'Z') || (b[-1] >= '0' && b[-1] <= '9'))) b--;
-            if (e - b < 5 || strncmp(b, "amp_", 4)) continue;
-            if (n < max) {
-                snprintf(names[n], 64, "%.*s", (int)(e - b), b);
-                n++;
-            }
-        }
-        free(flat);
-        free(s);
-    }
-    return n;
+    static const char *const hdrs[] = {"amp.h", "base.h", "numeric.h", "cuda.h", "tensor.h", "autograd.h", "autocast.h",
+                                       "ops.h", "optim.h", "scaler.h", "policy.h", "nn.h", "initialize.h", "io.h",
+                                       "checkpoint.h", "text.h", "gpt.h", "dist.h"};
+    return test_header_functions(hdrs, (int)(sizeof hdrs / sizeof hdrs[0]), names, max);
 }
 
 static void t_table_covers_headers(void **state) {

@@ -11,6 +11,8 @@
 amp_tensor *tc_randn(test_rng *r, amp_dtype dt, int ndim, const int64_t *shape, double scale);
 /* Uniform in [lo, hi). */
 amp_tensor *tc_uniform(test_rng *r, amp_dtype dt, int ndim, const int64_t *shape, double lo, double hi);
+/* A new CPU tensor of dtype dt holding v (row-major doubles, rounded to dt once). */
+amp_tensor *tc_from_values(amp_dtype dt, int ndim, const int64_t *shape, const double *v);
 /* All elements, row-major, as double (malloc'd; free it). */
 double *tc_values(const amp_tensor *t);
 

@@ -118,4 +118,9 @@ extern char *test_tmpdir;
 int test_tmpdir_setup(void **state);
 int test_tmpdir_teardown(void **state);
 
+/* The functions declared in include/amp/<hdrs[i]> (names starting amp_,
+ * typedefs and macros left out), in declaration order, into names (at most
+ * max); returns how many. Fails the test when a header cannot be read. */
+int test_header_functions(const char *const *hdrs, int nhdrs, char names[][64], int max);
+
 #endif
