@@ -406,6 +406,9 @@ typedef struct amp_backend {
     /* g *= f for each gradient (clipping), f a host float or, when dev_f is
      * given, read on the device */
     amp_status (*optim_scale_grads)(const char *fn, amp_tensor *const *grads, int n, float f, const float *dev_f);
+    /* g = min(max(g, -c), c) for each gradient (clip_grad_value; NULL
+     * entries skipped), each element rounded back to g's dtype */
+    amp_status (*optim_clamp_grad)(const char *fn, amp_tensor *const *grads, int n, float c);
 } amp_backend;
 
 /* ---- the registry (kernels/backend.c) -------------------------------------- */
