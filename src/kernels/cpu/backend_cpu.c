@@ -123,6 +123,7 @@ const amp_backend amp_backend_cpu = {
     .optim_step = amp__cpu_optim_step,
     .optim_sumsq = amp__cpu_optim_sumsq,
     .optim_scale_grads = amp__cpu_optim_scale_grads,
+    .optim_clamp_grad = amp__cpu_optim_clamp_grad,
     .softmax = amp__cpu_softmax,
     .softmax_backward = amp__cpu_softmax_backward,
     .layer_norm = amp__cpu_layer_norm,
