@@ -134,4 +134,6 @@ const amp_backend amp_backend_cpu = {
     .group_norm_backward = amp__cpu_group_norm_backward,
     .class_loss = amp__cpu_class_loss,
     .class_loss_backward = amp__cpu_class_loss_backward,
+    .pw_loss = amp__cpu_pw_loss,
+    .pw_loss_backward = amp__cpu_pw_loss_backward,
 };
