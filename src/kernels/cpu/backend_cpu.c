@@ -7,6 +7,7 @@
 #include "kernels/cpu/backend_cpu_gemm.h"
 #include "kernels/cpu/backend_cpu_reduce.h"
 #include "kernels/cpu/backend_cpu_optim.h"
+#include "kernels/cpu/backend_cpu_pool.h"
 #include "kernels/cpu/backend_cpu_norm.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm.h"
@@ -132,6 +133,10 @@ const amp_backend amp_backend_cpu = {
     .batch_norm_backward = amp__cpu_batch_norm_backward,
     .group_norm = amp__cpu_group_norm,
     .group_norm_backward = amp__cpu_group_norm_backward,
+    .max_pool2d = amp__cpu_max_pool2d,
+    .max_pool2d_backward = amp__cpu_max_pool2d_backward,
+    .avg_pool2d = amp__cpu_avg_pool2d,
+    .avg_pool2d_backward = amp__cpu_avg_pool2d_backward,
     .class_loss = amp__cpu_class_loss,
     .class_loss_backward = amp__cpu_class_loss_backward,
     .pw_loss = amp__cpu_pw_loss,
