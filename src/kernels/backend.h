@@ -87,7 +87,9 @@ typedef struct {
 } amp_pool_args;
 
 /* Convolution (NCHW; conv1d is H = 1): per group g, Og = O/G outputs from
- * Cg = C/G inputs (geometry of one group, as kernels/cpu/conv.h). */
+ * Cg = C/G inputs; C and O count all channels. Output (oh, ow) reads input
+ * rows oh*sh - ph + i*dh (i < kh), columns likewise (0 outside). precision:
+ * the matmul precision the products use (read by the op when it calls). */
 typedef struct {
     int64_t N, C, O, G;
     int64_t H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW;
@@ -341,7 +343,8 @@ typedef struct amp_backend {
     amp_status (*avg_pool2d_backward)(const char *fn, const amp_pool_args *a, const amp_tensor *g, int ndim,
                                       const int64_t *xshape, amp_tensor **gx);
 
-    /* convolution: out [N, O, OH, OW] (the caller's shape); gin = dx, dw, db */
+    /* convolution: out [N, O, OH, OW] (the caller's shape; bias added); gin = dx, dw, db where
+     * need[i] (new f32 tensors, dx in x's dtype where the backend rounds it itself) */
     amp_status (*conv)(const char *fn, const amp_conv_args *a, const amp_tensor *x, const amp_tensor *w,
                        const amp_tensor *b, amp_tensor *out);
     amp_status (*conv_backward)(const char *fn, const amp_conv_args *a, const amp_tensor *x, const amp_tensor *w,

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/backend_cpu_conv.h"
 #include "kernels/cpu/backend_cpu_gather.h"
 #include "kernels/cpu/backend_cpu_gemm.h"
 #include "kernels/cpu/backend_cpu_reduce.h"
@@ -137,6 +138,8 @@ const amp_backend amp_backend_cpu = {
     .max_pool2d_backward = amp__cpu_max_pool2d_backward,
     .avg_pool2d = amp__cpu_avg_pool2d,
     .avg_pool2d_backward = amp__cpu_avg_pool2d_backward,
+    .conv = amp__cpu_conv,
+    .conv_backward = amp__cpu_conv_backward,
     .class_loss = amp__cpu_class_loss,
     .class_loss_backward = amp__cpu_class_loss_backward,
     .pw_loss = amp__cpu_pw_loss,
