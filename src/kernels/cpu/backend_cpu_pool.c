@@ -23,6 +23,30 @@ static void pooled_shape(const amp_tensor *x, const amp_pool_args *a, int64_t *s
     shape[x->ndim - 1] = a->OW;
 }
 
+/* The f32 backward loops: *gx = a new f32 gradient of xshape from dy widened
+ * to f32; idx: max pool's flat indices, NULL for the average pools. */
+static amp_status f32_backward(const amp_tensor *gy, int ndim, const int64_t *xshape, const amp_pool_args *a,
+                               const amp_tensor *idx, amp_tensor **gx) {
+    const amp_pool_geom g = geom_of(a);
+    amp_tensor *dx = amp__tensor_new("amp_backward", AMP_F32, ndim, xshape, amp__mem_current(AMP_MEM_WORKSPACE), 0);
+    if (!dx) return amp_last_status();
+    bool owned;
+    const float *dy = amp__f32_view(gy, &owned);
+    if (!dy) {
+        amp__release(dx);
+        return amp_last_status();
+    }
+    if (idx)
+        amp_max_pool2d_backward_f32(dy, amp__data(idx), amp__data(dx), a->planes, &g);
+    else if (a->adaptive)
+        amp_adaptive_avg_pool2d_backward_f32(dy, amp__data(dx), a->planes, g.H, g.W, g.OH, g.OW);
+    else
+        amp_avg_pool2d_backward_f32(dy, amp__data(dx), a->planes, &g, a->include_pad);
+    amp__f32_done(gy, dy, owned);
+    *gx = dx;
+    return AMP_OK;
+}
+
 /* ---- max pool ------------------------------------------------------------------------- */
 /* windows that never overlap: each input position gets at most one dy */
 static bool disjoint(const amp_pool_geom *g) { return g->dh == 1 && g->dw == 1 && g->kh <= g->sh && g->kw <= g->sw; }
@@ -84,18 +108,7 @@ amp_status amp__cpu_max_pool2d_backward(const char *fn, const amp_pool_args *a, 
         *gx = dx;
         return AMP_OK;
     }
-    amp_tensor *dx = amp__tensor_new("amp_backward", AMP_F32, ndim, xshape, amp__mem_current(AMP_MEM_WORKSPACE), 0);
-    if (!dx) return amp_last_status();
-    bool owned;
-    const float *dy = amp__f32_view(gy, &owned);
-    if (!dy) {
-        amp__release(dx);
-        return amp_last_status();
-    }
-    amp_max_pool2d_backward_f32(dy, amp__data(idx), amp__data(dx), a->planes, &g);
-    amp__f32_done(gy, dy, owned);
-    *gx = dx;
-    return AMP_OK;
+    return f32_backward(gy, ndim, xshape, a, idx, gx);
 }
 
 /* ---- average pools (a->adaptive: adaptive_avg_pool2d) ---------------------------------- */
@@ -122,20 +135,5 @@ amp_status amp__cpu_avg_pool2d_backward(const char *fn, const amp_pool_args *a, 
                                         const int64_t *xshape, amp_tensor **gx) {
     AMP_UNUSED(fn);
     *gx = NULL;
-    const amp_pool_geom g = geom_of(a);
-    amp_tensor *dx = amp__tensor_new("amp_backward", AMP_F32, ndim, xshape, amp__mem_current(AMP_MEM_WORKSPACE), 0);
-    if (!dx) return amp_last_status();
-    bool owned;
-    const float *dy = amp__f32_view(gy, &owned);
-    if (!dy) {
-        amp__release(dx);
-        return amp_last_status();
-    }
-    if (a->adaptive)
-        amp_adaptive_avg_pool2d_backward_f32(dy, amp__data(dx), a->planes, g.H, g.W, g.OH, g.OW);
-    else
-        amp_avg_pool2d_backward_f32(dy, amp__data(dx), a->planes, &g, a->include_pad);
-    amp__f32_done(gy, dy, owned);
-    *gx = dx;
-    return AMP_OK;
+    return f32_backward(gy, ndim, xshape, a, NULL, gx);
 }

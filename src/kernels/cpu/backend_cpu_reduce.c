@@ -231,8 +231,14 @@ amp_status amp__cpu_sum_to_shape(const char *fn, const amp_tensor *g, int ndim, 
 /* ---- prod and cumsum over one dim ------------------------------------------------- */
 /* f32 views of the inputs, the per-path kernels of kernels/cpu/reduce.h
  * (products in double), each result rounded once to out's dtype */
-amp_status amp__cpu_prod(const char *fn, const amp_tensor *x, int dim, amp_tensor *out) {
-    AMP_UNUSED(fn);
+static void prod_k(const float *x, int64_t outer, int64_t len, int64_t inner, float *out, bool unused) {
+    AMP_UNUSED(unused);
+    amp_k_prod_dim(x, outer, len, inner, out);
+}
+
+/* out = k(x viewed as f32, split (outer, len, inner) around dim) */
+static amp_status along_dim(const amp_tensor *x, int dim, amp_tensor *out,
+                            void (*k)(const float *, int64_t, int64_t, int64_t, float *, bool), bool flag) {
     int64_t outer, len, inner;
     amp__split_dim(x, dim, &outer, &len, &inner);
     bool owned;
@@ -242,10 +248,15 @@ amp_status amp__cpu_prod(const char *fn, const amp_tensor *x, int dim, amp_tenso
         if (px) amp__f32_done(x, px, owned);
         return amp_last_status();
     }
-    amp_k_prod_dim(px, outer, len, inner, po);
+    k(px, outer, len, inner, po, flag);
     amp__f32_out_end(out, po);
     amp__f32_done(x, px, owned);
     return AMP_OK;
+}
+
+amp_status amp__cpu_prod(const char *fn, const amp_tensor *x, int dim, amp_tensor *out) {
+    AMP_UNUSED(fn);
+    return along_dim(x, dim, out, prod_k, false);
 }
 
 amp_status amp__cpu_prod_backward(const char *fn, const amp_tensor *x, const amp_tensor *g, int dim, amp_tensor **gxo) {
@@ -272,19 +283,7 @@ amp_status amp__cpu_prod_backward(const char *fn, const amp_tensor *x, const amp
 
 amp_status amp__cpu_cumsum(const char *fn, const amp_tensor *x, int dim, bool reverse, amp_tensor *out) {
     AMP_UNUSED(fn);
-    int64_t outer, len, inner;
-    amp__split_dim(x, dim, &outer, &len, &inner);
-    bool owned;
-    const float *px = amp__f32_view(x, &owned);
-    float *po = px ? amp__f32_out_begin(out) : NULL;
-    if (!po) {
-        if (px) amp__f32_done(x, px, owned);
-        return amp_last_status();
-    }
-    amp_k_cumsum(px, outer, len, inner, po, reverse);
-    amp__f32_out_end(out, po);
-    amp__f32_done(x, px, owned);
-    return AMP_OK;
+    return along_dim(x, dim, out, amp_k_cumsum, reverse);
 }
 
 /* ---- max over one dim ------------------------------------------------------------- */
