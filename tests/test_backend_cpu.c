@@ -7,7 +7,8 @@
  * GELU's formula in double on the pre-activations (within (4 + 4|v|) f32
  * ulp, v the exponent, + a tiny absolute term near 0), for f32, f16 and bf16 C, padded leading
  * dimensions, a bias and batches. Also the memory entries the CPU table
- * fills.
+ * fills, and the entries the ops once bypassed (prod, cumsum, pointwise
+ * losses, pooling, convolution, the gradient clamp).
  *
  * AMP_TEST_PER_CPU_PATH: CTest runs this once per CPU path. */
 #include <math.h>
@@ -144,11 +145,60 @@ static void t_memory_entries(void **state) {
     amp_tensor_free(t);
 }
 
+
+/* The entries the ops used to bypass by computing on the host (prod,
+ * cumsum, the pointwise losses, pooling, convolution, clip_grad_value's
+ * clamp): the CPU fills each one and the op computes through it. */
+static void t_host_entries_filled(void **state) {
+    (void)state;
+    const amp_backend *be = &amp_backend_cpu;
+    assert_non_null(be->prod);
+    assert_non_null(be->prod_backward);
+    assert_non_null(be->cumsum);
+    assert_non_null(be->pw_loss);
+    assert_non_null(be->pw_loss_backward);
+    assert_non_null(be->max_pool2d);
+    assert_non_null(be->max_pool2d_backward);
+    assert_non_null(be->avg_pool2d);
+    assert_non_null(be->avg_pool2d_backward);
+    assert_non_null(be->conv);
+    assert_non_null(be->conv_backward);
+    assert_non_null(be->optim_clamp_grad);
+    /* called through the table, the ops' results */
+    float xv[6] = {1, 2, 3, 4, 5, 6};
+    amp_tensor *x = amp_tensor_from_data(xv, AMP_F32, 2, AMP_SHAPE(2, 3));
+    amp_tensor *p = amp_tensor_empty(AMP_F32, 1, AMP_SHAPE(2));
+    amp_tensor *c = amp_tensor_empty(AMP_F32, 2, AMP_SHAPE(2, 3));
+    assert_int_equal(AMP_BE_CALL(be, prod, "amp_prod", x, 1, p), AMP_OK);
+    const float *pp = amp_tensor_data(p);
+    assert_true(pp[0] == 6.0f && pp[1] == 120.0f);
+    assert_int_equal(AMP_BE_CALL(be, cumsum, "amp_cumsum", x, 1, false, c), AMP_OK);
+    const float want[6] = {1, 3, 6, 4, 9, 15};
+    assert_memory_equal(amp_tensor_data(c), want, sizeof want);
+    float yv[6] = {0, 0, 0, 0, 0, 0};
+    amp_tensor *y = amp_tensor_from_data(yv, AMP_F32, 2, AMP_SHAPE(2, 3)), *l = amp_tensor_empty(AMP_F32, 0, NULL);
+    amp_pw_args a = {.kind = AMP_PW_MSE, .reduction = AMP_REDUCTION_SUM, .ndim = 2, .shape = {2, 3}};
+    assert_int_equal(AMP_BE_CALL(be, pw_loss, "amp_mse_loss", &a, x, y, NULL, l), AMP_OK);
+    assert_true(*(const float *)amp_tensor_data(l) == 91.0f);
+    float gv[3] = {-3.0f, 0.5f, 3.0f};
+    amp_tensor *g = amp_tensor_from_data(gv, AMP_F32, 1, AMP_SHAPE(3));
+    assert_int_equal(AMP_BE_CALL(be, optim_clamp_grad, "amp_clip_grad_value", &g, 1, 1.0f), AMP_OK);
+    const float *pg = amp_tensor_data(g);
+    assert_true(pg[0] == -1.0f && pg[1] == 0.5f && pg[2] == 1.0f);
+    amp_tensor_free(g);
+    amp_tensor_free(l);
+    amp_tensor_free(y);
+    amp_tensor_free(c);
+    amp_tensor_free(p);
+    amp_tensor_free(x);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_gemm_gelu_epilogue),
         cmocka_unit_test(t_unknown_epilogue),
         cmocka_unit_test(t_memory_entries),
+        cmocka_unit_test(t_host_entries_filled),
     };
     return amp_test_run(tests);
 }

@@ -125,8 +125,9 @@ static void t_mixed_devices_refused(void **state) {
     assert_non_null(strstr(amp_last_error(), "cuda"));
     assert_null(amp_matmul(g, c));
     assert_non_null(strstr(amp_last_error(), "amp_matmul"));
-    /* an op that still computes on the CPU only (softmax runs on cuda now:
-     * on a machine with a GPU it would read the fake tensor's memory) */
+    /* an op whose entry the CUDA table leaves NULL (cumsum: refused by name
+     * before any data is read; softmax runs on cuda now: on a machine with a
+     * GPU it would read the fake tensor's memory) */
     assert_null(amp_cumsum(g, 0));
     assert_non_null(strstr(amp_last_error(), "amp_cumsum"));
     /* the internal check every op runs names both tensors and devices */

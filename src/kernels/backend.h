@@ -75,17 +75,21 @@ typedef struct {
     int64_t shape[AMP_MAX_DIMS]; /* the broadcast shape */
 } amp_pw_args;
 
-/* 2-D pooling over planes (N*C) of H x W; windows as kernels/cpu/pool.h. */
+/* 2-D pooling over planes (N*C) of H x W. Window of output (oh, ow): rows
+ * oh*sh - ph + i*dh (i < kh), columns likewise; positions outside the input
+ * are padding. Adaptive windows: rows [floor(oh*H/OH), ceil((oh+1)*H/OH)). */
 typedef struct {
     int64_t planes, H, W, OH, OW;
     int64_t kh, kw, sh, sw, ph, pw, dh, dw;
     bool include_pad;   /* avg_pool2d's count_include_pad */
     bool adaptive;      /* adaptive_avg_pool2d (kh..dw unused) */
-    bool keep_slots;    /* max_pool2d without requested indices: the backend may keep a compact form */
+    bool keep_slots;    /* max_pool2d without requested indices: the backend may keep a compact form (its *idx) */
 } amp_pool_args;
 
 /* Convolution (NCHW; conv1d is H = 1): per group g, Og = O/G outputs from
- * Cg = C/G inputs (geometry of one group, as kernels/cpu/conv.h). */
+ * Cg = C/G inputs; C and O count all channels. Output (oh, ow) reads input
+ * rows oh*sh - ph + i*dh (i < kh), columns likewise (0 outside). precision:
+ * the matmul precision the products use (read by the op when it calls). */
 typedef struct {
     int64_t N, C, O, G;
     int64_t H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW;
@@ -325,16 +329,22 @@ typedef struct amp_backend {
     amp_status (*mask_fill)(const char *fn, const amp_tensor *x, int kind, int64_t diagonal, const amp_tensor *mask,
                             double value, amp_tensor *out);
 
-    /* pooling */
+    /* pooling: y (x's dtype) the caller made; gx new, xshape (f32 or g's dtype).
+     * max_pool2d's idx: NULL when neither the indices nor a backward are
+     * wanted; *idx the caller's i64 tensor (y's shape) for the flat indices
+     * h * W + w when it asked for them; else (*idx NULL, a->keep_slots) the
+     * backend makes in *idx what its max_pool2d_backward reads (the CPU's
+     * 2 x 2 path: one-byte window slots; otherwise the i64 indices) */
     amp_status (*max_pool2d)(const char *fn, const amp_pool_args *a, const amp_tensor *x, amp_tensor *y,
-                             amp_tensor *idx);
+                             amp_tensor **idx);
     amp_status (*max_pool2d_backward)(const char *fn, const amp_pool_args *a, const amp_tensor *idx,
                                       const amp_tensor *g, int ndim, const int64_t *xshape, amp_tensor **gx);
     amp_status (*avg_pool2d)(const char *fn, const amp_pool_args *a, const amp_tensor *x, amp_tensor *y);
     amp_status (*avg_pool2d_backward)(const char *fn, const amp_pool_args *a, const amp_tensor *g, int ndim,
                                       const int64_t *xshape, amp_tensor **gx);
 
-    /* convolution: out [N, O, OH, OW] (the caller's shape); gin = dx, dw, db */
+    /* convolution: out [N, O, OH, OW] (the caller's shape; bias added); gin = dx, dw, db where
+     * need[i] (new f32 tensors, dx in x's dtype where the backend rounds it itself) */
     amp_status (*conv)(const char *fn, const amp_conv_args *a, const amp_tensor *x, const amp_tensor *w,
                        const amp_tensor *b, amp_tensor *out);
     amp_status (*conv_backward)(const char *fn, const amp_conv_args *a, const amp_tensor *x, const amp_tensor *w,
@@ -406,6 +416,9 @@ typedef struct amp_backend {
     /* g *= f for each gradient (clipping), f a host float or, when dev_f is
      * given, read on the device */
     amp_status (*optim_scale_grads)(const char *fn, amp_tensor *const *grads, int n, float f, const float *dev_f);
+    /* g = min(max(g, -c), c) for each gradient (clip_grad_value; NULL
+     * entries skipped), each element rounded back to g's dtype */
+    amp_status (*optim_clamp_grad)(const char *fn, amp_tensor *const *grads, int n, float c);
 } amp_backend;
 
 /* ---- the registry (kernels/backend.c) -------------------------------------- */

@@ -1,10 +1,10 @@
 /* Internal: helpers shared by the elementwise ops (elementwise.c) and the
- * activations (activation.c). Both sit on the kernel family in
- * src/kernels/cpu/elementwise.h. */
+ * activations (activation.c). Both sit on the elementwise catalogue of
+ * kernels/ew_ops.h (the backends' ew entry). */
 #ifndef AMP_OPS_ELEMENTWISE_H
 #define AMP_OPS_ELEMENTWISE_H
 
-#include "kernels/cpu/elementwise.h"
+#include "kernels/ew_ops.h"
 #include "ops/op_util.h"
 
 /* A new contiguous tensor of (ndim, shape) and dtype out_dt holding

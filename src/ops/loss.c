@@ -19,7 +19,6 @@
 #include <string.h>
 
 #include "kernels/backend.h"
-#include "kernels/cpu/reduce.h"
 #include "ops/f32_util.h"
 
 static const amp_loss_opts *get_opts(const char *fn, const amp_loss_opts *o, amp_loss_opts *tmp) {
@@ -31,19 +30,6 @@ static const amp_loss_opts *get_opts(const char *fn, const amp_loss_opts *o, amp
         return amp_error_null(AMP_ERR_ARG, "%s: reduction %d is not one of AMP_REDUCTION_MEAN, _SUM, _NONE", fn,
                               (int)o->reduction);
     return o;
-}
-
-/* An f32 tensor wrapper over a buffer (no ownership; for amp__copy_convert
- * and amp__sum_to_shape). */
-static void wrap_f32(amp_tensor *t, amp_storage *st, float *buf, int ndim, const int64_t *shape) {
-    memset(t, 0, sizeof *t);
-    memset(st, 0, sizeof *st);
-    st->data = buf;
-    t->dtype = AMP_F32;
-    t->storage = st;
-    t->ndim = ndim;
-    memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
-    amp__contig_strides(ndim, t->shape, t->stride);
 }
 
 /* ============================ class-index losses ============================ */
@@ -269,121 +255,16 @@ amp_tensor *amp_nll_loss(amp_tensor *logp, amp_tensor *target, const amp_loss_op
 }
 
 /* ============================ pointwise losses ============================ */
-typedef enum { PW_MSE, PW_L1, PW_SMOOTH_L1, PW_BCE, PW_KL } pw_kind;
-
-typedef struct {
-    pw_kind kind;
-    amp_reduction reduction;
-    double beta;
-    bool log_target;
-    int ndim;
-    int64_t shape[AMP_MAX_DIMS]; /* broadcast shape */
-} pw_ctx;
-
-/* t's values broadcast to shape, as a contiguous f32 workspace buffer. */
-static float *bcast_f32(const amp_tensor *t, int ndim, const int64_t *shape) {
-    int64_t n = amp__numel(ndim, shape);
-    float *buf = amp__ws_alloc((size_t)(n ? n : 1) * sizeof(float));
-    if (!buf) return NULL;
-    amp_tensor src = *t;
-    src.ndim = ndim;
-    memcpy(src.shape, shape, sizeof(int64_t) * (size_t)ndim);
-    amp__broadcast_strides(t, ndim, shape, src.stride);
-    amp_tensor dst;
-    amp_storage st;
-    wrap_f32(&dst, &st, buf, ndim, shape);
-    if (amp__copy_convert(&dst, &src) != AMP_OK) {
-        amp__ws_free(buf, (size_t)(n ? n : 1) * sizeof(float));
-        return NULL;
-    }
-    return buf;
-}
-
-static inline float sgnf(float d) { return d > 0 ? 1.0f : d < 0 ? -1.0f : 0.0f; }
-/* log(1 + exp(-x)), stable */
-static inline float softplus_neg(float x) { return log1pf(expf(-fabsf(x))) + fmaxf(-x, 0.0f); }
-
-static float pw_value(const pw_ctx *c, float x, float y, float pw) {
-    float d = x - y;
-    switch (c->kind) {
-    case PW_MSE: return d * d;
-    case PW_L1: return fabsf(d);
-    case PW_SMOOTH_L1: {
-        float ad = fabsf(d), beta = (float)c->beta;
-        return ad < beta ? 0.5f * d * d / beta : ad - 0.5f * beta;
-    }
-    case PW_BCE: {
-        float lw = 1.0f + (pw - 1.0f) * y;
-        return (1.0f - y) * x + lw * softplus_neg(x);
-    }
-    case PW_KL:
-        if (c->log_target) return expf(y) * (y - x);
-        return (y == 0 ? 0.0f : y * logf(y)) - y * x;
-    }
-    return 0;
-}
-
-/* d loss / d input (which = 0), d target (1), d pos_weight (2). */
-static float pw_grad(const pw_ctx *c, int which, float x, float y, float pw) {
-    float d = x - y;
-    switch (c->kind) {
-    case PW_MSE: return which == 0 ? 2 * d : -2 * d;
-    case PW_L1: return which == 0 ? sgnf(d) : -sgnf(d);
-    case PW_SMOOTH_L1: {
-        float beta = (float)c->beta;
-        float gx = fabsf(d) < beta ? d / beta : sgnf(d);
-        return which == 0 ? gx : -gx;
-    }
-    case PW_BCE: {
-        float sp = softplus_neg(x);
-        if (which == 0) {
-            float lw = 1.0f + (pw - 1.0f) * y;
-            /* sigmoid(-x), stable */
-            float s = x >= 0 ? expf(-x) / (1.0f + expf(-x)) : 1.0f / (1.0f + expf(x));
-            return (1.0f - y) - lw * s;
-        }
-        if (which == 1) return -x + (pw - 1.0f) * sp;
-        return y * sp;
-    }
-    case PW_KL:
-        if (c->log_target) return which == 0 ? -expf(y) : expf(y) * (y - x + 1.0f);
-        if (which == 0) return -y;
-        return y == 0 ? 0.0f : logf(y) + 1.0f - x;
-    }
-    return 0;
-}
-
+/* The forward and the backward each make one call into the backend of the
+ * tensors' device (kernels/backend.h: pw_loss, pw_loss_backward; the kinds
+ * are its amp_pw_kind); the node's context is the entry's argument block. */
 static amp_status pw_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
-    pw_ctx *c = n->ctx;
+    const amp_pw_args *c = n->ctx;
     const amp_tensor *x = n->saved[0], *y = n->saved[1], *pwt = n->saved[2];
-    int64_t cnt = amp__numel(c->ndim, c->shape);
-    size_t nb = (size_t)(cnt ? cnt : 1) * sizeof(float);
-    float *bx = bcast_f32(x, c->ndim, c->shape);
-    float *by = bx ? bcast_f32(y, c->ndim, c->shape) : NULL;
-    float *bp = (by && pwt) ? bcast_f32(pwt, c->ndim, c->shape) : NULL;
-    bool og = false;
-    const float *pg = (by && (!pwt || bp)) ? amp__f32_view(gout[0], &og) : NULL;
-    float *buf = pg ? amp__ws_alloc(nb) : NULL;
-    amp_status st = buf ? AMP_OK : amp_last_status();
-    double scale = c->reduction == AMP_REDUCTION_MEAN ? 1.0 / (double)cnt : 1.0;
-    for (int k = 0; k < 3 && st == AMP_OK; k++) {
-        if (!n->inputs[k].needs_grad) continue;
-        for (int64_t i = 0; i < cnt; i++) {
-            float g = c->reduction == AMP_REDUCTION_NONE ? pg[i] : (float)(pg[0] * scale);
-            buf[i] = g * pw_grad(c, k, bx[i], by[i], bp ? bp[i] : 1.0f);
-        }
-        amp_tensor bt;
-        amp_storage bs;
-        wrap_f32(&bt, &bs, buf, c->ndim, c->shape);
-        gin[k] = amp__sum_to_shape(&bt, n->inputs[k].ndim, n->inputs[k].shape);
-        if (!gin[k]) st = amp_last_status();
-    }
-    if (pg) amp__f32_done(gout[0], pg, og);
-    amp__ws_free(buf, nb);
-    amp__ws_free(bx, nb);
-    amp__ws_free(by, nb);
-    amp__ws_free(bp, nb);
-    return st;
+    const amp_backend *be = amp__backend_of(n->name, x);
+    if (!be) return amp_last_status();
+    bool need[3] = {n->inputs[0].needs_grad, n->inputs[1].needs_grad, n->inputs[2].needs_grad};
+    return AMP_BE_CALL(be, pw_loss_backward, n->name, c, x, y, pwt, gout[0], need, gin);
 }
 
 /* create_graph for mse, l1 and smooth_l1: d = x - y, the per-element
@@ -398,13 +279,13 @@ static double sign_of(double d, const void *arg) {
 static double inside_beta(double d, const void *arg) { return fabs(d) < *(const double *)arg ? 1.0 : 0.0; }
 
 static amp_status pw_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
-    pw_ctx *c = n->ctx;
+    const amp_pw_args *c = n->ctx;
     amp_tensor *d = amp_sub(amp__saved_input(n, 0), amp__saved_input(n, 1)), *t = NULL;
     if (!d) return amp_last_status();
     switch (c->kind) {
-    case PW_MSE: t = amp_mul_scalar(d, 2.0); break;
-    case PW_L1: t = amp__const_map(d, sign_of, NULL); break;
-    case PW_SMOOTH_L1: {
+    case AMP_PW_MSE: t = amp_mul_scalar(d, 2.0); break;
+    case AMP_PW_L1: t = amp__const_map(d, sign_of, NULL); break;
+    case AMP_PW_SMOOTH_L1: {
         amp_tensor *m = amp__const_map(d, inside_beta, &c->beta), *sg = amp__const_map(d, sign_of, NULL);
         t = amp_add(amp_mul(amp_div_scalar(d, c->beta > 0 ? c->beta : 1.0), m), amp_mul(sg, amp_rsub_scalar(m, 1.0)));
         break;
@@ -424,17 +305,17 @@ static amp_status pw_backward_diff(amp_node *n, amp_tensor *const *gout, amp_ten
     return AMP_OK;
 }
 
-static amp_tensor *pointwise_loss(const char *fn, amp_op_id op, pw_kind kind, amp_tensor *x, amp_tensor *y,
+static amp_tensor *pointwise_loss(const char *fn, amp_op_id op, amp_pw_kind kind, amp_tensor *x, amp_tensor *y,
                                   const amp_loss_opts *opts) {
     if (!amp__check_float(fn, x, "input") || !amp__check_float(fn, y, "target")) return NULL;
     amp_loss_opts defaults;
     const amp_loss_opts *o = get_opts(fn, opts, &defaults);
     if (!o) return NULL;
-    if (kind == PW_SMOOTH_L1 && !(o->beta >= 0))
+    if (kind == AMP_PW_SMOOTH_L1 && !(o->beta >= 0))
         return amp_error_null(AMP_ERR_ARG, "%s: beta %g must be >= 0 (0 gives the l1 loss)", fn, o->beta);
-    pw_ctx c = {kind, o->reduction, o->beta, o->log_target, 0, {0}};
+    amp_pw_args c = {kind, o->reduction, o->beta, o->log_target, 0, {0}};
     if (amp__broadcast_shapes(fn, x, y, &c.ndim, c.shape) != AMP_OK) return NULL;
-    amp_tensor *pwt = kind == PW_BCE ? o->pos_weight : NULL;
+    amp_tensor *pwt = kind == AMP_PW_BCE ? o->pos_weight : NULL;
     if (pwt) {
         if (!amp__check_float(fn, pwt, "pos_weight")) return NULL;
         int nd;
@@ -450,31 +331,23 @@ static amp_tensor *pointwise_loss(const char *fn, amp_op_id op, pw_kind kind, am
         }
     }
     amp_tensor *in[3] = {x, y, pwt};
-    int mask = amp__autocast(op, in, 3);
+    amp_device dev;
+    int mask = amp__autocast_dev(op, in, 3, &dev);
     if (mask < 0) return NULL;
     x = in[0];
     y = in[1];
     pwt = in[2];
     amp_dtype odt = amp__promote(x->dtype, y->dtype);
-    int64_t cnt = amp__numel(c.ndim, c.shape);
-    size_t nb = (size_t)(cnt ? cnt : 1) * sizeof(float);
-    amp_tensor *out = NULL;
-    float *bx = bcast_f32(x, c.ndim, c.shape);
-    float *by = bx ? bcast_f32(y, c.ndim, c.shape) : NULL;
-    float *bp = (by && pwt) ? bcast_f32(pwt, c.ndim, c.shape) : NULL;
-    if (!by || (pwt && !bp)) goto done;
-    for (int64_t i = 0; i < cnt; i++) bx[i] = pw_value(&c, bx[i], by[i], bp ? bp[i] : 1.0f);
-    if (o->reduction == AMP_REDUCTION_NONE) {
-        out = amp__empty_out(fn, odt, c.ndim, c.shape);
-        if (out) amp__from_f32(out, bx);
-    } else {
-        double s = amp_k_sum(bx, cnt);
-        if (o->reduction == AMP_REDUCTION_MEAN) s /= (double)cnt;
-        out = amp__empty_out(fn, odt, 0, NULL);
-        if (out) amp__store(amp__data(out), odt, s);
+    const amp_backend *be = amp__backend(fn, dev);
+    amp_tensor *out = !be ? NULL
+                      : o->reduction == AMP_REDUCTION_NONE ? amp__empty_out_on(fn, dev, odt, c.ndim, c.shape)
+                                                           : amp__empty_out_on(fn, dev, odt, 0, NULL);
+    if (out && AMP_BE_CALL(be, pw_loss, fn, &c, x, y, pwt, out) != AMP_OK) {
+        amp_tensor_free(out);
+        out = NULL;
     }
     if (out && amp__needs_grad(3, in)) {
-        amp_node *node = amp__node_new(fn, pw_backward, 3, in, sizeof(pw_ctx));
+        amp_node *node = amp__node_new(fn, pw_backward, 3, in, sizeof(amp_pw_args));
         if (!node) {
             amp_tensor_free(out);
             out = NULL;
@@ -483,30 +356,27 @@ static amp_tensor *pointwise_loss(const char *fn, amp_op_id op, pw_kind kind, am
         amp__node_save(node, x);
         amp__node_save(node, y);
         amp__node_save(node, pwt);
-        *(pw_ctx *)node->ctx = c;
-        if (kind == PW_MSE || kind == PW_L1 || kind == PW_SMOOTH_L1) node->backward_diff = pw_backward_diff;
+        *(amp_pw_args *)node->ctx = c;
+        if (kind == AMP_PW_MSE || kind == AMP_PW_L1 || kind == AMP_PW_SMOOTH_L1) node->backward_diff = pw_backward_diff;
         amp__node_attach(node, out);
     }
 done:
-    amp__ws_free(bx, nb);
-    amp__ws_free(by, nb);
-    amp__ws_free(bp, nb);
     amp__autocast_done(in, 3, mask);
     return out;
 }
 
 amp_tensor *amp_mse_loss(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o) {
-    return pointwise_loss("amp_mse_loss", AMP_OP_MSE_LOSS, PW_MSE, input, target, o);
+    return pointwise_loss("amp_mse_loss", AMP_OP_MSE_LOSS, AMP_PW_MSE, input, target, o);
 }
 amp_tensor *amp_l1_loss(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o) {
-    return pointwise_loss("amp_l1_loss", AMP_OP_L1_LOSS, PW_L1, input, target, o);
+    return pointwise_loss("amp_l1_loss", AMP_OP_L1_LOSS, AMP_PW_L1, input, target, o);
 }
 amp_tensor *amp_smooth_l1_loss(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o) {
-    return pointwise_loss("amp_smooth_l1_loss", AMP_OP_SMOOTH_L1_LOSS, PW_SMOOTH_L1, input, target, o);
+    return pointwise_loss("amp_smooth_l1_loss", AMP_OP_SMOOTH_L1_LOSS, AMP_PW_SMOOTH_L1, input, target, o);
 }
 amp_tensor *amp_binary_cross_entropy_with_logits(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o) {
-    return pointwise_loss("amp_binary_cross_entropy_with_logits", AMP_OP_BCE_WITH_LOGITS, PW_BCE, input, target, o);
+    return pointwise_loss("amp_binary_cross_entropy_with_logits", AMP_OP_BCE_WITH_LOGITS, AMP_PW_BCE, input, target, o);
 }
 amp_tensor *amp_kl_div(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o) {
-    return pointwise_loss("amp_kl_div", AMP_OP_KL_DIV, PW_KL, input, target, o);
+    return pointwise_loss("amp_kl_div", AMP_OP_KL_DIV, AMP_PW_KL, input, target, o);
 }

@@ -9,8 +9,6 @@
 #include <string.h>
 
 #include "kernels/backend.h"
-#include "kernels/cpu/kernel_util.h"
-#include "kernels/cpu/norm.h"
 #include "ops/f32_util.h"
 
 /* ---- helpers ---------------------------------------------------------------------------- */

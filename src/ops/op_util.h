@@ -5,18 +5,22 @@
  *       if (!amp__arg(fn, a, "a") || !amp__arg(fn, b, "b")) return NULL;  // NULL in, NULL out
  *       if (!amp__check_float(fn, a, "a") || ...) return NULL;
  *       amp_tensor *in[2] = {a, b};
- *       int mask = amp__autocast(AMP_OP_MUL, in, 2);                      // autocast category
+ *       amp_device dev;
+ *       int mask = amp__autocast_dev(AMP_OP_MUL, in, 2, &dev);            // one device; autocast category
  *       if (mask < 0) return NULL;
- *       ... compute out from in[0], in[1] (f32 math, result rounded once) ...
+ *       const amp_backend *be = amp__backend(fn, dev);                     // kernels/backend.h
+ *       ... out = amp__empty_out_on(fn, dev, ...);
+ *       ... AMP_BE_CALL(be, entry, fn, ...) computes out from in[0], in[1] ...
  *       if (amp__needs_grad(2, in)) { node = amp__node_new(...); save; attach }
  *       amp__autocast_done(in, 2, mask);
  *       return out;
  *   }
  *
  * Saved tensors must be the (possibly cast) in[] entries, not the originals.
- * Kernels that are hot (elementwise, reductions, softmax, norms) live in
- * src/kernels/cpu/ with a plain reference loop beside any fast path; matrix
- * products go through amp_gemm (src/kernels/cpu/gemm.h) only. */
+ * An op computes nothing on the host itself: its forward and its backward
+ * are calls into the backend of the tensors' device (the CPU's kernels are
+ * src/kernels/cpu/, which nothing outside src/kernels/ includes:
+ * tests/test_include_boundary.c). */
 #ifndef AMP_OPS_OP_UTIL_H
 #define AMP_OPS_OP_UTIL_H
 

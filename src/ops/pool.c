@@ -1,17 +1,13 @@
 /* max_pool2d, avg_pool2d, adaptive_avg_pool2d on [N,C,H,W] or [C,H,W].
  * Checks, output sizes (PyTorch's formulas, ceil_mode included) and autograd
- * here; the loops are in kernels/cpu/pool.c (f32; half inputs are widened
- * and the result rounded once). */
+ * here; the forward and the backward are one call each into the backend of
+ * x's device (kernels/backend.h: max_pool2d, avg_pool2d and their
+ * backwards; the CPU's: kernels/cpu/backend_cpu_pool.c). The geometry,
+ * amp_pool_args, is also the node's context. */
 #include <string.h>
 
-#include "kernels/cpu/pool.h"
+#include "kernels/backend.h"
 #include "ops/op_util.h"
-
-typedef struct {
-    amp_pool_geom g;
-    int64_t planes;
-    bool include_pad;
-} pool_ctx;
 
 static char *xshape(const amp_tensor *x, char *b) { return amp__shape_fmt(x->ndim, x->shape, b, AMP_SHAPE_BUF); }
 
@@ -66,14 +62,13 @@ static bool check_input(const char *fn, const amp_tensor *x) {
     return true;
 }
 
-static bool pool_geom(const char *fn, const amp_tensor *x, const amp_pool_params *p, bool max_pool, pool_ctx *c) {
+static bool pool_geom(const char *fn, const amp_tensor *x, const amp_pool_params *p, bool max_pool, amp_pool_args *g) {
     char b[AMP_SHAPE_BUF];
     if (!p) {
         amp_error(AMP_ERR_ARG, "%s: p is NULL (the kernel size is required)", fn);
         return false;
     }
-    amp_pool_geom *g = &c->g;
-    memset(c, 0, sizeof *c);
+    memset(g, 0, sizeof *g);
     int64_t k[2], s[2], pd[2], d[2];
     for (int i = 0; i < 2; i++) {
         k[i] = p->kernel[i];
@@ -120,8 +115,8 @@ static bool pool_geom(const char *fn, const amp_tensor *x, const amp_pool_params
                   (long long)d[1], (long long)g->OH, (long long)g->OW);
         return false;
     }
-    c->planes = amp_tensor_numel(x) / (g->H * g->W);
-    c->include_pad = !p->exclude_pad;
+    g->planes = amp_tensor_numel(x) / (g->H * g->W);
+    g->include_pad = !p->exclude_pad;
     return true;
 }
 
@@ -130,173 +125,81 @@ static amp_tensor *new_out(const char *fn, const amp_tensor *x, amp_dtype dt, in
     memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
     shape[x->ndim - 2] = OH;
     shape[x->ndim - 1] = OW;
-    return amp__empty_out(fn, dt, x->ndim, shape);
-}
-
-/* f32 output buffer: out's own data when out is f32, else scratch. */
-static float *out_f32(amp_tensor *out) {
-    if (out->dtype == AMP_F32) return amp__data(out);
-    return amp__ws_alloc((size_t)amp_tensor_numel(out) * sizeof(float));
-}
-
-static void out_done(amp_tensor *out, float *y) {
-    if (out->dtype == AMP_F32) return;
-    amp__from_f32(out, y);
-    amp__ws_free(y, (size_t)amp_tensor_numel(out) * sizeof(float));
-}
-
-/* gradient buffer with the input's shape (f32) */
-static amp_tensor *grad_like(const amp_edge *e) {
-    return amp__tensor_new("amp_backward", AMP_F32, e->ndim, e->shape, amp__mem_current(AMP_MEM_WORKSPACE), 0);
+    return amp__empty_out_on(fn, amp__dev(x), dt, x->ndim, shape);
 }
 
 /* ---- max pool ------------------------------------------------------------------------- */
-/* windows that never overlap: each input position gets at most one dy */
-static bool disjoint(const amp_pool_geom *g) { return g->dh == 1 && g->dw == 1 && g->kh <= g->sh && g->kw <= g->sw; }
-
 static amp_status max_pool_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
-    const pool_ctx *c = n->ctx;
-    const amp_tensor *idx = n->saved[0];
-    const amp_tensor *gy = gout[0];
-    if (disjoint(&c->g) && amp_tensor_is_contiguous(gy) &&
-        (gy->dtype == AMP_F32 || gy->dtype == AMP_F16 || gy->dtype == AMP_BF16)) {
-        /* the gradient in dy's dtype, written once (no f32 buffer, no cast after) */
-        const amp_edge *e = &n->inputs[0];
-        amp_tensor *dx = amp__tensor_new("amp_backward", gy->dtype, e->ndim, e->shape, amp__mem_current(AMP_MEM_WORKSPACE), 0);
-        if (!dx) return amp_last_status();
-        if (idx->dtype == AMP_U8) /* the 2 x 2 path's window slots */
-            amp_max_pool2d_backward_k2slot(amp__data(gy), gy->dtype, amp__data(idx), amp__data(dx), c->planes, &c->g);
-        else
-            amp_max_pool2d_backward_disjoint(amp__data(gy), gy->dtype, amp__data(idx), amp__data(dx), c->planes, &c->g);
-        gin[0] = dx;
-        return AMP_OK;
-    }
-    amp_tensor *dx = grad_like(&n->inputs[0]);
-    if (!dx) return amp_last_status();
-    bool owned;
-    const float *dy = amp__f32_view(gout[0], &owned);
-    if (!dy) {
-        amp__release(dx);
-        return amp_last_status();
-    }
-    amp_max_pool2d_backward_f32(dy, amp__data(idx), amp__data(dx), c->planes, &c->g);
-    amp__f32_done(gout[0], dy, owned);
-    gin[0] = dx;
-    return AMP_OK;
+    const amp_pool_args *a = n->ctx;
+    const amp_edge *e = &n->inputs[0];
+    const amp_backend *be = amp__backend_of("amp_backward", gout[0]);
+    if (!be) return amp_last_status();
+    return AMP_BE_CALL(be, max_pool2d_backward, "amp_backward", a, n->saved[0], gout[0], e->ndim, e->shape, &gin[0]);
 }
 
 amp_tensor *amp_max_pool2d(amp_tensor *x, const amp_pool_params *p, amp_tensor **indices) {
     static const char *fn = "amp_max_pool2d";
     if (indices) *indices = NULL;
     if (!check_input(fn, x)) return NULL;
-    pool_ctx c;
-    if (!pool_geom(fn, x, p, true, &c)) return NULL;
+    amp_pool_args a;
+    if (!pool_geom(fn, x, p, true, &a)) return NULL;
     amp_tensor *in[1] = {x};
-    int mask = amp__autocast(AMP_OP_MAX_POOL2D, in, 1);
+    amp_device dev;
+    int mask = amp__autocast_dev(AMP_OP_MAX_POOL2D, in, 1, &dev);
     if (mask < 0) return NULL;
     x = in[0];
-    /* The 2 x 2 / stride 2 path in the tensor's dtype (AVX-512). Unless the
-     * caller asks for the indices, it keeps only what the backward needs: the
-     * window position of each max in one byte (none without autograd),
-     * instead of an 8-byte flat index. */
-    const bool k2 = amp_cpu_active() >= AMP_CPU_AVX512 && amp_tensor_is_contiguous(x) && amp_max_pool2d_k2_ok(&c.g) &&
-                    (x->dtype == AMP_F32 || x->dtype == AMP_F16 || x->dtype == AMP_BF16);
     const bool grad = amp__needs_grad(1, in);
-    amp_tensor *out = new_out(fn, x, x->dtype, c.g.OH, c.g.OW);
+    /* the caller's indices (i64, flat per plane), or what the backward needs
+     * in the backend's own form (a->keep_slots), or nothing */
+    a.keep_slots = !indices;
+    const amp_backend *be = amp__backend(fn, dev);
+    amp_tensor *out = be ? new_out(fn, x, x->dtype, a.OH, a.OW) : NULL;
     amp_tensor *idx = NULL;
-    if (!k2 || indices) idx = new_out(fn, x, AMP_I64, c.g.OH, c.g.OW);
-    else if (grad) idx = new_out(fn, x, AMP_U8, c.g.OH, c.g.OW);
-    bool owned = false;
-    const float *xf = NULL;
-    float *y = NULL;
-    if (!out || ((!k2 || indices || grad) && !idx)) goto fail;
-    if (k2) {
-        const bool slots = idx && idx->dtype == AMP_U8;
-        amp_max_pool2d_k2_avx512(amp__data(x), x->dtype, amp__data(out), idx && !slots ? amp__data(idx) : NULL,
-                                 slots ? amp__data(idx) : NULL, c.planes, &c.g);
-    } else {
-        xf = amp__f32_view(x, &owned);
-        if (!xf || !(y = out_f32(out))) goto fail;
-        amp_max_pool2d_f32(xf, y, amp__data(idx), c.planes, &c.g);
-        out_done(out, y);
-        amp__f32_done(x, xf, owned);
-    }
+    if (!out || (indices && !(idx = new_out(fn, x, AMP_I64, a.OH, a.OW)))) goto fail;
+    if (AMP_BE_CALL(be, max_pool2d, fn, &a, x, out, indices || grad ? &idx : NULL) != AMP_OK) goto fail;
     if (grad) {
-        amp_node *nd = amp__node_new(fn, max_pool_backward, 1, in, sizeof(pool_ctx));
-        if (!nd) {
-            xf = NULL, y = NULL;
-            goto fail;
-        }
+        amp_node *nd = amp__node_new(fn, max_pool_backward, 1, in, sizeof(amp_pool_args));
+        if (!nd) goto fail;
         amp__node_save(nd, idx);
-        *(pool_ctx *)nd->ctx = c;
+        *(amp_pool_args *)nd->ctx = a;
         amp__node_attach(nd, out);
     }
     if (indices)
         *indices = idx;
     else
-        amp_tensor_free(idx);
+        amp__release(idx); /* the backend's record, now the node's */
     amp__autocast_done(in, 1, mask);
     return out;
 fail:
-    if (xf) amp__f32_done(x, xf, owned);
-    if (y && out->dtype != AMP_F32) amp__ws_free(y, (size_t)amp_tensor_numel(out) * sizeof(float));
     amp_tensor_free(out);
-    amp_tensor_free(idx);
+    if (indices) amp_tensor_free(idx);
+    else amp__release(idx);
     amp__autocast_done(in, 1, mask);
     return NULL;
 }
 
-/* ---- average pools -------------------------------------------------------------------- */
-typedef struct {
-    pool_ctx p;
-    bool adaptive;
-} avg_ctx;
-
+/* ---- average pools (a.adaptive: adaptive_avg_pool2d) ------------------------------------- */
 static amp_status avg_pool_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
-    const avg_ctx *c = n->ctx;
-    amp_tensor *dx = grad_like(&n->inputs[0]);
-    if (!dx) return amp_last_status();
-    bool owned;
-    const float *dy = amp__f32_view(gout[0], &owned);
-    if (!dy) {
-        amp__release(dx);
-        return amp_last_status();
-    }
-    const amp_pool_geom *g = &c->p.g;
-    if (c->adaptive)
-        amp_adaptive_avg_pool2d_backward_f32(dy, amp__data(dx), c->p.planes, g->H, g->W, g->OH, g->OW);
-    else
-        amp_avg_pool2d_backward_f32(dy, amp__data(dx), c->p.planes, g, c->p.include_pad);
-    amp__f32_done(gout[0], dy, owned);
-    gin[0] = dx;
-    return AMP_OK;
+    const amp_pool_args *a = n->ctx;
+    const amp_edge *e = &n->inputs[0];
+    const amp_backend *be = amp__backend_of("amp_backward", gout[0]);
+    if (!be) return amp_last_status();
+    return AMP_BE_CALL(be, avg_pool2d_backward, "amp_backward", a, gout[0], e->ndim, e->shape, &gin[0]);
 }
 
-static amp_tensor *avg_impl(const char *fn, amp_op_id op, amp_tensor *x, avg_ctx *c) {
+static amp_tensor *avg_impl(const char *fn, amp_op_id op, amp_tensor *x, const amp_pool_args *a) {
     amp_tensor *in[1] = {x};
-    int mask = amp__autocast(op, in, 1);
+    amp_device dev;
+    int mask = amp__autocast_dev(op, in, 1, &dev);
     if (mask < 0) return NULL;
     x = in[0];
-    const amp_pool_geom *g = &c->p.g;
-    amp_tensor *out = new_out(fn, x, x->dtype, g->OH, g->OW);
-    if (!out) goto done;
-    bool owned;
-    const float *xf = amp__f32_view(x, &owned);
-    float *y = xf ? out_f32(out) : NULL;
-    if (!y) {
-        if (xf) amp__f32_done(x, xf, owned);
-        goto fail;
-    }
-    if (c->adaptive)
-        amp_adaptive_avg_pool2d_f32(xf, y, c->p.planes, g->H, g->W, g->OH, g->OW);
-    else
-        amp_avg_pool2d_f32(xf, y, c->p.planes, g, c->p.include_pad);
-    out_done(out, y);
-    amp__f32_done(x, xf, owned);
+    const amp_backend *be = amp__backend(fn, dev);
+    amp_tensor *out = be ? new_out(fn, x, x->dtype, a->OH, a->OW) : NULL;
+    if (!out || AMP_BE_CALL(be, avg_pool2d, fn, a, x, out) != AMP_OK) goto fail;
     if (amp__needs_grad(1, in)) {
-        amp_node *nd = amp__node_new(fn, avg_pool_backward, 1, in, sizeof(avg_ctx));
+        amp_node *nd = amp__node_new(fn, avg_pool_backward, 1, in, sizeof(amp_pool_args));
         if (!nd) goto fail;
-        *(avg_ctx *)nd->ctx = *c;
+        *(amp_pool_args *)nd->ctx = *a;
         amp__node_attach(nd, out);
     }
     goto done;
@@ -311,10 +214,9 @@ done:
 amp_tensor *amp_avg_pool2d(amp_tensor *x, const amp_pool_params *p) {
     static const char *fn = "amp_avg_pool2d";
     if (!check_input(fn, x)) return NULL;
-    avg_ctx c;
-    memset(&c, 0, sizeof c);
-    if (!pool_geom(fn, x, p, false, &c.p)) return NULL;
-    return avg_impl(fn, AMP_OP_AVG_POOL2D, x, &c);
+    amp_pool_args a;
+    if (!pool_geom(fn, x, p, false, &a)) return NULL;
+    return avg_impl(fn, AMP_OP_AVG_POOL2D, x, &a);
 }
 
 amp_tensor *amp_adaptive_avg_pool2d(amp_tensor *x, int64_t out_h, int64_t out_w) {
@@ -323,13 +225,13 @@ amp_tensor *amp_adaptive_avg_pool2d(amp_tensor *x, int64_t out_h, int64_t out_w)
     if (out_h < 1 || out_w < 1)
         return amp_error_null(AMP_ERR_ARG, "%s: output size %lldx%lld must be positive", fn, (long long)out_h,
                               (long long)out_w);
-    avg_ctx c;
-    memset(&c, 0, sizeof c);
-    c.adaptive = true;
-    c.p.g.H = x->shape[x->ndim - 2];
-    c.p.g.W = x->shape[x->ndim - 1];
-    c.p.g.OH = out_h;
-    c.p.g.OW = out_w;
-    c.p.planes = amp_tensor_numel(x) / (c.p.g.H * c.p.g.W);
-    return avg_impl(fn, AMP_OP_ADAPTIVE_AVG_POOL2D, x, &c);
+    amp_pool_args a;
+    memset(&a, 0, sizeof a);
+    a.adaptive = true;
+    a.H = x->shape[x->ndim - 2];
+    a.W = x->shape[x->ndim - 1];
+    a.OH = out_h;
+    a.OW = out_w;
+    a.planes = amp_tensor_numel(x) / (a.H * a.W);
+    return avg_impl(fn, AMP_OP_ADAPTIVE_AVG_POOL2D, x, &a);
 }

@@ -2,15 +2,15 @@
  *
  * Inputs f32, f16 or bf16; the output has the input's dtype (as torch: a sum
  * of halves is a half) but every sum accumulates in f32 blocks added in double
- * (src/kernels/cpu/reduce.c) and is rounded once. Multi-dim reductions merge
- * adjacent dims and reduce one (outer, len, inner) block at a time. */
+ * and is rounded once. Each op is checks + autocast + one call per forward
+ * and backward into its device's backend (kernels/backend.h; the CPU's:
+ * kernels/cpu/backend_cpu_reduce.c) + the graph node. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "amp/numeric.h"
 #include "kernels/backend.h"
-#include "kernels/cpu/reduce.h"
 #include "ops/f32_util.h"
 
 /* ---- dims ------------------------------------------------------------------------ */
@@ -135,24 +135,9 @@ static int dim_out_shape(const amp_tensor *x, int d, bool keepdim, int64_t *shap
 
 static amp_status prod_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
     dim_ctx *c = n->ctx;
-    const amp_tensor *x = n->saved[0];
-    int64_t outer, len, inner;
-    amp__split_dim(x, c->dim, &outer, &len, &inner);
-    amp_tensor *gx = amp__f32_grad(x->ndim, x->shape, false);
-    if (!gx) return amp_last_status();
-    bool ox, og;
-    const float *px = amp__f32_view(x, &ox);
-    const float *pg = px ? amp__f32_view(gout[0], &og) : NULL;
-    if (!px || !pg) {
-        if (px) amp__f32_done(x, px, ox);
-        amp__release(gx);
-        return amp_last_status();
-    }
-    amp_k_prod_backward(px, pg, outer, len, inner, amp__data(gx));
-    amp__f32_done(x, px, ox);
-    amp__f32_done(gout[0], pg, og);
-    gin[0] = gx;
-    return AMP_OK;
+    const amp_backend *be = amp__backend_of("amp_backward", gout[0]);
+    if (!be) return amp_last_status();
+    return AMP_BE_CALL(be, prod_backward, "amp_backward", n->saved[0], gout[0], c->dim, &gin[0]);
 }
 
 amp_tensor *amp_prod(amp_tensor *x, int dim, bool keepdim) {
@@ -161,27 +146,19 @@ amp_tensor *amp_prod(amp_tensor *x, int dim, bool keepdim) {
     int d;
     if (amp__norm_dim0(fn, dim, x, &d) != AMP_OK) return NULL;
     amp_tensor *in[1] = {x};
-    int mask = amp__autocast(AMP_OP_PROD, in, 1);
+    amp_device dev;
+    int mask = amp__autocast_dev(AMP_OP_PROD, in, 1, &dev);
     if (mask < 0) return NULL;
     x = in[0];
-    int64_t shape[AMP_MAX_DIMS], outer, len, inner;
+    int64_t shape[AMP_MAX_DIMS];
     int nd = dim_out_shape(x, d, keepdim, shape);
-    amp__split_dim(x, d, &outer, &len, &inner);
-    amp_tensor *out = amp__empty_out(fn, x->dtype, nd, shape);
-    if (!out) goto done;
-    bool owned;
-    const float *px = amp__f32_view(x, &owned);
-    float *po = px ? amp__f32_out_begin(out) : NULL;
-    if (!px || !po) {
-        if (px) amp__f32_done(x, px, owned);
+    const amp_backend *be = amp__backend(fn, dev);
+    amp_tensor *out = be ? amp__empty_out_on(fn, dev, x->dtype, nd, shape) : NULL;
+    if (out && AMP_BE_CALL(be, prod, fn, x, d, out) != AMP_OK) {
         amp_tensor_free(out);
         out = NULL;
-        goto done;
     }
-    amp_k_prod_dim(px, outer, len, inner, po);
-    amp__f32_out_end(out, po);
-    amp__f32_done(x, px, owned);
-    if (amp__needs_grad(1, in)) {
+    if (out && amp__needs_grad(1, in)) {
         amp_node *node = amp__node_new(fn, prod_backward, 1, in, sizeof(dim_ctx));
         if (!node) {
             amp_tensor_free(out);
@@ -197,21 +174,20 @@ done:
     return out;
 }
 
+/* the reverse cumulative sum of g (f32), through the backend */
 static amp_status cumsum_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
     dim_ctx *c = n->ctx;
     const amp_tensor *g = gout[0];
-    int64_t outer, len, inner;
-    amp__split_dim(g, c->dim, &outer, &len, &inner);
-    amp_tensor *gx = amp__f32_grad(g->ndim, g->shape, false);
+    const amp_backend *be = amp__backend_of("amp_backward", g);
+    if (!be) return amp_last_status();
+    amp_tensor *gx = amp__tensor_new_on("amp_backward", amp__dev(g), AMP_F32, g->ndim, g->shape,
+                                        amp__mem_current(AMP_MEM_WORKSPACE), AMP_NEW_UNSCOPED);
     if (!gx) return amp_last_status();
-    bool og;
-    const float *pg = amp__f32_view(g, &og);
-    if (!pg) {
+    amp_status st = AMP_BE_CALL(be, cumsum, "amp_backward", g, c->dim, true, gx);
+    if (st != AMP_OK) {
         amp__release(gx);
-        return amp_last_status();
+        return st;
     }
-    amp_k_cumsum(pg, outer, len, inner, amp__data(gx), true);
-    amp__f32_done(g, pg, og);
     gin[0] = gx;
     return AMP_OK;
 }
@@ -222,26 +198,17 @@ amp_tensor *amp_cumsum(amp_tensor *x, int dim) {
     int d;
     if (amp__norm_dim0(fn, dim, x, &d) != AMP_OK) return NULL;
     amp_tensor *in[1] = {x};
-    int mask = amp__autocast(AMP_OP_CUMSUM, in, 1);
+    amp_device dev;
+    int mask = amp__autocast_dev(AMP_OP_CUMSUM, in, 1, &dev);
     if (mask < 0) return NULL;
     x = in[0];
-    int64_t outer, len, inner;
-    amp__split_dim(x, d, &outer, &len, &inner);
-    amp_tensor *out = amp__empty_out(fn, x->dtype, x->ndim, x->shape);
-    if (!out) goto done;
-    bool owned;
-    const float *px = amp__f32_view(x, &owned);
-    float *po = px ? amp__f32_out_begin(out) : NULL;
-    if (!px || !po) {
-        if (px) amp__f32_done(x, px, owned);
+    const amp_backend *be = amp__backend(fn, dev);
+    amp_tensor *out = be ? amp__empty_out_on(fn, dev, x->dtype, x->ndim, x->shape) : NULL;
+    if (out && AMP_BE_CALL(be, cumsum, fn, x, d, false, out) != AMP_OK) {
         amp_tensor_free(out);
         out = NULL;
-        goto done;
     }
-    amp_k_cumsum(px, outer, len, inner, po, false);
-    amp__f32_out_end(out, po);
-    amp__f32_done(x, px, owned);
-    if (amp__needs_grad(1, in)) {
+    if (out && amp__needs_grad(1, in)) {
         amp_node *node = amp__node_new(fn, cumsum_backward, 1, in, sizeof(dim_ctx));
         if (!node) {
             amp_tensor_free(out);

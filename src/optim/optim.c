@@ -18,7 +18,6 @@
 #include "amp/scaler.h"
 #include "core/cpu.h"
 #include "kernels/backend.h"
-#include "kernels/cpu/backend_cpu_optim.h"
 #include "optim/optim_impl.h"
 
 
@@ -1009,15 +1008,16 @@ double amp_clip_grad_norm_params(amp_tensor *const *params, int n, double max_no
 amp_status amp_clip_grad_value(amp_optim *opt, double clip) {
     if (!opt) return amp_error(AMP_ERR_ARG, "amp_clip_grad_value: opt is NULL");
     if (!(clip >= 0) || !isfinite(clip)) return amp_error(AMP_ERR_ARG, "amp_clip_grad_value: clip %g must be finite and >= 0", clip);
-    if (amp__optim_on_cpu("amp_clip_grad_value", opt) != AMP_OK) return amp_last_status();
-    float c = (float)clip;
-    for (int i = 0; i < opt->n; i++) {
-        amp_tensor *g = (amp_tensor *)current_grad(opt, &opt->ps[i]);
-        if (!g) continue;
-        amp__bump_version(g);
-        amp__cpu_clamp_grad(g, c);
-    }
-    return AMP_OK;
+    static const char *fn = "amp_clip_grad_value";
+    if (amp__optim_on_cpu(fn, opt) != AMP_OK) return amp_last_status();
+    const amp_backend *be = optim_backend(fn, opt, NULL);
+    amp_tensor **gs = be ? grads_of(fn, opt) : NULL;
+    if (!gs) return amp_last_status();
+    for (int i = 0; i < opt->n; i++)
+        if (gs[i]) amp__bump_version(gs[i]);
+    amp_status st = AMP_BE_CALL(be, optim_clamp_grad, fn, gs, opt->n, (float)clip);
+    free(gs);
+    return st;
 }
 
 /* ---- schedules ------------------------------------------------------------------------------ */

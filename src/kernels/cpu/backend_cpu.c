@@ -3,10 +3,12 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/backend_cpu_conv.h"
 #include "kernels/cpu/backend_cpu_gather.h"
 #include "kernels/cpu/backend_cpu_gemm.h"
 #include "kernels/cpu/backend_cpu_reduce.h"
 #include "kernels/cpu/backend_cpu_optim.h"
+#include "kernels/cpu/backend_cpu_pool.h"
 #include "kernels/cpu/backend_cpu_norm.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm.h"
@@ -111,6 +113,9 @@ const amp_backend amp_backend_cpu = {
     .sum = amp__cpu_sum,
     .sum_backward = amp__cpu_sum_backward,
     .sum_to_shape = amp__cpu_sum_to_shape,
+    .prod = amp__cpu_prod,
+    .prod_backward = amp__cpu_prod_backward,
+    .cumsum = amp__cpu_cumsum,
     .max = amp__cpu_max,
     .max_backward = amp__cpu_max_backward,
     .norm = amp__cpu_norm,
@@ -120,6 +125,7 @@ const amp_backend amp_backend_cpu = {
     .optim_step = amp__cpu_optim_step,
     .optim_sumsq = amp__cpu_optim_sumsq,
     .optim_scale_grads = amp__cpu_optim_scale_grads,
+    .optim_clamp_grad = amp__cpu_optim_clamp_grad,
     .softmax = amp__cpu_softmax,
     .softmax_backward = amp__cpu_softmax_backward,
     .layer_norm = amp__cpu_layer_norm,
@@ -128,6 +134,14 @@ const amp_backend amp_backend_cpu = {
     .batch_norm_backward = amp__cpu_batch_norm_backward,
     .group_norm = amp__cpu_group_norm,
     .group_norm_backward = amp__cpu_group_norm_backward,
+    .max_pool2d = amp__cpu_max_pool2d,
+    .max_pool2d_backward = amp__cpu_max_pool2d_backward,
+    .avg_pool2d = amp__cpu_avg_pool2d,
+    .avg_pool2d_backward = amp__cpu_avg_pool2d_backward,
+    .conv = amp__cpu_conv,
+    .conv_backward = amp__cpu_conv_backward,
     .class_loss = amp__cpu_class_loss,
     .class_loss_backward = amp__cpu_class_loss_backward,
+    .pw_loss = amp__cpu_pw_loss,
+    .pw_loss_backward = amp__cpu_pw_loss_backward,
 };

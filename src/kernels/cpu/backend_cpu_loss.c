@@ -1,13 +1,18 @@
-/* The CPU backend's class-index loss entries (kernels/backend.h):
- * cross_entropy and nll_loss as src/ops/loss.c computed them. The row path
+/* The CPU backend's loss entries (kernels/backend.h): the class-index
+ * losses cross_entropy and nll_loss, and the pointwise losses (mse, l1,
+ * smooth_l1, binary_cross_entropy_with_logits, kl_div), as src/ops/loss.c
+ * computed them. The row path
  * (a->rows: [N, C] logits, no weights or smoothing) goes row by row through
  * kernels/cpu/softmax.h's fused log-softmax (no [N, C] f32 buffer, half
  * logits widened in the kernel, the gradient in the logits' dtype); the
  * general path (N, C, L) works on f32 views. Per-sample terms in f32, sums
  * in double. */
+#include <math.h>
 #include <string.h>
 
 #include "kernels/cpu/backend_cpu_norm.h"
+#include "kernels/cpu/backend_cpu_reduce.h"
+#include "kernels/cpu/reduce.h"
 #include "kernels/cpu/softmax.h"
 #include "ops/f32_util.h"
 
@@ -230,4 +235,162 @@ amp_status amp__cpu_class_loss_backward(const char *fn, const amp_cls_args *a, c
     double W = *(const double *)amp__data(wsum);
     if (a->rows) return rows_backward(a, x, target, W, g, gx);
     return general_backward(a, x, target, weight, W, g, gx);
+}
+
+/* ---- pointwise losses --------------------------------------------------------------------------- */
+/* Every term in f32 from the inputs broadcast to the loss shape (a->shape)
+ * as contiguous f32 buffers; 'sum'/'mean' add the terms in double
+ * (amp_k_sum); the gradients are the upstream gradient times the term's
+ * derivative, summed to each input's shape in double. */
+
+/* An f32 tensor wrapper over a buffer (no ownership). */
+static void wrap_f32(amp_tensor *t, amp_storage *st, float *buf, int ndim, const int64_t *shape) {
+    memset(t, 0, sizeof *t);
+    memset(st, 0, sizeof *st);
+    st->data = buf;
+    t->dtype = AMP_F32;
+    t->storage = st;
+    t->ndim = ndim;
+    memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
+    amp__contig_strides(ndim, t->shape, t->stride);
+}
+
+/* t's values broadcast to shape, as a contiguous f32 workspace buffer. */
+static float *bcast_f32(const amp_tensor *t, int ndim, const int64_t *shape) {
+    int64_t n = amp__numel(ndim, shape);
+    float *buf = amp__ws_alloc((size_t)(n ? n : 1) * sizeof(float));
+    if (!buf) return NULL;
+    amp_tensor src = *t;
+    src.ndim = ndim;
+    memcpy(src.shape, shape, sizeof(int64_t) * (size_t)ndim);
+    amp__broadcast_strides(t, ndim, shape, src.stride);
+    amp_tensor dst;
+    amp_storage st;
+    wrap_f32(&dst, &st, buf, ndim, shape);
+    if (amp__copy_convert(&dst, &src) != AMP_OK) {
+        amp__ws_free(buf, (size_t)(n ? n : 1) * sizeof(float));
+        return NULL;
+    }
+    return buf;
+}
+
+static inline float sgnf(float d) { return d > 0 ? 1.0f : d < 0 ? -1.0f : 0.0f; }
+/* log(1 + exp(-x)), stable */
+static inline float softplus_neg(float x) { return log1pf(expf(-fabsf(x))) + fmaxf(-x, 0.0f); }
+
+static float pw_value(const amp_pw_args *c, float x, float y, float pw) {
+    float d = x - y;
+    switch (c->kind) {
+    case AMP_PW_MSE: return d * d;
+    case AMP_PW_L1: return fabsf(d);
+    case AMP_PW_SMOOTH_L1: {
+        float ad = fabsf(d), beta = (float)c->beta;
+        return ad < beta ? 0.5f * d * d / beta : ad - 0.5f * beta;
+    }
+    case AMP_PW_BCE: {
+        float lw = 1.0f + (pw - 1.0f) * y;
+        return (1.0f - y) * x + lw * softplus_neg(x);
+    }
+    case AMP_PW_KL:
+        if (c->log_target) return expf(y) * (y - x);
+        return (y == 0 ? 0.0f : y * logf(y)) - y * x;
+    }
+    return 0;
+}
+
+/* d loss / d input (which = 0), d target (1), d pos_weight (2). */
+static float pw_grad(const amp_pw_args *c, int which, float x, float y, float pw) {
+    float d = x - y;
+    switch (c->kind) {
+    case AMP_PW_MSE: return which == 0 ? 2 * d : -2 * d;
+    case AMP_PW_L1: return which == 0 ? sgnf(d) : -sgnf(d);
+    case AMP_PW_SMOOTH_L1: {
+        float beta = (float)c->beta;
+        float gx = fabsf(d) < beta ? d / beta : sgnf(d);
+        return which == 0 ? gx : -gx;
+    }
+    case AMP_PW_BCE: {
+        float sp = softplus_neg(x);
+        if (which == 0) {
+            float lw = 1.0f + (pw - 1.0f) * y;
+            /* sigmoid(-x), stable */
+            float s = x >= 0 ? expf(-x) / (1.0f + expf(-x)) : 1.0f / (1.0f + expf(x));
+            return (1.0f - y) - lw * s;
+        }
+        if (which == 1) return -x + (pw - 1.0f) * sp;
+        return y * sp;
+    }
+    case AMP_PW_KL:
+        if (c->log_target) return which == 0 ? -expf(y) : expf(y) * (y - x + 1.0f);
+        if (which == 0) return -y;
+        return y == 0 ? 0.0f : logf(y) + 1.0f - x;
+    }
+    return 0;
+}
+
+amp_status amp__cpu_pw_loss(const char *fn, const amp_pw_args *a, const amp_tensor *x, const amp_tensor *y,
+                            const amp_tensor *pos_weight, amp_tensor *out) {
+    AMP_UNUSED(fn);
+    int64_t cnt = amp__numel(a->ndim, a->shape);
+    size_t nb = (size_t)(cnt ? cnt : 1) * sizeof(float);
+    float *bx = bcast_f32(x, a->ndim, a->shape);
+    float *by = bx ? bcast_f32(y, a->ndim, a->shape) : NULL;
+    float *bp = (by && pos_weight) ? bcast_f32(pos_weight, a->ndim, a->shape) : NULL;
+    amp_status st = (!by || (pos_weight && !bp)) ? amp_last_status() : AMP_OK;
+    if (st == AMP_OK) {
+        for (int64_t i = 0; i < cnt; i++) bx[i] = pw_value(a, bx[i], by[i], bp ? bp[i] : 1.0f);
+        if (a->reduction == AMP_REDUCTION_NONE) {
+            amp__from_f32(out, bx);
+        } else {
+            double s = amp_k_sum(bx, cnt);
+            if (a->reduction == AMP_REDUCTION_MEAN) s /= (double)cnt;
+            amp__store(amp__data(out), out->dtype, s);
+        }
+    }
+    amp__ws_free(bx, nb);
+    amp__ws_free(by, nb);
+    amp__ws_free(bp, nb);
+    return st;
+}
+
+amp_status amp__cpu_pw_loss_backward(const char *fn, const amp_pw_args *a, const amp_tensor *x, const amp_tensor *y,
+                                     const amp_tensor *pos_weight, const amp_tensor *g, const bool *need,
+                                     amp_tensor **gin) {
+    AMP_UNUSED(fn);
+    const amp_tensor *ins[3] = {x, y, pos_weight};
+    int64_t cnt = amp__numel(a->ndim, a->shape);
+    size_t nb = (size_t)(cnt ? cnt : 1) * sizeof(float);
+    float *bx = bcast_f32(x, a->ndim, a->shape);
+    float *by = bx ? bcast_f32(y, a->ndim, a->shape) : NULL;
+    float *bp = (by && pos_weight) ? bcast_f32(pos_weight, a->ndim, a->shape) : NULL;
+    bool og = false;
+    const float *pg = (by && (!pos_weight || bp)) ? amp__f32_view(g, &og) : NULL;
+    float *buf = pg ? amp__ws_alloc(nb) : NULL;
+    amp_status st = buf ? AMP_OK : amp_last_status();
+    double scale = a->reduction == AMP_REDUCTION_MEAN ? 1.0 / (double)cnt : 1.0;
+    for (int k = 0; k < 3 && st == AMP_OK; k++) {
+        if (!need[k] || !ins[k]) continue;
+        for (int64_t i = 0; i < cnt; i++) {
+            float gi = a->reduction == AMP_REDUCTION_NONE ? pg[i] : (float)(pg[0] * scale);
+            buf[i] = gi * pw_grad(a, k, bx[i], by[i], bp ? bp[i] : 1.0f);
+        }
+        const amp_tensor *t = ins[k];
+        if (t->ndim == a->ndim && memcmp(t->shape, a->shape, sizeof(int64_t) * (size_t)a->ndim) == 0) {
+            /* the loss shape: the values as they are */
+            gin[k] = amp__tensor_new("amp_backward", AMP_F32, a->ndim, a->shape, amp__mem_current(AMP_MEM_WORKSPACE), 0);
+            if (gin[k]) memcpy(amp__data(gin[k]), buf, (size_t)cnt * sizeof(float));
+            else st = amp_last_status();
+        } else {
+            amp_tensor bt;
+            amp_storage bs;
+            wrap_f32(&bt, &bs, buf, a->ndim, a->shape);
+            st = amp__cpu_sum_to_shape("amp_backward", &bt, t->ndim, t->shape, &gin[k]);
+        }
+    }
+    if (pg) amp__f32_done(g, pg, og);
+    amp__ws_free(buf, nb);
+    amp__ws_free(bx, nb);
+    amp__ws_free(by, nb);
+    amp__ws_free(bp, nb);
+    return st;
 }

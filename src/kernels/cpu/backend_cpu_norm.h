@@ -1,4 +1,4 @@
-/* Internal: the CPU backend's normalisation, softmax and class-loss entries
+/* Internal: the CPU backend's normalisation, softmax and loss entries
  * (backend_cpu_norm.c, backend_cpu_softmax.c, backend_cpu_loss.c; signatures
  * and contracts of kernels/backend.h). */
 #ifndef AMP_KERNELS_CPU_BACKEND_CPU_NORM_H
@@ -30,5 +30,10 @@ amp_status amp__cpu_class_loss(const char *fn, const amp_cls_args *a, const amp_
 amp_status amp__cpu_class_loss_backward(const char *fn, const amp_cls_args *a, const amp_tensor *x,
                                         const amp_tensor *target, const amp_tensor *weight, const amp_tensor *wsum,
                                         const amp_tensor *g, amp_tensor **gx);
+amp_status amp__cpu_pw_loss(const char *fn, const amp_pw_args *a, const amp_tensor *x, const amp_tensor *y,
+                            const amp_tensor *pos_weight, amp_tensor *out);
+amp_status amp__cpu_pw_loss_backward(const char *fn, const amp_pw_args *a, const amp_tensor *x, const amp_tensor *y,
+                                     const amp_tensor *pos_weight, const amp_tensor *g, const bool *need,
+                                     amp_tensor **gin);
 
 #endif

@@ -293,9 +293,10 @@ amp_status amp__cpu_optim_sumsq(const char *fn, amp_tensor *const *grads, int n,
     return AMP_OK;
 }
 
-amp_status amp__cpu_optim_scale_grads(const char *fn, amp_tensor *const *grads, int n, float cf, const float *dev_f) {
-    AMP_UNUSED(fn);
-    AMP_UNUSED(dev_f);
+/* g = g * v (clamp false: clipping's scale) or min(max(g, -v), v) (clamp:
+ * clip_grad_value) for each gradient, tile by tile in f32, each element
+ * rounded back to g's dtype */
+static void grads_in_place(amp_tensor *const *grads, int n, bool clamp, float v) {
     for (int i = 0; i < n; i++) {
         amp_tensor *g = grads[i];
         if (!g) continue;
@@ -307,23 +308,24 @@ amp_status amp__cpu_optim_scale_grads(const char *fn, amp_tensor *const *grads, 
             float tmp[TILE];
             int64_t m = cnt - t0 < TILE ? cnt - t0 : TILE;
             load_f32(tmp, base + (size_t)t0 * es, g->dtype, m);
-            for (int64_t k = 0; k < m; k++) tmp[k] *= cf;
+            if (clamp)
+                for (int64_t k = 0; k < m; k++) tmp[k] = tmp[k] < -v ? -v : tmp[k] > v ? v : tmp[k];
+            else
+                for (int64_t k = 0; k < m; k++) tmp[k] *= v;
             store_f32(base + (size_t)t0 * es, g->dtype, tmp, m, AMP_ROUND_NEAREST, 0, 0);
         }
     }
+}
+
+amp_status amp__cpu_optim_scale_grads(const char *fn, amp_tensor *const *grads, int n, float cf, const float *dev_f) {
+    AMP_UNUSED(fn);
+    AMP_UNUSED(dev_f);
+    grads_in_place(grads, n, false, cf);
     return AMP_OK;
 }
 
-/* clip_grad_value's clamp (host tensors) */
-void amp__cpu_clamp_grad(amp_tensor *g, float c) {
-    int64_t n = amp_tensor_numel(g);
-    char *base = amp__data(g);
-    size_t es = amp_dtype_size(g->dtype);
-    for (int64_t t0 = 0; t0 < n; t0 += TILE) {
-        float tmp[TILE];
-        int64_t m = n - t0 < TILE ? n - t0 : TILE;
-        load_f32(tmp, base + (size_t)t0 * es, g->dtype, m);
-        for (int64_t k = 0; k < m; k++) tmp[k] = tmp[k] < -c ? -c : tmp[k] > c ? c : tmp[k];
-        store_f32(base + (size_t)t0 * es, g->dtype, tmp, m, AMP_ROUND_NEAREST, 0, 0);
-    }
+amp_status amp__cpu_optim_clamp_grad(const char *fn, amp_tensor *const *grads, int n, float c) {
+    AMP_UNUSED(fn);
+    grads_in_place(grads, n, true, c);
+    return AMP_OK;
 }

@@ -1,5 +1,5 @@
 /* Internal: the CPU backend's optimizer entries (backend_cpu_optim.c;
- * signatures of kernels/backend.h) and two host helpers src/optim/ uses. */
+ * signatures of kernels/backend.h). */
 #ifndef AMP_KERNELS_CPU_BACKEND_CPU_OPTIM_H
 #define AMP_KERNELS_CPU_BACKEND_CPU_OPTIM_H
 
@@ -13,7 +13,6 @@ amp_status amp__cpu_optim_step(const char *fn, const amp_optim_consts_b *c, amp_
                                amp_dev_scaler *ds, int *bad_param);
 amp_status amp__cpu_optim_sumsq(const char *fn, amp_tensor *const *grads, int n, float f, double *host_out, double *dev_out);
 amp_status amp__cpu_optim_scale_grads(const char *fn, amp_tensor *const *grads, int n, float cf, const float *dev_f);
-/* clip_grad_value's clamp of one host gradient to [-c, c] */
-void amp__cpu_clamp_grad(amp_tensor *g, float c);
+amp_status amp__cpu_optim_clamp_grad(const char *fn, amp_tensor *const *grads, int n, float c);
 
 #endif

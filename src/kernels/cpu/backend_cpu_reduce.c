@@ -1,5 +1,6 @@
 /* The CPU backend's reductions (kernels/backend.h: sum, sum_backward,
- * sum_to_shape, max, max_backward, norm, norm_backward): the arithmetic the
+ * sum_to_shape, prod, prod_backward, cumsum, max, max_backward, norm,
+ * norm_backward): the arithmetic the
  * ops in src/ops/reduce.c and the engine's broadcasting backward had before
  * they dispatched through the backend, moved here unchanged (f32 blocks
  * summed in double, each reduction pass rounded to f32; sum_to_shape sums
@@ -225,6 +226,64 @@ amp_status amp__cpu_sum_to_shape(const char *fn, const amp_tensor *g, int ndim, 
     free(acc);
     *res = out;
     return out ? AMP_OK : amp_last_status();
+}
+
+/* ---- prod and cumsum over one dim ------------------------------------------------- */
+/* f32 views of the inputs, the per-path kernels of kernels/cpu/reduce.h
+ * (products in double), each result rounded once to out's dtype */
+static void prod_k(const float *x, int64_t outer, int64_t len, int64_t inner, float *out, bool unused) {
+    AMP_UNUSED(unused);
+    amp_k_prod_dim(x, outer, len, inner, out);
+}
+
+/* out = k(x viewed as f32, split (outer, len, inner) around dim) */
+static amp_status along_dim(const amp_tensor *x, int dim, amp_tensor *out,
+                            void (*k)(const float *, int64_t, int64_t, int64_t, float *, bool), bool flag) {
+    int64_t outer, len, inner;
+    amp__split_dim(x, dim, &outer, &len, &inner);
+    bool owned;
+    const float *px = amp__f32_view(x, &owned);
+    float *po = px ? amp__f32_out_begin(out) : NULL;
+    if (!po) {
+        if (px) amp__f32_done(x, px, owned);
+        return amp_last_status();
+    }
+    k(px, outer, len, inner, po, flag);
+    amp__f32_out_end(out, po);
+    amp__f32_done(x, px, owned);
+    return AMP_OK;
+}
+
+amp_status amp__cpu_prod(const char *fn, const amp_tensor *x, int dim, amp_tensor *out) {
+    AMP_UNUSED(fn);
+    return along_dim(x, dim, out, prod_k, false);
+}
+
+amp_status amp__cpu_prod_backward(const char *fn, const amp_tensor *x, const amp_tensor *g, int dim, amp_tensor **gxo) {
+    AMP_UNUSED(fn);
+    *gxo = NULL;
+    int64_t outer, len, inner;
+    amp__split_dim(x, dim, &outer, &len, &inner);
+    amp_tensor *gx = amp__f32_grad(x->ndim, x->shape, false);
+    if (!gx) return amp_last_status();
+    bool ox, og;
+    const float *px = amp__f32_view(x, &ox);
+    const float *pg = px ? amp__f32_view(g, &og) : NULL;
+    if (!px || !pg) {
+        if (px) amp__f32_done(x, px, ox);
+        amp__release(gx);
+        return amp_last_status();
+    }
+    amp_k_prod_backward(px, pg, outer, len, inner, amp__data(gx));
+    amp__f32_done(x, px, ox);
+    amp__f32_done(g, pg, og);
+    *gxo = gx;
+    return AMP_OK;
+}
+
+amp_status amp__cpu_cumsum(const char *fn, const amp_tensor *x, int dim, bool reverse, amp_tensor *out) {
+    AMP_UNUSED(fn);
+    return along_dim(x, dim, out, amp_k_cumsum, reverse);
 }
 
 /* ---- max over one dim ------------------------------------------------------------- */

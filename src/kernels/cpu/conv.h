@@ -1,4 +1,5 @@
-/* Convolution helpers for conv1d/conv2d (NCHW): im2col and col2im. The matrix products themselves go through amp_gemm.
+/* Convolution helpers for conv1d/conv2d (NCHW): im2col and col2im. The matrix products themselves go through amp_gemm
+ * (backend_cpu_conv.c, the CPU backend's conv entries).
  *
  * Geometry of one image: C channels of H x W, kernel kh x kw, padding ph/pw,
  * stride sh/sw, dilation dh/dw, output OH x OW. The column matrix of one
@@ -35,7 +36,7 @@ bool amp_col2im_f32_avx512(const float *col, float *dx, const amp_conv_geom *g);
 
 /* Bytes of column buffer per block of images in conv forward/backward
  * (default 2 MiB; at least one image per block). For tests of the blocking;
- * returns the previous value. Implemented in ops/conv.c. */
+ * returns the previous value. Implemented in backend_cpu_conv.c. */
 size_t amp__conv_set_block_bytes(size_t bytes);
 
 /* Reference loops, kept for tests: the same results from a naive loop. */
