@@ -47,7 +47,7 @@ test:
 # shapes that ask for ~2^60 bytes), not abort the test.
 test-asan:
 	@scripts/deps.sh build test text
-	@$(MAKE) --no-print-directory build BUILD=build-asan CMAKE_FLAGS="-DAMP_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DAMP_BUILD_BENCH=OFF $(CMAKE_FLAGS)"
+	@$(MAKE) --no-print-directory build BUILD=build-asan CMAKE_FLAGS="-DAMP_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS)"
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  AMP_ASAN=1 ctest --output-on-failure -j $(JOBS)
 
@@ -67,7 +67,7 @@ TSAN_TESTS ?= test_threads test_autocast test_tensor test_ops_attention test_ops
   test_threads_generate test_thread_count
 test-tsan:
 	@scripts/deps.sh build test fuzz
-	@cmake -S . -B build-tsan -DCMAKE_C_COMPILER=clang -DAMP_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAMP_BUILD_BENCH=OFF \
+	@cmake -S . -B build-tsan -DCMAKE_C_COMPILER=clang -DAMP_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  $(CMAKE_FLAGS) > build-tsan.configure.log 2>&1 || (cat build-tsan.configure.log; exit 1)
 	@cmake --build build-tsan -j $(JOBS) --target $(TSAN_TESTS) threads_autocast
 	cd build-tsan && TSAN_OPTIONS=ignore_noninstrumented_modules=1:second_deadlock_stack=1 OMP_NUM_THREADS=2 \
@@ -78,7 +78,7 @@ bench:
 	@$(MAKE) --no-print-directory build
 	scripts/bench.sh $(BUILD)
 
-# Only what an installed library needs: no tests, benchmarks or examples, so
+# Only what an installed library needs: no tests or examples, so
 # neither cmocka nor the dataset (deps.sh build installs cmake, gcc, zlib,
 # cJSON and pkg-config when missing). Its own build directory keeps the test
 # build in $(BUILD) as it is. The prefix is given to the configure too: the
@@ -87,7 +87,7 @@ install:
 	@scripts/deps.sh build
 	@mkdir -p $(BUILD_INSTALL)
 	@cmake -S . -B $(BUILD_INSTALL) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$(abspath $(PREFIX)) \
-	  -DAMP_BUILD_TESTS=OFF -DAMP_BUILD_BENCH=OFF -DAMP_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS) \
+	  -DAMP_BUILD_TESTS=OFF -DAMP_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS) \
 	  > $(BUILD_INSTALL)/configure.log 2>&1 || (cat $(BUILD_INSTALL)/configure.log; exit 1)
 	@sed -n 's/^-- amp: /amp: /p' $(BUILD_INSTALL)/configure.log
 	@cmake --build $(BUILD_INSTALL) -j $(JOBS)
@@ -95,7 +95,7 @@ install:
 
 fuzz:
 	@scripts/deps.sh build test fuzz
-	@CC=clang $(MAKE) --no-print-directory build BUILD=build-fuzz CMAKE_FLAGS="-DAMP_FUZZ=ON -DAMP_BUILD_TESTS=OFF -DAMP_BUILD_BENCH=OFF -DCMAKE_C_COMPILER=clang $(CMAKE_FLAGS)"
+	@CC=clang $(MAKE) --no-print-directory build BUILD=build-fuzz CMAKE_FLAGS="-DAMP_FUZZ=ON -DAMP_BUILD_TESTS=OFF -DCMAKE_C_COMPILER=clang $(CMAKE_FLAGS)"
 	scripts/fuzz.sh build-fuzz 60
 
 docs: build

@@ -333,7 +333,7 @@ static char *configure_pc(const char *name, const char *flags) {
     snprintf(dir, sizeof dir, "%s/test_install.d", AMP_BINARY_DIR);
     mkdir(dir, 0755);
     snprintf(dir, sizeof dir, "%s/test_install.d/%s", AMP_BINARY_DIR, name);
-    snprintf(cmd, sizeof cmd, "cmake -S '%s' -B '%s' -DAMP_BUILD_TESTS=OFF -DAMP_BUILD_BENCH=OFF -DAMP_BUILD_EXAMPLES=OFF "
+    snprintf(cmd, sizeof cmd, "cmake -S '%s' -B '%s' -DAMP_BUILD_TESTS=OFF -DAMP_BUILD_EXAMPLES=OFF "
              "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON %s",
              AMP_SOURCE_DIR, dir, flags);
     if (sh(cmd, &out) != 0) fail_out(out, "%s failed", cmd);

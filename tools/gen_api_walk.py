@@ -39,6 +39,7 @@ def declarations():
                 flat.append(ch)
         for st in "".join(flat).split(";"):
             st = " ".join(st.split())
+            st = re.sub(r"^AMP_API ", "", st)  # the export mark (amp/base.h), not part of the type
             if "typedef" in st or "(" not in st:
                 continue
             m = re.match(r"^(.*?)\b(amp_\w+)\s*\((.*)\)$", st)

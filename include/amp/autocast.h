@@ -51,27 +51,27 @@ typedef struct {
 
 /* Enabled with dtype dt (AMP_F16 or AMP_BF16); cache_enabled and table
  * follow the enclosing region (as torch), else cache on and default table. */
-amp_status amp_autocast_enter(amp_dtype dt);
-amp_status amp_autocast_enter_opts(const amp_autocast_opts *o);
-amp_status amp_autocast_exit(void);
-bool amp_autocast_is_enabled(void);   /* innermost region casts */
-amp_dtype amp_autocast_dtype(void);   /* innermost region's dtype (f32 outside) */
-int amp_autocast_depth(void);         /* open regions on this thread */
+AMP_API amp_status amp_autocast_enter(amp_dtype dt);
+AMP_API amp_status amp_autocast_enter_opts(const amp_autocast_opts *o);
+AMP_API amp_status amp_autocast_exit(void);
+AMP_API bool amp_autocast_is_enabled(void);   /* innermost region casts */
+AMP_API amp_dtype amp_autocast_dtype(void);   /* innermost region's dtype (f32 outside) */
+AMP_API int amp_autocast_depth(void);         /* open regions on this thread */
 
 /* Process-wide override of one op's category ("matmul", "softmax", ...);
  * AMP_CAST_DEFAULT restores the table. Unknown names are an error. */
-amp_status amp_autocast_set_op_policy(const char *op, amp_cast_category c);
+AMP_API amp_status amp_autocast_set_op_policy(const char *op, amp_cast_category c);
 /* Category of op under the given table, overrides applied; -2 if unknown. */
-int amp_autocast_op_policy(const char *op, amp_autocast_table table);
-const char *amp_cast_category_name(amp_cast_category c);
+AMP_API int amp_autocast_op_policy(const char *op, amp_autocast_table table);
+AMP_API const char *amp_cast_category_name(amp_cast_category c);
 
 /* Statistics for this thread: casts performed by autocast (a cache hit does
  * not count) and the cached casts held now. */
-uint64_t amp_autocast_cast_count(void);
-size_t amp_autocast_cache_entries(void);
+AMP_API uint64_t amp_autocast_cast_count(void);
+AMP_API size_t amp_autocast_cache_entries(void);
 
 /* Writes docs/autocast.md's content (every op by category, both tables). */
-amp_status amp_autocast_write_docs(FILE *f);
+AMP_API amp_status amp_autocast_write_docs(FILE *f);
 
 #ifdef __cplusplus
 }

@@ -16,22 +16,22 @@ extern "C" {
 #endif
 
 /* Leaf tensors only (tensors no op produced). Float dtypes only. */
-amp_status amp_tensor_set_requires_grad(amp_tensor *t, bool requires_grad);
-bool amp_tensor_requires_grad(const amp_tensor *t);
-bool amp_tensor_is_leaf(const amp_tensor *t);
+AMP_API amp_status amp_tensor_set_requires_grad(amp_tensor *t, bool requires_grad);
+AMP_API bool amp_tensor_requires_grad(const amp_tensor *t);
+AMP_API bool amp_tensor_is_leaf(const amp_tensor *t);
 /* The accumulated gradient (borrowed; owned by t) or NULL. */
-amp_tensor *amp_tensor_grad(const amp_tensor *t);
+AMP_API amp_tensor *amp_tensor_grad(const amp_tensor *t);
 /* Set or clear (NULL) the gradient; takes a copy in t's dtype. */
-amp_status amp_tensor_set_grad(amp_tensor *t, const amp_tensor *grad);
+AMP_API amp_status amp_tensor_set_grad(amp_tensor *t, const amp_tensor *grad);
 /* Name of the op that produced t ("amp_matmul"), or NULL for leaves. */
-const char *amp_tensor_grad_fn_name(const amp_tensor *t);
+AMP_API const char *amp_tensor_grad_fn_name(const amp_tensor *t);
 
 /* Backward from a one-element tensor (upstream gradient 1). */
-amp_status amp_backward(amp_tensor *root);
+AMP_API amp_status amp_backward(amp_tensor *root);
 /* General form: grad is the upstream gradient (same shape as root; NULL means
  * ones for a one-element root); retain_graph keeps saved tensors for another
  * backward. */
-amp_status amp_backward_ex(amp_tensor *root, const amp_tensor *grad, bool retain_graph);
+AMP_API amp_status amp_backward_ex(amp_tensor *root, const amp_tensor *grad, bool retain_graph);
 
 /* ---- hooks: torch's register_post_accumulate_grad_hook and queue_callback ------
  * fn(leaf, ctx) runs during amp_backward / amp_backward_ex once the leaf's
@@ -44,23 +44,23 @@ amp_status amp_backward_ex(amp_tensor *root, const amp_tensor *grad, bool retain
  * amp_tensor_remove_hook, or -1 with an error. Data parallel training
  * (amp/dist.h) sends each gradient bucket from these hooks. */
 typedef amp_status (*amp_grad_hook_fn)(amp_tensor *leaf, void *ctx);
-int amp_tensor_register_post_accumulate_grad_hook(amp_tensor *leaf, amp_grad_hook_fn fn, void *ctx);
-amp_status amp_tensor_remove_hook(amp_tensor *leaf, int handle);
+AMP_API int amp_tensor_register_post_accumulate_grad_hook(amp_tensor *leaf, amp_grad_hook_fn fn, void *ctx);
+AMP_API amp_status amp_tensor_remove_hook(amp_tensor *leaf, int handle);
 /* From a hook: fn(ctx, status) runs once the backward has processed the
  * whole graph (status: how it went; the callbacks run even when it failed,
  * so they can release what their hooks started), in the order queued, before
  * amp_backward returns. A failing callback makes amp_backward fail.
  * Outside a backward it is an error. */
 typedef amp_status (*amp_backward_callback_fn)(void *ctx, amp_status backward_status);
-amp_status amp_autograd_queue_callback(amp_backward_callback_fn fn, void *ctx);
+AMP_API amp_status amp_autograd_queue_callback(amp_backward_callback_fn fn, void *ctx);
 
 /* No-grad regions (nest; per thread): ops record nothing inside. */
-void amp_no_grad_begin(void);
-void amp_no_grad_end(void);
-bool amp_grad_enabled(void);
+AMP_API void amp_no_grad_begin(void);
+AMP_API void amp_no_grad_end(void);
+AMP_API bool amp_grad_enabled(void);
 
 /* A tensor sharing t's data with no history (requires_grad false). */
-amp_tensor *amp_detach(amp_tensor *t);
+AMP_API amp_tensor *amp_detach(amp_tensor *t);
 
 /* ---- gradients without .grad: torch.autograd.grad ---------------------------
  * Gradients of outputs[0..n_outputs) with respect to inputs[0..n_inputs),
@@ -85,7 +85,7 @@ amp_tensor *amp_detach(amp_tensor *t);
  * expand, cat, stack), mse_loss, cross_entropy, nll_loss, amp_scaler_scale
  * and custom functions (below). Any other op reached by create_graph fails
  * naming it (docs/autograd.md). Grad mode off at the call: no graph. */
-amp_status amp_grad(amp_tensor *const *outputs, int n_outputs, amp_tensor *const *grad_outputs, amp_tensor *const *inputs,
+AMP_API amp_status amp_grad(amp_tensor *const *outputs, int n_outputs, amp_tensor *const *grad_outputs, amp_tensor *const *inputs,
                     int n_inputs, amp_tensor **grads, bool create_graph, bool retain_graph);
 
 /* ---- custom autograd functions: torch.autograd.Function ----------------------
@@ -131,14 +131,14 @@ typedef struct {
 
 /* Applies f to inputs[0..n) (n <= 64; entries may be NULL). arg is handed to
  * forward (amp_function_arg) and valid during the call only. */
-amp_tensor *amp_function_apply(const amp_function *f, amp_tensor *const *inputs, int n, void *arg);
+AMP_API amp_tensor *amp_function_apply(const amp_function *f, amp_tensor *const *inputs, int n, void *arg);
 /* In forward: keeps t (an input, the output, or an intermediate) for backward. */
-amp_status amp_function_save(amp_function_ctx *ctx, amp_tensor *t);
+AMP_API amp_status amp_function_save(amp_function_ctx *ctx, amp_tensor *t);
 /* In backward: the i-th saved tensor (borrowed). */
-amp_tensor *amp_function_saved(amp_function_ctx *ctx, int i);
-bool amp_function_needs_input_grad(const amp_function_ctx *ctx, int i);
-void *amp_function_data(amp_function_ctx *ctx); /* data_size bytes shared by forward and backward */
-void *amp_function_arg(amp_function_ctx *ctx);  /* apply's arg, in forward */
+AMP_API amp_tensor *amp_function_saved(amp_function_ctx *ctx, int i);
+AMP_API bool amp_function_needs_input_grad(const amp_function_ctx *ctx, int i);
+AMP_API void *amp_function_data(amp_function_ctx *ctx); /* data_size bytes shared by forward and backward */
+AMP_API void *amp_function_arg(amp_function_ctx *ctx);  /* apply's arg, in forward */
 
 /* ---- activation checkpointing: torch.utils.checkpoint ----------------------
  *
@@ -179,7 +179,7 @@ typedef struct {
     amp_generator *const *generators; /* restored for the recompute (besides the default one) */
     int n_generators;                 /* at most 8 */
 } amp_checkpoint_opts;
-amp_tensor *amp_activation_checkpoint(amp_checkpoint_fn fn, void *arg, amp_tensor *const *inputs, int n,
+AMP_API amp_tensor *amp_activation_checkpoint(amp_checkpoint_fn fn, void *arg, amp_tensor *const *inputs, int n,
                                       const amp_checkpoint_opts *opts);
 
 #ifdef __cplusplus

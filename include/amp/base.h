@@ -20,6 +20,18 @@ extern "C" {
 #define AMP_VERSION_PATCH 0
 #define AMP_VERSION "0.1.0"
 
+/* AMP_API marks what libamp.so exports: every function declared in
+ * include/amp/. The library is compiled with hidden visibility, so anything
+ * without it (the internals in src/) stays inside the library; `nm -D
+ * --defined-only libamp.so` lists exactly these declarations
+ * (tests/test_exports.c checks both ways). A program linking libamp.a sees the
+ * same functions; the mark only changes what a shared object exports. */
+#if defined(__GNUC__) || defined(__clang__)
+#define AMP_API __attribute__((visibility("default")))
+#else
+#define AMP_API
+#endif
+
 /* ---- status and errors ---------------------------------------------------- */
 typedef enum {
     AMP_OK = 0,
@@ -36,11 +48,11 @@ typedef enum {
 
 /* Message of the most recent error on this thread ("" if none). The text names
  * the public function, the argument and the problem. */
-const char *amp_last_error(void);
+AMP_API const char *amp_last_error(void);
 /* Status of the most recent error on this thread (AMP_OK if none). */
-amp_status amp_last_status(void);
-void amp_clear_error(void);
-const char *amp_status_name(amp_status st);
+AMP_API amp_status amp_last_status(void);
+AMP_API void amp_clear_error(void);
+AMP_API const char *amp_status_name(amp_status st);
 
 /* ---- dtypes ------------------------------------------------------------ */
 typedef enum {
@@ -56,15 +68,15 @@ typedef enum {
     AMP_DTYPE_COUNT
 } amp_dtype;
 
-size_t amp_dtype_size(amp_dtype dt);          /* bytes per element, 0 if invalid */
-const char *amp_dtype_name(amp_dtype dt);     /* "f32", "f16", "bf16", ... */
-bool amp_dtype_valid(amp_dtype dt);
-bool amp_dtype_is_float(amp_dtype dt);        /* f32 f16 bf16 f8* f64 */
-bool amp_dtype_is_half(amp_dtype dt);         /* f16 bf16 */
+AMP_API size_t amp_dtype_size(amp_dtype dt);          /* bytes per element, 0 if invalid */
+AMP_API const char *amp_dtype_name(amp_dtype dt);     /* "f32", "f16", "bf16", ... */
+AMP_API bool amp_dtype_valid(amp_dtype dt);
+AMP_API bool amp_dtype_is_float(amp_dtype dt);        /* f32 f16 bf16 f8* f64 */
+AMP_API bool amp_dtype_is_half(amp_dtype dt);         /* f16 bf16 */
 /* Accepts "f32"/"float32"/"float"/"fp32", "f16"/"float16"/"half"/"fp16",
  * "bf16"/"bfloat16", "f8e4m3"/"float8_e4m3fn", "f8e5m2"/"float8_e5m2",
  * "f64"/"float64"/"double", "i32"/"int32", "i64"/"int64", "u8"/"uint8". */
-amp_status amp_dtype_parse(const char *s, amp_dtype *out);
+AMP_API amp_status amp_dtype_parse(const char *s, amp_dtype *out);
 
 /* ---- CPU code paths ---------------------------------------------------- */
 /* Kernels are compiled for each path in their own translation units and chosen
@@ -90,31 +102,31 @@ typedef enum {
 
 /* Initialise the library: detect the CPU and apply AMP_CPU. Called implicitly
  * by anything that dispatches; call it yourself to see an AMP_CPU error. */
-amp_status amp_init(void);
-amp_cpu_path amp_cpu_active(void);
-bool amp_cpu_supported(amp_cpu_path p);
-amp_cpu_path amp_cpu_best(void);
+AMP_API amp_status amp_init(void);
+AMP_API amp_cpu_path amp_cpu_active(void);
+AMP_API bool amp_cpu_supported(amp_cpu_path p);
+AMP_API amp_cpu_path amp_cpu_best(void);
 /* Switch the active path (process-wide). Error if the CPU lacks it. */
-amp_status amp_cpu_select(amp_cpu_path p);
-const char *amp_cpu_path_name(amp_cpu_path p);
-amp_status amp_cpu_path_parse(const char *s, amp_cpu_path *out);
+AMP_API amp_status amp_cpu_select(amp_cpu_path p);
+AMP_API const char *amp_cpu_path_name(amp_cpu_path p);
+AMP_API amp_status amp_cpu_path_parse(const char *s, amp_cpu_path *out);
 
 /* Internal precision of products of f32 operands (amp/ops.h:
  * amp_set_matmul_precision). */
 typedef enum { AMP_MATMUL_HIGHEST = 0, AMP_MATMUL_HIGH = 1, AMP_MATMUL_MEDIUM = 2 } amp_matmul_precision;
 
 /* Threads used by kernels (OpenMP). 0 = OpenMP's default. */
-void amp_set_num_threads(int n);
-int amp_get_num_threads(void);
+AMP_API void amp_set_num_threads(int n);
+AMP_API int amp_get_num_threads(void);
 /* amp_get_num_threads() is the most a kernel uses: while other processes keep
  * cores busy, kernels use fewer (measured every 200 ms; docs/threads.md).
  * false keeps the count fixed, as AMP_ADAPTIVE_THREADS=0 does. Process-wide. */
-void amp_set_adaptive_threads(bool on);
-bool amp_get_adaptive_threads(void);
+AMP_API void amp_set_adaptive_threads(bool on);
+AMP_API bool amp_get_adaptive_threads(void);
 /* The threads a kernel started now by the calling thread would use. */
-int amp_get_active_threads(void);
+AMP_API int amp_get_active_threads(void);
 
-const char *amp_version(void);
+AMP_API const char *amp_version(void);
 
 /* Debug mode, from the environment variable AMP_DEBUG=1 (read once, before
  * the first tensor is made): freed tensors are poisoned and kept as dead
@@ -123,7 +135,7 @@ const char *amp_version(void);
  * call ("amp_add: tensor 0x... (#12) was freed (by amp_scope_end) and is
  * used again") instead of reading freed memory. It costs a little memory
  * (the last 65536 freed tensor structs) and time; off, a check is one load. */
-bool amp_debug_enabled(void);
+AMP_API bool amp_debug_enabled(void);
 
 #ifdef __cplusplus
 }

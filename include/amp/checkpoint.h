@@ -47,27 +47,27 @@ typedef struct {
 } amp_safetensors_info;
 
 /* Reads and validates a whole file (and its data_crc32 when recorded). */
-amp_safetensors *amp_safetensors_read(const char *path);
+AMP_API amp_safetensors *amp_safetensors_read(const char *path);
 /* The same on a file image in memory (copied); name is used in messages. */
-amp_safetensors *amp_safetensors_parse(const void *buf, size_t len, const char *name);
-void amp_safetensors_free(amp_safetensors *f);
+AMP_API amp_safetensors *amp_safetensors_parse(const void *buf, size_t len, const char *name);
+AMP_API void amp_safetensors_free(amp_safetensors *f);
 
 /* Tensors in data-offset order (the order of the data section). */
-int amp_safetensors_count(const amp_safetensors *f);
-amp_status amp_safetensors_info_at(const amp_safetensors *f, int i, amp_safetensors_info *out);
-int amp_safetensors_find(const amp_safetensors *f, const char *name); /* index or -1 */
+AMP_API int amp_safetensors_count(const amp_safetensors *f);
+AMP_API amp_status amp_safetensors_info_at(const amp_safetensors *f, int i, amp_safetensors_info *out);
+AMP_API int amp_safetensors_find(const amp_safetensors *f, const char *name); /* index or -1 */
 /* A new tensor (caller owns it) holding a copy of the named tensor. */
-amp_tensor *amp_safetensors_get(const amp_safetensors *f, const char *name);
+AMP_API amp_tensor *amp_safetensors_get(const amp_safetensors *f, const char *name);
 /* "__metadata__": count, i-th key, value of a key (NULL when absent). */
-int amp_safetensors_meta_count(const amp_safetensors *f);
-const char *amp_safetensors_meta_key(const amp_safetensors *f, int i);
-const char *amp_safetensors_meta(const amp_safetensors *f, const char *key);
+AMP_API int amp_safetensors_meta_count(const amp_safetensors *f);
+AMP_API const char *amp_safetensors_meta_key(const amp_safetensors *f, int i);
+AMP_API const char *amp_safetensors_meta(const amp_safetensors *f, const char *key);
 /* Sizes: the whole file, the JSON header (N), the data section. */
-uint64_t amp_safetensors_file_bytes(const amp_safetensors *f);
-uint64_t amp_safetensors_header_bytes(const amp_safetensors *f);
-uint64_t amp_safetensors_data_bytes(const amp_safetensors *f);
+AMP_API uint64_t amp_safetensors_file_bytes(const amp_safetensors *f);
+AMP_API uint64_t amp_safetensors_header_bytes(const amp_safetensors *f);
+AMP_API uint64_t amp_safetensors_data_bytes(const amp_safetensors *f);
 /* Whether the file recorded data_crc32 (then it was checked when reading). */
-bool amp_safetensors_has_crc(const amp_safetensors *f);
+AMP_API bool amp_safetensors_has_crc(const amp_safetensors *f);
 
 /* Metadata entry for writers. */
 typedef struct {
@@ -78,24 +78,24 @@ typedef struct {
 /* Writes n named tensors (any strides; stored contiguous, little-endian, in
  * their own dtype) and the metadata, atomically. Names must be unique, not
  * empty and not "__metadata__"; the key "data_crc32" is added by the writer. */
-amp_status amp_safetensors_write(const char *path, amp_tensor *const *tensors, const char *const *names, int n,
+AMP_API amp_status amp_safetensors_write(const char *path, amp_tensor *const *tensors, const char *const *names, int n,
                                  const amp_kv *meta, int n_meta);
 /* The same file image in memory (malloc'd; free() it). */
-amp_status amp_safetensors_encode(amp_tensor *const *tensors, const char *const *names, int n, const amp_kv *meta,
+AMP_API amp_status amp_safetensors_encode(amp_tensor *const *tensors, const char *const *names, int n, const amp_kv *meta,
                                   int n_meta, void **buf, size_t *len);
 
 /* ---- models -------------------------------------------------------------------- */
 /* Saves amp_module_state (parameters and buffers, state_dict names, each in
  * its own dtype) to a safetensors file, with optional metadata. */
-amp_status amp_model_save(amp_module *m, const char *path, const amp_kv *meta, int n_meta);
+AMP_API amp_status amp_model_save(amp_module *m, const char *path, const amp_kv *meta, int n_meta);
 /* Loads a file written by amp_model_save or by PyTorch (a state_dict saved
  * with safetensors) into m: every tensor of the module must be present with
  * the same shape, and the file may hold no others (torch's strict=True).
  * Float tensors are converted to the module's dtype (round to nearest even),
  * integer tensors to its integer dtype. Nothing is changed unless all
  * tensors check. */
-amp_status amp_model_load(amp_module *m, const char *path);
-amp_status amp_module_load_safetensors(amp_module *m, const amp_safetensors *f);
+AMP_API amp_status amp_model_load(amp_module *m, const char *path);
+AMP_API amp_status amp_module_load_safetensors(amp_module *m, const amp_safetensors *f);
 
 /* ---- training state (exact resume) ---------------------------------------------
  * A checkpoint directory holds two files:
@@ -129,27 +129,27 @@ typedef struct {
     int n_meta;
 } amp_train_state;
 
-amp_status amp_checkpoint_save(const char *dir, const amp_train_state *s);
+AMP_API amp_status amp_checkpoint_save(const char *dir, const amp_train_state *s);
 
 typedef struct amp_checkpoint_lock amp_checkpoint_lock;
 /* Creates dir if needed and locks it for this process (AMP_ERR_STATE naming
  * the directory and the holder's pid when another process, or this one,
  * already holds it). */
-amp_checkpoint_lock *amp_checkpoint_lock_dir(const char *dir);
-void amp_checkpoint_unlock(amp_checkpoint_lock *l);
+AMP_API amp_checkpoint_lock *amp_checkpoint_lock_dir(const char *dir);
+AMP_API void amp_checkpoint_unlock(amp_checkpoint_lock *l);
 
 typedef struct amp_checkpoint amp_checkpoint;
 /* Opens dir for reading: reads and validates both files and checks their
  * ids agree; when a save was interrupted (or is in progress) between its
  * two renames, the training state is read from the temporary file that
  * completes it. Never renames, writes or locks anything. */
-amp_checkpoint *amp_checkpoint_open(const char *dir);
-void amp_checkpoint_close(amp_checkpoint *c);
+AMP_API amp_checkpoint *amp_checkpoint_open(const char *dir);
+AMP_API void amp_checkpoint_close(amp_checkpoint *c);
 /* Metadata of the training-state file (the trainer's keys included). */
-const char *amp_checkpoint_meta(const amp_checkpoint *c, const char *key);
-const amp_safetensors *amp_checkpoint_model_file(const amp_checkpoint *c);
-const amp_safetensors *amp_checkpoint_state_file(const amp_checkpoint *c);
-int64_t amp_checkpoint_step(const amp_checkpoint *c);
+AMP_API const char *amp_checkpoint_meta(const amp_checkpoint *c, const char *key);
+AMP_API const amp_safetensors *amp_checkpoint_model_file(const amp_checkpoint *c);
+AMP_API const amp_safetensors *amp_checkpoint_state_file(const amp_checkpoint *c);
+AMP_API int64_t amp_checkpoint_step(const amp_checkpoint *c);
 /* Restores everything s points to; s->step receives the saved step. The
  * optimizers must match the saved ones (count, kind, master weights,
  * parameters and shapes), and every value is checked before anything
@@ -158,7 +158,7 @@ int64_t amp_checkpoint_step(const amp_checkpoint *c);
  * parameter's at most its optimizer's), the scaler's scale and factors in
  * the f32 range and consistent (min_scale <= scale <= max_scale), loader
  * position in range; the message names the key. */
-amp_status amp_checkpoint_restore(const amp_checkpoint *c, amp_train_state *s);
+AMP_API amp_status amp_checkpoint_restore(const amp_checkpoint *c, amp_train_state *s);
 
 #ifdef __cplusplus
 }

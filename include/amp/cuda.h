@@ -21,12 +21,12 @@ extern "C" {
 
 /* amp was compiled with the CUDA backend (AMP_CUDA=AUTO found nvcc and a GPU at
  * configure time, or -DAMP_CUDA=ON: docs/cuda.md). */
-bool amp_cuda_built(void);
+AMP_API bool amp_cuda_built(void);
 /* Built with it, and a CUDA device can be used: amp_device_check(AMP_DEVICE_CUDA) == AMP_OK. */
-bool amp_cuda_available(void);
+AMP_API bool amp_cuda_available(void);
 /* The number of CUDA devices the driver reports (0 without a driver or GPU,
  * or when amp was built without CUDA). */
-int amp_cuda_device_count(void);
+AMP_API int amp_cuda_device_count(void);
 
 typedef struct {
     char name[256];          /* "NVIDIA H100 80GB HBM3" */
@@ -40,10 +40,10 @@ typedef struct {
 } amp_cuda_info;
 
 /* The device amp uses (initialises it). */
-amp_status amp_cuda_get_info(amp_cuda_info *out);
+AMP_API amp_status amp_cuda_get_info(amp_cuda_info *out);
 /* Waits until the GPU has finished everything amp queued; reports an error
  * a kernel recorded meanwhile (amp_last_error names the op). */
-amp_status amp_cuda_synchronize(void);
+AMP_API amp_status amp_cuda_synchronize(void);
 
 #ifdef __cplusplus
 }

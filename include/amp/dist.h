@@ -63,25 +63,25 @@ extern "C" {
 typedef struct amp_dist_group amp_dist_group;
 
 /* Whether amp was built with MPI. */
-bool amp_dist_is_available(void);
+AMP_API bool amp_dist_is_available(void);
 /* "MPI (Open MPI v4.1.4, ...)" or "not built (no MPI library found)". */
-const char *amp_dist_build_info(void);
+AMP_API const char *amp_dist_build_info(void);
 
 /* Joins the world: under mpirun (Open MPI, MPICH/Hydra, Slurm's PMI or PMIx
  * in the environment) initialises MPI and the world group; otherwise a world
  * of one without MPI. AMP_DIST=mpi forces MPI (a singleton), AMP_DIST=none
  * forbids it. argc/argv may be NULL. Idempotent. */
-amp_status amp_dist_init(int *argc, char ***argv);
-bool amp_dist_is_initialized(void);
+AMP_API amp_status amp_dist_init(int *argc, char ***argv);
+AMP_API bool amp_dist_is_initialized(void);
 /* The world group (NULL with an error before amp_dist_init). */
-amp_dist_group *amp_dist_world(void);
+AMP_API amp_dist_group *amp_dist_world(void);
 /* Collective: the end of this rank's run, then MPI is finalized. A peer
  * that still calls other collectives gets an error saying this rank ended
  * its run (and so does this call) instead of waiting for it; that peer's
  * amp_dist_abort then waits until this process exits or finalizes MPI
  * (after this rank reported the error), so exit or finalize soon. The world
  * is gone afterwards. */
-amp_status amp_dist_finalize(void);
+AMP_API amp_status amp_dist_finalize(void);
 /* Ends every rank of the job now (MPI_Abort; exit(code) for a world of
  * one). Call it when this rank cannot go on: the others would otherwise
  * wait for its next collective. After an error every rank gets (collectives
@@ -90,19 +90,19 @@ amp_status amp_dist_finalize(void);
  * the error; ranks it did not hear from by then are named on stderr ("amp:
  * warning: ... rank(s) 1 did not report the failure within 10 s"). Never
  * returns. */
-void amp_dist_abort(amp_dist_group *g, int code);
+AMP_API void amp_dist_abort(amp_dist_group *g, int code);
 
 /* NULL answers as a single process (0 and 1), with an error message */
-int amp_dist_rank(const amp_dist_group *g);
-int amp_dist_world_size(const amp_dist_group *g);
+AMP_API int amp_dist_rank(const amp_dist_group *g);
+AMP_API int amp_dist_world_size(const amp_dist_group *g);
 /* Rank and number of ranks on this machine (from the launcher; 0 / 1 when unknown). */
-int amp_dist_local_rank(const amp_dist_group *g);
-int amp_dist_local_size(const amp_dist_group *g);
-const char *amp_dist_backend_name(const amp_dist_group *g); /* "mpi" or "single" (NULL for NULL) */
+AMP_API int amp_dist_local_rank(const amp_dist_group *g);
+AMP_API int amp_dist_local_size(const amp_dist_group *g);
+AMP_API const char *amp_dist_backend_name(const amp_dist_group *g); /* "mpi" or "single" (NULL for NULL) */
 /* Seconds a wait may last before it fails naming the ranks not heard from
  * (> 0; the default is AMP_DIST_TIMEOUT or 300). */
-amp_status amp_dist_set_timeout(amp_dist_group *g, double seconds);
-double amp_dist_get_timeout(const amp_dist_group *g);
+AMP_API amp_status amp_dist_set_timeout(amp_dist_group *g, double seconds);
+AMP_API double amp_dist_get_timeout(const amp_dist_group *g);
 
 /* ---- collectives on tensors --------------------------------------------------
  * Tensors are contiguous. Reductions take any float dtype (f32, f16, bf16,
@@ -114,31 +114,31 @@ double amp_dist_get_timeout(const amp_dist_group *g);
 typedef enum { AMP_DIST_SUM = 0, AMP_DIST_AVG, AMP_DIST_MAX, AMP_DIST_MIN } amp_dist_op;
 
 /* In place: t becomes the reduction of every rank's t. */
-amp_status amp_dist_all_reduce(amp_dist_group *g, amp_tensor *t, amp_dist_op op);
+AMP_API amp_status amp_dist_all_reduce(amp_dist_group *g, amp_tensor *t, amp_dist_op op);
 /* in holds world_size equal chunks (numel(in) = world_size * numel(out),
  * same dtype); out receives the reduction of chunk `rank` over all ranks. */
-amp_status amp_dist_reduce_scatter(amp_dist_group *g, amp_tensor *out, const amp_tensor *in, amp_dist_op op);
+AMP_API amp_status amp_dist_reduce_scatter(amp_dist_group *g, amp_tensor *out, const amp_tensor *in, amp_dist_op op);
 /* out (numel = world_size * numel(in), same dtype) receives every rank's in,
  * in rank order. */
-amp_status amp_dist_all_gather(amp_dist_group *g, amp_tensor *out, const amp_tensor *in);
+AMP_API amp_status amp_dist_all_gather(amp_dist_group *g, amp_tensor *out, const amp_tensor *in);
 /* t takes root's values on every rank. */
-amp_status amp_dist_broadcast(amp_dist_group *g, amp_tensor *t, int root);
-amp_status amp_dist_barrier(amp_dist_group *g);
+AMP_API amp_status amp_dist_broadcast(amp_dist_group *g, amp_tensor *t, int root);
+AMP_API amp_status amp_dist_barrier(amp_dist_group *g);
 /* Scalars in double (SUM in rank order, identical on every rank). */
-amp_status amp_dist_all_reduce_f64(amp_dist_group *g, double *v, int n, amp_dist_op op);
+AMP_API amp_status amp_dist_all_reduce_f64(amp_dist_group *g, double *v, int n, amp_dist_op op);
 
 /* Non-blocking forms: the call starts the collective and returns a handle;
  * the tensors must stay alive and unchanged until amp_dist_wait. MPI moves
  * data while some MPI call runs: amp_dist_test (or any other collective)
  * makes progress. Wait frees the handle whatever it returns. */
 typedef struct amp_dist_work amp_dist_work;
-amp_dist_work *amp_dist_all_reduce_async(amp_dist_group *g, amp_tensor *t, amp_dist_op op);
-amp_dist_work *amp_dist_reduce_scatter_async(amp_dist_group *g, amp_tensor *out, const amp_tensor *in, amp_dist_op op);
-amp_dist_work *amp_dist_all_gather_async(amp_dist_group *g, amp_tensor *out, const amp_tensor *in);
-amp_dist_work *amp_dist_broadcast_async(amp_dist_group *g, amp_tensor *t, int root);
+AMP_API amp_dist_work *amp_dist_all_reduce_async(amp_dist_group *g, amp_tensor *t, amp_dist_op op);
+AMP_API amp_dist_work *amp_dist_reduce_scatter_async(amp_dist_group *g, amp_tensor *out, const amp_tensor *in, amp_dist_op op);
+AMP_API amp_dist_work *amp_dist_all_gather_async(amp_dist_group *g, amp_tensor *out, const amp_tensor *in);
+AMP_API amp_dist_work *amp_dist_broadcast_async(amp_dist_group *g, amp_tensor *t, int root);
 /* Progress; *done says whether the work completed (then wait returns at once). */
-amp_status amp_dist_test(amp_dist_work *w, bool *done);
-amp_status amp_dist_wait(amp_dist_work *w);
+AMP_API amp_status amp_dist_test(amp_dist_work *w, bool *done);
+AMP_API amp_status amp_dist_wait(amp_dist_work *w);
 
 /* Traffic and time of a group since its creation or the last reset:
  * payload bytes this rank sent and received, collectives started, seconds
@@ -149,8 +149,8 @@ typedef struct {
     uint64_t collectives;
     double wait_s;
 } amp_dist_stats;
-amp_status amp_dist_get_stats(const amp_dist_group *g, amp_dist_stats *out);
-void amp_dist_reset_stats(amp_dist_group *g);
+AMP_API amp_status amp_dist_get_stats(const amp_dist_group *g, amp_dist_stats *out);
+AMP_API void amp_dist_reset_stats(amp_dist_group *g);
 
 /* ---- data parallel ----------------------------------------------------------
  * amp_ddp_new broadcasts rank 0's parameters (and every float tensor in
@@ -186,30 +186,30 @@ typedef struct {
     bool no_broadcast;       /* the parameters are already equal on every rank */
 } amp_ddp_opts;
 
-amp_ddp_opts amp_ddp_default_opts(void);
+AMP_API amp_ddp_opts amp_ddp_default_opts(void);
 
 typedef struct amp_ddp amp_ddp;
 
 /* Collective. params: distinct leaf tensors requiring grad, contiguous, the
  * same shapes and dtypes on every rank (checked: a mismatch is an error on
  * every rank naming the parameter). The DDP keeps references. */
-amp_ddp *amp_ddp_new(amp_dist_group *g, amp_tensor *const *params, int n, const amp_ddp_opts *o);
+AMP_API amp_ddp *amp_ddp_new(amp_dist_group *g, amp_tensor *const *params, int n, const amp_ddp_opts *o);
 /* All parameters of a module (amp_module_parameters), and its float buffers
  * (BatchNorm's running statistics) in the initial broadcast. */
-amp_ddp *amp_ddp_new_module(amp_dist_group *g, amp_module *m, const amp_ddp_opts *o);
-void amp_ddp_free(amp_ddp *d);
-amp_dist_group *amp_ddp_group(const amp_ddp *d);
+AMP_API amp_ddp *amp_ddp_new_module(amp_dist_group *g, amp_module *m, const amp_ddp_opts *o);
+AMP_API void amp_ddp_free(amp_ddp *d);
+AMP_API amp_dist_group *amp_ddp_group(const amp_ddp *d);
 
 /* Gradient accumulation: with sync off (torch's no_sync) a backward only
  * accumulates into .grad; turn it on before the last micro-step's backward,
  * whose gradients (the sum of all micro-steps) are then averaged. */
-amp_status amp_ddp_set_sync(amp_ddp *d, bool sync);
-bool amp_ddp_sync_enabled(const amp_ddp *d);
+AMP_API amp_status amp_ddp_set_sync(amp_ddp *d, bool sync);
+AMP_API bool amp_ddp_sync_enabled(const amp_ddp *d);
 /* Averages now, for a rank that had nothing to backward this step (an
  * empty shard of a short last batch; its contribution is zero) while the
  * others' backwards finish theirs. Collective. Normally not needed: the
  * end of every backward with sync on does it. */
-amp_status amp_ddp_finish(amp_ddp *d);
+AMP_API amp_status amp_ddp_finish(amp_ddp *d);
 
 /* An optimizer for params (a subset of the DDP's parameters; O2 uses two:
  * half parameters with master weights and the f32 norms) whose skip
@@ -228,7 +228,7 @@ amp_status amp_ddp_finish(amp_ddp *d);
  *    parameters. amp_optim_param(opt, i) then returns slices (views into
  *    the parameters); amp_optim_zero_grad also drops the parameters' .grad.
  * Collective. Free with amp_optim_free before amp_ddp_free. */
-amp_optim *amp_ddp_optim_new(amp_ddp *d, amp_tensor *const *params, int n, const amp_optim_opts *o);
+AMP_API amp_optim *amp_ddp_optim_new(amp_ddp *d, amp_tensor *const *params, int n, const amp_optim_opts *o);
 /* (amp_optim_param_origin names the parameter a stage-1 optimizer's slice is cut from.) */
 
 typedef struct {
@@ -241,7 +241,7 @@ typedef struct {
     double wait_s;                  /* seconds waited for communication (ends of backward + all-gathers) */
     double comm_s;                  /* seconds inside communication calls, overlapped or not */
 } amp_ddp_stats;
-amp_status amp_ddp_get_stats(const amp_ddp *d, amp_ddp_stats *out);
+AMP_API amp_status amp_ddp_get_stats(const amp_ddp *d, amp_ddp_stats *out);
 
 /* ---- checkpoints of a distributed run ----------------------------------------
  * One checkpoint per run, in the single-process format (amp/checkpoint.h):
@@ -252,13 +252,13 @@ amp_status amp_ddp_get_stats(const amp_ddp *d, amp_ddp_stats *out);
  * s->optims may hold DDP optimizers of either stage, or ordinary ones.
  * Gathering needs the full optimizer state on rank 0 while it writes, as a
  * single process holds it. Collective; the status is the same on every rank. */
-amp_status amp_ddp_checkpoint_save(amp_ddp *d, const char *dir, const amp_train_state *s);
+AMP_API amp_status amp_ddp_checkpoint_save(amp_ddp *d, const char *dir, const amp_train_state *s);
 /* Each rank reads c (the directory must be visible to every rank) and
  * restores s: model, scaler and loader as amp_checkpoint_restore, its own
  * generator when the saving run had this rank, and its shard of every
  * stage-1 optimizer cut from the saved full state (re-sharding when the
  * world size differs). Collective; fails on every rank if one fails. */
-amp_status amp_ddp_checkpoint_restore(amp_ddp *d, const amp_checkpoint *c, amp_train_state *s);
+AMP_API amp_status amp_ddp_checkpoint_restore(amp_ddp *d, const amp_checkpoint *c, amp_train_state *s);
 
 #ifdef __cplusplus
 }

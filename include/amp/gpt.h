@@ -46,11 +46,11 @@ typedef struct {
  * generator). g is also the dropout generator: it must outlive the model
  * (save it in checkpoints for a bit-exact resume). n_embd must divide by
  * n_head; every size > 0; dropout in [0, 1). */
-amp_module *amp_gpt_new(const amp_gpt_config *c, amp_generator *g);
+AMP_API amp_module *amp_gpt_new(const amp_gpt_config *c, amp_generator *g);
 /* The configuration of a model made by amp_gpt_new (error otherwise). */
-amp_status amp_gpt_get_config(const amp_module *m, amp_gpt_config *out);
+AMP_API amp_status amp_gpt_get_config(const amp_module *m, amp_gpt_config *out);
 /* Sets the dropout generator (after loading a model, or to share one). */
-amp_status amp_gpt_set_generator(amp_module *m, amp_generator *g);
+AMP_API amp_status amp_gpt_set_generator(amp_module *m, amp_generator *g);
 
 /* amp_module_forward(gpt, idx): idx i64/i32 [B, T] (T <= block_size,
  * tokens < vocab_size) -> logits [B, T, V]. In training mode dropout is on.
@@ -59,15 +59,15 @@ amp_status amp_gpt_set_generator(amp_module *m, amp_generator *g);
  * are ignored, as nanoGPT's ignore_index=-1), an f32 scalar whatever the
  * logits' dtype (half logits are widened inside the loss kernel, never
  * copied to f32); *logits (may be NULL) receives the logits. */
-amp_tensor *amp_gpt_loss(amp_module *m, amp_tensor *idx, amp_tensor *targets, amp_tensor **logits);
+AMP_API amp_tensor *amp_gpt_loss(amp_module *m, amp_tensor *idx, amp_tensor *targets, amp_tensor **logits);
 
 /* Activation checkpointing: each block's forward runs without keeping its
  * activations and is recomputed during backward (amp_activation_checkpoint,
  * with the model's dropout generator restored, under the forward's autocast
  * state), giving bit-identical gradients for about one block's activations
  * plus the residual stream between blocks. */
-amp_status amp_gpt_set_activation_checkpointing(amp_module *m, bool on);
-bool amp_gpt_activation_checkpointing(const amp_module *m);
+AMP_API amp_status amp_gpt_set_activation_checkpointing(amp_module *m, bool on);
+AMP_API bool amp_gpt_activation_checkpointing(const amp_module *m);
 
 /* Weight-decay groups. decays: parameters whose name is a Linear weight
  * (attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj): the 2-D matrices of the
@@ -78,7 +78,7 @@ bool amp_gpt_activation_checkpointing(const amp_module *m);
  * the optimizers (amp_optim_set_param_weight_decay): weight_decay or 0. The
  * optimizers may hold any subset of m's parameters (O2's half and f32
  * optimizers); other parameters are an error. */
-amp_status amp_gpt_apply_weight_decay(amp_module *m, amp_optim *const *optims, int n_optims, double weight_decay,
+AMP_API amp_status amp_gpt_apply_weight_decay(amp_module *m, amp_optim *const *optims, int n_optims, double weight_decay,
                                       bool decay_embeddings);
 
 /* Loads a safetensors state_dict written by amp_model_save, nanoGPT
@@ -90,7 +90,7 @@ amp_status amp_gpt_apply_weight_decay(amp_module *m, amp_optim *const *optims, i
  * parameter must be present with its shape (amp_gpt_check_state_dict) and
  * finite values (the first that is not is named); nothing changes unless
  * all check. */
-amp_status amp_gpt_load(amp_module *m, const char *path);
+AMP_API amp_status amp_gpt_load(amp_module *m, const char *path);
 /* Whether a state_dict (amp_gpt_load's layouts) holds a GPT of
  * configuration c, from the header alone, before any model is made: c
  * valid (amp_gpt_new's rules), every parameter present with its shape and a
@@ -99,29 +99,29 @@ amp_status amp_gpt_load(amp_module *m, const char *path);
  * embedding's shape, dtype and bytes. amp's GPT, as GPT-2 and nanoGPT, has
  * no separate LM head, so a different one is refused rather than dropped.
  * The error names the tensor and the sizes of c that make its shape. */
-amp_status amp_gpt_check_state_dict(const amp_safetensors *f, const amp_gpt_config *c);
+AMP_API amp_status amp_gpt_check_state_dict(const amp_safetensors *f, const amp_gpt_config *c);
 /* The configuration a state_dict holds, from its shapes: vocab_size and
  * n_embd from wte, block_size from wpe, n_layer the blocks h.0, h.1, ...,
  * bias whether h.0.ln_1.bias is there, dropout 0, n_head as given (the
  * shapes do not tell it); then amp_gpt_check_state_dict, so that a file
  * whose shapes disagree is refused before amp_gpt_new allocates anything. */
-amp_status amp_gpt_config_from_state_dict(const amp_safetensors *f, int64_t n_head, amp_gpt_config *out);
+AMP_API amp_status amp_gpt_config_from_state_dict(const amp_safetensors *f, int64_t n_head, amp_gpt_config *out);
 
 /* ---- generation ---------------------------------------------------------------
  * A KV cache: per layer the keys and values [B, n_head, block_size, hs] of
  * the positions seen so far, in the model's dtype (or the autocast dtype of
  * the region the first forward runs in). */
 typedef struct amp_gpt_cache amp_gpt_cache;
-amp_gpt_cache *amp_gpt_cache_new(amp_module *m, int64_t batch);
-void amp_gpt_cache_free(amp_gpt_cache *c);
-void amp_gpt_cache_reset(amp_gpt_cache *c);
-int64_t amp_gpt_cache_length(const amp_gpt_cache *c); /* positions held */
+AMP_API amp_gpt_cache *amp_gpt_cache_new(amp_module *m, int64_t batch);
+AMP_API void amp_gpt_cache_free(amp_gpt_cache *c);
+AMP_API void amp_gpt_cache_reset(amp_gpt_cache *c);
+AMP_API int64_t amp_gpt_cache_length(const amp_gpt_cache *c); /* positions held */
 /* Forward of idx [B, T'] at positions length .. length + T' - 1 (at most
  * block_size in all), attending to the cached keys and values (each new
  * token costs O(length), not O(length^2)); appends the new keys and values.
  * Returns logits [B, T', V]. No grad (inference): dropout is off whatever
  * the model's mode, which is not changed. */
-amp_tensor *amp_gpt_forward_cached(amp_module *m, amp_tensor *idx, amp_gpt_cache *c);
+AMP_API amp_tensor *amp_gpt_forward_cached(amp_module *m, amp_tensor *idx, amp_gpt_cache *c);
 
 typedef struct {
     int64_t max_new_tokens;
@@ -155,7 +155,7 @@ typedef struct {
  * f16 model holds inf where a weight exceeded 65504 when it was
  * converted), and at each step logits that are not finite, naming the step
  * and the weights' and autocast dtypes. */
-amp_status amp_gpt_generate(amp_module *m, const int64_t *prompt, int64_t n, int64_t *out, int64_t *n_out,
+AMP_API amp_status amp_gpt_generate(amp_module *m, const int64_t *prompt, int64_t n, int64_t *out, int64_t *n_out,
                             const amp_gpt_generate_opts *o);
 
 #ifdef __cplusplus

@@ -72,29 +72,29 @@ typedef struct {
 
 typedef struct amp_setup amp_setup;
 
-amp_setup *amp_initialize(amp_module *const *models, int n_models, const amp_init_opts *o);
+AMP_API amp_setup *amp_initialize(amp_module *const *models, int n_models, const amp_init_opts *o);
 /* Frees the optimizers and the scaler; the models stay (with their casts). */
-void amp_setup_free(amp_setup *s);
+AMP_API void amp_setup_free(amp_setup *s);
 
 /* What was decided: parameter, compute dtype, autocast, norms, master weights, loss scaling. */
-const amp_opt_config *amp_setup_config(const amp_setup *s);
+AMP_API const amp_opt_config *amp_setup_config(const amp_setup *s);
 /* The model output's dtype after the cast (AMP_DTYPE_COUNT: not cast). */
-amp_dtype amp_setup_output_dtype(const amp_setup *s);
-amp_scaler *amp_setup_scaler(amp_setup *s); /* NULL without loss scaling */
+AMP_API amp_dtype amp_setup_output_dtype(const amp_setup *s);
+AMP_API amp_scaler *amp_setup_scaler(amp_setup *s); /* NULL without loss scaling */
 /* The optimizers (1 or 2; for checkpoints: amp_train_state.optims). */
-amp_optim *const *amp_setup_optims(const amp_setup *s, int *n);
+AMP_API amp_optim *const *amp_setup_optims(const amp_setup *s, int *n);
 
-amp_status amp_setup_zero_grad(amp_setup *s);
+AMP_API amp_status amp_setup_zero_grad(amp_setup *s);
 /* backward(scale(loss)) */
-amp_status amp_setup_backward(amp_setup *s, amp_tensor *loss);
+AMP_API amp_status amp_setup_backward(amp_setup *s, amp_tensor *loss);
 /* Unscales every optimizer not unscaled yet and clips them to one joint
  * norm (amp_clip_grad_norm_optims); returns the norm before clipping
  * (non-finite: nothing clipped, the step will be skipped). */
-double amp_setup_clip_grad_norm(amp_setup *s, double max_norm);
+AMP_API double amp_setup_clip_grad_norm(amp_setup *s, double max_norm);
 /* Steps every optimizer through the scaler (a step whose gradients hold
  * inf/nan is skipped: *skipped, may be NULL) and updates the scale. */
-amp_status amp_setup_step(amp_setup *s, bool *skipped);
-amp_status amp_setup_set_lr(amp_setup *s, double lr);
+AMP_API amp_status amp_setup_step(amp_setup *s, bool *skipped);
+AMP_API amp_status amp_setup_set_lr(amp_setup *s, double lr);
 
 #ifdef __cplusplus
 }

@@ -31,11 +31,11 @@ typedef struct {
  * the magic, the rank, the dimensions and that the data is exactly
  * dims × element size bytes; a truncated or corrupt file is an error naming
  * the file and the problem. Sizes above 4 GiB are refused. */
-amp_status amp_idx_load(const char *path, amp_idx *out);
+AMP_API amp_status amp_idx_load(const char *path, amp_idx *out);
 /* The same checks on an uncompressed IDX image in memory (name is used in
  * messages). */
-amp_status amp_idx_parse(const void *buf, size_t len, const char *name, amp_idx *out);
-void amp_idx_free(amp_idx *idx);
+AMP_API amp_status amp_idx_parse(const void *buf, size_t len, const char *name, amp_idx *out);
+AMP_API void amp_idx_free(amp_idx *idx);
 
 /* An image classification set: n images of h×w u8 pixels, n u8 labels.
  * Images may instead be f32 (fimages, IDX type 0x0D): the loader uses those
@@ -50,12 +50,12 @@ typedef struct {
 
 /* Loads an images file (u8 or f32, rank 3) and a labels file (u8, rank 1)
  * and checks that they agree. limit > 0 keeps only the first limit examples. */
-amp_status amp_dataset_load(const char *images, const char *labels, int64_t limit, amp_dataset *out);
-void amp_dataset_free(amp_dataset *ds);
+AMP_API amp_status amp_dataset_load(const char *images, const char *labels, int64_t limit, amp_dataset *out);
+AMP_API void amp_dataset_free(amp_dataset *ds);
 /* Fashion-MNIST from the Debian package dataset-fashion-mnist (or the
  * directory in $AMP_DATA_DIR): split "train" or "test". */
-amp_status amp_fashion_mnist_load(const char *split, int64_t limit, amp_dataset *out);
-const char *amp_fashion_mnist_dir(void);
+AMP_API amp_status amp_fashion_mnist_load(const char *split, int64_t limit, amp_dataset *out);
+AMP_API const char *amp_fashion_mnist_dir(void);
 
 /* Batches of x [B,1,h,w] f32 (pixels scaled to [0,1], then (x-mean)/std when
  * std > 0) and y [B] i64. Shuffled per epoch with a counter-based generator
@@ -76,22 +76,22 @@ typedef struct {
 } amp_loader_opts;
 
 typedef struct amp_loader amp_loader;
-amp_loader *amp_loader_new(const amp_dataset *ds, const amp_loader_opts *o);
-void amp_loader_free(amp_loader *l);
+AMP_API amp_loader *amp_loader_new(const amp_dataset *ds, const amp_loader_opts *o);
+AMP_API void amp_loader_free(amp_loader *l);
 /* Starts epoch e (reshuffles deterministically for e). */
-amp_status amp_loader_start_epoch(amp_loader *l, int64_t epoch);
+AMP_API amp_status amp_loader_start_epoch(amp_loader *l, int64_t epoch);
 /* Next batch (new tensors in the current scope); false at the end of the
  * epoch. */
-bool amp_loader_next(amp_loader *l, amp_tensor **x, amp_tensor **y);
-int64_t amp_loader_batches_per_epoch(const amp_loader *l);
+AMP_API bool amp_loader_next(amp_loader *l, amp_tensor **x, amp_tensor **y);
+AMP_API int64_t amp_loader_batches_per_epoch(const amp_loader *l);
 /* Rows of the whole (global) batch the last amp_loader_next drew, before
  * sharding: scale a shard's mean loss by rows * num_shards / global_rows
  * when shards are unequal. 0 before the first batch. */
-int64_t amp_loader_last_global_rows(const amp_loader *l);
+AMP_API int64_t amp_loader_last_global_rows(const amp_loader *l);
 /* Position for checkpoints: epoch and next batch index; restoring it
  * reproduces the same remaining batches. */
-void amp_loader_position(const amp_loader *l, int64_t *epoch, int64_t *batch);
-amp_status amp_loader_seek(amp_loader *l, int64_t epoch, int64_t batch);
+AMP_API void amp_loader_position(const amp_loader *l, int64_t *epoch, int64_t *batch);
+AMP_API amp_status amp_loader_seek(amp_loader *l, int64_t epoch, int64_t batch);
 
 #ifdef __cplusplus
 }

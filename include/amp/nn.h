@@ -93,65 +93,65 @@ typedef struct {
 
 /* A new module of class cls (which must outlive it) with data_size zeroed
  * bytes of private data, training mode on. */
-amp_module *amp_module_new(const amp_module_class *cls, size_t data_size);
-void *amp_module_data(const amp_module *m);
-const amp_module_class *amp_module_class_of(const amp_module *m);
+AMP_API amp_module *amp_module_new(const amp_module_class *cls, size_t data_size);
+AMP_API void *amp_module_data(const amp_module *m);
+AMP_API const amp_module_class *amp_module_class_of(const amp_module *m);
 /* Drops one reference; the last frees the parameters, buffers and children
  * it holds the only references to. NULL is a no-op. A registered child's
  * reference is its parent's: freeing it is refused (an error; the parent frees
  * it) unless amp_module_retain gave you one of your own. With AMP_DEBUG=1 a
  * module used or freed after it was freed is an error naming the call. */
-void amp_module_free(amp_module *m);
-amp_module *amp_module_retain(amp_module *m); /* one more reference; returns m */
+AMP_API void amp_module_free(amp_module *m);
+AMP_API amp_module *amp_module_retain(amp_module *m); /* one more reference; returns m */
 
 /* ---- registration (in the constructor) ----------------------------------------
  * Names: 1-127 characters, no '.', unique among the module's parameters,
  * buffers and children. Each returns its argument (borrowed now; owned by the
  * module) or NULL with the error, having freed the argument. */
 /* t: a leaf float tensor (made requires_grad, unscoped, counted as parameter memory). */
-amp_tensor *amp_module_register_parameter(amp_module *m, const char *name, amp_tensor *t);
+AMP_API amp_tensor *amp_module_register_parameter(amp_module *m, const char *name, amp_tensor *t);
 /* t: any tensor (no autograd; counted as parameter memory). persistent
  * buffers are part of the state (saved and loaded); others are not
  * (torch's persistent=False, e.g. a precomputed mask). */
-amp_tensor *amp_module_register_buffer(amp_module *m, const char *name, amp_tensor *t, bool persistent);
-amp_module *amp_module_register_module(amp_module *m, const char *name, amp_module *child);
+AMP_API amp_tensor *amp_module_register_buffer(amp_module *m, const char *name, amp_tensor *t, bool persistent);
+AMP_API amp_module *amp_module_register_module(amp_module *m, const char *name, amp_module *child);
 /* Replaces the parameter registered as name (dotted: "wte.weight") by t,
  * taking t's reference and dropping the old one (weight tying). Shapes need
  * not match (the module's forward decides). */
-amp_status amp_module_set_parameter(amp_module *m, const char *name, amp_tensor *t);
+AMP_API amp_status amp_module_set_parameter(amp_module *m, const char *name, amp_tensor *t);
 
 /* ---- access ---------------------------------------------------------------------
  * Dotted names reach into children ("0.weight", "h.3.attn"). NULL with an
  * error when absent. Borrowed: valid while the module holds them. */
-amp_tensor *amp_module_get_parameter(const amp_module *m, const char *name);
-amp_tensor *amp_module_get_buffer(const amp_module *m, const char *name);
-amp_module *amp_module_get_child(const amp_module *m, const char *name);
+AMP_API amp_tensor *amp_module_get_parameter(const amp_module *m, const char *name);
+AMP_API amp_tensor *amp_module_get_buffer(const amp_module *m, const char *name);
+AMP_API amp_module *amp_module_get_child(const amp_module *m, const char *name);
 /* Direct children in registration order; *name (may be NULL) receives the name. */
-int amp_module_num_children(const amp_module *m);
-amp_module *amp_module_child_at(const amp_module *m, int i, const char **name);
+AMP_API int amp_module_num_children(const amp_module *m);
+AMP_API amp_module *amp_module_child_at(const amp_module *m, int i, const char **name);
 
 /* ---- containers -------------------------------------------------------------------- */
 /* Takes ownership of the children (on failure too). Forward runs them in order. */
-amp_module *amp_nn_sequential(amp_module *const *children, int n);
+AMP_API amp_module *amp_nn_sequential(amp_module *const *children, int n);
 /* torch's ModuleList: children "0", "1", ... and no forward of its own. */
-amp_module *amp_nn_module_list(void);
+AMP_API amp_module *amp_nn_module_list(void);
 /* Appends child as the next numbered child of a Sequential or ModuleList
  * (taking ownership, on failure too). */
-amp_status amp_module_append(amp_module *container, amp_module *child);
+AMP_API amp_status amp_module_append(amp_module *container, amp_module *child);
 
 /* ---- built-in layers -------------------------------------------------------------- */
-amp_module *amp_nn_linear(int64_t in, int64_t out, bool bias, amp_generator *g);
-amp_module *amp_nn_conv2d(int64_t in_ch, int64_t out_ch, int64_t kernel, const amp_conv_params *p, bool bias,
+AMP_API amp_module *amp_nn_linear(int64_t in, int64_t out, bool bias, amp_generator *g);
+AMP_API amp_module *amp_nn_conv2d(int64_t in_ch, int64_t out_ch, int64_t kernel, const amp_conv_params *p, bool bias,
                           amp_generator *g);
-amp_module *amp_nn_batchnorm2d(int64_t channels, double eps, double momentum); /* torch: 1e-5, 0.1 */
-amp_module *amp_nn_layernorm(int64_t features, double eps);
+AMP_API amp_module *amp_nn_batchnorm2d(int64_t channels, double eps, double momentum); /* torch: 1e-5, 0.1 */
+AMP_API amp_module *amp_nn_layernorm(int64_t features, double eps);
 /* torch.nn.Embedding: weight [num, dim] initialised N(0, 1); input integer indices. */
-amp_module *amp_nn_embedding(int64_t num, int64_t dim, amp_generator *g);
-amp_module *amp_nn_dropout(double p, amp_generator *g);
-amp_module *amp_nn_relu(void);
-amp_module *amp_nn_gelu(amp_gelu_approx approx);
-amp_module *amp_nn_maxpool2d(int64_t kernel, int64_t stride);
-amp_module *amp_nn_flatten(void);
+AMP_API amp_module *amp_nn_embedding(int64_t num, int64_t dim, amp_generator *g);
+AMP_API amp_module *amp_nn_dropout(double p, amp_generator *g);
+AMP_API amp_module *amp_nn_relu(void);
+AMP_API amp_module *amp_nn_gelu(amp_gelu_approx approx);
+AMP_API amp_module *amp_nn_maxpool2d(int64_t kernel, int64_t stride);
+AMP_API amp_module *amp_nn_flatten(void);
 
 /* ---- running ------------------------------------------------------------------------
  * Forward under the module's settings: a module kept in f32 runs with autocast
@@ -159,14 +159,14 @@ amp_module *amp_nn_flatten(void);
  * result in the input's dtype when that was half (a class with
  * AMP_MODULE_HALF_IO gets the half input itself and returns its own result). An error inside names the
  * op and, at the outermost forward, the module kind. */
-amp_tensor *amp_module_forward(amp_module *m, amp_tensor *x);
-amp_tensor *amp_module_forward_n(amp_module *m, amp_tensor *const *xs, int n);
-void amp_module_train(amp_module *m, bool training); /* recursive */
+AMP_API amp_tensor *amp_module_forward(amp_module *m, amp_tensor *x);
+AMP_API amp_tensor *amp_module_forward_n(amp_module *m, amp_tensor *const *xs, int n);
+AMP_API void amp_module_train(amp_module *m, bool training); /* recursive */
 /* Whether a forward of m on this thread runs in training mode (dropout
  * active, batch norm on the batch's statistics and updating its running
  * ones): m's flag, and false inside an eval scope. A module class decides
  * its behaviour with this call, as the built-in layers do. */
-bool amp_module_is_training(const amp_module *m);
+AMP_API bool amp_module_is_training(const amp_module *m);
 /* An eval scope on this thread (nests; per thread): until the matching
  * amp_module_eval_end, amp_module_is_training answers false for every
  * module, so every forward on this thread runs in eval semantics without
@@ -176,24 +176,24 @@ bool amp_module_is_training(const amp_module *m);
  * amp_gpt_forward_cached run inside one. (Save and restore a module's own
  * flag outside a scope: inside, amp_module_is_training reads false.) An end
  * without a begin does nothing. */
-void amp_module_eval_begin(void);
-void amp_module_eval_end(void);
-const char *amp_module_kind(const amp_module *m); /* the class name: "Linear", "Sequential", ... */
+AMP_API void amp_module_eval_begin(void);
+AMP_API void amp_module_eval_end(void);
+AMP_API const char *amp_module_kind(const amp_module *m); /* the class name: "Linear", "Sequential", ... */
 /* Writes torch's module repr: "Sequential(\n  (0): Linear(in_features=...)\n)". */
-amp_status amp_module_print(const amp_module *m, FILE *f);
+AMP_API amp_status amp_module_print(const amp_module *m, FILE *f);
 
 /* Parameters (each tensor once, at its first name) in state_dict order with
  * their dotted names. Returns the count; fills at most max entries
  * (params/names may be NULL to count). Names stay valid while m lives. */
-int amp_module_parameters(amp_module *m, amp_tensor **params, const char **names, int max);
+AMP_API int amp_module_parameters(amp_module *m, amp_tensor **params, const char **names, int max);
 /* Buffers (persistent and not) with their names, likewise. */
-int amp_module_buffers(amp_module *m, amp_tensor **buffers, const char **names, int max);
+AMP_API int amp_module_buffers(amp_module *m, amp_tensor **buffers, const char **names, int max);
 /* Everything a state dict holds: parameters and persistent buffers, every
  * name of a shared tensor (as torch's state_dict). */
-int amp_module_state(amp_module *m, amp_tensor **tensors, const char **names, int max);
-int64_t amp_module_num_params(amp_module *m); /* elements of the unique parameters */
+AMP_API int amp_module_state(amp_module *m, amp_tensor **tensors, const char **names, int max);
+AMP_API int64_t amp_module_num_params(amp_module *m); /* elements of the unique parameters */
 /* Drops every parameter's .grad (torch's model.zero_grad(set_to_none=True)). */
-amp_status amp_module_zero_grad(amp_module *m);
+AMP_API amp_status amp_module_zero_grad(amp_module *m);
 
 /* ---- mixed precision at the module's boundary (what amp_initialize sets) ----
  * Around this module's forward (this module only, not its children),
@@ -211,30 +211,30 @@ typedef struct {
     amp_dtype output;
 } amp_module_io;
 /* io NULL removes the settings. */
-amp_status amp_module_set_io(amp_module *m, const amp_module_io *io);
+AMP_API amp_status amp_module_set_io(amp_module *m, const amp_module_io *io);
 /* The settings (false when none are set). */
-bool amp_module_get_io(const amp_module *m, amp_module_io *io);
+AMP_API bool amp_module_get_io(const amp_module *m, amp_module_io *io);
 
 /* Keep a module (and its children) in f32 under autocast. */
-void amp_module_keep_f32(amp_module *m, bool keep);
-bool amp_module_is_kept_f32(const amp_module *m);
+AMP_API void amp_module_keep_f32(amp_module *m, bool keep);
+AMP_API bool amp_module_is_kept_f32(const amp_module *m);
 /* Cast every float parameter (and the float buffers of layers that are not
  * norms) to dt in place (new storage, same tensor objects, so optimizers
  * must be created afterwards); with keep_norm_f32, modules of a class with
  * AMP_MODULE_NORM stay f32 and are marked keep-f32 (Apex O2). */
-amp_status amp_module_to(amp_module *m, amp_dtype dt, bool keep_norm_f32);
+AMP_API amp_status amp_module_to(amp_module *m, amp_dtype dt, bool keep_norm_f32);
 /* Move every parameter and buffer of m and its children to device d in place
  * (torch's Module.to(device): the same tensor objects, so a tied parameter
  * moves once and optimizers made afterwards or before see it on d; .grad
  * moves too). On failure the tensors moved so far stay moved. */
-amp_status amp_module_to_device(amp_module *m, amp_device d);
+AMP_API amp_status amp_module_to_device(amp_module *m, amp_device d);
 
 /* ---- built-in models ----------------------------------------------------------
  * mlp: Flatten, Linear 784-512, ReLU, Linear 512-512, ReLU, Linear 512-10.
  * cnn: Conv 1->32 3x3 pad 1, ReLU, MaxPool 2, Conv 32->64 3x3 pad 1,
  *      BatchNorm2d, ReLU, MaxPool 2, Flatten, Linear 3136->128, ReLU,
  *      Dropout 0.25, Linear 128->10.  Input [N,1,28,28]. */
-amp_module *amp_model_build(const char *name, amp_generator *g);
+AMP_API amp_module *amp_model_build(const char *name, amp_generator *g);
 
 #ifdef __cplusplus
 }

@@ -32,22 +32,22 @@ extern "C" {
 #endif
 
 /* ---- scalar conversions -------------------------------------------------- */
-uint16_t amp_f32_to_f16(float x);
-float amp_f16_to_f32(uint16_t h);
-uint16_t amp_f32_to_bf16(float x);
-float amp_bf16_to_f32(uint16_t h);
-uint8_t amp_f32_to_e4m3(float x);
-uint8_t amp_f32_to_e4m3_sat(float x);
-float amp_e4m3_to_f32(uint8_t b);
-uint8_t amp_f32_to_e5m2(float x);
-uint8_t amp_f32_to_e5m2_sat(float x);
-float amp_e5m2_to_f32(uint8_t b);
+AMP_API uint16_t amp_f32_to_f16(float x);
+AMP_API float amp_f16_to_f32(uint16_t h);
+AMP_API uint16_t amp_f32_to_bf16(float x);
+AMP_API float amp_bf16_to_f32(uint16_t h);
+AMP_API uint8_t amp_f32_to_e4m3(float x);
+AMP_API uint8_t amp_f32_to_e4m3_sat(float x);
+AMP_API float amp_e4m3_to_f32(uint8_t b);
+AMP_API uint8_t amp_f32_to_e5m2(float x);
+AMP_API uint8_t amp_f32_to_e5m2_sat(float x);
+AMP_API float amp_e5m2_to_f32(uint8_t b);
 /* f64 -> narrow formats, rounded once (no double rounding through f32). */
-float amp_f64_to_f32(double x);
-uint16_t amp_f64_to_f16(double x);
-uint16_t amp_f64_to_bf16(double x);
+AMP_API float amp_f64_to_f32(double x);
+AMP_API uint16_t amp_f64_to_f16(double x);
+AMP_API uint16_t amp_f64_to_bf16(double x);
 /* Round an f32 to tf32 precision (10 mantissa bits, RNE); result is an f32. */
-float amp_f32_round_tf32(float x);
+AMP_API float amp_f32_round_tf32(float x);
 
 /* ---- stochastic rounding ----------------------------------------------- */
 /* Rounds x to one of its two neighbouring representable values, up with
@@ -58,34 +58,34 @@ float amp_f32_round_tf32(float x);
  * are returned unchanged. Overflow: past the largest finite value the upper
  * neighbour is inf (f16: x in (65504, 65536) becomes inf with probability
  * (|x| - 65504) / 32; |x| >= 65536 is always inf). */
-uint16_t amp_f32_to_bf16_sr(float x, uint32_t rbits);
-uint16_t amp_f32_to_f16_sr(float x, uint32_t rbits);
+AMP_API uint16_t amp_f32_to_bf16_sr(float x, uint32_t rbits);
+AMP_API uint16_t amp_f32_to_f16_sr(float x, uint32_t rbits);
 /* Array forms: element i uses random bits derived from (seed, counter + i) by a
  * counter-based generator, so results do not depend on thread count. */
-void amp_f32_to_bf16_sr_array(uint16_t *dst, const float *src, size_t n, uint64_t seed, uint64_t counter);
-void amp_f32_to_f16_sr_array(uint16_t *dst, const float *src, size_t n, uint64_t seed, uint64_t counter);
+AMP_API void amp_f32_to_bf16_sr_array(uint16_t *dst, const float *src, size_t n, uint64_t seed, uint64_t counter);
+AMP_API void amp_f32_to_f16_sr_array(uint16_t *dst, const float *src, size_t n, uint64_t seed, uint64_t counter);
 
 /* ---- array conversions ------------------------------------------------- */
 /* Vectorised for the active CPU path (AVX-512, AVX2+F16C, scalar), OpenMP
  * across cores for large n; bit-identical to the scalar functions above. Any
  * alignment, any length; src and dst must not overlap. */
-void amp_f32_to_f16_array(uint16_t *dst, const float *src, size_t n);
-void amp_f16_to_f32_array(float *dst, const uint16_t *src, size_t n);
-void amp_f32_to_bf16_array(uint16_t *dst, const float *src, size_t n);
-void amp_bf16_to_f32_array(float *dst, const uint16_t *src, size_t n);
-void amp_f32_to_e4m3_array(uint8_t *dst, const float *src, size_t n);
-void amp_f32_to_e4m3_sat_array(uint8_t *dst, const float *src, size_t n);
-void amp_e4m3_to_f32_array(float *dst, const uint8_t *src, size_t n);
-void amp_f32_to_e5m2_array(uint8_t *dst, const float *src, size_t n);
-void amp_f32_to_e5m2_sat_array(uint8_t *dst, const float *src, size_t n);
-void amp_e5m2_to_f32_array(float *dst, const uint8_t *src, size_t n);
+AMP_API void amp_f32_to_f16_array(uint16_t *dst, const float *src, size_t n);
+AMP_API void amp_f16_to_f32_array(float *dst, const uint16_t *src, size_t n);
+AMP_API void amp_f32_to_bf16_array(uint16_t *dst, const float *src, size_t n);
+AMP_API void amp_bf16_to_f32_array(float *dst, const uint16_t *src, size_t n);
+AMP_API void amp_f32_to_e4m3_array(uint8_t *dst, const float *src, size_t n);
+AMP_API void amp_f32_to_e4m3_sat_array(uint8_t *dst, const float *src, size_t n);
+AMP_API void amp_e4m3_to_f32_array(float *dst, const uint8_t *src, size_t n);
+AMP_API void amp_f32_to_e5m2_array(uint8_t *dst, const float *src, size_t n);
+AMP_API void amp_f32_to_e5m2_sat_array(uint8_t *dst, const float *src, size_t n);
+AMP_API void amp_e5m2_to_f32_array(float *dst, const uint8_t *src, size_t n);
 
 /* Generic element conversion between any two dtypes (floats, f64 and the
  * integer types). Floats -> integers truncate toward zero as C casts do and
  * reject NaN/out-of-range values with AMP_ERR_RANGE. Narrow float targets
  * round once (RNE), overflow as documented above. */
 #define AMP_CONVERT_SATURATE 1u /* fp8 targets clamp instead of NaN/inf */
-amp_status amp_convert(void *dst, amp_dtype dst_dtype, const void *src, amp_dtype src_dtype, size_t n,
+AMP_API amp_status amp_convert(void *dst, amp_dtype dst_dtype, const void *src, amp_dtype src_dtype, size_t n,
                        unsigned flags);
 
 /* ---- format properties ------------------------------------------------- */
@@ -113,18 +113,18 @@ typedef struct {
 } amp_format_info;
 
 /* Computed from the conversion code (decoding bit patterns), not typed in. */
-amp_status amp_format_get_info(amp_format fmt, amp_format_info *out);
+AMP_API amp_status amp_format_get_info(amp_format fmt, amp_format_info *out);
 /* Nearest value of x in fmt (RNE; e4m3 saturating when saturate is true).
  * Returns the decoded value (may be inf or NaN on overflow). */
-double amp_format_round(amp_format fmt, float x, bool saturate);
+AMP_API double amp_format_round(amp_format fmt, float x, bool saturate);
 /* Bit pattern of the nearest value of x in fmt, rounded once from double
  * (RNE; fp8 formats clamp when saturate is true). Patterns are the format's
  * storage: 32 bits for fp32 and tf32 (tf32 = f32 bits with the low 13 bits
  * zero), 16 for fp16/bf16, 8 for fp8. Returns 0 for an invalid fmt. */
-uint32_t amp_format_encode(amp_format fmt, double x, bool saturate);
+AMP_API uint32_t amp_format_encode(amp_format fmt, double x, bool saturate);
 /* Value of a bit pattern of fmt (layout as amp_format_encode); NaN for an
  * invalid fmt. */
-double amp_format_decode(amp_format fmt, uint32_t bits);
+AMP_API double amp_format_decode(amp_format fmt, uint32_t bits);
 
 #ifdef __cplusplus
 }

@@ -22,21 +22,21 @@ extern "C" {
 
 /* ---- dtype, views, shape ----------------------------------------------------
  * Views share storage where the strides allow; otherwise they copy. */
-amp_tensor *amp_to(amp_tensor *x, amp_dtype dt);                      /* cast; grad casts back */
-amp_tensor *amp_contiguous(amp_tensor *x);
-amp_tensor *amp_clone(amp_tensor *x);
-amp_tensor *amp_reshape(amp_tensor *x, int ndim, const int64_t *shape); /* one -1 allowed */
-amp_tensor *amp_flatten(amp_tensor *x, int start_dim, int end_dim);
-amp_tensor *amp_transpose(amp_tensor *x, int dim0, int dim1);
-amp_tensor *amp_permute(amp_tensor *x, const int *dims);               /* ndim entries */
+AMP_API amp_tensor *amp_to(amp_tensor *x, amp_dtype dt);                      /* cast; grad casts back */
+AMP_API amp_tensor *amp_contiguous(amp_tensor *x);
+AMP_API amp_tensor *amp_clone(amp_tensor *x);
+AMP_API amp_tensor *amp_reshape(amp_tensor *x, int ndim, const int64_t *shape); /* one -1 allowed */
+AMP_API amp_tensor *amp_flatten(amp_tensor *x, int start_dim, int end_dim);
+AMP_API amp_tensor *amp_transpose(amp_tensor *x, int dim0, int dim1);
+AMP_API amp_tensor *amp_permute(amp_tensor *x, const int *dims);               /* ndim entries */
 /* Elements start, start+step, ... < end along dim (negative start/end count
  * from the end and are clamped, as Python slicing). step >= 1. */
-amp_tensor *amp_slice(amp_tensor *x, int dim, int64_t start, int64_t end, int64_t step);
-amp_tensor *amp_expand(amp_tensor *x, int ndim, const int64_t *shape); /* -1 keeps a size */
-amp_tensor *amp_squeeze(amp_tensor *x, int dim);
-amp_tensor *amp_unsqueeze(amp_tensor *x, int dim);
-amp_tensor *amp_cat(amp_tensor *const *xs, int n, int dim);
-amp_tensor *amp_stack(amp_tensor *const *xs, int n, int dim);
+AMP_API amp_tensor *amp_slice(amp_tensor *x, int dim, int64_t start, int64_t end, int64_t step);
+AMP_API amp_tensor *amp_expand(amp_tensor *x, int ndim, const int64_t *shape); /* -1 keeps a size */
+AMP_API amp_tensor *amp_squeeze(amp_tensor *x, int dim);
+AMP_API amp_tensor *amp_unsqueeze(amp_tensor *x, int dim);
+AMP_API amp_tensor *amp_cat(amp_tensor *const *xs, int n, int dim);
+AMP_API amp_tensor *amp_stack(amp_tensor *const *xs, int n, int dim);
 
 /* ---- matrix products (all through the one GEMM entry point) ------------- */
 /* Internal precision of products of f32 operands, as torch's
@@ -60,17 +60,17 @@ amp_tensor *amp_stack(amp_tensor *const *xs, int n, int dim);
  * (NULL or "default" removes the override). Errors name the function and the
  * string. */
 /* (amp_matmul_precision, the enum of the three, is in amp/base.h) */
-amp_status amp_set_matmul_precision(const char *precision);
-amp_status amp_set_matmul_precision_thread(const char *precision);
-const char *amp_get_matmul_precision(void); /* the calling thread's: "highest", "high" or "medium" */
-amp_matmul_precision amp_matmul_precision_get(void);
-amp_tensor *amp_matmul(amp_tensor *a, amp_tensor *b);  /* torch.matmul: 1-D, 2-D, batched, broadcast */
-amp_tensor *amp_mm(amp_tensor *a, amp_tensor *b);      /* 2-D only */
-amp_tensor *amp_bmm(amp_tensor *a, amp_tensor *b);     /* 3-D, equal batch */
-amp_tensor *amp_linear(amp_tensor *x, amp_tensor *w, amp_tensor *b); /* x·wᵀ + b; b may be NULL */
-amp_tensor *amp_addmm(amp_tensor *input, amp_tensor *a, amp_tensor *b, double beta, double alpha);
-amp_tensor *amp_baddbmm(amp_tensor *input, amp_tensor *a, amp_tensor *b, double beta, double alpha);
-amp_tensor *amp_dot(amp_tensor *a, amp_tensor *b);     /* 1-D · 1-D -> scalar */
+AMP_API amp_status amp_set_matmul_precision(const char *precision);
+AMP_API amp_status amp_set_matmul_precision_thread(const char *precision);
+AMP_API const char *amp_get_matmul_precision(void); /* the calling thread's: "highest", "high" or "medium" */
+AMP_API amp_matmul_precision amp_matmul_precision_get(void);
+AMP_API amp_tensor *amp_matmul(amp_tensor *a, amp_tensor *b);  /* torch.matmul: 1-D, 2-D, batched, broadcast */
+AMP_API amp_tensor *amp_mm(amp_tensor *a, amp_tensor *b);      /* 2-D only */
+AMP_API amp_tensor *amp_bmm(amp_tensor *a, amp_tensor *b);     /* 3-D, equal batch */
+AMP_API amp_tensor *amp_linear(amp_tensor *x, amp_tensor *w, amp_tensor *b); /* x·wᵀ + b; b may be NULL */
+AMP_API amp_tensor *amp_addmm(amp_tensor *input, amp_tensor *a, amp_tensor *b, double beta, double alpha);
+AMP_API amp_tensor *amp_baddbmm(amp_tensor *input, amp_tensor *a, amp_tensor *b, double beta, double alpha);
+AMP_API amp_tensor *amp_dot(amp_tensor *a, amp_tensor *b);     /* 1-D · 1-D -> scalar */
 
 /* ---- convolution and pooling (NCHW) --------------------------------------- */
 typedef struct {
@@ -80,9 +80,9 @@ typedef struct {
     int64_t groups;      /* 0 means 1 */
 } amp_conv_params;
 /* x [N,C,H,W], w [O,C/groups,kh,kw], b [O] or NULL. */
-amp_tensor *amp_conv2d(amp_tensor *x, amp_tensor *w, amp_tensor *b, const amp_conv_params *p);
+AMP_API amp_tensor *amp_conv2d(amp_tensor *x, amp_tensor *w, amp_tensor *b, const amp_conv_params *p);
 /* x [N,C,L], w [O,C/groups,k], b [O] or NULL; uses index 0 of the params. */
-amp_tensor *amp_conv1d(amp_tensor *x, amp_tensor *w, amp_tensor *b, const amp_conv_params *p);
+AMP_API amp_tensor *amp_conv1d(amp_tensor *x, amp_tensor *w, amp_tensor *b, const amp_conv_params *p);
 
 typedef struct {
     int64_t kernel[2];
@@ -94,80 +94,80 @@ typedef struct {
 } amp_pool_params;
 /* indices (optional, may be NULL): receives an i64 tensor of flat h*W+w
  * positions, like torch's return_indices. */
-amp_tensor *amp_max_pool2d(amp_tensor *x, const amp_pool_params *p, amp_tensor **indices);
-amp_tensor *amp_avg_pool2d(amp_tensor *x, const amp_pool_params *p);
-amp_tensor *amp_adaptive_avg_pool2d(amp_tensor *x, int64_t out_h, int64_t out_w);
+AMP_API amp_tensor *amp_max_pool2d(amp_tensor *x, const amp_pool_params *p, amp_tensor **indices);
+AMP_API amp_tensor *amp_avg_pool2d(amp_tensor *x, const amp_pool_params *p);
+AMP_API amp_tensor *amp_adaptive_avg_pool2d(amp_tensor *x, int64_t out_h, int64_t out_w);
 
 /* ---- activations ---------------------------------------------------------
  * f32, f16, bf16 and f64 (computed in double). */
-amp_tensor *amp_relu(amp_tensor *x);
+AMP_API amp_tensor *amp_relu(amp_tensor *x);
 typedef enum { AMP_GELU_ERF = 0, AMP_GELU_TANH = 1 } amp_gelu_approx;
-amp_tensor *amp_gelu(amp_tensor *x, amp_gelu_approx approx);
-amp_tensor *amp_silu(amp_tensor *x);
-amp_tensor *amp_sigmoid(amp_tensor *x);
-amp_tensor *amp_tanh(amp_tensor *x);
-amp_tensor *amp_softplus(amp_tensor *x, double beta, double threshold); /* torch: 1, 20 */
-amp_tensor *amp_prelu(amp_tensor *x, amp_tensor *weight); /* weight [1] or [C] (dim 1) */
+AMP_API amp_tensor *amp_gelu(amp_tensor *x, amp_gelu_approx approx);
+AMP_API amp_tensor *amp_silu(amp_tensor *x);
+AMP_API amp_tensor *amp_sigmoid(amp_tensor *x);
+AMP_API amp_tensor *amp_tanh(amp_tensor *x);
+AMP_API amp_tensor *amp_softplus(amp_tensor *x, double beta, double threshold); /* torch: 1, 20 */
+AMP_API amp_tensor *amp_prelu(amp_tensor *x, amp_tensor *weight); /* weight [1] or [C] (dim 1) */
 /* Zeroes with probability p and scales kept values by 1/(1-p) when training;
  * the identity when !training. g NULL = default generator. The mask is
  * Philox on (g->seed, g->offset + i), independent of the thread count; a
  * training call advances g->offset by numel(x). */
-amp_tensor *amp_dropout(amp_tensor *x, double p, bool training, amp_generator *g);
+AMP_API amp_tensor *amp_dropout(amp_tensor *x, double p, bool training, amp_generator *g);
 
 /* ---- elementwise ----------------------------------------------------------
  * f32, f16, bf16 and f64 (computed in double; autocast passes f64 through). */
-amp_tensor *amp_add(amp_tensor *a, amp_tensor *b);
-amp_tensor *amp_sub(amp_tensor *a, amp_tensor *b);
-amp_tensor *amp_mul(amp_tensor *a, amp_tensor *b);
-amp_tensor *amp_div(amp_tensor *a, amp_tensor *b);
-amp_tensor *amp_add_scalar(amp_tensor *a, double s);
-amp_tensor *amp_sub_scalar(amp_tensor *a, double s);  /* a - s */
-amp_tensor *amp_rsub_scalar(amp_tensor *a, double s); /* s - a */
-amp_tensor *amp_mul_scalar(amp_tensor *a, double s);
-amp_tensor *amp_div_scalar(amp_tensor *a, double s);  /* a / s */
-amp_tensor *amp_pow(amp_tensor *a, double exponent);
-amp_tensor *amp_pow_tensor(amp_tensor *a, amp_tensor *b);
-amp_tensor *amp_exp(amp_tensor *x);
-amp_tensor *amp_log(amp_tensor *x);
-amp_tensor *amp_log1p(amp_tensor *x);
-amp_tensor *amp_sqrt(amp_tensor *x);
-amp_tensor *amp_rsqrt(amp_tensor *x);
-amp_tensor *amp_reciprocal(amp_tensor *x);
-amp_tensor *amp_neg(amp_tensor *x);
-amp_tensor *amp_abs(amp_tensor *x);
+AMP_API amp_tensor *amp_add(amp_tensor *a, amp_tensor *b);
+AMP_API amp_tensor *amp_sub(amp_tensor *a, amp_tensor *b);
+AMP_API amp_tensor *amp_mul(amp_tensor *a, amp_tensor *b);
+AMP_API amp_tensor *amp_div(amp_tensor *a, amp_tensor *b);
+AMP_API amp_tensor *amp_add_scalar(amp_tensor *a, double s);
+AMP_API amp_tensor *amp_sub_scalar(amp_tensor *a, double s);  /* a - s */
+AMP_API amp_tensor *amp_rsub_scalar(amp_tensor *a, double s); /* s - a */
+AMP_API amp_tensor *amp_mul_scalar(amp_tensor *a, double s);
+AMP_API amp_tensor *amp_div_scalar(amp_tensor *a, double s);  /* a / s */
+AMP_API amp_tensor *amp_pow(amp_tensor *a, double exponent);
+AMP_API amp_tensor *amp_pow_tensor(amp_tensor *a, amp_tensor *b);
+AMP_API amp_tensor *amp_exp(amp_tensor *x);
+AMP_API amp_tensor *amp_log(amp_tensor *x);
+AMP_API amp_tensor *amp_log1p(amp_tensor *x);
+AMP_API amp_tensor *amp_sqrt(amp_tensor *x);
+AMP_API amp_tensor *amp_rsqrt(amp_tensor *x);
+AMP_API amp_tensor *amp_reciprocal(amp_tensor *x);
+AMP_API amp_tensor *amp_neg(amp_tensor *x);
+AMP_API amp_tensor *amp_abs(amp_tensor *x);
 /* Use -INFINITY / INFINITY for a missing bound. Gradient 1 inside [lo, hi]. */
-amp_tensor *amp_clamp(amp_tensor *x, double lo, double hi);
-amp_tensor *amp_addcmul(amp_tensor *input, amp_tensor *t1, amp_tensor *t2, double value); /* input + value*t1*t2 */
-amp_tensor *amp_addcdiv(amp_tensor *input, amp_tensor *t1, amp_tensor *t2, double value); /* input + value*t1/t2 */
+AMP_API amp_tensor *amp_clamp(amp_tensor *x, double lo, double hi);
+AMP_API amp_tensor *amp_addcmul(amp_tensor *input, amp_tensor *t1, amp_tensor *t2, double value); /* input + value*t1*t2 */
+AMP_API amp_tensor *amp_addcdiv(amp_tensor *input, amp_tensor *t1, amp_tensor *t2, double value); /* input + value*t1/t2 */
 
 /* ---- reductions ----------------------------------------------------------
  * dims: ndims entries (negative count from the end); ndims 0 (dims may be
  * NULL) reduces over all dimensions. */
-amp_tensor *amp_sum(amp_tensor *x, const int *dims, int ndims, bool keepdim);
-amp_tensor *amp_mean(amp_tensor *x, const int *dims, int ndims, bool keepdim);
-amp_tensor *amp_prod(amp_tensor *x, int dim, bool keepdim);
-amp_tensor *amp_cumsum(amp_tensor *x, int dim);
+AMP_API amp_tensor *amp_sum(amp_tensor *x, const int *dims, int ndims, bool keepdim);
+AMP_API amp_tensor *amp_mean(amp_tensor *x, const int *dims, int ndims, bool keepdim);
+AMP_API amp_tensor *amp_prod(amp_tensor *x, int dim, bool keepdim);
+AMP_API amp_tensor *amp_cumsum(amp_tensor *x, int dim);
 /* Values of the max along dim; indices (optional) receives i64 argmax
  * (first occurrence). Gradient flows to the argmax. */
-amp_tensor *amp_max(amp_tensor *x, int dim, bool keepdim, amp_tensor **indices);
+AMP_API amp_tensor *amp_max(amp_tensor *x, int dim, bool keepdim, amp_tensor **indices);
 /* p-norm over dims (p = 2 is the Euclidean norm). */
-amp_tensor *amp_norm(amp_tensor *x, double p, const int *dims, int ndims, bool keepdim);
+AMP_API amp_tensor *amp_norm(amp_tensor *x, double p, const int *dims, int ndims, bool keepdim);
 
 /* ---- normalisation, softmax, embedding ------------------------------------ */
-amp_tensor *amp_softmax(amp_tensor *x, int dim);
-amp_tensor *amp_log_softmax(amp_tensor *x, int dim);
+AMP_API amp_tensor *amp_softmax(amp_tensor *x, int dim);
+AMP_API amp_tensor *amp_log_softmax(amp_tensor *x, int dim);
 /* Normalises over the last normalized_ndim dims; weight/bias of that shape
  * (may be NULL). torch eps default 1e-5. */
-amp_tensor *amp_layer_norm(amp_tensor *x, int normalized_ndim, amp_tensor *weight, amp_tensor *bias, double eps);
+AMP_API amp_tensor *amp_layer_norm(amp_tensor *x, int normalized_ndim, amp_tensor *weight, amp_tensor *bias, double eps);
 /* x [N,C,...]. weight/bias/running stats [C], f32 (may be NULL). Training:
  * batch statistics in f32, running_mean/var updated in place with momentum
  * (unbiased variance, as torch); eval: running statistics. Output dtype is
  * x's dtype. torch defaults: momentum 0.1, eps 1e-5. */
-amp_tensor *amp_batch_norm(amp_tensor *x, amp_tensor *running_mean, amp_tensor *running_var, amp_tensor *weight,
+AMP_API amp_tensor *amp_batch_norm(amp_tensor *x, amp_tensor *running_mean, amp_tensor *running_var, amp_tensor *weight,
                            amp_tensor *bias, bool training, double momentum, double eps);
-amp_tensor *amp_group_norm(amp_tensor *x, int64_t groups, amp_tensor *weight, amp_tensor *bias, double eps);
+AMP_API amp_tensor *amp_group_norm(amp_tensor *x, int64_t groups, amp_tensor *weight, amp_tensor *bias, double eps);
 /* weight [V,D], indices i32/i64 of any shape -> [..., D]. */
-amp_tensor *amp_embedding(amp_tensor *weight, amp_tensor *indices);
+AMP_API amp_tensor *amp_embedding(amp_tensor *weight, amp_tensor *indices);
 
 /* ---- indexing and masks (torch's; values copied in x's dtype) --------------------
  * index_select: index i32/i64, 0-d or 1-d; out.shape[dim] = numel(index).
@@ -175,14 +175,14 @@ amp_tensor *amp_embedding(amp_tensor *weight, amp_tensor *indices);
  * d != dim; out has index's shape, out[p] = x[p with p[dim] = index[p]].
  * Indices must be in [0, size) (negative ones are an error, as torch).
  * Gradients scatter-add (repeated indices accumulate). */
-amp_tensor *amp_index_select(amp_tensor *x, int dim, amp_tensor *index);
-amp_tensor *amp_gather(amp_tensor *x, int dim, amp_tensor *index);
+AMP_API amp_tensor *amp_index_select(amp_tensor *x, int dim, amp_tensor *index);
+AMP_API amp_tensor *amp_gather(amp_tensor *x, int dim, amp_tensor *index);
 /* Zero above (tril) / below (triu) diagonal `diagonal` of the last two dims
  * (0 = the main diagonal, > 0 above it, < 0 below). */
-amp_tensor *amp_tril(amp_tensor *x, int64_t diagonal);
-amp_tensor *amp_triu(amp_tensor *x, int64_t diagonal);
+AMP_API amp_tensor *amp_tril(amp_tensor *x, int64_t diagonal);
+AMP_API amp_tensor *amp_triu(amp_tensor *x, int64_t diagonal);
 /* value where mask (u8, broadcastable to x) is nonzero; gradient 0 there. */
-amp_tensor *amp_masked_fill(amp_tensor *x, amp_tensor *mask, double value);
+AMP_API amp_tensor *amp_masked_fill(amp_tensor *x, amp_tensor *mask, double value);
 
 /* ---- attention ----------------------------------------------------------------
  * torch.nn.functional.scaled_dot_product_attention:
@@ -207,13 +207,13 @@ typedef struct {
     amp_generator *generator;
 } amp_sdpa_opts;
 #define AMP_SDPA_DEFAULTS ((amp_sdpa_opts){NULL, false, 0.0, 0.0, NULL})
-amp_tensor *amp_scaled_dot_product_attention(amp_tensor *q, amp_tensor *k, amp_tensor *v, bool is_causal,
+AMP_API amp_tensor *amp_scaled_dot_product_attention(amp_tensor *q, amp_tensor *k, amp_tensor *v, bool is_causal,
                                              double dropout_p, double scale);
-amp_tensor *amp_scaled_dot_product_attention_ex(amp_tensor *q, amp_tensor *k, amp_tensor *v, const amp_sdpa_opts *o);
+AMP_API amp_tensor *amp_scaled_dot_product_attention_ex(amp_tensor *q, amp_tensor *k, amp_tensor *v, const amp_sdpa_opts *o);
 /* The naive composition (matmul, scale, mask, softmax, dropout, matmul;
  * the L x S weights stored), the fused op's reference: same semantics, same
  * dropout mask for the same generator state. */
-amp_tensor *amp_scaled_dot_product_attention_math(amp_tensor *q, amp_tensor *k, amp_tensor *v,
+AMP_API amp_tensor *amp_scaled_dot_product_attention_math(amp_tensor *q, amp_tensor *k, amp_tensor *v,
                                                   const amp_sdpa_opts *o);
 
 /* ---- losses ------------------------------------------------------------------ */
@@ -233,18 +233,18 @@ typedef struct {
 /* logits [N,C] (or [C]), target i64/i32 class indices [N] (0-d for [C]);
  * also [N,C,d1,...] with target [N,d1,...] as torch. 'mean' divides by the
  * summed weight of the non-ignored targets (NaN when there are none). */
-amp_tensor *amp_cross_entropy(amp_tensor *logits, amp_tensor *target, const amp_loss_opts *o);
-amp_tensor *amp_nll_loss(amp_tensor *logp, amp_tensor *target, const amp_loss_opts *o);
+AMP_API amp_tensor *amp_cross_entropy(amp_tensor *logits, amp_tensor *target, const amp_loss_opts *o);
+AMP_API amp_tensor *amp_nll_loss(amp_tensor *logp, amp_tensor *target, const amp_loss_opts *o);
 /* Pointwise losses broadcast input and target; 'mean' averages over all
  * elements. bce_with_logits: pos_weight broadcasts over the loss (e.g. [C]).
  * kl_div: input is log-probabilities; target probabilities (or log, with
  * log_target); 'mean' is torch's default 'mean' over all elements, not
  * 'batchmean' (use SUM and divide by the batch size for that). */
-amp_tensor *amp_mse_loss(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o);
-amp_tensor *amp_l1_loss(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o);
-amp_tensor *amp_smooth_l1_loss(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o);
-amp_tensor *amp_binary_cross_entropy_with_logits(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o);
-amp_tensor *amp_kl_div(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o);
+AMP_API amp_tensor *amp_mse_loss(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o);
+AMP_API amp_tensor *amp_l1_loss(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o);
+AMP_API amp_tensor *amp_smooth_l1_loss(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o);
+AMP_API amp_tensor *amp_binary_cross_entropy_with_logits(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o);
+AMP_API amp_tensor *amp_kl_div(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o);
 
 #ifdef __cplusplus
 }

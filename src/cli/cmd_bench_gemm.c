@@ -28,7 +28,7 @@
 #include "amp/numeric.h"
 #include "cli/bench_util.h"
 #include "cli/cli.h"
-#include "kernels/cpu_paths.h"
+#include "cli/cli_internal.h"
 
 #define MAX_SIZES 16
 #define MAX_SAMPLES 512

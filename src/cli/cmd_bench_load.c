@@ -16,8 +16,8 @@
 
 #include "cli/bench_util.h"
 #include "cli/cli.h"
+#include "cli/cli_internal.h"
 #include "cli/trainer.h"
-#include "core/threads.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: amp bench load [--model mlp|gpt|mlp,gpt] [--rounds R] [--busy N] [--threads T]\n"

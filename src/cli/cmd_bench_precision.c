@@ -13,7 +13,7 @@
 #include "amp/numeric.h"
 #include "cli/bench_util.h"
 #include "cli/cli.h"
-#include "kernels/cpu_paths.h"
+#include "cli/cli_internal.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: amp bench precision [--n N] [--reps R] [--threads T] [--json FILE]\n"

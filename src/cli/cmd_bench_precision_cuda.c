@@ -21,8 +21,7 @@
 #include "amp/cuda.h"
 #include "cli/bench_util.h"
 #include "cli/cli.h"
-#include "kernels/backend.h"
-#include "tensor/tensor_impl.h"
+#include "cli/cli_internal.h"
 
 enum { NM = 4, MAXR = 64 };
 static const char *g_modes[NM] = {"f32", "tf32", "f16", "bf16"};

@@ -9,8 +9,8 @@
 
 #include "cli/bench_util.h"
 #include "cli/cli.h"
+#include "cli/cli_internal.h"
 #include "cli/trainer.h"
-#include "core/threads.h"
 
 
 void cmd_compare_usage(FILE *f) {

@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/cli_internal.h"
 #include "cli/trainer.h"
-#include "dist/dist_impl.h"
 
 void cmd_train_usage(FILE *f) {
     fprintf(f,

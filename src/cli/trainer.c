@@ -1,5 +1,6 @@
 /* The one training loop of the CLI commands (trainer_run) and what it shares. */
 #include "cli/cli.h"
+#include "cli/cli_internal.h"
 #include "cli/trainer.h"
 
 #include <errno.h>
@@ -15,8 +16,6 @@
 #include <unistd.h>
 
 #include "cli/bench_util.h"
-#include "core/checked.h"
-#include "core/error.h"
 
 void trainer_defaults(trainer_cfg *cfg) {
     memset(cfg, 0, sizeof *cfg);

@@ -8,10 +8,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_internal.h"
 #include "cli/trainer.h"
-#include "core/error.h"
-#include "dist/dist_impl.h"
-#include "io/safetensors_impl.h"
 
 int trainer_dist_init(void) {
     if (amp_dist_init(NULL, NULL) != AMP_OK) {

@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_internal.h"
 #include "cli/trainer.h"
-#include "core/error.h"
 
 int trainer_gpt_preset(trainer_cfg *cfg, const char *name) {
     if (!strcmp(name, "shakespeare-char")) { /* nanoGPT's config/train_shakespeare_char.py */

@@ -6,9 +6,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_internal.h"
 #include "cli/trainer.h"
-#include "core/error.h"
-#include "core/hash128.h"
 
 typedef struct {
     trainer_task base;
