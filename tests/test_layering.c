@@ -1,0 +1,229 @@
+/* The layering of src/ (docs/ARCHITECTURE.md, Layering): every quoted
+ * include of every file under src/ is resolved against src/ then include/
+ * (the compiler's order) and checked against the layer of the including
+ * file. Public headers (include/amp/) may be included from anywhere; a
+ * private header only from its own layer or a layer above it:
+ *
+ *   core < numeric < tensor < kernels < autocast < autograd < ops < optim
+ *        < training (scaler, amp_initialize) < io < nn < dist < models < cli
+ *
+ * A layer is a folder of src/, except src/amp, which holds two: autocast
+ * (autocast.c, policy.c, op_table.h: below autograd, which records the
+ * region for custom functions and checkpoints) and training (scaler.c,
+ * initialize.c: above autograd and the optimizers they drive). The one edge
+ * downward is the device interface: the tensor layer allocates through
+ * kernels/device.h and includes nothing else of kernels/. tools/include_graph.py
+ * prints the whole graph and its circles. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "test_support.h"
+
+enum { L_CORE, L_NUMERIC, L_TENSOR, L_KERNELS, L_AUTOCAST, L_AUTOGRAD, L_OPS, L_OPTIM, L_TRAINING, L_IO, L_NN, L_DIST,
+       L_MODELS, L_CLI, L_COUNT };
+static const char *const layer_name[L_COUNT] = {"core", "numeric", "tensor", "kernels", "autocast", "autograd", "ops",
+                                                "optim", "training", "io", "nn", "dist", "models", "cli"};
+
+/* Includes that break the rules today, each to be removed by the change
+ * named beside it (delete the line when it lands). */
+static const struct {
+    const char *file, *header, *why;
+} known[] = {
+    /* issue 24 (helper "fam"): tensor/ includes kernels/device.h only once
+     * kernels/backend.h is split */
+    {"src/tensor/alloc.c", "src/kernels/backend.h", "issue 24: kernels/device.h"},
+    {"src/tensor/tensor.c", "src/kernels/backend.h", "issue 24: kernels/device.h"},
+};
+static const size_t n_known = sizeof known / sizeof known[0];
+static int known_seen[sizeof known / sizeof known[0]];
+
+/* The layer of a path under src/ ("src/amp/scaler.c"); -1 if none. */
+static int layer_of(const char *path) {
+    static const struct {
+        const char *prefix;
+        int layer;
+    } map[] = {
+        {"src/core/", L_CORE},           {"src/numeric/", L_NUMERIC},     {"src/tensor/", L_TENSOR},
+        {"src/kernels/", L_KERNELS},     {"src/amp/autocast.c", L_AUTOCAST}, {"src/amp/policy.c", L_AUTOCAST},
+        {"src/amp/op_table.h", L_AUTOCAST}, {"src/autograd/", L_AUTOGRAD}, {"src/ops/", L_OPS},
+        {"src/optim/", L_OPTIM},         {"src/amp/scaler.c", L_TRAINING}, {"src/amp/initialize.c", L_TRAINING},
+        {"src/io/", L_IO},               {"src/nn/", L_NN},               {"src/dist/", L_DIST},
+        {"src/models/", L_MODELS},       {"src/cli/", L_CLI},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strncmp(path, map[i].prefix, strlen(map[i].prefix))) return map[i].layer;
+    return -1;
+}
+
+static bool exists(const char *rel) {
+    char p[2048];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/%s", AMP_SOURCE_DIR, rel);
+    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+static bool source_name(const char *n) {
+    const char *dot = strrchr(n, '.');
+    if (!dot) return false;
+    return !strcmp(dot, ".c") || !strcmp(dot, ".h") || !strcmp(dot, ".inc") || !strcmp(dot, ".cu") || !strcmp(dot, ".cuh");
+}
+
+typedef struct {
+    int files, includes, violations, unplaced;
+    bool quiet; /* count, do not print (the checker's own test) */
+} walk_stats;
+
+/* An include of file (layer lf) that resolved to header (src/... or
+ * include/...): is it allowed? */
+static void check_edge(const char *file, int lf, const char *header, walk_stats *ws) {
+    if (strncmp(header, "src/", 4)) return; /* public API */
+    int lh = layer_of(header);
+    if (lh < 0) {
+        if (!ws->quiet) print_error("%s includes %s, which no layer of tests/test_layering.c holds (add it to layer_of)\n", file, header);
+        ws->violations++;
+        return;
+    }
+    bool ok = lh <= lf;
+    /* the device interface is what the tensor layer may use of kernels/ */
+    if (lf == L_TENSOR && !strcmp(header, "src/kernels/device.h")) ok = true;
+    if (ok) return;
+    for (size_t i = 0; i < n_known && !ws->quiet; i++)
+        if (!strcmp(file, known[i].file) && !strcmp(header, known[i].header)) {
+            known_seen[i]++;
+            return;
+        }
+    if (!ws->quiet)
+        print_error("%s (layer %s) includes %s (layer %s): a lower layer includes a higher one (docs/ARCHITECTURE.md, "
+                "Layering)\n",
+                file, layer_name[lf], header, layer_name[lh]);
+    ws->violations++;
+}
+
+static void check_file(const char *rel, walk_stats *ws) {
+    char p[2048];
+    snprintf(p, sizeof p, "%s/%s", AMP_SOURCE_DIR, rel);
+    char *text = test_read_file(p, NULL);
+    if (!text) fail_msg("cannot read %s", rel);
+    int lf = layer_of(rel);
+    if (lf < 0) {
+        print_error("%s is in no layer of tests/test_layering.c (add it to layer_of)\n", rel);
+        ws->unplaced++;
+    }
+    ws->files++;
+    for (char *line = text; line && *line;) {
+        char *next = strchr(line, '\n');
+        if (next) *next++ = '\0';
+        char *s = line;
+        while (*s == ' ' || *s == '\t') s++;
+        if (*s == '#') {
+            s++;
+            while (*s == ' ' || *s == '\t') s++;
+            if (!strncmp(s, "include", 7)) {
+                s += 7;
+                while (*s == ' ' || *s == '\t') s++;
+                char *end = *s == '"' ? strchr(s + 1, '"') : NULL;
+                if (end && lf >= 0) {
+                    *end = '\0';
+                    char h[600];
+                    snprintf(h, sizeof h, "src/%s", s + 1);
+                    if (!exists(h)) snprintf(h, sizeof h, "include/%s", s + 1);
+                    if (!exists(h)) fail_msg("%s includes \"%s\", found under neither src/ nor include/", rel, s + 1);
+                    ws->includes++;
+                    check_edge(rel, lf, h, ws);
+                }
+            }
+        }
+        line = next;
+    }
+    free(text);
+}
+
+static void walk(const char *rel, walk_stats *ws) {
+    char p[2048];
+    snprintf(p, sizeof p, "%s/%s", AMP_SOURCE_DIR, rel);
+    DIR *d = opendir(p);
+    if (!d) fail_msg("cannot open %s", p);
+    char **names = NULL;
+    size_t n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        names = realloc(names, (n + 1) * sizeof *names);
+        assert_non_null(names);
+        names[n] = strdup(e->d_name);
+        assert_non_null(names[n]);
+        n++;
+    }
+    closedir(d);
+    for (size_t i = 0; i < n; i++) {
+        char child[1024];
+        snprintf(child, sizeof child, "%s/%s", rel, names[i]);
+        char full[2048];
+        struct stat sb;
+        snprintf(full, sizeof full, "%s/%s", AMP_SOURCE_DIR, child);
+        if (stat(full, &sb) == 0 && S_ISDIR(sb.st_mode)) walk(child, ws);
+        else if (source_name(names[i])) check_file(child, ws);
+        free(names[i]);
+    }
+    free(names);
+}
+
+/* The layers themselves: each file's placement and each include's. */
+static void t_layers(void **st) {
+    (void)st;
+    walk_stats ws = {0};
+    memset(known_seen, 0, sizeof known_seen);
+    walk("src", &ws);
+    /* the walk saw the tree (a wrong AMP_SOURCE_DIR would pass vacuously) */
+    assert_true(ws.files > 150);
+    assert_true(ws.includes > 400);
+    for (size_t i = 0; i < n_known; i++)
+        if (!known_seen[i])
+            print_error("%s no longer includes %s (%s): delete its line from known[] in tests/test_layering.c\n",
+                        known[i].file, known[i].header, known[i].why);
+    assert_int_equal(ws.unplaced, 0);
+    assert_int_equal(ws.violations, 0);
+}
+
+/* The checker catches what it is for (a rule that can never fail proves
+ * nothing): the edges the issue found, judged by the same function. */
+static void t_checker_refuses_upward_edges(void **st) {
+    (void)st;
+    static const struct {
+        const char *file, *header;
+        bool allowed;
+    } cases[] = {
+        {"src/tensor/tensor.c", "src/autograd/node.h", false},
+        {"src/tensor/tensor.c", "src/ops/op_util.h", false},
+        {"src/tensor/scope.c", "src/amp/op_table.h", false},
+        {"src/tensor/alloc.c", "src/kernels/cpu/gemm.h", false},
+        {"src/tensor/alloc.c", "src/kernels/device.h", true},
+        {"src/kernels/cpu/backend_cpu_loss.c", "src/ops/f32_util.h", false},
+        {"src/kernels/backend.c", "src/autograd/node.h", false},
+        {"src/kernels/cpu/backend_cpu_optim.c", "src/optim/optim_impl.h", false},
+        {"src/kernels/cuda/cuda_ctx.c", "src/amp/op_table.h", false},
+        {"src/kernels/backend.c", "src/tensor/tensor_impl.h", true},
+        {"src/core/error.c", "src/tensor/tensor_impl.h", false},
+        {"src/core/cpu.c", "src/kernels/backend.h", false},
+        {"src/numeric/convert.c", "src/tensor/tensor_impl.h", false},
+        {"src/optim/optim.c", "src/amp/scaler.c", false},
+        {"src/amp/scaler.c", "src/optim/optim_impl.h", true},
+        {"src/amp/autocast.c", "src/autograd/node.h", false},
+        {"src/autograd/engine.c", "src/amp/op_table.h", true},
+        {"src/dist/ddp.c", "src/cli/trainer.h", false},
+        {"src/cli/trainer.c", "src/dist/dist_impl.h", true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        walk_stats ws = {.quiet = true};
+        check_edge(cases[i].file, layer_of(cases[i].file), cases[i].header, &ws);
+        if ((ws.violations == 0) != cases[i].allowed)
+            fail_msg("%s -> %s: expected %s", cases[i].file, cases[i].header, cases[i].allowed ? "allowed" : "refused");
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(t_checker_refuses_upward_edges), cmocka_unit_test(t_layers)};
+    return amp_test_run(tests);
+}
