@@ -11,7 +11,8 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/norm.h"
-#include "ops/f32_util.h"
+#include "ops/op_util.h"
+#include "tensor/f32_util.h"
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 /* An optional float parameter with exactly the given shape. */
