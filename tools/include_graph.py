@@ -34,8 +34,10 @@ tensor_impl.h -> tensor.c: the same thing as "the tensor layer calls
 autograd and autograd calls the tensor layer". A .c file and the header that
 declares its functions are therefore one node in effect (they sit in the
 same component whenever the .c includes its own header). The report counts
-components of more than one SOURCE file (.c/.cu) and lists them; headers in
-a component are listed with it.
+components of more than one SOURCE file (.c/.cu) and lists them, saying
+whether their sources sit in one folder (a module split over files: a header
+several of them define and include) or cross folders (layers that call each
+other: what the layering forbids); headers in a component are listed with it.
 
 Graph of FOLDERS. src/<dir> (one level: src/tensor, src/kernels, src/ops,
 ...; src/kernels/cpu and src/kernels/cuda count as src/kernels, include/amp
@@ -247,11 +249,16 @@ def main():
     comps = file_sccs(files, includes, implements)
     n_src = sum(1 for f in files if f.endswith(SRC_EXT))
     print(f'files: {len(files)} ({n_src} sources), include edges: {sum(len(v) for v in includes.values())}')
-    print(f'file circles (components with more than one source file): {len(comps)}')
+    def dirs(c):
+        return sorted({folder_of(f) or 'include/amp' for f in c if f.endswith(SRC_EXT)})
+    crossing = [c for c in comps if len(dirs(c)) > 1]
+    print(f'file circles (components with more than one source file): {len(comps)}, '
+          f'{len(crossing)} of them across folders')
     for c in sorted(comps, key=len, reverse=True):
         srcs = [f for f in c if f.endswith(SRC_EXT)]
         hdrs = [f for f in c if not f.endswith(SRC_EXT)]
-        print(f'  {len(srcs)} sources + {len(hdrs)} headers:')
+        where = 'across ' + ', '.join(dirs(c)) if len(dirs(c)) > 1 else 'inside ' + dirs(c)[0]
+        print(f'  {len(srcs)} sources + {len(hdrs)} headers ({where}):')
         print('    ' + ' '.join(srcs))
         print('    headers: ' + ' '.join(hdrs))
         if args.verbose:
