@@ -78,6 +78,14 @@ void amp__contig_strides(int ndim, const int64_t *shape, int64_t *stride) {
     }
 }
 
+void amp__broadcast_strides(const amp_tensor *t, int ndim, const int64_t *shape, int64_t *stride) {
+    int off = ndim - t->ndim;
+    for (int i = 0; i < ndim; i++) {
+        int ti = i - off;
+        stride[i] = (ti >= 0 && t->shape[ti] == shape[i] && shape[i] != 1) ? t->stride[ti] : 0;
+    }
+}
+
 bool amp__same_shape(const amp_tensor *a, const amp_tensor *b) {
     if (a->ndim != b->ndim) return false;
     for (int i = 0; i < a->ndim; i++)

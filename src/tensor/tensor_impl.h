@@ -185,6 +185,8 @@ static inline uint64_t amp__gen_reserve(amp_generator *g, uint64_t n) {
 /* ---- shapes ---------------------------------------------------------------- */
 int64_t amp__numel(int ndim, const int64_t *shape);
 void amp__contig_strides(int ndim, const int64_t *shape, int64_t *stride);
+/* Strides of t viewed at the broadcast shape (0 on broadcast dims). */
+void amp__broadcast_strides(const amp_tensor *t, int ndim, const int64_t *shape, int64_t *stride);
 bool amp__same_shape(const amp_tensor *a, const amp_tensor *b);
 /* Validate a shape for a public creation function: ndim in [0,8], sizes >= 0,
  * byte count at most AMP_MAX_BYTES (checked arithmetic, core/checked.h). */
