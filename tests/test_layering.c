@@ -241,7 +241,123 @@ static void t_checker_refuses_upward_edges(void **st) {
     }
 }
 
+/* ---- calls that go one way inside a layer ----------------------------------
+ * Includes cannot show these (the files share one header), so the functions
+ * a file defines (non-static, at file scope) must not be called from the
+ * files below it. */
+
+/* The text without comments and string literals (a call named in a message
+ * or a comment is not a call). */
+static char *code_of(const char *rel) {
+    char p[2048];
+    snprintf(p, sizeof p, "%s/%s", AMP_SOURCE_DIR, rel);
+    char *s = test_read_file(p, NULL);
+    if (!s) fail_msg("cannot read %s", rel);
+    char *w = s;
+    for (const char *r = s; *r;) {
+        if (r[0] == '/' && r[1] == '*') {
+            const char *e = strstr(r + 2, "*/");
+            r = e ? e + 2 : r + strlen(r);
+            *w++ = ' ';
+        } else if (r[0] == '/' && r[1] == '/') {
+            while (*r && *r != '\n') r++;
+        } else if (*r == '"' || *r == '\'') {
+            char q = *r++;
+            while (*r && *r != q) r += (r[0] == '\\' && r[1]) ? 2 : 1;
+            if (*r) r++;
+            *w++ = q;
+            *w++ = q;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = '\0';
+    return s;
+}
+
+static bool ident_char(char c) { return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
+
+/* Does code call name (name, optional spaces, '(' or used as a value: the
+ * tasks are tables of function pointers)? */
+static bool mentions(const char *code, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = strstr(code, name); p; p = strstr(p + 1, name))
+        if ((p == code || !ident_char(p[-1])) && !ident_char(p[n])) return true;
+    return false;
+}
+
+/* Calls one of the functions or tables `callee` defines from `caller`:
+ * prints each (unless quiet) and returns how many. */
+static int calls_into(const char *caller, const char *callee, bool quiet) {
+    char *code = code_of(caller), *def = code_of(callee);
+    int found = 0;
+    for (char *line = def; line && *line;) {
+        char *next = strchr(line, '\n');
+        if (next) *next++ = '\0';
+        static const char *const skip[] = {"static", "typedef", "struct", "enum", "union", "extern", "#"};
+        bool candidate = (line[0] == '_' || (line[0] >= 'a' && line[0] <= 'z') || (line[0] >= 'A' && line[0] <= 'Z'));
+        for (size_t i = 0; candidate && i < sizeof skip / sizeof skip[0]; i++)
+            if (!strncmp(line, skip[i], strlen(skip[i])) && !ident_char(line[strlen(skip[i])])) candidate = false;
+        /* a definition: `type name(args) {` or `const type table = {` */
+        char *paren = candidate ? strchr(line, '(') : NULL, *eq = candidate ? strstr(line, " = {") : NULL;
+        char *end = paren && (!eq || paren < eq) ? paren : eq;
+        if (end && end > line && !(end == paren && end[-1] == '*') && line[strlen(line) - 1] != ';') {
+            char *b = end;
+            while (b > line && b[-1] == ' ') b--;
+            char *a = b;
+            while (a > line && ident_char(a[-1])) a--;
+            char name[128];
+            size_t n = (size_t)(b - a);
+            if (n > 0 && n < sizeof name) {
+                memcpy(name, a, n);
+                name[n] = '\0';
+                if (strcmp(name, "main") && mentions(code, name)) {
+                    if (!quiet)
+                        print_error("%s uses %s, which %s defines: the calls go the other way (docs/ARCHITECTURE.md, Layering)\n",
+                                caller, name, callee);
+                    found++;
+                }
+            }
+        }
+        line = next;
+    }
+    free(code);
+    free(def);
+    return found;
+}
+
+/* The optimizer knows nothing of the scaler; in the CLI trainer the front
+ * (trainer_tasks.c) picks a task, the tasks use the loop, the loop and the
+ * tasks use data parallel, never the other way. */
+static void t_calls_one_way(void **st) {
+    (void)st;
+    static const char *const pairs[][2] = {
+        {"src/optim/optim.c", "src/amp/scaler.c"},
+        {"src/optim/optim.c", "src/amp/initialize.c"},
+        {"src/cli/trainer.c", "src/cli/trainer_tasks.c"},
+        {"src/cli/trainer.c", "src/cli/trainer_gpt.c"},
+        {"src/cli/trainer.c", "src/cli/trainer_mnist.c"},
+        {"src/cli/trainer_gpt.c", "src/cli/trainer_tasks.c"},
+        {"src/cli/trainer_mnist.c", "src/cli/trainer_tasks.c"},
+        {"src/cli/trainer_gpt.c", "src/cli/trainer_mnist.c"},
+        {"src/cli/trainer_mnist.c", "src/cli/trainer_gpt.c"},
+        {"src/cli/trainer_dist.c", "src/cli/trainer.c"},
+        {"src/cli/trainer_dist.c", "src/cli/trainer_tasks.c"},
+        {"src/cli/trainer_dist.c", "src/cli/trainer_gpt.c"},
+        {"src/cli/trainer_dist.c", "src/cli/trainer_mnist.c"},
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) bad += calls_into(pairs[i][0], pairs[i][1], false);
+    /* the reader finds definitions, tables included (else the check above
+     * proves nothing): the calls that do go down */
+    assert_int_equal(calls_into("src/cli/trainer_tasks.c", "src/cli/trainer.c", true), 2);   /* trainer_loop, _defaults */
+    assert_int_equal(calls_into("src/cli/trainer_tasks.c", "src/cli/trainer_gpt.c", true), 2); /* the task, the preset */
+    assert_true(calls_into("src/amp/scaler.c", "src/optim/optim.c", true) >= 8);
+    assert_int_equal(bad, 0);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(t_checker_refuses_upward_edges), cmocka_unit_test(t_layers)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(t_checker_refuses_upward_edges), cmocka_unit_test(t_layers),
+                                       cmocka_unit_test(t_calls_one_way)};
     return amp_test_run(tests);
 }
