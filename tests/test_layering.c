@@ -14,8 +14,10 @@
  * downward is the device interface: the tensor layer allocates through
  * kernels/device.h and includes nothing else of kernels/. Inside the public
  * API the optimizer does not include the scaler's header (the scaler drives
- * the optimizer, one way). tools/include_graph.py prints the whole graph and
- * its circles. */
+ * the optimizer, one way). Inside a layer, where files share a header, the
+ * calls themselves go one way (t_calls_one_way: optim.c uses nothing scaler.c
+ * defines; the CLI trainer's front, tasks, loop and data parallel in that
+ * order). tools/include_graph.py prints the whole graph and its circles. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
