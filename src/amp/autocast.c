@@ -6,7 +6,6 @@
 
 #include "amp/op_table.h"
 #include "amp/ops.h"
-#include "autograd/node.h"
 #include "tensor/tensor_impl.h"
 
 const amp_op_info amp__op_table[AMP_OP_COUNT] = {

@@ -564,6 +564,21 @@ amp_status amp_scaler_step(amp_scaler *s, amp_optim *opt, bool *skipped) {
     return rc;
 }
 
+/* amp_clip_grad_norm_optims' check (the optimizer's clip asks it): an
+ * enabled scaler refuses an optimizer it has not unscaled since the update. */
+static amp_status clip_check_unscaled(const void *ctx, const char *fn, int k, const amp_optim *opt) {
+    const amp_scaler *sc = ctx;
+    if (amp_scaler_is_enabled(sc) && !amp_scaler_is_unscaled(sc, opt))
+        return amp_error(AMP_ERR_STATE, "%s: the gradients of opts[%d] are still multiplied by the loss scale (%g); call "
+                                        "amp_scaler_unscale on it first (the norm of scaled gradients means nothing)",
+                         fn, k, amp_scaler_get_scale(sc));
+    return AMP_OK;
+}
+
+double amp_clip_grad_norm_optims(amp_optim *const *opts, int n, double max_norm, const amp_scaler *sc) {
+    return amp__optim_clip_norm("amp_clip_grad_norm_optims", opts, n, max_norm, clip_check_unscaled, sc);
+}
+
 double amp_scaler_clip_grad_norm(amp_scaler *s, amp_optim *const *opts, int n, double max_norm) {
     static const char *fn = "amp_scaler_clip_grad_norm";
     if (!s) {

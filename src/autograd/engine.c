@@ -103,11 +103,15 @@ struct amp_grad_hooks {
     bool got;
 };
 
-void amp__grad_hooks_free(struct amp_grad_hooks *h) {
+static void grad_hooks_free(struct amp_grad_hooks *h) {
     if (!h) return;
     free(h->v);
     free(h);
 }
+
+/* The tensor layer frees a tensor's grad_fn and hooks through these (it does
+ * not call autograd): handed over before a node or a hook list exists. */
+static const amp_tensor_autograd_ops g_tensor_ops = {amp__node_release, grad_hooks_free};
 
 int amp_tensor_register_post_accumulate_grad_hook(amp_tensor *leaf, amp_grad_hook_fn fn, void *ctx) {
     static const char *fn_name = "amp_tensor_register_post_accumulate_grad_hook";
@@ -127,6 +131,7 @@ int amp_tensor_register_post_accumulate_grad_hook(amp_tensor *leaf, amp_grad_hoo
             amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn_name);
             return -1;
         }
+        amp__tensor_set_autograd_ops(&g_tensor_ops);
         leaf->hooks = h;
     }
     if (h->n == h->cap) {
@@ -208,6 +213,7 @@ bool amp__needs_grad(int n, amp_tensor *const *inputs) {
 }
 
 amp_node *amp__node_new(const char *name, amp_backward_fn fn, int n_inputs, amp_tensor *const *inputs, size_t ctx_size) {
+    amp__tensor_set_autograd_ops(&g_tensor_ops);
     amp_node *n = calloc(1, sizeof *n);
     if (!n) return amp_error_null(AMP_ERR_NOMEM, "%s: out of memory (autograd node)", name);
     n->inputs = calloc((size_t)(n_inputs > 0 ? n_inputs : 1), sizeof *n->inputs);

@@ -133,8 +133,6 @@ void amp__node_release(amp_node *n);
  * whose backward runs a backward of its own, as activation checkpointing
  * does, accumulates into .grad and refuses those). */
 bool amp__engine_grad_api(void);
-/* A leaf's post-accumulate-grad hooks (amp_tensor_register_post_accumulate_grad_hook). */
-void amp__grad_hooks_free(struct amp_grad_hooks *h);
 
 /* Backward helper: gradient w.r.t. an input broadcast to out_shape, summed
  * back to the input's shape (new tensor, dtype of g). */

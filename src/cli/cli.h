@@ -35,6 +35,8 @@ cli_num_text cli_num(double v);
  * f32: FMA, or one bf16 pass with matmul precision "medium"), each prefixed
  * by indent. which: any of "fp32", "fp16", "bf16" (NULL: all three). */
 void cli_print_precision_notes(FILE *f, const char *indent, const char *which);
+/* "1.25 MiB" */
+const char *fmt_bytes(size_t b, char *buf, size_t n);
 
 int cmd_formats(int argc, char **argv);
 void cmd_formats_usage(FILE *f);

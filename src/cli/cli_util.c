@@ -85,3 +85,11 @@ void cli_print_precision_notes(FILE *f, const char *indent, const char *which) {
             fprintf(f, "%sbf16: widened to f32 (this CPU has no bf16 dot product): bf16 saves memory and bandwidth, not arithmetic\n", indent);
     }
 }
+
+const char *fmt_bytes(size_t b, char *buf, size_t n) {
+    if (b >= (size_t)1 << 30) snprintf(buf, n, "%.2f GiB", (double)b / (double)(1 << 30));
+    else if (b >= (size_t)1 << 20) snprintf(buf, n, "%.2f MiB", (double)b / (double)(1 << 20));
+    else if (b >= 1024) snprintf(buf, n, "%.1f KiB", (double)b / 1024.0);
+    else snprintf(buf, n, "%zu B", b);
+    return buf;
+}

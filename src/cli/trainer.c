@@ -1,4 +1,6 @@
-/* The one training loop of the CLI commands (trainer_run) and what it shares. */
+/* The one training loop of the CLI commands (trainer_loop, which trainer_run
+ * in trainer_tasks.c calls with the model's task) and what the tasks share;
+ * it knows no task itself. */
 #include "cli/cli.h"
 #include "cli/cli_internal.h"
 #include "cli/trainer.h"
@@ -17,7 +19,7 @@
 
 #include "cli/bench_util.h"
 
-void trainer_defaults(trainer_cfg *cfg) {
+void trainer_loop_defaults(trainer_cfg *cfg) {
     memset(cfg, 0, sizeof *cfg);
     cfg->model = "mlp";
     amp_opt_config_get(AMP_O0, AMP_F16, &cfg->mode);
@@ -38,8 +40,7 @@ void trainer_defaults(trainer_cfg *cfg) {
     /* 40 halvings take torch's 2^16 to 2^-24, fp16's smallest subnormal:
      * past that no scale helps, so the run is stopped with a diagnosis */
     cfg->max_consecutive_overflows = 40;
-    /* --model gpt */
-    trainer_gpt_preset(cfg, "tiny");
+    /* --model gpt (its preset: trainer_defaults) */
     cfg->eval_windows = 128;
     cfg->grad_clip = 1.0;
     cfg->weight_decay = 0.1;
@@ -131,22 +132,6 @@ int trainer_resolve_mode(trainer_cfg *cfg, const char *precision, const char *op
     return refuse_pure_fp16(cfg, "--precision fp16 --opt-level O3");
 }
 
-const char *fmt_bytes(size_t b, char *buf, size_t n) {
-    if (b >= (size_t)1 << 30) snprintf(buf, n, "%.2f GiB", (double)b / (double)(1 << 30));
-    else if (b >= (size_t)1 << 20) snprintf(buf, n, "%.2f MiB", (double)b / (double)(1 << 20));
-    else if (b >= 1024) snprintf(buf, n, "%.1f KiB", (double)b / 1024.0);
-    else snprintf(buf, n, "%zu B", b);
-    return buf;
-}
-
-/* The task of a model's name (NULL: none). */
-static const trainer_task_ops *task_for(const char *model) {
-    if (!model) return NULL;
-    if (!strcmp(model, "gpt")) return &trainer_task_gpt;
-    if (!strcmp(model, "mlp") || !strcmp(model, "cnn")) return &trainer_task_mnist;
-    return NULL;
-}
-
 /* ---- checkpoint metadata -------------------------------------------------------------------
  * The run's configuration that must match for an exact resume, and its
  * running metrics, travel as metadata of the checkpoint (amp/checkpoint.h
@@ -201,12 +186,6 @@ bool trainer_meta_num(const amp_checkpoint *c, const char *key, double *d, int64
     else *u = strtoull(v, &e, 10);
     return !*e;
 }
-
-const char *trainer_optim_name(amp_optim_kind k) { return k == AMP_OPTIM_SGD ? "sgd" : k == AMP_OPTIM_ADAM ? "adam" : "adamw"; }
-
-const char *trainer_schedule_name(amp_lr_kind k) { return k == AMP_LR_COSINE ? "cosine" : k == AMP_LR_STEP ? "step" : "constant"; }
-
-const char *trainer_rounding_name(amp_round_mode r) { return r == AMP_ROUND_STOCHASTIC ? "stochastic" : "nearest"; }
 
 /* The keys every model's runs must share to resume exactly (config_meta writes them). */
 static const trainer_resume_key g_common_keys[] = {
@@ -713,22 +692,21 @@ static int make_optimizers(run *r, amp_tensor **params, const char **names, int 
 }
 
 /* ---- the loop ------------------------------------------------------------------------------------ */
-static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool keep_model);
+static int trainer_run_body(const trainer_cfg *cfg, const trainer_task_ops *ops, trainer_result *res, bool keep_model);
 
 /* the run with cfg's matmul precision (if any) in force on this thread */
-int trainer_run(const trainer_cfg *cfg, trainer_result *res, bool keep_model) {
+int trainer_loop(const trainer_cfg *cfg, const trainer_task_ops *ops, trainer_result *res, bool keep_model) {
     if (cfg->matmul_precision && amp_set_matmul_precision_thread(cfg->matmul_precision) != AMP_OK) return -1;
-    int rc = trainer_run_body(cfg, res, keep_model);
+    int rc = trainer_run_body(cfg, ops, res, keep_model);
     if (cfg->matmul_precision) amp_set_matmul_precision_thread(NULL);
     return rc;
 }
 
-static int trainer_run_body(const trainer_cfg *cfg, trainer_result *res, bool keep_model) {
+static int trainer_run_body(const trainer_cfg *cfg, const trainer_task_ops *ops, trainer_result *res, bool keep_model) {
     memset(res, 0, sizeof *res);
     res->val_loss = NAN;
     double t_start = bench_now();
     if (cfg->threads > 0) amp_set_num_threads(cfg->threads);
-    const trainer_task_ops *ops = task_for(cfg->model);
     if (!ops) {
         amp_error(AMP_ERR_ARG, "amp train: --model '%s' is not mlp, cnn or gpt", cfg->model ? cfg->model : "(null)");
         return -1;
@@ -993,11 +971,6 @@ out:
 }
 
 /* ---- the summary ----------------------------------------------------------------------------------- */
-void trainer_print_summary(FILE *f, const trainer_cfg *cfg, const trainer_result *r) {
-    const trainer_task_ops *ops = task_for(cfg->model);
-    if (ops) ops->print_summary(f, cfg, r);
-}
-
 void trainer_print_run(FILE *f, const trainer_result *r, double rate, const char *unit) {
     if (r->final_loss_steps > 0)
         fprintf(f, "  final train loss  %.4f (mean of the last %lld step losses)\n", r->final_loss, (long long)r->final_loss_steps);

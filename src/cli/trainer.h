@@ -1,7 +1,10 @@
 /* The training loop behind `amp train`, `amp compare`, `amp memory` and
  * `amp bench train`: one loop (trainer.c) for every model, driven by a task
  * that knows the model and its data: the mlp and cnn on Fashion-MNIST
- * (trainer_mnist.c), the GPT on a text file (trainer_gpt.c). */
+ * (trainer_mnist.c), the GPT on a text file (trainer_gpt.c). The calls go one
+ * way: trainer_tasks.c (trainer_run: the task of --model) -> the tasks -> the
+ * loop's helpers (trainer.c) -> data parallel (trainer_dist.c); the loop
+ * reaches its task only through the task's ops. */
 #ifndef AMP_CLI_TRAINER_H
 #define AMP_CLI_TRAINER_H
 
@@ -273,8 +276,10 @@ const char *trainer_schedule_name(amp_lr_kind k);       /* "cosine" | "step" | "
 const char *trainer_rounding_name(amp_round_mode r);    /* "stochastic" | "nearest" */
 
 /* Fill cfg with `amp train`'s defaults (mlp, fp32/O0, adamw, lr 1e-3,
- * batch 128, 1 epoch, seed 0). */
+ * batch 128, 1 epoch, seed 0; the GPT's "tiny" preset) (trainer_tasks.c). */
 void trainer_defaults(trainer_cfg *cfg);
+/* The loop's own defaults: trainer_defaults without any task's (trainer.c). */
+void trainer_loop_defaults(trainer_cfg *cfg);
 /* Resolve --precision/--opt-level/--policy into cfg->mode. NULL = not given.
  * Returns 0 or prints the problem and returns -1 (bad usage). */
 int trainer_resolve_mode(trainer_cfg *cfg, const char *precision, const char *opt_level, const char *policy);
@@ -285,6 +290,10 @@ int trainer_resolve_mode(trainer_cfg *cfg, const char *precision, const char *op
  * cfg->checkpoint_dir is set; it returns 0 with res->interrupted set. A
  * second signal ends the process at once (exit 128 + signal). */
 int trainer_run(const trainer_cfg *cfg, trainer_result *res, bool keep_model);
+/* trainer_run with the task given (trainer.c: the loop knows no task; ops
+ * NULL is refused naming cfg->model). The task files call the loop's
+ * helpers below, trainer_tasks.c picks the task: one way, tasks -> loop. */
+int trainer_loop(const trainer_cfg *cfg, const trainer_task_ops *ops, trainer_result *res, bool keep_model);
 /* GPT presets by name ("shakespeare-char": nanoGPT's 6 x 384, block 256,
  * dropout 0.2; "gpt2-124m": GPT-2 small, block 1024) into cfg->gpt (and the
  * tokenizer); -1 for an unknown name. */
@@ -305,7 +314,5 @@ int train_parse_flag(trainer_cfg *cfg, int argc, char **argv, int *i, const char
 /* After parsing: GPT-only flags refused for mlp/cnn, the GPT's defaults
  * (batch 16) applied. 0 or -1 (message printed). */
 int train_check_model_flags(trainer_cfg *cfg);
-/* "1.25 MiB" */
-const char *fmt_bytes(size_t b, char *buf, size_t n);
 
 #endif

@@ -236,3 +236,11 @@ int trainer_dist_step_end(trainer_dist *td, double *loss, int64_t rows, int64_t 
     *loss = x[0];
     return 0;
 }
+
+/* The names the checkpoints, the agreement and the summaries use (here, at
+ * the bottom of the trainer files: the loop and the tasks call them). */
+const char *trainer_optim_name(amp_optim_kind k) { return k == AMP_OPTIM_SGD ? "sgd" : k == AMP_OPTIM_ADAM ? "adam" : "adamw"; }
+
+const char *trainer_schedule_name(amp_lr_kind k) { return k == AMP_LR_COSINE ? "cosine" : k == AMP_LR_STEP ? "step" : "constant"; }
+
+const char *trainer_rounding_name(amp_round_mode r) { return r == AMP_ROUND_STOCHASTIC ? "stochastic" : "nearest"; }

@@ -24,7 +24,8 @@
 #include <string.h>
 
 #include "kernels/backend.h"
-#include "ops/f32_util.h"
+#include "ops/op_util.h"
+#include "tensor/f32_util.h"
 
 typedef struct {
     amp_att_args a;

@@ -16,7 +16,8 @@
 
 #include "core/checked.h"
 #include "kernels/backend.h"
-#include "ops/f32_util.h"
+#include "ops/op_util.h"
+#include "tensor/f32_util.h"
 
 static int64_t idx_at(const amp_tensor *idx, int64_t flat) {
     const void *p = amp__elem_ptr(idx, flat);

@@ -19,7 +19,8 @@
 #include <string.h>
 
 #include "kernels/backend.h"
-#include "ops/f32_util.h"
+#include "ops/op_util.h"
+#include "tensor/f32_util.h"
 
 static const amp_loss_opts *get_opts(const char *fn, const amp_loss_opts *o, amp_loss_opts *tmp) {
     if (!o) {

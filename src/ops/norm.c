@@ -9,7 +9,8 @@
 #include <string.h>
 
 #include "kernels/backend.h"
-#include "ops/f32_util.h"
+#include "ops/op_util.h"
+#include "tensor/f32_util.h"
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 /* An optional float parameter with exactly the given shape. */

@@ -87,14 +87,6 @@ amp_status amp__broadcast_shapes(const char *fn, const amp_tensor *a, const amp_
     return AMP_OK;
 }
 
-void amp__broadcast_strides(const amp_tensor *t, int ndim, const int64_t *shape, int64_t *stride) {
-    int off = ndim - t->ndim;
-    for (int i = 0; i < ndim; i++) {
-        int ti = i - off;
-        stride[i] = (ti >= 0 && t->shape[ti] == shape[i] && shape[i] != 1) ? t->stride[ti] : 0;
-    }
-}
-
 amp_tensor *amp__scalar_tensor(amp_dtype dt, double v) {
     amp_tensor *t = amp__tensor_new("amp", dt, 0, NULL, amp__mem_current(AMP_MEM_WORKSPACE), 0);
     if (t) amp__store(amp__data(t), dt, v);

@@ -49,8 +49,6 @@ bool amp__check_ndim(const char *fn, const amp_tensor *t, const char *name, int 
 amp_dtype amp__promote(amp_dtype a, amp_dtype b);
 /* Broadcast two shapes; error "fn: shapes [..] and [..] do not broadcast". */
 amp_status amp__broadcast_shapes(const char *fn, const amp_tensor *a, const amp_tensor *b, int *ndim, int64_t *shape);
-/* Strides of t viewed at the broadcast shape (0 on broadcast dims). */
-void amp__broadcast_strides(const amp_tensor *t, int ndim, const int64_t *shape, int64_t *stride);
 
 /* A constant for differentiable backwards (no history): f applied to every
  * element of t (as double), as a new contiguous f32 tensor of t's shape (f64

@@ -11,7 +11,8 @@
 
 #include "amp/numeric.h"
 #include "kernels/backend.h"
-#include "ops/f32_util.h"
+#include "ops/op_util.h"
+#include "tensor/f32_util.h"
 
 /* ---- dims ------------------------------------------------------------------------ */
 /* red[i] = dim i is reduced. ndims 0 = all dims. */

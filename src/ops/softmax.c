@@ -2,7 +2,8 @@
  * the output in the input's dtype (under autocast the input is already f32:
  * both ops are on the fp32 list). The backward uses the saved output. */
 #include "kernels/backend.h"
-#include "ops/f32_util.h"
+#include "ops/op_util.h"
+#include "tensor/f32_util.h"
 
 typedef struct {
     int dim;

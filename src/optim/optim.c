@@ -15,7 +15,6 @@
 
 #include "amp/autograd.h"
 #include "amp/numeric.h"
-#include "amp/scaler.h"
 #include "core/cpu.h"
 #include "kernels/backend.h"
 #include "optim/optim_impl.h"
@@ -927,7 +926,9 @@ static amp_tensor **optim_grads(const char *fn, amp_optim *const *opts, int n, i
     return gs;
 }
 
-static double clip_optims(const char *fn, amp_optim *const *opts, int n, double max_norm, const amp_scaler *sc) {
+double amp__optim_clip_norm(const char *fn, amp_optim *const *opts, int n, double max_norm,
+                            amp_status (*check)(const void *ctx, const char *fn, int k, const amp_optim *opt),
+                            const void *ctx) {
     if (!opts || n <= 0) {
         amp_error(AMP_ERR_ARG, "%s: opts is NULL or n %d is not positive", fn, n);
         return -1;
@@ -938,12 +939,7 @@ static double clip_optims(const char *fn, amp_optim *const *opts, int n, double 
             return -1;
         }
         if (amp__optim_device(fn, opts[k], NULL) != AMP_OK) return -1;
-        if (amp_scaler_is_enabled(sc) && !amp_scaler_is_unscaled(sc, opts[k])) {
-            amp_error(AMP_ERR_STATE, "%s: the gradients of opts[%d] are still multiplied by the loss scale (%g); call "
-                                     "amp_scaler_unscale on it first (the norm of scaled gradients means nothing)",
-                      fn, k, amp_scaler_get_scale(sc));
-            return -1;
-        }
+        if (check && check(ctx, fn, k, opts[k]) != AMP_OK) return -1;
     }
     int count = 0;
     amp_tensor **gs = optim_grads(fn, opts, n, &count);
@@ -972,11 +968,7 @@ double amp_clip_grad_norm(amp_optim *opt, double max_norm) {
         amp_error(AMP_ERR_ARG, "amp_clip_grad_norm: opt is NULL");
         return -1;
     }
-    return clip_optims("amp_clip_grad_norm", &opt, 1, max_norm, NULL);
-}
-
-double amp_clip_grad_norm_optims(amp_optim *const *opts, int n, double max_norm, const amp_scaler *sc) {
-    return clip_optims("amp_clip_grad_norm_optims", opts, n, max_norm, sc);
+    return amp__optim_clip_norm("amp_clip_grad_norm", &opt, 1, max_norm, NULL, NULL);
 }
 
 double amp_clip_grad_norm_params(amp_tensor *const *params, int n, double max_norm) {

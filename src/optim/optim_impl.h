@@ -1,4 +1,6 @@
-/* Internal: the optimizer struct and what the GradScaler needs of it. */
+/* Internal: the optimizer struct and what the GradScaler needs of it (the
+ * scaler drives the optimizer through these; the optimizer knows nothing of
+ * the scaler). */
 #ifndef AMP_OPTIM_IMPL_H
 #define AMP_OPTIM_IMPL_H
 
@@ -113,5 +115,14 @@ amp_status amp__optim_unscale(amp_optim *opt, float inv_scale, amp_dev_scaler *d
  * it skips; after a clip check it does not). */
 amp_status amp__optim_step_scaled(amp_optim *opt, float inv_scale, amp_dev_scaler *ds, bool ds_scale, bool skip_unscales,
                                   const char *fn);
+/* One norm over the gradients of opts[0..n) as their next steps will use
+ * them, clipped to max_norm (amp_clip_grad_norm's rule; ZeRO-1 shards summed
+ * over ranks). check (may be NULL) is asked about each optimizer, after its
+ * device check, and refuses it with the error set: how the scaler, which
+ * knows the optimizer and not the reverse, refuses gradients still scaled
+ * (amp_clip_grad_norm_optims, amp/scaler.c). */
+double amp__optim_clip_norm(const char *fn, amp_optim *const *opts, int n, double max_norm,
+                            amp_status (*check)(const void *ctx, const char *fn, int k, const amp_optim *opt),
+                            const void *ctx);
 
 #endif

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "amp/numeric.h"
-#include "autograd/node.h"
 #include "core/env.h"
 #include "kernels/backend.h"
 #include "tensor/tensor_impl.h"
@@ -76,6 +75,14 @@ void amp__contig_strides(int ndim, const int64_t *shape, int64_t *stride) {
     for (int i = ndim - 1; i >= 0; i--) {
         stride[i] = s;
         s = amp_ck_mul(&c, s, shape[i] > 0 ? shape[i] : 1);
+    }
+}
+
+void amp__broadcast_strides(const amp_tensor *t, int ndim, const int64_t *shape, int64_t *stride) {
+    int off = ndim - t->ndim;
+    for (int i = 0; i < ndim; i++) {
+        int ti = i - off;
+        stride[i] = (ti >= 0 && t->shape[ti] == shape[i] && shape[i] != 1) ? t->stride[ti] : 0;
     }
 }
 
@@ -378,6 +385,15 @@ amp_tensor *amp_tensor_borrow(void *data, amp_dtype dt, int ndim, const int64_t 
     return t;
 }
 
+/* Set once autograd makes its first node or hook; read when a tensor that
+ * carries one is freed (so it is always set by then). */
+static _Atomic(const amp_tensor_autograd_ops *) g_autograd_ops;
+
+void amp__tensor_set_autograd_ops(const amp_tensor_autograd_ops *ops) {
+    if (atomic_load_explicit(&g_autograd_ops, memory_order_acquire) != ops)
+        atomic_store_explicit(&g_autograd_ops, ops, memory_order_release);
+}
+
 void amp__release(amp_tensor *t) {
     if (!t) return;
     if (amp__debug && t->magic != AMP_T_LIVE) { /* released twice */
@@ -386,8 +402,11 @@ void amp__release(amp_tensor *t) {
     }
     if (atomic_fetch_sub(&t->refcount, 1) != 1) return;
     if (t->grad) amp__release(t->grad);
-    if (t->grad_fn) amp__node_release(t->grad_fn);
-    if (t->hooks) amp__grad_hooks_free(t->hooks);
+    if (t->grad_fn || t->hooks) {
+        const amp_tensor_autograd_ops *ag = atomic_load_explicit(&g_autograd_ops, memory_order_acquire);
+        if (t->grad_fn) ag->node_release(t->grad_fn);
+        if (t->hooks) ag->grad_hooks_free(t->hooks);
+    }
     storage_release(t->storage);
     if (amp__debug) {
         bury(t);

@@ -51,6 +51,16 @@ struct amp_tensor {
     struct amp_grad_hooks *hooks; /* post-accumulate-grad hooks (leaves; autograd/engine.c) */
 };
 
+/* What autograd hangs on a tensor (grad_fn, post-accumulate-grad hooks) is
+ * freed with the tensor through these functions, which autograd hands over
+ * (autograd/engine.c) before it hangs anything on a tensor: the tensor layer
+ * sits below autograd and never calls it (docs/ARCHITECTURE.md, Layering). */
+typedef struct amp_tensor_autograd_ops {
+    void (*node_release)(struct amp_node *n);          /* drops one reference to a grad_fn */
+    void (*grad_hooks_free)(struct amp_grad_hooks *h); /* frees a leaf's hook list */
+} amp_tensor_autograd_ops;
+void amp__tensor_set_autograd_ops(const amp_tensor_autograd_ops *ops);
+
 #define AMP_T_LIVE 0x4556494cu
 #define AMP_T_DEAD 0x44414544u
 
@@ -175,6 +185,8 @@ static inline uint64_t amp__gen_reserve(amp_generator *g, uint64_t n) {
 /* ---- shapes ---------------------------------------------------------------- */
 int64_t amp__numel(int ndim, const int64_t *shape);
 void amp__contig_strides(int ndim, const int64_t *shape, int64_t *stride);
+/* Strides of t viewed at the broadcast shape (0 on broadcast dims). */
+void amp__broadcast_strides(const amp_tensor *t, int ndim, const int64_t *shape, int64_t *stride);
 bool amp__same_shape(const amp_tensor *a, const amp_tensor *b);
 /* Validate a shape for a public creation function: ndim in [0,8], sizes >= 0,
  * byte count at most AMP_MAX_BYTES (checked arithmetic, core/checked.h). */

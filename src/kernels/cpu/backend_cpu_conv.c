@@ -25,7 +25,7 @@
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/reduce.h"
-#include "ops/op_util.h"
+#include "tensor/tensor_impl.h"
 
 /* Column buffers are made for blocks of images of at most this many bytes:
  * small enough that a block's columns are still in the caches when the GEMM

@@ -14,7 +14,7 @@
 #include "kernels/cpu/backend_cpu_reduce.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/softmax.h"
-#include "ops/f32_util.h"
+#include "tensor/f32_util.h"
 
 static int64_t target_at(const amp_tensor *t, int64_t flat) {
     const void *p = amp__elem_ptr(t, flat);

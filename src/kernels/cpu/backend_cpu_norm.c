@@ -9,7 +9,7 @@
 #include "kernels/cpu/backend_cpu_norm.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/norm.h"
-#include "ops/f32_util.h"
+#include "tensor/f32_util.h"
 
 /* f32 views of up to 4 optional tensors; on failure releases what it took. */
 typedef struct {

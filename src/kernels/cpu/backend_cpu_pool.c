@@ -8,7 +8,7 @@
 
 #include "kernels/cpu/backend_cpu_pool.h"
 #include "kernels/cpu/pool.h"
-#include "ops/f32_util.h"
+#include "tensor/f32_util.h"
 
 static amp_pool_geom geom_of(const amp_pool_args *a) {
     amp_pool_geom g = {.H = a->H, .W = a->W, .OH = a->OH, .OW = a->OW, .kh = a->kh, .kw = a->kw, .sh = a->sh,

@@ -12,7 +12,7 @@
 #include "amp/numeric.h"
 #include "kernels/cpu/backend_cpu_reduce.h"
 #include "kernels/cpu/reduce.h"
-#include "ops/f32_util.h"
+#include "tensor/f32_util.h"
 #include "tensor/tensor_impl.h"
 
 /* ---- helpers ---------------------------------------------------------------------- */

@@ -5,7 +5,7 @@
 #include "kernels/cpu/backend_cpu_norm.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/softmax.h"
-#include "ops/f32_util.h"
+#include "tensor/f32_util.h"
 
 amp_status amp__cpu_softmax(const char *fn, const amp_tensor *x, int dim, bool log, amp_tensor *y) {
     AMP_UNUSED(fn);

@@ -9,7 +9,7 @@
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_norm.h"
 #include "kernels/cuda/launch_norm.h"
-#include "ops/f32_util.h"
+#include "tensor/f32_util.h"
 
 static bool half_or_f32(amp_dtype dt) { return dt == AMP_F32 || dt == AMP_F16 || dt == AMP_BF16; }
 

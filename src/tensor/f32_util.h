@@ -1,14 +1,14 @@
-/* Internal helpers for ops that compute on contiguous f32 buffers (reductions,
+/* Internal helpers for code that computes on contiguous f32 buffers (reductions,
  * softmax, normalisation, embedding, losses): output buffers that are the
  * tensor's own memory when it is f32 and a workspace buffer rounded once into
  * it otherwise, f32 gradient tensors for backward, and the (outer, len, inner)
  * split of a tensor around one dim. */
-#ifndef AMP_OPS_F32_UTIL_H
-#define AMP_OPS_F32_UTIL_H
+#ifndef AMP_TENSOR_F32_UTIL_H
+#define AMP_TENSOR_F32_UTIL_H
 
 #include <string.h>
 
-#include "ops/op_util.h"
+#include "tensor/tensor_impl.h"
 
 /* Where to write numel(out) f32 values: out's memory if it is f32 (it is
  * always contiguous when new), else workspace. NULL on allocation failure. */
