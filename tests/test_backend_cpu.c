@@ -63,7 +63,7 @@ static void epilogue_case(amp_dtype dt, bool ta, bool tb, int64_t m, int64_t n, 
     g.c = amp__data(Cf);
     g.epilogue = AMP_GEMM_EPI_GELU_TANH;
     g.epi_aux = aux ? amp__data(pre) : NULL;
-    assert_int_equal(amp_backend_cpu.gemm("test", &g), AMP_OK);
+    assert_int_equal(amp_backend_cpu.gemm->gemm("test", &g), AMP_OK);
     for (int64_t b = 0; b < batch; b++)
         for (int64_t i = 0; i < m; i++)
             for (int64_t j = 0; j < n; j++) {
@@ -116,7 +116,7 @@ static void t_unknown_epilogue(void **state) {
     amp_gemm_args g = {.m = 2, .n = 2, .k = 2, .alpha = 1.0f, .a = a, .a_dtype = AMP_F32, .lda = 2, .b = b,
                        .b_dtype = AMP_F32, .ldb = 2, .c = c, .c_dtype = AMP_F32, .ldc = 2, .batch = 1,
                        .epilogue = (amp_gemm_epilogue)7};
-    assert_int_equal(amp_backend_cpu.gemm("test", &g), AMP_ERR_ARG);
+    assert_int_equal(amp_backend_cpu.gemm->gemm("test", &g), AMP_ERR_ARG);
     assert_non_null(strstr(amp_last_error(), "epilogue 7"));
 }
 
@@ -128,19 +128,27 @@ static void t_memory_entries(void **state) {
     assert_string_equal(be->name, "cpu");
     unsigned char src[37], dst[37];
     for (int i = 0; i < 37; i++) src[i] = (unsigned char)(i * 7 + 1);
-    assert_int_equal(be->to_host(dst, src, 37), AMP_OK);
+    assert_int_equal(be->dev->to_host(dst, src, 37), AMP_OK);
     assert_memory_equal(dst, src, 37);
-    assert_int_equal(be->memset_bytes(dst, 0xab, 37), AMP_OK);
+    assert_int_equal(be->dev->memset_bytes(dst, 0xab, 37), AMP_OK);
     for (int i = 0; i < 37; i++) assert_int_equal(dst[i], 0xab);
-    assert_int_equal(be->synchronize(), AMP_OK);
+    assert_int_equal(be->dev->synchronize(), AMP_OK);
     amp_tensor *t = amp_tensor_empty(AMP_BF16, 2, AMP_SHAPE(3, 5));
-    assert_int_equal(be->fill("test", t, 0.1), AMP_OK);
+    assert_int_equal(be->dev->fill("test", t, 0.1), AMP_OK);
     for (int i = 0; i < 15; i++) assert_true(amp__load(amp__elem_ptr(t, i), AMP_BF16) == 0.10009765625);
-    /* an entry a table leaves NULL is reported by name, not called */
+    /* an entry a family table leaves NULL, or a family the backend lacks, is reported by name, not called */
     amp_backend partial = amp_backend_cpu;
+    amp_softmax_family sm = *amp_backend_cpu.softmax;
+    sm.softmax = NULL;
+    partial.softmax = &sm;
+    assert_int_equal(AMP_KCALL(&partial, softmax, softmax, "amp_softmax", t, 0, false, t), AMP_ERR_UNSUPPORTED);
+    assert_string_equal(amp_last_error(),
+                        "amp_softmax: softmax.softmax is not implemented on cpu yet (docs/cuda.md lists what is)");
     partial.softmax = NULL;
-    assert_int_equal(AMP_BE_CALL(&partial, softmax, "amp_softmax", t, 0, false, t), AMP_ERR_UNSUPPORTED);
-    assert_string_equal(amp_last_error(), "amp_softmax: softmax is not implemented on cpu yet (docs/cuda.md lists what is)");
+    assert_int_equal(AMP_KCALL(&partial, softmax, softmax_backward, "amp_softmax", t, t, 0, false, NULL),
+                     AMP_ERR_UNSUPPORTED);
+    assert_string_equal(amp_last_error(),
+                        "amp_softmax: softmax.softmax_backward is not implemented on cpu yet (docs/cuda.md lists what is)");
     amp_tensor_free(t);
 }
 

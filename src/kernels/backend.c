@@ -64,6 +64,31 @@ const amp_backend *amp__backend_if_started(amp_device d) {
 
 const amp_backend *amp__backend_of(const char *fn, const amp_tensor *t) { return amp__backend(fn, amp__dev(t)); }
 
+const amp_device_iface *amp__device_iface(const char *fn, amp_device d) {
+    const amp_backend *be = amp__backend(fn, d);
+    return be ? be->dev : NULL;
+}
+
+const amp_device_iface *amp__device_iface_if_started(amp_device d) {
+    const amp_backend *be = amp__backend_if_started(d);
+    return be ? be->dev : NULL;
+}
+
+#ifdef AMP_HAVE_CUDA
+extern const amp_backend amp__cuda_table; /* kernels/cuda/cuda_backend.c */
+#endif
+
+const amp_backend *const *amp__backend_tables(int *n) {
+    static const amp_backend *const tabs[] = {
+        &amp_backend_cpu,
+#ifdef AMP_HAVE_CUDA
+        &amp__cuda_table,
+#endif
+    };
+    *n = (int)(sizeof tabs / sizeof tabs[0]);
+    return tabs;
+}
+
 amp_status amp__backend_missing(const char *fn, const amp_backend *be, const char *what) {
     return amp_error(AMP_ERR_UNSUPPORTED, "%s: %s is not implemented on %s yet (docs/cuda.md lists what is)", fn, what,
                      be ? be->name : "this device");

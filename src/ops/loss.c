@@ -48,7 +48,7 @@ static void wrap_f32(amp_tensor *t, amp_storage *st, float *buf, int ndim, const
 
 /* ============================ class-index losses ============================ */
 /* The forward and the backward each make one call into the backend of the
- * tensors' device (kernels/backend.h: class_loss, class_loss_backward); the
+ * tensors' device (kernels/family/loss.h: class_loss, class_loss_backward); the
  * summed weight of the non-ignored targets (the 'mean' divisor) stays in a
  * 0-d f64 tensor on that device, saved for the backward. */
 typedef struct {
@@ -79,7 +79,7 @@ static amp_status cls_backward(amp_node *n, amp_tensor *const *gout, amp_tensor 
     const amp_backend *be = amp__backend_of(n->name, x);
     if (!be) return amp_last_status();
     amp_cls_args a = cls_args(c);
-    return AMP_BE_CALL(be, class_loss_backward, n->name, &a, x, tg, w, wsum, gout[0], &gin[0]);
+    return AMP_KCALL(be, loss, class_loss_backward, n->name, &a, x, tg, w, wsum, gout[0], &gin[0]);
 }
 
 /* create_graph: the gradient as ops. cross_entropy's is
@@ -139,7 +139,7 @@ static amp_tensor *class_loss_run(const char *fn, amp_device dev, const cls_ctx 
     amp_tensor *out = amp__empty_out_on(fn, dev, out_dt, ond, oshape);
     amp_tensor *wsum = out ? amp__tensor_new_on(fn, dev, AMP_F64, 0, NULL, amp__mem_current(AMP_MEM_ACTIVATION), AMP_NEW_UNSCOPED) : NULL;
     amp_cls_args a = cls_args(c);
-    if (!wsum || AMP_BE_CALL(be, class_loss, fn, &a, x, in[1], in[2], out, wsum) != AMP_OK) goto fail;
+    if (!wsum || AMP_KCALL(be, loss, class_loss, fn, &a, x, in[1], in[2], out, wsum) != AMP_OK) goto fail;
     if (amp__needs_grad(1, in)) {
         amp_node *node = amp__node_new(fn, cls_backward, 1, in, sizeof(cls_ctx));
         if (!node) goto fail;
@@ -241,11 +241,7 @@ static amp_tensor *class_loss(const char *fn, amp_op_id op, bool ce, amp_tensor 
         /* on the device: recorded there, reported at the next synchronisation */
         const amp_backend *be = amp__backend(fn, dev);
         if (!be) return NULL;
-        if (!be->check_index) {
-            amp__backend_missing(fn, be, "check_index");
-            return NULL;
-        }
-        if (be->check_index(fn, "target", target, C, o->ignore_index) != AMP_OK) return NULL;
+        if (AMP_KCALL(be, dev, check_index, fn, "target", target, C, o->ignore_index) != AMP_OK) return NULL;
     }
     if (ce && x->ndim == 2 && !o->weight && eps == 0 && amp_tensor_is_contiguous(x) && x->dtype != AMP_F64)
         return class_loss_rows(fn, op, x, target, o, N, C);

@@ -89,25 +89,20 @@ static amp_status cpu_gemm(const char *fn, const amp_gemm_args *g) {
     return AMP_OK;
 }
 
-const amp_backend amp_backend_cpu = {
-    .name = "cpu",
-    .device = AMP_DEVICE_CPU,
+static const amp_device_iface cpu_dev = {
     .synchronize = cpu_sync,
     .to_host = cpu_to_host,
     .from_host = cpu_to_host,
     .memset_bytes = cpu_memset,
     .copy = cpu_copy,
     .fill = cpu_fill,
-    .ew = cpu_ew,
-    .gemm = cpu_gemm,
-    .bias_grad = amp__cpu_bias_grad,
-    .attention = amp__cpu_attention,
-    .attention_backward = amp__cpu_attention_backward,
-    .embedding = amp__cpu_embedding,
-    .embedding_backward = amp__cpu_embedding_backward,
-    .gather_flat = amp__cpu_gather_flat,
-    .gather_flat_backward = amp__cpu_gather_flat_backward,
-    .mask_fill = amp__cpu_mask_fill,
+};
+
+static const amp_ew_family cpu_ew_family = {.ew = cpu_ew};
+
+static const amp_gemm_family cpu_gemm_family = {.gemm = cpu_gemm, .bias_grad = amp__cpu_bias_grad};
+
+static const amp_reduce_family cpu_reduce = {
     .sum = amp__cpu_sum,
     .sum_backward = amp__cpu_sum_backward,
     .sum_to_shape = amp__cpu_sum_to_shape,
@@ -115,19 +110,61 @@ const amp_backend amp_backend_cpu = {
     .max_backward = amp__cpu_max_backward,
     .norm = amp__cpu_norm,
     .norm_backward = amp__cpu_norm_backward,
-    .optim_check = amp__cpu_optim_check,
-    .optim_unscale = amp__cpu_optim_unscale,
-    .optim_step = amp__cpu_optim_step,
-    .optim_sumsq = amp__cpu_optim_sumsq,
-    .optim_scale_grads = amp__cpu_optim_scale_grads,
-    .softmax = amp__cpu_softmax,
-    .softmax_backward = amp__cpu_softmax_backward,
+};
+
+static const amp_softmax_family cpu_softmax = {.softmax = amp__cpu_softmax, .softmax_backward = amp__cpu_softmax_backward};
+
+static const amp_norm_family cpu_norm = {
     .layer_norm = amp__cpu_layer_norm,
     .layer_norm_backward = amp__cpu_layer_norm_backward,
     .batch_norm = amp__cpu_batch_norm,
     .batch_norm_backward = amp__cpu_batch_norm_backward,
     .group_norm = amp__cpu_group_norm,
     .group_norm_backward = amp__cpu_group_norm_backward,
+};
+
+static const amp_loss_family cpu_loss = {
     .class_loss = amp__cpu_class_loss,
     .class_loss_backward = amp__cpu_class_loss_backward,
+};
+
+static const amp_gather_family cpu_gather = {
+    .embedding = amp__cpu_embedding,
+    .embedding_backward = amp__cpu_embedding_backward,
+    .gather_flat = amp__cpu_gather_flat,
+    .gather_flat_backward = amp__cpu_gather_flat_backward,
+    .mask_fill = amp__cpu_mask_fill,
+};
+
+static const amp_attention_family cpu_attention = {
+    .attention = amp__cpu_attention,
+    .attention_backward = amp__cpu_attention_backward,
+};
+
+static const amp_optim_family cpu_optim = {
+    .optim_step = amp__cpu_optim_step,
+    .optim_sumsq = amp__cpu_optim_sumsq,
+    .optim_scale_grads = amp__cpu_optim_scale_grads,
+};
+
+/* the CPU's scaler is host arithmetic (src/amp/scaler.c): only the check and the unscale */
+static const amp_scaler_family cpu_scaler = {
+    .optim_check = amp__cpu_optim_check,
+    .optim_unscale = amp__cpu_optim_unscale,
+};
+
+const amp_backend amp_backend_cpu = {
+    .name = "cpu",
+    .device = AMP_DEVICE_CPU,
+    .dev = &cpu_dev,
+    .ew = &cpu_ew_family,
+    .gemm = &cpu_gemm_family,
+    .reduce = &cpu_reduce,
+    .softmax = &cpu_softmax,
+    .norm = &cpu_norm,
+    .loss = &cpu_loss,
+    .gather = &cpu_gather,
+    .attention = &cpu_attention,
+    .optim = &cpu_optim,
+    .scaler = &cpu_scaler,
 };
