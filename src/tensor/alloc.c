@@ -25,9 +25,11 @@ static atomic_uint_fast64_t g_allocs_d[AMP_DEVICE_COUNT], g_frees_d[AMP_DEVICE_C
 static _Thread_local amp_mem_category g_cat_stack[MAX_CAT_STACK];
 static _Thread_local int g_cat_depth;
 
-static const char *g_cat_names[AMP_MEM_CATEGORY_COUNT] = {
+static const char *g_cat_names[] = {
     "param", "grad", "optimizer", "activation", "cast_cache", "workspace", "data",
 };
+_Static_assert(sizeof g_cat_names / sizeof g_cat_names[0] == AMP_MEM_CATEGORY_COUNT,
+               "g_cat_names: one name per memory category");
 
 const char *amp_mem_category_name(amp_mem_category c) {
     return ((int)c >= 0 && c < AMP_MEM_CATEGORY_COUNT) ? g_cat_names[c] : "invalid-category";
