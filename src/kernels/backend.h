@@ -51,7 +51,8 @@
 #include "kernels/family/scaler.h"
 #include "kernels/family/softmax.h"
 
-/* The families, in the table's order: X(member, struct type, entry list). */
+/* The families, in the table's order: X(member, struct type, entry list);
+ * `entry list(Y, a)` calls Y(a, entry) for each of the family's entries. */
 #define AMP_BACKEND_FAMILIES(X) \
     X(ew, amp_ew_family, AMP_EW_ENTRIES) \
     X(gemm, amp_gemm_family, AMP_GEMM_ENTRIES) \

@@ -18,10 +18,12 @@
 
 #include "amp/tensor.h"
 
-/* The entries' names, in order (tests/test_backend_families.c lists them). */
-#define AMP_DEVICE_ENTRIES(X) \
-    X(raw_alloc) X(raw_free) X(empty_cache) X(cache_stats) X(synchronize) X(to_host) X(from_host) X(memset_bytes) \
-    X(copy) X(fill) X(check_index)
+/* The entries' names in order, as X(a, entry) (every family header has one
+ * such list, AMP_<FAMILY>_ENTRIES; tests/test_backend_families.c lists what
+ * each backend fills with them). */
+#define AMP_DEVICE_ENTRIES(X, a) \
+    X(a, raw_alloc) X(a, raw_free) X(a, empty_cache) X(a, cache_stats) X(a, synchronize) X(a, to_host) \
+    X(a, from_host) X(a, memset_bytes) X(a, copy) X(a, fill) X(a, check_index)
 
 typedef struct amp_device_iface {
     /* memory: raw blocks (uncounted; tensor/alloc.c counts them). NULL on

@@ -20,7 +20,7 @@ typedef struct {
     amp_matmul_precision precision;
 } amp_att_args;
 
-#define AMP_ATTENTION_ENTRIES(X) X(attention) X(attention_backward)
+#define AMP_ATTENTION_ENTRIES(X, a) X(a, attention) X(a, attention_backward)
 
 typedef struct amp_attention_family {
     /* out [.., L, Ev] (q's dtype), lse f32 [nb * L]; bias an additive f32

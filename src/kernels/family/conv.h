@@ -17,7 +17,7 @@ typedef struct {
     amp_matmul_precision precision;
 } amp_conv_args;
 
-#define AMP_CONV_ENTRIES(X) X(conv) X(conv_backward)
+#define AMP_CONV_ENTRIES(X, a) X(a, conv) X(a, conv_backward)
 
 typedef struct amp_conv_family {
     /* out [N, O, OH, OW] (the caller's shape); gin = dx, dw, db where need[i] */

@@ -7,7 +7,7 @@
 
 #include "kernels/ew_ops.h"
 
-#define AMP_EW_ENTRIES(X) X(ew)
+#define AMP_EW_ENTRIES(X, a) X(a, ew)
 
 typedef struct amp_ew_family {
     /* out (contiguous, out_dtype, shape[0..ndim)) = op(in[0..nin)); each

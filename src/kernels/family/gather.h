@@ -8,8 +8,8 @@
 
 #include "amp/tensor.h"
 
-#define AMP_GATHER_ENTRIES(X) \
-    X(embedding) X(embedding_backward) X(gather_flat) X(gather_flat_backward) X(mask_fill)
+#define AMP_GATHER_ENTRIES(X, a) \
+    X(a, embedding) X(a, embedding_backward) X(a, gather_flat) X(a, gather_flat_backward) X(a, mask_fill)
 
 typedef struct amp_gather_family {
     /* rows of weight [V, D] by ids; the backward scatter-adds (f32 sums, or

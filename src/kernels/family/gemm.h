@@ -51,7 +51,7 @@ typedef struct {
     void *epi_aux;
 } amp_gemm_args;
 
-#define AMP_GEMM_ENTRIES(X) X(gemm) X(bias_grad)
+#define AMP_GEMM_ENTRIES(X, a) X(a, gemm) X(a, bias_grad)
 
 typedef struct amp_gemm_family {
     amp_status (*gemm)(const char *fn, const amp_gemm_args *g);

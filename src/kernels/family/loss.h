@@ -34,7 +34,8 @@ typedef struct {
     int64_t shape[AMP_MAX_DIMS]; /* the broadcast shape */
 } amp_pw_args;
 
-#define AMP_LOSS_ENTRIES(X) X(class_loss) X(class_loss_backward) X(pw_loss) X(pw_loss_backward)
+#define AMP_LOSS_ENTRIES(X, a) \
+    X(a, class_loss) X(a, class_loss_backward) X(a, pw_loss) X(a, pw_loss_backward)
 
 typedef struct amp_loss_family {
     /* wsum: a new 0-d f64 tensor receiving the summed weight of the

@@ -19,8 +19,9 @@ typedef struct {
     double momentum;       /* batch_norm running statistics */
 } amp_norm_args;
 
-#define AMP_NORM_ENTRIES(X) \
-    X(layer_norm) X(layer_norm_backward) X(batch_norm) X(batch_norm_backward) X(group_norm) X(group_norm_backward)
+#define AMP_NORM_ENTRIES(X, a) \
+    X(a, layer_norm) X(a, layer_norm_backward) X(a, batch_norm) X(a, batch_norm_backward) X(a, group_norm) \
+    X(a, group_norm_backward)
 
 /* mean and rstd are new f32 tensors the caller made ([M], [C] or [N*G]);
  * gin[0..2] = (x, weight, bias) gradients where need[i] */

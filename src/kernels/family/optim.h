@@ -75,7 +75,7 @@ typedef struct {
 #define AMP_OPTIM_CNT_MOMINIT(i) (3 + 2 * (int64_t)(i))
 static inline int64_t amp_optim_counts_len(int n) { return 2 + 2 * (int64_t)n; }
 
-#define AMP_OPTIM_ENTRIES(X) X(optim_step) X(optim_sumsq) X(optim_scale_grads)
+#define AMP_OPTIM_ENTRIES(X, a) X(a, optim_step) X(a, optim_sumsq) X(a, optim_scale_grads)
 
 typedef struct amp_optim_family {
     /* the fused update of n parameters, unscaling by inv_scale on the fly

@@ -17,7 +17,8 @@ typedef struct {
     bool keep_slots;    /* max_pool2d without requested indices: the backend may keep a compact form */
 } amp_pool_args;
 
-#define AMP_POOL_ENTRIES(X) X(max_pool2d) X(max_pool2d_backward) X(avg_pool2d) X(avg_pool2d_backward)
+#define AMP_POOL_ENTRIES(X, a) \
+    X(a, max_pool2d) X(a, max_pool2d_backward) X(a, avg_pool2d) X(a, avg_pool2d_backward)
 
 typedef struct amp_pool_family {
     amp_status (*max_pool2d)(const char *fn, const amp_pool_args *a, const amp_tensor *x, amp_tensor *y,

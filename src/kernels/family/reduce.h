@@ -10,9 +10,9 @@
 
 #include "amp/tensor.h"
 
-#define AMP_REDUCE_ENTRIES(X) \
-    X(sum) X(sum_backward) X(sum_to_shape) X(prod) X(prod_backward) X(cumsum) X(max) X(max_backward) X(norm) \
-    X(norm_backward)
+#define AMP_REDUCE_ENTRIES(X, a) \
+    X(a, sum) X(a, sum_backward) X(a, sum_to_shape) X(a, prod) X(a, prod_backward) X(a, cumsum) X(a, max) \
+    X(a, max_backward) X(a, norm) X(a, norm_backward)
 
 typedef struct amp_reduce_family {
     /* sum (or mean) over the dims with red[d] set: out has x's dims without

@@ -52,9 +52,9 @@ typedef struct {
     int hysteresis_left;
 } amp_dev_scaler_view;
 
-#define AMP_SCALER_ENTRIES(X) \
-    X(optim_check) X(optim_unscale) X(scaler_new) X(scaler_free) X(scaler_scale) X(scaler_select) \
-    X(scaler_reset_found) X(scaler_update) X(scaler_set) X(scaler_read) X(copy_if_found)
+#define AMP_SCALER_ENTRIES(X, a) \
+    X(a, optim_check) X(a, optim_unscale) X(a, scaler_new) X(a, scaler_free) X(a, scaler_scale) X(a, scaler_select) \
+    X(a, scaler_reset_found) X(a, scaler_update) X(a, scaler_set) X(a, scaler_read) X(a, copy_if_found)
 
 typedef struct amp_scaler_family {
     /* found |= some grad[i] * inv_scale is inf/nan (read-only; *first_bad the

@@ -7,7 +7,7 @@
 
 #include "amp/tensor.h"
 
-#define AMP_SOFTMAX_ENTRIES(X) X(softmax) X(softmax_backward)
+#define AMP_SOFTMAX_ENTRIES(X, a) X(a, softmax) X(a, softmax_backward)
 
 typedef struct amp_softmax_family {
     /* y (x's shape) = softmax (log: log_softmax) of x over dim */
