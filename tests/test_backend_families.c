@@ -3,6 +3,9 @@
  * family; a family it lacks is NULL). The tables are static data, so a CUDA
  * build lists the CUDA table without a GPU.
  *
+ * It also checks the tensor layer's boundary (src/tensor/ includes only
+ * kernels/device.h from src/kernels/, nothing from src/autograd/).
+ *
  *   ./build/test_backend_families                    prints the list, checks
  *       that the table in docs/cuda.md (between the backend-families
  *       markers) says the same for every backend compiled in (the CPU
@@ -10,6 +13,7 @@
  *   ./build/test_backend_families --write-doc docs/cuda.md
  *       regenerates that table; the columns of backends not compiled in are
  *       kept as the document has them */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,6 +227,35 @@ static void t_doc_current(void **state) {
     free(doc);
 }
 
+/* the tensor layer's boundary: src/tensor/ includes the device interface and nothing else from
+ * src/kernels/, and nothing from src/autograd/ (autograd registers its release hook instead) */
+static void t_tensor_layer_includes(void **state) {
+    (void)state;
+    DIR *d = opendir(AMP_SOURCE_DIR "/src/tensor");
+    assert_non_null(d);
+    int files = 0;
+    for (struct dirent *de; (de = readdir(d));) {
+        size_t n = strlen(de->d_name);
+        if (n < 3 || (strcmp(de->d_name + n - 2, ".c") && strcmp(de->d_name + n - 2, ".h"))) continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/src/tensor/%s", AMP_SOURCE_DIR, de->d_name);
+        size_t len;
+        char *src = test_read_file(path, &len);
+        assert_non_null(src);
+        files++;
+        for (char *p = strstr(src, "#include \""); p; p = strstr(p + 1, "#include \"")) {
+            const char *inc = p + strlen("#include \"");
+            bool kernels = !strncmp(inc, "kernels/", 8) && strncmp(inc, "kernels/device.h\"", 17);
+            if (kernels || !strncmp(inc, "autograd/", 9))
+                fail_msg("src/tensor/%s includes \"%.*s: the tensor layer may include only kernels/device.h from "
+                         "src/kernels/ and nothing from src/autograd/", de->d_name, (int)strcspn(inc, "\n"), inc);
+        }
+        free(src);
+    }
+    closedir(d);
+    assert_true(files >= 3);
+}
+
 /* ---- --write-doc ------------------------------------------------------------------ */
 static int write_doc(const char *path) {
     size_t len;
@@ -299,6 +332,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(t_list),
         cmocka_unit_test(t_missing_by_name),
         cmocka_unit_test(t_doc_current),
+        cmocka_unit_test(t_tensor_layer_includes),
     };
     return amp_test_run(tests);
 }

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "amp/numeric.h"
-#include "autograd/node.h"
 #include "core/env.h"
 #include "kernels/device.h"
 #include "tensor/tensor_impl.h"
@@ -378,6 +377,12 @@ amp_tensor *amp_tensor_borrow(void *data, amp_dtype dt, int ndim, const int64_t 
     return t;
 }
 
+static _Atomic(amp_history_release_fn) g_history_release;
+
+void amp__tensor_set_history_release(amp_history_release_fn f) {
+    if (atomic_load_explicit(&g_history_release, memory_order_acquire) != f) atomic_store(&g_history_release, f);
+}
+
 void amp__release(amp_tensor *t) {
     if (!t) return;
     if (amp__debug && t->magic != AMP_T_LIVE) { /* released twice */
@@ -386,8 +391,7 @@ void amp__release(amp_tensor *t) {
     }
     if (atomic_fetch_sub(&t->refcount, 1) != 1) return;
     if (t->grad) amp__release(t->grad);
-    if (t->grad_fn) amp__node_release(t->grad_fn);
-    if (t->hooks) amp__grad_hooks_free(t->hooks);
+    if (t->grad_fn || t->hooks) atomic_load_explicit(&g_history_release, memory_order_acquire)(t);
     storage_release(t->storage);
     if (amp__debug) {
         bury(t);
