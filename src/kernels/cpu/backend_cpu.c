@@ -1,5 +1,8 @@
-/* The CPU backend's table (kernels/backend.h). Host memory is counted and
- * cached by tensor/alloc.c directly, so the memory entries are trivial. */
+/* The CPU backend (kernels/backend.h): its device interface and its family
+ * tables. Host memory is counted and cached by tensor/alloc.c directly, so
+ * the memory entries are trivial (raw_alloc and the cache's are NULL). The
+ * families it lacks (pool, conv) are NULL: those ops compute on the host
+ * in src/ops/ so far. */
 #include <string.h>
 
 #include "kernels/backend.h"

@@ -1,5 +1,6 @@
-/* The CUDA backend's table (kernels/backend.h): host-side checks and
- * descriptors around the launchers of launch.h. Each entry queues its work
+/* The CUDA backend (kernels/backend.h): its device interface and family
+ * tables, and the host-side checks and descriptors around the launchers of
+ * launch.h that are not in a family's own file. Each entry queues its work
  * on amp__cu.stream and returns without waiting. */
 #include <string.h>
 
