@@ -109,6 +109,13 @@ void amp__grad_hooks_free(struct amp_grad_hooks *h) {
     free(h);
 }
 
+/* a tensor's history released with its last reference (tensor/tensor.c calls it through
+ * amp__tensor_set_history_release, registered before a grad_fn or hooks is first set) */
+static void release_history(amp_tensor *t) {
+    if (t->grad_fn) amp__node_release(t->grad_fn);
+    if (t->hooks) amp__grad_hooks_free(t->hooks);
+}
+
 int amp_tensor_register_post_accumulate_grad_hook(amp_tensor *leaf, amp_grad_hook_fn fn, void *ctx) {
     static const char *fn_name = "amp_tensor_register_post_accumulate_grad_hook";
     if (!leaf || !fn) {
@@ -127,6 +134,7 @@ int amp_tensor_register_post_accumulate_grad_hook(amp_tensor *leaf, amp_grad_hoo
             amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn_name);
             return -1;
         }
+        amp__tensor_set_history_release(release_history);
         leaf->hooks = h;
     }
     if (h->n == h->cap) {
@@ -297,6 +305,7 @@ void amp__node_attach(amp_node *n, amp_tensor *out) {
     n->out_dtype = out->dtype;
     n->out_ndim = out->ndim;
     memcpy(n->out_shape, out->shape, sizeof n->out_shape);
+    amp__tensor_set_history_release(release_history);
     out->grad_fn = n; /* takes the creation reference */
     out->out_index = 0;
     out->requires_grad = true;
@@ -347,7 +356,7 @@ static amp_status dev_add(amp_tensor *out, const amp_tensor *a, const amp_tensor
         in[0].stride[d] = a->stride[d];
         in[1].stride[d] = b->stride[d];
     }
-    return AMP_BE_CALL(be, ew, fn, AMP_EW_ADD, NULL, out->ndim, out->shape, amp__data(out), out->dtype, 2, in);
+    return AMP_KCALL(be, ew, ew, fn, AMP_EW_ADD, NULL, out->ndim, out->shape, amp__data(out), out->dtype, 2, in);
 }
 
 /* out = a + b (new, dtype of a, unscoped, on a's device). */
@@ -1006,6 +1015,6 @@ amp_tensor *amp__sum_to_shape(const amp_tensor *g, int ndim, const int64_t *shap
     const amp_backend *be = amp__backend_of(fn, g);
     if (!be) return NULL;
     amp_tensor *out = NULL;
-    if (AMP_BE_CALL(be, sum_to_shape, fn, g, ndim, shape, &out) != AMP_OK) return NULL;
+    if (AMP_KCALL(be, reduce, sum_to_shape, fn, g, ndim, shape, &out) != AMP_OK) return NULL;
     return out;
 }

@@ -141,6 +141,14 @@ void amp__scope_forget(amp_tensor *t);   /* take it back (keep / free) */
 /* Thread state: >0 while the autograd engine runs (no scoping, no grad). */
 extern _Thread_local int amp__engine_depth;
 
+/* The autograd layer's release of a tensor's history (its grad_fn and
+ * hooks), called when the last reference goes. The tensor layer does not
+ * call autograd: autograd registers this before it first sets either field
+ * (they are NULL until then), so a program that never records a graph never
+ * registers it. */
+typedef void (*amp_history_release_fn)(amp_tensor *t);
+void amp__tensor_set_history_release(amp_history_release_fn f);
+
 /* ---- version counter (see amp_storage.version) ---------------------------- */
 static inline void amp__bump_version(const amp_tensor *t) {
     if (t && t->storage) atomic_fetch_add_explicit(&t->storage->version, 1, memory_order_relaxed);
