@@ -37,20 +37,9 @@ enum { NM = sizeof g_modes / sizeof g_modes[0], MAXR = 25 };
 /* PyTorch's median ms per step for a mode on `threads` threads; -1 if the
  * worker cannot (no torch, unsupported mode) */
 static double torch_step(bench_torch *tw, const char *model, long batch, long steps, int threads, const char *mode) {
-    bench_worker *w = bench_torch_at(tw, threads);
-    char req[128], line[256];
+    char req[128];
     snprintf(req, sizeof req, "run %s %ld %ld %d %s", model, batch, steps, threads, mode);
-    double ms;
-    if (!w || !bench_worker_ask(w, req, line, sizeof line) || sscanf(line, "ok %lf", &ms) != 1) return -1;
-    return ms;
-}
-
-static double median_valid(double *v, int n) {
-    double t[MAXR];
-    int k = 0;
-    for (int i = 0; i < n; i++)
-        if (v[i] > 0) t[k++] = v[i];
-    return k ? bench_median(t, k) : -1;
+    return bench_torch_ms(tw, threads, req);
 }
 
 static int bench_model(const char *model, long batch, long steps, int rounds, long threads, bench_torch *w,
@@ -68,13 +57,11 @@ static int bench_model(const char *model, long batch, long steps, int rounds, lo
             cfg.max_steps = steps + 5;
             cfg.limit = batch * (steps + 5);
             cfg.test_limit = 100;
-            cfg.progress = false;
             cfg.threads = (int)threads;
             cfg.seed = (uint64_t)r;
-            if (trainer_resolve_mode(&cfg, g_modes[k].precision, g_modes[k].opt_level, NULL)) return CLI_USAGE;
             trainer_result res;
-            amp_memory_empty_cache(); /* each mode starts as its own process would (cmd_bench_train_gpt.c) */
-            if (trainer_run(&cfg, &res, false) != 0) return cli_fail("%s", amp_last_error());
+            const int rc = bench_train_run(&cfg, g_modes[k].precision, g_modes[k].opt_level, &res);
+            if (rc != CLI_OK) return rc;
             per[k][r] = res.step_ms;
         }
         for (int k = 0; k < NM; k++) {
@@ -96,9 +83,9 @@ static int bench_model(const char *model, long batch, long steps, int rounds, lo
     double ms[NM];
     for (int k = 0; k < NM; k++) ms[k] = bench_median(per[k], rounds);
     for (int k = 0; k < NM; k++) {
-        const double t = median_valid(tper[k], rounds), t1 = median_valid(tper1[k], rounds);
+        const double t = bench_median_pos(tper[k], rounds), t1 = bench_median_pos(tper1[k], rounds);
         char tcol[64] = "n/a", scol[32] = "n/a";
-        const double best = t > 0 && t1 > 0 ? fmin(t, t1) : (t > 0 ? t : t1);
+        const double best = bench_torch_best(t, t1);
         if (best > 0) {
             snprintf(tcol, sizeof tcol, "%.2f / %.2f", t, t1);
             snprintf(scol, sizeof scol, "%.2fx", best / ms[k]);
@@ -110,15 +97,10 @@ static int bench_model(const char *model, long batch, long steps, int rounds, lo
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "mode", g_modes[k].label);
         cJSON_AddNumberToObject(o, "ms_per_step", ms[k]);
-        double lo = per[k][0], hi = per[k][0];
-        for (int r = 1; r < rounds; r++) lo = fmin(lo, per[k][r]), hi = fmax(hi, per[k][r]);
-        cJSON_AddNumberToObject(o, "ms_per_step_min", lo);
-        cJSON_AddNumberToObject(o, "ms_per_step_max", hi);
+        bench_json_range(o, per[k], rounds);
         cJSON_AddNumberToObject(o, "ratio_to_fp32", ms[k] / ms[0]);
         cJSON_AddNumberToObject(o, "epoch_s", ms[k] * per_epoch / 1e3);
-        if (t > 0) cJSON_AddNumberToObject(o, "torch_ms_per_step", t);
-        if (t1 > 0) cJSON_AddNumberToObject(o, "torch_ms_per_step_1thread", t1);
-        if (best > 0) cJSON_AddNumberToObject(o, "speedup_vs_torch", best / ms[k]);
+        bench_json_torch(o, t, t1, ms[k]);
         cJSON_AddItemToArray(modes, o);
     }
     cJSON_AddItemToObject(mo, "modes", modes);
@@ -152,14 +134,9 @@ int cmd_bench_train(int argc, char **argv) {
     }
     if (threads > 0) amp_set_num_threads((int)threads);
     bench_print_machine();
-    bench_torch w = {.w = {{.pid = -1}, {.pid = -1}}};
-    char tver[64] = "";
-    if (!no_torch && bench_torch_start(&w, script, amp_get_num_threads())) {
-        snprintf(tver, sizeof tver, "%s", w.version);
-        bench_torch_print(&w, script);
-    } else {
-        printf("PyTorch: %s\n", no_torch ? "not run (--no-torch)" : "not available");
-    }
+    bench_torch w;
+    bench_torch_open(&w, script, no_torch, NULL);
+    const char *tver = w.version; /* "" without PyTorch; kept until bench_torch_stop */
     cJSON *root = cJSON_CreateObject(), *arr = cJSON_CreateArray();
     cJSON_AddItemToObject(root, "machine", bench_machine_json());
     cJSON_AddNumberToObject(root, "batch", (double)batch);
@@ -171,15 +148,11 @@ int cmd_bench_train(int argc, char **argv) {
     char list[32];
     snprintf(list, sizeof list, "%s", models);
     for (char *save = NULL, *m = strtok_r(list, ",", &save); m && rc == CLI_OK; m = strtok_r(NULL, ",", &save))
-        rc = bench_model(m, batch, steps, (int)rounds, threads, &w, *tver ? tver : "", arr);
+        rc = bench_model(m, batch, steps, (int)rounds, threads, &w, tver, arr);
     bench_torch_stop(&w);
-    if (rc == CLI_OK) {
+    if (rc == CLI_OK)
         printf("\nthe PyTorch speedup column uses PyTorch's faster thread setting. Debian's torch 1.13 has\n"
                "no fp16 CPU autocast (that needs torch >= 2), and %s.\n",
                bench_torch_bf16_note());
-        bench_print_amp_notes();
-        if (bench_write_json(json, root)) rc = CLI_FAIL;
-    }
-    cJSON_Delete(root);
-    return rc;
+    return bench_finish(rc, json, root);
 }
