@@ -365,37 +365,34 @@ amp_status amp_module_set_parameter(amp_module *m, const char *name, amp_tensor 
 }
 
 /* ---- access ---------------------------------------------------------------------------------- */
-amp_tensor *amp_module_get_parameter(const amp_module *m, const char *name) {
-    static const char *fn = "amp_module_get_parameter";
+enum { GET_PARAMETER, GET_BUFFER, GET_CHILD };
+
+/* The parameter, buffer or child (kind) at the dotted path name, or NULL
+ * with fn's error */
+static void *get_named(const char *fn, const amp_module *m, const char *name, int kind) {
+    static const char *const what[] = {"parameter", "buffer", "child module"};
     if (!m || !name) return amp_error_null(AMP_ERR_ARG, "%s: module or name is NULL", fn);
     if (!mod_live(fn, m)) return NULL;
     const char *leaf;
     const amp_module *o = resolve(m, name, &leaf);
-    slot *s = o ? slot_find(&o->params, leaf) : NULL;
-    if (!s) return amp_error_null(AMP_ERR_ARG, "%s: %s has no parameter '%s'", fn, m->cls->name, name);
-    return s->t;
+    slot *s = NULL;
+    amp_module *c = NULL;
+    if (o && kind == GET_CHILD) c = child_find(o, leaf);
+    else if (o) s = slot_find(kind == GET_BUFFER ? &o->bufs : &o->params, leaf);
+    if (!s && !c) return amp_error_null(AMP_ERR_ARG, "%s: %s has no %s '%s'", fn, m->cls->name, what[kind], name);
+    return s ? (void *)s->t : (void *)c;
+}
+
+amp_tensor *amp_module_get_parameter(const amp_module *m, const char *name) {
+    return get_named("amp_module_get_parameter", m, name, GET_PARAMETER);
 }
 
 amp_tensor *amp_module_get_buffer(const amp_module *m, const char *name) {
-    static const char *fn = "amp_module_get_buffer";
-    if (!m || !name) return amp_error_null(AMP_ERR_ARG, "%s: module or name is NULL", fn);
-    if (!mod_live(fn, m)) return NULL;
-    const char *leaf;
-    const amp_module *o = resolve(m, name, &leaf);
-    slot *s = o ? slot_find(&o->bufs, leaf) : NULL;
-    if (!s) return amp_error_null(AMP_ERR_ARG, "%s: %s has no buffer '%s'", fn, m->cls->name, name);
-    return s->t;
+    return get_named("amp_module_get_buffer", m, name, GET_BUFFER);
 }
 
 amp_module *amp_module_get_child(const amp_module *m, const char *name) {
-    static const char *fn = "amp_module_get_child";
-    if (!m || !name) return amp_error_null(AMP_ERR_ARG, "%s: module or name is NULL", fn);
-    if (!mod_live(fn, m)) return NULL;
-    const char *leaf;
-    const amp_module *o = resolve(m, name, &leaf);
-    amp_module *c = o ? child_find(o, leaf) : NULL;
-    if (!c) return amp_error_null(AMP_ERR_ARG, "%s: %s has no child module '%s'", fn, m->cls->name, name);
-    return c;
+    return get_named("amp_module_get_child", m, name, GET_CHILD);
 }
 
 int amp_module_num_children(const amp_module *m) {
