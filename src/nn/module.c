@@ -227,6 +227,19 @@ static void drop(amp_tensor *t) {
     amp__release(t);
 }
 
+/* The end of registering or setting a parameter: t dropped when st is an
+ * error (false), else taken as a parameter (requires grad, category PARAM). */
+static bool adopt_param(amp_tensor *t, amp_status st) {
+    if (st) {
+        drop(t);
+        return false;
+    }
+    take(t);
+    t->requires_grad = true;
+    amp_tensor_set_category(t, AMP_MEM_PARAM);
+    return true;
+}
+
 amp_tensor *amp_module_register_parameter(amp_module *m, const char *name, amp_tensor *t) {
     static const char *fn = "amp_module_register_parameter";
     amp_status st = AMP_OK;
@@ -246,14 +259,7 @@ amp_tensor *amp_module_register_parameter(amp_module *m, const char *name, amp_t
         st = amp_error(AMP_ERR_ARG, "%s: %s: '%s' borrows user memory (amp_tensor_borrow); copy it (amp_clone) to "
                                     "make it a parameter", fn, m->cls->name, name);
     if (!st) st = slot_push(fn, &m->params, name, t, true);
-    if (st) {
-        drop(t);
-        return NULL;
-    }
-    take(t);
-    t->requires_grad = true;
-    amp_tensor_set_category(t, AMP_MEM_PARAM);
-    return t;
+    return adopt_param(t, st) ? t : NULL;
 }
 
 amp_tensor *amp_module_register_buffer(amp_module *m, const char *name, amp_tensor *t, bool persistent) {
@@ -352,13 +358,7 @@ amp_status amp_module_set_parameter(amp_module *m, const char *name, amp_tensor 
         st = amp_error(AMP_ERR_DTYPE, "%s: '%s': dtype %s; parameters are f32, f16, bf16 or f64", fn, name, amp_dtype_name(t->dtype));
     else if (!amp_tensor_is_contiguous(t) || t->storage->borrowed)
         st = amp_error(AMP_ERR_ARG, "%s: '%s': the tensor is not contiguous or borrows user memory", fn, name);
-    if (st) {
-        drop(t);
-        return st;
-    }
-    take(t);
-    t->requires_grad = true;
-    amp_tensor_set_category(t, AMP_MEM_PARAM);
+    if (!adopt_param(t, st)) return st;
     amp__release(s->t);
     s->t = t;
     return AMP_OK;
