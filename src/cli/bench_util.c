@@ -19,6 +19,25 @@
 
 #include "amp/amp.h"
 
+bool bench_option(bench_opts *o, int argc, char **argv, int *i, void (*usage)(FILE *)) {
+    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    if (cli_is_help(a)) {
+        usage(stdout);
+        o->help = true;
+        return true;
+    }
+    if (o->script && !strcmp(a, "--no-torch")) {
+        o->no_torch = true;
+        return true;
+    }
+    const char **s = !strcmp(a, "--json") ? &o->json : o->script && !strcmp(a, "--torch-script") ? &o->script : NULL;
+    if (s && v) *s = v;
+    else if (!(o->threads >= 0 && !strcmp(a, "--threads") && v && !cli_parse_long(v, 1, 1024, &o->threads)))
+        return false;
+    ++*i;
+    return true;
+}
+
 double bench_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

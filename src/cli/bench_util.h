@@ -10,6 +10,21 @@
 
 #include "cli/trainer.h"
 
+/* The options the bench commands share, taken by bench_option. */
+typedef struct {
+    long threads;       /* --threads T, 1..1024 (0: not given; -1: the command has none) */
+    const char *json;   /* --json FILE (NULL: none) */
+    const char *script; /* --torch-script PATH; NULL: the command has neither it nor --no-torch */
+    bool no_torch;      /* --no-torch */
+    bool help;          /* --help or -h came: the usage is printed, the command returns CLI_OK */
+} bench_opts;
+/* Takes argv[*i] (and its value, moving *i past it) when it is --help (the
+ * usage printed to stdout, o->help set) or one of o's options with a valid
+ * value: true. false: the command's own option, or a bad one (a shared
+ * option with a bad or missing value included, refused by the caller's
+ * "bad option" as before). */
+bool bench_option(bench_opts *o, int argc, char **argv, int *i, void (*usage)(FILE *));
+
 /* Monotonic wall clock in seconds. */
 double bench_now(void);
 /* Median of n samples (sorts in place). */

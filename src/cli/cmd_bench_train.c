@@ -112,30 +112,25 @@ static int bench_model(const char *model, long batch, long steps, int rounds, lo
 int cmd_bench_train(int argc, char **argv) {
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--model") && !strcmp(argv[i + 1], "gpt")) return bench_train_gpt(argc, argv);
-    const char *models = "mlp,cnn", *json = NULL, *script = "tools/bench_torch.py";
-    long batch = 128, steps = 40, threads = 0, rounds = 7;
-    bool no_torch = false;
-    for (int i = 1; i < argc; i++) {
+    const char *models = "mlp,cnn";
+    long batch = 128, steps = 40, rounds = 7;
+    bench_opts o = {.script = "tools/bench_torch.py"};
+    for (int i = 1; i < argc && !o.help; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (cli_is_help(a)) {
-            usage(stdout);
-            return CLI_OK;
-        } else if (!strcmp(a, "--model") && v &&
-                   (!strcmp(v, "mlp") || !strcmp(v, "cnn") || !strcmp(v, "mlp,cnn") || !strcmp(v, "cnn,mlp")))
+        if (bench_option(&o, argc, argv, &i, usage)) continue;
+        if (!strcmp(a, "--model") && v &&
+            (!strcmp(v, "mlp") || !strcmp(v, "cnn") || !strcmp(v, "mlp,cnn") || !strcmp(v, "cnn,mlp")))
             models = v, i++;
         else if (!strcmp(a, "--batch") && v && !cli_parse_long(v, 1, 4096, &batch)) i++;
         else if (!strcmp(a, "--steps") && v && !cli_parse_long(v, 1, 100000, &steps)) i++;
         else if (!strcmp(a, "--rounds") && v && !cli_parse_long(v, 1, MAXR, &rounds)) i++;
-        else if (!strcmp(a, "--threads") && v && !cli_parse_long(v, 1, 1024, &threads)) i++;
-        else if (!strcmp(a, "--torch-script") && v) script = v, i++;
-        else if (!strcmp(a, "--json") && v) json = v, i++;
-        else if (!strcmp(a, "--no-torch")) no_torch = true;
         else return cli_usage_error(usage, "bench train: bad option '%s'", a);
     }
-    if (threads > 0) amp_set_num_threads((int)threads);
+    if (o.help) return CLI_OK;
+    if (o.threads > 0) amp_set_num_threads((int)o.threads);
     bench_print_machine();
     bench_torch w;
-    bench_torch_open(&w, script, no_torch, NULL);
+    bench_torch_open(&w, o.script, o.no_torch, NULL);
     const char *tver = w.version; /* "" without PyTorch; kept until bench_torch_stop */
     cJSON *root = cJSON_CreateObject(), *arr = cJSON_CreateArray();
     cJSON_AddItemToObject(root, "machine", bench_machine_json());
@@ -148,11 +143,11 @@ int cmd_bench_train(int argc, char **argv) {
     char list[32];
     snprintf(list, sizeof list, "%s", models);
     for (char *save = NULL, *m = strtok_r(list, ",", &save); m && rc == CLI_OK; m = strtok_r(NULL, ",", &save))
-        rc = bench_model(m, batch, steps, (int)rounds, threads, &w, tver, arr);
+        rc = bench_model(m, batch, steps, (int)rounds, o.threads, &w, tver, arr);
     bench_torch_stop(&w);
     if (rc == CLI_OK)
         printf("\nthe PyTorch speedup column uses PyTorch's faster thread setting. Debian's torch 1.13 has\n"
                "no fp16 CPU autocast (that needs torch >= 2), and %s.\n",
                bench_torch_bf16_note());
-    return bench_finish(rc, json, root);
+    return bench_finish(rc, o.json, root);
 }

@@ -179,30 +179,25 @@ static int bench_one(const gpt_bench_cfg *g, long steps, int rounds, long thread
 }
 
 int bench_train_gpt(int argc, char **argv) {
-    const char *json = NULL, *script = "tools/bench_torch.py", *preset = "both", *llmc = getenv("AMP_LLMC_DIR");
-    long steps = 3, threads = 0, rounds = 3;
-    bool no_torch = false;
-    for (int i = 1; i < argc; i++) {
+    const char *preset = "both", *llmc = getenv("AMP_LLMC_DIR");
+    long steps = 3, rounds = 3;
+    bench_opts o = {.script = "tools/bench_torch.py"};
+    for (int i = 1; i < argc && !o.help; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (cli_is_help(a)) {
-            usage(stdout);
-            return CLI_OK;
-        } else if (!strcmp(a, "--model") && v && !strcmp(v, "gpt")) i++;
+        if (bench_option(&o, argc, argv, &i, usage)) continue;
+        if (!strcmp(a, "--model") && v && !strcmp(v, "gpt")) i++;
         else if (!strcmp(a, "--preset") && v && (!strcmp(v, "shakespeare-char") || !strcmp(v, "gpt2-124m") || !strcmp(v, "both") ||
                                                  !strcmp(v, "tiny")))
             preset = v, i++;
         else if (!strcmp(a, "--steps") && v && !cli_parse_long(v, 1, 60, &steps)) i++;
         else if (!strcmp(a, "--rounds") && v && !cli_parse_long(v, 1, MAXR, &rounds)) i++;
-        else if (!strcmp(a, "--threads") && v && !cli_parse_long(v, 1, 1024, &threads)) i++;
-        else if (!strcmp(a, "--torch-script") && v) script = v, i++;
         else if (!strcmp(a, "--llmc") && v) llmc = v, i++;
         else if (!strcmp(a, "--no-llmc")) llmc = NULL;
-        else if (!strcmp(a, "--json") && v) json = v, i++;
-        else if (!strcmp(a, "--no-torch")) no_torch = true;
         else if (!strcmp(a, "--device") && v && !strcmp(v, "cpu")) i++;
         else if (!strcmp(a, "--device") && v && !strcmp(v, "cuda")) return bench_gpt_cuda(argc, argv);
         else return cli_usage_error(usage, "bench train --model gpt: bad option '%s'", a);
     }
+    if (o.help) return CLI_OK;
     if (llmc && !*llmc) llmc = NULL;
     if (llmc) {
         char exe[1200];
@@ -212,10 +207,10 @@ int bench_train_gpt(int argc, char **argv) {
             llmc = NULL;
         }
     }
-    if (threads > 0) amp_set_num_threads((int)threads);
+    if (o.threads > 0) amp_set_num_threads((int)o.threads);
     bench_print_machine();
     bench_torch w;
-    bench_torch_open(&w, script, no_torch, "PyTorch: nanoGPT's model (tools/nanogpt_model.py)");
+    bench_torch_open(&w, o.script, o.no_torch, "PyTorch: nanoGPT's model (tools/nanogpt_model.py)");
     const char *tver = w.version; /* "" without PyTorch; kept until bench_torch_stop */
     if (llmc) printf("llm.c: %s/train_gpt2 (fp32 CPU trainer; random weights and tokens in its formats)\n", llmc);
     const gpt_bench_cfg cfgs[] = {
@@ -232,13 +227,13 @@ int bench_train_gpt(int argc, char **argv) {
     int rc = CLI_OK;
     for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0] && rc == CLI_OK; c++)
         if ((!strcmp(preset, "both") && strcmp(cfgs[c].name, "tiny")) || !strcmp(preset, cfgs[c].name))
-            rc = bench_one(&cfgs[c], steps, (int)rounds, threads, &w, tver, llmc, arr);
+            rc = bench_one(&cfgs[c], steps, (int)rounds, o.threads, &w, tver, llmc, arr);
     bench_torch_stop(&w);
     if (rc == CLI_OK)
         printf("\nPyTorch's speedup column uses its faster thread setting; it has no fp16 CPU autocast (torch\n"
                "1.13), and %s.\n",
                bench_torch_bf16_note());
-    return bench_finish(rc, json, root);
+    return bench_finish(rc, o.json, root);
 }
 
 int cmd_bench_gpt(int argc, char **argv) { return bench_train_gpt(argc, argv); }
