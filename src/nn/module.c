@@ -227,6 +227,15 @@ static void drop(amp_tensor *t) {
     amp__release(t);
 }
 
+/* The checks registering a parameter or a buffer begin with: m live, t
+ * given, name free and well formed; AMP_OK or the error. */
+static amp_status check_register(const char *fn, amp_module *m, const char *name, amp_tensor *t) {
+    if (!mod_live(fn, m)) return AMP_ERR_STATE;
+    if (!m) return amp_error(AMP_ERR_ARG, "%s: module is NULL", fn);
+    if (!t) return amp_error_chain(AMP_ERR_ARG, "%s: %s: tensor '%s' is NULL", fn, m->cls->name, name ? name : "?");
+    return check_name(fn, m, name);
+}
+
 /* The end of registering or setting a parameter: t dropped when st is an
  * error (false), else taken as a parameter (requires grad, category PARAM). */
 static bool adopt_param(amp_tensor *t, amp_status st) {
@@ -242,11 +251,8 @@ static bool adopt_param(amp_tensor *t, amp_status st) {
 
 amp_tensor *amp_module_register_parameter(amp_module *m, const char *name, amp_tensor *t) {
     static const char *fn = "amp_module_register_parameter";
-    amp_status st = AMP_OK;
-    if (!mod_live(fn, m)) st = AMP_ERR_STATE;
-    else if (!m) st = amp_error(AMP_ERR_ARG, "%s: module is NULL", fn);
-    else if (!t) st = amp_error_chain(AMP_ERR_ARG, "%s: %s: tensor '%s' is NULL", fn, m->cls->name, name ? name : "?");
-    else if ((st = check_name(fn, m, name))) {
+    amp_status st = check_register(fn, m, name, t);
+    if (st) {
     } else if (t->grad_fn)
         st = amp_error(AMP_ERR_ARG, "%s: %s: '%s' was produced by %s; a parameter must be a leaf (amp_detach it, or "
                                     "create it directly)", fn, m->cls->name, name, amp_tensor_grad_fn_name(t));
@@ -264,11 +270,8 @@ amp_tensor *amp_module_register_parameter(amp_module *m, const char *name, amp_t
 
 amp_tensor *amp_module_register_buffer(amp_module *m, const char *name, amp_tensor *t, bool persistent) {
     static const char *fn = "amp_module_register_buffer";
-    amp_status st = AMP_OK;
-    if (!mod_live(fn, m)) st = AMP_ERR_STATE;
-    else if (!m) st = amp_error(AMP_ERR_ARG, "%s: module is NULL", fn);
-    else if (!t) st = amp_error_chain(AMP_ERR_ARG, "%s: %s: tensor '%s' is NULL", fn, m->cls->name, name ? name : "?");
-    else if ((st = check_name(fn, m, name))) {
+    amp_status st = check_register(fn, m, name, t);
+    if (st) {
     } else if (t->grad_fn || t->requires_grad)
         st = amp_error(AMP_ERR_ARG, "%s: %s: buffer '%s' requires grad; register it as a parameter, or amp_detach it", fn,
                        m->cls->name, name);
