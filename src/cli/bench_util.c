@@ -432,8 +432,10 @@ int bench_train_run(trainer_cfg *cfg, const char *precision, const char *opt_lev
     return CLI_OK;
 }
 
-int bench_finish(int rc, const char *json, cJSON *root) {
+int bench_finish(int rc, bench_torch *t, const char *note, const char *json, cJSON *root) {
+    bench_torch_stop(t);
     if (rc == CLI_OK) {
+        printf("%s, and %s.\n", note, bench_torch_bf16_note());
         bench_print_amp_notes();
         if (bench_write_json(json, root)) rc = CLI_FAIL;
     }

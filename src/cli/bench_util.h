@@ -127,10 +127,11 @@ int bench_write_json(const char *path, const cJSON *root);
  * run's results (res->step_ms: its median ms per step). CLI_OK, CLI_USAGE
  * (no such mode) or CLI_FAIL (the error printed). */
 int bench_train_run(trainer_cfg *cfg, const char *precision, const char *opt_level, trainer_result *res);
-/* The end of amp bench train and gpt: with rc == CLI_OK, the notes of
- * bench_print_amp_notes and root written to json (CLI_FAIL when that
+/* The end of amp bench train and gpt: t's workers stopped; with rc ==
+ * CLI_OK, "<note>, and <bench_torch_bf16_note>." and the notes of
+ * bench_print_amp_notes printed and root written to json (CLI_FAIL when that
  * fails); root is freed. Returns the status. */
-int bench_finish(int rc, const char *json, cJSON *root);
+int bench_finish(int rc, bench_torch *t, const char *note, const char *json, cJSON *root);
 /* Machine description object: cpu model, cores, threads, path, amp version. */
 cJSON *bench_machine_json(void);
 /* dense peak TFLOP/s of a GPU by its name (f32, tf32, f16/bf16); zeros when unknown */

@@ -131,7 +131,7 @@ int cmd_bench_train(int argc, char **argv) {
     bench_print_machine();
     bench_torch w;
     bench_torch_open(&w, o.script, o.no_torch, NULL);
-    const char *tver = w.version; /* "" without PyTorch; kept until bench_torch_stop */
+    const char *tver = w.version; /* "" without PyTorch; kept until bench_finish stops it */
     cJSON *root = cJSON_CreateObject(), *arr = cJSON_CreateArray();
     cJSON_AddItemToObject(root, "machine", bench_machine_json());
     cJSON_AddNumberToObject(root, "batch", (double)batch);
@@ -144,10 +144,8 @@ int cmd_bench_train(int argc, char **argv) {
     snprintf(list, sizeof list, "%s", models);
     for (char *save = NULL, *m = strtok_r(list, ",", &save); m && rc == CLI_OK; m = strtok_r(NULL, ",", &save))
         rc = bench_model(m, batch, steps, (int)rounds, o.threads, &w, tver, arr);
-    bench_torch_stop(&w);
-    if (rc == CLI_OK)
-        printf("\nthe PyTorch speedup column uses PyTorch's faster thread setting. Debian's torch 1.13 has\n"
-               "no fp16 CPU autocast (that needs torch >= 2), and %s.\n",
-               bench_torch_bf16_note());
-    return bench_finish(rc, o.json, root);
+    return bench_finish(rc, &w,
+                        "\nthe PyTorch speedup column uses PyTorch's faster thread setting. Debian's torch 1.13 has\n"
+                        "no fp16 CPU autocast (that needs torch >= 2)",
+                        o.json, root);
 }

@@ -211,7 +211,7 @@ int bench_train_gpt(int argc, char **argv) {
     bench_print_machine();
     bench_torch w;
     bench_torch_open(&w, o.script, o.no_torch, "PyTorch: nanoGPT's model (tools/nanogpt_model.py)");
-    const char *tver = w.version; /* "" without PyTorch; kept until bench_torch_stop */
+    const char *tver = w.version; /* "" without PyTorch; kept until bench_finish stops it */
     if (llmc) printf("llm.c: %s/train_gpt2 (fp32 CPU trainer; random weights and tokens in its formats)\n", llmc);
     const gpt_bench_cfg cfgs[] = {
         {"shakespeare-char", {6, 6, 384, 256, 256, 0.0, true}, "byte", 16, 256, false},
@@ -228,12 +228,10 @@ int bench_train_gpt(int argc, char **argv) {
     for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0] && rc == CLI_OK; c++)
         if ((!strcmp(preset, "both") && strcmp(cfgs[c].name, "tiny")) || !strcmp(preset, cfgs[c].name))
             rc = bench_one(&cfgs[c], steps, (int)rounds, o.threads, &w, tver, llmc, arr);
-    bench_torch_stop(&w);
-    if (rc == CLI_OK)
-        printf("\nPyTorch's speedup column uses its faster thread setting; it has no fp16 CPU autocast (torch\n"
-               "1.13), and %s.\n",
-               bench_torch_bf16_note());
-    return bench_finish(rc, o.json, root);
+    return bench_finish(rc, &w,
+                        "\nPyTorch's speedup column uses its faster thread setting; it has no fp16 CPU autocast (torch\n"
+                        "1.13)",
+                        o.json, root);
 }
 
 int cmd_bench_gpt(int argc, char **argv) { return bench_train_gpt(argc, argv); }
