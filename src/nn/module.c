@@ -399,10 +399,7 @@ amp_module *amp_module_get_child(const amp_module *m, const char *name) {
 }
 
 int amp_module_num_children(const amp_module *m) {
-    if (!m) {
-        amp_error(AMP_ERR_ARG, "amp_module_num_children: module is NULL");
-        return -1;
-    }
+    if (!m) return amp_error_neg(AMP_ERR_ARG, "amp_module_num_children: module is NULL");
     return mod_live("amp_module_num_children", m) ? m->n_ch : -1;
 }
 
