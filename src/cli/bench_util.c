@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <omp.h>
 #include <signal.h>
 #include <spawn.h>
@@ -17,6 +18,25 @@
 #include <unistd.h>
 
 #include "amp/amp.h"
+
+bool bench_option(bench_opts *o, int argc, char **argv, int *i, void (*usage)(FILE *)) {
+    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    if (cli_is_help(a)) {
+        usage(stdout);
+        o->help = true;
+        return true;
+    }
+    if (o->script && !strcmp(a, "--no-torch")) {
+        o->no_torch = true;
+        return true;
+    }
+    const char **s = !strcmp(a, "--json") ? &o->json : o->script && !strcmp(a, "--torch-script") ? &o->script : NULL;
+    if (s && v) *s = v;
+    else if (!(o->threads >= 0 && !strcmp(a, "--threads") && v && !cli_parse_long(v, 1, 1024, &o->threads)))
+        return false;
+    ++*i;
+    return true;
+}
 
 double bench_now(void) {
     struct timespec ts;
@@ -32,6 +52,38 @@ static int cmp_double(const void *a, const void *b) {
 double bench_median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double bench_median_pos(const double *v, int n) {
+    double *t = malloc(sizeof *t * (size_t)(n > 0 ? n : 1));
+    if (!t) return -1;
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (v[i] > 0) t[k++] = v[i];
+    const double m = k ? bench_median(t, k) : -1;
+    free(t);
+    return m;
+}
+
+double bench_median_of(const double *v, int n) {
+    double *t = malloc(sizeof *t * (size_t)(n > 0 ? n : 1));
+    if (!t) return NAN;
+    memcpy(t, v, sizeof *t * (size_t)n);
+    const double m = bench_median(t, n);
+    free(t);
+    return m;
+}
+
+void bench_minmax(const double *v, int n, double *lo, double *hi) {
+    *lo = *hi = v[0];
+    for (int i = 1; i < n; i++) *lo = fmin(*lo, v[i]), *hi = fmax(*hi, v[i]);
+}
+
+void bench_json_range(cJSON *o, const double *v, int n) {
+    double lo, hi;
+    bench_minmax(v, n, &lo, &hi);
+    cJSON_AddNumberToObject(o, "ms_per_step_min", lo);
+    cJSON_AddNumberToObject(o, "ms_per_step_max", hi);
 }
 
 double bench_time(void (*fn)(void *), void *arg, int min_reps, double min_seconds) {
@@ -338,6 +390,57 @@ void bench_torch_stop(bench_torch *t) {
     bench_worker_stop(&t->w[0]);
     bench_worker_stop(&t->w[1]);
     t->version[0] = 0;
+}
+
+void bench_torch_open(bench_torch *t, const char *script, bool no_torch, const char *note) {
+    *t = (bench_torch){.w = {{.pid = -1}, {.pid = -1}}};
+    if (!no_torch && bench_torch_start(t, script, amp_get_num_threads())) {
+        if (note) printf("%s\n", note);
+        bench_torch_print(t, script);
+    } else {
+        printf("PyTorch: %s\n", no_torch ? "not run (--no-torch)" : "not available");
+    }
+}
+
+double bench_torch_ms(bench_torch *t, int threads, const char *req) {
+    bench_worker *w = bench_torch_at(t, threads);
+    char line[256];
+    double ms;
+    if (!w || !bench_worker_ask(w, req, line, sizeof line) || sscanf(line, "ok %lf", &ms) != 1) return -1;
+    return ms;
+}
+
+double bench_torch_best(double t, double t1) { return t > 0 && t1 > 0 ? fmin(t, t1) : (t > 0 ? t : t1); }
+
+void bench_json_torch(cJSON *o, double t, double t1, double ms) {
+    const double best = bench_torch_best(t, t1);
+    if (t > 0) cJSON_AddNumberToObject(o, "torch_ms_per_step", t);
+    if (t1 > 0) cJSON_AddNumberToObject(o, "torch_ms_per_step_1thread", t1);
+    if (best > 0) cJSON_AddNumberToObject(o, "speedup_vs_torch", best / ms);
+}
+
+int bench_train_run(trainer_cfg *cfg, const char *precision, const char *opt_level, trainer_result *res) {
+    cfg->progress = false;
+    if (trainer_resolve_mode(cfg, precision, opt_level, NULL)) return CLI_USAGE;
+    /* each run starts as its own process would: the host cache (exact-size
+     * free lists, 1 GiB cap) still holds the previous run's blocks, whose
+     * sizes this mode mostly does not reuse; they would fill the cap and
+     * send its step buffers to fresh pages every step. Its warm-up step
+     * fills the cache again. */
+    amp_memory_empty_cache();
+    if (trainer_run(cfg, res, false) != 0) return cli_fail("%s", amp_last_error());
+    return CLI_OK;
+}
+
+int bench_finish(int rc, bench_torch *t, const char *note, const char *json, cJSON *root) {
+    bench_torch_stop(t);
+    if (rc == CLI_OK) {
+        printf("%s, and %s.\n", note, bench_torch_bf16_note());
+        bench_print_amp_notes();
+        if (bench_write_json(json, root)) rc = CLI_FAIL;
+    }
+    cJSON_Delete(root);
+    return rc;
 }
 
 void bench_worker_stop(bench_worker *w) {

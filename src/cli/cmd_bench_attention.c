@@ -43,19 +43,16 @@ static double peak_above(att_arg *a) {
 }
 
 int cmd_bench_attention(int argc, char **argv) {
-    long rounds = 5, threads = 0;
-    const char *json = NULL;
-    for (int i = 1; i < argc; i++) {
+    long rounds = 5;
+    bench_opts o = {0};
+    for (int i = 1; i < argc && !o.help; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (cli_is_help(a)) {
-            usage(stdout);
-            return CLI_OK;
-        } else if (!strcmp(a, "--rounds") && v && !cli_parse_long(v, 1, 1000, &rounds)) i++;
-        else if (!strcmp(a, "--threads") && v && !cli_parse_long(v, 1, 1024, &threads)) i++;
-        else if (!strcmp(a, "--json") && v) json = v, i++;
+        if (bench_option(&o, argc, argv, &i, usage)) continue;
+        if (!strcmp(a, "--rounds") && v && !cli_parse_long(v, 1, 1000, &rounds)) i++;
         else return cli_usage_error(usage, "bench attention: bad option '%s'", a);
     }
-    if (threads > 0) amp_set_num_threads((int)threads);
+    if (o.help) return CLI_OK;
+    if (o.threads > 0) amp_set_num_threads((int)o.threads);
     bench_print_machine();
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "benchmark", "attention");
@@ -126,7 +123,7 @@ int cmd_bench_attention(int argc, char **argv) {
     printf("\nThe naive composition stores the B x H x T x T weights (and, with backward, their\n"
            "softmax and matmul inputs); the fused kernel keeps 64 x 64 tiles per thread and\n"
            "the f32 row logsumexp per head, and recomputes the weights in the backward.\n");
-    int rc = bench_write_json(json, root);
+    int rc = bench_write_json(o.json, root);
     cJSON_Delete(root);
     return rc ? CLI_FAIL : CLI_OK;
 }

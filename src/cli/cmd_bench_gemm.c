@@ -159,17 +159,21 @@ typedef struct {
 
 static double shape_flops(const shape *s) { return 2.0 * (double)s->m * s->n * s->k * s->batch * s->calls; }
 
+/* n values in [-0.5, 0.5) from a xorshift seeded with seed, stored as dt
+ * (f32, or rounded once by amp's array conversions) */
 static void fill(void *p, amp_dtype dt, int64_t n, uint64_t seed) {
+    enum { CHUNK = 4096 };
     uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (int64_t i = 0; i < n; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        float v = (float)((double)(x >> 11) * (1.0 / 9007199254740992.0) - 0.5);
-        if (dt == AMP_F32)
-            ((float *)p)[i] = v;
-        else if (dt == AMP_F16)
-            ((uint16_t *)p)[i] = amp_f32_to_f16(v);
-        else
-            ((uint16_t *)p)[i] = amp_f32_to_bf16(v);
+    float tmp[CHUNK];
+    for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
+        const int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
+        float *v = dt == AMP_F32 ? (float *)p + i0 : tmp;
+        for (int64_t i = 0; i < m; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            v[i] = (float)((double)(x >> 11) * (1.0 / 9007199254740992.0) - 0.5);
+        }
+        if (dt == AMP_F16) amp_f32_to_f16_array((uint16_t *)p + i0, tmp, (size_t)m);
+        if (dt == AMP_BF16) amp_f32_to_bf16_array((uint16_t *)p + i0, tmp, (size_t)m);
     }
 }
 

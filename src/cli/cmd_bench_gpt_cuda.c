@@ -169,26 +169,22 @@ static cJSON *torch_run(const char *script, int64_t B, int64_t T, long steps, co
 }
 
 int bench_gpt_cuda(int argc, char **argv) {
-    const char *json = NULL, *script = "tools/bench_torch_gpt_cuda.py", *preset = "gpt2-124m", *modes = "fp32,tf32,fp16,bf16,bf16-o2";
+    const char *preset = "gpt2-124m", *modes = "fp32,tf32,fp16,bf16,bf16-o2";
+    bench_opts o = {.threads = -1, .script = "tools/bench_torch_gpt_cuda.py"};
     long steps = 10, batch = 0, seq = 0;
-    bool no_torch = false;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc && !o.help; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (cli_is_help(a)) {
-            usage(stdout);
-            return CLI_OK;
-        } else if (!strcmp(a, "--device") && v) i++;
+        if (bench_option(&o, argc, argv, &i, usage)) continue;
+        if (!strcmp(a, "--device") && v) i++;
         else if (!strcmp(a, "--model") && v && !strcmp(v, "gpt")) i++;
         else if (!strcmp(a, "--preset") && v && (!strcmp(v, "shakespeare-char") || !strcmp(v, "gpt2-124m"))) preset = v, i++;
         else if (!strcmp(a, "--steps") && v && !cli_parse_long(v, 1, 1000, &steps)) i++;
         else if (!strcmp(a, "--batch") && v && !cli_parse_long(v, 1, 4096, &batch)) i++;
         else if (!strcmp(a, "--seq") && v && !cli_parse_long(v, 1, 1 << 20, &seq)) i++;
         else if (!strcmp(a, "--modes") && v) modes = v, i++;
-        else if (!strcmp(a, "--torch-script") && v) script = v, i++;
-        else if (!strcmp(a, "--json") && v) json = v, i++;
-        else if (!strcmp(a, "--no-torch")) no_torch = true;
         else return cli_usage_error(usage, "bench gpt --device cuda: bad option '%s'", a);
     }
+    if (o.help) return CLI_OK;
     bool shakes = !strcmp(preset, "shakespeare-char");
     amp_gpt_config gc = shakes ? (amp_gpt_config){6, 6, 384, 256, 256, 0.0, true} : AMP_GPT_CONFIG_GPT2;
     int64_t B = batch ? batch : (shakes ? 16 : 4), T = seq ? seq : gc.block_size;
@@ -218,9 +214,9 @@ int bench_gpt_cuda(int argc, char **argv) {
         }
     }
     cJSON *tj = NULL;
-    if (!no_torch) {
+    if (!o.no_torch) {
         fprintf(stderr, "amp bench gpt: PyTorch\n");
-        tj = torch_run(script, B, T, steps, &gc);
+        tj = torch_run(o.script, B, T, steps, &gc);
     }
     cJSON *tmodes = tj ? cJSON_GetObjectItem(tj, "modes") : NULL;
     printf("| mode | amp ms/step | tokens/s | TFLOP/s | MFU | vs amp fp32 | peak GPU memory | PyTorch %s ms/step | PyTorch MFU | "
@@ -273,9 +269,9 @@ int bench_gpt_cuda(int argc, char **argv) {
         for (int c = 0; c < AMP_MEM_CATEGORY_COUNT; c++) printf(" %.0f |", (double)res[k].mem.peak[c] / 1048576.0);
         printf(" %.0f |\n", (double)res[k].mem.peak_total / 1048576.0);
     }
-    if (!tj && !no_torch) printf("\nPyTorch: not measured (%s did not answer; set AMP_TORCH_PYTHON to a python3 with torch)\n", script);
+    if (!tj && !o.no_torch) printf("\nPyTorch: not measured (%s did not answer; set AMP_TORCH_PYTHON to a python3 with torch)\n", o.script);
     cJSON_AddItemToObject(root, "modes", arr);
-    int rc = bench_write_json(json, root) ? CLI_FAIL : CLI_OK;
+    int rc = bench_write_json(o.json, root) ? CLI_FAIL : CLI_OK;
     cJSON_Delete(root);
     cJSON_Delete(tj);
     return rc;

@@ -78,19 +78,17 @@ static void run_k(void *p) {
 }
 
 int cmd_bench_kernels(int argc, char **argv) {
-    long n = 1L << 24, threads = 0;
-    const char *json = NULL, *ops = NULL;
-    for (int i = 1; i < argc; i++) {
+    long n = 1L << 24;
+    const char *ops = NULL;
+    bench_opts opt = {0};
+    for (int i = 1; i < argc && !opt.help; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (cli_is_help(a)) {
-            usage(stdout);
-            return CLI_OK;
-        } else if (!strcmp(a, "--size") && v && !cli_parse_long(v, 4096, 1L << 30, &n)) i++;
-        else if (!strcmp(a, "--threads") && v && !cli_parse_long(v, 1, 1024, &threads)) i++;
-        else if (!strcmp(a, "--json") && v) json = v, i++;
+        if (bench_option(&opt, argc, argv, &i, usage)) continue;
+        if (!strcmp(a, "--size") && v && !cli_parse_long(v, 4096, 1L << 30, &n)) i++;
         else if (!strcmp(a, "--ops") && v) ops = v, i++;
         else return cli_usage_error(usage, "bench kernels: bad option '%s'", a);
     }
+    if (opt.help) return CLI_OK;
     bool want[K_COUNT];
     for (int k = 0; k < K_COUNT; k++) want[k] = ops == NULL;
     for (const char *o = ops; o && *o;) {
@@ -101,7 +99,7 @@ int cmd_bench_kernels(int argc, char **argv) {
         want[k] = true;
         o += len + (o[len] == ',');
     }
-    if (threads > 0) amp_set_num_threads((int)threads);
+    if (opt.threads > 0) amp_set_num_threads((int)opt.threads);
     n = (n + 4095) / 4096 * 4096;
     bench_print_machine();
     bench_triad *tri = bench_triad_new((size_t)n);
@@ -186,7 +184,7 @@ int cmd_bench_kernels(int argc, char **argv) {
     cJSON_AddItemToObject(root, "ops", arr);
     printf("\nbytes counted: inputs read + output written (sum: input only); cast is f32->bf16\n"
            "for the f32 column and bf16->f32 for the bf16 column.\n");
-    int rc = bench_write_json(json, root);
+    int rc = bench_write_json(opt.json, root);
     cJSON_Delete(root);
     return rc ? CLI_FAIL : CLI_OK;
 }

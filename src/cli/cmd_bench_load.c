@@ -104,7 +104,6 @@ static int run_one(const char *model, int conf, int T, long steps, uint64_t seed
     trainer_cfg cfg;
     trainer_defaults(&cfg);
     cfg.model = model;
-    cfg.progress = false;
     cfg.seed = seed;
     cfg.threads = conf == C_ONE ? 1 : T;
     cfg.max_steps = steps + 1;
@@ -118,14 +117,12 @@ static int run_one(const char *model, int conf, int T, long steps, uint64_t seed
         cfg.limit = cfg.batch * (steps + 1);
         cfg.test_limit = 100;
     }
-    if (trainer_resolve_mode(&cfg, precision, NULL, NULL)) return CLI_USAGE;
     amp_set_adaptive_threads(conf != C_FIXED);
     amp__threads_stats_reset();
-    amp_memory_empty_cache(); /* as its own process would start (cmd_bench_train_gpt.c) */
     trainer_result res;
-    int rc = trainer_run(&cfg, &res, false);
+    int rc = bench_train_run(&cfg, precision, NULL, &res);
     amp_set_adaptive_threads(true);
-    if (rc != 0) return cli_fail("%s", amp_last_error());
+    if (rc != CLI_OK) return rc;
     double mean = 0, secs = 0;
     amp__threads_stats(&mean, &secs, NULL);
     *ms = res.step_ms;
@@ -133,22 +130,11 @@ static int run_one(const char *model, int conf, int T, long steps, uint64_t seed
     return CLI_OK;
 }
 
-static void minmax(const double *v, int n, double *lo, double *hi) {
-    *lo = *hi = v[0];
-    for (int i = 1; i < n; i++) *lo = fmin(*lo, v[i]), *hi = fmax(*hi, v[i]);
-}
-
-static double med(const double *v, int n) {
-    double t[MAXR];
-    memcpy(t, v, sizeof(double) * (size_t)n);
-    return bench_median(t, n);
-}
-
 /* "12.34 (11.90-13.10)" */
 static const char *cell(char *buf, size_t n, const double *v, int r, const char *unit) {
     double lo, hi;
-    minmax(v, r, &lo, &hi);
-    snprintf(buf, n, "%.2f%s (%.2f-%.2f)", med(v, r), unit, lo, hi);
+    bench_minmax(v, r, &lo, &hi);
+    snprintf(buf, n, "%.2f%s (%.2f-%.2f)", bench_median_of(v, r), unit, lo, hi);
     return buf;
 }
 
@@ -192,23 +178,20 @@ static int bench_model(const char *model, long steps, int rounds, int T, int nbu
         printf("| %s | %s | %s | %s | %s | %s | %s | %s | %.2f |\n", label, who, cell(c1, sizeof c1, ms[comp][C_ONE], rounds, ""),
                cell(c2, sizeof c2, ms[comp][C_FIXED], rounds, ""), cell(c3, sizeof c3, ms[comp][C_ADAPT], rounds, ""),
                cell(c4, sizeof c4, ra, rounds, "x"), cell(c5, sizeof c5, rf, rounds, "x"), cell(c6, sizeof c6, raf, rounds, "x"),
-               med(used[comp][C_ADAPT], rounds));
-        ratio_out[comp] = comp ? med(ra, rounds) : med(raf, rounds);
+               bench_median_of(used[comp][C_ADAPT], rounds));
+        ratio_out[comp] = comp ? bench_median_of(ra, rounds) : bench_median_of(raf, rounds);
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "busy_processes", comp ? nbusy : 0);
         for (int k = 0; k < NCONF; k++) {
-            double lo, hi;
-            minmax(ms[comp][k], rounds, &lo, &hi);
             cJSON *v = cJSON_CreateObject();
-            cJSON_AddNumberToObject(v, "ms_per_step", med(ms[comp][k], rounds));
-            cJSON_AddNumberToObject(v, "ms_per_step_min", lo);
-            cJSON_AddNumberToObject(v, "ms_per_step_max", hi);
-            cJSON_AddNumberToObject(v, "threads_mean", med(used[comp][k], rounds));
+            cJSON_AddNumberToObject(v, "ms_per_step", bench_median_of(ms[comp][k], rounds));
+            bench_json_range(v, ms[comp][k], rounds);
+            cJSON_AddNumberToObject(v, "threads_mean", bench_median_of(used[comp][k], rounds));
             cJSON_AddItemToObject(o, g_conf_json[k], v);
         }
-        cJSON_AddNumberToObject(o, "adaptive_over_one_thread", med(ra, rounds));
-        cJSON_AddNumberToObject(o, "fixed_over_one_thread", med(rf, rounds));
-        cJSON_AddNumberToObject(o, "adaptive_over_fixed", med(raf, rounds));
+        cJSON_AddNumberToObject(o, "adaptive_over_one_thread", bench_median_of(ra, rounds));
+        cJSON_AddNumberToObject(o, "fixed_over_one_thread", bench_median_of(rf, rounds));
+        cJSON_AddNumberToObject(o, "adaptive_over_fixed", bench_median_of(raf, rounds));
         cJSON_AddItemToArray(cells, o);
     }
     cJSON_AddItemToObject(mo, "cells", cells);

@@ -125,28 +125,23 @@ static void run_b1(void *p) {
 int bench_precision_cuda(long n, long reps, long per_round, const char *torch_script, bool no_torch, const char *json);
 
 int cmd_bench_precision(int argc, char **argv) {
-    long n = 4096, reps = 5, threads = 0, per_round = 20;
-    const char *json = NULL, *device = "cpu", *torch_script = "tools/bench_torch_cuda_mm.py";
-    bool no_torch = false;
-    for (int i = 1; i < argc; i++) {
+    long n = 4096, reps = 5, per_round = 20;
+    const char *device = "cpu";
+    bench_opts o = {.script = "tools/bench_torch_cuda_mm.py"};
+    for (int i = 1; i < argc && !o.help; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (cli_is_help(a)) {
-            usage(stdout);
-            return CLI_OK;
-        } else if (!strcmp(a, "--n") && v && !cli_parse_long(v, 16, 16384, &n)) i++;
+        if (bench_option(&o, argc, argv, &i, usage)) continue;
+        if (!strcmp(a, "--n") && v && !cli_parse_long(v, 16, 16384, &n)) i++;
         else if (!strcmp(a, "--reps") && v && !cli_parse_long(v, 1, 100, &reps)) i++;
-        else if (!strcmp(a, "--threads") && v && !cli_parse_long(v, 1, 1024, &threads)) i++;
-        else if (!strcmp(a, "--json") && v) json = v, i++;
         else if (!strcmp(a, "--device") && v) device = v, i++;
         else if (!strcmp(a, "--per-round") && v && !cli_parse_long(v, 1, 1000, &per_round)) i++;
-        else if (!strcmp(a, "--torch-script") && v) torch_script = v, i++;
-        else if (!strcmp(a, "--no-torch")) no_torch = true;
         else return cli_usage_error(usage, "bench precision: bad option '%s'", a);
     }
+    if (o.help) return CLI_OK;
     amp_device dev;
     if (amp_device_parse(device, &dev) != AMP_OK) return cli_usage_error(usage, "bench precision: %s", amp_last_error());
-    if (dev == AMP_DEVICE_CUDA) return bench_precision_cuda(n, reps, per_round, torch_script, no_torch, json);
-    if (threads > 0) amp_set_num_threads((int)threads);
+    if (dev == AMP_DEVICE_CUDA) return bench_precision_cuda(n, reps, per_round, o.script, o.no_torch, o.json);
+    if (o.threads > 0) amp_set_num_threads((int)o.threads);
     bench_print_machine();
     cJSON *root = cJSON_CreateObject();
     cJSON_AddItemToObject(root, "machine", bench_machine_json());
@@ -294,7 +289,7 @@ int cmd_bench_precision(int argc, char **argv) {
         amp_tensor_free(ba.x);
         for (int l = 0; l < 4; l++) amp_tensor_free(ba.w[l]);
     }
-    int rc = bench_write_json(json, root);
+    int rc = bench_write_json(o.json, root);
     cJSON_Delete(root);
     return rc ? CLI_FAIL : CLI_OK;
 }

@@ -38,20 +38,9 @@ enum { NM = sizeof g_modes / sizeof g_modes[0], MAXR = 25 };
 /* PyTorch's median ms per step for a mode on `threads` threads; -1 if the
  * worker cannot (no torch, unsupported mode) */
 static double torch_step(bench_torch *tw, const char *model, long batch, long steps, int threads, const char *mode) {
-    bench_worker *w = bench_torch_at(tw, threads);
-    char req[128], line[256];
+    char req[128];
     snprintf(req, sizeof req, "run %s %ld %ld %d %s", model, batch, steps, threads, mode);
-    double ms;
-    if (!w || !bench_worker_ask(w, req, line, sizeof line) || sscanf(line, "ok %lf", &ms) != 1) return -1;
-    return ms;
-}
-
-static double median_valid(double *v, int n) {
-    double t[MAXR];
-    int k = 0;
-    for (int i = 0; i < n; i++)
-        if (v[i] > 0) t[k++] = v[i];
-    return k ? bench_median(t, k) : -1;
+    return bench_torch_ms(tw, threads, req);
 }
 
 static int bench_model(const char *model, long batch, long steps, int rounds, long threads, bench_torch *w,
@@ -70,13 +59,11 @@ static int bench_model(const char *model, long batch, long steps, int rounds, lo
             cfg.timing_skip = 5; /* the warm-up steps */
             cfg.limit = batch * (steps + 5);
             cfg.test_limit = 100;
-            cfg.progress = false;
             cfg.threads = (int)threads;
             cfg.seed = (uint64_t)r;
-            if (trainer_resolve_mode(&cfg, g_modes[k].precision, g_modes[k].opt_level, NULL)) return CLI_USAGE;
             trainer_result res;
-            amp_memory_empty_cache(); /* each mode starts as its own process would (cmd_bench_train_gpt.c) */
-            if (trainer_run(&cfg, &res, false) != 0) return cli_fail("%s", amp_last_error());
+            const int rc = bench_train_run(&cfg, g_modes[k].precision, g_modes[k].opt_level, &res);
+            if (rc != CLI_OK) return rc;
             per[k][r] = res.step_ms;
         }
         for (int k = 0; k < NM; k++) {
@@ -98,9 +85,9 @@ static int bench_model(const char *model, long batch, long steps, int rounds, lo
     double ms[NM];
     for (int k = 0; k < NM; k++) ms[k] = bench_median(per[k], rounds);
     for (int k = 0; k < NM; k++) {
-        const double t = median_valid(tper[k], rounds), t1 = median_valid(tper1[k], rounds);
+        const double t = bench_median_pos(tper[k], rounds), t1 = bench_median_pos(tper1[k], rounds);
         char tcol[64] = "n/a", scol[32] = "n/a";
-        const double best = t > 0 && t1 > 0 ? fmin(t, t1) : (t > 0 ? t : t1);
+        const double best = bench_torch_best(t, t1);
         if (best > 0) {
             snprintf(tcol, sizeof tcol, "%.2f / %.2f", t, t1);
             snprintf(scol, sizeof scol, "%.2fx", best / ms[k]);
@@ -112,15 +99,10 @@ static int bench_model(const char *model, long batch, long steps, int rounds, lo
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "mode", g_modes[k].label);
         cJSON_AddNumberToObject(o, "ms_per_step", ms[k]);
-        double lo = per[k][0], hi = per[k][0];
-        for (int r = 1; r < rounds; r++) lo = fmin(lo, per[k][r]), hi = fmax(hi, per[k][r]);
-        cJSON_AddNumberToObject(o, "ms_per_step_min", lo);
-        cJSON_AddNumberToObject(o, "ms_per_step_max", hi);
+        bench_json_range(o, per[k], rounds);
         cJSON_AddNumberToObject(o, "ratio_to_fp32", ms[k] / ms[0]);
         cJSON_AddNumberToObject(o, "epoch_s", ms[k] * per_epoch / 1e3);
-        if (t > 0) cJSON_AddNumberToObject(o, "torch_ms_per_step", t);
-        if (t1 > 0) cJSON_AddNumberToObject(o, "torch_ms_per_step_1thread", t1);
-        if (best > 0) cJSON_AddNumberToObject(o, "speedup_vs_torch", best / ms[k]);
+        bench_json_torch(o, t, t1, ms[k]);
         cJSON_AddItemToArray(modes, o);
     }
     cJSON_AddItemToObject(mo, "modes", modes);
@@ -132,36 +114,26 @@ static int bench_model(const char *model, long batch, long steps, int rounds, lo
 int cmd_bench_train(int argc, char **argv) {
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--model") && !strcmp(argv[i + 1], "gpt")) return bench_train_gpt(argc, argv);
-    const char *models = "mlp,cnn", *json = NULL, *script = "tools/bench_torch.py";
-    long batch = 128, steps = 40, threads = 0, rounds = 7;
-    bool no_torch = false;
-    for (int i = 1; i < argc; i++) {
+    const char *models = "mlp,cnn";
+    long batch = 128, steps = 40, rounds = 7;
+    bench_opts o = {.script = "tools/bench_torch.py"};
+    for (int i = 1; i < argc && !o.help; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (cli_is_help(a)) {
-            usage(stdout);
-            return CLI_OK;
-        } else if (!strcmp(a, "--model") && v &&
-                   (!strcmp(v, "mlp") || !strcmp(v, "cnn") || !strcmp(v, "mlp,cnn") || !strcmp(v, "cnn,mlp")))
+        if (bench_option(&o, argc, argv, &i, usage)) continue;
+        if (!strcmp(a, "--model") && v &&
+            (!strcmp(v, "mlp") || !strcmp(v, "cnn") || !strcmp(v, "mlp,cnn") || !strcmp(v, "cnn,mlp")))
             models = v, i++;
         else if (!strcmp(a, "--batch") && v && !cli_parse_long(v, 1, 4096, &batch)) i++;
         else if (!strcmp(a, "--steps") && v && !cli_parse_long(v, 1, 100000, &steps)) i++;
         else if (!strcmp(a, "--rounds") && v && !cli_parse_long(v, 1, MAXR, &rounds)) i++;
-        else if (!strcmp(a, "--threads") && v && !cli_parse_long(v, 1, 1024, &threads)) i++;
-        else if (!strcmp(a, "--torch-script") && v) script = v, i++;
-        else if (!strcmp(a, "--json") && v) json = v, i++;
-        else if (!strcmp(a, "--no-torch")) no_torch = true;
         else return cli_usage_error(usage, "bench train: bad option '%s'", a);
     }
-    if (threads > 0) amp_set_num_threads((int)threads);
+    if (o.help) return CLI_OK;
+    if (o.threads > 0) amp_set_num_threads((int)o.threads);
     bench_print_machine();
-    bench_torch w = {.w = {{.pid = -1}, {.pid = -1}}};
-    char tver[64] = "";
-    if (!no_torch && bench_torch_start(&w, script, amp_get_num_threads())) {
-        snprintf(tver, sizeof tver, "%s", w.version);
-        bench_torch_print(&w, script);
-    } else {
-        printf("PyTorch: %s\n", no_torch ? "not run (--no-torch)" : "not available");
-    }
+    bench_torch w;
+    bench_torch_open(&w, o.script, o.no_torch, NULL);
+    const char *tver = w.version; /* "" without PyTorch; kept until bench_finish stops it */
     cJSON *root = cJSON_CreateObject(), *arr = cJSON_CreateArray();
     cJSON_AddItemToObject(root, "machine", bench_machine_json());
     cJSON_AddNumberToObject(root, "batch", (double)batch);
@@ -173,15 +145,9 @@ int cmd_bench_train(int argc, char **argv) {
     char list[32];
     snprintf(list, sizeof list, "%s", models);
     for (char *save = NULL, *m = strtok_r(list, ",", &save); m && rc == CLI_OK; m = strtok_r(NULL, ",", &save))
-        rc = bench_model(m, batch, steps, (int)rounds, threads, &w, *tver ? tver : "", arr);
-    bench_torch_stop(&w);
-    if (rc == CLI_OK) {
-        printf("\nthe PyTorch speedup column uses PyTorch's faster thread setting. Debian's torch 1.13 has\n"
-               "no fp16 CPU autocast (that needs torch >= 2), and %s.\n",
-               bench_torch_bf16_note());
-        bench_print_amp_notes();
-        if (bench_write_json(json, root)) rc = CLI_FAIL;
-    }
-    cJSON_Delete(root);
-    return rc;
+        rc = bench_model(m, batch, steps, (int)rounds, o.threads, &w, tver, arr);
+    return bench_finish(rc, &w,
+                        "\nthe PyTorch speedup column uses PyTorch's faster thread setting. Debian's torch 1.13 has\n"
+                        "no fp16 CPU autocast (that needs torch >= 2)",
+                        o.json, root);
 }

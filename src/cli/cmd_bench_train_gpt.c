@@ -55,14 +55,11 @@ typedef struct {
 } gpt_bench_cfg;
 
 static double torch_gpt(bench_torch *tw, const gpt_bench_cfg *g, long steps, int threads, const char *mode) {
-    bench_worker *w = bench_torch_at(tw, threads);
-    char req[256], line[256];
+    char req[256];
     snprintf(req, sizeof req, "gpt %lld %lld %lld %lld %lld %lld %lld %ld %d %s", (long long)g->c.n_layer, (long long)g->c.n_head,
              (long long)g->c.n_embd, (long long)g->c.block_size, (long long)g->c.vocab_size, (long long)g->batch,
              (long long)g->seq, steps, threads, mode);
-    double ms;
-    if (!w || !bench_worker_ask(w, req, line, sizeof line) || sscanf(line, "ok %lf", &ms) != 1) return -1;
-    return ms;
+    return bench_torch_ms(tw, threads, req);
 }
 
 /* llm.c's train_gpt2 in dir: the median of its steps 1..steps (step 0 is
@@ -89,14 +86,6 @@ static double llmc_step(const char *dir, long steps, int threads) {
     return n > 0 ? bench_median(t, n) : -1;
 }
 
-static double median_pos(const double *v, int n) {
-    double t[MAXR];
-    int k = 0;
-    for (int i = 0; i < n; i++)
-        if (v[i] > 0) t[k++] = v[i];
-    return k ? bench_median(t, k) : -1;
-}
-
 static int bench_one(const gpt_bench_cfg *g, long steps, int rounds, long threads, bench_torch *w, const char *tver,
                      const char *llmc, cJSON *arr) {
     const int nt = amp_get_num_threads();
@@ -114,19 +103,12 @@ static int bench_one(const gpt_bench_cfg *g, long steps, int rounds, long thread
             cfg.max_steps = steps + 1;
             cfg.timing_skip = 1; /* the warm-up step */
             cfg.eval_windows = 1;
-            cfg.progress = false;
             cfg.threads = (int)threads;
             cfg.seed = (uint64_t)r;
-            if (trainer_resolve_mode(&cfg, g_modes[k].precision, g_modes[k].opt_level, NULL)) return CLI_USAGE;
-            trainer_result res;
             fprintf(stderr, "amp bench train: %s round %d/%d: amp %s\n", g->name, r + 1, rounds, g_modes[k].label);
-            /* each mode starts as its own process would: the host cache
-             * (exact-size free lists, 1 GiB cap) still holds the previous
-             * mode's blocks, whose sizes this mode mostly does not reuse;
-             * they would fill the cap and send its step buffers to fresh
-             * pages every step. Its warm-up step fills the cache again. */
-            amp_memory_empty_cache();
-            if (trainer_run(&cfg, &res, false) != 0) return cli_fail("%s", amp_last_error());
+            trainer_result res;
+            const int rc = bench_train_run(&cfg, g_modes[k].precision, g_modes[k].opt_level, &res);
+            if (rc != CLI_OK) return rc;
             amp_ms[k][r] = res.step_ms;
             params = res.params;
         }
@@ -155,7 +137,7 @@ static int bench_one(const gpt_bench_cfg *g, long steps, int rounds, long thread
     printf("|---|---|---|---|---|---|---|---|\n");
     double ms[NMODE];
     for (int k = 0; k < NMODE; k++) ms[k] = bench_median(amp_ms[k], rounds);
-    double lm = median_pos(l_ms, rounds);
+    double lm = bench_median_pos(l_ms, rounds);
     cJSON *o = cJSON_CreateObject(), *modes = cJSON_CreateArray();
     cJSON_AddStringToObject(o, "config", g->name);
     cJSON_AddNumberToObject(o, "params", (double)params);
@@ -163,8 +145,8 @@ static int bench_one(const gpt_bench_cfg *g, long steps, int rounds, long thread
     cJSON_AddNumberToObject(o, "seq", (double)g->seq);
     if (lm > 0) cJSON_AddNumberToObject(o, "llmc_ms_per_step", lm);
     for (int k = 0; k < NMODE; k++) {
-        const double t = median_pos(t_ms[k], rounds), t1 = median_pos(t1_ms[k], rounds);
-        const double best = t > 0 && t1 > 0 ? fmin(t, t1) : (t > 0 ? t : t1);
+        const double t = bench_median_pos(t_ms[k], rounds), t1 = bench_median_pos(t1_ms[k], rounds);
+        const double best = bench_torch_best(t, t1);
         char tcol[64] = "n/a", scol[32] = "n/a", lcol[32] = "n/a", lscol[32] = "n/a";
         if (best > 0) {
             snprintf(tcol, sizeof tcol, "%.0f / %.0f", t, t1);
@@ -185,13 +167,8 @@ static int bench_one(const gpt_bench_cfg *g, long steps, int rounds, long thread
         cJSON_AddNumberToObject(m, "ms_per_step", ms[k]);
         cJSON_AddNumberToObject(m, "tokens_per_s", tokens / (ms[k] / 1e3));
         cJSON_AddNumberToObject(m, "ratio_to_fp32", ms[k] / ms[0]);
-        double lo = amp_ms[k][0], hi = amp_ms[k][0];
-        for (int r = 1; r < rounds; r++) lo = fmin(lo, amp_ms[k][r]), hi = fmax(hi, amp_ms[k][r]);
-        cJSON_AddNumberToObject(m, "ms_per_step_min", lo);
-        cJSON_AddNumberToObject(m, "ms_per_step_max", hi);
-        if (t > 0) cJSON_AddNumberToObject(m, "torch_ms_per_step", t);
-        if (t1 > 0) cJSON_AddNumberToObject(m, "torch_ms_per_step_1thread", t1);
-        if (best > 0) cJSON_AddNumberToObject(m, "speedup_vs_torch", best / ms[k]);
+        bench_json_range(m, amp_ms[k], rounds);
+        bench_json_torch(m, t, t1, ms[k]);
         cJSON_AddItemToArray(modes, m);
     }
     cJSON_AddItemToObject(o, "modes", modes);
@@ -203,30 +180,25 @@ static int bench_one(const gpt_bench_cfg *g, long steps, int rounds, long thread
 }
 
 int bench_train_gpt(int argc, char **argv) {
-    const char *json = NULL, *script = "tools/bench_torch.py", *preset = "both", *llmc = getenv("AMP_LLMC_DIR");
-    long steps = 3, threads = 0, rounds = 3;
-    bool no_torch = false;
-    for (int i = 1; i < argc; i++) {
+    const char *preset = "both", *llmc = getenv("AMP_LLMC_DIR");
+    long steps = 3, rounds = 3;
+    bench_opts o = {.script = "tools/bench_torch.py"};
+    for (int i = 1; i < argc && !o.help; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (cli_is_help(a)) {
-            usage(stdout);
-            return CLI_OK;
-        } else if (!strcmp(a, "--model") && v && !strcmp(v, "gpt")) i++;
+        if (bench_option(&o, argc, argv, &i, usage)) continue;
+        if (!strcmp(a, "--model") && v && !strcmp(v, "gpt")) i++;
         else if (!strcmp(a, "--preset") && v && (!strcmp(v, "shakespeare-char") || !strcmp(v, "gpt2-124m") || !strcmp(v, "both") ||
                                                  !strcmp(v, "tiny")))
             preset = v, i++;
         else if (!strcmp(a, "--steps") && v && !cli_parse_long(v, 1, 60, &steps)) i++;
         else if (!strcmp(a, "--rounds") && v && !cli_parse_long(v, 1, MAXR, &rounds)) i++;
-        else if (!strcmp(a, "--threads") && v && !cli_parse_long(v, 1, 1024, &threads)) i++;
-        else if (!strcmp(a, "--torch-script") && v) script = v, i++;
         else if (!strcmp(a, "--llmc") && v) llmc = v, i++;
         else if (!strcmp(a, "--no-llmc")) llmc = NULL;
-        else if (!strcmp(a, "--json") && v) json = v, i++;
-        else if (!strcmp(a, "--no-torch")) no_torch = true;
         else if (!strcmp(a, "--device") && v && !strcmp(v, "cpu")) i++;
         else if (!strcmp(a, "--device") && v && !strcmp(v, "cuda")) return bench_gpt_cuda(argc, argv);
         else return cli_usage_error(usage, "bench train --model gpt: bad option '%s'", a);
     }
+    if (o.help) return CLI_OK;
     if (llmc && !*llmc) llmc = NULL;
     if (llmc) {
         char exe[1200];
@@ -236,17 +208,11 @@ int bench_train_gpt(int argc, char **argv) {
             llmc = NULL;
         }
     }
-    if (threads > 0) amp_set_num_threads((int)threads);
+    if (o.threads > 0) amp_set_num_threads((int)o.threads);
     bench_print_machine();
-    bench_torch w = {.w = {{.pid = -1}, {.pid = -1}}};
-    char tver[64] = "";
-    if (!no_torch && bench_torch_start(&w, script, amp_get_num_threads())) {
-        snprintf(tver, sizeof tver, "%s", w.version);
-        printf("PyTorch: nanoGPT's model (tools/nanogpt_model.py)\n");
-        bench_torch_print(&w, script);
-    } else {
-        printf("PyTorch: %s\n", no_torch ? "not run (--no-torch)" : "not available");
-    }
+    bench_torch w;
+    bench_torch_open(&w, o.script, o.no_torch, "PyTorch: nanoGPT's model (tools/nanogpt_model.py)");
+    const char *tver = w.version; /* "" without PyTorch; kept until bench_finish stops it */
     if (llmc) printf("llm.c: %s/train_gpt2 (fp32 CPU trainer; random weights and tokens in its formats)\n", llmc);
     const gpt_bench_cfg cfgs[] = {
         {"shakespeare-char", {6, 6, 384, 256, 256, 0.0, true}, "byte", 16, 256, false},
@@ -262,17 +228,11 @@ int bench_train_gpt(int argc, char **argv) {
     int rc = CLI_OK;
     for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0] && rc == CLI_OK; c++)
         if ((!strcmp(preset, "both") && strcmp(cfgs[c].name, "tiny")) || !strcmp(preset, cfgs[c].name))
-            rc = bench_one(&cfgs[c], steps, (int)rounds, threads, &w, *tver ? tver : "", llmc, arr);
-    bench_torch_stop(&w);
-    if (rc == CLI_OK) {
-        printf("\nPyTorch's speedup column uses its faster thread setting; it has no fp16 CPU autocast (torch\n"
-               "1.13), and %s.\n",
-               bench_torch_bf16_note());
-        bench_print_amp_notes();
-        if (bench_write_json(json, root)) rc = CLI_FAIL;
-    }
-    cJSON_Delete(root);
-    return rc;
+            rc = bench_one(&cfgs[c], steps, (int)rounds, o.threads, &w, tver, llmc, arr);
+    return bench_finish(rc, &w,
+                        "\nPyTorch's speedup column uses its faster thread setting; it has no fp16 CPU autocast (torch\n"
+                        "1.13)",
+                        o.json, root);
 }
 
 int cmd_bench_gpt(int argc, char **argv) { return bench_train_gpt(argc, argv); }

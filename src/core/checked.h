@@ -32,35 +32,28 @@ typedef struct {
 /* Records "fn: what: a OP b overflows int64" (first failure only). */
 void amp_ck_fail(amp_ck *c, int64_t a, char op, int64_t b);
 
-static inline int64_t amp_ck_add(amp_ck *c, int64_t a, int64_t b) {
-    int64_t r;
+/* The result r of a OP b, or 0 when c has failed before or a OP b
+ * overflowed (then recorded in c). */
+static inline int64_t amp_ck_result(amp_ck *c, bool overflowed, int64_t a, char op, int64_t b, int64_t r) {
     if (!c->ok) return 0;
-    if (__builtin_add_overflow(a, b, &r)) {
-        amp_ck_fail(c, a, '+', b);
+    if (overflowed) {
+        amp_ck_fail(c, a, op, b);
         return 0;
     }
     return r;
 }
 
-static inline int64_t amp_ck_sub(amp_ck *c, int64_t a, int64_t b) {
-    int64_t r;
-    if (!c->ok) return 0;
-    if (__builtin_sub_overflow(a, b, &r)) {
-        amp_ck_fail(c, a, '-', b);
-        return 0;
+/* amp_ck_add, amp_ck_sub, amp_ck_mul: a OP b through amp_ck_result */
+#define AMP_CK_OP(name, overflow, op)                             \
+    static inline int64_t name(amp_ck *c, int64_t a, int64_t b) { \
+        int64_t r;                                                \
+        const bool over = overflow(a, b, &r);                     \
+        return amp_ck_result(c, over, a, op, b, r);               \
     }
-    return r;
-}
-
-static inline int64_t amp_ck_mul(amp_ck *c, int64_t a, int64_t b) {
-    int64_t r;
-    if (!c->ok) return 0;
-    if (__builtin_mul_overflow(a, b, &r)) {
-        amp_ck_fail(c, a, '*', b);
-        return 0;
-    }
-    return r;
-}
+AMP_CK_OP(amp_ck_add, __builtin_add_overflow, '+')
+AMP_CK_OP(amp_ck_sub, __builtin_sub_overflow, '-')
+AMP_CK_OP(amp_ck_mul, __builtin_mul_overflow, '*')
+#undef AMP_CK_OP
 
 /* Product of n sizes (1 for n = 0). */
 static inline int64_t amp_ck_numel(amp_ck *c, int n, const int64_t *shape) {

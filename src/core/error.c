@@ -36,6 +36,14 @@ void *amp_error_null(amp_status st, const char *fmt, ...) {
     return NULL;
 }
 
+int amp_error_neg(amp_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    set_error(st, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
 /* The chain's list opens with CHAIN_OPEN after the root cause and ends the
  * message with ')'. */
 #define CHAIN_OPEN " (then: "

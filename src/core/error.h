@@ -16,6 +16,8 @@
 amp_status amp_error(amp_status st, const char *fmt, ...) AMP_PRINTF(2, 3);
 /* Same, returns NULL (for functions returning pointers). */
 void *amp_error_null(amp_status st, const char *fmt, ...) AMP_PRINTF(2, 3);
+/* Same, returns -1 (for functions returning a count or an index). */
+int amp_error_neg(amp_status st, const char *fmt, ...) AMP_PRINTF(2, 3);
 
 /* An error caused by the one already recorded on this thread (an argument is
  * NULL because the call that made it failed; a step failed because an op

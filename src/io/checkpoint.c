@@ -663,10 +663,7 @@ const amp_safetensors *amp_checkpoint_state_file(const amp_checkpoint *c) {
 }
 
 int64_t amp_checkpoint_step(const amp_checkpoint *c) {
-    if (!c) {
-        amp_error(AMP_ERR_ARG, "amp_checkpoint_step: c is NULL");
-        return -1;
-    }
+    if (!c) return amp_error_neg(AMP_ERR_ARG, "amp_checkpoint_step: c is NULL");
     return c->step;
 }
 

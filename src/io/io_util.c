@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -51,4 +53,37 @@ FILE *amp__fopen_regular(const char *fn, const char *path) {
         amp_error(AMP_ERR_IO, "%s: cannot open %s: %s", fn, path, strerror(e));
     }
     return f;
+}
+
+char *amp__read_regular(const char *fn, const char *path, size_t *n) {
+    FILE *f = amp__fopen_regular(fn, path); /* never blocks on a FIFO */
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t cap = 0, len = 0;
+    for (;;) {
+        if (len + 65536 + 1 > cap) {
+            cap = cap ? cap * 2 : 1 << 20;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                amp_error(AMP_ERR_NOMEM, "%s: out of memory reading %s", fn, path);
+                return NULL;
+            }
+            buf = nb;
+        }
+        size_t r = fread(buf + len, 1, cap - len - 1, f);
+        len += r;
+        if (r == 0) break;
+    }
+    bool err = ferror(f);
+    fclose(f);
+    if (err) {
+        free(buf);
+        amp_error(AMP_ERR_IO, "%s: error reading %s", fn, path);
+        return NULL;
+    }
+    buf[len] = 0;
+    *n = len;
+    return buf;
 }

@@ -110,10 +110,7 @@ bool amp_loader_next(amp_loader *l, amp_tensor **x, amp_tensor **y) {
 }
 
 int64_t amp_loader_last_global_rows(const amp_loader *l) {
-    if (!l) {
-        amp_error(AMP_ERR_ARG, "amp_loader_last_global_rows: loader is NULL");
-        return -1;
-    }
+    if (!l) return amp_error_neg(AMP_ERR_ARG, "amp_loader_last_global_rows: loader is NULL");
     return l->last_global;
 }
 

@@ -451,10 +451,7 @@ amp_safetensors *amp_safetensors_read(const char *path) {
 }
 
 int amp_safetensors_count(const amp_safetensors *f) {
-    if (!f) {
-        amp_error(AMP_ERR_ARG, "amp_safetensors_count: f is NULL");
-        return -1;
-    }
+    if (!f) return amp_error_neg(AMP_ERR_ARG, "amp_safetensors_count: f is NULL");
     return f->n;
 }
 
@@ -476,10 +473,7 @@ amp_status amp_safetensors_info_at(const amp_safetensors *f, int i, amp_safetens
 }
 
 int amp_safetensors_find(const amp_safetensors *f, const char *name) {
-    if (!f || !name) {
-        amp_error(AMP_ERR_ARG, "amp_safetensors_find: NULL argument");
-        return -1;
-    }
+    if (!f || !name) return amp_error_neg(AMP_ERR_ARG, "amp_safetensors_find: NULL argument");
     int lo = 0, hi = f->n - 1;
     while (lo <= hi) {
         int mid = lo + (hi - lo) / 2;
@@ -507,10 +501,7 @@ amp_tensor *amp_safetensors_get(const amp_safetensors *f, const char *name) {
 }
 
 int amp_safetensors_meta_count(const amp_safetensors *f) {
-    if (!f) {
-        amp_error(AMP_ERR_ARG, "amp_safetensors_meta_count: f is NULL");
-        return -1;
-    }
+    if (!f) return amp_error_neg(AMP_ERR_ARG, "amp_safetensors_meta_count: f is NULL");
     return f->n_meta;
 }
 

@@ -137,38 +137,6 @@ static bool cache_store(const char *path, const cache_hdr *hdr, const amp_text_d
     return ok;
 }
 
-static char *read_all(const char *fn, const char *path, size_t *n) {
-    FILE *f = amp__fopen_regular(fn, path); /* never blocks on a FIFO */
-    if (!f) return NULL;
-    char *buf = NULL;
-    size_t cap = 0, len = 0;
-    for (;;) {
-        if (len + 65536 > cap) {
-            cap = cap ? cap * 2 : 1 << 20;
-            char *nb = realloc(buf, cap);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                amp_error(AMP_ERR_NOMEM, "%s: out of memory reading %s", fn, path);
-                return NULL;
-            }
-            buf = nb;
-        }
-        size_t r = fread(buf + len, 1, cap - len, f);
-        len += r;
-        if (r == 0) break;
-    }
-    bool err = ferror(f);
-    fclose(f);
-    if (err) {
-        free(buf);
-        amp_error(AMP_ERR_IO, "%s: error reading %s", fn, path);
-        return NULL;
-    }
-    *n = len;
-    return buf;
-}
-
 amp_text_dataset *amp_text_dataset_open(const char *path, const amp_tokenizer *tok, const amp_text_opts *o) {
     static const char *fn = "amp_text_dataset_open";
     if (!path) return amp_error_null(AMP_ERR_ARG, "%s: path is NULL", fn);
@@ -178,7 +146,7 @@ amp_text_dataset *amp_text_dataset_open(const char *path, const amp_tokenizer *t
     if (!(o->val_fraction >= 0.0 && o->val_fraction <= 0.5))
         return amp_error_null(AMP_ERR_ARG, "%s: val_fraction = %g is outside [0, 0.5]", fn, o->val_fraction);
     size_t n = 0;
-    char *text = read_all(fn, path, &n);
+    char *text = amp__read_regular(fn, path, &n);
     if (!text) return NULL;
     amp_text_dataset *d = calloc(1, sizeof *d);
     if (!d) {

@@ -204,39 +204,6 @@ static bool unalphabet(const uint32_t *u2b_keys, const char *s, size_t n, char *
 }
 
 /* ---- loading ------------------------------------------------------------------------------------------ */
-static char *slurp(const char *fn, const char *path, size_t *n) {
-    FILE *f = amp__fopen_regular(fn, path); /* never blocks on a FIFO */
-    if (!f) return NULL;
-    char *buf = NULL;
-    size_t cap = 0, len = 0;
-    for (;;) {
-        if (len + 65536 + 1 > cap) {
-            cap = cap ? cap * 2 : 1 << 20;
-            char *nb = realloc(buf, cap);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                amp_error(AMP_ERR_NOMEM, "%s: out of memory reading %s", fn, path);
-                return NULL;
-            }
-            buf = nb;
-        }
-        size_t r = fread(buf + len, 1, cap - len - 1, f);
-        len += r;
-        if (r == 0) break;
-    }
-    bool err = ferror(f);
-    fclose(f);
-    if (err) {
-        free(buf);
-        amp_error(AMP_ERR_IO, "%s: error reading %s", fn, path);
-        return NULL;
-    }
-    buf[len] = 0;
-    *n = len;
-    return buf;
-}
-
 static size_t pow2_at_least(size_t n) {
     size_t p = 1;
     while (p < n) p <<= 1;
@@ -307,9 +274,9 @@ amp_tokenizer *amp_tokenizer_gpt2(const char *encoder_json, const char *vocab_bp
         vocab_bpe = pv;
     }
     size_t ne = 0, nv = 0;
-    char *je = slurp(fn, encoder_json, &ne);
+    char *je = amp__read_regular(fn, encoder_json, &ne);
     if (!je) return NULL;
-    char *jv = slurp(fn, vocab_bpe, &nv);
+    char *jv = amp__read_regular(fn, vocab_bpe, &nv);
     if (!jv) return gpt2_fail(NULL, NULL, je, NULL);
     cJSON *j = cJSON_ParseWithLength(je, ne);
     if (!cJSON_IsObject(j)) {

@@ -243,6 +243,13 @@ static void take(amp_module *parent, const char *name, amp_module *child, bool *
     }
 }
 
+/* m when its construction went well (ok), else NULL with m freed */
+static amp_module *built(amp_module *m, bool ok) {
+    if (ok) return m;
+    amp_module_free(m);
+    return NULL;
+}
+
 static amp_module *dropout_new(gpt_shared *s) {
     amp_module *m = new_mod(&dropout_class, s);
     if (m) ((mod_data *)amp_module_data(m))->p = s->cfg.dropout;
@@ -265,11 +272,7 @@ static amp_module *ln_new(gpt_shared *s) {
         ok = amp_module_register_parameter(m, "weight", w) != NULL;
         if (b) ok = ok ? amp_module_register_parameter(m, "bias", b) != NULL : (amp_tensor_free(b), false);
     }
-    if (!ok) {
-        amp_module_free(m);
-        return NULL;
-    }
-    return m;
+    return built(m, ok);
 }
 
 /* nn.Linear re-initialised as GPT-2: weight N(0, std), bias 0 */
@@ -301,11 +304,7 @@ static amp_module *block_new(gpt_shared *s, amp_generator *g) {
     take(b, "attn", attn, &ok);
     take(b, "ln_2", ln_new(s), &ok);
     take(b, "mlp", mlp, &ok);
-    if (!ok) {
-        amp_module_free(b);
-        return NULL;
-    }
-    return b;
+    return built(b, ok);
 }
 
 static amp_status check_config(const char *fn, const amp_gpt_config *c) {
@@ -352,11 +351,7 @@ amp_module *amp_gpt_new(const amp_gpt_config *c, amp_generator *g) {
     ok = ok && head;
     take(m, "lm_head", head, &ok);
     sh_destroy(&(mod_data){s, 0});
-    if (!ok) {
-        amp_module_free(m);
-        return NULL;
-    }
-    return m;
+    return built(m, ok);
 }
 
 static amp_status gpt_of(const char *fn, const amp_module *m) {

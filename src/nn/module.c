@@ -227,13 +227,32 @@ static void drop(amp_tensor *t) {
     amp__release(t);
 }
 
+/* The checks registering a parameter or a buffer begin with: m live, t
+ * given, name free and well formed; AMP_OK or the error. */
+static amp_status check_register(const char *fn, amp_module *m, const char *name, amp_tensor *t) {
+    if (!mod_live(fn, m)) return AMP_ERR_STATE;
+    if (!m) return amp_error(AMP_ERR_ARG, "%s: module is NULL", fn);
+    if (!t) return amp_error_chain(AMP_ERR_ARG, "%s: %s: tensor '%s' is NULL", fn, m->cls->name, name ? name : "?");
+    return check_name(fn, m, name);
+}
+
+/* The end of registering or setting a parameter: t dropped when st is an
+ * error (false), else taken as a parameter (requires grad, category PARAM). */
+static bool adopt_param(amp_tensor *t, amp_status st) {
+    if (st) {
+        drop(t);
+        return false;
+    }
+    take(t);
+    t->requires_grad = true;
+    amp_tensor_set_category(t, AMP_MEM_PARAM);
+    return true;
+}
+
 amp_tensor *amp_module_register_parameter(amp_module *m, const char *name, amp_tensor *t) {
     static const char *fn = "amp_module_register_parameter";
-    amp_status st = AMP_OK;
-    if (!mod_live(fn, m)) st = AMP_ERR_STATE;
-    else if (!m) st = amp_error(AMP_ERR_ARG, "%s: module is NULL", fn);
-    else if (!t) st = amp_error_chain(AMP_ERR_ARG, "%s: %s: tensor '%s' is NULL", fn, m->cls->name, name ? name : "?");
-    else if ((st = check_name(fn, m, name))) {
+    amp_status st = check_register(fn, m, name, t);
+    if (st) {
     } else if (t->grad_fn)
         st = amp_error(AMP_ERR_ARG, "%s: %s: '%s' was produced by %s; a parameter must be a leaf (amp_detach it, or "
                                     "create it directly)", fn, m->cls->name, name, amp_tensor_grad_fn_name(t));
@@ -246,23 +265,13 @@ amp_tensor *amp_module_register_parameter(amp_module *m, const char *name, amp_t
         st = amp_error(AMP_ERR_ARG, "%s: %s: '%s' borrows user memory (amp_tensor_borrow); copy it (amp_clone) to "
                                     "make it a parameter", fn, m->cls->name, name);
     if (!st) st = slot_push(fn, &m->params, name, t, true);
-    if (st) {
-        drop(t);
-        return NULL;
-    }
-    take(t);
-    t->requires_grad = true;
-    amp_tensor_set_category(t, AMP_MEM_PARAM);
-    return t;
+    return adopt_param(t, st) ? t : NULL;
 }
 
 amp_tensor *amp_module_register_buffer(amp_module *m, const char *name, amp_tensor *t, bool persistent) {
     static const char *fn = "amp_module_register_buffer";
-    amp_status st = AMP_OK;
-    if (!mod_live(fn, m)) st = AMP_ERR_STATE;
-    else if (!m) st = amp_error(AMP_ERR_ARG, "%s: module is NULL", fn);
-    else if (!t) st = amp_error_chain(AMP_ERR_ARG, "%s: %s: tensor '%s' is NULL", fn, m->cls->name, name ? name : "?");
-    else if ((st = check_name(fn, m, name))) {
+    amp_status st = check_register(fn, m, name, t);
+    if (st) {
     } else if (t->grad_fn || t->requires_grad)
         st = amp_error(AMP_ERR_ARG, "%s: %s: buffer '%s' requires grad; register it as a parameter, or amp_detach it", fn,
                        m->cls->name, name);
@@ -352,57 +361,45 @@ amp_status amp_module_set_parameter(amp_module *m, const char *name, amp_tensor 
         st = amp_error(AMP_ERR_DTYPE, "%s: '%s': dtype %s; parameters are f32, f16, bf16 or f64", fn, name, amp_dtype_name(t->dtype));
     else if (!amp_tensor_is_contiguous(t) || t->storage->borrowed)
         st = amp_error(AMP_ERR_ARG, "%s: '%s': the tensor is not contiguous or borrows user memory", fn, name);
-    if (st) {
-        drop(t);
-        return st;
-    }
-    take(t);
-    t->requires_grad = true;
-    amp_tensor_set_category(t, AMP_MEM_PARAM);
+    if (!adopt_param(t, st)) return st;
     amp__release(s->t);
     s->t = t;
     return AMP_OK;
 }
 
 /* ---- access ---------------------------------------------------------------------------------- */
-amp_tensor *amp_module_get_parameter(const amp_module *m, const char *name) {
-    static const char *fn = "amp_module_get_parameter";
+enum { GET_PARAMETER, GET_BUFFER, GET_CHILD };
+
+/* The parameter, buffer or child (kind) at the dotted path name, or NULL
+ * with fn's error */
+static void *get_named(const char *fn, const amp_module *m, const char *name, int kind) {
+    static const char *const what[] = {"parameter", "buffer", "child module"};
     if (!m || !name) return amp_error_null(AMP_ERR_ARG, "%s: module or name is NULL", fn);
     if (!mod_live(fn, m)) return NULL;
     const char *leaf;
     const amp_module *o = resolve(m, name, &leaf);
-    slot *s = o ? slot_find(&o->params, leaf) : NULL;
-    if (!s) return amp_error_null(AMP_ERR_ARG, "%s: %s has no parameter '%s'", fn, m->cls->name, name);
-    return s->t;
+    slot *s = NULL;
+    amp_module *c = NULL;
+    if (o && kind == GET_CHILD) c = child_find(o, leaf);
+    else if (o) s = slot_find(kind == GET_BUFFER ? &o->bufs : &o->params, leaf);
+    if (!s && !c) return amp_error_null(AMP_ERR_ARG, "%s: %s has no %s '%s'", fn, m->cls->name, what[kind], name);
+    return s ? (void *)s->t : (void *)c;
+}
+
+amp_tensor *amp_module_get_parameter(const amp_module *m, const char *name) {
+    return get_named("amp_module_get_parameter", m, name, GET_PARAMETER);
 }
 
 amp_tensor *amp_module_get_buffer(const amp_module *m, const char *name) {
-    static const char *fn = "amp_module_get_buffer";
-    if (!m || !name) return amp_error_null(AMP_ERR_ARG, "%s: module or name is NULL", fn);
-    if (!mod_live(fn, m)) return NULL;
-    const char *leaf;
-    const amp_module *o = resolve(m, name, &leaf);
-    slot *s = o ? slot_find(&o->bufs, leaf) : NULL;
-    if (!s) return amp_error_null(AMP_ERR_ARG, "%s: %s has no buffer '%s'", fn, m->cls->name, name);
-    return s->t;
+    return get_named("amp_module_get_buffer", m, name, GET_BUFFER);
 }
 
 amp_module *amp_module_get_child(const amp_module *m, const char *name) {
-    static const char *fn = "amp_module_get_child";
-    if (!m || !name) return amp_error_null(AMP_ERR_ARG, "%s: module or name is NULL", fn);
-    if (!mod_live(fn, m)) return NULL;
-    const char *leaf;
-    const amp_module *o = resolve(m, name, &leaf);
-    amp_module *c = o ? child_find(o, leaf) : NULL;
-    if (!c) return amp_error_null(AMP_ERR_ARG, "%s: %s has no child module '%s'", fn, m->cls->name, name);
-    return c;
+    return get_named("amp_module_get_child", m, name, GET_CHILD);
 }
 
 int amp_module_num_children(const amp_module *m) {
-    if (!m) {
-        amp_error(AMP_ERR_ARG, "amp_module_num_children: module is NULL");
-        return -1;
-    }
+    if (!m) return amp_error_neg(AMP_ERR_ARG, "amp_module_num_children: module is NULL");
     return mod_live("amp_module_num_children", m) ? m->n_ch : -1;
 }
 

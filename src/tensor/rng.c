@@ -98,28 +98,36 @@ amp_tensor *amp_tensor_bernoulli(amp_dtype dt, int ndim, const int64_t *shape, d
     return make("amp_tensor_bernoulli", dt, ndim, shape, DIST_BERNOULLI, p, 0.0, g);
 }
 
-amp_status amp_tensor_uniform_(amp_tensor *t, double lo, double hi, amp_generator *g) {
-    if (!t) return amp_error(AMP_ERR_ARG, "amp_tensor_uniform_: t is NULL");
-    if (!amp__live("amp_tensor_uniform_", t)) return AMP_ERR_STATE;
-    if (amp__check_writable("amp_tensor_uniform_", t)) return amp_last_status();
+/* The in-place fills' checks of t, before their own of the distribution's
+ * arguments: AMP_OK or the error, named fn. */
+static amp_status check_fill(const char *fn, amp_tensor *t) {
+    if (!t) return amp_error(AMP_ERR_ARG, "%s: t is NULL", fn);
+    if (!amp__live(fn, t)) return AMP_ERR_STATE;
+    if (amp__check_writable(fn, t)) return amp_last_status();
     if (!amp_dtype_is_float(t->dtype))
-        return amp_error(AMP_ERR_DTYPE, "amp_tensor_uniform_: dtype %s is not a float dtype", amp_dtype_name(t->dtype));
+        return amp_error(AMP_ERR_DTYPE, "%s: dtype %s is not a float dtype", fn, amp_dtype_name(t->dtype));
+    return AMP_OK;
+}
+
+static amp_status fill_in_place(amp_tensor *t, dist_kind k, double a, double b, amp_generator *g) {
+    amp__bump_version(t);
+    return fill(t, k, a, b, g ? g : &g_default);
+}
+
+amp_status amp_tensor_uniform_(amp_tensor *t, double lo, double hi, amp_generator *g) {
+    amp_status st = check_fill("amp_tensor_uniform_", t);
+    if (st != AMP_OK) return st;
     if (!(lo <= hi) || !isfinite(lo) || !isfinite(hi))
         return amp_error(AMP_ERR_ARG, "amp_tensor_uniform_: need finite lo <= hi, got [%g, %g)", lo, hi);
-    amp__bump_version(t);
-    return fill(t, DIST_UNIFORM, lo, hi, g ? g : &g_default);
+    return fill_in_place(t, DIST_UNIFORM, lo, hi, g);
 }
 
 amp_status amp_tensor_normal_(amp_tensor *t, double mean, double std, amp_generator *g) {
-    if (!t) return amp_error(AMP_ERR_ARG, "amp_tensor_normal_: t is NULL");
-    if (!amp__live("amp_tensor_normal_", t)) return AMP_ERR_STATE;
-    if (amp__check_writable("amp_tensor_normal_", t)) return amp_last_status();
-    if (!amp_dtype_is_float(t->dtype))
-        return amp_error(AMP_ERR_DTYPE, "amp_tensor_normal_: dtype %s is not a float dtype", amp_dtype_name(t->dtype));
+    amp_status st = check_fill("amp_tensor_normal_", t);
+    if (st != AMP_OK) return st;
     if (!(std >= 0) || !isfinite(mean) || !isfinite(std))
         return amp_error(AMP_ERR_ARG, "amp_tensor_normal_: need finite mean and std >= 0, got %g, %g", mean, std);
-    amp__bump_version(t);
-    return fill(t, DIST_NORMAL, mean, std, g ? g : &g_default);
+    return fill_in_place(t, DIST_NORMAL, mean, std, g);
 }
 
 amp_status amp_randperm(int64_t n, int64_t *out, amp_generator *g) {

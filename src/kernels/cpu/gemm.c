@@ -45,25 +45,9 @@ static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 static inline size_t esize(amp_dtype dt) { return dt == AMP_F32 ? 4 : 2; }
 
-/* ---- element access for the scalar code -------------------------------- */
-static inline float ld_elem(const void *p, amp_dtype dt, int64_t i) {
-    if (dt == AMP_F32) return ((const float *)p)[i];
-    if (dt == AMP_F16) return amp_f16_to_f32(((const uint16_t *)p)[i]);
-    return amp_bf16_to_f32(((const uint16_t *)p)[i]);
-}
-
-static inline void st_elem(void *p, amp_dtype dt, int64_t i, float v) {
-    if (dt == AMP_F32)
-        ((float *)p)[i] = v;
-    else if (dt == AMP_F16)
-        ((uint16_t *)p)[i] = amp_f32_to_f16(v);
-    else
-        ((uint16_t *)p)[i] = amp_f32_to_bf16(v);
-}
-
 /* op(X)(r, c) of a stored operand. */
 static inline float op_elem(const gemm_mat *x, int64_t r, int64_t c) {
-    return ld_elem(x->p, x->dt, x->trans ? c * x->ld + r : r * x->ld + c);
+    return amp__gemm_ld(x->p, x->dt, x->trans ? c * x->ld + r : r * x->ld + c);
 }
 
 /* ---- scalar kernels (the AMP_CPU=scalar path) ----------------------------- */
@@ -89,8 +73,8 @@ static void s_pack_b(float *dst, const gemm_mat *b, int64_t p0, int64_t kb, int6
 static void s_store_row(void *c, amp_dtype cdt, const float *x, int64_t n, float alpha, float beta, const gemm_src *src) {
     for (int64_t j = 0; j < n; j++) {
         float r = x ? alpha * x[j] : 0.0f;
-        if (beta != 0.0f) r += beta * (src ? ld_elem(src->p, src->dt, j * src->cs) : ld_elem(c, cdt, j));
-        st_elem(c, cdt, j, r);
+        if (beta != 0.0f) r += beta * (src ? amp__gemm_ld(src->p, src->dt, j * src->cs) : amp__gemm_ld(c, cdt, j));
+        amp__gemm_st(c, cdt, j, r);
     }
 }
 
@@ -126,7 +110,7 @@ static void s_dot(float *out, int64_t ldo, const void *xv, int64_t ldx, int64_t 
     for (int64_t i = 0; i < mx; i++)
         for (int64_t j = 0; j < ny; j++) {
             float acc = 0.0f;
-            for (int64_t p = 0; p < k; p++) acc += x[i * ldx + p] * ld_elem(y, ydt, j * ldy + p);
+            for (int64_t p = 0; p < k; p++) acc += x[i * ldx + p] * amp__gemm_ld(y, ydt, j * ldy + p);
             out[i * ldo + j] = acc;
         }
 }
@@ -139,14 +123,14 @@ static void s_axpy(float *out, int64_t ldo, const void *xv, int64_t ldx, int64_t
         for (int64_t j = 0; j < ny; j++) o[j] = 0.0f;
         for (int64_t p = 0; p < k; p++) {
             const float xv = x[i * ldx + p];
-            for (int64_t j = 0; j < ny; j++) o[j] += xv * ld_elem(y, ydt, p * ldy + j);
+            for (int64_t j = 0; j < ny; j++) o[j] += xv * amp__gemm_ld(y, ydt, p * ldy + j);
         }
     }
 }
 
 static void s_widen(void *dstv, const void *src, amp_dtype dt, int64_t inc, int64_t n) {
     float *dst = dstv;
-    for (int64_t i = 0; i < n; i++) dst[i] = ld_elem(src, dt, i * inc);
+    for (int64_t i = 0; i < n; i++) dst[i] = amp__gemm_ld(src, dt, i * inc);
 }
 
 static float s_fma_loop(int64_t iters, double *flops) {
@@ -732,9 +716,9 @@ amp_status amp_gemm_reference(const amp_gemm_args *g) {
                 float r = g->alpha * acc;
                 if (g->alpha == 0.0f) r = 0.0f;
                 if (g->beta != 0.0f)
-                    r += g->beta * (g->bias ? ld_elem(g->bias, g->bias_dtype, i * g->bias_rs + j * g->bias_cs)
-                                            : ld_elem(c, g->c_dtype, i * g->ldc + j));
-                st_elem(c, g->c_dtype, i * g->ldc + j, r);
+                    r += g->beta * (g->bias ? amp__gemm_ld(g->bias, g->bias_dtype, i * g->bias_rs + j * g->bias_cs)
+                                            : amp__gemm_ld(c, g->c_dtype, i * g->ldc + j));
+                amp__gemm_st(c, g->c_dtype, i * g->ldc + j, r);
             }
     }
     return AMP_OK;

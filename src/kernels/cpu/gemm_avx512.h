@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "amp/base.h"
+#include "numeric/bf16_avx512.h"
 
 #define AI static inline __attribute__((always_inline))
 #define VL 16
@@ -27,18 +28,14 @@ typedef __m512 V;
 
 AI V v_load_h(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
 
+/* bf16 -> f32 without quieting a signalling NaN (the values only feed
+ * products, which quiet it: numeric/bf16_avx512.h's bf512_load_arith) */
 AI V bf16_widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
-AI V v_load_b(const uint16_t *p) { return bf16_widen(_mm256_loadu_si256((const __m256i *)p)); }
+#define v_load_b(p) bf512_load_arith(p)
 
-/* f32 -> bf16, round to nearest even; NaN stays a quiet NaN with its sign. */
-AI __m256i bf16_narrow(V x) {
-    const __m512i u = _mm512_castps_si512(x);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-    r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-    return _mm512_cvtepi32_epi16(r);
-}
+/* f32 -> bf16, round to nearest even; NaN stays a quiet NaN with its sign
+ * (numeric/bf16_avx512.h's integer way) */
+AI __m256i bf16_narrow(V x) { return _mm512_cvtepi32_epi16(bf512_round_u32(x)); }
 
 AI __m256i f16_narrow(V x) { return _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 

@@ -124,6 +124,13 @@ AI void w_transpose(W r[16]) {
 }
 
 /* ---- packing ------------------------------------------------------------ */
+/* vpermt2w indices that interleave two rows x0, x1 word by word: with lo,
+ * words 0..15 of each (x0[0], x1[0], x0[1], ...); with lo + 16, words 16..31 */
+AI __m512i interleave_lo(void) {
+    return _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3,
+                            34, 2, 33, 1, 32, 0);
+}
+
 /* op(A) = A (m x k stored row-major): pairs are words of a row. 16 rows of
  * 16 words are transposed at once: rows 0..MR-1 hold pairs pp..pp+15 of the
  * panel's rows and rows MR..2MR-1 (MR <= 8) pairs pp+16..pp+31, so one
@@ -164,9 +171,7 @@ AI void pack_a_n(uint32_t *dst, const gemm_mat *a, int64_t i0, int64_t mb, int64
 AI void pack_a_t(uint32_t *dst, const gemm_mat *a, int64_t i0, int64_t mb, int64_t p0, int64_t kb, amp_dtype dt) {
     const int64_t ld = a->ld, kp = ceil2(kb);
     const size_t es = esize(dt);
-    const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6, 37, 5,
-                                        36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
-    const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+    const __m512i lo = interleave_lo(), hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
     int64_t iq = 0;
     if (MR == 8)
         for (; iq + 32 <= mb; iq += 32) {
@@ -209,9 +214,7 @@ AI void pack_a_t(uint32_t *dst, const gemm_mat *a, int64_t i0, int64_t mb, int64
 AI void pack_b_n(uint32_t *dst, const gemm_mat *b, int64_t p0, int64_t kb, int64_t j0, int64_t nb, amp_dtype dt) {
     const int64_t ld = b->ld, kp = ceil2(kb);
     const size_t es = esize(dt);
-    const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6, 37, 5,
-                                        36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
-    const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+    const __m512i lo = interleave_lo(), hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
     const int64_t groups = ceil_div64(nb, VL), all = ceil_div64(nb, NR) * NV; /* vectors with data; in all panels */
     const char *base = (const char *)b->p + (size_t)(p0 * ld + j0) * es;
     for (int64_t p = 0; p < kp; p++) {

@@ -137,21 +137,6 @@ static inline uint32_t pair_word(const emat *x, int64_t i, int64_t q, int64_t ke
     return lo | hi << 16;
 }
 
-static inline float ldc_elem(const void *c, amp_dtype dt, int64_t i) {
-    if (dt == AMP_F32) return ((const float *)c)[i];
-    const uint16_t h = ((const uint16_t *)c)[i];
-    return dt == AMP_F16 ? amp_f16_to_f32(h) : amp_bf16_to_f32(h);
-}
-
-static inline void stc_elem(void *c, amp_dtype dt, int64_t i, float v) {
-    if (dt == AMP_F32)
-        ((float *)c)[i] = v;
-    else if (dt == AMP_F16)
-        ((uint16_t *)c)[i] = amp_f32_to_f16(v);
-    else
-        ((uint16_t *)c)[i] = amp_f32_to_bf16(v);
-}
-
 /* r = alpha * x, then the beta step with c (f32) */
 static inline float store_val(sum_kind kind, float x, float alpha, float beta, float c) {
     float r = alpha * x;
@@ -250,8 +235,8 @@ amp_status amp_gemm_emulate(const amp_gemm_args *g, amp_cpu_path path) {
                 const int64_t ci = i * g->ldc + j;
                 /* the beta term's addend: C, or the bias in its place */
                 const float c0 = g->beta == 0.0f ? 0.0f
-                                 : g->bias    ? ldc_elem(g->bias, g->bias_dtype, i * g->bias_rs + j * g->bias_cs)
-                                              : ldc_elem(c, g->c_dtype, ci);
+                                 : g->bias    ? amp__gemm_ld(g->bias, g->bias_dtype, i * g->bias_rs + j * g->bias_cs)
+                                              : amp__gemm_ld(c, g->c_dtype, ci);
                 float r;
                 if (scale) {
                     r = store_val(cf.kind, 0.0f, 0.0f, g->beta, c0);
@@ -275,7 +260,7 @@ amp_status amp_gemm_emulate(const amp_gemm_args *g, amp_cpu_path path) {
                         cv = r; /* only f32 C has several blocks here: no rounding between them */
                     }
                 }
-                stc_elem(c, g->c_dtype, ci, r);
+                amp__gemm_st(c, g->c_dtype, ci, r);
             }
     }
     return AMP_OK;

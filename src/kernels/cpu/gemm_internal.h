@@ -28,6 +28,7 @@
 #ifndef AMP_KERNELS_CPU_GEMM_INTERNAL_H
 #define AMP_KERNELS_CPU_GEMM_INTERNAL_H
 
+#include "amp/numeric.h"
 #include "kernels/cpu/gemm.h"
 
 /* One operand of one batch item as stored: element (r, c) of the stored
@@ -135,5 +136,22 @@ float amp__gemm_dpbf16_lane(float acc, uint32_t b_pair, uint32_t a_pair);
 float amp__gemm_dpbf16_emul(float acc, uint32_t y_pair, uint32_t x_pair);
 void amp__gemm_bf16_micro(int64_t kp, const uint32_t *a, const uint32_t *b, float *c, int64_t ldc, int64_t mr,
                           int64_t nr, float alpha, float beta);
+
+/* Element i of an f32, f16 or bf16 array as f32, and v stored there
+ * (rounded once): the scalar code of gemm.c and gemm_emul.c. */
+static inline float amp__gemm_ld(const void *p, amp_dtype dt, int64_t i) {
+    if (dt == AMP_F32) return ((const float *)p)[i];
+    if (dt == AMP_F16) return amp_f16_to_f32(((const uint16_t *)p)[i]);
+    return amp_bf16_to_f32(((const uint16_t *)p)[i]);
+}
+
+static inline void amp__gemm_st(void *p, amp_dtype dt, int64_t i, float v) {
+    if (dt == AMP_F32)
+        ((float *)p)[i] = v;
+    else if (dt == AMP_F16)
+        ((uint16_t *)p)[i] = amp_f32_to_f16(v);
+    else
+        ((uint16_t *)p)[i] = amp_f32_to_bf16(v);
+}
 
 #endif
