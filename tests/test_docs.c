@@ -129,12 +129,21 @@ static void set_free(strset *s) {
 
 static bool is_word(int c) { return isalnum(c) || c == '_'; }
 
+/* Token pasting makes names that are not words of the code: AMP_EW_##id
+ * makes AMP_EW_EXPM1 from the row EXPM1, fn##f makes expm1f. The pasted
+ * prefixes (those ending in '_') and short lower-case suffixes are kept, and
+ * a name is found when it is one of them joined to a word. */
+static strset g_paste_pre, g_paste_suf;
+
 static void add_words(strset *words, const char *text) {
     for (const char *p = text; *p;) {
         if (isalpha((unsigned char)*p) || *p == '_') {
             const char *q = p;
             while (is_word((unsigned char)*q)) q++;
             set_add(words, p, (size_t)(q - p));
+            if (q[0] == '#' && q[1] == '#' && q - p >= 4 && q[-1] == '_') set_add(&g_paste_pre, p, (size_t)(q - p));
+            if (p - text >= 2 && p[-1] == '#' && p[-2] == '#' && q - p <= 2 && islower((unsigned char)*p))
+                set_add(&g_paste_suf, p, (size_t)(q - p));
             p = q;
         } else if (isdigit((unsigned char)*p)) {
             while (is_word((unsigned char)*p)) p++;
@@ -247,6 +256,24 @@ static const char *check_path(const char *s) {
     return "no such file (looked under the root, src/, include/, docs/)";
 }
 
+/* a name token pasting makes: a pasted prefix + a word, or a word + a
+ * pasted suffix */
+static bool pasted(const char *w) {
+    const tree *t = the_tree();
+    size_t n = strlen(w);
+    for (size_t i = 0; i < g_paste_pre.cap; i++) {
+        const char *p = g_paste_pre.v[i];
+        size_t k = p ? strlen(p) : 0;
+        if (p && k < n && !strncmp(w, p, k) && set_has(&t->words, w + k, n - k)) return true;
+    }
+    for (size_t i = 0; i < g_paste_suf.cap; i++) {
+        const char *p = g_paste_suf.v[i];
+        size_t k = p ? strlen(p) : 0;
+        if (p && k < n && !strcmp(w + n - k, p) && set_has(&t->words, w, n - k)) return true;
+    }
+    return false;
+}
+
 /* identifiers: a, a.b, a->b, a(...), a[], A=value */
 static const char *check_identifier(const char *s, bool *checked) {
     *checked = false;
@@ -276,7 +303,7 @@ static const char *check_identifier(const char *s, bool *checked) {
             if (!is_word((unsigned char)*p)) return NULL;
     *checked = true;
     for (int i = 0; i < np; i++)
-        if (!set_has(&the_tree()->words, parts[i], strlen(parts[i]))) return "not a word of the code";
+        if (!set_has(&the_tree()->words, parts[i], strlen(parts[i])) && !pasted(parts[i])) return "not a word of the code";
     return NULL;
 }
 
@@ -584,6 +611,11 @@ static void t_checker(void **st) {
     assert_non_null(check_identifier("amp_no_such_function_anywhere", &checked));
     assert_null(check_identifier("amp_storage.device", &checked));
     assert_non_null(check_identifier("amp_storage.no_such_member_anywhere", &checked));
+    assert_true(pasted("AMP_OP_LAYER_NORM")); /* AMP_OP_##id and the row LAYER_NORM */
+    assert_false(pasted("AMP_OP_NO_SUCH_ROW_ANYWHERE"));
+    assert_true(pasted("tanhf")); /* M(fn) fn##f and tanh */
+    assert_null(check_identifier("tanhf", &checked));
+    assert_false(pasted("no_such_functionf"));
     assert_null(check_identifier("make test", &checked));
     assert_false(checked);
     assert_null(check_path("src/ops/norm.c"));
@@ -609,6 +641,8 @@ int main(void) {
         cmocka_unit_test(t_title_refs_resolve),
     };
     int rc = amp_test_run(tests);
+    set_free(&g_paste_pre);
+    set_free(&g_paste_suf);
     if (g_tree) {
         set_free(&g_tree->words);
         set_free(&g_tree->names);
