@@ -8,6 +8,7 @@
 #   CMAKE_FLAGS=...  passed to every configure, e.g. -DAMP_CUDA=ON (the CUDA backend
 #                    without a GPU here; AUTO builds it where nvcc and a GPU are), -DAMP_CUDA=OFF
 #   make fuzz       libFuzzer targets, 60 s each (clang)
+#   make docs       regenerate docs/autocast.md and docs/cuda.md's kernel-family table
 
 PREFIX ?= /usr/local
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
@@ -100,6 +101,7 @@ fuzz:
 
 docs: build
 	./$(BUILD)/amp autocast --markdown > docs/autocast.md.tmp && mv docs/autocast.md.tmp docs/autocast.md
+	./$(BUILD)/test_backend_families --write-doc docs/cuda.md
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz build-install build*.configure.log

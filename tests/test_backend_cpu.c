@@ -64,7 +64,7 @@ static void epilogue_case(amp_dtype dt, bool ta, bool tb, int64_t m, int64_t n, 
     g.c = amp__data(Cf);
     g.epilogue = AMP_GEMM_EPI_GELU_TANH;
     g.epi_aux = aux ? amp__data(pre) : NULL;
-    assert_int_equal(amp_backend_cpu.gemm("test", &g), AMP_OK);
+    assert_int_equal(amp_backend_cpu.gemm->gemm("test", &g), AMP_OK);
     for (int64_t b = 0; b < batch; b++)
         for (int64_t i = 0; i < m; i++)
             for (int64_t j = 0; j < n; j++) {
@@ -117,7 +117,7 @@ static void t_unknown_epilogue(void **state) {
     amp_gemm_args g = {.m = 2, .n = 2, .k = 2, .alpha = 1.0f, .a = a, .a_dtype = AMP_F32, .lda = 2, .b = b,
                        .b_dtype = AMP_F32, .ldb = 2, .c = c, .c_dtype = AMP_F32, .ldc = 2, .batch = 1,
                        .epilogue = (amp_gemm_epilogue)7};
-    assert_int_equal(amp_backend_cpu.gemm("test", &g), AMP_ERR_ARG);
+    assert_int_equal(amp_backend_cpu.gemm->gemm("test", &g), AMP_ERR_ARG);
     assert_non_null(strstr(amp_last_error(), "epilogue 7"));
 }
 
@@ -129,19 +129,27 @@ static void t_memory_entries(void **state) {
     assert_string_equal(be->name, "cpu");
     unsigned char src[37], dst[37];
     for (int i = 0; i < 37; i++) src[i] = (unsigned char)(i * 7 + 1);
-    assert_int_equal(be->to_host(dst, src, 37), AMP_OK);
+    assert_int_equal(be->dev->to_host(dst, src, 37), AMP_OK);
     assert_memory_equal(dst, src, 37);
-    assert_int_equal(be->memset_bytes(dst, 0xab, 37), AMP_OK);
+    assert_int_equal(be->dev->memset_bytes(dst, 0xab, 37), AMP_OK);
     for (int i = 0; i < 37; i++) assert_int_equal(dst[i], 0xab);
-    assert_int_equal(be->synchronize(), AMP_OK);
+    assert_int_equal(be->dev->synchronize(), AMP_OK);
     amp_tensor *t = amp_tensor_empty(AMP_BF16, 2, AMP_SHAPE(3, 5));
-    assert_int_equal(be->fill("test", t, 0.1), AMP_OK);
+    assert_int_equal(be->dev->fill("test", t, 0.1), AMP_OK);
     for (int i = 0; i < 15; i++) assert_true(amp__load(amp__elem_ptr(t, i), AMP_BF16) == 0.10009765625);
-    /* an entry a table leaves NULL is reported by name, not called */
+    /* an entry a family table leaves NULL, or a family the backend lacks, is reported by name, not called */
     amp_backend partial = amp_backend_cpu;
+    amp_softmax_family sm = *amp_backend_cpu.softmax;
+    sm.softmax = NULL;
+    partial.softmax = &sm;
+    assert_int_equal(AMP_KCALL(&partial, softmax, softmax, "amp_softmax", t, 0, false, t), AMP_ERR_UNSUPPORTED);
+    assert_string_equal(amp_last_error(),
+                        "amp_softmax: softmax.softmax is not implemented on cpu yet (docs/cuda.md lists what is)");
     partial.softmax = NULL;
-    assert_int_equal(AMP_BE_CALL(&partial, softmax, "amp_softmax", t, 0, false, t), AMP_ERR_UNSUPPORTED);
-    assert_string_equal(amp_last_error(), "amp_softmax: softmax is not implemented on cpu yet (docs/cuda.md lists what is)");
+    assert_int_equal(AMP_KCALL(&partial, softmax, softmax_backward, "amp_softmax", t, t, 0, false, NULL),
+                     AMP_ERR_UNSUPPORTED);
+    assert_string_equal(amp_last_error(),
+                        "amp_softmax: softmax.softmax_backward is not implemented on cpu yet (docs/cuda.md lists what is)");
     amp_tensor_free(t);
 }
 
@@ -152,37 +160,37 @@ static void t_memory_entries(void **state) {
 static void t_host_entries_filled(void **state) {
     (void)state;
     const amp_backend *be = &amp_backend_cpu;
-    assert_non_null(be->prod);
-    assert_non_null(be->prod_backward);
-    assert_non_null(be->cumsum);
-    assert_non_null(be->pw_loss);
-    assert_non_null(be->pw_loss_backward);
-    assert_non_null(be->max_pool2d);
-    assert_non_null(be->max_pool2d_backward);
-    assert_non_null(be->avg_pool2d);
-    assert_non_null(be->avg_pool2d_backward);
-    assert_non_null(be->conv);
-    assert_non_null(be->conv_backward);
-    assert_non_null(be->optim_clamp_grad);
+    assert_non_null(be->reduce->prod);
+    assert_non_null(be->reduce->prod_backward);
+    assert_non_null(be->reduce->cumsum);
+    assert_non_null(be->loss->pw_loss);
+    assert_non_null(be->loss->pw_loss_backward);
+    assert_non_null(be->pool->max_pool2d);
+    assert_non_null(be->pool->max_pool2d_backward);
+    assert_non_null(be->pool->avg_pool2d);
+    assert_non_null(be->pool->avg_pool2d_backward);
+    assert_non_null(be->conv->conv);
+    assert_non_null(be->conv->conv_backward);
+    assert_non_null(be->optim->optim_clamp_grad);
     /* called through the table, the ops' results */
     float xv[6] = {1, 2, 3, 4, 5, 6};
     amp_tensor *x = amp_tensor_from_data(xv, AMP_F32, 2, AMP_SHAPE(2, 3));
     amp_tensor *p = amp_tensor_empty(AMP_F32, 1, AMP_SHAPE(2));
     amp_tensor *c = amp_tensor_empty(AMP_F32, 2, AMP_SHAPE(2, 3));
-    assert_int_equal(AMP_BE_CALL(be, prod, "amp_prod", x, 1, p), AMP_OK);
+    assert_int_equal(AMP_KCALL(be, reduce, prod, "amp_prod", x, 1, p), AMP_OK);
     const float *pp = amp_tensor_data(p);
     assert_true(pp[0] == 6.0f && pp[1] == 120.0f);
-    assert_int_equal(AMP_BE_CALL(be, cumsum, "amp_cumsum", x, 1, false, c), AMP_OK);
+    assert_int_equal(AMP_KCALL(be, reduce, cumsum, "amp_cumsum", x, 1, false, c), AMP_OK);
     const float want[6] = {1, 3, 6, 4, 9, 15};
     assert_memory_equal(amp_tensor_data(c), want, sizeof want);
     float yv[6] = {0, 0, 0, 0, 0, 0};
     amp_tensor *y = amp_tensor_from_data(yv, AMP_F32, 2, AMP_SHAPE(2, 3)), *l = amp_tensor_empty(AMP_F32, 0, NULL);
     amp_pw_args a = {.kind = AMP_PW_MSE, .reduction = AMP_REDUCTION_SUM, .ndim = 2, .shape = {2, 3}};
-    assert_int_equal(AMP_BE_CALL(be, pw_loss, "amp_mse_loss", &a, x, y, NULL, l), AMP_OK);
+    assert_int_equal(AMP_KCALL(be, loss, pw_loss, "amp_mse_loss", &a, x, y, NULL, l), AMP_OK);
     assert_true(*(const float *)amp_tensor_data(l) == 91.0f);
     float gv[3] = {-3.0f, 0.5f, 3.0f};
     amp_tensor *g = amp_tensor_from_data(gv, AMP_F32, 1, AMP_SHAPE(3));
-    assert_int_equal(AMP_BE_CALL(be, optim_clamp_grad, "amp_clip_grad_value", &g, 1, 1.0f), AMP_OK);
+    assert_int_equal(AMP_KCALL(be, optim, optim_clamp_grad, "amp_clip_grad_value", &g, 1, 1.0f), AMP_OK);
     const float *pg = amp_tensor_data(g);
     assert_true(pg[0] == -1.0f && pg[1] == 0.5f && pg[2] == 1.0f);
     amp_tensor_free(g);

@@ -154,12 +154,12 @@ static void run_entries(const char *name, amp_dtype dt, const att_case *c, const
     amp_tensor *o2 = amp_tensor_empty_on(AMP_DEVICE_CUDA, dt, 3, oshape),
                *l2 = amp_tensor_empty_on(AMP_DEVICE_CUDA, AMP_F32, 1, lshape);
     char what[160];
-    if (C->attention("test", &a, q, k, v, bias, o1, l1) != AMP_OK) {
+    if (C->attention->attention("test", &a, q, k, v, bias, o1, l1) != AMP_OK) {
         printf("FAIL %s %s: cpu forward: %s\n", name, amp_dtype_name(dt), amp_last_error());
         g_fail++;
         goto out;
     }
-    if (G->attention("test", &a, dq, dk, dv, db, o2, l2) != AMP_OK || amp_cuda_synchronize() != AMP_OK) {
+    if (G->attention->attention("test", &a, dq, dk, dv, db, o2, l2) != AMP_OK || amp_cuda_synchronize() != AMP_OK) {
         printf("FAIL %s %s: cuda forward: %s\n", name, amp_dtype_name(dt), amp_last_error());
         g_fail++;
         goto out;
@@ -170,13 +170,13 @@ static void run_entries(const char *name, amp_dtype dt, const att_case *c, const
     snprintf(what, sizeof what, "%s %s lse", name, amp_dtype_name(dt));
     cmp(what, l1, l2, 2e-5, 0.0);
     amp_tensor *g1[3] = {NULL, NULL, NULL}, *g2[3] = {NULL, NULL, NULL};
-    if (C->attention_backward("test", &a, q, k, v, bias, o1, l1, g, g1) != AMP_OK) {
+    if (C->attention->attention_backward("test", &a, q, k, v, bias, o1, l1, g, g1) != AMP_OK) {
         printf("FAIL %s %s: cpu backward: %s\n", name, amp_dtype_name(dt), amp_last_error());
         g_fail++;
         goto out;
     }
     /* the GPU's backward from its own forward (out, lse), as in training */
-    if (G->attention_backward("test", &a, dq, dk, dv, db, o2, l2, dgg, g2) != AMP_OK ||
+    if (G->attention->attention_backward("test", &a, dq, dk, dv, db, o2, l2, dgg, g2) != AMP_OK ||
         amp_cuda_synchronize() != AMP_OK) {
         printf("FAIL %s %s: cuda backward: %s\n", name, amp_dtype_name(dt), amp_last_error());
         g_fail++;
@@ -301,10 +301,10 @@ static void t_dropout_mask(void **state) {
         amp_tensor *o1 = amp_tensor_empty(dt, 3, AMP_SHAPE(nb, L, S)), *l1 = amp_tensor_empty(AMP_F32, 1, AMP_SHAPE(nb * L));
         amp_tensor *o2 = amp_tensor_empty_on(AMP_DEVICE_CUDA, dt, 3, AMP_SHAPE(nb, L, S)),
                    *l2 = amp_tensor_empty_on(AMP_DEVICE_CUDA, AMP_F32, 1, AMP_SHAPE(nb * L));
-        assert_int_equal(be_cpu()->attention("test", &a, q, k, v, NULL, o1, l1), AMP_OK);
+        assert_int_equal(be_cpu()->attention->attention("test", &a, q, k, v, NULL, o1, l1), AMP_OK);
         amp_tensor *dq = amp_test_to(q, AMP_DEVICE_CUDA), *dk = amp_test_to(k, AMP_DEVICE_CUDA),
                    *dv = amp_test_to(v, AMP_DEVICE_CUDA);
-        assert_int_equal(be_cu()->attention("test", &a, dq, dk, dv, NULL, o2, l2), AMP_OK);
+        assert_int_equal(be_cu()->attention->attention("test", &a, dq, dk, dv, NULL, o2, l2), AMP_OK);
         amp_tensor *h = amp_test_to(o2, AMP_DEVICE_CPU);
         int bad = 0, dropped = 0, visible = 0;
         for (int64_t b = 0; b < nb; b++)
@@ -382,16 +382,16 @@ static void t_strided_views(void **state) {
         amp_tensor *o1 = amp_tensor_empty(dts[d], 4, osh), *l1 = amp_tensor_empty(AMP_F32, 1, AMP_SHAPE(B * nh * T));
         amp_tensor *o2 = amp_tensor_empty_on(AMP_DEVICE_CUDA, dts[d], 4, osh),
                    *l2 = amp_tensor_empty_on(AMP_DEVICE_CUDA, AMP_F32, 1, AMP_SHAPE(B * nh * T));
-        assert_int_equal(be_cpu()->attention("test", &a, hv[0], hv[1], hv[2], NULL, o1, l1), AMP_OK);
-        assert_int_equal(be_cu()->attention("test", &a, dhv[0], dhv[1], dhv[2], NULL, o2, l2), AMP_OK);
+        assert_int_equal(be_cpu()->attention->attention("test", &a, hv[0], hv[1], hv[2], NULL, o1, l1), AMP_OK);
+        assert_int_equal(be_cu()->attention->attention("test", &a, dhv[0], dhv[1], dhv[2], NULL, o2, l2), AMP_OK);
         const double ao = tc_atol(dts[d], 2e-5, tc_path(dts[d], hs, hs, false)),
                      ag = tc_atol(dts[d], 5e-5, tc_path(dts[d], hs, hs, false));
         cmp("gpt views entry out", o1, o2, ao, half_rtol(dts[d]));
         cmp("gpt views entry lse", l1, l2, 2e-5, 0.0);
         amp_tensor *g = amp_test_randn(dts[d], 4, osh, 31, 1.0, 0.0), *dg = amp_test_to(g, AMP_DEVICE_CUDA);
         amp_tensor *g1[3] = {NULL, NULL, NULL}, *g2[3] = {NULL, NULL, NULL};
-        assert_int_equal(be_cpu()->attention_backward("test", &a, hv[0], hv[1], hv[2], NULL, o1, l1, g, g1), AMP_OK);
-        assert_int_equal(be_cu()->attention_backward("test", &a, dhv[0], dhv[1], dhv[2], NULL, o2, l2, dg, g2), AMP_OK);
+        assert_int_equal(be_cpu()->attention->attention_backward("test", &a, hv[0], hv[1], hv[2], NULL, o1, l1, g, g1), AMP_OK);
+        assert_int_equal(be_cu()->attention->attention_backward("test", &a, dhv[0], dhv[1], dhv[2], NULL, o2, l2, dg, g2), AMP_OK);
         cmp("gpt views dq", g1[0], g2[0], ag, 0.0);
         cmp("gpt views dk", g1[1], g2[1], ag, 0.0);
         cmp("gpt views dv", g1[2], g2[2], ag, 0.0);
@@ -402,8 +402,8 @@ static void t_strided_views(void **state) {
         /* a column-strided k: [B, nh, hs, T] transposed */
         amp_tensor *kt = amp_test_randn(dts[d], 4, AMP_SHAPE(B, nh, hs, T), 41, 1.0, 0.0);
         amp_tensor *k1 = amp_transpose(kt, 2, 3), *k2 = amp_transpose(amp_test_to(kt, AMP_DEVICE_CUDA), 2, 3);
-        assert_int_equal(be_cpu()->attention("test", &a, hv[0], k1, hv[2], NULL, o1, l1), AMP_OK);
-        assert_int_equal(be_cu()->attention("test", &a, dhv[0], k2, dhv[2], NULL, o2, l2), AMP_OK);
+        assert_int_equal(be_cpu()->attention->attention("test", &a, hv[0], k1, hv[2], NULL, o1, l1), AMP_OK);
+        assert_int_equal(be_cu()->attention->attention("test", &a, dhv[0], k2, dhv[2], NULL, o2, l2), AMP_OK);
         cmp("column-strided k out", o1, o2, ao, half_rtol(dts[d]));
         amp_scope_end(s);
     }
@@ -557,11 +557,11 @@ static void t_gpt_shape_time(void **state) {
         for (int rep = 0; rep < 5; rep++) {
             struct timespec t0, t1, t2;
             clock_gettime(CLOCK_MONOTONIC, &t0);
-            assert_int_equal(be_cu()->attention("test", &a, q, k, v, NULL, o, l), AMP_OK);
+            assert_int_equal(be_cu()->attention->attention("test", &a, q, k, v, NULL, o, l), AMP_OK);
             assert_int_equal(amp_cuda_synchronize(), AMP_OK);
             clock_gettime(CLOCK_MONOTONIC, &t1);
             amp_tensor *gi[3] = {NULL, NULL, NULL};
-            assert_int_equal(be_cu()->attention_backward("test", &a, q, k, v, NULL, o, l, g, gi), AMP_OK);
+            assert_int_equal(be_cu()->attention->attention_backward("test", &a, q, k, v, NULL, o, l, g, gi), AMP_OK);
             assert_int_equal(amp_cuda_synchronize(), AMP_OK);
             clock_gettime(CLOCK_MONOTONIC, &t2);
             for (int i = 0; i < 3; i++) amp__release(gi[i]);

@@ -970,7 +970,7 @@ static void time_op(int kind, const char *name, amp_dtype dt, double bytes) {
             case TM_SUM_ROWS: r = amp_sum(x, (int[]){1}, 1, false); break;
             case TM_SUM_TO_SHAPE: {
                 amp_tensor *o = NULL;
-                if (be->sum_to_shape("test", x, 1, AMP_SHAPE(C), &o) == AMP_OK) r = o;
+                if (be->reduce->sum_to_shape("test", x, 1, AMP_SHAPE(C), &o) == AMP_OK) r = o;
                 break;
             }
             case TM_NORM: r = amp_norm(x, 2, NULL, 0, false); break;

@@ -118,8 +118,8 @@ static void t_bias_grad_entry(void **state) {
             amp_tensor *dg = amp_test_to(g, AMP_DEVICE_CUDA);
             amp_tensor *want = amp_tensor_empty(AMP_F32, 1, AMP_SHAPE(N));
             amp_tensor *got = amp_tensor_empty_on(AMP_DEVICE_CUDA, AMP_F32, 1, AMP_SHAPE(N));
-            assert_int_equal(amp_backend_cpu.bias_grad("test", g, R, N, want), AMP_OK);
-            amp_status st = cu->bias_grad("test", dg, R, N, got);
+            assert_int_equal(amp_backend_cpu.gemm->bias_grad("test", g, R, N, want), AMP_OK);
+            amp_status st = cu->gemm->bias_grad("test", dg, R, N, got);
             if (st == AMP_OK) st = amp_cuda_synchronize();
             if (st != AMP_OK) {
                 print_message("FAIL %s: %s\n", what, amp_last_error());
@@ -520,8 +520,8 @@ static void t_gather_entries(void **state) {
         amp_tensor *g = amp_test_randn(wd[k], 3, AMP_SHAPE(6, 40, D), 4, 1.0, 0.0);
         amp_tensor *didx = amp_test_to(idx, AMP_DEVICE_CUDA), *dg = amp_test_to(g, AMP_DEVICE_CUDA);
         amp_tensor *want = NULL, *got = NULL;
-        assert_int_equal(amp_backend_cpu.embedding_backward("test", idx, g, V, D, wd[k], &want), AMP_OK);
-        if (cu->embedding_backward("test", didx, dg, V, D, wd[k], &got) != AMP_OK) {
+        assert_int_equal(amp_backend_cpu.gather->embedding_backward("test", idx, g, V, D, wd[k], &want), AMP_OK);
+        if (cu->gather->embedding_backward("test", didx, dg, V, D, wd[k], &got) != AMP_OK) {
             print_message("FAIL %s: %s\n", what, amp_last_error());
             amp_test_cuda_stop_if_dead(what, NULL);
             g_fail++;
@@ -536,8 +536,8 @@ static void t_gather_entries(void **state) {
                    *g = amp_test_randn(AMP_BF16, 1, AMP_SHAPE(500), 6, 1.0, 0.0);
         amp_tensor *dsrc = amp_test_to(src, AMP_DEVICE_CUDA), *dg = amp_test_to(g, AMP_DEVICE_CUDA), *want = NULL,
                    *got = NULL;
-        assert_int_equal(amp_backend_cpu.gather_flat_backward("test", src, g, 2, AMP_SHAPE(37, 1), &want), AMP_OK);
-        if (cu->gather_flat_backward("test", dsrc, dg, 2, AMP_SHAPE(37, 1), &got) != AMP_OK) {
+        assert_int_equal(amp_backend_cpu.gather->gather_flat_backward("test", src, g, 2, AMP_SHAPE(37, 1), &want), AMP_OK);
+        if (cu->gather->gather_flat_backward("test", dsrc, dg, 2, AMP_SHAPE(37, 1), &got) != AMP_OK) {
             print_message("FAIL gather_flat_backward: %s\n", amp_last_error());
             amp_test_cuda_stop_if_dead("gather_flat_backward", NULL);
             g_fail++;
@@ -552,8 +552,8 @@ static void t_gather_entries(void **state) {
                    *dx = amp_test_to(x, AMP_DEVICE_CUDA);
         amp_tensor *want = amp_tensor_empty(AMP_F32, 3, AMP_SHAPE(3, 7, 11));
         amp_tensor *got = amp_tensor_empty_on(AMP_DEVICE_CUDA, AMP_F32, 3, AMP_SHAPE(3, 7, 11));
-        assert_int_equal(amp_backend_cpu.mask_fill("test", x, 1, -2, NULL, 0.5, want), AMP_OK);
-        if (cu->mask_fill("test", dx, 1, -2, NULL, 0.5, got) != AMP_OK) {
+        assert_int_equal(amp_backend_cpu.gather->mask_fill("test", x, 1, -2, NULL, 0.5, want), AMP_OK);
+        if (cu->gather->mask_fill("test", dx, 1, -2, NULL, 0.5, got) != AMP_OK) {
             print_message("FAIL mask_fill into f32: %s\n", amp_last_error());
             amp_test_cuda_stop_if_dead("mask_fill into f32", NULL);
             g_fail++;

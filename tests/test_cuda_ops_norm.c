@@ -158,10 +158,10 @@ static void ln_case_run(const ln_case *c, uint64_t seed) {
     amp_tensor *dy = amp_tensor_empty_on(AMP_DEVICE_CUDA, c->xdt, 2, xs),
                *dmean = amp_tensor_empty_on(AMP_DEVICE_CUDA, AMP_F32, 1, ms),
                *drstd = amp_tensor_empty_on(AMP_DEVICE_CUDA, AMP_F32, 1, ms);
-    check_ok(cpu()->layer_norm("test", &a, x, w, b, y, mean, rstd), name);
+    check_ok(cpu()->norm->layer_norm("test", &a, x, w, b, y, mean, rstd), name);
     char what[200];
     snprintf(what, sizeof what, "%s: forward", name);
-    check_ok(cu()->layer_norm("test", &a, dx, dw, db, dy, dmean, drstd), what);
+    check_ok(cu()->norm->layer_norm("test", &a, dx, dw, db, dy, dmean, drstd), what);
     snprintf(what, sizeof what, "%s: mean", name);
     close_to(mean, dmean, 1e-5, 1e-5, what);
     snprintf(what, sizeof what, "%s: rstd", name);
@@ -172,9 +172,9 @@ static void ln_case_run(const ln_case *c, uint64_t seed) {
     amp_tensor *dmc = amp_test_to(mean, AMP_DEVICE_CUDA), *drc = amp_test_to(rstd, AMP_DEVICE_CUDA);
     bool need[3] = {true, c->w, c->b};
     amp_tensor *gin[3] = {NULL, NULL, NULL}, *dgin[3] = {NULL, NULL, NULL};
-    check_ok(cpu()->layer_norm_backward("test", &a, x, w, mean, rstd, g, need, gin), name);
+    check_ok(cpu()->norm->layer_norm_backward("test", &a, x, w, mean, rstd, g, need, gin), name);
     snprintf(what, sizeof what, "%s: backward", name);
-    check_ok(cu()->layer_norm_backward("test", &a, dx, dw, dmc, drc, dg, need, dgin), what);
+    check_ok(cu()->norm->layer_norm_backward("test", &a, dx, dw, dmc, drc, dg, need, dgin), what);
     const char *gn[3] = {"gx", "gw", "gb"};
     for (int i = 0; i < 3; i++) {
         if (!need[i]) continue;
@@ -193,8 +193,8 @@ static void ln_case_run(const ln_case *c, uint64_t seed) {
         bool need2[3] = {false, true, true};
         amp_tensor *e[3] = {NULL, NULL, NULL};
         snprintf(what, sizeof what, "%s: backward without gx", name);
-        check_ok(cu()->layer_norm_backward("test", &a, dx, dw, dmc, drc, dg, need2, e), what);
-        check_ok(cpu()->layer_norm_backward("test", &a, x, w, mean, rstd, g, need2, gin), what);
+        check_ok(cu()->norm->layer_norm_backward("test", &a, dx, dw, dmc, drc, dg, need2, e), what);
+        check_ok(cpu()->norm->layer_norm_backward("test", &a, x, w, mean, rstd, g, need2, gin), what);
         if (e[0]) {
             printf("FAIL %s: gx made though not needed\n", what);
             g_fail++;
@@ -320,9 +320,9 @@ static void sm_case(amp_dtype dt, int nd, const int64_t *shape, int dim, bool lo
     amp_tensor *x = amp_test_randn(dt, nd, shape, seed, 3.0, 0.0);
     amp_tensor *dx = strided ? strided_copy(x, AMP_DEVICE_CUDA) : amp_test_to(x, AMP_DEVICE_CUDA);
     amp_tensor *y = amp_tensor_empty(dt, nd, shape), *dy = amp_tensor_empty_on(AMP_DEVICE_CUDA, dt, nd, shape);
-    check_ok(cpu()->softmax("test", x, dim, log, y), name);
+    check_ok(cpu()->softmax->softmax("test", x, dim, log, y), name);
     snprintf(what, sizeof what, "%s: forward", name);
-    check_ok(cu()->softmax("test", dx, dim, log, dy), what);
+    check_ok(cu()->softmax->softmax("test", dx, dim, log, dy), what);
     if (log) close_to(y, dy, 1e-5, 1e-5, what);
     else close_to(y, dy, 1e-5, 1e-9, what);
     /* backward from the CPU's output on both */
@@ -330,9 +330,9 @@ static void sm_case(amp_dtype dt, int nd, const int64_t *shape, int dim, bool lo
     amp_tensor *dyc = amp_test_to(y, AMP_DEVICE_CUDA),
                *dg = strided && nd == 2 ? strided_copy(g, AMP_DEVICE_CUDA) : amp_test_to(g, AMP_DEVICE_CUDA);
     amp_tensor *gx = NULL, *dgx = NULL;
-    check_ok(cpu()->softmax_backward("test", y, g, dim, log, &gx), name);
+    check_ok(cpu()->softmax->softmax_backward("test", y, g, dim, log, &gx), name);
     snprintf(what, sizeof what, "%s: backward", name);
-    check_ok(cu()->softmax_backward("test", dyc, dg, dim, log, &dgx), what);
+    check_ok(cu()->softmax->softmax_backward("test", dyc, dg, dim, log, &dgx), what);
     if (gx && dgx) {
         close_to_max(gx, dgx, 0, 1e-5, what);
     }
@@ -430,9 +430,9 @@ static void ce_case_run(const ce_case *c, uint64_t seed) {
     amp_tensor *out = none ? amp_tensor_empty(odt, 1, &c->N) : amp_tensor_empty(odt, 0, NULL);
     amp_tensor *dout = none ? amp_tensor_empty_on(AMP_DEVICE_CUDA, odt, 1, &c->N) : amp_tensor_empty_on(AMP_DEVICE_CUDA, odt, 0, NULL);
     amp_tensor *ws = amp_tensor_empty(AMP_F64, 0, NULL), *dws = amp_tensor_empty_on(AMP_DEVICE_CUDA, AMP_F64, 0, NULL);
-    check_ok(cpu()->class_loss("test", &a, x, t, NULL, out, ws), name);
+    check_ok(cpu()->loss->class_loss("test", &a, x, t, NULL, out, ws), name);
     snprintf(what, sizeof what, "%s: forward", name);
-    check_ok(cu()->class_loss("test", &a, dx, dt, NULL, dout, dws), what);
+    check_ok(cu()->loss->class_loss("test", &a, dx, dt, NULL, dout, dws), what);
     close_to(out, dout, none ? 1e-5 : 2e-5, 1e-6, what);
     snprintf(what, sizeof what, "%s: summed weight", name);
     close_to(ws, dws, 0, 0, what);
@@ -441,9 +441,9 @@ static void ce_case_run(const ce_case *c, uint64_t seed) {
         none ? amp_test_randn(AMP_F32, 1, &c->N, seed + 1, 1.0, 0.0) : amp_tensor_full(AMP_F32, 0, NULL, 1.75);
     amp_tensor *dg = amp_test_to(g, AMP_DEVICE_CUDA), *dwc = amp_test_to(ws, AMP_DEVICE_CUDA);
     amp_tensor *gx = NULL, *dgx = NULL;
-    check_ok(cpu()->class_loss_backward("test", &a, x, t, NULL, ws, g, &gx), name);
+    check_ok(cpu()->loss->class_loss_backward("test", &a, x, t, NULL, ws, g, &gx), name);
     snprintf(what, sizeof what, "%s: backward", name);
-    check_ok(cu()->class_loss_backward("test", &a, dx, dt, NULL, dwc, dg, &dgx), what);
+    check_ok(cu()->loss->class_loss_backward("test", &a, dx, dt, NULL, dwc, dg, &dgx), what);
     if (gx && dgx) {
         if (dgx->dtype != c->xdt) {
             printf("FAIL %s: gradient dtype %s\n", what, amp_dtype_name(dgx->dtype));
@@ -613,9 +613,9 @@ static void gl_case_run(const gl_case *c, uint64_t seed) {
     amp_tensor *dout = none ? amp_tensor_empty_on(AMP_DEVICE_CUDA, c->xdt, tnd, tshape)
                             : amp_tensor_empty_on(AMP_DEVICE_CUDA, c->xdt, 0, NULL);
     amp_tensor *ws = amp_tensor_empty(AMP_F64, 0, NULL), *dws = amp_tensor_empty_on(AMP_DEVICE_CUDA, AMP_F64, 0, NULL);
-    check_ok(cpu()->class_loss("test", &a, x, t, w, out, ws), name);
+    check_ok(cpu()->loss->class_loss("test", &a, x, t, w, out, ws), name);
     snprintf(what, sizeof what, "%s: forward", name);
-    check_ok(cu()->class_loss("test", &a, dx, dt, dw, dout, dws), what);
+    check_ok(cu()->loss->class_loss("test", &a, dx, dt, dw, dout, dws), what);
     close_to(out, dout, 2e-5, 1e-6, what);
     snprintf(what, sizeof what, "%s: summed weight", name);
     close_to(ws, dws, 1e-12, 0, what);
@@ -623,9 +623,9 @@ static void gl_case_run(const gl_case *c, uint64_t seed) {
         none ? amp_test_randn(AMP_F32, tnd, tshape, seed + 3, 1.0, 0.0) : amp_tensor_full(AMP_F32, 0, NULL, 0.75);
     amp_tensor *dg = amp_test_to(g, AMP_DEVICE_CUDA), *dwc = amp_test_to(ws, AMP_DEVICE_CUDA);
     amp_tensor *gx = NULL, *dgx = NULL;
-    check_ok(cpu()->class_loss_backward("test", &a, x, t, w, ws, g, &gx), name);
+    check_ok(cpu()->loss->class_loss_backward("test", &a, x, t, w, ws, g, &gx), name);
     snprintf(what, sizeof what, "%s: backward", name);
-    check_ok(cu()->class_loss_backward("test", &a, dx, dt, dw, dwc, dg, &dgx), what);
+    check_ok(cu()->loss->class_loss_backward("test", &a, dx, dt, dw, dwc, dg, &dgx), what);
     if (gx && dgx) {
         close_to_max(gx, dgx, 0, 1e-5, what);
     }
@@ -725,11 +725,11 @@ static void bn_case_run(const bn_case *c, uint64_t seed) {
                *drstd = amp_tensor_empty_on(AMP_DEVICE_CUDA, AMP_F32, 1, &sn);
     snprintf(what, sizeof what, "%s: forward", name);
     if (gn) {
-        check_ok(cpu()->group_norm("test", &a, x, w, b, y, mean, rstd), name);
-        check_ok(cu()->group_norm("test", &a, dx, dw, db, dy, dmean, drstd), what);
+        check_ok(cpu()->norm->group_norm("test", &a, x, w, b, y, mean, rstd), name);
+        check_ok(cu()->norm->group_norm("test", &a, dx, dw, db, dy, dmean, drstd), what);
     } else {
-        check_ok(cpu()->batch_norm("test", &a, x, w, b, rm, rv, y, mean, rstd), name);
-        check_ok(cu()->batch_norm("test", &a, dx, dw, db, drm, drv, dy, dmean, drstd), what);
+        check_ok(cpu()->norm->batch_norm("test", &a, x, w, b, rm, rv, y, mean, rstd), name);
+        check_ok(cu()->norm->batch_norm("test", &a, dx, dw, db, drm, drv, dy, dmean, drstd), what);
     }
     close_to(y, dy, 1e-5, 1e-5, what);
     snprintf(what, sizeof what, "%s: mean", name);
@@ -749,11 +749,11 @@ static void bn_case_run(const bn_case *c, uint64_t seed) {
     amp_tensor *gin[3] = {NULL, NULL, NULL}, *dgin[3] = {NULL, NULL, NULL};
     snprintf(what, sizeof what, "%s: backward", name);
     if (gn) {
-        check_ok(cpu()->group_norm_backward("test", &a, x, w, mean, rstd, g, need, gin), name);
-        check_ok(cu()->group_norm_backward("test", &a, dx, dw, dmc, drc, dg, need, dgin), what);
+        check_ok(cpu()->norm->group_norm_backward("test", &a, x, w, mean, rstd, g, need, gin), name);
+        check_ok(cu()->norm->group_norm_backward("test", &a, dx, dw, dmc, drc, dg, need, dgin), what);
     } else {
-        check_ok(cpu()->batch_norm_backward("test", &a, x, w, mean, rstd, g, need, gin), name);
-        check_ok(cu()->batch_norm_backward("test", &a, dx, dw, dmc, drc, dg, need, dgin), what);
+        check_ok(cpu()->norm->batch_norm_backward("test", &a, x, w, mean, rstd, g, need, gin), name);
+        check_ok(cu()->norm->batch_norm_backward("test", &a, dx, dw, dmc, drc, dg, need, dgin), what);
     }
     const char *gname[3] = {"gx", "gw", "gb"};
     for (int i = 0; i < 3; i++) {

@@ -8,11 +8,13 @@
 #include "amp/ops.h"
 #include "tensor/tensor_impl.h"
 
-const amp_op_info amp__op_table[AMP_OP_COUNT] = {
+const amp_op_info amp__op_table[] = {
 #define AMP_OP_ROW(id, nm, cuda, cpu) [AMP_OP_##id] = {nm, {cuda, cpu}},
     AMP_OP_LIST(AMP_OP_ROW)
 #undef AMP_OP_ROW
 };
+_Static_assert(sizeof amp__op_table / sizeof amp__op_table[0] == AMP_OP_COUNT,
+               "amp__op_table: one row per autocast op (AMP_OP_LIST)");
 
 /* Process-wide overrides: AMP_CAST_DEFAULT (-1) = use the table. */
 static atomic_int g_override[AMP_OP_COUNT];

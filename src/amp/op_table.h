@@ -88,7 +88,7 @@ typedef struct {
     amp_cast_category category[2]; /* [AMP_AUTOCAST_TABLE_DEFAULT], [AMP_AUTOCAST_TABLE_CPU] */
 } amp_op_info;
 
-extern const amp_op_info amp__op_table[AMP_OP_COUNT];
+extern const amp_op_info amp__op_table[]; /* AMP_OP_COUNT rows (checked where it is defined) */
 
 /* Applies the active autocast region to an op's inputs, in place: each
  * replaced in[i] is a new reference (a differentiable cast) that the caller

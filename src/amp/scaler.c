@@ -18,6 +18,7 @@
 #include "amp/scaler.h"
 #include "autograd/node.h"
 #include "kernels/backend.h"
+#include "amp/scaler_impl.h"
 #include "optim/optim_impl.h"
 
 typedef enum { STAGE_READY = 0, STAGE_UNSCALED, STAGE_STEPPED } opt_stage;
@@ -46,7 +47,7 @@ struct amp_scaler {
     float *history;
     int64_t hist_n, hist_cap;
     /* On a device (the first optimizer or loss on one makes it): the scale,
-     * counters and found_inf flags live there (kernels/backend.h's device
+     * counters and found_inf flags live there (kernels/family/scaler.h's device
      * scaler), updated without the host waiting; the fields above are then
      * a cache that refresh() fills when the host asks (dev_stale). The
      * device's history holds updates from dev_hist_base on. */
@@ -113,7 +114,7 @@ amp_scaler *amp_scaler_new(const amp_scaler_opts *in) {
 void amp_scaler_free(amp_scaler *s) {
     if (!s) return;
     if (s->enabled) amp__journal_disarm();
-    if (s->ds) s->dbe->scaler_free(s->ds);
+    if (s->ds) s->dbe->scaler->scaler_free(s->ds);
     free(s->per_opt);
     free(s->history);
     free(s);
@@ -248,9 +249,9 @@ static amp_status dev_attach(const char *fn, amp_scaler *s, amp_device d) {
     }
     const amp_backend *be = amp__backend(fn, d);
     if (!be) return amp_last_status();
-    if (!be->scaler_new) return amp__backend_missing(fn, be, "scaler_new");
+    if (!be->scaler || !be->scaler->scaler_new) return amp__backend_missing(fn, be, "scaler.scaler_new");
     amp_dev_scaler_init in = dev_init_of(s);
-    s->ds = be->scaler_new(fn, &in);
+    s->ds = be->scaler->scaler_new(fn, &in);
     if (!s->ds) return amp_last_status();
     s->dbe = be;
     s->ddev = d;
@@ -275,7 +276,7 @@ static amp_status refresh(const amp_scaler *cs) {
         s->hist_cap = cap;
     }
     amp_dev_scaler_view v;
-    amp_status st = s->dbe->scaler_read(s->ds, &v, s->history + s->dev_hist_base, nh);
+    amp_status st = s->dbe->scaler->scaler_read(s->ds, &v, s->history + s->dev_hist_base, nh);
     if (st != AMP_OK) return st;
     s->scale = v.scale;
     s->growth_tracker = v.growth_tracker;
@@ -296,7 +297,7 @@ static amp_status refresh(const amp_scaler *cs) {
 static amp_status dev_push(const char *fn, amp_scaler *s) {
     if (!s->ds) return AMP_OK;
     amp_dev_scaler_init in = dev_init_of(s);
-    amp_status st = s->dbe->scaler_set(fn, s->ds, &in);
+    amp_status st = s->dbe->scaler->scaler_set(fn, s->ds, &in);
     if (st != AMP_OK) return st;
     s->dev_hist_base = s->hist_n; /* the host's history is complete up to here */
     s->dev_hist_n = 0;
@@ -309,7 +310,7 @@ static amp_status dev_slot(const char *fn, amp_scaler *s, const opt_state *st) {
     if (slot >= AMP_DEV_SCALER_SLOTS)
         return amp_error(AMP_ERR_ARG, "%s: a scaler on a device serves at most %d optimizers between updates", fn,
                          AMP_DEV_SCALER_SLOTS);
-    return s->dbe->scaler_select(s->ds, slot);
+    return s->dbe->scaler->scaler_select(s->ds, slot);
 }
 
 bool amp_scaler_at_min_scale(const amp_scaler *s) {
@@ -342,7 +343,7 @@ static amp_status scale_backward_dev(const amp_tensor *g, const amp_tensor *sc, 
     in[1].data = amp__data(sc);
     in[1].dtype = AMP_F32;
     for (int d = 0; d < g->ndim; d++) in[0].stride[d] = g->stride[d];
-    amp_status st = AMP_BE_CALL(be, ew, fn, AMP_EW_MUL, NULL, g->ndim, g->shape, amp__data(out), g->dtype, 2, in);
+    amp_status st = AMP_KCALL(be, ew, ew, fn, AMP_EW_MUL, NULL, g->ndim, g->shape, amp__data(out), g->dtype, 2, in);
     if (st != AMP_OK) {
         amp__release(out);
         return st;
@@ -399,9 +400,9 @@ amp_tensor *amp_scaler_scale(amp_scaler *s, amp_tensor *loss) {
         amp_tensor *one = amp__tensor_new_on(fn, s->ddev, AMP_F32, 0, NULL, AMP_MEM_WORKSPACE, AMP_NEW_UNSCOPED);
         amp_tensor *snap = amp__tensor_new_on(fn, s->ddev, AMP_F32, 0, NULL, AMP_MEM_WORKSPACE, AMP_NEW_UNSCOPED);
         amp_status st = out && one && snap ? AMP_OK : amp_last_status();
-        if (!st) st = s->dbe->fill(fn, one, 1.0);
-        if (!st) st = s->dbe->scaler_scale(fn, s->ds, one, snap); /* 1 * scale: the scale itself */
-        if (!st) st = s->dbe->scaler_scale(fn, s->ds, loss, out);
+        if (!st) st = s->dbe->dev->fill(fn, one, 1.0);
+        if (!st) st = s->dbe->scaler->scaler_scale(fn, s->ds, one, snap); /* 1 * scale: the scale itself */
+        if (!st) st = s->dbe->scaler->scaler_scale(fn, s->ds, loss, out);
         amp__release(one);
         amp_node *n = NULL;
         if (!st && amp__needs_grad(1, &loss)) {
@@ -467,7 +468,6 @@ amp_status amp_scaler_unscale(amp_scaler *s, amp_optim *opt) {
     int first = -1;
     if (s->ds) { /* on the device: its scale, its flag (this optimizer's slot) */
         amp_status rc = dev_slot(fn, s, st);
-        if (!rc) rc = s->dbe->scaler_reset_found(s->ds);
         if (!rc) rc = amp__optim_unscale(opt, 1.0f, s->ds, NULL, NULL, fn);
         if (rc != AMP_OK) return rc;
         s->dev_found_known = false;
@@ -517,8 +517,7 @@ amp_status amp_scaler_step(amp_scaler *s, amp_optim *opt, bool *skipped) {
             amp_tensor **gs = calloc(ng, sizeof *gs);
             if (!gs) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
             for (int i = 0; i < opt->n; i++) gs[i] = opt->ps[i].param->grad;
-            rc = s->dbe->scaler_reset_found(s->ds);
-            if (!rc) rc = AMP_BE_CALL(s->dbe, optim_check, fn, gs, opt->n, 1.0f, s->ds, NULL, NULL);
+            rc = amp__scaler_check(fn, s->dbe, gs, opt->n, 1.0f, s->ds, NULL, NULL);
             free(gs);
             if (rc != AMP_OK) return rc;
             s->dev_found_known = false;
@@ -657,8 +656,7 @@ double amp_scaler_clip_grad_norm(amp_scaler *s, amp_optim *const *opts, int n, d
             }
             for (int i = 0; i < opts[k]->n; i++) gs[i] = opts[k]->ps[i].param->grad;
             amp_status rc = dev_slot(fn, s, sts[k]);
-            if (!rc) rc = s->dbe->scaler_reset_found(s->ds);
-            if (!rc) rc = AMP_BE_CALL(s->dbe, optim_check, fn, gs, opts[k]->n, 1.0f, s->ds, NULL, NULL);
+            if (!rc) rc = amp__scaler_check(fn, s->dbe, gs, opts[k]->n, 1.0f, s->ds, NULL, NULL);
             free(gs);
             if (rc != AMP_OK) return -1;
             s->dev_found_known = false;
@@ -726,7 +724,7 @@ amp_status amp_scaler_update(amp_scaler *s) {
             if (found) amp__journal_rollback();
             else amp__journal_commit();
         }
-        amp_status rc = s->dbe->scaler_update(fn, s->ds, s->dev_hist_n);
+        amp_status rc = s->dbe->scaler->scaler_update(fn, s->ds, s->dev_hist_n);
         if (rc != AMP_OK) return rc;
         s->dev_hist_n++;
         s->num_updates++;

@@ -353,7 +353,7 @@ static amp_status dev_add(amp_tensor *out, const amp_tensor *a, const amp_tensor
         in[0].stride[d] = a->stride[d];
         in[1].stride[d] = b->stride[d];
     }
-    return AMP_BE_CALL(be, ew, fn, AMP_EW_ADD, NULL, out->ndim, out->shape, amp__data(out), out->dtype, 2, in);
+    return AMP_KCALL(be, ew, ew, fn, AMP_EW_ADD, NULL, out->ndim, out->shape, amp__data(out), out->dtype, 2, in);
 }
 
 /* out = a + b (new, dtype of a, unscoped, on a's device). */
@@ -1012,6 +1012,6 @@ amp_tensor *amp__sum_to_shape(const amp_tensor *g, int ndim, const int64_t *shap
     const amp_backend *be = amp__backend_of(fn, g);
     if (!be) return NULL;
     amp_tensor *out = NULL;
-    if (AMP_BE_CALL(be, sum_to_shape, fn, g, ndim, shape, &out) != AMP_OK) return NULL;
+    if (AMP_KCALL(be, reduce, sum_to_shape, fn, g, ndim, shape, &out) != AMP_OK) return NULL;
     return out;
 }

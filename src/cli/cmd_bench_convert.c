@@ -41,10 +41,11 @@ typedef enum {
 static const struct {
     const char *name;
     size_t in_bytes, out_bytes;
-} g_dirs[D_COUNT] = {
+} g_dirs[] = {
     {"f32->f16", 4, 2},  {"f16->f32", 2, 4},  {"f32->bf16", 4, 2}, {"bf16->f32", 2, 4},     {"f32->e4m3", 4, 1},
     {"e4m3->f32", 1, 4}, {"f32->e5m2", 4, 1}, {"e5m2->f32", 1, 4}, {"sr f32->bf16", 4, 2},
 };
+_Static_assert(sizeof g_dirs / sizeof g_dirs[0] == D_COUNT, "g_dirs: one entry per direction");
 
 typedef struct {
     direction dir;

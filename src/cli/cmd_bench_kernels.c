@@ -33,13 +33,15 @@ typedef enum {
     K_ADD, K_MULS, K_RELU, K_GELU, K_EXP, K_SIGMOID, K_SILU, K_TANH, K_SOFTMAX, K_LOGSOFTMAX, K_LAYERNORM,
     K_BATCHNORM, K_SUM, K_MEAN_DIM, K_CAST, K_COUNT
 } kop;
-static const char *kname[K_COUNT] = {"add",     "mul_scalar",  "relu",       "gelu",       "exp",
+static const char *kname[] = {"add",     "mul_scalar",  "relu",       "gelu",       "exp",
                                      "sigmoid", "silu",        "tanh",       "softmax",    "log_softmax",
                                      "layer_norm", "batch_norm", "sum",      "mean_dim1",  "cast"};
+_Static_assert(sizeof kname / sizeof kname[0] == K_COUNT, "kname: one name per kernel");
 /* tensors read + written, in units of the input size (sum and mean write
  * ~0; batch_norm counts one read and one write, though its statistics read
  * the input a second time) */
-static const double kmoves[K_COUNT] = {3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 2};
+static const double kmoves[] = {3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 2};
+_Static_assert(sizeof kmoves / sizeof kmoves[0] == K_COUNT, "kmoves: one traffic count per kernel");
 
 typedef struct {
     kop op;

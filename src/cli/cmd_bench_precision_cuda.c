@@ -39,7 +39,7 @@ typedef struct {
 static amp_status run_round(const amp_backend *be, mode_run *r, int reps, double *sec) {
     double t0 = bench_now();
     for (int i = 0; i < reps; i++) {
-        amp_status st = be->gemm("amp bench precision", &r->g);
+        amp_status st = be->gemm->gemm("amp bench precision", &r->g);
         if (st != AMP_OK) return st;
     }
     amp_status st = amp_cuda_synchronize();

@@ -21,7 +21,8 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static amp_status g_init_status = AMP_OK;
 static char g_init_msg[256];
 
-static const char *g_names[AMP_CPU_PATH_COUNT] = {"scalar", "avx2", "avx512", "avx512bf16"};
+static const char *g_names[] = {"scalar", "avx2", "avx512", "avx512bf16"};
+_Static_assert(sizeof g_names / sizeof g_names[0] == AMP_CPU_PATH_COUNT, "g_names: one name per CPU path");
 
 static uint64_t xgetbv0(void) {
     uint32_t eax, edx;

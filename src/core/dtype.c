@@ -11,7 +11,7 @@ typedef struct {
     const char *aliases[5];
 } dtype_info;
 
-static const dtype_info g_dtypes[AMP_DTYPE_COUNT] = {
+static const dtype_info g_dtypes[] = {
     [AMP_F32] = {"f32", 4, true, {"float32", "float", "fp32", NULL}},
     [AMP_F16] = {"f16", 2, true, {"float16", "half", "fp16", NULL}},
     [AMP_BF16] = {"bf16", 2, true, {"bfloat16", NULL}},
@@ -22,6 +22,7 @@ static const dtype_info g_dtypes[AMP_DTYPE_COUNT] = {
     [AMP_I64] = {"i64", 8, false, {"int64", "long", NULL}},
     [AMP_U8] = {"u8", 1, false, {"uint8", NULL}},
 };
+_Static_assert(sizeof g_dtypes / sizeof g_dtypes[0] == AMP_DTYPE_COUNT, "g_dtypes: one entry per dtype");
 
 bool amp_dtype_valid(amp_dtype dt) { return (int)dt >= 0 && dt < AMP_DTYPE_COUNT; }
 

@@ -64,46 +64,34 @@ const amp_backend *amp__backend_if_started(amp_device d) {
 
 const amp_backend *amp__backend_of(const char *fn, const amp_tensor *t) { return amp__backend(fn, amp__dev(t)); }
 
+const amp_device_iface *amp__device_iface(const char *fn, amp_device d) {
+    const amp_backend *be = amp__backend(fn, d);
+    return be ? be->dev : NULL;
+}
+
+const amp_device_iface *amp__device_iface_if_started(amp_device d) {
+    const amp_backend *be = amp__backend_if_started(d);
+    return be ? be->dev : NULL;
+}
+
+#ifdef AMP_HAVE_CUDA
+extern const amp_backend amp__cuda_table; /* kernels/cuda/cuda_backend.c */
+#endif
+
+const amp_backend *const *amp__backend_tables(int *n) {
+    static const amp_backend *const tabs[] = {
+        &amp_backend_cpu,
+#ifdef AMP_HAVE_CUDA
+        &amp__cuda_table,
+#endif
+    };
+    *n = (int)(sizeof tabs / sizeof tabs[0]);
+    return tabs;
+}
+
 amp_status amp__backend_missing(const char *fn, const amp_backend *be, const char *what) {
     return amp_error(AMP_ERR_UNSUPPORTED, "%s: %s is not implemented on %s yet (docs/cuda.md lists what is)", fn, what,
                      be ? be->name : "this device");
-}
-
-void amp__dev_scaler_plain_init(amp_dev_scaler_init *in) {
-    memset(in, 0, sizeof *in);
-    in->scale = 1.0f;
-    in->growth = 2.0;
-    in->backoff = 0.5;
-    in->interval = 1;
-    in->floor = 1.0;
-    in->hysteresis = 1;
-    in->hysteresis_left = 1;
-    in->static_scale = true;
-}
-
-amp_status amp__backend_first_nonfinite(const char *fn, const amp_backend *be, amp_tensor *const *ts, int n, float inv_scale,
-                                        amp_dev_scaler *ds, int *first) {
-    *first = -1;
-    if (!be->scaler_new) { /* the host: the answer directly */
-        bool found = false;
-        int at = -1;
-        amp_status st = AMP_BE_CALL(be, optim_check, fn, ts, n, inv_scale, NULL, &found, &at);
-        if (st == AMP_OK && found) *first = at;
-        return st;
-    }
-    amp_dev_scaler *tmp = NULL;
-    if (!ds) {
-        amp_dev_scaler_init in;
-        amp__dev_scaler_plain_init(&in);
-        if (!(ds = tmp = be->scaler_new(fn, &in))) return amp_last_status();
-    }
-    amp_dev_scaler_view v;
-    amp_status st = be->scaler_reset_found(ds);
-    if (st == AMP_OK) st = AMP_BE_CALL(be, optim_check, fn, ts, n, inv_scale, ds, NULL, NULL);
-    if (st == AMP_OK) st = be->scaler_read(ds, &v, NULL, 0);
-    if (st == AMP_OK && v.found_inf) *first = v.first_bad >= 0 ? v.first_bad : 0; /* (the kernel sets both) */
-    if (tmp) be->scaler_free(tmp);
-    return st;
 }
 
 amp_status amp_device_check(amp_device d) {

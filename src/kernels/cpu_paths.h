@@ -7,7 +7,7 @@
  * headers directly).
  *
  * What it gives (declared in kernels/cpu/gemm.h and gemm_internal.h):
- *  - amp_gemm: the CPU GEMM on host pointers (kernels/gemm_args.h);
+ *  - amp_gemm: the CPU GEMM on host pointers (kernels/family/gemm.h);
  *  - amp_gemm_kernel_name: which path amp_gemm takes for a dtype pair;
  *  - amp_gemm_kernel_active / amp_gemm_kernel_pairs: the active path's
  *    kernel set (its name and fma_loop, the peak probe of `amp bench gemm`). */

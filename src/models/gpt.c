@@ -13,7 +13,7 @@
 
 #include "amp/amp.h"
 #include "core/error.h"
-#include "kernels/backend.h" /* the weight check: the backend's multi-tensor check */
+#include "amp/scaler_impl.h" /* the weight check: the backend's multi-tensor check (amp__scaler_first_nonfinite) */
 
 /* What every module of one GPT shares (reference counted: a block may
  * outlive the model that made it). */
@@ -107,7 +107,7 @@ static int64_t first_nonfinite(const char *fn, amp_tensor *t, double *bad) {
     if (backend_checkable(t)) {
         const amp_backend *be = amp__backend_of(fn, t);
         int first = -1;
-        if (!be || amp__backend_first_nonfinite(fn, be, &t, 1, 1.0f, NULL, &first) != AMP_OK) return -2;
+        if (!be || amp__scaler_first_nonfinite(fn, be, &t, 1, 1.0f, NULL, &first) != AMP_OK) return -2;
         if (first < 0) return -1;
     }
     return locate_nonfinite(t, bad);
@@ -883,7 +883,7 @@ static amp_status check_weights(const char *fn, amp_module *m) {
     }
     if (st == AMP_OK && nf) {
         const amp_backend *be = amp__backend_of(fn, ps[0]);
-        if (!be || amp__backend_first_nonfinite(fn, be, fast, np, 1.0f, NULL, &bad_i) != AMP_OK) st = amp_last_status();
+        if (!be || amp__scaler_first_nonfinite(fn, be, fast, np, 1.0f, NULL, &bad_i) != AMP_OK) st = amp_last_status();
     }
     for (int i = 0; i < np && st == AMP_OK && (bad_i < 0 || i <= bad_i); i++) {
         if (fast[i] && i != bad_i) continue; /* the backend found it finite */

@@ -8,13 +8,15 @@
 #include "core/error.h"
 #include "numeric/convert_impl.h"
 
-const amp_cv_dir_info amp_cv_dirs[AMP_CV_COUNT] = {
+const amp_cv_dir_info amp_cv_dirs[] = {
     [AMP_CV_F32_F16] = {"f32->f16", 4, 2},        [AMP_CV_F16_F32] = {"f16->f32", 2, 4},
     [AMP_CV_F32_BF16] = {"f32->bf16", 4, 2},      [AMP_CV_BF16_F32] = {"bf16->f32", 2, 4},
     [AMP_CV_F32_E4M3] = {"f32->e4m3", 4, 1},      [AMP_CV_F32_E4M3_SAT] = {"f32->e4m3_sat", 4, 1},
     [AMP_CV_E4M3_F32] = {"e4m3->f32", 1, 4},      [AMP_CV_F32_E5M2] = {"f32->e5m2", 4, 1},
     [AMP_CV_F32_E5M2_SAT] = {"f32->e5m2_sat", 4, 1}, [AMP_CV_E5M2_F32] = {"e5m2->f32", 1, 4},
 };
+_Static_assert(sizeof amp_cv_dirs / sizeof amp_cv_dirs[0] == AMP_CV_COUNT,
+               "amp_cv_dirs: one entry per conversion direction");
 
 static const amp_cv_kernels *const g_paths[AMP_CPU_PATH_COUNT] = {
     [AMP_CPU_SCALAR] = &amp_cv_scalar_kernels,

@@ -59,7 +59,7 @@ typedef struct {
     const char *name; /* "f32->f16", ... */
     size_t src_size, dst_size;
 } amp_cv_dir_info;
-extern const amp_cv_dir_info amp_cv_dirs[AMP_CV_COUNT];
+extern const amp_cv_dir_info amp_cv_dirs[]; /* AMP_CV_COUNT entries (checked where it is defined) */
 
 /* dst[i] = convert(src[i]) for i < n; any alignment; no overlap. */
 typedef void (*amp_cv_fn)(void *dst, const void *src, size_t n);

@@ -11,11 +11,12 @@ typedef struct {
     int total_bits, ebits, mbits;
 } fmt_def;
 
-static const fmt_def g_fmts[AMP_FMT_COUNT] = {
+static const fmt_def g_fmts[] = {
     [AMP_FMT_F32] = {"fp32", 32, 8, 23},    [AMP_FMT_TF32] = {"tf32", 19, 8, 10},
     [AMP_FMT_F16] = {"fp16", 16, 5, 10},    [AMP_FMT_BF16] = {"bf16", 16, 8, 7},
     [AMP_FMT_E4M3] = {"fp8 e4m3", 8, 4, 3}, [AMP_FMT_E5M2] = {"fp8 e5m2", 8, 5, 2},
 };
+_Static_assert(sizeof g_fmts / sizeof g_fmts[0] == AMP_FMT_COUNT, "g_fmts: one entry per format");
 
 static bool fmt_valid(amp_format f) { return (int)f >= 0 && f < AMP_FMT_COUNT; }
 

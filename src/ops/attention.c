@@ -12,7 +12,7 @@
  * tensor argument, so mixed input dtypes meet there.
  *
  * The fused op is checks + autocast + one call of its device's backend
- * (kernels/backend.h: attention, attention_backward; the CPU's is
+ * (kernels/family/attention.h: attention, attention_backward; the CPU's is
  * kernels/cpu/attention.h, CUDA's kernels/cuda/attention.cu), which never
  * materialises the L x S weights; amp_scaled_dot_product_attention_math is
  * the naive composition
@@ -39,7 +39,7 @@ static void sdpa_ctx_free(void *p) {
 
 /* One backend call on the saved tensors' device: dq, dk, dv (f32, the
  * shapes of q, k, v) recomputed from q, k, v, the output and its row
- * logsumexp (kernels/backend.h: attention_backward). */
+ * logsumexp (kernels/family/attention.h: attention_backward). */
 static amp_status sdpa_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
     static const char *fn = "amp_backward";
     sdpa_ctx *c = n->ctx;
@@ -49,7 +49,7 @@ static amp_status sdpa_backward(amp_node *n, amp_tensor *const *gout, amp_tensor
     amp_att_args a = c->a;
     a.precision = amp_matmul_precision_get(); /* the setting in force when the backward runs, as the other ops */
     amp_tensor *g[3] = {NULL, NULL, NULL};
-    amp_status st = AMP_BE_CALL(be, attention_backward, fn, &a, q, k, v, c->bias, o, lse, gout[0], g);
+    amp_status st = AMP_KCALL(be, attention, attention_backward, fn, &a, q, k, v, c->bias, o, lse, gout[0], g);
     for (int i = 0; i < 3; i++) {
         if (st == AMP_OK && n->inputs[i].needs_grad) gin[i] = g[i];
         else amp__release(g[i]);
@@ -192,7 +192,7 @@ static amp_tensor *mask_bias_dev(const char *fn, const amp_backend *be, amp_devi
     src.ndim = nd;
     memcpy(src.shape, shape, sizeof(int64_t) * (size_t)nd);
     amp__broadcast_strides(m, nd, shape, src.stride);
-    amp_status st = AMP_BE_CALL(be, copy, fn, t, &src);
+    amp_status st = AMP_KCALL(be, dev, copy, fn, t, &src);
     if (st == AMP_OK && m->dtype == AMP_U8) {
         amp_ew_operand in;
         memset(&in, 0, sizeof in);
@@ -203,7 +203,7 @@ static amp_tensor *mask_bias_dev(const char *fn, const amp_backend *be, amp_devi
             in.stride[d] = s;
             s *= shape[d];
         }
-        st = AMP_BE_CALL(be, ew, fn, AMP_EW_LOG, NULL, nd, shape, amp__data(t), AMP_F32, 1, &in);
+        st = AMP_KCALL(be, ew, ew, fn, AMP_EW_LOG, NULL, nd, shape, amp__data(t), AMP_F32, 1, &in);
     }
     if (st != AMP_OK) {
         amp__release(t);
@@ -247,7 +247,7 @@ static amp_tensor *sdpa_fused(const char *fn, amp_tensor *q, amp_tensor *k, amp_
     if (amp_tensor_numel(out) == 0) goto done_ok;
     if (S == 0) { /* softmax over nothing, then a product over nothing: zeros */
         if (dev == AMP_DEVICE_CPU) memset(amp__data(out), 0, (size_t)amp_tensor_numel(out) * amp_dtype_size(out->dtype));
-        else if (AMP_BE_CALL(be, fill, fn, out, 0.0) != AMP_OK) goto fail;
+        else if (AMP_KCALL(be, dev, fill, fn, out, 0.0) != AMP_OK) goto fail;
         goto done_ok;
     }
     {
@@ -267,7 +267,7 @@ static amp_tensor *sdpa_fused(const char *fn, amp_tensor *q, amp_tensor *k, amp_
             c.a.offset = amp__gen_reserve(g, (uint64_t)nb * (uint64_t)L * (uint64_t)S); /* atomic: generators may be shared; a counter, wraps by design */
             c.a.thresh = (uint64_t)ceil(o->dropout_p * 4294967296.0);
         }
-        if (AMP_BE_CALL(be, attention, fn, &c.a, q, k, v, bias, out, lse) != AMP_OK) goto fail;
+        if (AMP_KCALL(be, attention, attention, fn, &c.a, q, k, v, bias, out, lse) != AMP_OK) goto fail;
     }
     if (amp__needs_grad(3, in)) {
         amp_node *node = amp__node_new(fn, sdpa_backward, 3, in, sizeof(sdpa_ctx));

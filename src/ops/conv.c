@@ -123,7 +123,7 @@ static amp_tensor *conv_impl(const char *fn, amp_op_id op, amp_tensor *x, amp_te
     const amp_backend *be = amp__backend(fn, dev);
     if (!be || !(out = amp__empty_out_on(fn, dev, odt, ond, oshape))) goto done;
     c.precision = amp_matmul_precision_get();
-    if (AMP_BE_CALL(be, conv, fn, &c, x, w, b, out) != AMP_OK) goto fail;
+    if (AMP_KCALL(be, conv, conv, fn, &c, x, w, b, out) != AMP_OK) goto fail;
     if (amp__needs_grad(3, in)) {
         amp_node *nd = amp__node_new(fn, conv_backward, 3, in, sizeof(amp_conv_args));
         if (!nd) goto fail;
@@ -149,7 +149,7 @@ static amp_status conv_backward(amp_node *n, amp_tensor *const *gout, amp_tensor
     if (!be) return amp_last_status();
     a.precision = amp_matmul_precision_get();
     bool need[3] = {n->inputs[0].needs_grad, n->inputs[1].needs_grad, n->inputs[2].needs_grad};
-    return AMP_BE_CALL(be, conv_backward, n->name, &a, n->saved[0], n->saved[1], gout[0], need, gin);
+    return AMP_KCALL(be, conv, conv_backward, n->name, &a, n->saved[0], n->saved[1], gout[0], need, gin);
 }
 
 amp_tensor *amp_conv2d(amp_tensor *x, amp_tensor *w, amp_tensor *b, const amp_conv_params *p) {

@@ -27,7 +27,7 @@ amp_tensor *amp__ew_apply(const char *fn, amp_ew_op op, const amp_ew_params *p, 
         opd[k].dtype = in[k]->dtype;
         amp__broadcast_strides(in[k], ndim, shape, opd[k].stride);
     }
-    amp_status st = AMP_BE_CALL(be, ew, fn, op, p, ndim, shape, amp__data(out), out_dt, nin, opd);
+    amp_status st = AMP_KCALL(be, ew, ew, fn, op, p, ndim, shape, amp__data(out), out_dt, nin, opd);
     if (st != AMP_OK) {
         amp_tensor_free(out);
         return NULL;

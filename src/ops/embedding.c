@@ -21,7 +21,7 @@ static amp_status embedding_backward(amp_node *n, amp_tensor *const *gout, amp_t
     amp_edge *e = &n->inputs[0];
     const amp_backend *be = amp__backend_of(n->name, idx);
     if (!be) return amp_last_status();
-    return AMP_BE_CALL(be, embedding_backward, n->name, idx, gout[0], e->shape[0], e->shape[1], e->dtype, &gin[0]);
+    return AMP_KCALL(be, gather, embedding_backward, n->name, idx, gout[0], e->shape[0], e->shape[1], e->dtype, &gin[0]);
 }
 
 amp_tensor *amp_embedding(amp_tensor *weight, amp_tensor *indices) {
@@ -50,7 +50,7 @@ amp_tensor *amp_embedding(amp_tensor *weight, amp_tensor *indices) {
                                       amp__shape_fmt(weight->ndim, weight->shape, b, sizeof b), (long long)V - 1);
             }
         }
-    } else if (AMP_BE_CALL(be, check_index, fn, "index", indices, V, INT64_MIN) != AMP_OK) {
+    } else if (AMP_KCALL(be, dev, check_index, fn, "index", indices, V, INT64_MIN) != AMP_OK) {
         return NULL;
     }
     amp_tensor *in[2] = {weight, indices};
@@ -62,7 +62,7 @@ amp_tensor *amp_embedding(amp_tensor *weight, amp_tensor *indices) {
     shape[indices->ndim] = D;
     amp_tensor *out = amp__empty_out_on(fn, dev, weight->dtype, indices->ndim + 1, shape);
     if (!out) goto done;
-    if (cnt > 0 && D > 0 && AMP_BE_CALL(be, embedding, fn, weight, indices, out) != AMP_OK) {
+    if (cnt > 0 && D > 0 && AMP_KCALL(be, gather, embedding, fn, weight, indices, out) != AMP_OK) {
         amp_tensor_free(out);
         out = NULL;
         goto done;

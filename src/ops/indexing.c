@@ -52,7 +52,7 @@ static amp_status gidx_backward(amp_node *n, amp_tensor *const *gout, amp_tensor
     amp_edge *e = &n->inputs[0];
     const amp_backend *be = amp__backend_of(n->name, c->src);
     if (!be) return amp_last_status();
-    return AMP_BE_CALL(be, gather_flat_backward, n->name, c->src, gout[0], e->ndim, e->shape, &gin[0]);
+    return AMP_KCALL(be, gather, gather_flat_backward, n->name, c->src, gout[0], e->ndim, e->shape, &gin[0]);
 }
 
 /* The host array src (n positions) as an i64 tensor on device d (unscoped). */
@@ -60,7 +60,7 @@ static amp_tensor *src_tensor(const char *fn, amp_device d, const int64_t *src, 
     amp_tensor *t = amp__tensor_new_on(fn, d, AMP_I64, 1, &n, amp__mem_current(AMP_MEM_WORKSPACE), AMP_NEW_UNSCOPED);
     if (!t || n == 0) return t;
     const amp_backend *be = amp__backend(fn, d);
-    amp_status st = be ? be->from_host(amp__data(t), src, (size_t)n * sizeof(int64_t)) : amp_last_status();
+    amp_status st = be ? be->dev->from_host(amp__data(t), src, (size_t)n * sizeof(int64_t)) : amp_last_status();
     if (st != AMP_OK) {
         amp__release(t);
         return NULL;
@@ -89,7 +89,7 @@ static amp_tensor *gather_out(const char *fn, amp_op_id op, amp_tensor *x, int n
     if (!st) goto fail;
     out = amp__empty_out_on(fn, dev, x->dtype, nd, oshape);
     if (!out) goto fail;
-    if (n > 0 && AMP_BE_CALL(be, gather_flat, fn, x, st, out) != AMP_OK) goto fail;
+    if (n > 0 && AMP_KCALL(be, gather, gather_flat, fn, x, st, out) != AMP_OK) goto fail;
     if (amp__needs_grad(1, in)) {
         amp_node *node = amp__node_new(fn, gidx_backward, 1, in, sizeof(gidx_ctx));
         if (!node) goto fail;
@@ -254,7 +254,7 @@ static amp_status mask_backward(amp_node *n, amp_tensor *const *gout, amp_tensor
     amp_tensor *gx =
         amp__tensor_new_on("amp_backward", dev, AMP_F32, e->ndim, e->shape, amp__mem_current(AMP_MEM_WORKSPACE), AMP_NEW_UNSCOPED);
     if (!gx) return amp_last_status();
-    amp_status st = amp_tensor_numel(gx) ? AMP_BE_CALL(be, mask_fill, n->name, gout[0], c->kind, c->diagonal, c->mask, 0.0, gx)
+    amp_status st = amp_tensor_numel(gx) ? AMP_KCALL(be, gather, mask_fill, n->name, gout[0], c->kind, c->diagonal, c->mask, 0.0, gx)
                                          : AMP_OK;
     if (st != AMP_OK) {
         amp__release(gx);
@@ -282,7 +282,7 @@ static amp_tensor *mask_op(const char *fn, amp_op_id op, amp_tensor *x, int kind
     }
     out = amp__empty_out_on(fn, dev, x->dtype, x->ndim, x->shape);
     if (!out) goto fail;
-    if (amp_tensor_numel(out) && AMP_BE_CALL(be, mask_fill, fn, x, kind, diagonal, mview, value, out) != AMP_OK) goto fail;
+    if (amp_tensor_numel(out) && AMP_KCALL(be, gather, mask_fill, fn, x, kind, diagonal, mview, value, out) != AMP_OK) goto fail;
     if (amp__needs_grad(1, in)) {
         if (kind == 2) {
             mcopy = amp__tensor_new_on(fn, dev, AMP_U8, x->ndim, x->shape, amp__mem_current(AMP_MEM_WORKSPACE),

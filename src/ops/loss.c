@@ -35,7 +35,7 @@ static const amp_loss_opts *get_opts(const char *fn, const amp_loss_opts *o, amp
 
 /* ============================ class-index losses ============================ */
 /* The forward and the backward each make one call into the backend of the
- * tensors' device (kernels/backend.h: class_loss, class_loss_backward); the
+ * tensors' device (kernels/family/loss.h: class_loss, class_loss_backward); the
  * summed weight of the non-ignored targets (the 'mean' divisor) stays in a
  * 0-d f64 tensor on that device, saved for the backward. */
 typedef struct {
@@ -66,7 +66,7 @@ static amp_status cls_backward(amp_node *n, amp_tensor *const *gout, amp_tensor 
     const amp_backend *be = amp__backend_of(n->name, x);
     if (!be) return amp_last_status();
     amp_cls_args a = cls_args(c);
-    return AMP_BE_CALL(be, class_loss_backward, n->name, &a, x, tg, w, wsum, gout[0], &gin[0]);
+    return AMP_KCALL(be, loss, class_loss_backward, n->name, &a, x, tg, w, wsum, gout[0], &gin[0]);
 }
 
 /* create_graph: the gradient as ops. cross_entropy's is
@@ -126,7 +126,7 @@ static amp_tensor *class_loss_run(const char *fn, amp_device dev, const cls_ctx 
     amp_tensor *out = amp__empty_out_on(fn, dev, out_dt, ond, oshape);
     amp_tensor *wsum = out ? amp__tensor_new_on(fn, dev, AMP_F64, 0, NULL, amp__mem_current(AMP_MEM_ACTIVATION), AMP_NEW_UNSCOPED) : NULL;
     amp_cls_args a = cls_args(c);
-    if (!wsum || AMP_BE_CALL(be, class_loss, fn, &a, x, in[1], in[2], out, wsum) != AMP_OK) goto fail;
+    if (!wsum || AMP_KCALL(be, loss, class_loss, fn, &a, x, in[1], in[2], out, wsum) != AMP_OK) goto fail;
     if (amp__needs_grad(1, in)) {
         amp_node *node = amp__node_new(fn, cls_backward, 1, in, sizeof(cls_ctx));
         if (!node) goto fail;
@@ -228,11 +228,7 @@ static amp_tensor *class_loss(const char *fn, amp_op_id op, bool ce, amp_tensor 
         /* on the device: recorded there, reported at the next synchronisation */
         const amp_backend *be = amp__backend(fn, dev);
         if (!be) return NULL;
-        if (!be->check_index) {
-            amp__backend_missing(fn, be, "check_index");
-            return NULL;
-        }
-        if (be->check_index(fn, "target", target, C, o->ignore_index) != AMP_OK) return NULL;
+        if (AMP_KCALL(be, dev, check_index, fn, "target", target, C, o->ignore_index) != AMP_OK) return NULL;
     }
     if (ce && x->ndim == 2 && !o->weight && eps == 0 && amp_tensor_is_contiguous(x) && x->dtype != AMP_F64)
         return class_loss_rows(fn, op, x, target, o, N, C);
@@ -265,7 +261,7 @@ static amp_status pw_backward(amp_node *n, amp_tensor *const *gout, amp_tensor *
     const amp_backend *be = amp__backend_of(n->name, x);
     if (!be) return amp_last_status();
     bool need[3] = {n->inputs[0].needs_grad, n->inputs[1].needs_grad, n->inputs[2].needs_grad};
-    return AMP_BE_CALL(be, pw_loss_backward, n->name, c, x, y, pwt, gout[0], need, gin);
+    return AMP_KCALL(be, loss, pw_loss_backward, n->name, c, x, y, pwt, gout[0], need, gin);
 }
 
 /* create_graph for mse, l1 and smooth_l1: d = x - y, the per-element
@@ -343,7 +339,7 @@ static amp_tensor *pointwise_loss(const char *fn, amp_op_id op, amp_pw_kind kind
     amp_tensor *out = !be ? NULL
                       : o->reduction == AMP_REDUCTION_NONE ? amp__empty_out_on(fn, dev, odt, c.ndim, c.shape)
                                                            : amp__empty_out_on(fn, dev, odt, 0, NULL);
-    if (out && AMP_BE_CALL(be, pw_loss, fn, &c, x, y, pwt, out) != AMP_OK) {
+    if (out && AMP_KCALL(be, loss, pw_loss, fn, &c, x, y, pwt, out) != AMP_OK) {
         amp_tensor_free(out);
         out = NULL;
     }

@@ -1,7 +1,7 @@
 /* Matrix products: matmul, mm, bmm, linear, addmm, baddbmm, dot.
  *
  * Every product is one or more calls of the GEMM entry of the tensors'
- * device's backend (kernels/gemm_args.h: the CPU's amp_gemm, cuBLASLt on
+ * device's backend (kernels/family/gemm.h: the CPU's amp_gemm, cuBLASLt on
  * cuda); linear's bias gradient is the backend's bias_grad. Operands are
  * described as strided matrices (mdesc) and handed to the GEMM as stored,
  * with its transpose flags, so transposed views and the weight of linear are
@@ -187,8 +187,8 @@ static amp_status bexec_s(const char *fn, const amp_backend *be, int nb, const i
             int64_t tot = m * n;
             for (int i = 0; i < nb; i++)
                 if (cbs[i] != 0) tot *= bshape[i];
-            if (!be->memset_bytes) return amp__backend_missing(fn, be, "memset_bytes");
-            return be->memset_bytes(C, 0, (size_t)tot * esz(cdt));
+            if (!be->dev->memset_bytes) return amp__backend_missing(fn, be, "dev.memset_bytes");
+            return be->dev->memset_bytes(C, 0, (size_t)tot * esz(cdt));
         }
         return AMP_OK;
     }
@@ -242,7 +242,7 @@ static amp_status bexec_s(const char *fn, const amp_backend *be, int nb, const i
         /* a bias (one value per column, linear's) is the first term's addend */
         g.bias = first_sum && bias ? amp__data(bias) : NULL;
         if (g.bias) g.bias_dtype = bias->dtype, g.bias_rs = 0, g.bias_cs = bias->stride[0];
-        amp_status st = AMP_BE_CALL(be, gemm, fn, &g);
+        amp_status st = AMP_KCALL(be, gemm, gemm, fn, &g);
         if (st != AMP_OK) return st;
         int j = nod - 1;
         for (; j >= 0; j--) {
@@ -588,7 +588,7 @@ static amp_status mm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor *
             int64_t R = amp_tensor_numel(g) / (G.N ? G.N : 1);
             if (G.N == 0) R = 0;
             gi = grad_buf(dev, AMP_F32, 1, &G.N);
-            st = gi ? AMP_BE_CALL(be, bias_grad, fn, g, R, G.N, gi) : amp_last_status();
+            st = gi ? AMP_KCALL(be, gemm, bias_grad, fn, g, R, G.N, gi) : amp_last_status();
         } else {
             /* d input = beta * dC summed to input's shape */
             if (g->dtype != AMP_F32) {
@@ -600,9 +600,9 @@ static amp_status mm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor *
                 }
             }
             const amp_tensor *src = gf ? gf : g;
-            if (be->sum_to_shape) st = be->sum_to_shape(fn, src, e->ndim, e->shape, &gi);
+            if (be->reduce && be->reduce->sum_to_shape) st = be->reduce->sum_to_shape(fn, src, e->ndim, e->shape, &gi);
             else if (dev == AMP_DEVICE_CPU) gi = amp__sum_to_shape(src, e->ndim, e->shape);
-            else st = amp__backend_missing(fn, be, "sum_to_shape");
+            else st = amp__backend_missing(fn, be, "reduce.sum_to_shape");
             if (gi && st == AMP_OK) { /* gi (f32, contiguous) times beta: x * (float)beta */
                 amp_tensor *sum = gi;
                 gi = grad_buf(dev, AMP_F32, e->ndim, e->shape);
@@ -616,7 +616,7 @@ static amp_status mm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor *
                     memset(&ep, 0, sizeof ep);
                     ep.s0 = (float)c->beta;
                     int64_t cnt = amp_tensor_numel(sum);
-                    st = AMP_BE_CALL(be, ew, fn, AMP_EW_MUL_S, &ep, 1, &cnt, amp__data(gi), AMP_F32, 1, &x);
+                    st = AMP_KCALL(be, ew, ew, fn, AMP_EW_MUL_S, &ep, 1, &cnt, amp__data(gi), AMP_F32, 1, &x);
                 }
                 amp__release(sum);
             }

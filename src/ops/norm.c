@@ -45,7 +45,7 @@ static amp_status layer_norm_backward(amp_node *n, amp_tensor *const *gout, amp_
     amp_norm_args a;
     memset(&a, 0, sizeof a);
     a.M = c->M, a.D = c->D, a.k = c->k, a.eps = c->eps;
-    return AMP_BE_CALL(be, layer_norm_backward, fn, &a, x, w, mean, rstd, gout[0], need, gin);
+    return AMP_KCALL(be, norm, layer_norm_backward, fn, &a, x, w, mean, rstd, gout[0], need, gin);
 }
 
 /* create_graph: the statistics recomputed from x with ops, then the usual
@@ -105,7 +105,7 @@ amp_tensor *amp_layer_norm(amp_tensor *x, int normalized_ndim, amp_tensor *weigh
     amp_norm_args na;
     memset(&na, 0, sizeof na);
     na.M = M, na.D = D, na.k = k, na.eps = eps;
-    if (AMP_BE_CALL(be, layer_norm, fn, &na, x, in[1], in[2], out, mean, rstd) != AMP_OK) goto fail;
+    if (AMP_KCALL(be, norm, layer_norm, fn, &na, x, in[1], in[2], out, mean, rstd) != AMP_OK) goto fail;
     if (amp__needs_grad(3, in)) {
         amp_node *node = amp__node_new(fn, layer_norm_backward, 3, in, sizeof(ln_ctx));
         if (!node) goto fail;
@@ -146,7 +146,7 @@ static amp_status batch_norm_backward(amp_node *n, amp_tensor *const *gout, amp_
     amp_norm_args a;
     memset(&a, 0, sizeof a);
     a.N = c->N, a.C = c->C, a.L = c->L, a.training = c->training;
-    return AMP_BE_CALL(be, batch_norm_backward, fn, &a, x, w, mean, rstd, gout[0], need, gin);
+    return AMP_KCALL(be, norm, batch_norm_backward, fn, &a, x, w, mean, rstd, gout[0], need, gin);
 }
 
 amp_tensor *amp_batch_norm(amp_tensor *x, amp_tensor *running_mean, amp_tensor *running_var, amp_tensor *weight,
@@ -190,7 +190,7 @@ amp_tensor *amp_batch_norm(amp_tensor *x, amp_tensor *running_mean, amp_tensor *
     amp_norm_args na;
     memset(&na, 0, sizeof na);
     na.N = N, na.C = C, na.L = L, na.eps = eps, na.training = training, na.momentum = momentum;
-    if (AMP_BE_CALL(be, batch_norm, fn, &na, x, in[1], in[2], running_mean, running_var, out, mean, rstd) != AMP_OK)
+    if (AMP_KCALL(be, norm, batch_norm, fn, &na, x, in[1], in[2], running_mean, running_var, out, mean, rstd) != AMP_OK)
         goto fail;
     if (amp__needs_grad(3, in)) {
         amp_node *node = amp__node_new(fn, batch_norm_backward, 3, in, sizeof(bn_ctx));
@@ -230,7 +230,7 @@ static amp_status group_norm_backward(amp_node *n, amp_tensor *const *gout, amp_
     amp_norm_args a;
     memset(&a, 0, sizeof a);
     a.N = c->N, a.C = c->C, a.L = c->L, a.G = c->G;
-    return AMP_BE_CALL(be, group_norm_backward, fn, &a, x, w, mean, rstd, gout[0], need, gin);
+    return AMP_KCALL(be, norm, group_norm_backward, fn, &a, x, w, mean, rstd, gout[0], need, gin);
 }
 
 amp_tensor *amp_group_norm(amp_tensor *x, int64_t groups, amp_tensor *weight, amp_tensor *bias, double eps) {
@@ -262,7 +262,7 @@ amp_tensor *amp_group_norm(amp_tensor *x, int64_t groups, amp_tensor *weight, am
     amp_norm_args na;
     memset(&na, 0, sizeof na);
     na.N = N, na.C = C, na.L = L, na.G = groups, na.eps = eps;
-    if (AMP_BE_CALL(be, group_norm, fn, &na, x, in[1], in[2], out, mean, rstd) != AMP_OK) goto fail;
+    if (AMP_KCALL(be, norm, group_norm, fn, &na, x, in[1], in[2], out, mean, rstd) != AMP_OK) goto fail;
     if (amp__needs_grad(3, in)) {
         amp_node *node = amp__node_new(fn, group_norm_backward, 3, in, sizeof(gn_ctx));
         if (!node) goto fail;

@@ -134,7 +134,7 @@ static amp_status max_pool_backward(amp_node *n, amp_tensor *const *gout, amp_te
     const amp_edge *e = &n->inputs[0];
     const amp_backend *be = amp__backend_of("amp_backward", gout[0]);
     if (!be) return amp_last_status();
-    return AMP_BE_CALL(be, max_pool2d_backward, "amp_backward", a, n->saved[0], gout[0], e->ndim, e->shape, &gin[0]);
+    return AMP_KCALL(be, pool, max_pool2d_backward, "amp_backward", a, n->saved[0], gout[0], e->ndim, e->shape, &gin[0]);
 }
 
 amp_tensor *amp_max_pool2d(amp_tensor *x, const amp_pool_params *p, amp_tensor **indices) {
@@ -156,7 +156,7 @@ amp_tensor *amp_max_pool2d(amp_tensor *x, const amp_pool_params *p, amp_tensor *
     amp_tensor *out = be ? new_out(fn, x, x->dtype, a.OH, a.OW) : NULL;
     amp_tensor *idx = NULL;
     if (!out || (indices && !(idx = new_out(fn, x, AMP_I64, a.OH, a.OW)))) goto fail;
-    if (AMP_BE_CALL(be, max_pool2d, fn, &a, x, out, indices || grad ? &idx : NULL) != AMP_OK) goto fail;
+    if (AMP_KCALL(be, pool, max_pool2d, fn, &a, x, out, indices || grad ? &idx : NULL) != AMP_OK) goto fail;
     if (grad) {
         amp_node *nd = amp__node_new(fn, max_pool_backward, 1, in, sizeof(amp_pool_args));
         if (!nd) goto fail;
@@ -184,7 +184,7 @@ static amp_status avg_pool_backward(amp_node *n, amp_tensor *const *gout, amp_te
     const amp_edge *e = &n->inputs[0];
     const amp_backend *be = amp__backend_of("amp_backward", gout[0]);
     if (!be) return amp_last_status();
-    return AMP_BE_CALL(be, avg_pool2d_backward, "amp_backward", a, gout[0], e->ndim, e->shape, &gin[0]);
+    return AMP_KCALL(be, pool, avg_pool2d_backward, "amp_backward", a, gout[0], e->ndim, e->shape, &gin[0]);
 }
 
 static amp_tensor *avg_impl(const char *fn, amp_op_id op, amp_tensor *x, const amp_pool_args *a) {
@@ -195,7 +195,7 @@ static amp_tensor *avg_impl(const char *fn, amp_op_id op, amp_tensor *x, const a
     x = in[0];
     const amp_backend *be = amp__backend(fn, dev);
     amp_tensor *out = be ? new_out(fn, x, x->dtype, a->OH, a->OW) : NULL;
-    if (!out || AMP_BE_CALL(be, avg_pool2d, fn, a, x, out) != AMP_OK) goto fail;
+    if (!out || AMP_KCALL(be, pool, avg_pool2d, fn, a, x, out) != AMP_OK) goto fail;
     if (amp__needs_grad(1, in)) {
         amp_node *nd = amp__node_new(fn, avg_pool_backward, 1, in, sizeof(amp_pool_args));
         if (!nd) goto fail;

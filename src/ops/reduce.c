@@ -55,7 +55,7 @@ static amp_status sum_backward(amp_node *n, amp_tensor *const *gout, amp_tensor 
     red_ctx *c = n->ctx;
     const amp_backend *be = amp__backend_of("amp_backward", gout[0]);
     if (!be) return amp_last_status();
-    return AMP_BE_CALL(be, sum_backward, "amp_backward", gout[0], c->red, c->scale, n->inputs[0].ndim, n->inputs[0].shape,
+    return AMP_KCALL(be, reduce, sum_backward, "amp_backward", gout[0], c->red, c->scale, n->inputs[0].ndim, n->inputs[0].shape,
                        &gin[0]);
 }
 
@@ -89,7 +89,7 @@ static amp_tensor *sum_mean(const char *fn, amp_op_id op, amp_tensor *x, const i
     const amp_backend *be = amp__backend(fn, dev);
     if (!be) goto done;
     out = amp__empty_out_on(fn, dev, x->dtype, nd, shape);
-    if (out && AMP_BE_CALL(be, sum, fn, x, red, mean, out) != AMP_OK) {
+    if (out && AMP_KCALL(be, reduce, sum, fn, x, red, mean, out) != AMP_OK) {
         amp_tensor_free(out);
         out = NULL;
     }
@@ -138,7 +138,7 @@ static amp_status prod_backward(amp_node *n, amp_tensor *const *gout, amp_tensor
     dim_ctx *c = n->ctx;
     const amp_backend *be = amp__backend_of("amp_backward", gout[0]);
     if (!be) return amp_last_status();
-    return AMP_BE_CALL(be, prod_backward, "amp_backward", n->saved[0], gout[0], c->dim, &gin[0]);
+    return AMP_KCALL(be, reduce, prod_backward, "amp_backward", n->saved[0], gout[0], c->dim, &gin[0]);
 }
 
 amp_tensor *amp_prod(amp_tensor *x, int dim, bool keepdim) {
@@ -155,7 +155,7 @@ amp_tensor *amp_prod(amp_tensor *x, int dim, bool keepdim) {
     int nd = dim_out_shape(x, d, keepdim, shape);
     const amp_backend *be = amp__backend(fn, dev);
     amp_tensor *out = be ? amp__empty_out_on(fn, dev, x->dtype, nd, shape) : NULL;
-    if (out && AMP_BE_CALL(be, prod, fn, x, d, out) != AMP_OK) {
+    if (out && AMP_KCALL(be, reduce, prod, fn, x, d, out) != AMP_OK) {
         amp_tensor_free(out);
         out = NULL;
     }
@@ -184,7 +184,7 @@ static amp_status cumsum_backward(amp_node *n, amp_tensor *const *gout, amp_tens
     amp_tensor *gx = amp__tensor_new_on("amp_backward", amp__dev(g), AMP_F32, g->ndim, g->shape,
                                         amp__mem_current(AMP_MEM_WORKSPACE), AMP_NEW_UNSCOPED);
     if (!gx) return amp_last_status();
-    amp_status st = AMP_BE_CALL(be, cumsum, "amp_backward", g, c->dim, true, gx);
+    amp_status st = AMP_KCALL(be, reduce, cumsum, "amp_backward", g, c->dim, true, gx);
     if (st != AMP_OK) {
         amp__release(gx);
         return st;
@@ -205,7 +205,7 @@ amp_tensor *amp_cumsum(amp_tensor *x, int dim) {
     x = in[0];
     const amp_backend *be = amp__backend(fn, dev);
     amp_tensor *out = be ? amp__empty_out_on(fn, dev, x->dtype, x->ndim, x->shape) : NULL;
-    if (out && AMP_BE_CALL(be, cumsum, fn, x, d, false, out) != AMP_OK) {
+    if (out && AMP_KCALL(be, reduce, cumsum, fn, x, d, false, out) != AMP_OK) {
         amp_tensor_free(out);
         out = NULL;
     }
@@ -229,7 +229,7 @@ static amp_status max_backward(amp_node *n, amp_tensor *const *gout, amp_tensor 
     amp_edge *e = &n->inputs[0];
     const amp_backend *be = amp__backend_of("amp_backward", gout[0]);
     if (!be) return amp_last_status();
-    return AMP_BE_CALL(be, max_backward, "amp_backward", n->saved[0], gout[0], c->dim, e->ndim, e->shape, &gin[0]);
+    return AMP_KCALL(be, reduce, max_backward, "amp_backward", n->saved[0], gout[0], c->dim, e->ndim, e->shape, &gin[0]);
 }
 
 amp_tensor *amp_max(amp_tensor *x, int dim, bool keepdim, amp_tensor **indices) {
@@ -257,7 +257,7 @@ amp_tensor *amp_max(amp_tensor *x, int dim, bool keepdim, amp_tensor **indices) 
     amp_tensor *idx = out ? amp__tensor_new_on(fn, dev, AMP_I64, nd, shape, amp__mem_current(AMP_MEM_ACTIVATION),
                                                AMP_NEW_UNSCOPED)
                           : NULL;
-    if (!idx || AMP_BE_CALL(be, max, fn, x, d, out, idx) != AMP_OK) {
+    if (!idx || AMP_KCALL(be, reduce, max, fn, x, d, out, idx) != AMP_OK) {
         amp__release(idx);
         amp_tensor_free(out);
         out = NULL;
@@ -296,7 +296,7 @@ static amp_status norm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor
     norm_ctx *c = n->ctx;
     const amp_backend *be = amp__backend_of("amp_backward", gout[0]);
     if (!be) return amp_last_status();
-    return AMP_BE_CALL(be, norm_backward, "amp_backward", n->saved[0], n->saved[1], gout[0], c->p, c->red, &gin[0]);
+    return AMP_KCALL(be, reduce, norm_backward, "amp_backward", n->saved[0], n->saved[1], gout[0], c->p, c->red, &gin[0]);
 }
 
 amp_tensor *amp_norm(amp_tensor *x, double p, const int *dims, int ndims, bool keepdim) {
@@ -321,7 +321,7 @@ amp_tensor *amp_norm(amp_tensor *x, double p, const int *dims, int ndims, bool k
     const amp_backend *be = amp__backend(fn, dev);
     if (!be) goto done;
     out = amp__empty_out_on(fn, dev, x->dtype, nd, shape);
-    if (out && AMP_BE_CALL(be, norm, fn, x, p, red, out) != AMP_OK) {
+    if (out && AMP_KCALL(be, reduce, norm, fn, x, p, red, out) != AMP_OK) {
         amp_tensor_free(out);
         out = NULL;
     }

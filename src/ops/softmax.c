@@ -16,7 +16,7 @@ static amp_status softmax_backward(amp_node *n, amp_tensor *const *gout, amp_ten
     const amp_tensor *y = n->saved[0];
     const amp_backend *be = amp__backend_of(n->name, y);
     if (!be) return amp_last_status();
-    return AMP_BE_CALL(be, softmax_backward, n->name, y, gout[0], c->dim, c->log, &gin[0]);
+    return AMP_KCALL(be, softmax, softmax_backward, n->name, y, gout[0], c->dim, c->log, &gin[0]);
 }
 
 /* create_graph: softmax y (g - sum(g y)); log_softmax g - exp(y) sum(g), over dim */
@@ -41,7 +41,7 @@ static amp_tensor *softmax_impl(const char *fn, amp_op_id op, amp_tensor *x, int
     const amp_backend *be = amp__backend(fn, dev);
     amp_tensor *out = be ? amp__empty_out_on(fn, dev, x->dtype, x->ndim, x->shape) : NULL;
     if (!out) goto done;
-    if (AMP_BE_CALL(be, softmax, fn, x, d, log, out) != AMP_OK) {
+    if (AMP_KCALL(be, softmax, softmax, fn, x, d, log, out) != AMP_OK) {
         amp_tensor_free(out);
         out = NULL;
         goto done;

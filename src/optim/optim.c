@@ -16,6 +16,7 @@
 #include "amp/autograd.h"
 #include "amp/numeric.h"
 #include "core/cpu.h"
+#include "amp/scaler_impl.h"
 #include "kernels/backend.h"
 #include "optim/optim_impl.h"
 
@@ -56,7 +57,7 @@ static amp_tensor *state_tensor(const char *fn, const amp_tensor *like, amp_mem_
         memset(t->storage->data, 0, t->storage->nbytes);
     } else if (fill == 0) {
         const amp_backend *be = amp__backend(fn, d);
-        if (!be || be->memset_bytes(t->storage->data, 0, t->storage->nbytes) != AMP_OK) {
+        if (!be || be->dev->memset_bytes(t->storage->data, 0, t->storage->nbytes) != AMP_OK) {
             amp__release(t);
             return NULL;
         }
@@ -404,14 +405,14 @@ static const amp_backend *optim_backend(const char *fn, const amp_optim *opt, am
     return amp__backend(fn, d);
 }
 
-/* The device counters (kernels/backend.h, AMP_OPTIM_CNT_*), made zero on first use. */
+/* The device counters (kernels/family/optim.h, AMP_OPTIM_CNT_*), made zero on first use. */
 static amp_status dev_counts(const char *fn, amp_optim *opt, const amp_backend *be) {
     if (opt->dcounts) return AMP_OK;
     size_t nb = (size_t)amp_optim_counts_len(opt->n) * sizeof(int64_t);
-    opt->dcounts = be->raw_alloc(nb);
+    opt->dcounts = be->dev->raw_alloc(nb);
     if (!opt->dcounts) return amp_error_chain(AMP_OK, "%s", fn);
     opt->dbe = be;
-    return be->memset_bytes(opt->dcounts, 0, nb);
+    return be->dev->memset_bytes(opt->dcounts, 0, nb);
 }
 
 /* The host's powers of beta1 and beta2 (the CPU's pow calls), on the
@@ -437,18 +438,18 @@ static amp_status dev_pow(const char *fn, amp_optim *opt, const amp_backend *be,
         done = k > 0 && 1.0 - h[2 * k] == 1.0 && 1.0 - h[2 * k + 1] == 1.0;
     }
     n = k;
-    double *d = be->raw_alloc((size_t)n * 2 * sizeof *d);
+    double *d = be->dev->raw_alloc((size_t)n * 2 * sizeof *d);
     if (!d) {
         free(h);
         return amp_error_chain(AMP_OK, "%s", fn);
     }
-    amp_status st = be->from_host(d, h, (size_t)n * 2 * sizeof *h);
+    amp_status st = be->dev->from_host(d, h, (size_t)n * 2 * sizeof *h);
     free(h);
     if (st != AMP_OK) {
-        be->raw_free(d, (size_t)n * 2 * sizeof *d);
+        be->dev->raw_free(d, (size_t)n * 2 * sizeof *d);
         return st;
     }
-    if (opt->dpow) be->raw_free(opt->dpow, (size_t)opt->dpow_n * 2 * sizeof(double));
+    if (opt->dpow) be->dev->raw_free(opt->dpow, (size_t)opt->dpow_n * 2 * sizeof(double));
     opt->dpow = d;
     opt->dpow_n = n;
     opt->dpow_done = done;
@@ -460,13 +461,7 @@ static amp_status dev_pow(const char *fn, amp_optim *opt, const amp_backend *be,
 /* A device optimizer's own found flag (amp_optim_step without a scaler). */
 static amp_dev_scaler *dev_plain(const char *fn, amp_optim *opt, const amp_backend *be) {
     if (opt->dplain) return opt->dplain;
-    if (!be->scaler_new) {
-        amp__backend_missing(fn, be, "scaler_new");
-        return NULL;
-    }
-    amp_dev_scaler_init in;
-    amp__dev_scaler_plain_init(&in);
-    opt->dplain = be->scaler_new(fn, &in);
+    opt->dplain = amp__scaler_flag_new(fn, be);
     if (opt->dplain) opt->dbe = be;
     return opt->dplain;
 }
@@ -474,9 +469,9 @@ static amp_dev_scaler *dev_plain(const char *fn, amp_optim *opt, const amp_backe
 void amp__optim_dev_free(amp_optim *opt) {
     const amp_backend *be = opt->dbe;
     if (!be) return;
-    if (opt->dcounts) be->raw_free(opt->dcounts, (size_t)amp_optim_counts_len(opt->n) * sizeof(int64_t));
-    if (opt->dpow) be->raw_free(opt->dpow, (size_t)opt->dpow_n * 2 * sizeof(double));
-    if (opt->dplain && be->scaler_free) be->scaler_free(opt->dplain);
+    if (opt->dcounts) be->dev->raw_free(opt->dcounts, (size_t)amp_optim_counts_len(opt->n) * sizeof(int64_t));
+    if (opt->dpow) be->dev->raw_free(opt->dpow, (size_t)opt->dpow_n * 2 * sizeof(double));
+    amp__scaler_flag_free(be, opt->dplain);
     opt->dcounts = NULL;
     opt->dpow = NULL;
     opt->dplain = NULL;
@@ -492,7 +487,7 @@ amp_status amp__optim_dev_sync(const char *fn, amp_optim *opt) {
     int64_t len = amp_optim_counts_len(opt->n);
     int64_t *h = malloc((size_t)len * sizeof *h);
     if (!h) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
-    amp_status st = be->to_host(h, opt->dcounts, (size_t)len * sizeof *h);
+    amp_status st = be->dev->to_host(h, opt->dcounts, (size_t)len * sizeof *h);
     /* a deferred error reported by this wait (AMP_ERR_RANGE) still leaves the copy done */
     if (st != AMP_OK && st != AMP_ERR_RANGE) {
         free(h);
@@ -509,7 +504,7 @@ amp_status amp__optim_dev_sync(const char *fn, amp_optim *opt) {
         h[AMP_OPTIM_CNT_SKIPS(i)] = 0;
         if (h[AMP_OPTIM_CNT_MOMINIT(i)]) opt->ps[i].mom_dev_pending = false;
     }
-    st = be->from_host(opt->dcounts, h, (size_t)len * sizeof *h);
+    st = be->dev->from_host(opt->dcounts, h, (size_t)len * sizeof *h);
     free(h);
     if (st != AMP_OK) return st;
     opt->dcounts_dirty = false;
@@ -547,7 +542,7 @@ bool amp__optim_check_unscaled(amp_optim *opt, float inv_scale, int *first_bad) 
     /* on a device the host asks: the device's flag, read back (the optimizer's own scaler) */
     amp_dev_scaler *ds = dev == AMP_DEVICE_CPU ? NULL : dev_plain(fn, opt, be);
     amp_status st = dev != AMP_DEVICE_CPU && !ds ? amp_last_status()
-                                                 : amp__backend_first_nonfinite(fn, be, gs, opt->n, inv_scale, ds, &first);
+                                                 : amp__scaler_first_nonfinite(fn, be, gs, opt->n, inv_scale, ds, &first);
     free(gs);
     if (st != AMP_OK) return false;
     if (first_bad) *first_bad = first;
@@ -594,7 +589,7 @@ amp_status amp__optim_unscale(amp_optim *opt, float inv_scale, amp_dev_scaler *d
     }
     bool any = false;
     int first = -1;
-    if (!st) st = AMP_BE_CALL(be, optim_unscale, fn, src, dst, opt->n, inv_scale, dev == AMP_DEVICE_CPU ? NULL : ds, &any, &first);
+    if (!st) st = amp__scaler_unscale(fn, be, src, dst, opt->n, inv_scale, dev == AMP_DEVICE_CPU ? NULL : ds, &any, &first);
     free(src);
     free(dst);
     if (st != AMP_OK) return st;
@@ -674,7 +669,7 @@ static amp_status step_all(amp_optim *opt, float inv_scale, amp_dev_scaler *ds, 
             fresh[ni] = true;
             if (on_dev) { /* the device learns it was initialised when a step is applied */
                 ps->mom_dev_pending = true;
-                st = be->memset_bytes(opt->dcounts + AMP_OPTIM_CNT_MOMINIT(i), 0, sizeof(int64_t));
+                st = be->dev->memset_bytes(opt->dcounts + AMP_OPTIM_CNT_MOMINIT(i), 0, sizeof(int64_t));
             }
         }
         ps->step++;
@@ -719,7 +714,7 @@ static amp_status step_all(amp_optim *opt, float inv_scale, amp_dev_scaler *ds, 
         c.skip_unscales = skip_unscales;
     }
     int bad = -1;
-    if (!st) st = AMP_BE_CALL(be, optim_step, fn, &c, items, ni, inv_scale, on_dev ? ds : NULL, &bad);
+    if (!st) st = AMP_KCALL(be, optim, optim_step, fn, &c, items, ni, inv_scale, on_dev ? ds : NULL, &bad);
     if (st != AMP_OK) {
         /* not applied from item `bad` on (all of them when the call failed before any) */
         int from = bad >= 0 ? bad : 0;
@@ -779,8 +774,7 @@ amp_status amp_optim_step(amp_optim *opt) {
         if (!ds) return amp_last_status();
         amp_tensor **gs = grads_of(fn, opt);
         if (!gs) return amp_last_status();
-        amp_status st = be->scaler_reset_found(ds);
-        if (!st) st = AMP_BE_CALL(be, optim_check, fn, gs, opt->n, 1.0f, ds, NULL, NULL);
+        amp_status st = amp__scaler_check(fn, be, gs, opt->n, 1.0f, ds, NULL, NULL);
         free(gs);
         if (!st) st = step_all(opt, 1.0f, ds, false, false, true, fn);
         return st;
@@ -809,7 +803,7 @@ static double grad_sumsq(const char *fn, const amp_tensor *g, float f) {
     const amp_backend *be = amp__backend_of(fn, g);
     double s = NAN;
     amp_tensor *one[1] = {(amp_tensor *)g};
-    if (!be || AMP_BE_CALL(be, optim_sumsq, fn, one, 1, f, &s, NULL) != AMP_OK) return NAN;
+    if (!be || AMP_KCALL(be, optim, optim_sumsq, fn, one, 1, f, &s, NULL) != AMP_OK) return NAN;
     return s;
 }
 
@@ -822,7 +816,7 @@ double amp__optim_sumsq_unscaled(amp_optim *opt, float inv_scale, int *first_bad
     if (dev != AMP_DEVICE_CPU) { /* one pass over every gradient; the first bad one is the device check's to tell */
         amp_tensor **gs = grads_of(fn, opt);
         double total = NAN;
-        if (!gs || AMP_BE_CALL(be, optim_sumsq, fn, gs, opt->n, inv_scale, &total, NULL) != AMP_OK) total = NAN;
+        if (!gs || AMP_KCALL(be, optim, optim_sumsq, fn, gs, opt->n, inv_scale, &total, NULL) != AMP_OK) total = NAN;
         free(gs);
         return total;
     }
@@ -877,14 +871,14 @@ static double clip_list_dist(const char *fn, amp_tensor **gs, const bool *sharde
         }
         const amp_backend *be = amp__backend(fn, dev);
         double total = NAN;
-        if (!be || AMP_BE_CALL(be, optim_sumsq, fn, gs, n, 1.0f, &total, NULL) != AMP_OK) return -1;
+        if (!be || AMP_KCALL(be, optim, optim_sumsq, fn, gs, n, 1.0f, &total, NULL) != AMP_OK) return -1;
         double norm = sqrt(total);
         if (!isfinite(norm)) return norm;
         double coef = max_norm / (norm + 1e-6);
         if (coef >= 1.0) return norm;
         for (int i = 0; i < n; i++)
             if (gs[i]) amp__bump_version(gs[i]);
-        if (AMP_BE_CALL(be, optim_scale_grads, fn, gs, n, (float)coef, NULL) != AMP_OK) return -1;
+        if (AMP_KCALL(be, optim, optim_scale_grads, fn, gs, n, (float)coef, NULL) != AMP_OK) return -1;
         return norm;
     }
     double total = 0, total_sharded = 0;
@@ -910,7 +904,7 @@ static double clip_list_dist(const char *fn, amp_tensor **gs, const bool *sharde
         amp__bump_version(g);
         amp_tensor *one[1] = {g};
         const amp_backend *be = amp__backend_of(fn, g);
-        if (!be || AMP_BE_CALL(be, optim_scale_grads, fn, one, 1, cf, NULL) != AMP_OK) return -1;
+        if (!be || AMP_KCALL(be, optim, optim_scale_grads, fn, one, 1, cf, NULL) != AMP_OK) return -1;
     }
     return norm;
 }
@@ -1007,7 +1001,7 @@ amp_status amp_clip_grad_value(amp_optim *opt, double clip) {
     if (!gs) return amp_last_status();
     for (int i = 0; i < opt->n; i++)
         if (gs[i]) amp__bump_version(gs[i]);
-    amp_status st = AMP_BE_CALL(be, optim_clamp_grad, fn, gs, opt->n, (float)clip);
+    amp_status st = AMP_KCALL(be, optim, optim_clamp_grad, fn, gs, opt->n, (float)clip);
     free(gs);
     return st;
 }

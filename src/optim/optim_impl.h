@@ -49,7 +49,7 @@ struct amp_optim {
     uint64_t sr_span;      /* stream advance per step; 0: the parameters' total size */
     bool master_grads_valid;
     amp_optim_dist dist;
-    /* Optimizers on a device (kernels/backend.h's optimizer entries): the
+    /* Optimizers on a device (kernels/family/optim.h's entries): the
      * host counts every step it queues; the device counts the ones its
      * found_inf flag skipped (dcounts, AMP_OPTIM_CNT_*), and
      * amp__optim_dev_sync takes them back from the host's counts when the

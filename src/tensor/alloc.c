@@ -1,12 +1,12 @@
 /* The counting allocator: live and peak bytes per device and category.
  * Host memory comes from the block cache below; a device's from its
- * backend (kernels/backend.h: raw_alloc, a caching allocator on CUDA). */
+ * backend (kernels/device.h: raw_alloc, a caching allocator on CUDA). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/env.h"
-#include "kernels/backend.h"
+#include "kernels/device.h"
 #include "tensor/tensor_impl.h"
 
 static atomic_size_t g_live_d[AMP_DEVICE_COUNT][AMP_MEM_CATEGORY_COUNT];
@@ -25,9 +25,11 @@ static atomic_uint_fast64_t g_allocs_d[AMP_DEVICE_COUNT], g_frees_d[AMP_DEVICE_C
 static _Thread_local amp_mem_category g_cat_stack[MAX_CAT_STACK];
 static _Thread_local int g_cat_depth;
 
-static const char *g_cat_names[AMP_MEM_CATEGORY_COUNT] = {
+static const char *g_cat_names[] = {
     "param", "grad", "optimizer", "activation", "cast_cache", "workspace", "data",
 };
+_Static_assert(sizeof g_cat_names / sizeof g_cat_names[0] == AMP_MEM_CATEGORY_COUNT,
+               "g_cat_names: one name per memory category");
 
 const char *amp_mem_category_name(amp_mem_category c) {
     return ((int)c >= 0 && c < AMP_MEM_CATEGORY_COUNT) ? g_cat_names[c] : "invalid-category";
@@ -137,8 +139,8 @@ void amp_memory_empty_cache(void) {
     empty_host_cache();
     /* devices already in use (never starts one) */
     for (int d = 1; d < AMP_DEVICE_COUNT; d++) {
-        const amp_backend *be = amp__backend_if_started((amp_device)d);
-        if (be && be->empty_cache) be->empty_cache();
+        const amp_device_iface *dv = amp__device_iface_if_started((amp_device)d);
+        if (dv && dv->empty_cache) dv->empty_cache();
     }
 }
 
@@ -211,9 +213,9 @@ void amp__mem_move(size_t nbytes, amp_mem_category from, amp_mem_category to) {
 /* ---- device memory ---------------------------------------------------------------- */
 void *amp__alloc_dev(amp_device d, size_t nbytes, amp_mem_category c) {
     if (d == AMP_DEVICE_CPU) return amp__alloc(nbytes, c);
-    const amp_backend *be = amp__backend("amp", d);
-    if (!be) return NULL;
-    void *p = be->raw_alloc(nbytes);
+    const amp_device_iface *dv = amp__device_iface("amp", d);
+    if (!dv) return NULL;
+    void *p = dv->raw_alloc(nbytes);
     if (!p) return NULL;
     count_add_d(d, c, nbytes);
     atomic_fetch_add(&g_allocs_d[d], 1);
@@ -226,8 +228,8 @@ void amp__free_dev(amp_device d, void *p, size_t nbytes, amp_mem_category c) {
         amp__free(p, nbytes, c);
         return;
     }
-    const amp_backend *be = amp__backend_if_started(d);
-    if (be) be->raw_free(p, nbytes);
+    const amp_device_iface *dv = amp__device_iface_if_started(d);
+    if (dv) dv->raw_free(p, nbytes);
     count_sub_d(d, c, nbytes);
     atomic_fetch_add(&g_frees_d[d], 1);
 }
@@ -247,8 +249,8 @@ amp_mem_stats amp_memory_stats_device(amp_device d) {
     if (d == AMP_DEVICE_CPU) {
         s.cached = atomic_load(&g_cached_pub);
     } else {
-        const amp_backend *be = amp__backend_if_started(d);
-        if (be && be->cache_stats) be->cache_stats(&s.cached, &s.reserved, &s.device_mallocs);
+        const amp_device_iface *dv = amp__device_iface_if_started(d);
+        if (dv && dv->cache_stats) dv->cache_stats(&s.cached, &s.reserved, &s.device_mallocs);
     }
     return s;
 }

@@ -7,7 +7,7 @@
 
 #include "amp/numeric.h"
 #include "core/env.h"
-#include "kernels/backend.h"
+#include "kernels/device.h"
 #include "tensor/tensor_impl.h"
 
 _Thread_local int amp__engine_depth;
@@ -171,8 +171,8 @@ static void storage_release(amp_storage *s) {
         if (s->device == AMP_DEVICE_CPU) {
             memset(s->data, 0xff, s->nbytes);
         } else {
-            const amp_backend *be = amp__backend_if_started(s->device);
-            if (be && be->memset_bytes) be->memset_bytes(s->data, 0xff, s->nbytes);
+            const amp_device_iface *dv = amp__device_iface_if_started(s->device);
+            if (dv && dv->memset_bytes) dv->memset_bytes(s->data, 0xff, s->nbytes);
         }
     }
     if (!s->borrowed) amp__free_dev(s->device, s->data, s->nbytes, s->cat);
@@ -645,9 +645,9 @@ void *amp__elem_ptr(const amp_tensor *t, int64_t flat) {
 
 /* One element of a device tensor read into host memory (waits for the device). */
 static amp_status dev_read(const char *fn, const amp_tensor *t, const void *dev_p, void *host) {
-    const amp_backend *be = amp__backend(fn, amp__dev(t));
-    if (!be) return amp_last_status();
-    return be->to_host(host, dev_p, amp_dtype_size(t->dtype));
+    const amp_device_iface *dv = amp__device_iface(fn, amp__dev(t));
+    if (!dv) return amp_last_status();
+    return dv->to_host(host, dev_p, amp_dtype_size(t->dtype));
 }
 
 double amp_tensor_item(const amp_tensor *t) {
@@ -702,8 +702,8 @@ amp_status amp_tensor_set(amp_tensor *t, const int64_t *idx, double v) {
     if (amp__dev(t) != AMP_DEVICE_CPU) {
         unsigned char one[8];
         amp__store(one, t->dtype, v);
-        const amp_backend *be = amp__backend("amp_tensor_set", amp__dev(t));
-        return be ? be->from_host(p, one, amp_dtype_size(t->dtype)) : amp_last_status();
+        const amp_device_iface *dv = amp__device_iface("amp_tensor_set", amp__dev(t));
+        return dv ? dv->from_host(p, one, amp_dtype_size(t->dtype)) : amp_last_status();
     }
     amp__store(p, t->dtype, v);
     return AMP_OK;
@@ -718,7 +718,7 @@ static amp_status copy_across(amp_tensor *dst, const amp_tensor *src) {
     const amp_tensor *hs = src;
     size_t nbytes = (size_t)amp__numel(src->ndim, src->shape) * amp_dtype_size(src->dtype);
     if (amp__dev(src) != AMP_DEVICE_CPU) {
-        const amp_backend *sb = amp__backend(fn, amp__dev(src));
+        const amp_device_iface *sb = amp__device_iface(fn, amp__dev(src));
         if (!sb) return amp_last_status();
         const amp_tensor *cs = src;
         if (!amp_tensor_is_contiguous(src)) {
@@ -741,7 +741,7 @@ static amp_status copy_across(amp_tensor *dst, const amp_tensor *src) {
     if (amp__dev(dst) == AMP_DEVICE_CPU) {
         st = amp__cpu_copy_convert(dst, hs);
     } else {
-        const amp_backend *db = amp__backend(fn, amp__dev(dst));
+        const amp_device_iface *db = amp__device_iface(fn, amp__dev(dst));
         if (!db) {
             st = amp_last_status();
             goto out;
@@ -778,8 +778,8 @@ amp_status amp__copy_convert(amp_tensor *dst, const amp_tensor *src) {
     amp_device dd = amp__dev(dst), sd = amp__dev(src);
     if (dd == AMP_DEVICE_CPU && sd == AMP_DEVICE_CPU) return amp__cpu_copy_convert(dst, src);
     if (dd == sd) {
-        const amp_backend *be = amp__backend("amp", dd);
-        return be ? be->copy("amp", dst, src) : amp_last_status();
+        const amp_device_iface *dv = amp__device_iface("amp", dd);
+        return dv ? dv->copy("amp", dst, src) : amp_last_status();
     }
     return copy_across(dst, src);
 }
@@ -933,8 +933,8 @@ amp_status amp_tensor_fill_(amp_tensor *t, double v) {
     if (amp__check_value("amp_tensor_fill_", t->dtype, v)) return amp_last_status();
     amp__bump_version(t);
     if (amp__dev(t) != AMP_DEVICE_CPU) {
-        const amp_backend *be = amp__backend("amp_tensor_fill_", amp__dev(t));
-        return be ? be->fill("amp_tensor_fill_", t, v) : amp_last_status();
+        const amp_device_iface *dv = amp__device_iface("amp_tensor_fill_", amp__dev(t));
+        return dv ? dv->fill("amp_tensor_fill_", t, v) : amp_last_status();
     }
     unsigned char one[8];
     amp__store(one, t->dtype, v);

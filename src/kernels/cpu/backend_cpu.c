@@ -1,5 +1,6 @@
-/* The CPU backend's table (kernels/backend.h). Host memory is counted and
- * cached by tensor/alloc.c directly, so the memory entries are trivial. */
+/* The CPU backend (kernels/backend.h): its device interface and its family
+ * tables. Host memory is counted and cached by tensor/alloc.c directly, so
+ * the memory entries are trivial (raw_alloc and the cache's are NULL). */
 #include <string.h>
 
 #include "kernels/backend.h"
@@ -91,25 +92,20 @@ static amp_status cpu_gemm(const char *fn, const amp_gemm_args *g) {
     return AMP_OK;
 }
 
-const amp_backend amp_backend_cpu = {
-    .name = "cpu",
-    .device = AMP_DEVICE_CPU,
+static const amp_device_iface cpu_dev = {
     .synchronize = cpu_sync,
     .to_host = cpu_to_host,
     .from_host = cpu_to_host,
     .memset_bytes = cpu_memset,
     .copy = cpu_copy,
     .fill = cpu_fill,
-    .ew = cpu_ew,
-    .gemm = cpu_gemm,
-    .bias_grad = amp__cpu_bias_grad,
-    .attention = amp__cpu_attention,
-    .attention_backward = amp__cpu_attention_backward,
-    .embedding = amp__cpu_embedding,
-    .embedding_backward = amp__cpu_embedding_backward,
-    .gather_flat = amp__cpu_gather_flat,
-    .gather_flat_backward = amp__cpu_gather_flat_backward,
-    .mask_fill = amp__cpu_mask_fill,
+};
+
+static const amp_ew_family cpu_ew_family = {.ew = cpu_ew};
+
+static const amp_gemm_family cpu_gemm_family = {.gemm = cpu_gemm, .bias_grad = amp__cpu_bias_grad};
+
+static const amp_reduce_family cpu_reduce = {
     .sum = amp__cpu_sum,
     .sum_backward = amp__cpu_sum_backward,
     .sum_to_shape = amp__cpu_sum_to_shape,
@@ -120,28 +116,75 @@ const amp_backend amp_backend_cpu = {
     .max_backward = amp__cpu_max_backward,
     .norm = amp__cpu_norm,
     .norm_backward = amp__cpu_norm_backward,
-    .optim_check = amp__cpu_optim_check,
-    .optim_unscale = amp__cpu_optim_unscale,
-    .optim_step = amp__cpu_optim_step,
-    .optim_sumsq = amp__cpu_optim_sumsq,
-    .optim_scale_grads = amp__cpu_optim_scale_grads,
-    .optim_clamp_grad = amp__cpu_optim_clamp_grad,
-    .softmax = amp__cpu_softmax,
-    .softmax_backward = amp__cpu_softmax_backward,
+};
+
+static const amp_softmax_family cpu_softmax = {.softmax = amp__cpu_softmax, .softmax_backward = amp__cpu_softmax_backward};
+
+static const amp_norm_family cpu_norm = {
     .layer_norm = amp__cpu_layer_norm,
     .layer_norm_backward = amp__cpu_layer_norm_backward,
     .batch_norm = amp__cpu_batch_norm,
     .batch_norm_backward = amp__cpu_batch_norm_backward,
     .group_norm = amp__cpu_group_norm,
     .group_norm_backward = amp__cpu_group_norm_backward,
-    .max_pool2d = amp__cpu_max_pool2d,
-    .max_pool2d_backward = amp__cpu_max_pool2d_backward,
-    .avg_pool2d = amp__cpu_avg_pool2d,
-    .avg_pool2d_backward = amp__cpu_avg_pool2d_backward,
-    .conv = amp__cpu_conv,
-    .conv_backward = amp__cpu_conv_backward,
+};
+
+static const amp_loss_family cpu_loss = {
     .class_loss = amp__cpu_class_loss,
     .class_loss_backward = amp__cpu_class_loss_backward,
     .pw_loss = amp__cpu_pw_loss,
     .pw_loss_backward = amp__cpu_pw_loss_backward,
+};
+
+static const amp_gather_family cpu_gather = {
+    .embedding = amp__cpu_embedding,
+    .embedding_backward = amp__cpu_embedding_backward,
+    .gather_flat = amp__cpu_gather_flat,
+    .gather_flat_backward = amp__cpu_gather_flat_backward,
+    .mask_fill = amp__cpu_mask_fill,
+};
+
+static const amp_pool_family cpu_pool = {
+    .max_pool2d = amp__cpu_max_pool2d,
+    .max_pool2d_backward = amp__cpu_max_pool2d_backward,
+    .avg_pool2d = amp__cpu_avg_pool2d,
+    .avg_pool2d_backward = amp__cpu_avg_pool2d_backward,
+};
+
+static const amp_conv_family cpu_conv = {.conv = amp__cpu_conv, .conv_backward = amp__cpu_conv_backward};
+
+static const amp_attention_family cpu_attention = {
+    .attention = amp__cpu_attention,
+    .attention_backward = amp__cpu_attention_backward,
+};
+
+static const amp_optim_family cpu_optim = {
+    .optim_step = amp__cpu_optim_step,
+    .optim_sumsq = amp__cpu_optim_sumsq,
+    .optim_scale_grads = amp__cpu_optim_scale_grads,
+    .optim_clamp_grad = amp__cpu_optim_clamp_grad,
+};
+
+/* the CPU's scaler is host arithmetic (src/amp/scaler.c): only the check and the unscale */
+static const amp_scaler_family cpu_scaler = {
+    .optim_check = amp__cpu_optim_check,
+    .optim_unscale = amp__cpu_optim_unscale,
+};
+
+const amp_backend amp_backend_cpu = {
+    .name = "cpu",
+    .device = AMP_DEVICE_CPU,
+    .dev = &cpu_dev,
+    .ew = &cpu_ew_family,
+    .gemm = &cpu_gemm_family,
+    .reduce = &cpu_reduce,
+    .softmax = &cpu_softmax,
+    .norm = &cpu_norm,
+    .loss = &cpu_loss,
+    .gather = &cpu_gather,
+    .pool = &cpu_pool,
+    .conv = &cpu_conv,
+    .attention = &cpu_attention,
+    .optim = &cpu_optim,
+    .scaler = &cpu_scaler,
 };

@@ -28,7 +28,7 @@
 static const struct {
     const char *name;
     int arity;
-} g_ops[AMP_EW_OP_COUNT] = {
+} g_ops[] = {
     [AMP_EW_COPY] = {"copy", 1},           [AMP_EW_ADD_S] = {"add_scalar", 1},
     [AMP_EW_MUL_S] = {"mul_scalar", 1},    [AMP_EW_DIV_S] = {"div_scalar", 1},
     [AMP_EW_RSUB_S] = {"rsub_scalar", 1},  [AMP_EW_POW_S] = {"pow_scalar", 1},
@@ -59,6 +59,7 @@ static const struct {
     [AMP_EW_G_SCALED_MUL] = {"g_scaled_mul", 2}, [AMP_EW_G_SCALED_DIV] = {"g_scaled_div", 2},
     [AMP_EW_G_ADDCDIV_T2] = {"g_addcdiv_t2", 3},
 };
+_Static_assert(sizeof g_ops / sizeof g_ops[0] == AMP_EW_OP_COUNT, "g_ops: one entry per elementwise op");
 
 int amp_ew_arity(amp_ew_op op) { return (int)op >= 0 && op < AMP_EW_OP_COUNT ? g_ops[op].arity : 0; }
 const char *amp_ew_name(amp_ew_op op) { return (int)op >= 0 && op < AMP_EW_OP_COUNT ? g_ops[op].name : "?"; }

@@ -180,12 +180,13 @@ const gemm_kernel amp_gemm_kernel_scalar = {
 
 /* The widened kernels of each path (avx512bf16 widens f16 and mixed
  * operands as avx512 does). */
-static const gemm_kernel *const g_kernels[AMP_CPU_PATH_COUNT] = {
+static const gemm_kernel *const g_kernels[] = {
     [AMP_CPU_SCALAR] = &amp_gemm_kernel_scalar,
     [AMP_CPU_AVX2] = &amp_gemm_kernel_avx2,
     [AMP_CPU_AVX512] = &amp_gemm_kernel_avx512,
     [AMP_CPU_AVX512BF16] = &amp_gemm_kernel_avx512,
 };
+_Static_assert(sizeof g_kernels / sizeof g_kernels[0] == AMP_CPU_PATH_COUNT, "g_kernels: one kernel per CPU path");
 
 const gemm_kernel *amp_gemm_kernel_active(void) {
     const gemm_kernel *const *tab = g_kernels;

@@ -26,9 +26,9 @@
 #define AMP_KERNELS_CPU_GEMM_H
 
 #include "amp/ops.h"
-#include "kernels/gemm_args.h"
+#include "kernels/family/gemm.h"
 
-/* amp_gemm_args: kernels/gemm_args.h (shared by every backend). */
+/* amp_gemm_args: kernels/family/gemm.h (shared by every backend). */
 
 /* Validates the arguments (error names "amp_gemm" and the bad field), then
  * runs the fastest path for the active CPU path. */

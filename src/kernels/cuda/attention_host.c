@@ -25,7 +25,7 @@ static amp_status att_operand(const char *fn, const amp_tensor *t, int nbd, amp_
         amp_tensor *c = amp__tensor_new_on(fn, AMP_DEVICE_CUDA, t->dtype, t->ndim, t->shape, AMP_MEM_WORKSPACE,
                                            AMP_NEW_UNSCOPED);
         if (!c) return amp_last_status();
-        amp_status st = amp__cuda_table.copy(fn, c, t);
+        amp_status st = amp__cuda_table.dev->copy(fn, c, t);
         if (st != AMP_OK) {
             amp__release(c);
             return st;
@@ -114,7 +114,7 @@ amp_status amp__cu_attention(const char *fn, const amp_att_args *a, const amp_te
     }
     if (st == AMP_OK && a->L > 0 && a->Ev > 0) {
         if (a->S == 0) {
-            st = amp__cuda_table.fill(fn, out, 0.0);
+            st = amp__cuda_table.dev->fill(fn, out, 0.0);
         } else {
             ca.out = amp__data(out);
             ca.out_dtype = (int)out->dtype;
@@ -155,15 +155,15 @@ amp_status amp__cu_attention_backward(const char *fn, const amp_att_args *a, con
                 st = amp_last_status();
                 goto done;
             }
-            st = amp__cuda_table.copy(fn, tmp[4], g);
+            st = amp__cuda_table.dev->copy(fn, tmp[4], g);
             if (st != AMP_OK) goto done;
             g = tmp[4];
         }
         if (a->S == 0 || a->Ev == 0) {
             /* no weights (or nothing weighted): every gradient is 0 */
-            for (int i = 0; i < 3 && st == AMP_OK; i++) st = amp__cuda_table.fill(fn, d[i], 0.0);
+            for (int i = 0; i < 3 && st == AMP_OK; i++) st = amp__cuda_table.dev->fill(fn, d[i], 0.0);
         } else if (a->L == 0) {
-            for (int i = 1; i < 3 && st == AMP_OK; i++) st = amp__cuda_table.fill(fn, d[i], 0.0);
+            for (int i = 1; i < 3 && st == AMP_OK; i++) st = amp__cuda_table.dev->fill(fn, d[i], 0.0);
         } else {
             dsum = amp__cu_scratch((size_t)(a->nb * a->L) * sizeof(float));
             if (!dsum) {

@@ -1,5 +1,6 @@
-/* The CUDA backend's table (kernels/backend.h): host-side checks and
- * descriptors around the launchers of launch.h. Each entry queues its work
+/* The CUDA backend (kernels/backend.h): its device interface and family
+ * tables, and the host-side checks and descriptors around the launchers of
+ * launch.h that are not in a family's own file. Each entry queues its work
  * on amp__cu.stream and returns without waiting. */
 #include <string.h>
 
@@ -91,9 +92,7 @@ static amp_status cu_ew(const char *fn, amp_ew_op op, const amp_ew_params *p, in
     return AMP_CU(fn, amp_cu_ew(amp__cu.stream, &a));
 }
 
-const amp_backend amp__cuda_table = {
-    .name = "cuda",
-    .device = AMP_DEVICE_CUDA,
+static const amp_device_iface cu_dev = {
     .raw_alloc = amp__cu_raw_alloc,
     .raw_free = amp__cu_raw_free,
     .empty_cache = amp__cu_empty_cache,
@@ -105,16 +104,13 @@ const amp_backend amp__cuda_table = {
     .copy = cu_copy,
     .fill = cu_fill,
     .check_index = cu_check_index,
-    .ew = cu_ew,
-    .gemm = amp__cu_gemm,
-    .bias_grad = amp__cu_bias_grad,
-    .attention = amp__cu_attention,
-    .attention_backward = amp__cu_attention_backward,
-    .embedding = amp__cu_embedding,
-    .embedding_backward = amp__cu_embedding_backward,
-    .gather_flat = amp__cu_gather_flat,
-    .gather_flat_backward = amp__cu_gather_flat_backward,
-    .mask_fill = amp__cu_mask_fill,
+};
+
+static const amp_ew_family cu_ew_family = {.ew = cu_ew};
+
+static const amp_gemm_family cu_gemm_family = {.gemm = amp__cu_gemm, .bias_grad = amp__cu_bias_grad};
+
+static const amp_reduce_family cu_reduce = {
     .sum = amp__cu_sum,
     .sum_backward = amp__cu_sum_backward,
     .sum_to_shape = amp__cu_sum_to_shape,
@@ -122,11 +118,46 @@ const amp_backend amp__cuda_table = {
     .max_backward = amp__cu_max_backward,
     .norm = amp__cu_norm,
     .norm_backward = amp__cu_norm_backward,
-    .optim_check = amp__cu_optim_check,
-    .optim_unscale = amp__cu_optim_unscale,
+};
+
+static const amp_softmax_family cu_softmax = {.softmax = amp__cu_softmax, .softmax_backward = amp__cu_softmax_backward};
+
+static const amp_norm_family cu_norm = {
+    .layer_norm = amp__cu_layer_norm,
+    .layer_norm_backward = amp__cu_layer_norm_backward,
+    .batch_norm = amp__cu_batch_norm,
+    .batch_norm_backward = amp__cu_batch_norm_backward,
+    .group_norm = amp__cu_group_norm,
+    .group_norm_backward = amp__cu_group_norm_backward,
+};
+
+static const amp_loss_family cu_loss = {
+    .class_loss = amp__cu_class_loss,
+    .class_loss_backward = amp__cu_class_loss_backward,
+};
+
+static const amp_gather_family cu_gather = {
+    .embedding = amp__cu_embedding,
+    .embedding_backward = amp__cu_embedding_backward,
+    .gather_flat = amp__cu_gather_flat,
+    .gather_flat_backward = amp__cu_gather_flat_backward,
+    .mask_fill = amp__cu_mask_fill,
+};
+
+static const amp_attention_family cu_attention = {
+    .attention = amp__cu_attention,
+    .attention_backward = amp__cu_attention_backward,
+};
+
+static const amp_optim_family cu_optim = {
     .optim_step = amp__cu_optim_step,
     .optim_sumsq = amp__cu_optim_sumsq,
     .optim_scale_grads = amp__cu_optim_scale_grads,
+};
+
+static const amp_scaler_family cu_scaler = {
+    .optim_check = amp__cu_optim_check,
+    .optim_unscale = amp__cu_optim_unscale,
     .scaler_new = amp__cu_scaler_new,
     .scaler_free = amp__cu_scaler_free,
     .scaler_scale = amp__cu_scaler_scale,
@@ -136,14 +167,21 @@ const amp_backend amp__cuda_table = {
     .scaler_set = amp__cu_scaler_set,
     .scaler_read = amp__cu_scaler_read,
     .copy_if_found = amp__cu_copy_if_found,
-    .softmax = amp__cu_softmax,
-    .softmax_backward = amp__cu_softmax_backward,
-    .layer_norm = amp__cu_layer_norm,
-    .layer_norm_backward = amp__cu_layer_norm_backward,
-    .batch_norm = amp__cu_batch_norm,
-    .batch_norm_backward = amp__cu_batch_norm_backward,
-    .group_norm = amp__cu_group_norm,
-    .group_norm_backward = amp__cu_group_norm_backward,
-    .class_loss = amp__cu_class_loss,
-    .class_loss_backward = amp__cu_class_loss_backward,
+};
+
+/* static data: listable without a GPU (amp__backend_tables) */
+const amp_backend amp__cuda_table = {
+    .name = "cuda",
+    .device = AMP_DEVICE_CUDA,
+    .dev = &cu_dev,
+    .ew = &cu_ew_family,
+    .gemm = &cu_gemm_family,
+    .reduce = &cu_reduce,
+    .softmax = &cu_softmax,
+    .norm = &cu_norm,
+    .loss = &cu_loss,
+    .gather = &cu_gather,
+    .attention = &cu_attention,
+    .optim = &cu_optim,
+    .scaler = &cu_scaler,
 };

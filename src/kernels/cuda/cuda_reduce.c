@@ -90,7 +90,7 @@ amp_status amp__cu_sum_backward(const char *fn, const amp_tensor *g, const bool 
     amp_ew_params p;
     memset(&p, 0, sizeof p);
     p.s0 = scale;
-    amp_status st = amp__cuda_table.ew(fn, AMP_EW_MUL_S, &p, ndim, xshape, amp__data(t), AMP_F32, 1, &in);
+    amp_status st = amp__cuda_table.ew->ew(fn, AMP_EW_MUL_S, &p, ndim, xshape, amp__data(t), AMP_F32, 1, &in);
     if (st != AMP_OK) {
         amp__release(t);
         return st;

@@ -1,4 +1,4 @@
-/* Matrix products on the GPU through cuBLASLt (kernels/gemm_args.h).
+/* Matrix products on the GPU through cuBLASLt (kernels/family/gemm.h).
  *
  * amp's GEMM is row-major; cuBLASLt's column-major. A row-major m x n C with
  * row stride ldc is the column-major n x m matrix Cᵀ with the same leading

@@ -1,14 +1,16 @@
-/* Internal: the description of a matrix product that every backend's GEMM
- * takes (the CPU's amp_gemm, kernels/cpu/gemm.h, documents the semantics;
- * CUDA's runs it through cuBLASLt, kernels/cuda/gemm_cublaslt.c). Pointers
- * are in the memory of the backend that runs it. Plain C, also read by nvcc. */
-#ifndef AMP_KERNELS_GEMM_ARGS_H
-#define AMP_KERNELS_GEMM_ARGS_H
+/* Internal: the matrix-product family: its argument block (the description
+ * of a matrix product that every backend's GEMM takes; the CPU's amp_gemm,
+ * kernels/cpu/gemm.h, documents the semantics; CUDA's runs it through
+ * cuBLASLt, kernels/cuda/gemm_cublaslt.c), pointers in the memory of the
+ * backend that runs it, and the entries. Contract: kernels/backend.h's. */
+#ifndef AMP_KERNELS_FAMILY_GEMM_H
+#define AMP_KERNELS_FAMILY_GEMM_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "amp/base.h"
+#include "amp/tensor.h"
 
 /* An activation applied to each element of C after the sum (and the bias):
  * cuBLASLt fuses it into the GEMM's epilogue; the CPU backend applies it in
@@ -48,5 +50,16 @@ typedef struct {
     amp_gemm_epilogue epilogue; /* 0: none */
     void *epi_aux;
 } amp_gemm_args;
+
+#define AMP_GEMM_ENTRIES(X, a) X(a, gemm) X(a, bias_grad)
+
+typedef struct amp_gemm_family {
+    amp_status (*gemm)(const char *fn, const amp_gemm_args *g);
+    /* (added for linear's backward) out[j] (new f32 [n]) = sum over the
+     * rows i of g[i, j], g contiguous (f32, f16 or bf16) seen as [rows, n]:
+     * the bias gradient. The CPU's is the GEMM ones[1, rows] · g; a GPU's
+     * sums in f32 in its own (fixed) order. */
+    amp_status (*bias_grad)(const char *fn, const amp_tensor *g, int64_t rows, int64_t n, amp_tensor *out);
+} amp_gemm_family;
 
 #endif
