@@ -90,7 +90,7 @@ AMP_API amp_status amp_dtype_parse(const char *s, amp_dtype *out);
  * avx512bf16 multiplies bf16 x bf16 operands with the vdpbf16ps dot product
  * (two products per step, subnormals flushed), which rounds differently from
  * the widened f32 products of the other paths. AMP_CPU=avx512 on such a CPU
- * gives the bits of every AVX-512 machine (docs/ARCHITECTURE.md, "Matrix
+ * gives the bits of every AVX-512 machine (docs/notes.md, "Matrix
  * products"). */
 typedef enum {
     AMP_CPU_SCALAR = 0,

@@ -32,7 +32,7 @@
  *
  * The loop is the single-process loop: the DDP object does its work from
  * autograd hooks (amp/autograd.h) and from the optimizers it made.
- * docs/distributed.md is the user guide; docs/ARCHITECTURE.md "Distributed"
+ * docs/distributed.md is the user guide; docs/notes.md, "Distributed",
  * the design.
  *
  * Collectives are called by every rank of the group in the same order (as

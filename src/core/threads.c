@@ -1,5 +1,5 @@
 /* Thread count of parallel regions, lowered while other processes keep cores
- * busy (see threads.h; why: ARCHITECTURE.md, "Threads"). */
+ * busy (see threads.h; why: docs/notes.md, "Threads"). */
 #include "core/threads.h"
 
 #include <errno.h>

@@ -8,7 +8,7 @@
  * processes' time counts as free unless this process is niced); a region
  * whose threads must wait for a core held by another process waits for that
  * process's time slice (milliseconds) at every join, which made a 10 ms
- * training step take 150-230 ms (ARCHITECTURE.md, "Threads"). Kernels split
+ * training step take 150-230 ms (docs/notes.md, "Threads"). Kernels split
  * their work so that results never depend on the thread count.
  *
  * Off with AMP_ADAPTIVE_THREADS=0 or amp_set_adaptive_threads(false); also

@@ -1,5 +1,5 @@
 /* Internal: the process group, its transport table and the collective work
- * handles (docs/ARCHITECTURE.md, "Distributed").
+ * handles (docs/notes.md, "Distributed").
  *
  * A group is a rank, a world size and a transport: a table of functions that
  * start a collective on raw buffers and make progress on it. The generic
@@ -8,7 +8,7 @@
  * Two transports exist: "single" (a world of one: every collective is a
  * copy) and "mpi" (mpi.c: point-to-point messages with the arithmetic done
  * here, so every dtype sums in f32 in rank order and every rank gets the
- * same bits). A CUDA transport would be a third table (see ARCHITECTURE.md:
+ * same bits). A CUDA transport would be a third table (see notes.md, "Distributed":
  * NCCL, with MPI handing out the NCCL id). */
 #ifndef AMP_DIST_IMPL_H
 #define AMP_DIST_IMPL_H
