@@ -17,21 +17,6 @@
 
 #define TORCH_FILE AMP_TEST_DATA_DIR "/torch_mlp_f16.safetensors"
 
-static char *g_dir;
-
-static int setup(void **state) {
-    (void)state;
-    g_dir = test_mkdtemp();
-    return g_dir ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    test_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
-
 static void t_torch_file_same_predictions(void **state) {
     (void)state;
     amp_safetensors *f = amp_safetensors_read(TORCH_FILE);
@@ -161,7 +146,7 @@ static void t_predict_cli(void **state) {
 static void t_trainer_and_predict_agree(void **state) {
     (void)state;
     char args[4096];
-    snprintf(args, sizeof args, "train --model cnn --limit 256 --batch 64 --test-limit 1000 --quiet --threads 2 --checkpoint %s/cnn", g_dir);
+    snprintf(args, sizeof args, "train --model cnn --limit 256 --batch 64 --test-limit 1000 --quiet --threads 2 --checkpoint %s/cnn", test_tmpdir);
     char *out = cli(0, args, NULL);
     const char *acc = strstr(out, "test accuracy");
     assert_non_null(acc);
@@ -171,7 +156,7 @@ static void t_trainer_and_predict_agree(void **state) {
     free(out);
     const char *dir = amp_fashion_mnist_dir();
     snprintf(args, sizeof args, "predict --checkpoint %s/cnn --input %s/t10k-images-idx3-ubyte.gz --labels %s/t10k-labels-idx1-ubyte.gz --limit 1000",
-             g_dir, dir, dir);
+             test_tmpdir, dir, dir);
     out = cli(0, args, NULL);
     if (!strstr(out, want)) fail_msg("trainer said %s, predict said %s", want, out);
     assert_non_null(strstr(out, " cnn, fp32")); /* the model came from the metadata */
@@ -195,9 +180,9 @@ static void t_inspect_cli(void **state) {
     free(out);
 
     /* a checkpoint directory */
-    snprintf(args, sizeof args, "train --model mlp --limit 128 --batch 64 --test-limit 100 --quiet --threads 2 --checkpoint %s/ins", g_dir);
+    snprintf(args, sizeof args, "train --model mlp --limit 128 --batch 64 --test-limit 100 --quiet --threads 2 --checkpoint %s/ins", test_tmpdir);
     free(cli(0, args, NULL));
-    snprintf(args, sizeof args, "inspect %s/ins", g_dir);
+    snprintf(args, sizeof args, "inspect %s/ins", test_tmpdir);
     out = cli(0, args, NULL);
     assert_non_null(strstr(out, "step 2"));
     assert_non_null(strstr(out, "model and training state agree"));
@@ -207,7 +192,7 @@ static void t_inspect_cli(void **state) {
 
     /* a corrupt file: exit 1 with the reason */
     char path[1200];
-    snprintf(path, sizeof path, "%s/ins/model.safetensors", g_dir);
+    snprintf(path, sizeof path, "%s/ins/model.safetensors", test_tmpdir);
     size_t n;
     char *raw = test_read_file(path, &n);
     raw[n - 1] ^= 1;
@@ -220,7 +205,7 @@ static void t_inspect_cli(void **state) {
     free(cli(1, args, &err));
     assert_non_null(strstr(err, "checksum mismatch"));
     free(err);
-    snprintf(args, sizeof args, "inspect %s/ins", g_dir);
+    snprintf(args, sizeof args, "inspect %s/ins", test_tmpdir);
     free(cli(1, args, &err));
     assert_non_null(strstr(err, "checksum mismatch"));
     free(err);
@@ -241,5 +226,5 @@ int main(void) {
         cmocka_unit_test(t_inspect_cli),
     };
     amp_test_prepare();
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }

@@ -19,21 +19,6 @@
 
 #include "test_support.h"
 
-static char *g_dir;
-
-static int setup(void **state) {
-    (void)state;
-    g_dir = test_mkdtemp();
-    return g_dir ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    test_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
-
 static int cli(const char *env, char **out, char **err, const char *fmt, ...) {
     char args[8192];
     va_list ap;
@@ -47,7 +32,7 @@ static void t_long_data_dir(void **state) {
     (void)state;
     /* a directory ~1500 characters deep, holding links to the real dataset */
     char *p = malloc(4096);
-    snprintf(p, 4096, "%s", g_dir);
+    snprintf(p, 4096, "%s", test_tmpdir);
     for (int i = 0; i < 7; i++) {
         size_t l = strlen(p);
         p[l] = '/';
@@ -77,20 +62,20 @@ static void t_schedule_change_on_resume(void **state) {
     (void)state;
     char *err;
     assert_int_equal(cli(NULL, NULL, &err, "train --limit 512 --batch 64 --test-limit 100 --quiet --threads 2 --stop-after 4 "
-                                           "--checkpoint %s/sch", g_dir),
+                                           "--checkpoint %s/sch", test_tmpdir),
                      0);
     free(err);
     assert_int_equal(cli(NULL, NULL, &err, "train --limit 512 --batch 64 --test-limit 100 --quiet --threads 2 --resume %s/sch "
-                                           "--schedule constant", g_dir),
+                                           "--schedule constant", test_tmpdir),
                      0);
     if (!strstr(err, "warning") || !strstr(err, "--schedule")) fail_msg("no warning about --schedule on resume:\n%s", err);
     free(err);
     assert_int_equal(cli(NULL, NULL, &err, "train --limit 512 --batch 64 --test-limit 100 --quiet --threads 2 --stop-after 4 "
-                                           "--checkpoint %s/sch2", g_dir),
+                                           "--checkpoint %s/sch2", test_tmpdir),
                      0);
     free(err);
     assert_int_equal(cli(NULL, NULL, &err, "train --limit 512 --batch 64 --test-limit 100 --quiet --threads 2 --resume %s/sch2 "
-                                           "--warmup 3", g_dir),
+                                           "--warmup 3", test_tmpdir),
                      0);
     if (!strstr(err, "warning") || !strstr(err, "--warmup")) fail_msg("no warning about --warmup on resume:\n%s", err);
     free(err);
@@ -108,7 +93,7 @@ static void t_predict_content_exit(void **state) {
     (void)state;
     /* a valid safetensors file holding neither model */
     char path[1200];
-    snprintf(path, sizeof path, "%s/other.safetensors", g_dir);
+    snprintf(path, sizeof path, "%s/other.safetensors", test_tmpdir);
     amp_tensor *t = amp_tensor_ones(AMP_F32, 1, AMP_SHAPE(3));
     const char *names[] = {"something"};
     assert_int_equal(amp_safetensors_write(path, &t, names, 1, NULL, 0), AMP_OK);
@@ -197,5 +182,5 @@ int main(void) {
         cmocka_unit_test(t_bench_device),           cmocka_unit_test(t_train_device),
     };
     amp_test_prepare();
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }

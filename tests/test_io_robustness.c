@@ -25,28 +25,13 @@
 
 #include "test_support.h"
 
-static char *g_dir;
-
-static int setup(void **state) {
-    (void)state;
-    g_dir = test_mkdtemp();
-    return g_dir ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    test_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
-
 static char *path_in(const char *fmt, ...) {
     char rel[512], *p = malloc(2048);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(rel, sizeof rel, fmt, ap);
     va_end(ap);
-    snprintf(p, 2048, "%s/%s", g_dir, rel);
+    snprintf(p, 2048, "%s/%s", test_tmpdir, rel);
     return p;
 }
 
@@ -284,12 +269,12 @@ static void t_write_errors(void **state) {
     expect_write_failure(cmd, "/dev/full");
     /* results to stdout: train's summary, inspect, predict */
     snprintf(cmd, sizeof cmd, "%s train --limit 256 --batch 16 --test-limit 100 --quiet --threads 2 --checkpoint %s/wck > /dev/full",
-             AMP_CLI_PATH, g_dir);
+             AMP_CLI_PATH, test_tmpdir);
     expect_write_failure(cmd, "standard output");
-    snprintf(cmd, sizeof cmd, "%s inspect %s/wck > /dev/full", AMP_CLI_PATH, g_dir);
+    snprintf(cmd, sizeof cmd, "%s inspect %s/wck > /dev/full", AMP_CLI_PATH, test_tmpdir);
     expect_write_failure(cmd, "standard output");
     snprintf(cmd, sizeof cmd, "%s predict --checkpoint %s/wck --input /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz "
-             "--limit 100 > /dev/full", AMP_CLI_PATH, g_dir);
+             "--limit 100 > /dev/full", AMP_CLI_PATH, test_tmpdir);
     expect_write_failure(cmd, "standard output");
     snprintf(cmd, sizeof cmd, "%s autocast > /dev/full", AMP_CLI_PATH);
     expect_write_failure(cmd, "standard output");
@@ -495,5 +480,5 @@ int main(void) {
         cmocka_unit_test(t_fifo_refused),
     };
     amp_test_prepare();
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }

@@ -17,21 +17,6 @@
 
 #include "test_support.h"
 
-static char *g_dir;
-
-static int setup(void **state) {
-    (void)state;
-    g_dir = test_mkdtemp();
-    return g_dir ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    test_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
-
 /* Runs `amp train ARGS`; fails the test unless the exit status is want. */
 static char *train(int want, const char *fmt, ...) {
     char args[2048];
@@ -83,8 +68,8 @@ static void assert_same_checkpoint(const char *a, const char *b) {
 static void resume_case(const char *name, const char *flags, int stop) {
     const char *common = "--limit 256 --batch 64 --epochs 2";
     char a[1100], b[1100];
-    snprintf(a, sizeof a, "%s/%s_straight", g_dir, name);
-    snprintf(b, sizeof b, "%s/%s_split", g_dir, name);
+    snprintf(a, sizeof a, "%s/%s_straight", test_tmpdir, name);
+    snprintf(b, sizeof b, "%s/%s_split", test_tmpdir, name);
     free(train(0, "%s %s --checkpoint %s", common, flags, a));
     free(train(0, "%s %s --stop-after %d --checkpoint %s", common, flags, stop, b));
     free(train(0, "%s %s --resume %s", common, flags, b)); /* --checkpoint defaults to the resumed directory */
@@ -120,10 +105,10 @@ static void t_resume_cnn_bf16_o2(void **state) {
 static void t_save_every_and_metrics(void **state) {
     (void)state;
     char a[1100], b[1100], ma[1100], mb[1100];
-    snprintf(a, sizeof a, "%s/se_straight", g_dir);
-    snprintf(b, sizeof b, "%s/se_split", g_dir);
-    snprintf(ma, sizeof ma, "%s/se_straight.csv", g_dir);
-    snprintf(mb, sizeof mb, "%s/se_split.csv", g_dir);
+    snprintf(a, sizeof a, "%s/se_straight", test_tmpdir);
+    snprintf(b, sizeof b, "%s/se_split", test_tmpdir);
+    snprintf(ma, sizeof ma, "%s/se_straight.csv", test_tmpdir);
+    snprintf(mb, sizeof mb, "%s/se_split.csv", test_tmpdir);
     const char *common = "--model mlp --precision fp16 --limit 256 --batch 64 --epochs 2";
     free(train(0, "%s --checkpoint %s --metrics %s", common, a, ma));
     /* saves at 3 and 6; the run "dies" at 7 after writing a metrics row past the checkpoint */
@@ -135,7 +120,7 @@ static void t_save_every_and_metrics(void **state) {
     free(out);
     /* roll the checkpoint back to step 6 as a crash after step 7's metrics row would leave it */
     char b6[1100];
-    snprintf(b6, sizeof b6, "%s/se_split6", g_dir);
+    snprintf(b6, sizeof b6, "%s/se_split6", test_tmpdir);
     free(train(0, "%s --checkpoint %s --save-every 3 --stop-after 6", common, b6));
     snprintf(cmd, sizeof cmd, "train --threads 2 --test-limit 100 %s --resume %s --checkpoint %s --metrics %s", common, b6, b, mb);
     assert_int_equal(test_run_cli(NULL, cmd, &out, NULL), 0);
@@ -168,7 +153,7 @@ static void t_save_every_and_metrics(void **state) {
 static void t_resume_refusals(void **state) {
     (void)state;
     char d[1100];
-    snprintf(d, sizeof d, "%s/ref", g_dir);
+    snprintf(d, sizeof d, "%s/ref", test_tmpdir);
     const char *common = "--limit 256 --batch 64";
     free(train(0, "%s --model mlp --stop-after 2 --checkpoint %s", common, d));
     char *err;
@@ -188,7 +173,7 @@ static void t_resume_refusals(void **state) {
     err = train(1, "--limit 128 --batch 64 --model mlp --resume %s", d);
     assert_non_null(strstr(err, "train_examples = 256, this run has 128"));
     free(err);
-    err = train(1, "%s --resume %s/does-not-exist", common, g_dir);
+    err = train(1, "%s --resume %s/does-not-exist", common, test_tmpdir);
     assert_non_null(strstr(err, "amp train: --resume"));
     assert_non_null(strstr(err, "cannot open checkpoint directory"));
     free(err);
@@ -214,5 +199,5 @@ int main(void) {
         cmocka_unit_test(t_resume_refusals),
     };
     amp_test_prepare();
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }

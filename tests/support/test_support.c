@@ -189,6 +189,14 @@ int test_tmpdir_teardown(void **state) {
     return 0;
 }
 
+const char *test_tmp_path(const char *name) {
+    static char buf[8][1024];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", test_tmpdir, name);
+    return buf[k];
+}
+
 const char *test_mpirun_prefix(int np) {
 #ifdef AMP_MPIEXEC
     static char buf[1024];

@@ -117,5 +117,8 @@ void test_rmtree(const char *path);
 extern char *test_tmpdir;
 int test_tmpdir_setup(void **state);
 int test_tmpdir_teardown(void **state);
+/* test_tmpdir + "/" + name, in one of 8 static buffers used in turn (so a
+ * call's result survives the next 7 calls). */
+const char *test_tmp_path(const char *name);
 
 #endif
