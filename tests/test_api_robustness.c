@@ -767,11 +767,6 @@ static int group_teardown(void **state) {
 
 int main(void) {
     setenv("AMP_DEBUG", "1", 1); /* dead handles are checked (variant "freed tensors") */
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_table_covers_headers),
-        cmocka_unit_test(t_walk),
-        cmocka_unit_test(t_invalid_category_then_alloc),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return AMP_TEST_RUN_FIXTURES(group_setup, group_teardown, t_table_covers_headers, t_walk,
+                                 t_invalid_category_then_alloc);
 }

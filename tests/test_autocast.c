@@ -474,11 +474,5 @@ static void t_docs_current(void **st) {
     free(buf);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_every_op), cmocka_unit_test(t_passthrough),   cmocka_unit_test(t_nesting),
-        cmocka_unit_test(t_threads),  cmocka_unit_test(t_cache),         cmocka_unit_test(t_cache_no_grad), cmocka_unit_test(t_cache_survives_backward),
-        cmocka_unit_test(t_override_and_cpu_table), cmocka_unit_test(t_docs_current),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_every_op, t_passthrough, t_nesting, t_threads, t_cache, t_cache_no_grad, t_cache_survives_backward,
+              t_override_and_cpu_table, t_docs_current)

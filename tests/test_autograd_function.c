@@ -297,11 +297,4 @@ static void t_errors(void **s) {
     amp_scope_end(sc);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_gradients_and_autocast_states),
-        cmocka_unit_test(t_saved_and_higher_order),
-        cmocka_unit_test(t_errors),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_gradients_and_autocast_states, t_saved_and_higher_order, t_errors)

@@ -590,12 +590,5 @@ static void t_gradient_penalty_recipe(void **s) {
     amp_tensor_free(y);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_matmul_family),      cmocka_unit_test(t_elementwise),  cmocka_unit_test(t_activations),
-        cmocka_unit_test(t_softmax_norm_reduce), cmocka_unit_test(t_views_losses), cmocka_unit_test(t_mlp_hvp),
-        cmocka_unit_test(t_grad_semantics),      cmocka_unit_test(t_uncovered_op_named),
-        cmocka_unit_test(t_gradient_penalty_recipe),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_matmul_family, t_elementwise, t_activations, t_softmax_norm_reduce, t_views_losses, t_mlp_hvp,
+              t_grad_semantics, t_uncovered_op_named, t_gradient_penalty_recipe)

@@ -265,10 +265,5 @@ static void t_loader_shards(void **state) {
     amp_dataset_free(&ds);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_once_after_all_contributions), cmocka_unit_test(t_ready_order), cmocka_unit_test(t_errors_and_removal),
-        cmocka_unit_test(t_leaf_root), cmocka_unit_test(t_callback_waits_for_outer_backward), cmocka_unit_test(t_loader_shards),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_once_after_all_contributions, t_ready_order, t_errors_and_removal, t_leaf_root,
+              t_callback_waits_for_outer_backward, t_loader_shards)

@@ -124,7 +124,4 @@ static void t_bench_gemm_chooses_from_cpu(void **s) {
     free(err);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(t_rule), cmocka_unit_test(t_bench_gemm_chooses_from_cpu)};
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_rule, t_bench_gemm_chooses_from_cpu)

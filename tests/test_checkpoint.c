@@ -559,18 +559,6 @@ static void t_checkpoint_consistency(void **state) {
     rig_free(&a);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_roundtrip_all_dtypes),
-        cmocka_unit_test(t_writer_refuses),
-        cmocka_unit_test(t_malformed),
-        cmocka_unit_test(t_model_save_load),
-        cmocka_unit_test(t_checkpoint_roundtrip_adamw),
-        cmocka_unit_test(t_checkpoint_roundtrip_sgd_momentum),
-        cmocka_unit_test(t_checkpoint_roundtrip_master_sr),
-        cmocka_unit_test(t_checkpoint_refuses_mismatch),
-        cmocka_unit_test(t_checkpoint_consistency),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
-}
+AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_roundtrip_all_dtypes, t_writer_refuses, t_malformed,
+                       t_model_save_load, t_checkpoint_roundtrip_adamw, t_checkpoint_roundtrip_sgd_momentum,
+                       t_checkpoint_roundtrip_master_sr, t_checkpoint_refuses_mismatch, t_checkpoint_consistency)

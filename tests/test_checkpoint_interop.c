@@ -218,13 +218,5 @@ static void t_inspect_cli(void **state) {
     free(err);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_torch_file_same_predictions),
-        cmocka_unit_test(t_predict_cli),
-        cmocka_unit_test(t_trainer_and_predict_agree),
-        cmocka_unit_test(t_inspect_cli),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
-}
+AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_torch_file_same_predictions, t_predict_cli,
+                       t_trainer_and_predict_agree, t_inspect_cli)

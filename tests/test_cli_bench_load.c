@@ -156,7 +156,4 @@ static void t_fork_fails(void **s) {
     free(dir);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(t_one_round), cmocka_unit_test(t_bad_options), cmocka_unit_test(t_fork_fails)};
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_one_round, t_bad_options, t_fork_fails)

@@ -161,13 +161,4 @@ static void t_gpt(void **s) {
     free(err);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_mlp),
-        cmocka_unit_test(t_skipped_next_to_worse_accuracy),
-        cmocka_unit_test(t_skip_reason),
-        cmocka_unit_test(t_bad_options),
-        cmocka_unit_test(t_gpt),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_mlp, t_skipped_next_to_worse_accuracy, t_skip_reason, t_bad_options, t_gpt)

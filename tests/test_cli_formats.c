@@ -178,8 +178,4 @@ static void t_usage_errors(void **state) {
     free(out);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(t_table), cmocka_unit_test(t_convert_01),
-                                       cmocka_unit_test(t_convert_70000), cmocka_unit_test(t_usage_errors)};
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_table, t_convert_01, t_convert_70000, t_usage_errors)

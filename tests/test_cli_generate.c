@@ -354,13 +354,6 @@ static void t_config_checked_first(void **state) {
     }
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_other_model_named),    cmocka_unit_test(t_nonfinite_refused),
-        cmocka_unit_test(t_nonfinite_checkpoint), cmocka_unit_test(t_tiny_temperature),
-        cmocka_unit_test(t_generate_api_nonfinite), cmocka_unit_test(t_generate_api_first_nonfinite), cmocka_unit_test(t_nonfinite_f64_file), cmocka_unit_test(t_lm_head),
-        cmocka_unit_test(t_config_checked_first),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
-}
+AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_other_model_named, t_nonfinite_refused,
+                       t_nonfinite_checkpoint, t_tiny_temperature, t_generate_api_nonfinite,
+                       t_generate_api_first_nonfinite, t_nonfinite_f64_file, t_lm_head, t_config_checked_first)

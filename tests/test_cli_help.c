@@ -251,12 +251,5 @@ static void t_usage_errors(void **state) {
     }
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_help_everywhere), cmocka_unit_test(t_bench_parts_listed), cmocka_unit_test(t_bench_precision_help),
-        cmocka_unit_test(t_version_cuda),    cmocka_unit_test(t_stats_apart),        cmocka_unit_test(t_inspect_decimal),
-        cmocka_unit_test(t_predict_gpt),     cmocka_unit_test(t_usage_errors),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, setup, test_tmpdir_teardown);
-}
+AMP_TEST_MAIN_FIXTURES(setup, test_tmpdir_teardown, t_help_everywhere, t_bench_parts_listed, t_bench_precision_help,
+                       t_version_cuda, t_stats_apart, t_inspect_decimal, t_predict_gpt, t_usage_errors)

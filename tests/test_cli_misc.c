@@ -174,13 +174,6 @@ static void t_train_device(void **state) {
     free(err);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_long_data_dir),          cmocka_unit_test(t_schedule_change_on_resume),
-        cmocka_unit_test(t_opt_level_needs_precision), cmocka_unit_test(t_predict_content_exit),
-        cmocka_unit_test(t_cache_env_checked),      cmocka_unit_test(t_bench_sizes_strict),
-        cmocka_unit_test(t_bench_device),           cmocka_unit_test(t_train_device),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
-}
+AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_long_data_dir, t_schedule_change_on_resume,
+                       t_opt_level_needs_precision, t_predict_content_exit, t_cache_env_checked, t_bench_sizes_strict,
+                       t_bench_device, t_train_device)

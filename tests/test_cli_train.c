@@ -254,10 +254,4 @@ static void t_compare_and_memory(void **s) {
     free(err);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_train_summary_and_metrics), cmocka_unit_test(t_modes), cmocka_unit_test(t_bad_usage),
-        cmocka_unit_test(t_help), cmocka_unit_test(t_bad_data), cmocka_unit_test(t_compare_and_memory),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_train_summary_and_metrics, t_modes, t_bad_usage, t_help, t_bad_data, t_compare_and_memory)

@@ -343,10 +343,6 @@ static void t_save_load_on_device(void **state) {
 
 int main(void) {
     amp_test_require_cuda();
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_module_roundtrip), cmocka_unit_test(t_save_load_on_device), cmocka_unit_test(t_fwd_bwd_fp32), cmocka_unit_test(t_fwd_bwd_bf16),
-        cmocka_unit_test(t_fp32),             cmocka_unit_test(t_bf16_o1),
-        cmocka_unit_test(t_fp16_o1),          cmocka_unit_test(t_bf16_o2),
-    };
-    return amp_test_run(tests);
+    return AMP_TEST_RUN(t_module_roundtrip, t_save_load_on_device, t_fwd_bwd_fp32, t_fwd_bwd_bf16, t_fp32, t_bf16_o1,
+                        t_fp16_o1, t_bf16_o2);
 }

@@ -461,10 +461,6 @@ static void t_gemm(void **state) {
 
 int main(void) {
     amp_test_require_cuda();
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_roundtrip),   cmocka_unit_test(t_copy_convert), cmocka_unit_test(t_fill_and_access),
-        cmocka_unit_test(t_steady_state), cmocka_unit_test(t_deferred_error), cmocka_unit_test(t_elementwise),
-        cmocka_unit_test(t_gemm),
-    };
-    return amp_test_run(tests);
+    return AMP_TEST_RUN(t_roundtrip, t_copy_convert, t_fill_and_access, t_steady_state, t_deferred_error, t_elementwise,
+                        t_gemm);
 }

@@ -830,11 +830,6 @@ static void t_batch_group_norm(void **state) {
 
 int main(void) {
     amp_test_require_cuda();
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_layer_norm_entries),    cmocka_unit_test(t_layer_norm_op),
-        cmocka_unit_test(t_softmax_entries),       cmocka_unit_test(t_softmax_op),
-        cmocka_unit_test(t_cross_entropy_entries), cmocka_unit_test(t_cross_entropy_op),
-        cmocka_unit_test(t_class_loss_general),    cmocka_unit_test(t_batch_group_norm),
-    };
-    return amp_test_run(tests);
+    return AMP_TEST_RUN(t_layer_norm_entries, t_layer_norm_op, t_softmax_entries, t_softmax_op, t_cross_entropy_entries,
+                        t_cross_entropy_op, t_class_loss_general, t_batch_group_norm);
 }

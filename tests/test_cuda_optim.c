@@ -600,10 +600,6 @@ static void t_guard(void **state) {
 
 int main(void) {
     amp_test_require_cuda();
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_scaler_scale), cmocka_unit_test(t_adamw_master), cmocka_unit_test(t_adam_f32),
-        cmocka_unit_test(t_sgd),          cmocka_unit_test(t_plain_step),   cmocka_unit_test(t_guard),
-        cmocka_unit_test(t_clip),         cmocka_unit_test(t_scaler_scale_backward), cmocka_unit_test(t_scaler_devices),
-    };
-    return amp_test_run(tests);
+    return AMP_TEST_RUN(t_scaler_scale, t_adamw_master, t_adam_f32, t_sgd, t_plain_step, t_guard, t_clip,
+                        t_scaler_scale_backward, t_scaler_devices);
 }

@@ -280,11 +280,5 @@ static void t_module_to_device(void **state) {
     amp_module_free(m);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_names),           cmocka_unit_test(t_cuda_unavailable), cmocka_unit_test(t_to_same_device),
-        cmocka_unit_test(t_memory_stats),    cmocka_unit_test(t_mixed_devices_refused), cmocka_unit_test(t_host_readers_refuse),
-        cmocka_unit_test(t_module_to_device),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_names, t_cuda_unavailable, t_to_same_device, t_memory_stats, t_mixed_devices_refused,
+              t_host_readers_refuse, t_module_to_device)

@@ -830,20 +830,6 @@ static void t_unused_params(void **state) {
     amp_tensor_free(stranger);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_collectives),
-        cmocka_unit_test(t_async_and_errors),
-        cmocka_unit_test(t_ddp_matches_single_process),
-        cmocka_unit_test(t_overlap_same_bits),
-        cmocka_unit_test(t_bf16_grad_comm),
-        cmocka_unit_test(t_grad_accumulation),
-        cmocka_unit_test(t_inf_on_one_rank),
-        cmocka_unit_test(t_zero1),
-        cmocka_unit_test(t_checkpoint_resume),
-        cmocka_unit_test(t_broadcast_params_and_buffers),
-        cmocka_unit_test(t_unused_params),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+AMP_TEST_MAIN_FIXTURES(setup, teardown, t_collectives, t_async_and_errors, t_ddp_matches_single_process,
+                       t_overlap_same_bits, t_bf16_grad_comm, t_grad_accumulation, t_inf_on_one_rank, t_zero1,
+                       t_checkpoint_resume, t_broadcast_params_and_buffers, t_unused_params)

@@ -623,17 +623,9 @@ int main(void) {
         printf("amp was built without MPI: skipped\n");
         return 77;
     }
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_two_ranks_equal_one_process), cmocka_unit_test(t_resume_two_ranks_bitexact),
-        cmocka_unit_test(t_resume_other_world_size),     cmocka_unit_test(t_gpt),
-        cmocka_unit_test(t_cnn_rank0_output),
-        cmocka_unit_test(t_kill_one_rank),
-        cmocka_unit_test(t_stalled_rank_times_out),      cmocka_unit_test(t_rank_error_ends_run),
-        cmocka_unit_test(t_flags_and_version),
-        cmocka_unit_test(t_ranks_differ_max_steps),      cmocka_unit_test(t_ranks_differ_eval_every),
-        cmocka_unit_test(t_ranks_differ_resume),         cmocka_unit_test(t_ranks_differ_options),
-        cmocka_unit_test(t_ranks_differ_data),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
+    return AMP_TEST_RUN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_two_ranks_equal_one_process,
+                                 t_resume_two_ranks_bitexact, t_resume_other_world_size, t_gpt, t_cnn_rank0_output,
+                                 t_kill_one_rank, t_stalled_rank_times_out, t_rank_error_ends_run, t_flags_and_version,
+                                 t_ranks_differ_max_steps, t_ranks_differ_eval_every, t_ranks_differ_resume,
+                                 t_ranks_differ_options, t_ranks_differ_data);
 }

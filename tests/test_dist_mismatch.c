@@ -400,17 +400,6 @@ int main(int argc, char **argv) {
         printf("amp was built without MPI: skipped\n");
         return 77;
     }
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_control_same_collectives),
-        cmocka_unit_test(t_kinds),
-        cmocka_unit_test(t_count),
-        cmocka_unit_test(t_op),
-        cmocka_unit_test(t_async),
-        cmocka_unit_test(t_finalize),
-        cmocka_unit_test(t_finalize_own_mpi),
-        cmocka_unit_test(t_stall_names_only_the_silent_rank),
-        cmocka_unit_test(t_restore_different_checkpoints),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return AMP_TEST_RUN(t_control_same_collectives, t_kinds, t_count, t_op, t_async, t_finalize, t_finalize_own_mpi,
+                        t_stall_names_only_the_silent_rank, t_restore_different_checkpoints);
 }

@@ -52,7 +52,4 @@ static void t_examples_listed(void **st) {
     free(index);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(t_readme_loop_is_the_example), cmocka_unit_test(t_examples_listed)};
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_readme_loop_is_the_example, t_examples_listed)

@@ -391,18 +391,6 @@ static void t_nan_in_input(void **state) {
     free(tlab);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_inject_fp16_scaler),
-        cmocka_unit_test(t_inject_bf16_master),
-        cmocka_unit_test(t_nan_in_input),
-        cmocka_unit_test(t_overflow_storm_diagnosis),
-        cmocka_unit_test(t_scale_collapse_stops),
-        cmocka_unit_test(t_unscale_overflow_cli),
-        cmocka_unit_test(t_scale_floor_stops),
-        cmocka_unit_test(t_unscale_overflow_storm),
-        cmocka_unit_test(t_bn_skipped_step_buffers),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
-}
+AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_inject_fp16_scaler, t_inject_bf16_master,
+                       t_nan_in_input, t_overflow_storm_diagnosis, t_scale_collapse_stops, t_unscale_overflow_cli,
+                       t_scale_floor_stops, t_unscale_overflow_storm, t_bn_skipped_step_buffers)

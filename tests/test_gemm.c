@@ -609,13 +609,5 @@ static void t_errors(void **state) {
     expect_error(&g, "too large", "huge k");
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_errors),        cmocka_unit_test(t_degenerate),    cmocka_unit_test(t_sizes),
-        cmocka_unit_test(t_dtypes),        cmocka_unit_test(t_large),         cmocka_unit_test(t_alpha_beta),
-        cmocka_unit_test(t_nan_not_read),  cmocka_unit_test(t_nan_row),       cmocka_unit_test(t_padding),
-        cmocka_unit_test(t_batch),         cmocka_unit_test(t_half_rounding), cmocka_unit_test(t_vs_reference),
-        cmocka_unit_test(t_threads),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_errors, t_degenerate, t_sizes, t_dtypes, t_large, t_alpha_beta, t_nan_not_read, t_nan_row, t_padding,
+              t_batch, t_half_rounding, t_vs_reference, t_threads)

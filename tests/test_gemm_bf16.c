@@ -617,13 +617,5 @@ static void t_ops_use_it(void **state) {
     amp_tensor_free(w32);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_instruction_random), cmocka_unit_test(t_instruction_tiny_band),
-        cmocka_unit_test(t_instruction_facts),  cmocka_unit_test(t_micro),
-        cmocka_unit_test(t_paths_vs_emulation), cmocka_unit_test(t_emulation_distinguishes),
-        cmocka_unit_test(t_float64),            cmocka_unit_test(t_precision_api),
-        cmocka_unit_test(t_ops_use_it),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_instruction_random, t_instruction_tiny_band, t_instruction_facts, t_micro, t_paths_vs_emulation,
+              t_emulation_distinguishes, t_float64, t_precision_api, t_ops_use_it)

@@ -248,12 +248,5 @@ static void t_usage(void **s) {
     free(err);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_train_summary), cmocka_unit_test(t_resume_bitexact), cmocka_unit_test(t_resume_refusals),
-        cmocka_unit_test(t_generate),      cmocka_unit_test(t_compare_memory),  cmocka_unit_test(t_usage),
-        cmocka_unit_test(t_overflow_storm),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
-}
+AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_train_summary, t_resume_bitexact, t_resume_refusals,
+                       t_generate, t_compare_memory, t_usage, t_overflow_storm)

@@ -406,11 +406,4 @@ static void t_hf_file(void **state) {
     amp_safetensors_free(h);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_small),
-        cmocka_unit_test(t_vocab50257),
-        cmocka_unit_test(t_hf_file),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_small, t_vocab50257, t_hf_file)

@@ -596,11 +596,5 @@ static void t_errors(void **state) {
     amp_module_free(m);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_structure),   cmocka_unit_test(t_init),     cmocka_unit_test(t_checkpoint_bitwise),
-        cmocka_unit_test(t_checkpoint_generic), cmocka_unit_test(t_kv_cache), cmocka_unit_test(t_generate),
-        cmocka_unit_test(t_weight_decay_o2), cmocka_unit_test(t_embedding_half_grad), cmocka_unit_test(t_layernorm_half_io), cmocka_unit_test(t_errors),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_structure, t_init, t_checkpoint_bitwise, t_checkpoint_generic, t_kv_cache, t_generate,
+              t_weight_decay_o2, t_embedding_half_grad, t_layernorm_half_io, t_errors)

@@ -61,7 +61,4 @@ static void t_gpt_bar(void **s) {
     assert_true(fabs(lbf - l32) <= 0.02 * l32);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(t_gpt_bar)};
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_gpt_bar)

@@ -460,10 +460,5 @@ static void t_policy_and_errors(void **st) {
     amp_module_free(m);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_levels_match_docs), cmocka_unit_test(t_joint_clipping), cmocka_unit_test(t_training_levels),
-        cmocka_unit_test(t_user_model_o2_resume), cmocka_unit_test(t_policy_and_errors), cmocka_unit_test(t_policy_is_a_level),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_levels_match_docs, t_joint_clipping, t_training_levels, t_user_model_o2_resume, t_policy_and_errors,
+              t_policy_is_a_level)

@@ -381,8 +381,4 @@ static void t_pc_matches_build(void **s) {
     free(pc);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(t_make_passes_cmake_flags), cmocka_unit_test(t_pc_matches_build),
-                                       cmocka_unit_test(t_tsan_needs_clang), cmocka_unit_test(t_install)};
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_make_passes_cmake_flags, t_pc_matches_build, t_tsan_needs_clang, t_install)

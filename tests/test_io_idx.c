@@ -240,11 +240,5 @@ static void t_loader(void **state) {
     amp_clear_error();
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_roundtrip), cmocka_unit_test(t_malformed),  cmocka_unit_test(t_dataset_mismatch),
-        cmocka_unit_test(t_fashion_mnist), cmocka_unit_test(t_loader),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
-}
+AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_roundtrip, t_malformed, t_dataset_mismatch,
+                       t_fashion_mnist, t_loader)

@@ -472,13 +472,6 @@ static void t_many_metadata_keys(void **state) {
     free(hdr);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_open_is_read_only),      cmocka_unit_test(t_restore_validates),
-        cmocka_unit_test(t_write_errors),           cmocka_unit_test(t_second_trainer_refused),
-        cmocka_unit_test(t_inspect_while_training), cmocka_unit_test(t_many_metadata_keys),
-        cmocka_unit_test(t_fifo_refused),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
-}
+AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_open_is_read_only, t_restore_validates,
+                       t_write_errors, t_second_trainer_refused, t_inspect_while_training, t_many_metadata_keys,
+                       t_fifo_refused)

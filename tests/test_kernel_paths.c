@@ -1182,14 +1182,6 @@ static void t_no_fp_contraction(void **state) {
     if (r != 0.0f) fail_msg("a * b + c was fused into an FMA (%a, want 0): the build lacks -ffp-contract=off", (double)r);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_ew_every_op_f32),     cmocka_unit_test(t_ew_math_sweep),
-        cmocka_unit_test(t_ew_halves_and_strides), cmocka_unit_test(t_ew_tails),
-        cmocka_unit_test(t_softmax_paths),       cmocka_unit_test(t_xent_paths),      cmocka_unit_test(t_sumsq_paths),       cmocka_unit_test(t_layer_norm_paths),
-        cmocka_unit_test(t_batch_group_norm_paths), cmocka_unit_test(t_reduce_paths),
-        cmocka_unit_test(t_ops_on_every_path), cmocka_unit_test(t_no_fp_contraction), cmocka_unit_test(t_ew_half_math), cmocka_unit_test(t_bf16_round_ways),
-        cmocka_unit_test(t_ew_flat_bf16), cmocka_unit_test(t_attention_row_paths),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_ew_every_op_f32, t_ew_math_sweep, t_ew_halves_and_strides, t_ew_tails, t_softmax_paths, t_xent_paths,
+              t_sumsq_paths, t_layer_norm_paths, t_batch_group_norm_paths, t_reduce_paths, t_ops_on_every_path,
+              t_no_fp_contraction, t_ew_half_math, t_bf16_round_ways, t_ew_flat_bf16, t_attention_row_paths)

@@ -220,10 +220,6 @@ static void t_module_ownership_debug(void **state) {
 
 int main(void) {
     setenv("AMP_DEBUG", "1", 1); /* before the library reads it */
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_copy_into_expanded), cmocka_unit_test(t_autocast_left_open),
-        cmocka_unit_test(t_forward_outside_scope), cmocka_unit_test(t_use_after_free_debug),
-        cmocka_unit_test(t_error_chain_root_first), cmocka_unit_test(t_module_ownership_debug),
-    };
-    return amp_test_run(tests);
+    return AMP_TEST_RUN(t_copy_into_expanded, t_autocast_left_open, t_forward_outside_scope, t_use_after_free_debug,
+                        t_error_chain_root_first, t_module_ownership_debug);
 }

@@ -502,12 +502,5 @@ static void t_container_error_keeps_cause(void **s) {
     amp_scope_end(sc);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_builtin_names_and_repr), cmocka_unit_test(t_registration),
-        cmocka_unit_test(t_user_model_names_and_tying), cmocka_unit_test(t_user_model_save_load),
-        cmocka_unit_test(t_user_model_resume), cmocka_unit_test(t_module_to_keep_f32),
-        cmocka_unit_test(t_child_ownership), cmocka_unit_test(t_container_error_keeps_cause),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_builtin_names_and_repr, t_registration, t_user_model_names_and_tying, t_user_model_save_load,
+              t_user_model_resume, t_module_to_keep_f32, t_child_ownership, t_container_error_keeps_cause)

@@ -167,10 +167,4 @@ static void t_format_info(void **state) {
     assert_true(isnan(amp_format_round(AMP_FMT_COUNT, 1.0f, false)));
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_f16),  cmocka_unit_test(t_bf16),        cmocka_unit_test(t_e4m3),
-        cmocka_unit_test(t_e5m2), cmocka_unit_test(t_fp8_vs_f16),    cmocka_unit_test(t_format_info),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_f16, t_bf16, t_e4m3, t_e5m2, t_fp8_vs_f16, t_format_info)

@@ -206,8 +206,4 @@ static void t_arrays(void **state) {
     assert_int_equal(bad, 0);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(t_scalar), cmocka_unit_test(t_arrays)};
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+AMP_TEST_MAIN_FIXTURES(setup, teardown, t_scalar, t_arrays)

@@ -273,10 +273,4 @@ static void t_boundaries_f64(void **state) {
     assert_int_equal(amp_format_encode(AMP_FMT_E4M3, 1.0 + 0x1p-4 + 0x1p-40, false), 0x39);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_specials_f32), cmocka_unit_test(t_boundaries_f32), cmocka_unit_test(t_random_f32),
-        cmocka_unit_test(t_random_f64),   cmocka_unit_test(t_boundaries_f64),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_specials_f32, t_boundaries_f32, t_random_f32, t_random_f64, t_boundaries_f64)

@@ -227,11 +227,5 @@ static void t_determinism(void **state) {
     free(c);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_philox_kat),       cmocka_unit_test(t_unbiased_bf16), cmocka_unit_test(t_unbiased_f16),
-        cmocka_unit_test(t_overflow),         cmocka_unit_test(t_scalar_threshold),
-        cmocka_unit_test(t_exact_and_special), cmocka_unit_test(t_determinism),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_philox_kat, t_unbiased_bf16, t_unbiased_f16, t_overflow, t_scalar_threshold, t_exact_and_special,
+              t_determinism)

@@ -477,11 +477,5 @@ static void t_convert_errors(void **state) {
     expect_error(amp_convert(i32, AMP_U8, &neg, AMP_I32, 1, 0), AMP_ERR_RANGE, "u8");
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_kernels),        cmocka_unit_test(t_fp_environment), cmocka_unit_test(t_sr_kernels),       cmocka_unit_test(t_public_arrays),
-        cmocka_unit_test(t_convert_pairs),  cmocka_unit_test(t_convert_integers), cmocka_unit_test(t_convert_errors),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+AMP_TEST_MAIN_FIXTURES(setup, teardown, t_kernels, t_fp_environment, t_sr_kernels, t_public_arrays, t_convert_pairs,
+                       t_convert_integers, t_convert_errors)

@@ -684,19 +684,5 @@ static void t_bad_input(void **state) {
     amp_tensor_free(u8);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_activations),
-        cmocka_unit_test(t_prelu),
-        cmocka_unit_test(t_golden),
-        cmocka_unit_test(t_edge_cases),
-        cmocka_unit_test(t_f32_accuracy_sweep),
-        cmocka_unit_test(t_dropout_statistics),
-        cmocka_unit_test(t_dropout_reproducible),
-        cmocka_unit_test(t_dropout_mask_is_philox),
-        cmocka_unit_test(t_dropout_backward_and_modes),
-        cmocka_unit_test(t_autocast),
-        cmocka_unit_test(t_bad_input),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_activations, t_prelu, t_golden, t_edge_cases, t_f32_accuracy_sweep, t_dropout_statistics,
+              t_dropout_reproducible, t_dropout_mask_is_philox, t_dropout_backward_and_modes, t_autocast, t_bad_input)

@@ -454,12 +454,5 @@ static void t_bad_inputs(void **state) {
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) amp_tensor_free(ts[i]);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_reference),       cmocka_unit_test(t_masks),    cmocka_unit_test(t_fused_vs_naive),
-        cmocka_unit_test(t_strided_threads), cmocka_unit_test(t_autocast), cmocka_unit_test(t_autocast_mixed),
-        cmocka_unit_test(t_memory),
-        cmocka_unit_test(t_bad_inputs),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_reference, t_masks, t_fused_vs_naive, t_strided_threads, t_autocast, t_autocast_mixed, t_memory,
+              t_bad_inputs)

@@ -813,12 +813,5 @@ static void t_no_leaks(void **state) {
     }
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_conv2d),        cmocka_unit_test(t_conv2d_views_blocks), cmocka_unit_test(t_im2col_reference),
-        cmocka_unit_test(t_conv1d),        cmocka_unit_test(t_max_pool2d),          cmocka_unit_test(t_max_pool2d_k2_bits), cmocka_unit_test(t_avg_pool2d),
-        cmocka_unit_test(t_adaptive_avg_pool2d), cmocka_unit_test(t_golden),       cmocka_unit_test(t_bad_inputs),
-        cmocka_unit_test(t_no_leaks),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_conv2d, t_conv2d_views_blocks, t_im2col_reference, t_conv1d, t_max_pool2d, t_max_pool2d_k2_bits,
+              t_avg_pool2d, t_adaptive_avg_pool2d, t_golden, t_bad_inputs, t_no_leaks)

@@ -1076,23 +1076,6 @@ static void t_bad_input(void **state) {
     amp_tensor_free(m1);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_unary_ops),
-        cmocka_unit_test(t_binary_ops),
-        cmocka_unit_test(t_addcmul_addcdiv),
-        cmocka_unit_test(t_broadcast_shapes),
-        cmocka_unit_test(t_noncontiguous),
-        cmocka_unit_test(t_same_tensor_twice),
-        cmocka_unit_test(t_dtypes),
-        cmocka_unit_test(t_edge_cases),
-        cmocka_unit_test(t_exp_accuracy),
-        cmocka_unit_test(t_golden),
-        cmocka_unit_test(t_iterator_vs_reference),
-        cmocka_unit_test(t_large_and_threads),
-        cmocka_unit_test(t_no_workspace_left),
-        cmocka_unit_test(t_autocast),
-        cmocka_unit_test(t_bad_input),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_unary_ops, t_binary_ops, t_addcmul_addcdiv, t_broadcast_shapes, t_noncontiguous, t_same_tensor_twice,
+              t_dtypes, t_edge_cases, t_exp_accuracy, t_golden, t_iterator_vs_reference, t_large_and_threads,
+              t_no_workspace_left, t_autocast, t_bad_input)

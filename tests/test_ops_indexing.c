@@ -251,10 +251,4 @@ static void t_bad_inputs(void **state) {
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) amp_tensor_free(ts[i]);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_indexing),         cmocka_unit_test(t_weight_tying),
-        cmocka_unit_test(t_cross_entropy_bt), cmocka_unit_test(t_bad_inputs),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_indexing, t_weight_tying, t_cross_entropy_bt, t_bad_inputs)

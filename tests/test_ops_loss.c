@@ -682,11 +682,5 @@ static void t_bad_inputs(void **state) {
     for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++) amp_tensor_free(arr[i]);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_cross_entropy), cmocka_unit_test(t_ce_edges),   cmocka_unit_test(t_nll_loss),
-        cmocka_unit_test(t_pointwise),     cmocka_unit_test(t_bce_stable), cmocka_unit_test(t_golden),
-        cmocka_unit_test(t_bad_inputs),    cmocka_unit_test(t_ce_widen_inside),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_cross_entropy, t_ce_edges, t_nll_loss, t_pointwise, t_bce_stable, t_golden, t_bad_inputs,
+              t_ce_widen_inside)

@@ -793,12 +793,5 @@ static void t_no_leaks(void **state) {
     }
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_matmul_shapes), cmocka_unit_test(t_matmul_large), cmocka_unit_test(t_matmul_strided),
-        cmocka_unit_test(t_mm_bmm_dot),    cmocka_unit_test(t_linear),       cmocka_unit_test(t_half_grads_exact),       cmocka_unit_test(t_addmm_baddbmm),
-        cmocka_unit_test(t_mixed_dtypes),  cmocka_unit_test(t_autocast_hook), cmocka_unit_test(t_golden),
-        cmocka_unit_test(t_bad_inputs),    cmocka_unit_test(t_no_leaks),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_matmul_shapes, t_matmul_large, t_matmul_strided, t_mm_bmm_dot, t_linear, t_half_grads_exact,
+              t_addmm_baddbmm, t_mixed_dtypes, t_autocast_hook, t_golden, t_bad_inputs, t_no_leaks)

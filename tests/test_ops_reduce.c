@@ -646,11 +646,4 @@ static void t_bad_inputs(void **state) {
     amp_tensor_free(xi);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_sum_mean), cmocka_unit_test(t_sum_edges), cmocka_unit_test(t_sum_large),
-        cmocka_unit_test(t_prod),     cmocka_unit_test(t_cumsum),    cmocka_unit_test(t_max),
-        cmocka_unit_test(t_norm),     cmocka_unit_test(t_golden),    cmocka_unit_test(t_bad_inputs),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_sum_mean, t_sum_edges, t_sum_large, t_prod, t_cumsum, t_max, t_norm, t_golden, t_bad_inputs)

@@ -827,12 +827,5 @@ static void t_bad_inputs(void **state) {
     for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++) amp_tensor_free(arr[i]);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_softmax),     cmocka_unit_test(t_softmax_extreme), cmocka_unit_test(t_layer_norm),
-        cmocka_unit_test(t_batch_norm),  cmocka_unit_test(t_batch_norm_running), cmocka_unit_test(t_batch_norm_half_backward),
-        cmocka_unit_test(t_group_norm),
-        cmocka_unit_test(t_embedding),   cmocka_unit_test(t_golden),          cmocka_unit_test(t_bad_inputs),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_softmax, t_softmax_extreme, t_layer_norm, t_batch_norm, t_batch_norm_running,
+              t_batch_norm_half_backward, t_group_norm, t_embedding, t_golden, t_bad_inputs)

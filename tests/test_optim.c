@@ -428,13 +428,6 @@ static void t_clip_norm_thread_count(void **s) {
     free(v);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_sgd_vs_torch), cmocka_unit_test(t_adam_vs_torch),       cmocka_unit_test(t_clip_vs_torch),
-        cmocka_unit_test(t_errors_and_basics), cmocka_unit_test(t_schedules), cmocka_unit_test(t_master_weights),
-        cmocka_unit_test(t_paths_identical), cmocka_unit_test(t_nonfinite_settings_refused),
-        cmocka_unit_test(t_update_overflow_kept_out), cmocka_unit_test(t_clip_norm_thread_count),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+AMP_TEST_MAIN_FIXTURES(setup, teardown, t_sgd_vs_torch, t_adam_vs_torch, t_clip_vs_torch, t_errors_and_basics,
+                       t_schedules, t_master_weights, t_paths_identical, t_nonfinite_settings_refused,
+                       t_update_overflow_kept_out, t_clip_norm_thread_count)

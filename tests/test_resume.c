@@ -188,16 +188,6 @@ static void t_resume_refusals(void **state) {
     free(err);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_resume_fp32),
-        cmocka_unit_test(t_resume_fp16_scaler),
-        cmocka_unit_test(t_resume_bf16_o2_stochastic),
-        cmocka_unit_test(t_resume_cnn_fp16),
-        cmocka_unit_test(t_resume_cnn_bf16_o2),
-        cmocka_unit_test(t_save_every_and_metrics),
-        cmocka_unit_test(t_resume_refusals),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
-}
+AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_resume_fp32, t_resume_fp16_scaler,
+                       t_resume_bf16_o2_stochastic, t_resume_cnn_fp16, t_resume_cnn_bf16_o2, t_save_every_and_metrics,
+                       t_resume_refusals)

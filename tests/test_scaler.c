@@ -771,17 +771,7 @@ static void t_bn_buffers_skipped_step(void **st) {
     amp_module_free(bn);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_scaling_basic),        cmocka_unit_test(t_scaling_autocast),
-        cmocka_unit_test(t_scaling_clipping),     cmocka_unit_test(t_scaling_clipping_separate_unscale),
-        cmocka_unit_test(t_scaling_accumulation), cmocka_unit_test(t_scaling_multiple),
-        cmocka_unit_test(t_state_dict),           cmocka_unit_test(t_update_rule),
-        cmocka_unit_test(t_no_overflow_to_inf),   cmocka_unit_test(t_errors),
-        cmocka_unit_test(t_extensions),           cmocka_unit_test(t_context),
-        cmocka_unit_test(t_collapse_keeps_weights_finite), cmocka_unit_test(t_unscale_overflow_skips),
-        cmocka_unit_test(t_scale_range_checked),  cmocka_unit_test(t_update_matches_torch),
-        cmocka_unit_test(t_bn_buffers_skipped_step),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_scaling_basic, t_scaling_autocast, t_scaling_clipping, t_scaling_clipping_separate_unscale,
+              t_scaling_accumulation, t_scaling_multiple, t_state_dict, t_update_rule, t_no_overflow_to_inf, t_errors,
+              t_extensions, t_context, t_collapse_keeps_weights_finite, t_unscale_overflow_skips, t_scale_range_checked,
+              t_update_matches_torch, t_bn_buffers_skipped_step)

@@ -345,12 +345,5 @@ static void t_int_values_checked(void **state) {
     for (size_t k = 0; k < sizeof ts / sizeof *ts; k++) amp_tensor_free(ts[k]);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_create),        cmocka_unit_test(t_errors), cmocka_unit_test(t_views),
-        cmocka_unit_test(t_scope_and_memory), cmocka_unit_test(t_views_keep_storage_alive),
-        cmocka_unit_test(t_random),        cmocka_unit_test(t_copy_and_convert), cmocka_unit_test(t_block_cache),
-        cmocka_unit_test(t_int_values_checked),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_create, t_errors, t_views, t_scope_and_memory, t_views_keep_storage_alive, t_random, t_copy_and_convert,
+              t_block_cache, t_int_values_checked)

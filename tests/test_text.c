@@ -363,10 +363,4 @@ static void t_shakespeare(void **state) {
     free(cache);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_gpt2_golden), cmocka_unit_test(t_bytes_and_invalid_utf8), cmocka_unit_test(t_long_input), cmocka_unit_test(t_bad_inputs),
-        cmocka_unit_test(t_dataset),     cmocka_unit_test(t_shakespeare),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_gpt2_golden, t_bytes_and_invalid_utf8, t_long_input, t_bad_inputs, t_dataset, t_shakespeare)

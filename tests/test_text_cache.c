@@ -163,11 +163,4 @@ static void t_same_crc_other_text(void **state) {
     amp_tokenizer_free(t);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_other_merges),
-        cmocka_unit_test(t_same_crc_other_text),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
-}
+AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_other_merges, t_same_crc_other_text)

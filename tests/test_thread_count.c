@@ -257,11 +257,4 @@ static void t_env_checked(void **s) {
     }
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_parse_stat), cmocka_unit_test(t_decide),      cmocka_unit_test(t_window),
-        cmocka_unit_test(t_limits),     cmocka_unit_test(t_measures),    cmocka_unit_test(t_train_step_any_count),
-        cmocka_unit_test(t_env_checked),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_parse_stat, t_decide, t_window, t_limits, t_measures, t_train_step_any_count, t_env_checked)

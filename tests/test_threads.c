@@ -266,12 +266,4 @@ static void t_per_thread_state(void **st) {
     pthread_barrier_destroy(&b2);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_shared_module_inference),
-        cmocka_unit_test(t_shared_generator),
-        cmocka_unit_test(t_memory_counters),
-        cmocka_unit_test(t_per_thread_state),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_shared_module_inference, t_shared_generator, t_memory_counters, t_per_thread_state)

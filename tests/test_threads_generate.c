@@ -242,10 +242,4 @@ static void t_shared_eval_scope(void **st) {
     amp_module_free(m);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_shared_generate),
-        cmocka_unit_test(t_shared_eval_scope),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_shared_generate, t_shared_eval_scope)

@@ -69,7 +69,4 @@ static void t_cnn_bar(void **s) {
     assert_true(a >= 90.0);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(t_mlp_bar), cmocka_unit_test(t_cnn_bar)};
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_mlp_bar, t_cnn_bar)

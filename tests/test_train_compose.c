@@ -235,12 +235,4 @@ static void t_convnet_autocast_f16(void **state) {
     train_convnet(AMP_F16);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_mlp),
-        cmocka_unit_test(t_mlp_autocast_bf16),
-        cmocka_unit_test(t_convnet),
-        cmocka_unit_test(t_convnet_autocast_f16),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_mlp, t_mlp_autocast_bf16, t_convnet, t_convnet_autocast_f16)

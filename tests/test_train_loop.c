@@ -839,27 +839,8 @@ static void t_help_and_summary(void **s) {
     free(out);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_lock_whole_run),
-        cmocka_unit_test(t_metrics_full_disk),
-        cmocka_unit_test(t_gpt_resume_warnings),
-        cmocka_unit_test(t_inject_nonfinite),
-        cmocka_unit_test(t_checked_before_step1),
-        cmocka_unit_test(t_readonly_dir),
-        cmocka_unit_test(t_metrics_resume_unreadable),
-        cmocka_unit_test(t_long_data_path),
-        cmocka_unit_test(t_pure_fp16_refused),
-        cmocka_unit_test(t_signals),
-        cmocka_unit_test(t_second_signal),
-        cmocka_unit_test(t_signal_nothing_kept),
-        cmocka_unit_test(t_signal_closed_pipe),
-        cmocka_unit_test(t_signal_last_step),
-        cmocka_unit_test(t_signal_mpi),
-        cmocka_unit_test(t_huge_run_stopped_early),
-        cmocka_unit_test(t_progress_eta),
-        cmocka_unit_test(t_help_and_summary),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
-}
+AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_lock_whole_run, t_metrics_full_disk,
+                       t_gpt_resume_warnings, t_inject_nonfinite, t_checked_before_step1, t_readonly_dir,
+                       t_metrics_resume_unreadable, t_long_data_path, t_pure_fp16_refused, t_signals, t_second_signal,
+                       t_signal_nothing_kept, t_signal_closed_pipe, t_signal_last_step, t_signal_mpi,
+                       t_huge_run_stopped_early, t_progress_eta, t_help_and_summary)

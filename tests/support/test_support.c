@@ -27,6 +27,31 @@ void amp_test_prepare(void) {
     amp_set_adaptive_threads(false);
 }
 
+int amp_test_run_list(const char *names, const CMUnitTestFunction *fns, size_t n, CMFixtureFunction setup,
+                      CMFixtureFunction teardown) {
+    struct CMUnitTest *tests = calloc(n ? n : 1, sizeof *tests);
+    char *list = strdup(names);
+    if (!tests || !list) {
+        fprintf(stderr, "amp_test_run_list: out of memory\n");
+        exit(1);
+    }
+    /* the list as the preprocessor wrote it: names separated by ", " */
+    char *p = list;
+    for (size_t i = 0; i < n; i++) {
+        while (*p == ' ') p++;
+        char *end = strchr(p, ',');
+        if (end) *end = 0;
+        for (char *q = p + strlen(p); q > p && q[-1] == ' ';) *--q = 0;
+        tests[i] = (struct CMUnitTest){p, fns[i], NULL, NULL, NULL};
+        p = end ? end + 1 : p + strlen(p);
+    }
+    amp_test_prepare();
+    int rc = _cmocka_run_group_tests("tests", tests, n, setup, teardown);
+    free(list);
+    free(tests);
+    return rc;
+}
+
 bool amp_test_per_path_run(void) {
     const char *e = getenv("AMP_TEST_PER_PATH");
     return e && *e && strcmp(e, "0") != 0;

@@ -1,12 +1,11 @@
 /* Shared helpers for the cmocka test programs. Each tests/test_*.c is one
  * executable; write its main as:
  *
- *   int main(void) {
- *       const struct CMUnitTest tests[] = { cmocka_unit_test(t_x), ... };
- *       return amp_test_run(tests);
- *   }
+ *   AMP_TEST_MAIN(t_x, t_y, ...)
  *
- * (with group fixtures: amp_test_prepare(); then cmocka_run_group_tests).
+ * (with group fixtures: AMP_TEST_MAIN_FIXTURES(setup, teardown, t_x, ...);
+ * a main with more to do: `return AMP_TEST_RUN(t_x, ...);` at its end; or
+ * the cmocka way: amp_test_run(tests) on a CMUnitTest array).
  *
  * A file containing the marker AMP_TEST_PER_CPU_PATH is run by CTest once more
  * per CPU path with AMP_CPU set (the amp processes it starts inherit it) and
@@ -32,6 +31,27 @@
  * it on itself. The amp processes a test starts adapt as usual. */
 #define amp_test_run(tests) (amp_test_prepare(), cmocka_run_group_tests(tests, NULL, NULL))
 void amp_test_prepare(void);
+/* A test program's main, without the list of cmocka_unit_test entries
+ * written out: AMP_TEST_MAIN(t_a, t_b, ...) defines int main(void) that runs
+ * the listed test functions as amp_test_run does (one group named "tests",
+ * each test named as written, as cmocka_unit_test names it);
+ * AMP_TEST_MAIN_FIXTURES(setup, teardown, t_a, ...) with group fixtures. A
+ * main with more to do ends with `return AMP_TEST_RUN(t_a, ...);` (or
+ * AMP_TEST_RUN_FIXTURES). No semicolon after AMP_TEST_MAIN(...). */
+#define AMP_TEST_RUN_FIXTURES(setup, teardown, ...)                                                           \
+    amp_test_run_list(#__VA_ARGS__, (const CMUnitTestFunction[]){__VA_ARGS__},                                \
+                      sizeof((const CMUnitTestFunction[]){__VA_ARGS__}) / sizeof(CMUnitTestFunction), setup, \
+                      teardown)
+#define AMP_TEST_RUN(...) AMP_TEST_RUN_FIXTURES(NULL, NULL, __VA_ARGS__)
+#define AMP_TEST_MAIN_FIXTURES(setup, teardown, ...)                \
+    int main(void) {                                                \
+        return AMP_TEST_RUN_FIXTURES(setup, teardown, __VA_ARGS__); \
+    }
+#define AMP_TEST_MAIN(...) AMP_TEST_MAIN_FIXTURES(NULL, NULL, __VA_ARGS__)
+/* What AMP_TEST_RUN_FIXTURES expands to: names is the list as written
+ * ("t_a, t_b"), fns the n functions in that order. */
+int amp_test_run_list(const char *names, const CMUnitTestFunction *fns, size_t n, CMFixtureFunction setup,
+                      CMFixtureFunction teardown);
 /* True in the per-CPU-path runs of a file marked AMP_TEST_PER_CPU_PATH: a
  * test whose full run is long may check a shorter one there (saying what it
  * leaves to the run on the machine's own path). */
