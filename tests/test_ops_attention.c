@@ -64,9 +64,7 @@ static void att_ref(const double *const *in, double *out, void *vc) {
 }
 
 static amp_tensor *mk(test_rng *r, amp_dtype dt, int nd, const int64_t *s, bool rg) {
-    amp_tensor *t = tc_randn(r, dt, nd, s, 1.0);
-    if (rg) assert_int_equal(amp_tensor_set_requires_grad(t, true), AMP_OK);
-    return t;
+    return tc_randn_grad(r, dt, nd, s, 1.0, rg);
 }
 
 /* q, k, v as [B, H, ., .] with B * H = nb */

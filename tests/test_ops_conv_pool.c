@@ -19,9 +19,7 @@
 static const amp_dtype DTS[3] = {AMP_F32, AMP_F16, AMP_BF16};
 
 static amp_tensor *mk(test_rng *r, amp_dtype dt, int nd, const int64_t *s, bool rg) {
-    amp_tensor *t = tc_uniform(r, dt, nd, s, -1.0, 1.0);
-    if (rg) assert_int_equal(amp_tensor_set_requires_grad(t, true), AMP_OK);
-    return t;
+    return tc_uniform_grad(r, dt, nd, s, -1.0, 1.0, rg);
 }
 
 /* ---- conv reference ------------------------------------------------------------------ */
@@ -363,10 +361,7 @@ static amp_tensor *distinct(test_rng *r, amp_dtype dt, int nd, const int64_t *s)
         double t = v[i];
         v[i] = v[j], v[j] = t;
     }
-    amp_tensor *src = amp_tensor_from_data(v, AMP_F64, nd, s);
-    amp_tensor *t = amp_tensor_empty(dt, nd, s);
-    assert_int_equal(amp_tensor_copy_(t, src), AMP_OK);
-    amp_tensor_free(src);
+    amp_tensor *t = tc_from_doubles(dt, nd, s, v);
     free(v);
     assert_int_equal(amp_tensor_set_requires_grad(t, true), AMP_OK);
     return t;

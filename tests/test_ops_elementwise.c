@@ -107,14 +107,6 @@ static amp_tensor *call(int op, amp_tensor *const *in, const double *prm) {
 }
 
 /* ---- helpers ------------------------------------------------------------------------------------- */
-static amp_tensor *from_doubles(amp_dtype dt, int ndim, const int64_t *shape, const double *v) {
-    amp_tensor *src = amp_tensor_from_data(v, AMP_F64, ndim, shape);
-    amp_tensor *t = amp_tensor_empty(dt, ndim, shape);
-    if (!src || !t || amp_tensor_copy_(t, src) != AMP_OK) fail_msg("from_doubles: %s", amp_last_error());
-    amp_tensor_free(src);
-    return t;
-}
-
 static int64_t numel_of(int ndim, const int64_t *shape) {
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) n *= shape[i];
@@ -133,7 +125,7 @@ static amp_tensor *rand_in(test_rng *r, amp_dtype dt, int ndim, const int64_t *s
         default: v[i] = test_rng_normal(r); break;
         }
     }
-    amp_tensor *t = from_doubles(dt, ndim, shape, v);
+    amp_tensor *t = tc_from_doubles(dt, ndim, shape, v);
     free(v);
     return t;
 }

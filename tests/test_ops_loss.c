@@ -20,27 +20,12 @@ static const amp_dtype DTS[3] = {AMP_F32, AMP_F16, AMP_BF16};
 static const amp_reduction REDS[3] = {AMP_REDUCTION_MEAN, AMP_REDUCTION_SUM, AMP_REDUCTION_NONE};
 static const char *RED_NAMES[3] = {"mean", "sum", "none"};
 
-static amp_tensor *mk(test_rng *r, amp_dtype dt, int nd, const int64_t *s, double scale, bool rg) {
-    amp_tensor *t = tc_randn(r, dt, nd, s, scale);
-    if (rg) assert_int_equal(amp_tensor_set_requires_grad(t, true), AMP_OK);
-    return t;
-}
-
-static amp_tensor *from_d(const double *v, amp_dtype dt, int nd, const int64_t *s) {
-    amp_tensor *src = amp_tensor_borrow((void *)v, AMP_F64, nd, s);
-    amp_tensor *t = amp_tensor_empty(dt, nd, s);
-    assert_non_null(t);
-    assert_int_equal(amp_tensor_copy_(t, src), AMP_OK);
-    amp_tensor_free(src);
-    return t;
-}
-
 static amp_tensor *idx_tensor(const int64_t *v, amp_dtype dt, int nd, const int64_t *s) {
     int64_t n = 1;
     for (int i = 0; i < nd; i++) n *= s[i];
     double *d = malloc(sizeof(double) * (size_t)(n ? n : 1));
     for (int64_t i = 0; i < n; i++) d[i] = (double)v[i];
-    amp_tensor *t = from_d(d, dt, nd, s);
+    amp_tensor *t = tc_from_doubles(dt, nd, s, d);
     free(d);
     return t;
 }
@@ -112,9 +97,9 @@ static void t_cross_entropy(void **state) {
             for (int ri = 0; ri < 3; ri++)
                 for (int wi = 0; wi < 2; wi++)
                     for (int li = 0; li < 2; li++) {
-                        amp_tensor *x = mk(&r, dt, nd, s, 2.0, true);
+                        amp_tensor *x = tc_randn_grad(&r, dt, nd, s, 2.0, true);
                         amp_tensor *tg = idx_tensor(shapes[si].t, (ri + wi) % 2 ? AMP_I32 : AMP_I64, tnd, ts);
-                        amp_tensor *w = wi ? from_d(cw, AMP_F32, 1, AMP_SHAPE(5)) : NULL;
+                        amp_tensor *w = wi ? tc_from_doubles(AMP_F32, 1, AMP_SHAPE(5), cw) : NULL;
                         amp_loss_opts o = AMP_LOSS_DEFAULTS;
                         o.reduction = REDS[ri];
                         o.weight = w;
@@ -147,7 +132,7 @@ static void t_cross_entropy(void **state) {
 static void t_ce_edges(void **state) {
     (void)state;
     test_rng r = {7002};
-    amp_tensor *x = mk(&r, AMP_F32, 2, AMP_SHAPE(3, 4), 1.0, true);
+    amp_tensor *x = tc_randn_grad(&r, AMP_F32, 2, AMP_SHAPE(3, 4), 1.0, true);
     const int64_t all_ign[3] = {-100, -100, -100};
     amp_tensor *tg = idx_tensor(all_ign, AMP_I64, 1, AMP_SHAPE(3));
     /* mean over zero non-ignored targets: NaN, as torch; sum 0; none zeros */
@@ -197,7 +182,7 @@ static void t_ce_edges(void **state) {
     amp_tensor_free(e);
     amp_tensor_free(te);
     /* under autocast cross_entropy is on the fp32 list: f16 logits -> f32 loss */
-    amp_tensor *xh = mk(&r, AMP_F16, 2, AMP_SHAPE(3, 4), 1.0, false);
+    amp_tensor *xh = tc_randn_grad(&r, AMP_F16, 2, AMP_SHAPE(3, 4), 1.0, false);
     const int64_t t3b[3] = {1, 2, 3};
     tg = idx_tensor(t3b, AMP_I64, 1, AMP_SHAPE(3));
     amp_autocast_enter(AMP_F16);
@@ -209,7 +194,7 @@ static void t_ce_edges(void **state) {
     amp_tensor_free(xh);
     /* huge logits stay finite */
     double big[4] = {1e4, -1e4, 0, 5e3};
-    amp_tensor *xb = from_d(big, AMP_F32, 2, AMP_SHAPE(1, 4));
+    amp_tensor *xb = tc_from_doubles(AMP_F32, 2, AMP_SHAPE(1, 4), big);
     const int64_t t1[1] = {1};
     tg = idx_tensor(t1, AMP_I64, 1, AMP_SHAPE(1));
     amp_tensor *lb = amp_cross_entropy(xb, tg, NULL);
@@ -229,9 +214,9 @@ static void t_nll_loss(void **state) {
         amp_dtype dt = DTS[di];
         for (int ri = 0; ri < 3; ri++)
             for (int wi = 0; wi < 2; wi++) {
-                amp_tensor *x = mk(&r, dt, 2, AMP_SHAPE(6, 5), 1.0, true);
+                amp_tensor *x = tc_randn_grad(&r, dt, 2, AMP_SHAPE(6, 5), 1.0, true);
                 amp_tensor *tg = idx_tensor(t6, wi ? AMP_I32 : AMP_I64, 1, AMP_SHAPE(6));
-                amp_tensor *w = wi ? from_d(cw, dt, 1, AMP_SHAPE(5)) : NULL;
+                amp_tensor *w = wi ? tc_from_doubles(dt, 1, AMP_SHAPE(5), cw) : NULL;
                 amp_loss_opts o = AMP_LOSS_DEFAULTS;
                 o.reduction = REDS[ri];
                 o.weight = w;
@@ -326,16 +311,16 @@ static void run_pw(test_rng *r, amp_dtype dt, int kind, int ri, double beta, boo
                    int ynd, const int64_t *ys) {
     amp_tensor *x, *y;
     if (kind == P_KL) {
-        x = mk(r, dt, xnd, xs, 1.0, true);
+        x = tc_randn_grad(r, dt, xnd, xs, 1.0, true);
         y = tc_uniform(r, dt, ynd, ys, 0.1, 1.0);
         amp_tensor_set_requires_grad(y, true);
     } else if (kind == P_BCE) {
-        x = mk(r, dt, xnd, xs, 3.0, true);
+        x = tc_randn_grad(r, dt, xnd, xs, 3.0, true);
         y = tc_uniform(r, dt, ynd, ys, 0.0, 1.0);
         amp_tensor_set_requires_grad(y, true);
     } else {
-        x = mk(r, dt, xnd, xs, 1.0, true);
-        y = mk(r, dt, ynd, ys, 1.0, true);
+        x = tc_randn_grad(r, dt, xnd, xs, 1.0, true);
+        y = tc_randn_grad(r, dt, ynd, ys, 1.0, true);
     }
     amp_tensor *p = pw ? tc_uniform(r, dt, 1, AMP_SHAPE(3), 0.5, 2.5) : NULL;
     if (p) amp_tensor_set_requires_grad(p, true);
@@ -404,7 +389,7 @@ static void t_pointwise(void **state) {
     amp_tensor_free(e);
     /* kl_div: target 0 contributes 0 (xlogy), not NaN */
     double in[2] = {-1, -2}, tg[2] = {0, 1};
-    amp_tensor *ki = from_d(in, AMP_F32, 1, AMP_SHAPE(2)), *kt = from_d(tg, AMP_F32, 1, AMP_SHAPE(2));
+    amp_tensor *ki = tc_from_doubles(AMP_F32, 1, AMP_SHAPE(2), in), *kt = tc_from_doubles(AMP_F32, 1, AMP_SHAPE(2), tg);
     amp_tensor *kl = amp_kl_div(ki, kt, &o);
     assert_close(amp_tensor_item(kl), 2.0, 1e-7, 0, "kl_div with a zero target");
     amp_tensor_free(kl);
@@ -427,7 +412,7 @@ static void t_bce_stable(void **state) {
     double y[6] = {0, 1, 1, 0, 0.5, 0};
     for (int di = 0; di < 3; di++) {
         amp_dtype dt = DTS[di];
-        amp_tensor *xt = from_d(x, dt, 1, AMP_SHAPE(6)), *yt = from_d(y, dt, 1, AMP_SHAPE(6));
+        amp_tensor *xt = tc_from_doubles(dt, 1, AMP_SHAPE(6), x), *yt = tc_from_doubles(dt, 1, AMP_SHAPE(6), y);
         amp_tensor_set_requires_grad(xt, true);
         amp_loss_opts o = AMP_LOSS_DEFAULTS;
         o.reduction = AMP_REDUCTION_NONE;

@@ -142,9 +142,7 @@ static void set_shape(mref *c, int i, int nd, const int64_t *s) {
 }
 
 static amp_tensor *mk(test_rng *r, amp_dtype dt, int nd, const int64_t *s, bool rg) {
-    amp_tensor *t = tc_uniform(r, dt, nd, s, -1.0, 1.0);
-    if (rg) assert_int_equal(amp_tensor_set_requires_grad(t, true), AMP_OK);
-    return t;
+    return tc_uniform_grad(r, dt, nd, s, -1.0, 1.0, rg);
 }
 
 /* Runs forward (checked against ref) and, when grad, the gradient check. */

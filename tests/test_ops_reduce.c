@@ -17,21 +17,6 @@
 
 static const amp_dtype DTS[3] = {AMP_F32, AMP_F16, AMP_BF16};
 
-static amp_tensor *mk(test_rng *r, amp_dtype dt, int nd, const int64_t *s, double scale, bool rg) {
-    amp_tensor *t = tc_randn(r, dt, nd, s, scale);
-    if (rg) assert_int_equal(amp_tensor_set_requires_grad(t, true), AMP_OK);
-    return t;
-}
-
-static amp_tensor *from_d(const double *v, amp_dtype dt, int nd, const int64_t *s) {
-    amp_tensor *src = amp_tensor_borrow((void *)v, AMP_F64, nd, s);
-    amp_tensor *t = amp_tensor_empty(dt, nd, s);
-    assert_non_null(t);
-    assert_int_equal(amp_tensor_copy_(t, src), AMP_OK);
-    amp_tensor_free(src);
-    return t;
-}
-
 static int64_t numel(int nd, const int64_t *s) {
     int64_t n = 1;
     for (int i = 0; i < nd; i++) n *= s[i];
@@ -157,7 +142,7 @@ static void t_sum_mean(void **state) {
         for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
             const dimcase *dc = &cases[ci];
             for (int kind = K_SUM; kind <= K_MEAN; kind++) {
-                amp_tensor *x = mk(&r, dt, 3, s, 1.0, true);
+                amp_tensor *x = tc_randn_grad(&r, dt, 3, s, 1.0, true);
                 amp_tensor *out = kind == K_SUM ? amp_sum(x, dc->ndims ? dc->dims : NULL, dc->ndims, dc->keepdim)
                                                 : amp_mean(x, dc->ndims ? dc->dims : NULL, dc->ndims, dc->keepdim);
                 assert_non_null(out);
@@ -225,7 +210,7 @@ static void t_sum_edges(void **state) {
 
         /* a non-contiguous input (transposed view), reduced over a size-1 dim too */
         test_rng r = {5 + (uint64_t)di};
-        amp_tensor *x = mk(&r, dt, 3, AMP_SHAPE(4, 1, 6), 1.0, false);
+        amp_tensor *x = tc_randn_grad(&r, dt, 3, AMP_SHAPE(4, 1, 6), 1.0, false);
         amp_tensor *xt = amp_transpose(x, 0, 2); /* [6,1,4] */
         int dd[2] = {1, 2};
         amp_tensor *st = amp_sum(xt, dd, 2, false);
@@ -259,7 +244,7 @@ static void t_sum_large(void **state) {
         amp_dtype dt = DTS[di];
         double hi = dt == AMP_F16 ? 0.1 : 1.0; /* keep the f16 total below 65504 */
         for (int64_t i = 0; i < n; i++) v[i] = test_rng_range(&r, 0, hi);
-        amp_tensor *x = from_d(v, dt, 1, &n);
+        amp_tensor *x = tc_from_doubles(dt, 1, &n, v);
         double *xv = tc_values(x), want = 0, part = 0;
         for (int64_t i = 0; i < n; i++) want += xv[i];
         /* what accumulating in the half type itself would give (first 10^5) */
@@ -349,7 +334,7 @@ static void t_prod(void **state) {
             v[27] = 0;
             v[31] = 0;
             v[35] = 0;
-            amp_tensor *x = from_d(v, dt, 3, s);
+            amp_tensor *x = tc_from_doubles(dt, 3, s, v);
             amp_tensor_set_requires_grad(x, true);
             bool keep = dim % 2 == 0;
             amp_tensor *out = amp_prod(x, dim, keep);
@@ -380,7 +365,7 @@ static void t_cumsum(void **state) {
         amp_dtype dt = DTS[di];
         const int64_t s[3] = {3, 6, 4};
         for (int dim = -1; dim < 3; dim++) {
-            amp_tensor *x = mk(&r, dt, 3, s, 1.0, true);
+            amp_tensor *x = tc_randn_grad(&r, dt, 3, s, 1.0, true);
             amp_tensor *out = amp_cumsum(x, dim);
             tc_assert_shape(out, 3, s, "cumsum shape");
             assert_int_equal(amp_tensor_dtype(out), dt);
@@ -408,7 +393,7 @@ static void t_max(void **state) {
         amp_dtype dt = DTS[di];
         const int64_t s[3] = {3, 5, 4};
         for (int dim = -3; dim < 3; dim++) {
-            amp_tensor *x = mk(&r, dt, 3, s, 1.0, true);
+            amp_tensor *x = tc_randn_grad(&r, dt, 3, s, 1.0, true);
             amp_tensor *idx = NULL;
             bool keep = dim < 0;
             amp_tensor *out = amp_max(x, dim, keep, &idx);
@@ -438,7 +423,7 @@ static void t_max(void **state) {
         }
         /* ties: the first occurrence wins, and gets the whole gradient */
         double tv[8] = {1, 3, 3, 2, -1, -1, -1, -2};
-        amp_tensor *t = from_d(tv, dt, 2, AMP_SHAPE(2, 4));
+        amp_tensor *t = tc_from_doubles(dt, 2, AMP_SHAPE(2, 4), tv);
         amp_tensor_set_requires_grad(t, true);
         amp_tensor *ti = NULL;
         amp_tensor *tm = amp_max(t, 1, false, &ti);
@@ -455,7 +440,7 @@ static void t_max(void **state) {
         amp_tensor_free(t);
         /* NaN propagates (the first NaN is the max) */
         double nv[4] = {1, NAN, 5, NAN};
-        amp_tensor *nt = from_d(nv, dt, 1, AMP_SHAPE(4));
+        amp_tensor *nt = tc_from_doubles(dt, 1, AMP_SHAPE(4), nv);
         amp_tensor *ni = NULL;
         amp_tensor *nm = amp_max(nt, 0, false, &ni);
         assert_true(isnan(amp_tensor_item(nm)));
@@ -489,7 +474,7 @@ static void t_norm(void **state) {
         for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++) {
             for (size_t ci = 0; ci < 3; ci++) {
                 const dimcase *dc = &cases[ci];
-                amp_tensor *x = mk(&r, dt, 3, s, 1.0, true);
+                amp_tensor *x = tc_randn_grad(&r, dt, 3, s, 1.0, true);
                 amp_tensor *out = amp_norm(x, ps[pi], dc->ndims ? dc->dims : NULL, dc->ndims, dc->keepdim);
                 assert_non_null(out);
                 assert_int_equal(amp_tensor_dtype(out), dt);
@@ -520,7 +505,7 @@ static void t_norm(void **state) {
     amp_tensor_free(z);
     /* p < 1: the gradient at a zero element is 0 (torch), not 0 * inf */
     double hv[3] = {0, 0, 1};
-    amp_tensor *h = from_d(hv, AMP_F32, 1, AMP_SHAPE(3));
+    amp_tensor *h = tc_from_doubles(AMP_F32, 1, AMP_SHAPE(3), hv);
     amp_tensor_set_requires_grad(h, true);
     amp_tensor *hn = amp_norm(h, 0.5, NULL, 0, false);
     assert_int_equal(amp_backward(hn), AMP_OK);

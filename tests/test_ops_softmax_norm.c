@@ -17,21 +17,6 @@
 
 static const amp_dtype DTS[3] = {AMP_F32, AMP_F16, AMP_BF16};
 
-static amp_tensor *mk(test_rng *r, amp_dtype dt, int nd, const int64_t *s, double scale, bool rg) {
-    amp_tensor *t = tc_randn(r, dt, nd, s, scale);
-    if (rg) assert_int_equal(amp_tensor_set_requires_grad(t, true), AMP_OK);
-    return t;
-}
-
-static amp_tensor *from_d(const double *v, amp_dtype dt, int nd, const int64_t *s) {
-    amp_tensor *src = amp_tensor_borrow((void *)v, AMP_F64, nd, s);
-    amp_tensor *t = amp_tensor_empty(dt, nd, s);
-    assert_non_null(t);
-    assert_int_equal(amp_tensor_copy_(t, src), AMP_OK);
-    amp_tensor_free(src);
-    return t;
-}
-
 static double gtol(amp_dtype dt, double f32, double half_factor) { return dt == AMP_F32 ? f32 : tc_rtol(dt, half_factor); }
 
 /* ---- softmax ------------------------------------------------------------------------------- */
@@ -63,7 +48,7 @@ static void t_softmax(void **state) {
         amp_dtype dt = DTS[di];
         for (int dim = -1; dim < 3; dim++) {
             for (int lg = 0; lg < 2; lg++) {
-                amp_tensor *x = mk(&r, dt, 3, s, 2.0, true);
+                amp_tensor *x = tc_randn_grad(&r, dt, 3, s, 2.0, true);
                 amp_tensor *y = lg ? amp_log_softmax(x, dim) : amp_softmax(x, dim);
                 assert_non_null(y);
                 assert_int_equal(amp_tensor_dtype(y), dt);
@@ -107,7 +92,7 @@ static void t_softmax_extreme(void **state) {
     double v[8] = {1000, -1000, 0, 999, -1000, -1000, -999, -1000.5};
     for (int di = 0; di < 3; di++) {
         amp_dtype dt = DTS[di];
-        amp_tensor *x = from_d(v, dt, 2, AMP_SHAPE(2, 4));
+        amp_tensor *x = tc_from_doubles(dt, 2, AMP_SHAPE(2, 4), v);
         double *xv = tc_values(x), want[8], lwant[8];
         sm_ctx c = {2, 4, 1, false}, cl = {2, 4, 1, true};
         const double *ins[1] = {xv};
@@ -128,14 +113,14 @@ static void t_softmax_extreme(void **state) {
     }
     /* softmax along a strided dim with huge values */
     double w[6] = {1e4, -1e4, 0, 1e4, 2e4, -3e4};
-    amp_tensor *x = from_d(w, AMP_F32, 2, AMP_SHAPE(2, 3));
+    amp_tensor *x = tc_from_doubles(AMP_F32, 2, AMP_SHAPE(2, 3), w);
     amp_tensor *y = amp_softmax(x, 0);
     double want[6] = {0.5, 0, 1, 0.5, 1, 0};
     tc_assert_tensor(y, want, 1e-6, 0, "softmax dim 0 of +-1e4");
     amp_tensor_free(y);
     /* a row of -inf gives NaN (as torch) */
     double ninf[3] = {-INFINITY, -INFINITY, -INFINITY};
-    amp_tensor *xn = from_d(ninf, AMP_F32, 1, AMP_SHAPE(3));
+    amp_tensor *xn = tc_from_doubles(AMP_F32, 1, AMP_SHAPE(3), ninf);
     amp_tensor *yn = amp_softmax(xn, 0);
     double *ynv = tc_values(yn);
     assert_true(isnan(ynv[0]));
@@ -143,7 +128,7 @@ static void t_softmax_extreme(void **state) {
     amp_tensor_free(yn);
     amp_tensor_free(xn);
     /* under autocast softmax is on the fp32 list: f16 in, f32 out */
-    amp_tensor *xh = from_d(v, AMP_F16, 2, AMP_SHAPE(2, 4));
+    amp_tensor *xh = tc_from_doubles(AMP_F16, 2, AMP_SHAPE(2, 4), v);
     amp_autocast_enter(AMP_F16);
     amp_tensor *yh = amp_softmax(xh, -1);
     amp_autocast_exit();
@@ -196,10 +181,10 @@ static void t_layer_norm(void **state) {
         for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
             int nd = cases[ci].nd, k = cases[ci].k;
             const int64_t *s = cases[ci].s;
-            amp_tensor *x = mk(&r, dt, nd, s, 2.0, true);
+            amp_tensor *x = tc_randn_grad(&r, dt, nd, s, 2.0, true);
             /* shift the mean so the statistics matter */
-            amp_tensor *w = cases[ci].w ? mk(&r, dt, k, s + nd - k, 1.0, true) : NULL;
-            amp_tensor *b = cases[ci].b ? mk(&r, dt, k, s + nd - k, 1.0, true) : NULL;
+            amp_tensor *w = cases[ci].w ? tc_randn_grad(&r, dt, k, s + nd - k, 1.0, true) : NULL;
+            amp_tensor *b = cases[ci].b ? tc_randn_grad(&r, dt, k, s + nd - k, 1.0, true) : NULL;
             double eps = ci == 1 ? 1e-3 : 1e-5;
             amp_tensor *y = amp_layer_norm(x, k, w, b, eps);
             assert_non_null(y);
@@ -227,8 +212,8 @@ static void t_layer_norm(void **state) {
         }
     }
     /* a half x with f32 affine parameters: output in x's dtype */
-    amp_tensor *x = mk(&r, AMP_BF16, 2, AMP_SHAPE(3, 5), 1.0, false);
-    amp_tensor *w = mk(&r, AMP_F32, 1, AMP_SHAPE(5), 1.0, false);
+    amp_tensor *x = tc_randn_grad(&r, AMP_BF16, 2, AMP_SHAPE(3, 5), 1.0, false);
+    amp_tensor *w = tc_randn_grad(&r, AMP_F32, 1, AMP_SHAPE(5), 1.0, false);
     amp_tensor *y = amp_layer_norm(x, 1, w, NULL, 1e-5);
     assert_int_equal(amp_tensor_dtype(y), AMP_BF16);
     amp_tensor_free(y);
@@ -298,10 +283,10 @@ static void t_batch_norm(void **state) {
                 const int64_t *s = cases[ci].s;
                 int64_t C = s[1], L = 1;
                 for (int i = 2; i < nd; i++) L *= s[i];
-                amp_tensor *x = mk(&r, dt, nd, s, 1.5, true);
+                amp_tensor *x = tc_randn_grad(&r, dt, nd, s, 1.5, true);
                 /* affine parameters and running statistics are f32 */
-                amp_tensor *w = cases[ci].w ? mk(&r, AMP_F32, 1, &C, 1.0, true) : NULL;
-                amp_tensor *b = cases[ci].b ? mk(&r, AMP_F32, 1, &C, 1.0, true) : NULL;
+                amp_tensor *w = cases[ci].w ? tc_randn_grad(&r, AMP_F32, 1, &C, 1.0, true) : NULL;
+                amp_tensor *b = cases[ci].b ? tc_randn_grad(&r, AMP_F32, 1, &C, 1.0, true) : NULL;
                 amp_tensor *rm = tc_randn(&r, AMP_F32, 1, &C, 0.3);
                 amp_tensor *rv = tc_uniform(&r, AMP_F32, 1, &C, 0.5, 1.5);
                 bn_ctx c = {s[0], C, L, 1e-5, tr == 1, w != NULL, b != NULL, {0}, {0}};
@@ -363,7 +348,7 @@ static void t_batch_norm_running(void **state) {
         double em[4] = {0, 0, 0, 0}, ev[4] = {1, 1, 1, 1};
         bn_ctx c = {6, 4, 3, 1e-5, true, false, false, {0}, {0}};
         for (int step = 0; step < 2; step++) {
-            amp_tensor *x = mk(&r, dt, 3, s, 2.0 + step, false);
+            amp_tensor *x = tc_randn_grad(&r, dt, 3, s, 2.0 + step, false);
             amp_tensor *y = amp_batch_norm(x, rm, rv, NULL, NULL, true, m, 1e-5);
             assert_non_null(y);
             double *xv = tc_values(x), mean[8], var[8];
@@ -379,7 +364,7 @@ static void t_batch_norm_running(void **state) {
             amp_tensor_free(x);
         }
         /* eval uses the running statistics and leaves them alone */
-        amp_tensor *x = mk(&r, dt, 3, s, 1.0, false);
+        amp_tensor *x = tc_randn_grad(&r, dt, 3, s, 1.0, false);
         amp_tensor *y = amp_batch_norm(x, rm, rv, NULL, NULL, false, m, 1e-5);
         c.training = false;
         memcpy(c.rm, em, sizeof em);
@@ -400,7 +385,7 @@ static void t_batch_norm_running(void **state) {
        inf in x, or finite f32 values whose variance overflows (1e30^2) */
     for (int k = 0; k < 2; k++) {
         amp_tensor *rm = amp_tensor_zeros(AMP_F32, 1, &C), *rv = amp_tensor_ones(AMP_F32, 1, &C);
-        amp_tensor *xb = mk(&r, AMP_F32, 3, s, 1.0, false);
+        amp_tensor *xb = tc_randn_grad(&r, AMP_F32, 3, s, 1.0, false);
         amp_tensor_set(xb, AMP_SHAPE(2, 1, 1), k == 0 ? INFINITY : 1e30);
         amp_tensor *yb = amp_batch_norm(xb, rm, rv, NULL, NULL, true, m, 1e-5);
         assert_non_null(yb);
@@ -415,7 +400,7 @@ static void t_batch_norm_running(void **state) {
         amp_tensor_free(rv);
     }
     /* training without running statistics is allowed (batch statistics only) */
-    amp_tensor *x = mk(&r, AMP_F32, 2, AMP_SHAPE(4, 2), 1.0, false);
+    amp_tensor *x = tc_randn_grad(&r, AMP_F32, 2, AMP_SHAPE(4, 2), 1.0, false);
     amp_tensor *y = amp_batch_norm(x, NULL, NULL, NULL, NULL, true, 0.1, 1e-5);
     assert_non_null(y);
     amp_tensor_free(y);
@@ -539,9 +524,9 @@ static void t_group_norm(void **state) {
             const int64_t *s = cases[ci].s;
             int64_t C = s[1], L = 1;
             for (int i = 2; i < nd; i++) L *= s[i];
-            amp_tensor *x = mk(&r, dt, nd, s, 2.0, true);
-            amp_tensor *w = cases[ci].w ? mk(&r, dt, 1, &C, 1.0, true) : NULL;
-            amp_tensor *b = cases[ci].b ? mk(&r, dt, 1, &C, 1.0, true) : NULL;
+            amp_tensor *x = tc_randn_grad(&r, dt, nd, s, 2.0, true);
+            amp_tensor *w = cases[ci].w ? tc_randn_grad(&r, dt, 1, &C, 1.0, true) : NULL;
+            amp_tensor *b = cases[ci].b ? tc_randn_grad(&r, dt, 1, &C, 1.0, true) : NULL;
             amp_tensor *y = amp_group_norm(x, cases[ci].G, w, b, 1e-5);
             assert_non_null(y);
             assert_int_equal(amp_tensor_dtype(y), dt);
@@ -587,7 +572,7 @@ static void t_embedding(void **state) {
         amp_dtype dt = DTS[di];
         for (int it = 0; it < 2; it++) {
             amp_dtype idt = it ? AMP_I32 : AMP_I64;
-            amp_tensor *w = mk(&r, dt, 2, ws, 1.0, true);
+            amp_tensor *w = tc_randn_grad(&r, dt, 2, ws, 1.0, true);
             amp_tensor *ii = amp_tensor_empty(idt, 2, AMP_SHAPE(2, 3));
             for (int k = 0; k < 6; k++) amp_tensor_set(ii, (int64_t[]){k / 3, k % 3}, (double)idx[k]);
             amp_tensor *y = amp_embedding(w, ii);
@@ -607,7 +592,7 @@ static void t_embedding(void **state) {
         }
     }
     /* 0-d index -> [D]; empty index -> [0, D]; a transposed weight */
-    amp_tensor *w = mk(&r, AMP_F32, 2, AMP_SHAPE(3, 5), 1.0, false);
+    amp_tensor *w = tc_randn_grad(&r, AMP_F32, 2, AMP_SHAPE(3, 5), 1.0, false);
     amp_tensor *wt = amp_transpose(w, 0, 1); /* [5,3] non-contiguous */
     amp_tensor *i0 = amp_tensor_full(AMP_I64, 0, NULL, 4);
     amp_tensor *y0 = amp_embedding(wt, i0);

@@ -5,14 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static amp_tensor *from_doubles(amp_dtype dt, int ndim, const int64_t *shape, double *v) {
+amp_tensor *tc_from_doubles(amp_dtype dt, int ndim, const int64_t *shape, const double *v) {
     amp_tensor *t = amp_tensor_empty(dt, ndim, shape);
     if (!t) fail_msg("tc: %s", amp_last_error());
-    int64_t n = amp_tensor_numel(t);
-    amp_tensor *src = amp_tensor_borrow(v, AMP_F64, ndim, shape);
+    amp_tensor *src = amp_tensor_borrow((void *)v, AMP_F64, ndim, shape);
     if (!src || amp_tensor_copy_(t, src) != AMP_OK) fail_msg("tc: %s", amp_last_error());
     amp_tensor_free(src);
-    (void)n;
     return t;
 }
 
@@ -21,7 +19,7 @@ amp_tensor *tc_randn(test_rng *r, amp_dtype dt, int ndim, const int64_t *shape, 
     for (int i = 0; i < ndim; i++) n *= shape[i];
     double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
     for (int64_t i = 0; i < n; i++) v[i] = scale * test_rng_normal(r);
-    amp_tensor *t = from_doubles(dt, ndim, shape, v);
+    amp_tensor *t = tc_from_doubles(dt, ndim, shape, v);
     free(v);
     return t;
 }
@@ -31,9 +29,22 @@ amp_tensor *tc_uniform(test_rng *r, amp_dtype dt, int ndim, const int64_t *shape
     for (int i = 0; i < ndim; i++) n *= shape[i];
     double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
     for (int64_t i = 0; i < n; i++) v[i] = test_rng_range(r, lo, hi);
-    amp_tensor *t = from_doubles(dt, ndim, shape, v);
+    amp_tensor *t = tc_from_doubles(dt, ndim, shape, v);
     free(v);
     return t;
+}
+
+static amp_tensor *requiring_grad(amp_tensor *t, bool rg) {
+    if (rg) assert_int_equal(amp_tensor_set_requires_grad(t, true), AMP_OK);
+    return t;
+}
+
+amp_tensor *tc_randn_grad(test_rng *r, amp_dtype dt, int ndim, const int64_t *shape, double scale, bool rg) {
+    return requiring_grad(tc_randn(r, dt, ndim, shape, scale), rg);
+}
+
+amp_tensor *tc_uniform_grad(test_rng *r, amp_dtype dt, int ndim, const int64_t *shape, double lo, double hi, bool rg) {
+    return requiring_grad(tc_uniform(r, dt, ndim, shape, lo, hi), rg);
 }
 
 double *tc_values(const amp_tensor *t) {
