@@ -199,57 +199,34 @@ static void t_prelu(void **state) {
 }
 
 /* ---- golden data from PyTorch ------------------------------------------------------------------------ */
+static const struct golden_act {
+    const char *name;
+    int op;
+    double prm[2];
+} golden_ops[] = {
+    {"relu", A_RELU, {0}},          {"sigmoid", A_SIGMOID, {0}},          {"tanh", A_TANH, {0}},
+    {"silu", A_SILU, {0}},          {"gelu_erf", A_GELU, {0}},            {"gelu_tanh", A_GELU_T, {0}},
+    {"softplus", A_SOFTPLUS, {1, 20}}, {"softplus_b2_t5", A_SOFTPLUS, {2, 5}}, {"prelu_c", A_PRELU, {0}},
+    {"prelu_1", A_PRELU, {0}},
+};
+
+static amp_tensor *golden_call(const char *case_name, amp_tensor **in, amp_tensor **idx, void *ctx) {
+    (void)case_name, (void)idx;
+    const struct golden_act *g = ctx;
+    return call(g->op, in[0], in[1], g->prm);
+}
+
 static void t_golden(void **state) {
     (void)state;
-    static const struct {
-        const char *name;
-        int op;
-        double prm[2];
-    } ops[] = {
-        {"relu", A_RELU, {0}},          {"sigmoid", A_SIGMOID, {0}},          {"tanh", A_TANH, {0}},
-        {"silu", A_SILU, {0}},          {"gelu_erf", A_GELU, {0}},            {"gelu_tanh", A_GELU_T, {0}},
-        {"softplus", A_SOFTPLUS, {1, 20}}, {"softplus_b2_t5", A_SOFTPLUS, {2, 5}}, {"prelu_c", A_PRELU, {0}},
-        {"prelu_1", A_PRELU, {0}},
-    };
     static const char *dts[] = {"f32", "f16", "bf16"};
     golden_file *gf = golden_open("golden_elementwise.bin");
-    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+    for (size_t i = 0; i < sizeof golden_ops / sizeof golden_ops[0]; i++) {
         for (int d = 0; d < 3; d++) {
-            char rec[128], what[128];
-            int nin = ops[i].op == A_PRELU ? 2 : 1;
-            amp_tensor *in[2] = {0};
-            for (int k = 0; k < nin; k++) {
-                snprintf(rec, sizeof rec, "%s.%s.in%d", ops[i].name, dts[d], k);
-                in[k] = golden_tensor(gf, rec);
-                amp_tensor_set_requires_grad(in[k], true);
-            }
-            amp_dtype dt = amp_tensor_dtype(in[0]);
-            snprintf(what, sizeof what, "golden %s.%s", ops[i].name, dts[d]);
-            amp_tensor *y = call(ops[i].op, in[0], in[1], ops[i].prm);
-            snprintf(rec, sizeof rec, "%s.%s.y", ops[i].name, dts[d]);
-            amp_tensor *want = golden_tensor(gf, rec);
-            double *w = tc_values(want);
-            assert_int_equal(amp_tensor_dtype(y), amp_tensor_dtype(want));
-            tc_assert_shape(y, amp_tensor_ndim(want), amp_tensor_shape(want), what);
-            tc_assert_tensor(y, w, tc_rtol(dt, 1.0), 1e-6, what);
-            free(w);
-            amp_tensor_free(want);
-            snprintf(rec, sizeof rec, "%s.%s.gy", ops[i].name, dts[d]);
-            amp_tensor *gy = golden_tensor(gf, rec);
-            assert_int_equal(amp_backward_ex(y, gy, false), AMP_OK);
-            for (int k = 0; k < nin; k++) {
-                snprintf(rec, sizeof rec, "%s.%s.g%d", ops[i].name, dts[d], k);
-                want = golden_tensor(gf, rec);
-                w = tc_values(want);
-                snprintf(what, sizeof what, "golden %s.%s d/din%d", ops[i].name, dts[d], k);
-                tc_assert_tensor(amp_tensor_grad(in[k]), w, dt == AMP_F32 ? 1e-5 : tc_rtol(dt, 4.0),
-                                 dt == AMP_F32 ? 1e-5 : tc_rtol(dt, 2.0), what);
-                free(w);
-                amp_tensor_free(want);
-            }
-            amp_tensor_free(gy);
-            amp_tensor_free(y);
-            for (int k = 0; k < nin; k++) amp_tensor_free(in[k]);
+            char name[96];
+            snprintf(name, sizeof name, "%s.%s", golden_ops[i].name, dts[d]);
+            const golden_op_case c = {"y", "gy", golden_ops[i].op == A_PRELU ? 2 : 1, golden_call, (void *)&golden_ops[i],
+                                      golden_tol_rounded};
+            golden_replay(gf, name, &c);
         }
     }
     golden_close(gf);

@@ -767,7 +767,7 @@ static void t_exp_accuracy(void **state) {
 }
 
 /* ---- golden data from PyTorch ------------------------------------------------------------------------------------- */
-static const struct {
+static const struct golden_ew {
     const char *name;
     int op;
     double prm[2];
@@ -799,6 +799,12 @@ static const struct {
     {"addcdiv", OP_ADDCDIV, {0.5}},
 };
 
+static amp_tensor *golden_call(const char *case_name, amp_tensor **in, amp_tensor **idx, void *ctx) {
+    (void)case_name, (void)idx;
+    const struct golden_ew *g = ctx;
+    return call(g->op, in, g->prm);
+}
+
 static void t_golden(void **state) {
     (void)state;
     golden_file *gf = golden_open("golden_elementwise.bin");
@@ -806,42 +812,11 @@ static void t_golden(void **state) {
     int checked = 0;
     for (size_t i = 0; i < sizeof golden_ops / sizeof golden_ops[0]; i++) {
         for (int d = 0; d < 3; d++) {
-            char rec[128], what[128];
-            int nin = arity(golden_ops[i].op);
-            amp_tensor *in[3] = {0};
-            for (int k = 0; k < nin; k++) {
-                snprintf(rec, sizeof rec, "%s.%s.in%d", golden_ops[i].name, dts[d], k);
-                in[k] = golden_tensor(gf, rec);
-                amp_tensor_set_requires_grad(in[k], true);
-            }
-            amp_dtype dt = amp_tensor_dtype(in[0]);
-            snprintf(what, sizeof what, "golden %s.%s", golden_ops[i].name, dts[d]);
-            amp_tensor *y = call(golden_ops[i].op, in, golden_ops[i].prm);
-            snprintf(rec, sizeof rec, "%s.%s.y", golden_ops[i].name, dts[d]);
-            amp_tensor *want = golden_tensor(gf, rec);
-            double *w = tc_values(want);
-            if (amp_tensor_dtype(y) != amp_tensor_dtype(want)) fail_msg("%s: dtype differs from torch's", what);
-            tc_assert_shape(y, amp_tensor_ndim(want), amp_tensor_shape(want), what);
-            tc_assert_tensor(y, w, tc_rtol(dt, 1.0), 1e-6, what);
-            free(w);
-            amp_tensor_free(want);
-            snprintf(rec, sizeof rec, "%s.%s.gy", golden_ops[i].name, dts[d]);
-            amp_tensor *gy = golden_tensor(gf, rec);
-            assert_int_equal(amp_backward_ex(y, gy, false), AMP_OK);
-            for (int k = 0; k < nin; k++) {
-                snprintf(rec, sizeof rec, "%s.%s.g%d", golden_ops[i].name, dts[d], k);
-                want = golden_tensor(gf, rec);
-                w = tc_values(want);
-                snprintf(what, sizeof what, "golden %s.%s d/din%d", golden_ops[i].name, dts[d], k);
-                /* halves: torch's reference kept f32 intermediates; amp may reuse the rounded output */
-                tc_assert_tensor(amp_tensor_grad(in[k]), w, dt == AMP_F32 ? 1e-5 : tc_rtol(dt, 4.0),
-                                 dt == AMP_F32 ? 1e-5 : tc_rtol(dt, 2.0), what);
-                free(w);
-                amp_tensor_free(want);
-            }
-            amp_tensor_free(gy);
-            amp_tensor_free(y);
-            for (int k = 0; k < nin; k++) amp_tensor_free(in[k]);
+            char name[96];
+            snprintf(name, sizeof name, "%s.%s", golden_ops[i].name, dts[d]);
+            const golden_op_case c = {"y", "gy", arity(golden_ops[i].op), golden_call, (void *)&golden_ops[i],
+                                      golden_tol_rounded};
+            golden_replay(gf, name, &c);
             checked++;
         }
     }

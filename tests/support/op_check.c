@@ -153,3 +153,14 @@ void tc_assert_fails_impl(bool was_null, const char *needle, const char *expr, c
     if (needle && !strstr(msg, needle)) fail_msg("%s:%d: %s: message \"%s\" does not mention \"%s\"", file, line, expr, msg, needle);
     amp_clear_error();
 }
+
+void tc_assert_no_leaks(void (*body)(test_rng *r), test_rng *r) {
+    size_t live0 = 0;
+    for (int it = 0; it < 3; it++) {
+        amp_scope *s = amp_scope_begin();
+        body(r);
+        amp_scope_end(s);
+        if (it == 1) live0 = amp_memory_stats().live_total;
+        if (it == 2) assert_int_equal(amp_memory_stats().live_total, live0);
+    }
+}

@@ -44,6 +44,11 @@ typedef void (*tc_ref_fn)(const double *const *inputs, double *out, void *ctx);
 void tc_gradcheck(amp_tensor *out, amp_tensor *const *inputs, int n, tc_ref_fn ref, void *ctx, double rtol, double atol,
                   const char *what);
 
+/* No op leaks: runs body(r) three times, each inside its own amp_scope, and
+ * fails unless the live bytes after the third equal those after the second
+ * (the first is a warm-up that fills per-thread caches). */
+void tc_assert_no_leaks(void (*body)(test_rng *r), test_rng *r);
+
 /* Asserts that op returned NULL and that amp_last_error() mentions needle
  * (e.g. the op name). Clears the error. */
 #define tc_assert_fails(expr, needle) tc_assert_fails_impl((expr) == NULL, needle, #expr, __FILE__, __LINE__)
