@@ -231,9 +231,7 @@ static void t_malformed(void **state) {
     size_t fl;
     char *raw = test_read_file(p, &fl);
     raw[fl - 3] ^= 0x10;
-    FILE *o = fopen(p, "wb");
-    fwrite(raw, 1, fl, o);
-    fclose(o);
+    test_write_file(p, raw, fl);
     assert_null(amp_safetensors_read(p));
     expect_error("checksum mismatch");
     free(raw);
@@ -496,17 +494,6 @@ static void t_checkpoint_refuses_mismatch(void **state) {
     rig_free(&a);
 }
 
-static void copy_file(const char *from, const char *to) {
-    size_t n;
-    char *b = test_read_file(from, &n);
-    assert_non_null(b);
-    FILE *f = fopen(to, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(b, 1, n, f), n);
-    fclose(f);
-    free(b);
-}
-
 static void t_checkpoint_consistency(void **state) {
     (void)state;
     rig a;
@@ -523,7 +510,7 @@ static void t_checkpoint_consistency(void **state) {
     /* a model from one save with the state of another: refused */
     snprintf(p1, sizeof p1, "%s/model.safetensors", d1);
     snprintf(p2, sizeof p2, "%s/model.safetensors", d2);
-    copy_file(p2, p1);
+    test_copy_file(p2, p1);
     assert_null(amp_checkpoint_open(d1));
     expect_error("is inconsistent: model.safetensors is checkpoint");
     expect_error("(step 2) but training_state.safetensors is checkpoint");
@@ -534,7 +521,7 @@ static void t_checkpoint_consistency(void **state) {
        never rename a running writer's file); the next save rolls it forward */
     snprintf(p1, sizeof p1, "%s/training_state.safetensors.tmp", d1);
     snprintf(p2, sizeof p2, "%s/training_state.safetensors", d2);
-    copy_file(p2, p1);
+    test_copy_file(p2, p1);
     amp_checkpoint *c = amp_checkpoint_open(d1);
     assert_non_null(c);
     assert_int_equal(amp_checkpoint_step(c), 2);
@@ -542,7 +529,7 @@ static void t_checkpoint_consistency(void **state) {
     assert_int_equal(access(p1, F_OK), 0); /* still there: open is read-only */
 
     /* a stale, unrelated temporary file is ignored */
-    copy_file(p2, p1);
+    test_copy_file(p2, p1);
     s.step = 3;
     assert_int_equal(amp_checkpoint_save(d1, &s), AMP_OK);
     c = amp_checkpoint_open(d1);

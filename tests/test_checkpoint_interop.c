@@ -196,9 +196,7 @@ static void t_inspect_cli(void **state) {
     size_t n;
     char *raw = test_read_file(path, &n);
     raw[n - 1] ^= 1;
-    FILE *fo = fopen(path, "wb");
-    fwrite(raw, 1, n, fo);
-    fclose(fo);
+    test_write_file(path, raw, n);
     free(raw);
     char *err;
     snprintf(args, sizeof args, "inspect %s", path);

@@ -14,14 +14,6 @@
 
 #define SLICE "--limit 1024 --test-limit 500 --batch 64"
 
-static double field(const char *out, const char *label) {
-    const char *p = strstr(out, label);
-    if (!p) fail_msg("summary has no '%s':\n%s", label, out);
-    p += strlen(label);
-    while (*p == ' ') p++;
-    return strtod(p, NULL);
-}
-
 static void t_train_summary_and_metrics(void **s) {
     (void)s;
     char *dir = test_mkdtemp(), csv[512], args[1024];
@@ -33,18 +25,18 @@ static void t_train_summary_and_metrics(void **s) {
     /* not a terminal: plain progress lines every 4 steps */
     assert_non_null(strstr(out, "epoch 1/2 step 4/16"));
     assert_non_null(strstr(out, "epoch 2/2 step 16/16"));
-    double acc = field(out, "test accuracy");
+    double acc = test_field(out, "test accuracy");
     assert_true(acc > 50 && acc <= 100); /* 2 epochs on 1024 images: far above chance (10%) */
-    assert_true(isfinite(field(out, "final train loss")));
-    assert_true(field(out, "wall time") > 0);
-    assert_true(field(out, "throughput") > 0);
-    assert_int_equal((int)field(out, "steps"), 32);
-    double scale = field(out, "final loss scale");
+    assert_true(isfinite(test_field(out, "final train loss")));
+    assert_true(test_field(out, "wall time") > 0);
+    assert_true(test_field(out, "throughput") > 0);
+    assert_int_equal((int)test_field(out, "steps"), 32);
+    double scale = test_field(out, "final loss scale");
     assert_true(scale > 0 && scale <= 65536 && scale == exp2(round(log2(scale)))); /* a power of two */
     assert_non_null(strstr(out, "peak memory"));
     const char *cats[] = {"param", "grad", "optimizer", "activation", "cast_cache", "workspace", "data"};
     for (int i = 0; i < 7; i++) assert_non_null(strstr(out, cats[i]));
-    assert_true(field(out, "cast_cache") > 0); /* O1 fp16 caches the weight casts */
+    assert_true(test_field(out, "cast_cache") > 0); /* O1 fp16 caches the weight casts */
     char *m = test_read_file(csv, NULL);
     assert_non_null(m);
     assert_int_equal(strncmp(m, "step,epoch,loss,scale,skipped,lr,ms\n", 36), 0);
@@ -81,9 +73,9 @@ static void t_modes(void **s) {
         snprintf(args, sizeof args, "train %s --epochs 1 " SLICE " --quiet", modes[i]);
         int rc = test_run_cli(NULL, args, &out, &err);
         if (rc != 0) fail_msg("%s: exit %d\n%s\n%s", modes[i], rc, out, err);
-        double acc = field(out, "test accuracy");
+        double acc = test_field(out, "test accuracy");
         if (!(acc > 30)) fail_msg("%s: accuracy %.2f%% is not above chance", modes[i], acc);
-        double sc = field(out, "final loss scale");
+        double sc = test_field(out, "final loss scale");
         if (strstr(modes[i], "fp16")) assert_true(sc > 0 && sc == exp2(round(log2(sc)))); /* dynamic: a power of two */
         else assert_true(sc == 1.0);                                                       /* no loss scaling */
         /* the summary says what the products cost on this CPU path: the whole line */
@@ -169,10 +161,7 @@ static void copy_gz_truncated(const char *src, const char *dst, long keep) {
     size_t n;
     char *b = test_read_file(src, &n);
     assert_non_null(b);
-    FILE *f = fopen(dst, "wb");
-    assert_non_null(f);
-    fwrite(b, 1, keep < 0 ? n : (size_t)keep, f);
-    fclose(f);
+    test_write_file(dst, b, keep < 0 ? n : (size_t)keep);
     free(b);
 }
 

@@ -22,14 +22,6 @@
 #define SMALL "--model gpt --n-layer 2 --n-head 4 --n-embd 64 --block-size 32 --batch 8 --threads 2 --eval-windows 16"
 
 
-static double field(const char *out, const char *label) {
-    const char *p = strstr(out, label);
-    if (!p) fail_msg("no '%s' in:\n%s", label, out);
-    p += strlen(label);
-    while (*p == ' ') p++;
-    return strtod(p, NULL);
-}
-
 static void t_train_summary(void **s) {
     (void)s;
     char csv[1100];
@@ -38,12 +30,12 @@ static void t_train_summary(void **s) {
     assert_non_null(strstr(out, "step 4/12 loss"));
     assert_non_null(strstr(out, "tokens/s"));
     assert_non_null(strstr(out, "step 6: val loss"));
-    double vl = field(out, "val loss   "), ent = field(out, "unigram entropy of the validation text");
+    double vl = test_field(out, "val loss   "), ent = test_field(out, "unigram entropy of the validation text");
     assert_true(vl > 0 && vl < 6.0);
     assert_true(fabs(ent - 3.319) < 0.01); /* the byte corpus's validation split */
-    assert_true(field(out, "throughput") > 0);
-    assert_int_equal((int)field(out, "\n  steps"), 12);
-    assert_true(field(out, "\n  parameters") == 256 * 64 + 32 * 64 + 2 * (12 * 64 * 64 + 13 * 64) + 2 * 64);
+    assert_true(test_field(out, "throughput") > 0);
+    assert_int_equal((int)test_field(out, "\n  steps"), 12);
+    assert_true(test_field(out, "\n  parameters") == 256 * 64 + 32 * 64 + 2 * (12 * 64 * 64 + 13 * 64) + 2 * 64);
     char *m = test_read_file(csv, NULL);
     assert_non_null(m);
     assert_int_equal(strncmp(m, "step,loss,val_loss,scale,skipped,lr,grad_norm,ms\n", 49), 0);
@@ -58,38 +50,9 @@ static void t_train_summary(void **s) {
                            "--policy params=float32,compute=bfloat16,output=float32", "--checkpoint-activations"};
     for (size_t k = 0; k < sizeof modes / sizeof modes[0]; k++) {
         out = test_run_cli_expect(0, NULL, "train " SMALL " --max-steps 6 --quiet %s", modes[k]);
-        double v = field(out, "val loss   ");
+        double v = test_field(out, "val loss   ");
         if (!(v > 0 && v < 6.0)) fail_msg("%s: val loss %g", modes[k], v);
         free(out);
-    }
-}
-
-/* Every tensor byte-identical; the metadata too except the checkpoint id. */
-static void assert_same_checkpoint(const char *a, const char *b) {
-    const char *files[] = {"model.safetensors", "training_state.safetensors"};
-    for (int k = 0; k < 2; k++) {
-        char pa[1200], pb[1200];
-        snprintf(pa, sizeof pa, "%s/%s", a, files[k]);
-        snprintf(pb, sizeof pb, "%s/%s", b, files[k]);
-        amp_safetensors *fa = amp_safetensors_read(pa), *fb = amp_safetensors_read(pb);
-        if (!fa || !fb) fail_msg("%s", amp_last_error());
-        assert_int_equal(amp_safetensors_count(fa), amp_safetensors_count(fb));
-        for (int i = 0; i < amp_safetensors_count(fa); i++) {
-            amp_safetensors_info x, y;
-            amp_safetensors_info_at(fa, i, &x);
-            assert_int_equal(amp_safetensors_info_at(fb, amp_safetensors_find(fb, x.name), &y), AMP_OK);
-            assert_int_equal(x.end - x.begin, y.end - y.begin);
-            if (memcmp(x.data, y.data, x.end - x.begin)) fail_msg("%s: %s differs after resume", files[k], x.name);
-        }
-        for (int i = 0; i < amp_safetensors_meta_count(fa); i++) {
-            const char *key = amp_safetensors_meta_key(fa, i);
-            if (!strcmp(key, "checkpoint_id") || !strcmp(key, "data_crc32")) continue;
-            const char *vb = amp_safetensors_meta(fb, key);
-            if (!vb || strcmp(vb, amp_safetensors_meta(fa, key)))
-                fail_msg("%s: metadata %s: %s vs %s", files[k], key, amp_safetensors_meta(fa, key), vb ? vb : "(none)");
-        }
-        amp_safetensors_free(fa);
-        amp_safetensors_free(fb);
     }
 }
 
@@ -104,7 +67,8 @@ static void resume_case(const char *mode, const char *extra_resume) {
     char *out = test_run_cli_expect(0, NULL, "train " SMALL " --dropout 0.1 --max-steps 14 %s %s --resume %s --log-every 100", mode, extra_resume, split);
     assert_non_null(strstr(out, "resumed from"));
     free(out);
-    assert_same_checkpoint(straight, split);
+    /* every tensor byte-identical; the metadata too except the checkpoint id */
+    test_assert_same_checkpoint(straight, split, (const char *const[]){"checkpoint_id", "data_crc32", NULL}, false);
     print_message("resume %s%s: bit-exact\n", mode, extra_resume);
 }
 

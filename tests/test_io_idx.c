@@ -16,10 +16,7 @@ static void write_file(const char *name, const void *data, size_t n, bool gz) {
         assert_int_equal(gzwrite(f, data, (unsigned)n), (int)n);
         gzclose(f);
     } else {
-        FILE *f = fopen(p, "wb");
-        assert_non_null(f);
-        assert_int_equal(fwrite(data, 1, n, f), n);
-        fclose(f);
+        test_write_file(p, data, n);
     }
 }
 

@@ -86,17 +86,6 @@ static amp_status small_restore(small_run *r, const char *dir) {
     return s;
 }
 
-static void copy_file(const char *from, const char *to) {
-    size_t n;
-    char *b = test_read_file(from, &n);
-    assert_non_null(b);
-    FILE *f = fopen(to, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(b, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
-    free(b);
-}
-
 /* "name size mtime" of every entry, sorted by readdir order of names */
 static char *listing(const char *dir) {
     char *out = calloc(1, 8192);
@@ -136,11 +125,11 @@ static void t_open_is_read_only(void **state) {
     assert_int_equal(mkdir(d, 0755), 0);
     char src[2100], dst[2100];
     snprintf(src, sizeof src, "%s/model.safetensors", b), snprintf(dst, sizeof dst, "%s/model.safetensors", d);
-    copy_file(src, dst);
+    test_copy_file(src, dst);
     snprintf(src, sizeof src, "%s/training_state.safetensors", a), snprintf(dst, sizeof dst, "%s/training_state.safetensors", d);
-    copy_file(src, dst);
+    test_copy_file(src, dst);
     snprintf(src, sizeof src, "%s/training_state.safetensors", b), snprintf(dst, sizeof dst, "%s/training_state.safetensors.tmp", d);
-    copy_file(src, dst);
+    test_copy_file(src, dst);
     char *before = listing(d);
     amp_checkpoint *c = amp_checkpoint_open(d);
     if (!c) fail_msg("%s", amp_last_error());
@@ -303,7 +292,7 @@ static void tamper(const char *dir, const char *dir2, const char *file, const ch
         snprintf(src, sizeof src, "%s/%s", dir, files[k]);
         snprintf(dst, sizeof dst, "%s/%s", dir2, files[k]);
         if (strcmp(files[k], file)) {
-            copy_file(src, dst);
+            test_copy_file(src, dst);
             continue;
         }
         amp_safetensors *f = amp_safetensors_read(src);

@@ -123,6 +123,55 @@ const char *test_precision_note(const char *which, const char *matmul) {
     return buf;
 }
 
+double test_field(const char *out, const char *label) {
+    const char *p = strstr(out, label);
+    if (!p) fail_msg("no '%s' in:\n%s", label, out);
+    p += strlen(label);
+    while (*p == ' ') p++;
+    return strtod(p, NULL);
+}
+
+static bool skipped_key(const char *key, const char *const *skip) {
+    for (; skip && *skip; skip++)
+        if (!strcmp(key, *skip)) return true;
+    return false;
+}
+
+void test_assert_same_checkpoint(const char *a, const char *b, const char *const *skip, bool strict) {
+    const char *files[] = {"model.safetensors", "training_state.safetensors"};
+    for (int k = 0; k < 2; k++) {
+        char pa[1200], pb[1200];
+        snprintf(pa, sizeof pa, "%s/%s", a, files[k]);
+        snprintf(pb, sizeof pb, "%s/%s", b, files[k]);
+        amp_safetensors *fa = amp_safetensors_read(pa), *fb = amp_safetensors_read(pb);
+        if (!fa || !fb) fail_msg("%s", amp_last_error());
+        assert_int_equal(amp_safetensors_count(fa), amp_safetensors_count(fb));
+        for (int i = 0; i < amp_safetensors_count(fa); i++) {
+            amp_safetensors_info x, y;
+            amp_safetensors_info_at(fa, i, &x);
+            if (strict) {
+                amp_safetensors_info_at(fb, i, &y);
+                assert_string_equal(x.name, y.name);
+            } else {
+                assert_int_equal(amp_safetensors_info_at(fb, amp_safetensors_find(fb, x.name), &y), AMP_OK);
+            }
+            assert_int_equal(x.end - x.begin, y.end - y.begin);
+            if (memcmp(x.data, y.data, x.end - x.begin))
+                fail_msg("%s: tensor %s differs between %s and %s", files[k], x.name, a, b);
+        }
+        if (strict) assert_int_equal(amp_safetensors_meta_count(fa), amp_safetensors_meta_count(fb));
+        for (int i = 0; i < amp_safetensors_meta_count(fa); i++) {
+            const char *key = amp_safetensors_meta_key(fa, i);
+            if (skipped_key(key, skip)) continue;
+            const char *vb = amp_safetensors_meta(fb, key);
+            if (!vb || strcmp(vb, amp_safetensors_meta(fa, key)))
+                fail_msg("%s: metadata %s: %s vs %s", files[k], key, amp_safetensors_meta(fa, key), vb ? vb : "(none)");
+        }
+        amp_safetensors_free(fa);
+        amp_safetensors_free(fb);
+    }
+}
+
 char *test_read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -140,6 +189,21 @@ char *test_read_file(const char *path, size_t *len) {
     buf[n] = 0;
     if (len) *len = n;
     return buf;
+}
+
+void test_write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) fail_msg("test_write_file: cannot open %s", path);
+    assert_int_equal(fwrite(data, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+void test_copy_file(const char *from, const char *to) {
+    size_t n;
+    char *b = test_read_file(from, &n);
+    if (!b) fail_msg("test_copy_file: cannot read %s", from);
+    test_write_file(to, b, n);
+    free(b);
 }
 
 int test_run_cli(const char *extra_env, const char *args, char **out, char **err) {

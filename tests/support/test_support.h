@@ -126,8 +126,22 @@ const char *test_mpirun_prefix(int np);
  * Static storage (overwritten by the next call). */
 const char *test_precision_note(const char *which, const char *matmul);
 
+/* The number after `label` (and any spaces) in a CLI's output, e.g. the
+ * summary's "test accuracy   97.5"; fails the test when out has no label. */
+double test_field(const char *out, const char *label);
+/* Fails unless checkpoint directories a and b hold byte-identical tensors in
+ * model.safetensors and training_state.safetensors, and the same metadata
+ * except the keys in skip (NULL-terminated list). strict: also the same
+ * tensor order and the same number of metadata keys. */
+void test_assert_same_checkpoint(const char *a, const char *b, const char *const *skip, bool strict);
+
 /* Read a whole file (malloc'd, NUL-terminated); NULL if it cannot be read. */
 char *test_read_file(const char *path, size_t *len);
+/* Writes n bytes to path (created or truncated); fails the test unless
+ * the open, the write and the close all succeed. */
+void test_write_file(const char *path, const void *data, size_t n);
+/* Copies the file at from to to (test_read_file, then test_write_file). */
+void test_copy_file(const char *from, const char *to);
 /* A fresh empty temporary directory (malloc'd path); removed by test_rmtree. */
 char *test_mkdtemp(void);
 void test_rmtree(const char *path);
