@@ -32,15 +32,10 @@
 
 /* `amp ARGS` on np ranks (np 0: no mpirun); fails unless the exit status is want; returns stdout. */
 static char *run(int np, int want, const char *fmt, ...) {
-    char args[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
+    char *out = test_run_cli_vexpect(np ? test_mpirun_prefix(np) : "OMP_NUM_THREADS=2", want, NULL, fmt, ap);
     va_end(ap);
-    char *out = NULL, *err = NULL;
-    int rc = test_run_cli(np ? test_mpirun_prefix(np) : "OMP_NUM_THREADS=2", args, &out, &err);
-    if (rc != want) fail_msg("%d rank(s): amp %s: exit %d (expected %d)\nstdout:\n%s\nstderr:\n%s", np, args, rc, want, out, err);
-    free(err);
     return out;
 }
 

@@ -23,20 +23,6 @@
 
 #include "test_support.h"
 
-static char *run(const char *env, int want, char **err_out, const char *fmt, ...) {
-    char args[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    char *out = NULL, *err = NULL;
-    int rc = test_run_cli(env, args, &out, &err);
-    if (rc != want) fail_msg("amp %s: exit %d (expected %d)\nstdout:\n%s\nstderr:\n%s", args, rc, want, out, err);
-    if (err_out) *err_out = err;
-    else free(err);
-    return out;
-}
-
 static double summary_num(const char *out, const char *label) {
     const char *p = strstr(out, label);
     if (!p) fail_msg("no '%s' in the summary:\n%s", label, out);
@@ -98,8 +84,8 @@ static void t_inject_fp16_scaler(void **state) {
     const char *common = short_run ? "train --precision fp16 --limit 1024 --epochs 2 --batch 64 --test-limit 200 --quiet --threads 2"
                                    : "train --precision fp16 --limit 8192 --epochs 2 --batch 64 --test-limit 2000 --quiet --threads 2";
     const int K = short_run ? 4 : 16, steps = short_run ? 32 : 256;
-    char *clean = run(NULL, 0, NULL, "%s", common);
-    char *fault = run(NULL, 0, NULL, "%s --inject-nonfinite-every %d --checkpoint %s/inj --metrics %s/inj.csv", common, K, test_tmpdir, test_tmpdir);
+    char *clean = test_run_cli_expect(0, NULL, "%s", common);
+    char *fault = test_run_cli_expect(0, NULL, "%s --inject-nonfinite-every %d --checkpoint %s/inj --metrics %s/inj.csv", common, K, test_tmpdir, test_tmpdir);
     double acc_clean = summary_num(clean, "test accuracy"), acc_fault = summary_num(fault, "test accuracy");
     char label[64];
     snprintf(label, sizeof label, "steps             %d (", steps);
@@ -136,10 +122,8 @@ static void t_inject_fp16_scaler(void **state) {
 
 static void t_inject_bf16_master(void **state) {
     (void)state;
-    char *out = run(NULL, 0, NULL,
-                    "train --model mlp --precision bf16 --opt-level O2 --limit 1024 --batch 64 --test-limit 200 --quiet --threads 2 "
-                    "--inject-nonfinite-every 4 --checkpoint %s/bf16",
-                    test_tmpdir);
+    char *out = test_run_cli_expect(0, NULL, "train --model mlp --precision bf16 --opt-level O2 --limit 1024 --batch 64 --test-limit 200 --quiet --threads 2 "
+                    "--inject-nonfinite-every 4 --checkpoint %s/bf16", test_tmpdir);
     assert_non_null(strstr(out, "steps             16 (4 skipped for inf/nan gradients)"));
     assert_true(summary_num(out, "final loss scale") == 1.0); /* the guard scale is static */
     char dir[1200];
@@ -216,7 +200,7 @@ static void t_overflow_storm_diagnosis(void **state) {
     write_dataset(data, n, img);
     free(img);
     snprintf(env, sizeof env, "AMP_DATA_DIR=%s", data);
-    free(run(env, 1, &err, "train --precision fp16 --batch 8 --epochs 1 --quiet --threads 2 --checkpoint %s/storm-ck --save-every 5", test_tmpdir));
+    free(test_run_cli_expect_env(env, 1, &err, "train --precision fp16 --batch 8 --epochs 1 --quiet --threads 2 --checkpoint %s/storm-ck --save-every 5", test_tmpdir));
     const char *want[] = {"amp train: ", "consecutive", "loss scale", "1.weight", "bf16"};
     for (int i = 0; i < 5; i++)
         if (!strstr(err, want[i])) fail_msg("expected \"%s\" in the diagnosis:\n%s", want[i], err);
@@ -231,10 +215,8 @@ static void t_overflow_storm_diagnosis(void **state) {
 static void t_scale_collapse_stops(void **state) {
     (void)state;
     char *err;
-    free(run(NULL, 1, &err,
-             "train --precision fp16 --limit 1024 --batch 16 --test-limit 100 --quiet --threads 2 --inject-nonfinite-every 1 "
-             "--max-consecutive-overflows 10 --checkpoint %s/collapse --save-every 3",
-             test_tmpdir));
+    free(test_run_cli_expect(1, &err, "train --precision fp16 --limit 1024 --batch 16 --test-limit 100 --quiet --threads 2 --inject-nonfinite-every 1 "
+             "--max-consecutive-overflows 10 --checkpoint %s/collapse --save-every 3", test_tmpdir));
     if (!strstr(err, "10 consecutive")) fail_msg("expected the count of overflows in a row:\n%s", err);
     if (!strstr(err, "step 10")) fail_msg("expected the run to stop at step 10:\n%s", err);
     free(err);
@@ -247,10 +229,8 @@ static void t_scale_collapse_stops(void **state) {
  * to inf. Those steps are skipped; everything saved is finite. */
 static void t_unscale_overflow_cli(void **state) {
     (void)state;
-    char *out = run(NULL, 0, NULL,
-                    "train --precision fp16 --limit 512 --batch 32 --test-limit 100 --quiet --threads 2 --init-scale 0.25 "
-                    "--inject-nonfinite-every 4 --inject-value 1e38 --checkpoint %s/unscale",
-                    test_tmpdir);
+    char *out = test_run_cli_expect(0, NULL, "train --precision fp16 --limit 512 --batch 32 --test-limit 100 --quiet --threads 2 --init-scale 0.25 "
+                    "--inject-nonfinite-every 4 --inject-value 1e38 --checkpoint %s/unscale", test_tmpdir);
     if (!strstr(out, "steps             16 (4 skipped for inf/nan gradients)")) fail_msg("expected 4 of 16 steps skipped:\n%s", out);
     free(out);
     char dir[1200];
@@ -265,10 +245,8 @@ static void t_unscale_overflow_cli(void **state) {
 static void t_scale_floor_stops(void **state) {
     (void)state;
     char *err;
-    free(run(NULL, 1, &err,
-             "train --precision fp16 --limit 4096 --batch 16 --test-limit 100 --quiet --threads 2 --inject-nonfinite-every 1 "
-             "--max-consecutive-overflows 100000 --checkpoint %s/floor --save-every 50",
-             test_tmpdir));
+    free(test_run_cli_expect(1, &err, "train --precision fp16 --limit 4096 --batch 16 --test-limit 100 --quiet --threads 2 --inject-nonfinite-every 1 "
+             "--max-consecutive-overflows 100000 --checkpoint %s/floor --save-every 50", test_tmpdir));
     if (!strstr(err, "step 142") || !strstr(err, "(its floor)") || !strstr(err, "bf16")) fail_msg("expected a stop at the floor:\n%s", err);
     free(err);
     char dir[1200];
@@ -281,10 +259,8 @@ static void t_scale_floor_stops(void **state) {
 static void t_unscale_overflow_storm(void **state) {
     (void)state;
     char *err;
-    free(run(NULL, 1, &err,
-             "train --precision fp16 --limit 512 --batch 16 --test-limit 100 --quiet --threads 2 --init-scale 0.25 "
-             "--inject-nonfinite-every 1 --inject-value 1e38 --max-consecutive-overflows 8 --checkpoint %s/uo --save-every 2",
-             test_tmpdir));
+    free(test_run_cli_expect(1, &err, "train --precision fp16 --limit 512 --batch 16 --test-limit 100 --quiet --threads 2 --init-scale 0.25 "
+             "--inject-nonfinite-every 1 --inject-value 1e38 --max-consecutive-overflows 8 --checkpoint %s/uo --save-every 2", test_tmpdir));
     if (!strstr(err, "8 consecutive steps overflowed") || !strstr(err, "1.weight")) fail_msg("%s", err);
     free(err);
     char dir[1200];
@@ -306,8 +282,7 @@ static void t_bn_skipped_step_buffers(void **state) {
         free(img);
         snprintf(env, sizeof env, "AMP_DATA_DIR=%s", data);
         /* fp32: huge finite inputs made running_var inf */
-        char *out = run(env, 0, NULL, "train --model cnn --precision %s --batch 32 --quiet --threads 2 --checkpoint %s/bnck%d",
-                        prec == 0 ? "fp16" : "fp32", test_tmpdir, prec);
+        char *out = test_run_cli_expect_env(env, 0, NULL, "train --model cnn --precision %s --batch 32 --quiet --threads 2 --checkpoint %s/bnck%d", prec == 0 ? "fp16" : "fp32", test_tmpdir, prec);
         free(out);
         char dir[1200];
         snprintf(dir, sizeof dir, "%s/bnck%d", test_tmpdir, prec);
@@ -368,7 +343,7 @@ static void t_nan_in_input(void **state) {
     print_message("the NaN image lands in batch %ld, sample %ld\n", want_batch, want_sample);
     char env[1300], *err;
     snprintf(env, sizeof env, "AMP_DATA_DIR=%s", data);
-    free(run(env, 1, &err, "train --batch 32 --quiet --threads 2 --checkpoint %s/nan --save-every 1", test_tmpdir));
+    free(test_run_cli_expect_env(env, 1, &err, "train --batch 32 --quiet --threads 2 --checkpoint %s/nan --save-every 1", test_tmpdir));
     char want[256];
     snprintf(want, sizeof want, "amp train: non-finite loss at step %ld (epoch 1, batch %ld): input batch contains NaN (sample %ld of the batch)",
              want_batch, want_batch, want_sample);

@@ -246,19 +246,32 @@ int test_run_clif(const char *extra_env, char **out, char **err, const char *fmt
     return rc;
 }
 
-char *test_run_cli_expect(int want, char **err, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
+char *test_run_cli_vexpect(const char *extra_env, int want, char **err, const char *fmt, va_list ap) {
     char *args = vformat(fmt, ap);
-    va_end(ap);
     char *out = NULL, *e = NULL;
-    int rc = args ? test_run_cli(NULL, args, &out, &e) : -1;
+    int rc = args ? test_run_cli(extra_env, args, &out, &e) : -1;
     if (rc != want)
-        fail_msg("amp %s: exit %d (expected %d)\nstdout:\n%.3000s\nstderr:\n%s", args ? args : fmt, rc, want, out ? out : "",
-                 e ? e : "");
+        fail_msg("%s%samp %s: exit %d (expected %d)\nstdout:\n%.3000s\nstderr:\n%s", extra_env ? extra_env : "",
+                 extra_env ? " " : "", args ? args : fmt, rc, want, out ? out : "", e ? e : "");
     free(args);
     if (err) *err = e;
     else free(e);
+    return out;
+}
+
+char *test_run_cli_expect_env(const char *extra_env, int want, char **err, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *out = test_run_cli_vexpect(extra_env, want, err, fmt, ap);
+    va_end(ap);
+    return out;
+}
+
+char *test_run_cli_expect(int want, char **err, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *out = test_run_cli_vexpect(NULL, want, err, fmt, ap);
+    va_end(ap);
     return out;
 }
 

@@ -111,6 +111,11 @@ int test_run_clif(const char *extra_env, char **out, char **err, const char *fmt
  * both streams, unless it exits with want. Returns stdout (free it); *err
  * receives stderr when err is not NULL (free it). */
 char *test_run_cli_expect(int want, char **err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* test_run_cli_expect with extra_env (as test_run_cli's; named in the
+ * failure message), and its va_list form. */
+char *test_run_cli_expect_env(const char *extra_env, int want, char **err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+char *test_run_cli_vexpect(const char *extra_env, int want, char **err, const char *fmt, va_list ap);
 /* The command prefix that runs a program on np MPI ranks (Open MPI's
  * mpirun found at build time, with what it needs as root, with more ranks
  * than cores and in containers); pass it as test_run_cli's extra_env. NULL
