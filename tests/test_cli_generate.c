@@ -220,9 +220,7 @@ static void t_tiny_temperature(void **state) {
 static void t_generate_api_nonfinite(void **state) {
     (void)state;
     amp_gpt_config c = {2, 2, 16, 16, 32, 0.0, true};
-    amp_generator g = amp_generator_make(3);
-    amp_module *m = amp_gpt_new(&c, &g);
-    assert_non_null(m);
+    amp_module *m = test_gpt_new(&c, 3);
     amp_tensor *w = amp_module_get_parameter(m, "transformer.h.1.attn.c_attn.weight");
     assert_non_null(w);
     set_elem(w, 11, INFINITY);
@@ -246,9 +244,7 @@ static void t_generate_api_nonfinite(void **state) {
 static void t_generate_api_first_nonfinite(void **state) {
     (void)state;
     amp_gpt_config c = {2, 2, 16, 16, 32, 0.0, true};
-    amp_generator g = amp_generator_make(3);
-    amp_module *m = amp_gpt_new(&c, &g);
-    assert_non_null(m);
+    amp_module *m = test_gpt_new(&c, 3);
     assert_int_equal(amp_module_to(m, AMP_BF16, true), AMP_OK);
     amp_tensor *ln0 = amp_module_get_parameter(m, "transformer.h.0.ln_1.weight"),
                *ln1 = amp_module_get_parameter(m, "transformer.h.1.ln_1.weight"),

@@ -57,9 +57,7 @@ static amp_tensor *tokens(int64_t B, int64_t T, int64_t V, uint64_t seed) {
 static void twin_make(twin *w, const amp_gpt_config *c, mode_t_ mode, amp_device dev) {
     memset(w, 0, sizeof *w);
     w->dev = dev;
-    amp_generator g = amp_generator_make(5);
-    w->m = amp_gpt_new(c, &g);
-    assert_non_null(w->m);
+    w->m = test_gpt_new(c, 5);
     if (mode == M_BF16_O2) assert_int_equal(amp_module_to(w->m, AMP_BF16, true), AMP_OK);
     if (dev != AMP_DEVICE_CPU && amp_module_to_device(w->m, dev) != AMP_OK) fail_msg("%s", amp_last_error());
     amp_tensor *ps[256], *half[256], *f32[256];
@@ -237,9 +235,7 @@ static void fwd_bwd_case(bool bf16) {
     amp_tensor *xc = tokens(4, 64, c.vocab_size, 7), *yc = tokens(4, 64, c.vocab_size, 8);
     int np = 0;
     for (int d = 0; d < 2; d++) {
-        amp_generator g = amp_generator_make(5);
-        m[d] = amp_gpt_new(&c, &g);
-        assert_non_null(m[d]);
+        m[d] = test_gpt_new(&c, 5);
         if (d && amp_module_to_device(m[d], AMP_DEVICE_CUDA) != AMP_OK) fail_msg("%s", amp_last_error());
         np = amp_module_parameters(m[d], ps[d], names, 256);
         amp_scope *s = amp_scope_begin();
@@ -282,8 +278,7 @@ static void t_fwd_bwd_bf16(void **state) { (void)state; fwd_bwd_case(true); }
 static void t_module_roundtrip(void **state) {
     (void)state;
     amp_gpt_config c = {1, 2, 32, 16, 64, 0.0, true};
-    amp_generator g = amp_generator_make(1);
-    amp_module *m = amp_gpt_new(&c, &g);
+    amp_module *m = test_gpt_new(&c, 1);
     amp_tensor *w0 = amp_tensor_to(amp_module_get_parameter(m, "transformer.wte.weight"), AMP_DEVICE_CPU);
     amp_tensor *copy = amp_tensor_empty(AMP_F32, 2, AMP_SHAPE(64, 32));
     assert_int_equal(amp_tensor_copy_(copy, w0), AMP_OK);

@@ -68,9 +68,7 @@ static void gpt_load(gpt *g, const char *file, int n_layer, int n_head) {
     g->C = wte.shape[1];
     g->block = wpe.shape[0];
     amp_gpt_config c = {n_layer, n_head, g->C, g->block, g->V, 0.0, true};
-    amp_generator gen = amp_generator_make(7);
-    g->m = amp_gpt_new(&c, &gen);
-    if (!g->m) fail_msg("%s", amp_last_error());
+    g->m = test_gpt_new(&c, 7);
     /* the state_dict names are nanoGPT's, in named_parameters() order (the file's data order) */
     g->np = amp_module_parameters(g->m, g->p, g->names, 64);
     assert_int_equal(g->np, amp_safetensors_count(f));

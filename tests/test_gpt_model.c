@@ -103,9 +103,7 @@ static double stddev(const amp_tensor *t, double *mean) {
 static void t_init(void **state) {
     (void)state;
     amp_gpt_config c = {8, 4, 128, 64, 512, 0.0, true};
-    amp_generator g = amp_generator_make(3);
-    amp_module *m = amp_gpt_new(&c, &g);
-    assert_non_null(m);
+    amp_module *m = test_gpt_new(&c, 3);
     struct {
         const char *name;
         double std;
@@ -309,8 +307,7 @@ static double max_rel(const amp_tensor *a, const amp_tensor *b) {
 
 static void kv_case(bool bf16) {
     amp_gpt_config c = small_cfg(0.1);
-    amp_generator g = amp_generator_make(21);
-    amp_module *m = amp_gpt_new(&c, &g);
+    amp_module *m = test_gpt_new(&c, 21);
     amp_module_train(m, false);
     if (bf16) assert_int_equal(amp_module_to(m, AMP_BF16, true), AMP_OK);
     amp_tensor *x = tokens(2, 16, c.vocab_size, 9);
@@ -353,8 +350,7 @@ static void t_kv_cache(void **state) {
 static void t_generate(void **state) {
     (void)state;
     amp_gpt_config c = small_cfg(0.0);
-    amp_generator g = amp_generator_make(4);
-    amp_module *m = amp_gpt_new(&c, &g);
+    amp_module *m = test_gpt_new(&c, 4);
     int64_t prompt[3] = {1, 2, 3}, a[40], b[40], n1, n2;
     amp_generator s1 = amp_generator_make(123), s2 = amp_generator_make(123), s3 = amp_generator_make(124);
     amp_gpt_generate_opts o = AMP_GPT_GENERATE_DEFAULTS;

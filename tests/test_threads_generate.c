@@ -94,9 +94,7 @@ static void *watch_worker(void *arg) {
 
 static void t_shared_generate(void **st) {
     (void)st;
-    amp_generator g = amp_generator_make(5);
-    amp_module *m = amp_gpt_new(&CFG, &g);
-    assert_non_null(m);
+    amp_module *m = test_gpt_new(&CFG, 5);
     /* the reference: eval mode, one thread; the cached and uncached paths agree */
     int64_t want[NEW], other[NEW], n;
     amp_module_train(m, false);

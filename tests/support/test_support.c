@@ -360,6 +360,13 @@ amp_tensor *amp_test_randn(amp_dtype dt, int nd, const int64_t *shape, uint64_t 
     return t;
 }
 
+amp_module *test_gpt_new(const amp_gpt_config *c, uint64_t seed) {
+    amp_generator g = amp_generator_make(seed);
+    amp_module *m = amp_gpt_new(c, &g);
+    if (!m) fail_msg("amp_gpt_new: %s", amp_last_error());
+    return m;
+}
+
 amp_tensor *amp_test_to(const amp_tensor *t, amp_device d) {
     amp_tensor *r = amp_tensor_to((amp_tensor *)t, d);
     if (!r) {

@@ -86,6 +86,10 @@ amp_tensor *amp_test_randn(amp_dtype dt, int nd, const int64_t *shape, uint64_t 
  * amp_test_cuda_stop_if_dead, then fails the test with amp's message. */
 amp_tensor *amp_test_to(const amp_tensor *t, amp_device d);
 
+/* amp_gpt_new(c, g) with g = amp_generator_make(seed); fails the test with
+ * amp's message where it returns NULL. */
+amp_module *test_gpt_new(const amp_gpt_config *c, uint64_t seed);
+
 /* A small independent PRNG for test inputs (splitmix64), not the library's. */
 typedef struct {
     uint64_t s;
