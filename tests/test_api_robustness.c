@@ -467,13 +467,9 @@ static void bank_make(api_bank *b) {
 static void bank_free(api_bank *b) {
     amp_ddp_free(b->ddp);
     for (int i = 0; i < 6; i++) {
-        amp_tensor_free(b->f32[i]);
-        amp_tensor_free(b->f16[i]);
-        amp_tensor_free(b->mis[i]);
+        test_free_tensors(b->f32[i], b->f16[i], b->mis[i]);
     }
-    amp_tensor_free(b->i64);
-    amp_tensor_free(b->d0);
-    amp_tensor_free(b->d5);
+    test_free_tensors(b->i64, b->d0, b->d5);
     amp_optim_free(b->optim);
     amp_module_free(b->module);
     amp_scaler_free(b->scaler);
@@ -551,8 +547,7 @@ static int header_functions(char names[][64], int max) {
                 n++;
             }
         }
-        free(flat);
-        free(s);
+        test_free_all(flat, s);
     }
     return n;
 }

@@ -167,8 +167,7 @@ static void t_views_backward(void **state) {
     /* f[k*3 + i] = L[1][i]; grad L[1][i] = sum_k (k*3 + i + 1) = 4(i+1) + 18 */
     expect_grad(L, (double[]){0, 0, 0, 22, 26, 30}, "transpose/expand/slice/flatten");
     amp_scope_end(s);
-    amp_tensor_free(m);
-    amp_tensor_free(L);
+    test_free_tensors(m, L);
 }
 
 static void t_graph_memory_freed(void **state) {

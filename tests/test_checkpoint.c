@@ -113,12 +113,10 @@ static void t_roundtrip_all_dtypes(void **state) {
     amp_safetensors *g = amp_safetensors_parse(buf, blen, "mem");
     assert_non_null(g);
     amp_safetensors_free(g);
-    free(buf);
-    free(raw);
+    test_free_all(buf, raw);
     amp_safetensors_free(f);
     for (int i = 0; i < n; i++) amp_tensor_free(ts[i]);
-    amp_tensor_free(m);
-    amp_tensor_free(base);
+    test_free_tensors(m, base);
 }
 
 static void t_writer_refuses(void **state) {

@@ -129,9 +129,7 @@ static void t_predict_cli(void **state) {
     snprintf(args, sizeof args, "predict --checkpoint %s --input %s/t10k-labels-idx1-ubyte.gz", TORCH_FILE, dir);
     free(test_run_cli_expect(1, &err, "%s", args));
     assert_non_null(strstr(err, "expected u8 or f32 images [N,H,W]"));
-    free(err);
-    free(test_run_cli_expect(0, NULL, "%s", "predict --help"));
-    free(test_run_cli_expect(2, NULL, "%s", "predict --precision fp8 --checkpoint x --input y"));
+    test_free_all(err, test_run_cli_expect(0, NULL, "%s", "predict --help"), test_run_cli_expect(2, NULL, "%s", "predict --precision fp8 --checkpoint x --input y"));
 }
 
 static void t_trainer_and_predict_agree(void **state) {
@@ -197,12 +195,7 @@ static void t_inspect_cli(void **state) {
     snprintf(args, sizeof args, "inspect %s/ins", test_tmpdir);
     free(test_run_cli_expect(1, &err, "%s", args));
     assert_non_null(strstr(err, "checksum mismatch"));
-    free(err);
-    free(test_run_cli_expect(2, NULL, "%s", "inspect"));
-    free(test_run_cli_expect(2, NULL, "%s", "inspect a b"));
-    free(test_run_cli_expect(2, NULL, "%s", "inspect --bogus x"));
-    free(test_run_cli_expect(0, NULL, "%s", "inspect --help"));
-    free(test_run_cli_expect(1, &err, "%s", "inspect /nonexistent.safetensors"));
+    test_free_all(err, test_run_cli_expect(2, NULL, "%s", "inspect"), test_run_cli_expect(2, NULL, "%s", "inspect a b"), test_run_cli_expect(2, NULL, "%s", "inspect --bogus x"), test_run_cli_expect(0, NULL, "%s", "inspect --help"), test_run_cli_expect(1, &err, "%s", "inspect /nonexistent.safetensors"));
     assert_non_null(strstr(err, "cannot open /nonexistent.safetensors"));
     free(err);
 }

@@ -44,9 +44,7 @@ static void t_long_data_dir(void **state) {
     snprintf(env, 4200, "AMP_DATA_DIR=%s", p);
     int rc = test_run_clif(env, NULL, &err, "train --limit 256 --batch 64 --test-limit 100 --quiet --threads 2");
     if (rc != 0) fail_msg("exit %d with a %zu-character AMP_DATA_DIR:\n%s", rc, strlen(p), err);
-    free(err);
-    free(env);
-    free(p);
+    test_free_all(err, env, p);
 }
 
 static void t_schedule_change_on_resume(void **state) {

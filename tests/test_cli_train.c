@@ -55,9 +55,7 @@ static void t_train_summary_and_metrics(void **s) {
         rows++;
     }
     assert_int_equal(rows, 32);
-    free(m);
-    free(out);
-    free(err);
+    test_free_all(m, out, err);
     test_rmtree(dir);
     free(dir);
 }
@@ -93,8 +91,7 @@ static void t_modes(void **s) {
         if (len != strlen(note) || strncmp(prod, note, len))
             fail_msg("%s on cpu path %s: the products line is\n  %.*s\nexpected\n  %s", modes[i],
                      amp_cpu_path_name(amp_cpu_active()), (int)len, prod, note);
-        free(out);
-        free(err);
+        test_free_all(out, err);
     }
 }
 
@@ -104,8 +101,7 @@ static void expect_usage(const char *args, const char *needle) {
     if (rc != 2) fail_msg("'amp %s': exit %d, expected 2 (usage)\n%s", args, rc, err);
     if (!strstr(err, needle)) fail_msg("'amp %s': stderr does not mention '%s':\n%s", args, needle, err);
     if (!strstr(err, "usage:")) fail_msg("'amp %s': no usage text on stderr:\n%s", args, err);
-    free(out);
-    free(err);
+    test_free_all(out, err);
 }
 
 static void t_bad_usage(void **s) {
@@ -134,27 +130,22 @@ static void t_help(void **s) {
     assert_int_equal(test_run_cli(NULL, "--help", &out, &err), 0);
     const char *cmds[] = {"train", "compare", "memory", "formats", "autocast", "bench"};
     for (int i = 0; i < 6; i++) assert_non_null(strstr(out, cmds[i]));
-    free(out);
-    free(err);
+    test_free_all(out, err);
     assert_int_equal(test_run_cli(NULL, "train --help", &out, &err), 0);
     const char *flags[] = {"--model", "--precision", "--opt-level", "--policy", "--epochs", "--batch", "--lr", "--optimizer",
                            "--seed", "--threads", "--metrics", "--limit", "--inject-nonfinite-every", "--matmul-precision"};
     for (int i = 0; i < 14; i++)
         if (!strstr(out, flags[i])) fail_msg("amp train --help does not document %s", flags[i]);
-    free(out);
-    free(err);
+    test_free_all(out, err);
     assert_int_equal(test_run_cli(NULL, "--version", &out, &err), 0);
     assert_non_null(strstr(out, "cpu path"));
-    free(out);
-    free(err);
+    test_free_all(out, err);
     assert_int_equal(test_run_cli("AMP_CPU=scalar", "--version", &out, &err), 0);
     assert_non_null(strstr(out, "cpu path: scalar"));
-    free(out);
-    free(err);
+    test_free_all(out, err);
     assert_int_equal(test_run_cli("AMP_CPU=quantum", "--version", &out, &err), 1);
     assert_non_null(strstr(err, "AMP_CPU"));
-    free(out);
-    free(err);
+    test_free_all(out, err);
 }
 
 static void copy_gz_truncated(const char *src, const char *dst, long keep) {
@@ -171,8 +162,7 @@ static void t_bad_data(void **s) {
     int rc = test_run_cli("AMP_DATA_DIR=/nonexistent/fmnist", "train --quiet --limit 100", &out, &err);
     assert_int_equal(rc, 1);
     if (!strstr(err, "/nonexistent/fmnist/train-images-idx3-ubyte.gz")) fail_msg("message does not name the file:\n%s", err);
-    free(out);
-    free(err);
+    test_free_all(out, err);
     /* a copy of the data set with the training images cut short */
     char *dir = test_mkdtemp(), src[512], dst[512], env[600];
     const char *names[] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
@@ -188,8 +178,7 @@ static void t_bad_data(void **s) {
     snprintf(dst, sizeof dst, "%s/train-images-idx3-ubyte.gz", dir);
     if (!strstr(err, dst)) fail_msg("message does not name the truncated file:\n%s", err);
     if (!strstr(err, "truncated") && !strstr(err, "corrupt")) fail_msg("message does not say what is wrong:\n%s", err);
-    free(out);
-    free(err);
+    test_free_all(out, err);
     /* labels that do not match the images */
     snprintf(src, sizeof src, "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz");
     snprintf(dst, sizeof dst, "%s/train-labels-idx1-ubyte.gz", dir);
@@ -200,8 +189,7 @@ static void t_bad_data(void **s) {
     rc = test_run_cli(env, "train --quiet --limit 100", &out, &err);
     assert_int_equal(rc, 1);
     assert_non_null(strstr(err, "60000 images but"));
-    free(out);
-    free(err);
+    test_free_all(out, err);
     test_rmtree(dir);
     free(dir);
 }
@@ -230,8 +218,7 @@ static void t_compare_and_memory(void **s) {
     for (int i = 0; i < 9; i++) bar = strchr(bar + 1, '|'); /* the 10th column */
     double d16 = strtod(bar + 1, NULL);
     assert_true(d16 > 0 && d16 < 0.5);
-    free(out);
-    free(err);
+    test_free_all(out, err);
     rc = test_run_cli(NULL, "memory --model mlp --batch 32", &out, &err);
     if (rc != 0) fail_msg("memory: exit %d\n%s", rc, err);
     /* 784*512+512 + 512*512+512 + 512*10+10 = 669706 parameters */
@@ -239,8 +226,7 @@ static void t_compare_and_memory(void **s) {
     assert_non_null(strstr(out, "4 params + 4 grads + 8 optimizer = 16 B/param"));
     assert_non_null(strstr(out, "| param |"));
     assert_non_null(strstr(out, "where measurement and arithmetic differ"));
-    free(out);
-    free(err);
+    test_free_all(out, err);
 }
 
 AMP_TEST_MAIN(t_train_summary_and_metrics, t_modes, t_bad_usage, t_help, t_bad_data, t_compare_and_memory)

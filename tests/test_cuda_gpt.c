@@ -166,8 +166,7 @@ static void run_mode(mode_t_ mode) {
             }
             printf("%s: first logits max |cpu - gpu| %.2e of max |logit| %.3f\n", mode_name[mode], d, mx);
             if (!(d <= (mode == M_F32 ? 1e-5 : 2e-2) * mx)) fail_msg("%s: logits differ: %.3e of %.3e", mode_name[mode], d, mx);
-            amp_tensor_free(Lc);
-            amp_tensor_free(Lg);
+            test_free_tensors(Lc, Lg);
         }
         if (!(rel(lg, lc) <= tol)) fail_msg("%s step %d: loss cpu %.7f gpu %.7f", mode_name[mode], s, lc, lg);
         if (!(rel(ng, nc) <= tol * 5)) fail_msg("%s step %d: grad norm cpu %.7f gpu %.7f", mode_name[mode], s, nc, ng);
@@ -184,8 +183,7 @@ static void run_mode(mode_t_ mode) {
                 fail_msg("%s step %d: %zu live GPU bytes after step 2, %zu now (a leak per step?)", mode_name[mode], s, live_after2,
                          ms.live_total);
         }
-        amp_tensor_free(x);
-        amp_tensor_free(y);
+        test_free_tensors(x, y);
     }
     /* the weights after the run, in units of u = lr x steps */
     amp_tensor *pc[256], *pg[256];
@@ -268,8 +266,7 @@ static void fwd_bwd_case(bool bf16) {
     if (bad) fail_msg("%d of %d gradients differ", bad, np);
     amp_module_free(m[0]);
     amp_module_free(m[1]);
-    amp_tensor_free(xc);
-    amp_tensor_free(yc);
+    test_free_tensors(xc, yc);
 }
 static void t_fwd_bwd_fp32(void **state) { (void)state; fwd_bwd_case(false); }
 static void t_fwd_bwd_bf16(void **state) { (void)state; fwd_bwd_case(true); }
@@ -290,8 +287,7 @@ static void t_module_roundtrip(void **state) {
     wte = amp_module_get_parameter(m, "transformer.wte.weight");
     assert_int_equal(amp_tensor_device(wte), AMP_DEVICE_CPU);
     assert_memory_equal(amp_tensor_data(wte), amp_tensor_data(copy), 64 * 32 * sizeof(float));
-    amp_tensor_free(copy);
-    amp_tensor_free(w0);
+    test_free_tensors(copy, w0);
     amp_module_free(m);
 }
 

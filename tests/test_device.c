@@ -83,10 +83,7 @@ static void t_to_same_device(void **state) {
     assert_non_null(strstr(amp_last_error(), "amp_tensor_to"));
     assert_null(amp_tensor_to(x, (amp_device)5));
     assert_non_null(strstr(amp_last_error(), "device 5 is not valid"));
-    amp_tensor_free(l);
-    amp_tensor_free(yy);
-    amp_tensor_free(y);
-    amp_tensor_free(x);
+    test_free_tensors(l, yy, y, x);
 }
 
 static void t_memory_stats(void **state) {
@@ -100,8 +97,7 @@ static void t_memory_stats(void **state) {
     assert_true(amp_tensor_get(x, AMP_SHAPE(999)) == 0.0);
     amp_tensor *f = amp_tensor_full_on(AMP_DEVICE_CPU, AMP_BF16, 1, AMP_SHAPE(3), 0.1);
     assert_true(amp_tensor_get(f, AMP_SHAPE(1)) == 0.10009765625);
-    amp_tensor_free(f);
-    amp_tensor_free(x);
+    test_free_tensors(f, x);
     assert_int_equal(amp_memory_stats_device((amp_device)42).live_total, 0);
 }
 

@@ -244,8 +244,7 @@ static double max_rel_diff(amp_module *a, amp_module *b) {
             d = fmax(d, fabs(va[j] - vb[j]));
         }
         worst = fmax(worst, m > 0 ? d / m : d);
-        free(va);
-        free(vb);
+        test_free_all(va, vb);
     }
     return worst;
 }
@@ -532,8 +531,7 @@ static void t_inf_on_one_rank(void **state) {
             printf("  inf on rank %d only (ZeRO stage %d%s): %d step skipped on every rank, scale history %g %g %g %g %g %g on "
                    "every rank, weights bitwise equal across ranks\n",
                    N - 1, zero, fused ? ", amp_scaler_clip_grad_norm" : "", skipped_steps, h[0], h[1], h[2], h[3], h[4], h[5]);
-        amp_tensor_free(ht);
-        amp_tensor_free(hall);
+        test_free_tensors(ht, hall);
         amp_scaler_free(sc);
         amp_optim_free(opt);
         amp_ddp_free(d);

@@ -85,10 +85,8 @@ static double model_diff(const char *a, const char *b, bool *bitwise) {
         }
         if (d != 0) *bitwise = false;
         worst = fmax(worst, m > 0 ? d / m : d);
-        free(va);
-        free(vb);
-        amp_tensor_free(ta);
-        amp_tensor_free(tb);
+        test_free_all(va, vb);
+        test_free_tensors(ta, tb);
     }
     amp_safetensors_free(fa);
     amp_safetensors_free(fb);
@@ -152,9 +150,7 @@ static void t_resume_two_ranks_bitexact(void **state) {
     snprintf(a, sizeof a, "%s/zstraight", test_tmpdir);
     snprintf(b, sizeof b, "%s/zsplit", test_tmpdir);
     const char *flags = "--precision bf16 --opt-level O2 --rounding stochastic --zero 1 --grad-comm bf16 --max-steps 12";
-    free(run(2, 0, COMMON " %s --checkpoint %s", flags, a));
-    free(run(2, 0, COMMON " %s --stop-after 5 --checkpoint %s", flags, b));
-    free(run(2, 0, COMMON " %s --resume %s", flags, b));
+    test_free_all(run(2, 0, COMMON " %s --checkpoint %s", flags, a), run(2, 0, COMMON " %s --stop-after 5 --checkpoint %s", flags, b), run(2, 0, COMMON " %s --resume %s", flags, b));
     bool bitwise;
     double w = model_diff(b, a, &bitwise);
     bool st = same_state_tensors(a, b);
@@ -173,15 +169,13 @@ static void t_resume_other_world_size(void **state) {
     snprintf(s1, sizeof s1, "%s/w1straight", test_tmpdir);
     snprintf(c2, sizeof c2, "%s/w2to1", test_tmpdir);
     snprintf(c1, sizeof c1, "%s/w1to2", test_tmpdir);
-    free(run(2, 0, COMMON " %s --zero 1 --checkpoint %s", flags, s2));
-    free(run(0, 0, COMMON " %s --checkpoint %s", flags, s1));
+    test_free_all(run(2, 0, COMMON " %s --zero 1 --checkpoint %s", flags, s2), run(0, 0, COMMON " %s --checkpoint %s", flags, s1));
     /* 2 ranks to step 6, then 1 process to 12 */
     free(run(2, 0, COMMON " %s --zero 1 --stop-after 6 --checkpoint %s", flags, c2));
     char *out = run(0, 0, "%s %s --resume %s", COMMON " --log-every 100", flags, c2);
     free(out);
     /* 1 process to step 6, then 2 ranks (ZeRO-1) to 12 */
-    free(run(0, 0, COMMON " %s --stop-after 6 --checkpoint %s", flags, c1));
-    free(run(2, 0, COMMON " %s --zero 1 --resume %s", flags, c1));
+    test_free_all(run(0, 0, COMMON " %s --stop-after 6 --checkpoint %s", flags, c1), run(2, 0, COMMON " %s --zero 1 --resume %s", flags, c1));
     bool b1, b2;
     double d21 = model_diff(c2, s2, &b1), d12 = model_diff(c1, s1, &b2);
     printf("  resumed on another world size (AdamW, 12 steps): 2 ranks -> 1 process vs 2 ranks straight: max rel diff %.3g; "
@@ -224,9 +218,7 @@ static void t_gpt(void **state) {
     printf("  gpt, 2 ranks, activation checkpointing vs not: %s\n", bitwise ? "bitwise equal" : "differ");
     assert_true(bitwise && wc == 0);
     const char *z = "--precision bf16 --opt-level O2 --dropout 0.1 --zero 1 --max-steps 8";
-    free(run(2, 0, GPT " %s --checkpoint %s", z, z1));
-    free(run(2, 0, GPT " %s --stop-after 3 --checkpoint %s", z, z2));
-    free(run(2, 0, GPT " %s --resume %s", z, z2));
+    test_free_all(run(2, 0, GPT " %s --checkpoint %s", z, z1), run(2, 0, GPT " %s --stop-after 3 --checkpoint %s", z, z2), run(2, 0, GPT " %s --resume %s", z, z2));
     double wz = model_diff(z2, z1, &bitwise);
     bool st = same_state_tensors(z1, z2);
     printf("  gpt, 2 ranks, ZeRO-1 O2 bf16 with dropout, stopped at 3 and resumed: weights %s, training state %s\n",
@@ -262,8 +254,7 @@ static void t_cnn_rank0_output(void **state) {
     assert_int_equal(count(out, "5/8"), 1);
     assert_non_null(strstr(out, "world size        2 ranks"));
     assert_non_null(strstr(out, "ZeRO stage 1, gradients sent as bf16"));
-    free(out);
-    free(run(0, 0, "%s --quiet --max-steps 8 --resume %s", cnn, ck));
+    test_free_all(out, run(0, 0, "%s --quiet --max-steps 8 --resume %s", cnn, ck));
     amp_checkpoint *c = amp_checkpoint_open(ck);
     if (!c) fail_msg("%s", amp_last_error());
     assert_int_equal(amp_checkpoint_step(c), 8);
@@ -461,8 +452,7 @@ static void t_rank_error_ends_run(void **state) {
     assert_true(took < 60);
     assert_non_null(strstr(err, "rank 1 of 2"));
     assert_non_null(strstr(err, "no_such_dir"));
-    free(out);
-    free(err);
+    test_free_all(out, err);
 }
 
 /* ---- ranks that disagree (issue 23, defects 3 and 4) -----------------------------------------------
@@ -488,8 +478,7 @@ static void both_ranks_fail(const char *args0, const char *args1, const char *co
     }
     for (int i = 0; i < nneedles; i++)
         if (!strstr(err, needles[i])) fail_msg("expected \"%s\" in:\n%s", needles[i], err);
-    free(out);
-    free(err);
+    test_free_all(out, err);
 }
 
 /* different --max-steps: one rank would stop training while the other starts another step;
@@ -516,8 +505,7 @@ static void t_ranks_differ_resume(void **state) {
     char a[1100], b[1100];
     snprintf(a, sizeof a, "%s/resume_at3", test_tmpdir);
     snprintf(b, sizeof b, "%s/resume_at6", test_tmpdir);
-    free(run(0, 0, COMMON " --max-steps 10 --stop-after 3 --checkpoint %s", a));
-    free(run(0, 0, COMMON " --max-steps 10 --stop-after 6 --checkpoint %s", b));
+    test_free_all(run(0, 0, COMMON " --max-steps 10 --stop-after 3 --checkpoint %s", a), run(0, 0, COMMON " --max-steps 10 --stop-after 6 --checkpoint %s", b));
     char a0[1400], a1[1400];
     snprintf(a0, sizeof a0, COMMON " --max-steps 10 --resume %s", a);
     snprintf(a1, sizeof a1, COMMON " --max-steps 10 --resume %s", b);
@@ -582,8 +570,7 @@ static void t_ranks_differ_data(void **state) {
     char *out = NULL, *err = NULL;
     int rc = test_run_cli(pre, args, &out, &err);
     if (rc != 0) fail_msg("the same text at two paths: exit %d\n%s\n%s", rc, out, err);
-    free(out);
-    free(err);
+    test_free_all(out, err);
 }
 
 static void t_flags_and_version(void **state) {
@@ -595,11 +582,9 @@ static void t_flags_and_version(void **state) {
     char *o2 = NULL, *e2 = NULL;
     assert_int_equal(test_run_cli(NULL, "train --zero 2", &o2, &e2), 2);
     assert_non_null(strstr(e2, "--zero"));
-    free(o2);
-    free(e2);
+    test_free_all(o2, e2);
     assert_int_equal(test_run_cli(NULL, "train --grad-comm fp8", &o2, &e2), 2);
-    free(o2);
-    free(e2);
+    test_free_all(o2, e2);
     /* one process: the flags change nothing and the summary has no distributed lines */
     out = run(0, 0, COMMON " --max-steps 3 --zero 1 --grad-comm bf16");
     assert_null(strstr(out, "world size"));

@@ -125,8 +125,7 @@ static int child(const char *which, const char *dir) {
         amp_status sb = amp_dist_wait(wb);
         report("second", sb);
         fprintf(g_out, "buffer %s\n", all_equal(b, 5.0) ? "untouched" : "written");
-        amp_tensor_free(a);
-        amp_tensor_free(b);
+        test_free_tensors(a, b);
         return finish(w, sa != AMP_OK || sb != AMP_OK);
     }
     if (!strcmp(which, "finalize") || own_mpi) {
@@ -212,10 +211,7 @@ static int child(const char *which, const char *dir) {
         ok = ok && st == AMP_OK && all_equal(in, 1.0);
         ok = ok && amp_dist_barrier(w) == AMP_OK;
         fprintf(g_out, "collectives %s\n", ok ? "right" : "wrong");
-        amp_tensor_free(t);
-        amp_tensor_free(u);
-        amp_tensor_free(in);
-        amp_tensor_free(out);
+        test_free_tensors(t, u, in, out);
         return finish(w, !ok);
     }
     fprintf(stderr, "unknown case %s\n", which);

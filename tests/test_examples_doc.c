@@ -27,8 +27,7 @@ static void t_readme_loop_is_the_example(void **st) {
     size_t n = (size_t)(end - block);
     if (n != strlen(prog) || memcmp(block, prog, n))
         fail_msg("README.md's first C block differs from examples/typical_loop.c; copy the file into the README");
-    free(readme);
-    free(prog);
+    test_free_all(readme, prog);
 }
 
 static void t_examples_listed(void **st) {

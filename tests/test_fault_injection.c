@@ -116,8 +116,7 @@ static void t_inject_fp16_scaler(void **state) {
     char dir[1200];
     snprintf(dir, sizeof dir, "%s/inj", test_tmpdir);
     assert_checkpoint_finite(dir);
-    free(clean);
-    free(fault);
+    test_free_all(clean, fault);
 }
 
 static void t_inject_bf16_master(void **state) {
@@ -168,9 +167,7 @@ static void write_dataset(const char *dir, uint32_t n, const float *img) {
     write_idx(path, 0x08, 3, (uint32_t[]){100, 28, 28}, timg, 1);
     snprintf(path, sizeof path, "%s/t10k-labels-idx1-ubyte.gz", dir);
     write_idx(path, 0x08, 1, (uint32_t[]){100}, tlab, 1);
-    free(lab);
-    free(timg);
-    free(tlab);
+    test_free_all(lab, timg, tlab);
 }
 
 /* n random images in [0, 1); the images listed in `big` get `value` in
@@ -334,8 +331,7 @@ static void t_nan_in_input(void **state) {
                 want_sample = (long)(i / 784);
                 break;
             }
-        amp_tensor_free(x);
-        amp_tensor_free(y);
+        test_free_tensors(x, y);
     }
     amp_loader_free(l);
     amp_dataset_free(&ds);
@@ -360,10 +356,7 @@ static void t_nan_in_input(void **state) {
         amp_checkpoint_close(c);
         assert_checkpoint_finite(dir);
     }
-    free(img);
-    free(lab);
-    free(timg);
-    free(tlab);
+    test_free_all(img, lab, timg, tlab);
 }
 
 AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_inject_fp16_scaler, t_inject_bf16_master,

@@ -88,8 +88,7 @@ static void t_safetensors(void **state) {
         assert_null(amp_safetensors_parse(img, cut, "cut"));
     }
     fuzz_safetensors_one(img, ilen);
-    free(img);
-    free(buf);
+    test_free_all(img, buf);
     amp_tensor_free(t);
 }
 

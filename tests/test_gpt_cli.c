@@ -42,8 +42,7 @@ static void t_train_summary(void **s) {
     int rows = 0;
     for (char *l = strchr(m, '\n'); l && l[1]; l = strchr(l + 1, '\n')) rows++;
     assert_int_equal(rows, 12);
-    free(m);
-    free(out);
+    test_free_all(m, out);
     /* every precision mode runs and learns something */
     const char *modes[] = {"--precision fp16", "--precision bf16", "--precision bf16 --opt-level O2",
                            "--precision fp16 --opt-level O2", "--precision bf16 --opt-level O3",
@@ -62,8 +61,7 @@ static void resume_case(const char *mode, const char *extra_resume) {
     snprintf(split, sizeof split, "%s/split", test_tmpdir);
     test_rmtree(straight);
     test_rmtree(split);
-    free(test_run_cli_expect(0, NULL, "train " SMALL " --dropout 0.1 --max-steps 14 --quiet %s --checkpoint %s", mode, straight));
-    free(test_run_cli_expect(0, NULL, "train " SMALL " --dropout 0.1 --max-steps 14 --quiet %s --checkpoint %s --stop-after 5", mode, split));
+    test_free_all(test_run_cli_expect(0, NULL, "train " SMALL " --dropout 0.1 --max-steps 14 --quiet %s --checkpoint %s", mode, straight), test_run_cli_expect(0, NULL, "train " SMALL " --dropout 0.1 --max-steps 14 --quiet %s --checkpoint %s --stop-after 5", mode, split));
     char *out = test_run_cli_expect(0, NULL, "train " SMALL " --dropout 0.1 --max-steps 14 %s %s --resume %s --log-every 100", mode, extra_resume, split);
     assert_non_null(strstr(out, "resumed from"));
     free(out);
@@ -90,8 +88,7 @@ static void t_resume_refusals(void **s) {
     char *err;
     free(test_run_cli_expect(1, &err, "train --model gpt --n-layer 3 --n-head 4 --n-embd 64 --block-size 32 --batch 8 --max-steps 4 --quiet --resume %s", dir));
     assert_non_null(strstr(err, "gpt.config"));
-    free(err);
-    free(test_run_cli_expect(1, &err, "train " SMALL " --tokenizer gpt2 --max-steps 4 --quiet --resume %s", dir));
+    test_free_all(err, test_run_cli_expect(1, &err, "train " SMALL " --tokenizer gpt2 --max-steps 4 --quiet --resume %s", dir));
     assert_non_null(strstr(err, "tokenizer"));
     free(err);
     FILE *f = fopen(other, "w");
@@ -99,8 +96,7 @@ static void t_resume_refusals(void **s) {
     fclose(f);
     free(test_run_cli_expect(1, &err, "train " SMALL " --data %s --max-steps 4 --quiet --resume %s", other, dir));
     assert_non_null(strstr(err, "data.crc32"));
-    free(err);
-    free(test_run_cli_expect(1, &err, "train " SMALL " --precision bf16 --max-steps 4 --quiet --resume %s", dir));
+    test_free_all(err, test_run_cli_expect(1, &err, "train " SMALL " --precision bf16 --max-steps 4 --quiet --resume %s", dir));
     assert_non_null(strstr(err, "mode"));
     free(err);
     /* --data: any text file trains */
@@ -131,13 +127,7 @@ static void t_generate(void **s) {
     char *e2 = test_run_cli_expect(0, NULL, "generate --checkpoint %s --tokens 20 --precision bf16 --seed 1 --no-kv-cache", dir);
     assert_string_equal(e, e2);
     char *h = test_run_cli_expect(0, NULL, "generate --checkpoint %s --tokens 20 --precision fp16 --temperature 0", dir);
-    free(a);
-    free(b);
-    free(c);
-    free(d);
-    free(e);
-    free(e2);
-    free(h);
+    test_free_all(a, b, c, d, e, e2, h);
     /* the PyTorch-written state_dict of the golden data (nanoGPT's names; Hugging Face's layout) */
     char *err;
     char *p1 = test_run_cli_expect(0, &err, "generate --checkpoint " AMP_TEST_DATA_DIR "/gpt/gpt_small.safetensors --n-head 4 --tokens 16 "
@@ -147,11 +137,7 @@ static void t_generate(void **s) {
     char *p2 = test_run_cli_expect(0, NULL, "generate --checkpoint " AMP_TEST_DATA_DIR "/gpt/gpt_small_hf.safetensors --n-head 4 --tokens 16 "
                             "--temperature 0");
     assert_string_equal(p1, p2);
-    free(p1);
-    free(p2);
-    free(test_run_cli_expect(2, NULL, "generate --checkpoint " AMP_TEST_DATA_DIR "/gpt/gpt_small.safetensors --tokens 4"));
-    free(test_run_cli_expect(1, NULL, "generate --checkpoint %s/nonexistent", test_tmpdir));
-    free(test_run_cli_expect(2, NULL, "generate --prompt x"));
+    test_free_all(p1, p2, test_run_cli_expect(2, NULL, "generate --checkpoint " AMP_TEST_DATA_DIR "/gpt/gpt_small.safetensors --tokens 4"), test_run_cli_expect(1, NULL, "generate --checkpoint %s/nonexistent", test_tmpdir), test_run_cli_expect(2, NULL, "generate --prompt x"));
 }
 
 static void t_compare_memory(void **s) {
@@ -196,16 +182,11 @@ static void t_overflow_storm(void **s) {
 
 static void t_usage(void **s) {
     (void)s;
-    free(test_run_cli_expect(2, NULL, "train --model mlp --n-layer 2"));
-    free(test_run_cli_expect(2, NULL, "train --model gpt --n-embd 10 --n-head 3"));
-    free(test_run_cli_expect(2, NULL, "train --model gpt --tokenizer words"));
-    free(test_run_cli_expect(2, NULL, "train --model gpt --preset huge"));
-    free(test_run_cli_expect(2, NULL, "train --model gpt --limit 5"));
+    test_free_all(test_run_cli_expect(2, NULL, "train --model mlp --n-layer 2"), test_run_cli_expect(2, NULL, "train --model gpt --n-embd 10 --n-head 3"), test_run_cli_expect(2, NULL, "train --model gpt --tokenizer words"), test_run_cli_expect(2, NULL, "train --model gpt --preset huge"), test_run_cli_expect(2, NULL, "train --model gpt --limit 5"));
     char *h = test_run_cli_expect(0, NULL, "bench gpt --help");
     assert_non_null(strstr(h, "shakespeare-char"));
     assert_non_null(strstr(h, "llm.c"));
-    free(h);
-    free(test_run_cli_expect(2, NULL, "bench train --model gpt --preset nope"));
+    test_free_all(h, test_run_cli_expect(2, NULL, "bench train --model gpt --preset nope"));
     char *err;
     free(test_run_cli_expect(1, &err, "train " SMALL " --data /nonexistent-amp-dir/t.txt --max-steps 2"));
     assert_non_null(strstr(err, "/nonexistent-amp-dir/t.txt"));

@@ -132,8 +132,7 @@ static double rel_to_max(const amp_tensor *got, const amp_tensor *want) {
         m = fmax(m, fabs(b[i]));
         d = fmax(d, fabs(a[i] - b[i]));
     }
-    free(a);
-    free(b);
+    test_free_all(a, b);
     return m > 0 ? d / m : d;
 }
 
@@ -172,13 +171,8 @@ static void check_logits(golden_file *gf, const char *prefix, const amp_tensor *
     worst = fmax(worst, dmax / scale);
     printf("%s: logsumexp within relative / sampled logits within max-relative %.2e\n", what, worst);
     if (!(worst <= tol * (prefix[0] ? 1.0 : 10.0))) fail_msg("%s: logits differ by %.3g relative", what, worst);
-    free(lv);
-    free(wl);
-    free(wa);
-    free(iv);
-    amp_tensor_free(lse);
-    amp_tensor_free(idx);
-    amp_tensor_free(at);
+    test_free_all(lv, wl, wa, iv);
+    test_free_tensors(lse, idx, at);
 }
 
 static void check_grads(golden_file *gf, gpt *g, const char *prefix, double tol, const char *what) {
@@ -210,8 +204,7 @@ static void assert_same(const amp_tensor *a, const amp_tensor *b, const char *wh
     double *x = tc_values(a), *y = tc_values(b);
     for (int64_t i = 0; i < amp_tensor_numel(a); i++)
         if (x[i] != y[i]) fail_msg("%s: element %lld differs: %.9g vs %.9g", what, (long long)i, x[i], y[i]);
-    free(x);
-    free(y);
+    test_free_all(x, y);
 }
 
 /* 10 AdamW steps as the golden run: grouping "nanogpt" (embeddings decayed)
@@ -275,12 +268,8 @@ static void adamw_steps(gpt *g, golden_file *gf, amp_tensor *x, amp_tensor *y, c
          * 1e-5 to 3e-5 elsewhere) */
         assert_true(wf <= 1e-3);
     }
-    free(wlv);
-    free(wlrv);
-    free(wgv);
-    amp_tensor_free(wls);
-    amp_tensor_free(wlr);
-    amp_tensor_free(wgn);
+    test_free_all(wlv, wlrv, wgv);
+    test_free_tensors(wls, wlr, wgn);
     amp_optim_free(opt);
     for (int i = 0; i < g->np; i++) {
         assert_int_equal(amp_tensor_copy_(g->p[i], saved[i]), AMP_OK);
@@ -334,8 +323,7 @@ static void run_model(const char *stem, int n_layer, int n_head, bool big) {
     /* 10 AdamW steps, both groupings */
     adamw_steps(&g, gf, x, y, "noemb", big);
     adamw_steps(&g, gf, x, y, "nanogpt", big);
-    amp_tensor_free(x);
-    amp_tensor_free(y);
+    test_free_tensors(x, y);
     golden_close(gf);
     gpt_free(&g);
 }
@@ -381,9 +369,7 @@ static void t_hf_file(void **state) {
         amp_tensor *p = amp_module_get_parameter(m, inf.name); /* what amp_gpt_load made of the HF file */
         assert_non_null(p);
         assert_memory_equal(amp_tensor_data(p), amp_tensor_data(ta), amp_tensor_nbytes(ta));
-        amp_tensor_free(ta);
-        amp_tensor_free(th);
-        amp_tensor_free(tt);
+        test_free_tensors(ta, th, tt);
         amp_scope_end(sc);
     }
     /* the nanoGPT file through amp_gpt_load too; a wrong configuration is refused by name */

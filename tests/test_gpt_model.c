@@ -198,8 +198,7 @@ static void checkpoint_case(run_mode mode, const char *what) {
            fmt_b(m1.peak_total, b + 16));
     assert_true(m1.peak[AMP_MEM_ACTIVATION] < m0.peak[AMP_MEM_ACTIVATION]);
     assert_true(m1.peak_total < m0.peak_total);
-    amp_tensor_free(x);
-    amp_tensor_free(y);
+    test_free_tensors(x, y);
     amp_module_free(m);
 }
 
@@ -286,11 +285,7 @@ static void t_checkpoint_generic(void **state) {
     assert_int_equal(u.calls, before + 1);
     amp_scope_end(s);
     amp_no_grad_end();
-    amp_tensor_free(ref_w);
-    amp_tensor_free(ref_x);
-    amp_tensor_free(w);
-    amp_tensor_free(x);
-    amp_tensor_free(r);
+    test_free_tensors(ref_w, ref_x, w, x, r);
 }
 
 /* ---- KV cache and generation ------------------------------------------------------------------ */
@@ -300,8 +295,7 @@ static double max_rel(const amp_tensor *a, const amp_tensor *b) {
         d = fmax(d, fabs(x[i] - y[i]));
         mx = fmax(mx, fabs(y[i]));
     }
-    free(x);
-    free(y);
+    test_free_all(x, y);
     return d / mx;
 }
 
@@ -485,15 +479,9 @@ static void t_embedding_half_grad(void **state) {
         for (int i = 0; i < 50 * 24; i++) worst = fmax(worst, fabs(gv[i] - wv[i]));
         printf("%s tied table: gradient within %.3g of the rounded f32 reference\n", amp_dtype_name(dt), worst);
         assert_true(worst == 0);
-        free(gv);
-        free(wv);
-        free(xv);
+        test_free_all(gv, wv, xv);
         amp_scope_end(s2);
-        amp_tensor_free(w32);
-        amp_tensor_free(w);
-        amp_tensor_free(idx);
-        amp_tensor_free(up);
-        amp_tensor_free(x);
+        test_free_tensors(w32, w, idx, up, x);
     }
 }
 
@@ -546,14 +534,9 @@ static void t_layernorm_half_io(void **state) {
                amp_dtype_name(dt), act[0], act[1]);
         assert_true(act[0] < act[1]);
         for (int k = 0; k < 2; k++) {
-            amp_tensor_free(y[k]);
-            amp_tensor_free(gx[k]);
-            amp_tensor_free(gw[k]);
-            amp_tensor_free(gb[k]);
+            test_free_tensors(y[k], gx[k], gw[k], gb[k]);
         }
-        amp_tensor_free(x32);
-        amp_tensor_free(x);
-        amp_tensor_free(up);
+        test_free_tensors(x32, x, up);
         amp_module_free(ln);
     }
 }

@@ -290,9 +290,7 @@ static void t_training_levels(void **st) {
             amp_scope_end(sc);
         }
         if (!(last < 0.5 * first)) fail_msg("run %zu: loss %g -> %g", r, first, last);
-        amp_tensor_free(x);
-        amp_tensor_free(w);
-        amp_tensor_free(y);
+        test_free_tensors(x, w, y);
         amp_setup_free(s);
         amp_module_free(m);
     }

@@ -146,8 +146,7 @@ static void t_dataset_mismatch(void **state) {
     assert_int_equal(amp_dataset_load(test_tmp_path("lb.idx"), test_tmp_path("lb.idx"), 0, &ds), AMP_ERR_FORMAT);
     assert_non_null(strstr(amp_last_error(), "rank 3"));
     amp_clear_error();
-    free(im);
-    free(lb);
+    test_free_all(im, lb);
 }
 
 static void t_fashion_mnist(void **state) {

@@ -457,8 +457,7 @@ static void t_many_metadata_keys(void **state) {
     assert_non_null(strstr(amp_last_error(), "\"key0\" appears twice"));
     alarm(0);
     amp_clear_error();
-    free(img);
-    free(hdr);
+    test_free_all(img, hdr);
 }
 
 AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_open_is_read_only, t_restore_validates,

@@ -87,8 +87,7 @@ static void t_forward_outside_scope(void **state) {
     amp_tensor *out = amp_module_forward(m, x);
     amp_tensor *l = amp_sum(out, NULL, 0, false);
     assert_int_equal(amp_backward(l), AMP_OK);
-    amp_tensor_free(l);
-    amp_tensor_free(out);
+    test_free_tensors(l, out);
     size_t grads = 0;
     for (int i = 0; i < np; i++) grads += amp_tensor_nbytes(ps[i]);
     assert_int_equal(amp_memory_stats().live_total, base + grads);

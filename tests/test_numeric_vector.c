@@ -78,9 +78,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     (void)state;
-    free(g_f32);
-    free(g_u16);
-    free(g_u8);
+    test_free_all(g_f32, g_u16, g_u8);
     return 0;
 }
 
@@ -280,11 +278,7 @@ static void t_public_arrays(void **state) {
     amp_clear_error();
     amp_f32_to_f16_array(NULL, NULL, 0);
     assert_int_equal(amp_last_status(), AMP_OK);
-    free(src);
-    free(back);
-    free(h);
-    free(h2);
-    free(b);
+    test_free_all(src, back, h, h2, b);
     assert_int_equal(bad, 0);
     printf("public arrays checked on path %s\n", amp_cpu_path_name(amp_cpu_active()));
 }
@@ -358,8 +352,7 @@ static void t_convert_pairs(void **state) {
                     }
                 bad++;
             }
-            free(got);
-            free(want);
+            test_free_all(got, want);
         }
         free(src);
     }

@@ -103,9 +103,7 @@ static void check_forward(int op, const double *prm, amp_tensor *x, amp_tensor *
     double *want = malloc(sizeof(double) * (size_t)(n ? n : 1));
     ref_fn((const double *const *)vals, want, &c);
     tc_assert_tensor(out, want, rtol, atol, what);
-    free(want);
-    free(vals[0]);
-    free(vals[1]);
+    test_free_all(want, vals[0], vals[1]);
 }
 
 static double grad_rtol(amp_dtype dt) {
@@ -146,8 +144,7 @@ static void t_activations(void **state) {
             check_forward(cases[i].op, cases[i].prm, x, NULL, y, tc_rtol(dt, 1.0), dt == AMP_F64 ? 1e-14 : 1e-6, what);
             actx c = make_ctx(cases[i].op, cases[i].prm, x, NULL);
             tc_gradcheck(y, &x, 1, ref_fn, &c, grad_rtol(dt), grad_atol(dt), what);
-            amp_tensor_free(y);
-            amp_tensor_free(x);
+            test_free_tensors(y, x);
         }
     }
 }
@@ -190,9 +187,7 @@ static void t_prelu(void **state) {
                 amp_dtype gdt = dt == AMP_F64 ? AMP_F64 : dt;
                 /* the weight's gradient sums many products: a looser bound for halves */
                 tc_gradcheck(y, (amp_tensor *[]){x, w}, 2, ref_fn, &c, grad_rtol(gdt), 2 * grad_atol(gdt), what);
-                amp_tensor_free(y);
-                amp_tensor_free(x);
-                amp_tensor_free(w);
+                test_free_tensors(y, x, w);
             }
         }
     }
@@ -288,8 +283,7 @@ static void t_edge_cases(void **state) {
         amp_tensor_set_grad(x, NULL);
         amp_tensor_free(y);
     }
-    amp_tensor_free(g);
-    amp_tensor_free(x);
+    test_free_tensors(g, x);
 
     /* empty tensors */
     amp_tensor *e = amp_tensor_zeros(AMP_BF16, 3, AMP_SHAPE(2, 0, 3));
@@ -305,9 +299,7 @@ static void t_edge_cases(void **state) {
     amp_tensor_free(y);
     y = amp_dropout(e, 0.5, true, NULL);
     tc_assert_shape(y, 3, AMP_SHAPE(2, 0, 3), "dropout empty");
-    amp_tensor_free(y);
-    amp_tensor_free(w0);
-    amp_tensor_free(e);
+    test_free_tensors(y, w0, e);
 
     /* strided input: same values as the contiguous copy */
     test_rng r = {77};
@@ -319,21 +311,14 @@ static void t_edge_cases(void **state) {
         double *v1 = tc_values(y1), *v2 = tc_values(y2);
         for (int i = 0; i < 360; i++)
             if (v1[i] != v2[i]) fail_msg("%s on a transposed view: element %d %g vs %g", act_name[op], i, v1[i], v2[i]);
-        free(v1);
-        free(v2);
-        amp_tensor_free(y1);
-        amp_tensor_free(y2);
+        test_free_all(v1, v2);
+        test_free_tensors(y1, y2);
     }
     amp_tensor *wc = tc_uniform(&r, AMP_F16, 1, AMP_SHAPE(9), 0.1, 0.3); /* t is [40,9]: 9 channels */
     amp_tensor *p1 = amp_prelu(t, wc), *p2 = amp_prelu(tc, wc);
     check_forward(A_PRELU, NULL, tc, wc, p1, 1e-3, 0, "prelu on a transposed view");
     check_forward(A_PRELU, NULL, tc, wc, p2, 1e-3, 0, "prelu contiguous");
-    amp_tensor_free(p1);
-    amp_tensor_free(p2);
-    amp_tensor_free(wc);
-    amp_tensor_free(t);
-    amp_tensor_free(tc);
-    amp_tensor_free(a);
+    test_free_tensors(p1, p2, wc, t, tc, a);
 }
 
 /* sigmoid, silu, tanh and gelu in f32 use amp's own vectorisable exp, tanh
@@ -398,10 +383,8 @@ static void t_dropout_statistics(void **state) {
             if (fabs(frac - p) > 4 * se)
                 fail_msg("dropout p=%g %s: %.5f zeroed, more than 4 standard errors (%.5f) from p", p, amp_dtype_name(dt),
                          frac, se);
-            free(vx);
-            free(vy);
-            amp_tensor_free(y);
-            amp_tensor_free(x);
+            test_free_all(vx, vy);
+            test_free_tensors(y, x);
         }
     }
 }
@@ -443,10 +426,8 @@ static void t_dropout_reproducible(void **state) {
     amp_tensor *b = amp_dropout(x, 0.5, true, NULL);
     double *va = tc_values(a), *vb = tc_values(b);
     assert_memory_equal(va, vb, sizeof(double) * (size_t)n);
-    free(va);
-    free(vb);
-    amp_tensor_free(a);
-    amp_tensor_free(b);
+    test_free_all(va, vb);
+    test_free_tensors(a, b);
     /* the mask follows the logical (row-major) index, also for a strided input */
     amp_tensor *xt = amp_tensor_ones(AMP_F32, 2, AMP_SHAPE(100, n / 100));
     amp_tensor *t = amp_transpose(xt, 0, 1);
@@ -456,13 +437,8 @@ static void t_dropout_reproducible(void **state) {
     va = tc_values(a);
     vb = tc_values(b);
     assert_memory_equal(va, vb, sizeof(double) * (size_t)n);
-    free(va);
-    free(vb);
-    amp_tensor_free(a);
-    amp_tensor_free(b);
-    amp_tensor_free(t);
-    amp_tensor_free(xt);
-    amp_tensor_free(x);
+    test_free_all(va, vb);
+    test_free_tensors(a, b, t, xt, x);
 }
 
 /* The mask is Philox4x32-10 (numeric/philox.h) on stream 1: element i of a
@@ -488,8 +464,7 @@ static void t_dropout_mask_is_philox(void **state) {
             if (keep != (v[i] != 0)) fail_msg("p=%g: element %lld: mask differs from Philox", ps[k], (long long)i);
         }
         free(v);
-        amp_tensor_free(y);
-        amp_tensor_free(x);
+        test_free_tensors(y, x);
     }
 }
 
@@ -518,15 +493,8 @@ static void t_dropout_backward_and_modes(void **state) {
                 fail_msg("dropout %s backward: element %lld: %g, expected %g (same mask as the forward)", amp_dtype_name(dt),
                          (long long)i, vg[i], want);
         }
-        free(vx);
-        free(vy);
-        free(vg);
-        free(vu);
-        free(vm);
-        amp_tensor_free(mask);
-        amp_tensor_free(ones);
-        amp_tensor_free(up);
-        amp_tensor_free(y);
+        test_free_all(vx, vy, vg, vu, vm);
+        test_free_tensors(mask, ones, up, y);
         amp_tensor_set_grad(x, NULL);
 
         /* eval mode and p = 0: the identity, a view, still differentiable */
@@ -543,8 +511,7 @@ static void t_dropout_backward_and_modes(void **state) {
             for (int64_t i = 0; i < n; i++) assert_true(vg[i] == 3.0);
             free(vg);
             amp_tensor_set_grad(x, NULL);
-            amp_tensor_free(up);
-            amp_tensor_free(y);
+            test_free_tensors(up, y);
         }
         /* p = 1: zeros and a zero gradient */
         y = amp_dropout(x, 1.0, true, NULL);
@@ -553,12 +520,9 @@ static void t_dropout_backward_and_modes(void **state) {
         vy = tc_values(y);
         vg = tc_values(amp_tensor_grad(x));
         for (int64_t i = 0; i < n; i++) assert_true(vy[i] == 0 && vg[i] == 0);
-        free(vy);
-        free(vg);
+        test_free_all(vy, vg);
         amp_tensor_set_grad(x, NULL);
-        amp_tensor_free(up);
-        amp_tensor_free(y);
-        amp_tensor_free(x);
+        test_free_tensors(up, y, x);
     }
     /* torch multiplies by the mask: a dropped inf becomes NaN, a kept one stays inf */
     amp_tensor *inf = amp_tensor_full(AMP_F32, 1, AMP_SHAPE(64), INFINITY);
@@ -571,8 +535,7 @@ static void t_dropout_backward_and_modes(void **state) {
     }
     assert_true(nan > 0 && infs > 0 && nan + infs == 64);
     free(v);
-    amp_tensor_free(y);
-    amp_tensor_free(inf);
+    test_free_tensors(y, inf);
 
     /* dropout saves nothing for backward: the mask is regenerated */
     amp_tensor *x = amp_tensor_ones(AMP_F32, 1, AMP_SHAPE(4096));
@@ -582,8 +545,7 @@ static void t_dropout_backward_and_modes(void **state) {
     amp_mem_stats s1 = amp_memory_stats();
     assert_int_equal(s1.live[AMP_MEM_ACTIVATION] - s0.live[AMP_MEM_ACTIVATION], 4096 * sizeof(float));
     assert_int_equal(s1.live[AMP_MEM_WORKSPACE], s0.live[AMP_MEM_WORKSPACE]);
-    amp_tensor_free(y);
-    amp_tensor_free(x);
+    test_free_tensors(y, x);
 }
 
 /* ---- autocast hook -------------------------------------------------------------------------------------------------- */
@@ -603,9 +565,7 @@ static void t_autocast(void **state) {
     assert_int_equal(amp_tensor_dtype(y), AMP_F16);
     amp_tensor_free(y);
     amp_autocast_exit();
-    amp_tensor_free(x);
-    amp_tensor_free(w);
-    amp_tensor_free(h);
+    test_free_tensors(x, w, h);
 }
 
 /* ---- bad input ---------------------------------------------------------------------------------------------------------- */
@@ -650,15 +610,7 @@ static void t_bad_input(void **state) {
     tc_assert_fails(amp_dropout(x, -0.1, true, NULL), "amp_dropout");
     tc_assert_fails(amp_dropout(x, 1.5, true, NULL), "amp_dropout");
     tc_assert_fails(amp_dropout(x, NAN, false, NULL), "amp_dropout");
-    amp_tensor_free(w3);
-    amp_tensor_free(w4);
-    amp_tensor_free(w2d);
-    amp_tensor_free(wi);
-    amp_tensor_free(x1);
-    amp_tensor_free(w1);
-    amp_tensor_free(x);
-    amp_tensor_free(i64);
-    amp_tensor_free(u8);
+    test_free_tensors(w3, w4, w2d, wi, x1, w1, x, i64, u8);
 }
 
 AMP_TEST_MAIN(t_activations, t_prelu, t_golden, t_edge_cases, t_f32_accuracy_sweep, t_dropout_statistics,

@@ -152,8 +152,7 @@ static void run_conv(test_rng *r, const conv_case *cc, amp_dtype dt, bool one_d,
         tc_gradcheck(out2, ins2, n, conv_ref, &c, grad_rtol(dt), grad_atol(dt), what);
     }
     for (int i = 0; i < n; i++) free(vals[i]);
-    free(want);
-    free(mag);
+    test_free_all(want, mag);
     amp_scope_end(s);
 }
 

@@ -366,8 +366,7 @@ static void assert_same_values(const amp_tensor *a, const amp_tensor *b, const c
     for (int64_t i = 0; i < n; i++)
         if (!(va[i] == vb[i] || (isnan(va[i]) && isnan(vb[i]))))
             fail_msg("%s: element %lld: %.9g vs %.9g", what, (long long)i, va[i], vb[i]);
-    free(va);
-    free(vb);
+    test_free_all(va, vb);
 }
 
 static void t_noncontiguous(void **state) {
@@ -391,16 +390,11 @@ static void t_noncontiguous(void **state) {
             snprintf(what, sizeof what, "%s on strided %s inputs", op_name[op], amp_dtype_name(dt));
             assert_same_values(x, y, what);
             check_forward(op, prm, nc_in, x, tc_rtol(dt, 1.0), fwd_atol(dt), what);
-            amp_tensor_free(x);
-            amp_tensor_free(y);
+            test_free_tensors(x, y);
         }
-        amp_tensor_free(ac);
-        amp_tensor_free(bc);
-        amp_tensor_free(cc);
+        test_free_tensors(ac, bc, cc);
         /* gradients flow back through the views to the storage-owning leaves */
-        amp_tensor_free(a);
-        amp_tensor_free(b);
-        amp_tensor_free(c);
+        test_free_tensors(a, b, c);
         amp_tensor_set_requires_grad(a0, true);
         amp_tensor_set_requires_grad(b0, true);
         a = amp_transpose(a0, 0, 1);
@@ -416,17 +410,8 @@ static void t_noncontiguous(void **state) {
                 assert_close(gb[j * 14 + 2 * i], va[i * 40 + j], tc_rtol(dt, 1), 0, "d(a*b)/db through slice");
                 assert_true(gb[j * 14 + 2 * i + 1] == 0.0);
             }
-        free(va);
-        free(vb);
-        free(ga);
-        free(gb);
-        amp_tensor_free(ones);
-        amp_tensor_free(p);
-        amp_tensor_free(a);
-        amp_tensor_free(b);
-        amp_tensor_free(a0);
-        amp_tensor_free(b0);
-        amp_tensor_free(c0);
+        test_free_all(va, vb, ga, gb);
+        test_free_tensors(ones, p, a, b, a0, b0, c0);
     }
 }
 
@@ -450,8 +435,7 @@ static void t_same_tensor_twice(void **state) {
             }
             free(gx);
             amp_tensor_set_grad(x, NULL);
-            amp_tensor_free(g);
-            amp_tensor_free(y);
+            test_free_tensors(g, y);
         }
         /* x*x*x through two nodes and an accumulation across two backwards */
         amp_tensor *x2 = amp_mul(x, x), *x3 = amp_mul(x2, x);
@@ -460,12 +444,8 @@ static void t_same_tensor_twice(void **state) {
         assert_int_equal(amp_backward_ex(x3, g, false), AMP_OK);
         double *gx = tc_values(amp_tensor_grad(x));
         for (int i = 0; i < 12; i++) assert_close(gx[i], 6 * vx[i] * vx[i], tc_rtol(dt, 3), 1e-6, "2 * d(x^3)/dx");
-        free(gx);
-        free(vx);
-        amp_tensor_free(g);
-        amp_tensor_free(x3);
-        amp_tensor_free(x2);
-        amp_tensor_free(x);
+        test_free_all(gx, vx);
+        test_free_tensors(g, x3, x2, x);
     }
 }
 
@@ -489,9 +469,7 @@ static void t_dtypes(void **state) {
                              amp_dtype_name(amp_tensor_dtype(y)), amp_dtype_name(want));
                 amp_tensor_free(y);
             }
-            amp_tensor_free(pa);
-            amp_tensor_free(a);
-            amp_tensor_free(b);
+            test_free_tensors(pa, a, b);
         }
     /* torch's result type with zero-dim tensors (checked against torch 1.13):
      * f16[4]*f32[] -> f16, f16[4]*f64[] -> f16, f32[4]*f64[] -> f32,
@@ -525,9 +503,7 @@ static void t_dtypes(void **state) {
         }
         amp_tensor *y = amp_addcmul(a, b, b, 1.0);
         assert_int_equal(amp_tensor_dtype(y), zd[i].want);
-        amp_tensor_free(y);
-        amp_tensor_free(a);
-        amp_tensor_free(b);
+        test_free_tensors(y, a, b);
     }
     /* scalars keep the tensor's dtype and enter the computation rounded to f32 */
     for (int i = 0; i < 4; i++) {
@@ -566,8 +542,7 @@ static void t_dtypes(void **state) {
     double *v = tc_values(y);
     for (int i = 0; i < 50; i++) assert_true(v[i] == 1.0);
     free(v);
-    amp_tensor_free(y);
-    amp_tensor_free(x);
+    test_free_tensors(y, x);
 }
 
 /* ---- PyTorch semantics at the edges ------------------------------------------------------------------------ */
@@ -594,8 +569,7 @@ static void t_edge_cases(void **state) {
         free(gb);
         amp_tensor_set_grad(e, NULL);
         amp_tensor_set_grad(b, NULL);
-        amp_tensor_free(g);
-        amp_tensor_free(y);
+        test_free_tensors(g, y);
     }
     for (int op = 0; op < OP_ADD; op++) {
         double prm[2] = {2.0, 3.0};
@@ -605,9 +579,7 @@ static void t_edge_cases(void **state) {
     }
     amp_tensor *e2 = amp_tensor_zeros(AMP_F16, 2, AMP_SHAPE(2, 0));
     tc_assert_fails(amp_add(e, e2), "amp_add"); /* [0,3] and [2,0] do not broadcast */
-    amp_tensor_free(e2);
-    amp_tensor_free(e);
-    amp_tensor_free(b);
+    test_free_tensors(e2, e, b);
 
     /* 0-d tensors */
     amp_tensor *s = amp_tensor_full(AMP_F32, 0, NULL, 2.0), *v = amp_tensor_full(AMP_F16, 1, AMP_SHAPE(4), 3.0);
@@ -618,9 +590,7 @@ static void t_edge_cases(void **state) {
     y = amp_exp(s);
     assert_int_equal(amp_tensor_ndim(y), 0);
     assert_close(amp_tensor_item(y), exp(2.0), 1e-6, 0, "exp of a 0-d tensor");
-    amp_tensor_free(y);
-    amp_tensor_free(v);
-    amp_tensor_free(s);
+    test_free_tensors(y, v, s);
 
     /* clamp: lo > hi gives hi; NaN bound gives NaN; NaN input stays NaN;
      * infinite bounds; gradient 1 on [lo, hi] inclusive */
@@ -660,9 +630,7 @@ static void t_edge_cases(void **state) {
     assert_true(gx[0] == -1 && gx[1] == -1 && gx[2] == 0 && gx[3] == 1 && gx[4] == 1);
     free(gx);
     amp_tensor_set_grad(x, NULL);
-    amp_tensor_free(y);
-    amp_tensor_free(ones);
-    amp_tensor_free(x);
+    test_free_tensors(y, ones, x);
 
     /* pow: exponent 0 gives ones and a zero gradient; 0 ** 2.5 has gradient 0 */
     x = amp_tensor_from_data((float[]){0.0f, 2.0f, -3.0f}, AMP_F32, 1, AMP_SHAPE(3));
@@ -700,12 +668,8 @@ static void t_edge_cases(void **state) {
     assert_close(gb[1], sqrt(2.0) * log(2.0), 1e-6, 0, "d(a^b)/db");
     assert_close(gx[2], -6.0, 1e-6, 0, "d(a^b)/da at a=-3, b=2");
     assert_true(isnan(gb[2])); /* log(-3) */
-    free(gx);
-    free(gb);
-    amp_tensor_free(y);
-    amp_tensor_free(bb);
-    amp_tensor_free(ones);
-    amp_tensor_free(x);
+    test_free_all(gx, gb);
+    test_free_tensors(y, bb, ones, x);
 
     /* IEEE results: division by zero, log(0), log(-1), sqrt(-1), rsqrt(0) */
     amp_tensor *z = amp_tensor_zeros(AMP_F32, 0, NULL), *m1 = amp_tensor_full(AMP_F16, 0, NULL, -1.0);
@@ -723,10 +687,7 @@ static void t_edge_cases(void **state) {
     amp_tensor *big = amp_tensor_full(AMP_F16, 0, NULL, 60000.0);
     assert_true(isinf(item_of(amp_add(big, big))));
     assert_true(isinf(item_of(amp_mul_scalar(big, 2.0))));
-    amp_tensor_free(big);
-    amp_tensor_free(z);
-    amp_tensor_free(m1);
-    amp_tensor_free(one);
+    test_free_tensors(big, z, m1, one);
 }
 
 /* exp in f32 is amp's own vectorisable polynomial: within 2 ulp of the
@@ -751,8 +712,7 @@ static void t_exp_accuracy(void **state) {
         if (fabs(v[i] - want) > 2 * ulp) fail_msg("exp(%.9g) = %.9g, expected %.9g (%.2f ulp)", x[i], v[i], want, fabs(v[i] - want) / ulp);
     }
     free(v);
-    amp_tensor_free(y);
-    amp_tensor_free(t);
+    test_free_tensors(y, t);
     free(x);
     const float sp[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-30f, -1e-30f, 88.7f, 89.0f, 1000.0f, -1000.0f};
     amp_tensor *s = amp_tensor_from_data(sp, AMP_F32, 1, AMP_SHAPE(11));
@@ -762,8 +722,7 @@ static void t_exp_accuracy(void **state) {
     assert_close(v[7], exp((double)88.7f), 2.5e-7, 0, "exp(88.7)");
     assert_true(isinf(v[8]) && isinf(v[9]) && v[10] == 0);
     free(v);
-    amp_tensor_free(y);
-    amp_tensor_free(s);
+    test_free_tensors(y, s);
 }
 
 /* ---- golden data from PyTorch ------------------------------------------------------------------------------------- */
@@ -847,8 +806,7 @@ static bool same_bits_or_nan(const void *a, const void *b, amp_dtype dt, int64_t
     amp_tensor *ta = amp_tensor_borrow((char *)a + i * es, dt, 0, NULL), *tb = amp_tensor_borrow((char *)b + i * es, dt, 0, NULL);
     x = amp_tensor_item(ta);
     y = amp_tensor_item(tb);
-    amp_tensor_free(ta);
-    amp_tensor_free(tb);
+    test_free_tensors(ta, tb);
     return isnan(x) && isnan(y);
 }
 
@@ -904,8 +862,7 @@ static void t_iterator_vs_reference(void **state) {
             if (!same_bits_or_nan(o1, o2, odt, i))
                 fail_msg("trial %d: %s to %s, ndim %d: element %lld differs from the reference", trial, amp_ew_name(op),
                          amp_dtype_name(odt), ndim, (long long)i);
-        free(o1);
-        free(o2);
+        test_free_all(o1, o2);
         for (int k = 0; k < nin; k++) free(bufs[k]);
     }
 }
@@ -940,9 +897,7 @@ static void t_large_and_threads(void **state) {
     check_forward(OP_MUL, NULL, cb, res[0][3], 1e-5, 0, "large mul");
     for (int t = 0; t < 2; t++)
         for (int i = 0; i < 5; i++) amp_tensor_free(res[t][i]);
-    amp_tensor_free(a);
-    amp_tensor_free(b);
-    amp_tensor_free(c);
+    test_free_tensors(a, b, c);
 }
 
 /* ---- memory: backward frees its temporaries ----------------------------------------------------------------------- */
@@ -968,8 +923,7 @@ static void t_no_workspace_left(void **state) {
     assert_non_null(amp_tensor_grad(a));
     assert_non_null(amp_tensor_grad(b));
     assert_int_equal(amp_tensor_dtype(amp_tensor_grad(a)), AMP_F16);
-    amp_tensor_free(a);
-    amp_tensor_free(b);
+    test_free_tensors(a, b);
 }
 
 /* ---- autocast hook ------------------------------------------------------------------------------------------------ */
@@ -994,8 +948,7 @@ static void t_autocast(void **state) {
     assert_int_equal(amp_tensor_dtype(y), AMP_F32);
     amp_tensor_free(y);
     amp_autocast_exit();
-    amp_tensor_free(h);
-    amp_tensor_free(f);
+    test_free_tensors(h, f);
 }
 
 /* ---- bad input: every op, NULL / wrong dtype / mismatched shapes ------------------------------------------------------ */
@@ -1036,11 +989,7 @@ static void t_bad_input(void **state) {
     amp_clear_error();
     /* a NULL input from an earlier failure: the chain reports it */
     tc_assert_fails(amp_exp(amp_add(x, m)), "amp_exp");
-    amp_tensor_free(x);
-    amp_tensor_free(i64);
-    amp_tensor_free(f8);
-    amp_tensor_free(m);
-    amp_tensor_free(m1);
+    test_free_tensors(x, i64, f8, m, m1);
 }
 
 AMP_TEST_MAIN(t_unary_ops, t_binary_ops, t_addcmul_addcdiv, t_broadcast_shapes, t_noncontiguous, t_same_tensor_twice,

@@ -162,8 +162,7 @@ static void run_case(amp_tensor *out, amp_tensor **ins, int n, mref *c, bool gra
         tc_gradcheck(out, ins, n, ref_fn, c, rt, at, what);
     }
     for (int i = 0; i < n; i++) free(vals[i]);
-    free(want);
-    free(mag);
+    test_free_all(want, mag);
 }
 
 /* ---- matmul: every shape case ------------------------------------------------------------------ */

@@ -116,8 +116,7 @@ static void check_fwd(const amp_tensor *out, amp_tensor *x, rctx *c, double rtol
     ref(ins, want, c);
     tc_assert_tensor(out, want, rtol, atol, what);
     (void)on;
-    free(want);
-    free(xv);
+    test_free_all(want, xv);
 }
 
 static double gtol(amp_dtype dt, double f32) { return dt == AMP_F32 ? f32 : tc_rtol(dt, 6); }
@@ -161,8 +160,7 @@ static void t_sum_mean(void **state) {
                 check_fwd(out, x, &c, tc_rtol(dt, 1), dt == AMP_F32 ? 1e-5 : tc_rtol(dt, 4), what);
                 amp_tensor *ins[1] = {x};
                 tc_gradcheck(out, ins, 1, ref, &c, gtol(dt, 1e-4), gtol(dt, 1e-5), what);
-                amp_tensor_free(out);
-                amp_tensor_free(x);
+                test_free_tensors(out, x);
             }
         }
     }
@@ -189,12 +187,7 @@ static void t_sum_edges(void **state) {
         assert_true(amp_tensor_item(sa) == 0.0);
         amp_tensor *ma = amp_mean(e, NULL, 0, false);
         assert_true(isnan(amp_tensor_item(ma)));
-        amp_tensor_free(s0);
-        amp_tensor_free(m0);
-        amp_tensor_free(s1);
-        amp_tensor_free(sa);
-        amp_tensor_free(ma);
-        amp_tensor_free(e);
+        test_free_tensors(s0, m0, s1, sa, ma, e);
 
         /* 0-d: dim 0 and -1 are accepted; the value is kept */
         amp_tensor *sc = amp_tensor_full(dt, 0, NULL, 2.5);
@@ -204,9 +197,7 @@ static void t_sum_edges(void **state) {
         assert_true(amp_tensor_item(ss) == 2.5);
         amp_tensor *ms = amp_mean(sc, NULL, 0, false);
         assert_true(amp_tensor_item(ms) == 2.5);
-        amp_tensor_free(ss);
-        amp_tensor_free(ms);
-        amp_tensor_free(sc);
+        test_free_tensors(ss, ms, sc);
 
         /* a non-contiguous input (transposed view), reduced over a size-1 dim too */
         test_rng r = {5 + (uint64_t)di};
@@ -226,10 +217,7 @@ static void t_sum_edges(void **state) {
         tc_assert_shape(s1d, 2, AMP_SHAPE(4, 6), "sum over a size-1 dim");
         tc_assert_tensor(s1d, xv, 0, 0, "sum over a size-1 dim is exact");
         free(xv);
-        amp_tensor_free(s1d);
-        amp_tensor_free(st);
-        amp_tensor_free(xt);
-        amp_tensor_free(x);
+        test_free_tensors(s1d, st, xt, x);
     }
 }
 
@@ -275,12 +263,7 @@ static void t_sum_large(void **state) {
         for (int64_t i = 0; i < n; i++) w64[i % 64] += xv[i];
         tc_assert_tensor(c, w64, tc_rtol(dt, 1), 0, "large column sums");
         free(xv);
-        amp_tensor_free(c);
-        amp_tensor_free(x2);
-        amp_tensor_free(s32);
-        amp_tensor_free(m);
-        amp_tensor_free(s);
-        amp_tensor_free(x);
+        test_free_tensors(c, x2, s32, m, s, x);
     }
     /* f32: 3M values in [0, 1): relative error at f32 level */
     const int64_t n3 = 3 * ((int64_t)1 << 20);
@@ -304,18 +287,12 @@ static void t_sum_large(void **state) {
         assert_true(amp_tensor_item(s2) == amp_tensor_item(s));
         double *a = tc_values(c1), *b = tc_values(c2);
         assert_memory_equal(a, b, 1024 * sizeof(double));
-        free(a);
-        free(b);
-        amp_tensor_free(s2);
-        amp_tensor_free(c2);
+        test_free_all(a, b);
+        test_free_tensors(s2, c2);
     }
     amp_set_num_threads(nt);
-    amp_tensor_free(c1);
-    amp_tensor_free(xr);
-    amp_tensor_free(s);
-    amp_tensor_free(x);
-    free(f);
-    free(v);
+    test_free_tensors(c1, xr, s, x);
+    test_free_all(f, v);
 }
 
 /* ---- prod / cumsum / max ---------------------------------------------------------------- */
@@ -345,8 +322,7 @@ static void t_prod(void **state) {
             check_fwd(out, x, &c, tc_rtol(dt, 1), 1e-7, what);
             amp_tensor *ins[1] = {x};
             tc_gradcheck(out, ins, 1, ref, &c, gtol(dt, 1e-4), gtol(dt, 1e-6), what);
-            amp_tensor_free(out);
-            amp_tensor_free(x);
+            test_free_tensors(out, x);
         }
     }
     /* torch: the product over an empty dim is 1 */
@@ -354,8 +330,7 @@ static void t_prod(void **state) {
     amp_tensor *p = amp_prod(e, 1, false);
     double ones[3] = {1, 1, 1};
     tc_assert_tensor(p, ones, 0, 0, "prod over an empty dim");
-    amp_tensor_free(p);
-    amp_tensor_free(e);
+    test_free_tensors(p, e);
 }
 
 static void t_cumsum(void **state) {
@@ -375,15 +350,13 @@ static void t_cumsum(void **state) {
             check_fwd(out, x, &c, tc_rtol(dt, 1), dt == AMP_F32 ? 1e-6 : tc_rtol(dt, 4), what);
             amp_tensor *ins[1] = {x};
             tc_gradcheck(out, ins, 1, ref, &c, gtol(dt, 1e-4), gtol(dt, 1e-5), what);
-            amp_tensor_free(out);
-            amp_tensor_free(x);
+            test_free_tensors(out, x);
         }
     }
     amp_tensor *e = amp_tensor_zeros(AMP_F32, 2, AMP_SHAPE(0, 3));
     amp_tensor *c = amp_cumsum(e, 0);
     tc_assert_shape(c, 2, AMP_SHAPE(0, 3), "cumsum of empty");
-    amp_tensor_free(c);
-    amp_tensor_free(e);
+    test_free_tensors(c, e);
 }
 
 static void t_max(void **state) {
@@ -412,14 +385,10 @@ static void t_max(void **state) {
             for (int64_t o = 0; o < outer; o++)
                 for (int64_t i = 0; i < inner; i++)
                     assert_true(xv[(o * len + (int64_t)iv[o * inner + i]) * inner + i] == ov[o * inner + i]);
-            free(xv);
-            free(iv);
-            free(ov);
+            test_free_all(xv, iv, ov);
             amp_tensor *ins[1] = {x};
             tc_gradcheck(out, ins, 1, ref, &c, gtol(dt, 1e-4), gtol(dt, 1e-6), what);
-            amp_tensor_free(idx);
-            amp_tensor_free(out);
-            amp_tensor_free(x);
+            test_free_tensors(idx, out, x);
         }
         /* ties: the first occurrence wins, and gets the whole gradient */
         double tv[8] = {1, 3, 3, 2, -1, -1, -1, -2};
@@ -434,10 +403,7 @@ static void t_max(void **state) {
         assert_int_equal(amp_backward(sm), AMP_OK);
         double wg[8] = {0, 1, 0, 0, 1, 0, 0, 0};
         tc_assert_tensor(amp_tensor_grad(t), wg, 0, 0, "max ties: gradient to the first argmax");
-        amp_tensor_free(sm);
-        amp_tensor_free(tm);
-        amp_tensor_free(ti);
-        amp_tensor_free(t);
+        test_free_tensors(sm, tm, ti, t);
         /* NaN propagates (the first NaN is the max) */
         double nv[4] = {1, NAN, 5, NAN};
         amp_tensor *nt = tc_from_doubles(dt, 1, AMP_SHAPE(4), nv);
@@ -445,9 +411,7 @@ static void t_max(void **state) {
         amp_tensor *nm = amp_max(nt, 0, false, &ni);
         assert_true(isnan(amp_tensor_item(nm)));
         assert_true(amp_tensor_item(ni) == 1);
-        amp_tensor_free(nm);
-        amp_tensor_free(ni);
-        amp_tensor_free(nt);
+        test_free_tensors(nm, ni, nt);
     }
     /* indices may be NULL; 0-d input */
     amp_tensor *sc = amp_tensor_full(AMP_F32, 0, NULL, -4);
@@ -456,10 +420,7 @@ static void t_max(void **state) {
     assert_true(amp_tensor_item(sm) == -4 && amp_tensor_item(si) == 0);
     amp_tensor *sm2 = amp_max(sc, 0, true, NULL);
     assert_true(amp_tensor_item(sm2) == -4);
-    amp_tensor_free(sm);
-    amp_tensor_free(sm2);
-    amp_tensor_free(si);
-    amp_tensor_free(sc);
+    test_free_tensors(sm, sm2, si, sc);
 }
 
 /* ---- norm ---------------------------------------------------------------------------------- */
@@ -486,8 +447,7 @@ static void t_norm(void **state) {
                 check_fwd(out, x, &c, tc_rtol(dt, 1.5), 1e-6, what);
                 amp_tensor *ins[1] = {x};
                 tc_gradcheck(out, ins, 1, ref, &c, gtol(dt, 1e-3), gtol(dt, 1e-5), what);
-                amp_tensor_free(out);
-                amp_tensor_free(x);
+                test_free_tensors(out, x);
             }
         }
     }
@@ -500,9 +460,7 @@ static void t_norm(void **state) {
     assert_int_equal(amp_backward(sn), AMP_OK);
     double zero6[6] = {0};
     tc_assert_tensor(amp_tensor_grad(z), zero6, 0, 0, "grad of the 2-norm at 0");
-    amp_tensor_free(sn);
-    amp_tensor_free(n);
-    amp_tensor_free(z);
+    test_free_tensors(sn, n, z);
     /* p < 1: the gradient at a zero element is 0 (torch), not 0 * inf */
     double hv[3] = {0, 0, 1};
     amp_tensor *h = tc_from_doubles(AMP_F32, 1, AMP_SHAPE(3), hv);
@@ -511,8 +469,7 @@ static void t_norm(void **state) {
     assert_int_equal(amp_backward(hn), AMP_OK);
     double hg[3] = {0, 0, 1};
     tc_assert_tensor(amp_tensor_grad(h), hg, 1e-6, 0, "grad of the 0.5-norm at 0");
-    amp_tensor_free(hn);
-    amp_tensor_free(h);
+    test_free_tensors(hn, h);
     /* norm of an empty tensor is 0; inf-norm of nothing is an error */
     amp_tensor *e = amp_tensor_zeros(AMP_F32, 1, AMP_SHAPE(0));
     amp_tensor *ne = amp_norm(e, 2, NULL, 0, false);
@@ -536,8 +493,7 @@ static void golden_unary(golden_file *g, const char *cs, const char *xname, unar
     golden_backward(g, cs, out);
     snprintf(nm, sizeof nm, "%s/gx", cs);
     golden_assert(g, nm, amp_tensor_grad(x), 1e-5, 1e-6);
-    amp_tensor_free(out);
-    amp_tensor_free(x);
+    test_free_tensors(out, x);
 }
 
 static amp_tensor *g_sum02(amp_tensor *x, void *c) { (void)c; return amp_sum(x, (int[]){0, 2}, 2, false); }
@@ -578,11 +534,7 @@ static void t_golden(void **state) {
     amp_tensor *m1 = amp_max(x, 1, false, &i1), *m0 = amp_max(x, 0, true, &i0);
     golden_assert(g, "max/idx", i1, 0, 0);
     golden_assert(g, "max0/idx", i0, 0, 0);
-    amp_tensor_free(m1);
-    amp_tensor_free(m0);
-    amp_tensor_free(i1);
-    amp_tensor_free(i0);
-    amp_tensor_free(x);
+    test_free_tensors(m1, m0, i1, i0, x);
     golden_close(g);
 }
 
@@ -627,8 +579,7 @@ static void t_bad_inputs(void **state) {
     amp_tensor_free(e);
     /* a failed input propagates: the message keeps the first error */
     tc_assert_fails(amp_sum(amp_prod(xi, 0, false), NULL, 0, false), "amp_prod");
-    amp_tensor_free(x);
-    amp_tensor_free(xi);
+    test_free_tensors(x, xi);
 }
 
 AMP_TEST_MAIN(t_sum_mean, t_sum_edges, t_sum_large, t_prod, t_cumsum, t_max, t_norm, t_golden, t_bad_inputs)

@@ -66,8 +66,7 @@ static void t_softmax(void **state) {
                 free(xv);
                 amp_tensor *xs[1] = {x};
                 tc_gradcheck(y, xs, 1, sm_ref, &c, gtol(dt, 1e-4, 10), gtol(dt, 1e-6, 5), what);
-                amp_tensor_free(y);
-                amp_tensor_free(x);
+                test_free_tensors(y, x);
             }
         }
     }
@@ -75,15 +74,12 @@ static void t_softmax(void **state) {
     amp_tensor *sc = amp_tensor_full(AMP_F32, 0, NULL, 3.0);
     amp_tensor *a = amp_softmax(sc, 0), *b = amp_log_softmax(sc, -1);
     assert_true(amp_tensor_item(a) == 1.0 && amp_tensor_item(b) == 0.0);
-    amp_tensor_free(a);
-    amp_tensor_free(b);
-    amp_tensor_free(sc);
+    test_free_tensors(a, b, sc);
     /* empty */
     amp_tensor *e = amp_tensor_zeros(AMP_F32, 2, AMP_SHAPE(0, 4));
     amp_tensor *se = amp_softmax(e, 1);
     tc_assert_shape(se, 2, AMP_SHAPE(0, 4), "softmax of empty");
-    amp_tensor_free(se);
-    amp_tensor_free(e);
+    test_free_tensors(se, e);
 }
 
 /* Max subtraction: 1000 / -1000 neither overflow nor underflow to NaN. */
@@ -104,12 +100,8 @@ static void t_softmax_extreme(void **state) {
         tc_assert_tensor(y, want, tc_rtol(dt, 1), 1e-30, "softmax of +-1000");
         tc_assert_tensor(ly, lwant, tc_rtol(dt, 1), 1e-6, "log_softmax of +-1000");
         assert_true(yv[1] == 0.0); /* exp(-2000) underflows to exactly 0 */
-        free(yv);
-        free(lyv);
-        free(xv);
-        amp_tensor_free(y);
-        amp_tensor_free(ly);
-        amp_tensor_free(x);
+        test_free_all(yv, lyv, xv);
+        test_free_tensors(y, ly, x);
     }
     /* softmax along a strided dim with huge values */
     double w[6] = {1e4, -1e4, 0, 1e4, 2e4, -3e4};
@@ -125,17 +117,14 @@ static void t_softmax_extreme(void **state) {
     double *ynv = tc_values(yn);
     assert_true(isnan(ynv[0]));
     free(ynv);
-    amp_tensor_free(yn);
-    amp_tensor_free(xn);
+    test_free_tensors(yn, xn);
     /* under autocast softmax is on the fp32 list: f16 in, f32 out */
     amp_tensor *xh = tc_from_doubles(AMP_F16, 2, AMP_SHAPE(2, 4), v);
     amp_autocast_enter(AMP_F16);
     amp_tensor *yh = amp_softmax(xh, -1);
     amp_autocast_exit();
     assert_int_equal(amp_tensor_dtype(yh), AMP_F32);
-    amp_tensor_free(yh);
-    amp_tensor_free(xh);
-    amp_tensor_free(x);
+    test_free_tensors(yh, xh, x);
 }
 
 /* ---- layer_norm --------------------------------------------------------------------------------- */
@@ -201,14 +190,8 @@ static void t_layer_norm(void **state) {
             tc_assert_tensor(y, want, tc_rtol(dt, 1), dt == AMP_F32 ? 1e-5 : tc_rtol(dt, 2), what);
             amp_tensor *xs[3] = {x, w, b};
             tc_gradcheck(y, xs, 3, ln_ref, &c, gtol(dt, 1e-3, 20), gtol(dt, 1e-5, 10), what);
-            free(want);
-            free(xv);
-            free(wv);
-            free(bv);
-            amp_tensor_free(y);
-            amp_tensor_free(x);
-            amp_tensor_free(w);
-            amp_tensor_free(b);
+            test_free_all(want, xv, wv, bv);
+            test_free_tensors(y, x, w, b);
         }
     }
     /* a half x with f32 affine parameters: output in x's dtype */
@@ -216,9 +199,7 @@ static void t_layer_norm(void **state) {
     amp_tensor *w = tc_randn_grad(&r, AMP_F32, 1, AMP_SHAPE(5), 1.0, false);
     amp_tensor *y = amp_layer_norm(x, 1, w, NULL, 1e-5);
     assert_int_equal(amp_tensor_dtype(y), AMP_BF16);
-    amp_tensor_free(y);
-    amp_tensor_free(w);
-    amp_tensor_free(x);
+    test_free_tensors(y, w, x);
 }
 
 /* ---- batch_norm ------------------------------------------------------------------------------- */
@@ -318,18 +299,8 @@ static void t_batch_norm(void **state) {
                 tc_gradcheck(y, xs, 3, bn_ref, &c, gtol(dt, 1e-3, 20), gtol(dt, 1e-5, 10), what);
                 assert_null(amp_tensor_grad(rm));
                 assert_false(amp_tensor_requires_grad(rm));
-                free(want);
-                free(xv);
-                free(wv);
-                free(bv);
-                free(rmv);
-                free(rvv);
-                amp_tensor_free(y);
-                amp_tensor_free(x);
-                amp_tensor_free(w);
-                amp_tensor_free(b);
-                amp_tensor_free(rm);
-                amp_tensor_free(rv);
+                test_free_all(want, xv, wv, bv, rmv, rvv);
+                test_free_tensors(y, x, w, b, rm, rv);
             }
         }
     }
@@ -360,8 +331,7 @@ static void t_batch_norm_running(void **state) {
             tc_assert_tensor(rm, em, 1e-6, 1e-7, "running_mean after a step");
             tc_assert_tensor(rv, ev, 1e-6, 1e-7, "running_var after a step");
             free(xv);
-            amp_tensor_free(y);
-            amp_tensor_free(x);
+            test_free_tensors(y, x);
         }
         /* eval uses the running statistics and leaves them alone */
         amp_tensor *x = tc_randn_grad(&r, dt, 3, s, 1.0, false);
@@ -376,10 +346,7 @@ static void t_batch_norm_running(void **state) {
         tc_assert_tensor(rm, em, 1e-6, 1e-7, "running_mean unchanged by eval");
         tc_assert_tensor(rv, ev, 1e-6, 1e-7, "running_var unchanged by eval");
         free(xv);
-        amp_tensor_free(y);
-        amp_tensor_free(x);
-        amp_tensor_free(rm);
-        amp_tensor_free(rv);
+        test_free_tensors(y, x, rm, rv);
     }
     /* issue 12 item 4: non-finite batch statistics are never stored: an
        inf in x, or finite f32 values whose variance overflows (1e30^2) */
@@ -394,17 +361,13 @@ static void t_batch_norm_running(void **state) {
             if (!isfinite(mv) || !isfinite(vv))
                 fail_msg("%s: channel %lld running_mean %g running_var %g", k == 0 ? "inf in x" : "x = 1e30", (long long)ch, mv, vv);
         }
-        amp_tensor_free(yb);
-        amp_tensor_free(xb);
-        amp_tensor_free(rm);
-        amp_tensor_free(rv);
+        test_free_tensors(yb, xb, rm, rv);
     }
     /* training without running statistics is allowed (batch statistics only) */
     amp_tensor *x = tc_randn_grad(&r, AMP_F32, 2, AMP_SHAPE(4, 2), 1.0, false);
     amp_tensor *y = amp_batch_norm(x, NULL, NULL, NULL, NULL, true, 0.1, 1e-5);
     assert_non_null(y);
-    amp_tensor_free(y);
-    amp_tensor_free(x);
+    test_free_tensors(y, x);
 }
 
 /* ---- group_norm ---------------------------------------------------------------------------------- */
@@ -540,13 +503,8 @@ static void t_group_norm(void **state) {
             tc_assert_tensor(y, want, tc_rtol(dt, 1), dt == AMP_F32 ? 1e-5 : tc_rtol(dt, 2), what);
             amp_tensor *xs[3] = {x, w, b};
             tc_gradcheck(y, xs, 3, gn_ref, &c, gtol(dt, 1e-3, 20), gtol(dt, 1e-5, 10), what);
-            free(xv);
-            free(wv);
-            free(bv);
-            amp_tensor_free(y);
-            amp_tensor_free(x);
-            amp_tensor_free(w);
-            amp_tensor_free(b);
+            test_free_all(xv, wv, bv);
+            test_free_tensors(y, x, w, b);
         }
     }
 }
@@ -586,9 +544,7 @@ static void t_embedding(void **state) {
             amp_tensor *xs[1] = {w};
             tc_gradcheck(y, xs, 1, emb_ref, &c, gtol(dt, 1e-6, 2), gtol(dt, 1e-6, 2), "embedding grad");
             free(wv);
-            amp_tensor_free(y);
-            amp_tensor_free(ii);
-            amp_tensor_free(w);
+            test_free_tensors(y, ii, w);
         }
     }
     /* 0-d index -> [D]; empty index -> [0, D]; a transposed weight */
@@ -610,13 +566,7 @@ static void t_embedding(void **state) {
     amp_tensor_set(bad, (int64_t[]){1}, -1);
     tc_assert_fails(amp_embedding(w, bad), "amp_embedding: index -1 (element 1");
     free(wv);
-    amp_tensor_free(bad);
-    amp_tensor_free(ye);
-    amp_tensor_free(ie);
-    amp_tensor_free(y0);
-    amp_tensor_free(i0);
-    amp_tensor_free(wt);
-    amp_tensor_free(w);
+    test_free_tensors(bad, ye, ie, y0, i0, wt, w);
 }
 
 /* ---- PyTorch golden data ------------------------------------------------------------------------ */
@@ -635,8 +585,7 @@ static void gsm(golden_file *g, const char *cs, const char *xn, int dim, bool lo
     golden_backward(g, cs, y);
     snprintf(nm, sizeof nm, "%s/gx", cs);
     golden_assert(g, nm, amp_tensor_grad(x), 1e-5, 1e-6);
-    amp_tensor_free(y);
-    amp_tensor_free(x);
+    test_free_tensors(y, x);
 }
 
 static void t_golden(void **state) {
@@ -652,9 +601,7 @@ static void t_golden(void **state) {
         amp_tensor *y = amp_softmax(xb, 1);
         assert_int_equal(amp_tensor_dtype(y), AMP_BF16);
         golden_assert(g, "softmax_bf16/out", y, 8e-3, 1e-6); /* one bf16 rounding */
-        amp_tensor_free(y);
-        amp_tensor_free(xb);
-        amp_tensor_free(x);
+        test_free_tensors(y, xb, x);
     }
     /* layer norm */
     {
@@ -670,20 +617,13 @@ static void t_golden(void **state) {
         amp_tensor *yb = amp_layer_norm(xb, 1, wb, bb, 1e-5);
         assert_int_equal(amp_tensor_dtype(yb), AMP_BF16);
         golden_assert(g, "layer_norm_bf16/out", yb, 2e-2, 2e-2); /* torch rounds intermediates to bf16 too */
-        amp_tensor_free(yb);
-        amp_tensor_free(xb);
-        amp_tensor_free(wb);
-        amp_tensor_free(bb);
-        amp_tensor_free(x);
-        amp_tensor_free(w);
-        amp_tensor_free(b);
+        test_free_tensors(yb, xb, wb, bb, x, w, b);
         x = grec(g, "layer_norm2/x", true);
         y = amp_layer_norm(x, 2, NULL, NULL, 1e-3);
         golden_assert(g, "layer_norm2/out", y, 1e-5, 1e-5);
         golden_backward(g, "layer_norm2", y);
         golden_assert(g, "layer_norm2/gx", amp_tensor_grad(x), 1e-4, 1e-5);
-        amp_tensor_free(y);
-        amp_tensor_free(x);
+        test_free_tensors(y, x);
     }
     /* batch norm: training (with the running-stat update), eval, 1-d */
     for (int ev = 0; ev < 2; ev++) {
@@ -705,12 +645,7 @@ static void t_golden(void **state) {
         golden_assert(g, nm, amp_tensor_grad(w), 1e-5, 1e-5);
         snprintf(nm, sizeof nm, "%s/gb", cs);
         golden_assert(g, nm, amp_tensor_grad(b), 1e-5, 1e-5);
-        amp_tensor_free(y);
-        amp_tensor_free(x);
-        amp_tensor_free(w);
-        amp_tensor_free(b);
-        amp_tensor_free(rm);
-        amp_tensor_free(rv);
+        test_free_tensors(y, x, w, b, rm, rv);
     }
     {
         amp_tensor *x = grec(g, "batch_norm1d/x", true);
@@ -721,10 +656,7 @@ static void t_golden(void **state) {
         golden_assert(g, "batch_norm1d/rv_after", rv, 1e-6, 1e-7);
         golden_backward(g, "batch_norm1d", y);
         golden_assert(g, "batch_norm1d/gx", amp_tensor_grad(x), 1e-4, 1e-5);
-        amp_tensor_free(y);
-        amp_tensor_free(x);
-        amp_tensor_free(rm);
-        amp_tensor_free(rv);
+        test_free_tensors(y, x, rm, rv);
     }
     /* group norm */
     {
@@ -735,10 +667,7 @@ static void t_golden(void **state) {
         golden_assert(g, "group_norm/gx", amp_tensor_grad(x), 1e-4, 1e-5);
         golden_assert(g, "group_norm/gw", amp_tensor_grad(w), 1e-5, 1e-5);
         golden_assert(g, "group_norm/gb", amp_tensor_grad(b), 1e-5, 1e-5);
-        amp_tensor_free(y);
-        amp_tensor_free(x);
-        amp_tensor_free(w);
-        amp_tensor_free(b);
+        test_free_tensors(y, x, w, b);
     }
     /* embedding */
     {
@@ -747,9 +676,7 @@ static void t_golden(void **state) {
         golden_assert(g, "embedding/out", y, 0, 0);
         golden_backward(g, "embedding", y);
         golden_assert(g, "embedding/gw", amp_tensor_grad(w), 1e-6, 1e-7);
-        amp_tensor_free(y);
-        amp_tensor_free(w);
-        amp_tensor_free(ii);
+        test_free_tensors(y, w, ii);
     }
     golden_close(g);
 }

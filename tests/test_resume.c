@@ -42,8 +42,7 @@ static void resume_case(const char *name, const char *flags, int stop) {
     char a[1100], b[1100];
     snprintf(a, sizeof a, "%s/%s_straight", test_tmpdir, name);
     snprintf(b, sizeof b, "%s/%s_split", test_tmpdir, name);
-    free(train(0, "%s %s --checkpoint %s", common, flags, a));
-    free(train(0, "%s %s --stop-after %d --checkpoint %s", common, flags, stop, b));
+    test_free_all(train(0, "%s %s --checkpoint %s", common, flags, a), train(0, "%s %s --stop-after %d --checkpoint %s", common, flags, stop, b));
     free(train(0, "%s %s --resume %s", common, flags, b)); /* --checkpoint defaults to the resumed directory */
     test_assert_same_checkpoint(a, b, RESUME_SKIP, true);
 }
@@ -118,8 +117,7 @@ static void t_save_every_and_metrics(void **state) {
     assert_null(la);
     assert_null(lb);
     assert_int_equal(rows, 9); /* header + 8 steps, none twice */
-    free(ca);
-    free(cb);
+    test_free_all(ca, cb);
 }
 
 static void t_resume_refusals(void **state) {

@@ -61,8 +61,7 @@ static data_t make_data(void) {
 
 static void free_data(data_t *d) {
     for (int i = 0; i < 4; i++) {
-        amp_tensor_free(d->x[i]);
-        amp_tensor_free(d->y[i]);
+        test_free_tensors(d->x[i], d->y[i]);
     }
 }
 
@@ -426,8 +425,7 @@ static void t_errors(void **st) {
     assert_non_null(strstr(amp_last_error(), "FP16 gradients"));
     amp_clear_error();
     amp_optim_free(ho);
-    amp_tensor_free(hg);
-    amp_tensor_free(hp);
+    test_free_tensors(hg, hp);
     assert_null(amp_scaler_scale(sc, NULL));
     amp_clear_error();
     amp_scaler_free(sc);

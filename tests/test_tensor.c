@@ -61,8 +61,7 @@ static void t_errors(void **state) {
     amp_tensor *it = amp_tensor_arange(0, 3, 1, AMP_I64);
     assert_int_equal(amp_tensor_set_requires_grad(it, true), AMP_ERR_DTYPE);
     amp_clear_error();
-    amp_tensor_free(it);
-    amp_tensor_free(t);
+    test_free_tensors(it, t);
 }
 
 static void t_views(void **state) {
@@ -171,9 +170,7 @@ static void t_scope_and_memory(void **state) {
     amp_mem_stats m4 = amp_memory_stats();
     assert_true(m4.peak[AMP_MEM_DATA] >= m4.live[AMP_MEM_DATA] + (4u << 20));
     assert_true(m4.peak_total >= m4.live_total + (4u << 20));
-    amp_tensor_free(x);
-    amp_tensor_free(y);
-    amp_tensor_free(p);
+    test_free_tensors(x, y, p);
     assert_int_equal(amp_memory_stats().live_total, m1.live_total);
 
     /* freeing a scoped tensor early is fine; ending the wrong scope is an error */

@@ -171,8 +171,7 @@ static void t_shared_generator(void **st) {
     qsort(all, (size_t)total, sizeof(double), cmp_double);
     qsort(ref, (size_t)total, sizeof(double), cmp_double);
     assert_memory_equal(all, ref, sizeof(double) * (size_t)total);
-    free(all);
-    free(ref);
+    test_free_all(all, ref);
 }
 
 /* ---- memory counters ------------------------------------------------------------------------ */

@@ -27,8 +27,7 @@ static double train_acc(const char *args) {
     if (!p) fail_msg("no summary:\n%s", out);
     double acc = strtod(p + strlen("test accuracy"), NULL);
     print_message("amp %s: %.2f%%\n", full, acc);
-    free(out);
-    free(err);
+    test_free_all(out, err);
     return acc;
 }
 

@@ -360,6 +360,14 @@ amp_tensor *amp_test_randn(amp_dtype dt, int nd, const int64_t *shape, uint64_t 
     return t;
 }
 
+void test_free_tensors_n(amp_tensor *const *ts, size_t n) {
+    for (size_t i = 0; i < n; i++) amp_tensor_free(ts[i]);
+}
+
+void test_free_all_n(void *const *ps, size_t n) {
+    for (size_t i = 0; i < n; i++) free(ps[i]);
+}
+
 amp_module *test_gpt_new(const amp_gpt_config *c, uint64_t seed) {
     amp_generator g = amp_generator_make(seed);
     amp_module *m = amp_gpt_new(c, &g);

@@ -90,6 +90,14 @@ amp_tensor *amp_test_to(const amp_tensor *t, amp_device d);
  * amp's message where it returns NULL. */
 amp_module *test_gpt_new(const amp_gpt_config *c, uint64_t seed);
 
+/* The clean-up of a test in one line: amp_tensor_free on each tensor, or
+ * free on each block, in the order given. */
+#define test_free_tensors(...) \
+    test_free_tensors_n((amp_tensor *[]){__VA_ARGS__}, sizeof((amp_tensor *[]){__VA_ARGS__}) / sizeof(amp_tensor *))
+#define test_free_all(...) test_free_all_n((void *[]){__VA_ARGS__}, sizeof((void *[]){__VA_ARGS__}) / sizeof(void *))
+void test_free_tensors_n(amp_tensor *const *ts, size_t n);
+void test_free_all_n(void *const *ps, size_t n);
+
 /* A small independent PRNG for test inputs (splitmix64), not the library's. */
 typedef struct {
     uint64_t s;
