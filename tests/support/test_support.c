@@ -360,6 +360,21 @@ amp_tensor *amp_test_randn(amp_dtype dt, int nd, const int64_t *shape, uint64_t 
     return t;
 }
 
+double test_elem_get(const void *p, amp_dtype dt, int64_t i) {
+    if (dt == AMP_F32) return ((const float *)p)[i];
+    if (dt == AMP_F16) return amp_f16_to_f32(((const uint16_t *)p)[i]);
+    return amp_bf16_to_f32(((const uint16_t *)p)[i]);
+}
+
+void test_elem_set(void *p, amp_dtype dt, int64_t i, float v) {
+    if (dt == AMP_F32)
+        ((float *)p)[i] = v;
+    else if (dt == AMP_F16)
+        ((uint16_t *)p)[i] = amp_f32_to_f16(v);
+    else
+        ((uint16_t *)p)[i] = amp_f32_to_bf16(v);
+}
+
 void test_free_tensors_n(amp_tensor *const *ts, size_t n) {
     for (size_t i = 0; i < n; i++) amp_tensor_free(ts[i]);
 }

@@ -98,6 +98,11 @@ amp_module *test_gpt_new(const amp_gpt_config *c, uint64_t seed);
 void test_free_tensors_n(amp_tensor *const *ts, size_t n);
 void test_free_all_n(void *const *ps, size_t n);
 
+/* Element i of a raw f32, f16 or bf16 buffer (any other dt: read as bf16),
+ * as a value / set from a float with amp's round-to-nearest conversion. */
+double test_elem_get(const void *p, amp_dtype dt, int64_t i);
+void test_elem_set(void *p, amp_dtype dt, int64_t i, float v);
+
 /* A small independent PRNG for test inputs (splitmix64), not the library's. */
 typedef struct {
     uint64_t s;
