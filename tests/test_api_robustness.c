@@ -547,7 +547,8 @@ static int header_functions(char names[][64], int max) {
                 n++;
             }
         }
-        test_free_all(flat, s);
+        free(flat);
+        free(s);
     }
     return n;
 }

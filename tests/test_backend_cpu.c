@@ -144,4 +144,11 @@ static void t_memory_entries(void **state) {
     amp_tensor_free(t);
 }
 
-AMP_TEST_MAIN(t_gemm_gelu_epilogue, t_unknown_epilogue, t_memory_entries)
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(t_gemm_gelu_epilogue),
+        cmocka_unit_test(t_unknown_epilogue),
+        cmocka_unit_test(t_memory_entries),
+    };
+    return amp_test_run(tests);
+}

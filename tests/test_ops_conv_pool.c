@@ -360,7 +360,7 @@ static amp_tensor *distinct(test_rng *r, amp_dtype dt, int nd, const int64_t *s)
         double t = v[i];
         v[i] = v[j], v[j] = t;
     }
-    amp_tensor *t = tc_from_doubles(dt, nd, s, v);
+    amp_tensor *t = tc_from_values(dt, nd, s, v);
     free(v);
     assert_int_equal(amp_tensor_set_requires_grad(t, true), AMP_OK);
     return t;

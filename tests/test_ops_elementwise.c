@@ -125,7 +125,7 @@ static amp_tensor *rand_in(test_rng *r, amp_dtype dt, int ndim, const int64_t *s
         default: v[i] = test_rng_normal(r); break;
         }
     }
-    amp_tensor *t = tc_from_doubles(dt, ndim, shape, v);
+    amp_tensor *t = tc_from_values(dt, ndim, shape, v);
     free(v);
     return t;
 }

@@ -25,7 +25,7 @@ static amp_tensor *idx_tensor(const int64_t *v, amp_dtype dt, int nd, const int6
     for (int i = 0; i < nd; i++) n *= s[i];
     double *d = malloc(sizeof(double) * (size_t)(n ? n : 1));
     for (int64_t i = 0; i < n; i++) d[i] = (double)v[i];
-    amp_tensor *t = tc_from_doubles(dt, nd, s, d);
+    amp_tensor *t = tc_from_values(dt, nd, s, d);
     free(d);
     return t;
 }
@@ -99,7 +99,7 @@ static void t_cross_entropy(void **state) {
                     for (int li = 0; li < 2; li++) {
                         amp_tensor *x = tc_randn_grad(&r, dt, nd, s, 2.0, true);
                         amp_tensor *tg = idx_tensor(shapes[si].t, (ri + wi) % 2 ? AMP_I32 : AMP_I64, tnd, ts);
-                        amp_tensor *w = wi ? tc_from_doubles(AMP_F32, 1, AMP_SHAPE(5), cw) : NULL;
+                        amp_tensor *w = wi ? tc_from_values(AMP_F32, 1, AMP_SHAPE(5), cw) : NULL;
                         amp_loss_opts o = AMP_LOSS_DEFAULTS;
                         o.reduction = REDS[ri];
                         o.weight = w;
@@ -182,7 +182,7 @@ static void t_ce_edges(void **state) {
     test_free_tensors(lh, tg, xh);
     /* huge logits stay finite */
     double big[4] = {1e4, -1e4, 0, 5e3};
-    amp_tensor *xb = tc_from_doubles(AMP_F32, 2, AMP_SHAPE(1, 4), big);
+    amp_tensor *xb = tc_from_values(AMP_F32, 2, AMP_SHAPE(1, 4), big);
     const int64_t t1[1] = {1};
     tg = idx_tensor(t1, AMP_I64, 1, AMP_SHAPE(1));
     amp_tensor *lb = amp_cross_entropy(xb, tg, NULL);
@@ -201,7 +201,7 @@ static void t_nll_loss(void **state) {
             for (int wi = 0; wi < 2; wi++) {
                 amp_tensor *x = tc_randn_grad(&r, dt, 2, AMP_SHAPE(6, 5), 1.0, true);
                 amp_tensor *tg = idx_tensor(t6, wi ? AMP_I32 : AMP_I64, 1, AMP_SHAPE(6));
-                amp_tensor *w = wi ? tc_from_doubles(dt, 1, AMP_SHAPE(5), cw) : NULL;
+                amp_tensor *w = wi ? tc_from_values(dt, 1, AMP_SHAPE(5), cw) : NULL;
                 amp_loss_opts o = AMP_LOSS_DEFAULTS;
                 o.reduction = REDS[ri];
                 o.weight = w;
@@ -363,7 +363,7 @@ static void t_pointwise(void **state) {
     test_free_tensors(me, se, e);
     /* kl_div: target 0 contributes 0 (xlogy), not NaN */
     double in[2] = {-1, -2}, tg[2] = {0, 1};
-    amp_tensor *ki = tc_from_doubles(AMP_F32, 1, AMP_SHAPE(2), in), *kt = tc_from_doubles(AMP_F32, 1, AMP_SHAPE(2), tg);
+    amp_tensor *ki = tc_from_values(AMP_F32, 1, AMP_SHAPE(2), in), *kt = tc_from_values(AMP_F32, 1, AMP_SHAPE(2), tg);
     amp_tensor *kl = amp_kl_div(ki, kt, &o);
     assert_close(amp_tensor_item(kl), 2.0, 1e-7, 0, "kl_div with a zero target");
     test_free_tensors(kl, ki, kt);
@@ -382,7 +382,7 @@ static void t_bce_stable(void **state) {
     double y[6] = {0, 1, 1, 0, 0.5, 0};
     for (int di = 0; di < 3; di++) {
         amp_dtype dt = DTS[di];
-        amp_tensor *xt = tc_from_doubles(dt, 1, AMP_SHAPE(6), x), *yt = tc_from_doubles(dt, 1, AMP_SHAPE(6), y);
+        amp_tensor *xt = tc_from_values(dt, 1, AMP_SHAPE(6), x), *yt = tc_from_values(dt, 1, AMP_SHAPE(6), y);
         amp_tensor_set_requires_grad(xt, true);
         amp_loss_opts o = AMP_LOSS_DEFAULTS;
         o.reduction = AMP_REDUCTION_NONE;

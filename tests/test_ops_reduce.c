@@ -232,7 +232,7 @@ static void t_sum_large(void **state) {
         amp_dtype dt = DTS[di];
         double hi = dt == AMP_F16 ? 0.1 : 1.0; /* keep the f16 total below 65504 */
         for (int64_t i = 0; i < n; i++) v[i] = test_rng_range(&r, 0, hi);
-        amp_tensor *x = tc_from_doubles(dt, 1, &n, v);
+        amp_tensor *x = tc_from_values(dt, 1, &n, v);
         double *xv = tc_values(x), want = 0, part = 0;
         for (int64_t i = 0; i < n; i++) want += xv[i];
         /* what accumulating in the half type itself would give (first 10^5) */
@@ -311,7 +311,7 @@ static void t_prod(void **state) {
             v[27] = 0;
             v[31] = 0;
             v[35] = 0;
-            amp_tensor *x = tc_from_doubles(dt, 3, s, v);
+            amp_tensor *x = tc_from_values(dt, 3, s, v);
             amp_tensor_set_requires_grad(x, true);
             bool keep = dim % 2 == 0;
             amp_tensor *out = amp_prod(x, dim, keep);
@@ -392,7 +392,7 @@ static void t_max(void **state) {
         }
         /* ties: the first occurrence wins, and gets the whole gradient */
         double tv[8] = {1, 3, 3, 2, -1, -1, -1, -2};
-        amp_tensor *t = tc_from_doubles(dt, 2, AMP_SHAPE(2, 4), tv);
+        amp_tensor *t = tc_from_values(dt, 2, AMP_SHAPE(2, 4), tv);
         amp_tensor_set_requires_grad(t, true);
         amp_tensor *ti = NULL;
         amp_tensor *tm = amp_max(t, 1, false, &ti);
@@ -406,7 +406,7 @@ static void t_max(void **state) {
         test_free_tensors(sm, tm, ti, t);
         /* NaN propagates (the first NaN is the max) */
         double nv[4] = {1, NAN, 5, NAN};
-        amp_tensor *nt = tc_from_doubles(dt, 1, AMP_SHAPE(4), nv);
+        amp_tensor *nt = tc_from_values(dt, 1, AMP_SHAPE(4), nv);
         amp_tensor *ni = NULL;
         amp_tensor *nm = amp_max(nt, 0, false, &ni);
         assert_true(isnan(amp_tensor_item(nm)));
@@ -463,7 +463,7 @@ static void t_norm(void **state) {
     test_free_tensors(sn, n, z);
     /* p < 1: the gradient at a zero element is 0 (torch), not 0 * inf */
     double hv[3] = {0, 0, 1};
-    amp_tensor *h = tc_from_doubles(AMP_F32, 1, AMP_SHAPE(3), hv);
+    amp_tensor *h = tc_from_values(AMP_F32, 1, AMP_SHAPE(3), hv);
     amp_tensor_set_requires_grad(h, true);
     amp_tensor *hn = amp_norm(h, 0.5, NULL, 0, false);
     assert_int_equal(amp_backward(hn), AMP_OK);

@@ -88,7 +88,7 @@ static void t_softmax_extreme(void **state) {
     double v[8] = {1000, -1000, 0, 999, -1000, -1000, -999, -1000.5};
     for (int di = 0; di < 3; di++) {
         amp_dtype dt = DTS[di];
-        amp_tensor *x = tc_from_doubles(dt, 2, AMP_SHAPE(2, 4), v);
+        amp_tensor *x = tc_from_values(dt, 2, AMP_SHAPE(2, 4), v);
         double *xv = tc_values(x), want[8], lwant[8];
         sm_ctx c = {2, 4, 1, false}, cl = {2, 4, 1, true};
         const double *ins[1] = {xv};
@@ -105,21 +105,21 @@ static void t_softmax_extreme(void **state) {
     }
     /* softmax along a strided dim with huge values */
     double w[6] = {1e4, -1e4, 0, 1e4, 2e4, -3e4};
-    amp_tensor *x = tc_from_doubles(AMP_F32, 2, AMP_SHAPE(2, 3), w);
+    amp_tensor *x = tc_from_values(AMP_F32, 2, AMP_SHAPE(2, 3), w);
     amp_tensor *y = amp_softmax(x, 0);
     double want[6] = {0.5, 0, 1, 0.5, 1, 0};
     tc_assert_tensor(y, want, 1e-6, 0, "softmax dim 0 of +-1e4");
     amp_tensor_free(y);
     /* a row of -inf gives NaN (as torch) */
     double ninf[3] = {-INFINITY, -INFINITY, -INFINITY};
-    amp_tensor *xn = tc_from_doubles(AMP_F32, 1, AMP_SHAPE(3), ninf);
+    amp_tensor *xn = tc_from_values(AMP_F32, 1, AMP_SHAPE(3), ninf);
     amp_tensor *yn = amp_softmax(xn, 0);
     double *ynv = tc_values(yn);
     assert_true(isnan(ynv[0]));
     free(ynv);
     test_free_tensors(yn, xn);
     /* under autocast softmax is on the fp32 list: f16 in, f32 out */
-    amp_tensor *xh = tc_from_doubles(AMP_F16, 2, AMP_SHAPE(2, 4), v);
+    amp_tensor *xh = tc_from_values(AMP_F16, 2, AMP_SHAPE(2, 4), v);
     amp_autocast_enter(AMP_F16);
     amp_tensor *yh = amp_softmax(xh, -1);
     amp_autocast_exit();

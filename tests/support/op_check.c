@@ -5,12 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-amp_tensor *tc_from_doubles(amp_dtype dt, int ndim, const int64_t *shape, const double *v) {
+amp_tensor *tc_from_values(amp_dtype dt, int ndim, const int64_t *shape, const double *v) {
     amp_tensor *t = amp_tensor_empty(dt, ndim, shape);
     if (!t) fail_msg("tc: %s", amp_last_error());
+    int64_t n = amp_tensor_numel(t);
     amp_tensor *src = amp_tensor_borrow((void *)v, AMP_F64, ndim, shape);
     if (!src || amp_tensor_copy_(t, src) != AMP_OK) fail_msg("tc: %s", amp_last_error());
     amp_tensor_free(src);
+    (void)n;
     return t;
 }
 
@@ -19,7 +21,7 @@ amp_tensor *tc_randn(test_rng *r, amp_dtype dt, int ndim, const int64_t *shape, 
     for (int i = 0; i < ndim; i++) n *= shape[i];
     double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
     for (int64_t i = 0; i < n; i++) v[i] = scale * test_rng_normal(r);
-    amp_tensor *t = tc_from_doubles(dt, ndim, shape, v);
+    amp_tensor *t = tc_from_values(dt, ndim, shape, v);
     free(v);
     return t;
 }
@@ -29,7 +31,7 @@ amp_tensor *tc_uniform(test_rng *r, amp_dtype dt, int ndim, const int64_t *shape
     for (int i = 0; i < ndim; i++) n *= shape[i];
     double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
     for (int64_t i = 0; i < n; i++) v[i] = test_rng_range(r, lo, hi);
-    amp_tensor *t = tc_from_doubles(dt, ndim, shape, v);
+    amp_tensor *t = tc_from_values(dt, ndim, shape, v);
     free(v);
     return t;
 }

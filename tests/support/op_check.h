@@ -11,15 +11,14 @@
 amp_tensor *tc_randn(test_rng *r, amp_dtype dt, int ndim, const int64_t *shape, double scale);
 /* Uniform in [lo, hi). */
 amp_tensor *tc_uniform(test_rng *r, amp_dtype dt, int ndim, const int64_t *shape, double lo, double hi);
+/* A new CPU tensor of dtype dt holding v (row-major doubles, rounded to dt once). */
+amp_tensor *tc_from_values(amp_dtype dt, int ndim, const int64_t *shape, const double *v);
+/* All elements, row-major, as double (malloc'd; free it). */
+double *tc_values(const amp_tensor *t);
 /* tc_randn / tc_uniform, then amp_tensor_set_requires_grad(t, true) when
  * rg (asserted to succeed). */
 amp_tensor *tc_randn_grad(test_rng *r, amp_dtype dt, int ndim, const int64_t *shape, double scale, bool rg);
 amp_tensor *tc_uniform_grad(test_rng *r, amp_dtype dt, int ndim, const int64_t *shape, double lo, double hi, bool rg);
-/* A tensor of dtype dt holding v (row-major doubles, rounded to dt once).
- * Fails the test with amp's message if it cannot be made. */
-amp_tensor *tc_from_doubles(amp_dtype dt, int ndim, const int64_t *shape, const double *v);
-/* All elements, row-major, as double (malloc'd; free it). */
-double *tc_values(const amp_tensor *t);
 
 /* Relative tolerance for results stored in dt: f32 1e-5, f16 ~1e-3, bf16 ~8e-3
  * (one rounding of the output) times factor. */
