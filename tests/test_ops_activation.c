@@ -50,20 +50,6 @@ static amp_tensor *call(int op, amp_tensor *x, amp_tensor *w, const double *prm)
     return NULL;
 }
 
-/* ---- helpers ----------------------------------------------------------------------------------------- */
-static int64_t numel_of(int ndim, const int64_t *shape) {
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= shape[i];
-    return n;
-}
-
-static double round_to(amp_dtype dt, double v) {
-    amp_tensor *t = amp_tensor_full(dt, 0, NULL, v);
-    double r = amp_tensor_item(t);
-    amp_tensor_free(t);
-    return r;
-}
-
 typedef struct {
     int op;
     double prm[2];
@@ -74,7 +60,7 @@ typedef struct {
 
 static void ref_fn(const double *const *in, double *out, void *vc) {
     actx *c = vc;
-    int64_t n = numel_of(c->ndim, c->shape);
+    int64_t n = tc_numel(c->ndim, c->shape);
     int64_t inner = 1;
     for (int d = 2; d < c->ndim; d++) inner *= c->shape[d];
     for (int64_t i = 0; i < n; i++) {
@@ -373,7 +359,7 @@ static void t_dropout_statistics(void **state) {
                 if (vy[i] == 0.0) {
                     zeros++;
                 } else {
-                    double want = round_to(dt, (float)vx[i] / keep); /* exactly x / (1-p), rounded once */
+                    double want = tc_round_to(dt, (float)vx[i] / keep); /* exactly x / (1-p), rounded once */
                     if (vy[i] != want)
                         fail_msg("dropout p=%g %s: kept element %lld is %.9g, expected %.9g", p, amp_dtype_name(dt),
                                  (long long)i, vy[i], want);
@@ -488,7 +474,7 @@ static void t_dropout_backward_and_modes(void **state) {
         for (int64_t i = 0; i < n; i++) {
             bool kept = vm[i] != 0;
             if (kept != (vy[i] != 0) && vx[i] != 0) fail_msg("dropout %s: mask differs between calls with one seed", amp_dtype_name(dt));
-            double want = kept ? round_to(dt, dt == AMP_F64 ? vu[i] / 0.75 : (float)vu[i] / keep) : 0.0;
+            double want = kept ? tc_round_to(dt, dt == AMP_F64 ? vu[i] / 0.75 : (float)vu[i] / keep) : 0.0;
             if (vg[i] != want)
                 fail_msg("dropout %s backward: element %lld: %g, expected %g (same mask as the forward)", amp_dtype_name(dt),
                          (long long)i, vg[i], want);

@@ -106,15 +106,8 @@ static amp_tensor *call(int op, amp_tensor *const *in, const double *prm) {
     return NULL;
 }
 
-/* ---- helpers ------------------------------------------------------------------------------------- */
-static int64_t numel_of(int ndim, const int64_t *shape) {
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= shape[i];
-    return n;
-}
-
 static amp_tensor *rand_in(test_rng *r, amp_dtype dt, int ndim, const int64_t *shape, int dom) {
-    int64_t n = numel_of(ndim, shape);
+    int64_t n = tc_numel(ndim, shape);
     double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
     for (int64_t i = 0; i < n; i++) {
         switch (dom) {
@@ -128,14 +121,6 @@ static amp_tensor *rand_in(test_rng *r, amp_dtype dt, int ndim, const int64_t *s
     amp_tensor *t = tc_from_values(dt, ndim, shape, v);
     free(v);
     return t;
-}
-
-/* v rounded to dt (as a one-element tensor of dt holds it) */
-static double round_to(amp_dtype dt, double v) {
-    amp_tensor *t = amp_tensor_full(dt, 0, NULL, v);
-    double r = amp_tensor_item(t);
-    amp_tensor_free(t);
-    return r;
 }
 
 /* Flat index into an input of (ndim, shape) broadcast to the output. */
@@ -164,7 +149,7 @@ typedef struct {
 
 static void ref_fn(const double *const *inputs, double *out, void *vc) {
     rctx *c = vc;
-    int64_t on = numel_of(c->ond, c->oshape);
+    int64_t on = tc_numel(c->ond, c->oshape);
     for (int64_t o = 0; o < on; o++) {
         double v[3];
         for (int k = 0; k < c->nin; k++) v[k] = inputs[k][bcast_index(o, c->ond, c->oshape, c->ndim[k], c->shape[k])];
@@ -226,8 +211,8 @@ static void run_case(int op, const double *prm_in, const amp_dtype *dts, const i
     }
     double prm[2] = {prm_in ? prm_in[0] : 0, prm_in ? prm_in[1] : 0};
     if (op == OP_CLAMP) { /* torch compares with the bounds in x's dtype */
-        prm[0] = round_to(dts[0], prm[0]);
-        prm[1] = round_to(dts[0], prm[1]);
+        prm[0] = tc_round_to(dts[0], prm[0]);
+        prm[1] = tc_round_to(dts[0], prm[1]);
     }
     char what[160];
     snprintf(what, sizeof what, "%s(%s%s%s%s%s)", op_name[op], amp_dtype_name(dts[0]), nin > 1 ? "," : "",
@@ -343,7 +328,7 @@ static void t_broadcast_shapes(void **state) {
                 check_forward(op, NULL, in, out, tc_rtol(dt, 1.0), 1e-6, what);
                 amp_tensor_free(out);
                 /* gradients on the small cases */
-                if (numel_of(cases[i].ond, cases[i].os) <= 600 && d == 0) {
+                if (tc_numel(cases[i].ond, cases[i].os) <= 600 && d == 0) {
                     for (int k = 0; k < 2; k++) amp_tensor_set_requires_grad(in[k], true);
                     out = call(op, in, NULL);
                     rctx c = make_ctx(op, NULL, in, out);
@@ -494,7 +479,7 @@ static void t_dtypes(void **state) {
                          amp_dtype_name(zd[i].want));
             /* the zero-dim operand enters unrounded: f16(1.5 * 0.1) from f32/f64 0.1 */
             if (op == OP_MUL && zd[i].nda == 1 && zd[i].ndb == 0) {
-                double want = round_to(zd[i].want, 1.5f * (float)round_to(zd[i].b, 0.1));
+                double want = tc_round_to(zd[i].want, 1.5f * (float)tc_round_to(zd[i].b, 0.1));
                 amp_tensor *y0 = amp_slice(y, 0, 0, 1, 1);
                 assert_true(amp_tensor_item(y0) == want);
                 amp_tensor_free(y0);
@@ -523,7 +508,7 @@ static void t_dtypes(void **state) {
                     float xf = (float)vx[k], s = 2.5f;
                     float w = op == OP_ADD_S ? xf + s : op == OP_SUB_S ? xf - s : op == OP_RSUB_S ? s - xf
                             : op == OP_MUL_S ? xf * s : xf / s;
-                    want = round_to(fl[i], w);
+                    want = tc_round_to(fl[i], w);
                 }
                 if (vy[k] != want) fail_msg("%s(%s) element %d: %.9g, expected %.9g", op_name[op], amp_dtype_name(fl[i]), k, vy[k], want);
             }
@@ -825,7 +810,7 @@ static void t_iterator_vs_reference(void **state) {
         for (int d = 0; d < ndim; d++) shape[d] = 1 + (int64_t)(test_rng_u32(&r) % 6);
         if (trial % 5 == 0) shape[ndim - 1] = 700 + (int64_t)(test_rng_u32(&r) % 700); /* rows longer than a tile */
         if (trial % 7 == 0) shape[0] = 300 + (int64_t)(test_rng_u32(&r) % 50);        /* many short rows */
-        int64_t n = numel_of(ndim, shape);
+        int64_t n = tc_numel(ndim, shape);
         amp_ew_operand in[AMP_EW_MAX_IN];
         void *bufs[AMP_EW_MAX_IN] = {0};
         for (int k = 0; k < nin; k++) {

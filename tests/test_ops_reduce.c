@@ -17,12 +17,6 @@
 
 static const amp_dtype DTS[3] = {AMP_F32, AMP_F16, AMP_BF16};
 
-static int64_t numel(int nd, const int64_t *s) {
-    int64_t n = 1;
-    for (int i = 0; i < nd; i++) n *= s[i];
-    return n;
-}
-
 /* ---- float64 references ---------------------------------------------------------------- */
 enum { K_SUM, K_MEAN, K_NORM, K_PROD, K_CUMSUM, K_MAX };
 
@@ -67,7 +61,7 @@ static void split(const rctx *c, int64_t *outer, int64_t *len, int64_t *inner) {
 static void ref(const double *const *in, double *out, void *vc) {
     const rctx *c = vc;
     const double *x = in[0];
-    int64_t n = numel(c->nd, c->shape);
+    int64_t n = tc_numel(c->nd, c->shape);
     if (c->kind <= K_NORM) {
         int64_t on = red_out_numel(c);
         double cnt = (double)n / (double)(on ? on : 1);
@@ -111,7 +105,7 @@ static void ref(const double *const *in, double *out, void *vc) {
 static void check_fwd(const amp_tensor *out, amp_tensor *x, rctx *c, double rtol, double atol, const char *what) {
     double *xv = tc_values(x);
     int64_t on = amp_tensor_numel(out);
-    double *want = calloc((size_t)(numel(c->nd, c->shape) + 1), sizeof(double));
+    double *want = calloc((size_t)(tc_numel(c->nd, c->shape) + 1), sizeof(double));
     const double *ins[1] = {xv};
     ref(ins, want, c);
     tc_assert_tensor(out, want, rtol, atol, what);
@@ -487,12 +481,7 @@ static void golden_unary(golden_file *g, const char *cs, const char *xname, unar
     amp_tensor *x = golden_tensor(g, xname);
     amp_tensor_set_requires_grad(x, true);
     amp_tensor *out = f(x, ctx);
-    char nm[96];
-    snprintf(nm, sizeof nm, "%s/out", cs);
-    golden_assert(g, nm, out, 1e-5, 1e-6);
-    golden_backward(g, cs, out);
-    snprintf(nm, sizeof nm, "%s/gx", cs);
-    golden_assert(g, nm, amp_tensor_grad(x), 1e-5, 1e-6);
+    golden_assert_out_gx(g, cs, out, x, 1e-5, 1e-6);
     test_free_tensors(out, x);
 }
 

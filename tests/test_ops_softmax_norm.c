@@ -579,12 +579,7 @@ static amp_tensor *grec(golden_file *g, const char *name, bool rg) {
 static void gsm(golden_file *g, const char *cs, const char *xn, int dim, bool log) {
     amp_tensor *x = grec(g, xn, true);
     amp_tensor *y = log ? amp_log_softmax(x, dim) : amp_softmax(x, dim);
-    char nm[96];
-    snprintf(nm, sizeof nm, "%s/out", cs);
-    golden_assert(g, nm, y, 1e-5, 1e-6);
-    golden_backward(g, cs, y);
-    snprintf(nm, sizeof nm, "%s/gx", cs);
-    golden_assert(g, nm, amp_tensor_grad(x), 1e-5, 1e-6);
+    golden_assert_out_gx(g, cs, y, x, 1e-5, 1e-6);
     test_free_tensors(y, x);
 }
 

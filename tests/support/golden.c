@@ -117,6 +117,16 @@ void golden_backward(golden_file *g, const char *case_name, amp_tensor *out) {
     }
 }
 
+void golden_assert_out_gx(golden_file *g, const char *case_name, amp_tensor *out, const amp_tensor *x, double rtol,
+                          double atol) {
+    char nm[160];
+    snprintf(nm, sizeof nm, "%s/out", case_name);
+    golden_assert(g, nm, out, rtol, atol);
+    golden_backward(g, case_name, out);
+    snprintf(nm, sizeof nm, "%s/gx", case_name);
+    golden_assert(g, nm, amp_tensor_grad(x), rtol, atol);
+}
+
 static amp_tensor *record(golden_file *g, const char *case_name, const char *suffix, char *name, size_t cap) {
     snprintf(name, cap, "%s.%s", case_name, suffix);
     return golden_has(g, name) ? golden_tensor(g, name) : NULL;

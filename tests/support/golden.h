@@ -22,6 +22,10 @@ void golden_assert(golden_file *g, const char *name, const amp_tensor *t, double
  * ones (amp_backward) when the case has no such record. */
 void golden_backward(golden_file *g, const char *case_name, amp_tensor *out);
 const char *golden_name(golden_file *g, int i);
+/* The usual case: out against "<case>/out", golden_backward(g, case, out),
+ * then x's gradient against "<case>/gx"; within rtol and atol both. */
+void golden_assert_out_gx(golden_file *g, const char *case_name, amp_tensor *out, const amp_tensor *x, double rtol,
+                          double atol);
 
 /* One op's case replayed against PyTorch's records, named "<case>.<suffix>":
  * inputs in0, in1, ... (nin of them; 0: as many as the file holds, at most

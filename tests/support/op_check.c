@@ -49,6 +49,19 @@ amp_tensor *tc_uniform_grad(test_rng *r, amp_dtype dt, int ndim, const int64_t *
     return requiring_grad(tc_uniform(r, dt, ndim, shape, lo, hi), rg);
 }
 
+int64_t tc_numel(int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    return n;
+}
+
+double tc_round_to(amp_dtype dt, double v) {
+    amp_tensor *t = amp_tensor_full(dt, 0, NULL, v);
+    double r = amp_tensor_item(t);
+    amp_tensor_free(t);
+    return r;
+}
+
 double *tc_values(const amp_tensor *t) {
     int64_t n = amp_tensor_numel(t);
     double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));

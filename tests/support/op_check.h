@@ -20,6 +20,10 @@ double *tc_values(const amp_tensor *t);
 amp_tensor *tc_randn_grad(test_rng *r, amp_dtype dt, int ndim, const int64_t *shape, double scale, bool rg);
 amp_tensor *tc_uniform_grad(test_rng *r, amp_dtype dt, int ndim, const int64_t *shape, double lo, double hi, bool rg);
 
+/* Elements of a shape; v rounded to dt (as a one-element tensor of dt holds it). */
+int64_t tc_numel(int ndim, const int64_t *shape);
+double tc_round_to(amp_dtype dt, double v);
+
 /* Relative tolerance for results stored in dt: f32 1e-5, f16 ~1e-3, bf16 ~8e-3
  * (one rounding of the output) times factor. */
 double tc_rtol(amp_dtype dt, double factor);
