@@ -672,10 +672,8 @@ static void t_golden(void **state) {
     static const char *names[] = {"conv2d",   "conv2d_groups",     "conv2d_1x1",    "conv2d_unbatched",
                                   "conv1d",   "max_pool",          "max_pool_ceil_dil", "avg_pool_ceil",
                                   "avg_pool_ceil_excl", "avg_pool_default", "adaptive", "adaptive_up", "bf16_conv2d", "bf16_conv1d", "bf16_max_pool", "bf16_avg_pool_ceil", "bf16_adaptive"};
-    golden_file *gf = golden_open("golden_matmul_conv.bin");
     const golden_op_case c = {"out", "gout", 0, gold_call, NULL, golden_tol_bf16_ulp};
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++) golden_replay(gf, names[i], &c);
-    golden_close(gf);
+    golden_replay_all("golden_matmul_conv.bin", names, sizeof names / sizeof *names, &c);
 }
 
 /* ---- bad input ---------------------------------------------------------------------------------------- */

@@ -661,10 +661,8 @@ static void t_golden(void **state) {
     static const char *names[] = {"mm",         "matmul_dot",  "matmul_mv",   "matmul_vm", "matmul_bcast",
                                   "matmul_3d2d", "matmul_1d3d", "matmul_3d1d", "bmm",       "linear",
                                   "linear_1d_nobias", "addmm",  "baddbmm",     "dot", "bf16_mm", "bf16_bmm", "bf16_linear"};
-    golden_file *gf = golden_open("golden_matmul_conv.bin");
     const golden_op_case c = {"out", "gout", 0, gold_call, NULL, golden_tol_bf16_ulp};
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++) golden_replay(gf, names[i], &c);
-    golden_close(gf);
+    golden_replay_all("golden_matmul_conv.bin", names, sizeof names / sizeof *names, &c);
 }
 
 /* ---- bad input ------------------------------------------------------------------------------------- */

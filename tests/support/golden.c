@@ -181,6 +181,12 @@ void golden_replay(golden_file *g, const char *case_name, const golden_op_case *
     amp_scope_end(s);
 }
 
+void golden_replay_all(const char *file, const char *const *names, size_t n, const golden_op_case *c) {
+    golden_file *g = golden_open(file);
+    for (size_t i = 0; i < n; i++) golden_replay(g, names[i], c);
+    golden_close(g);
+}
+
 void golden_tol_bf16_ulp(amp_dtype in0, amp_dtype out, double t[4]) {
     (void)in0;
     bool bf = out == AMP_BF16;

@@ -44,6 +44,8 @@ typedef struct {
     void (*tol)(amp_dtype in0, amp_dtype out, double t[4]);
 } golden_op_case;
 void golden_replay(golden_file *g, const char *case_name, const golden_op_case *c);
+/* golden_replay of each of the n cases named, from tests/data/<file>. */
+void golden_replay_all(const char *file, const char *const *names, size_t n, const golden_op_case *c);
 /* Tolerances for golden_op_case.tol. bf16_ulp: f32 1e-5; a bf16 output (PyTorch's
  * kernels round the same f32 sums once, but may sum in another order) one
  * bf16 ulp, rtol 8e-3 and atol 4e-3; output and gradients alike. rounded:
