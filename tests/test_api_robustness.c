@@ -412,10 +412,8 @@ static void bank_make(api_bank *b) {
     for (int i = 0; i < 6; i++) b->mis[i] = tensor_of(AMP_F32, ranks[i], shapes[i], i == 0);
     b->gen = amp_generator_make(1);
     b->module = amp_nn_linear(3, 4, true, &b->gen);
-    amp_tensor *ps[2];
-    amp_module_parameters(b->module, ps, NULL, 2);
     amp_optim_opts oo = amp_adamw_opts(1e-3);
-    b->optim = amp_optim_new(ps, 2, &oo);
+    b->optim = test_optim_new(b->module, &oo);
     b->scaler = amp_scaler_new(NULL);
     b->ds.n = 4;
     b->ds.h = b->ds.w = 2;

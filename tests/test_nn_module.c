@@ -303,10 +303,8 @@ static void rig_make(lm_rig *r, uint64_t seed) {
     amp_generator g = amp_generator_make(seed);
     r->m = tiny_lm_new(&CFG, &g);
     assert_non_null(r->m);
-    amp_tensor *ps[64];
-    int n = amp_module_parameters(r->m, ps, NULL, 64);
     amp_optim_opts o = amp_adamw_opts(3e-3);
-    r->opt = amp_optim_new(ps, n, &o);
+    r->opt = test_optim_new(r->m, &o);
     r->sc = amp_scaler_new(&(amp_scaler_opts){.init_scale = 1024, .growth_interval = 2});
     assert_true(r->opt && r->sc);
 }

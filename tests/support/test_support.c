@@ -375,6 +375,15 @@ void test_elem_set(void *p, amp_dtype dt, int64_t i, float v) {
         ((uint16_t *)p)[i] = amp_f32_to_bf16(v);
 }
 
+amp_optim *test_optim_new(amp_module *m, const amp_optim_opts *o) {
+    amp_tensor *ps[256];
+    int n = amp_module_parameters(m, ps, NULL, 256);
+    if (n < 0 || n > 256) fail_msg("test_optim_new: %d parameters", n);
+    amp_optim *opt = amp_optim_new(ps, n, o);
+    if (!opt) fail_msg("amp_optim_new: %s", amp_last_error());
+    return opt;
+}
+
 void test_free_tensors_n(amp_tensor *const *ts, size_t n) {
     for (size_t i = 0; i < n; i++) amp_tensor_free(ts[i]);
 }

@@ -90,6 +90,10 @@ amp_tensor *amp_test_to(const amp_tensor *t, amp_device d);
  * amp's message where it returns NULL. */
 amp_module *test_gpt_new(const amp_gpt_config *c, uint64_t seed);
 
+/* amp_optim_new(ps, n, o) over all of m's parameters (at most 256); fails
+ * the test with amp's message where it returns NULL. */
+amp_optim *test_optim_new(amp_module *m, const amp_optim_opts *o);
+
 /* The clean-up of a test in one line: amp_tensor_free on each tensor, or
  * free on each block, in the order given. */
 #define test_free_tensors(...) \
