@@ -149,12 +149,9 @@ static void check_logits(golden_file *gf, const char *prefix, const amp_tensor *
         return;
     }
     /* vocab 50257: logsumexp over the vocabulary and 256 sampled columns */
-    snprintf(r, sizeof r, "%slogits_lse", prefix);
-    amp_tensor *lse = golden_tensor(gf, r);
-    snprintf(r, sizeof r, "%slogits_idx", prefix);
-    amp_tensor *idx = golden_tensor(gf, r);
-    snprintf(r, sizeof r, "%slogits_at", prefix);
-    amp_tensor *at = golden_tensor(gf, r);
+    amp_tensor *lse = golden_tensorf(gf, "%slogits_lse", prefix);
+    amp_tensor *idx = golden_tensorf(gf, "%slogits_idx", prefix);
+    amp_tensor *at = golden_tensorf(gf, "%slogits_at", prefix);
     double *lv = tc_values(logits), *wl = tc_values(lse), *wa = tc_values(at), *iv = tc_values(idx);
     int64_t rows = amp_tensor_numel(lse), V = amp_tensor_numel(logits) / rows, k = amp_tensor_numel(idx);
     double worst = 0, scale = 0, dmax = 0;
@@ -227,12 +224,9 @@ static void adamw_steps(gpt *g, golden_file *gf, amp_tensor *x, amp_tensor *y, c
     }
     assert_int_equal(nd, 4 * g->n_layer + (emb ? 2 : 0));
     char r[160];
-    snprintf(r, sizeof r, "adamw.%s.loss", grouping);
-    amp_tensor *wls = golden_tensor(gf, r);
-    snprintf(r, sizeof r, "adamw.%s.lr", grouping);
-    amp_tensor *wlr = golden_tensor(gf, r);
-    snprintf(r, sizeof r, "adamw.%s.grad_norm", grouping);
-    amp_tensor *wgn = golden_tensor(gf, r);
+    amp_tensor *wls = golden_tensorf(gf, "adamw.%s.loss", grouping);
+    amp_tensor *wlr = golden_tensorf(gf, "adamw.%s.lr", grouping);
+    amp_tensor *wgn = golden_tensorf(gf, "adamw.%s.grad_norm", grouping);
     double *wlv = tc_values(wls), *wlrv = tc_values(wlr), *wgv = tc_values(wgn), worst = 0;
     for (int it = 0; it < 10; it++) {
         amp_scope *s = amp_scope_begin();

@@ -692,12 +692,9 @@ static void t_update_matches_torch(void **st) {
         snprintf(name, sizeof name, "case%d.params", c);
         if (!golden_has(gf, name)) break;
         amp_tensor *pt = golden_tensor(gf, name);
-        snprintf(name, sizeof name, "case%d.found", c);
-        amp_tensor *ft = golden_tensor(gf, name);
-        snprintf(name, sizeof name, "case%d.scale", c);
-        amp_tensor *st_ = golden_tensor(gf, name);
-        snprintf(name, sizeof name, "case%d.tracker", c);
-        amp_tensor *tt = golden_tensor(gf, name);
+        amp_tensor *ft = golden_tensorf(gf, "case%d.found", c);
+        amp_tensor *st_ = golden_tensorf(gf, "case%d.scale", c);
+        amp_tensor *tt = golden_tensorf(gf, "case%d.tracker", c);
         const double *prm = amp_tensor_data(pt);
         amp_scaler *sc = amp_scaler_new(&(amp_scaler_opts){
             .init_scale = prm[0], .growth_factor = prm[1], .backoff_factor = prm[2], .growth_interval = (int64_t)prm[3]});

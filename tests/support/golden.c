@@ -1,5 +1,6 @@
 #include "golden.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +91,15 @@ amp_tensor *golden_tensor(golden_file *g, const char *record) {
     amp_tensor *t = amp_tensor_from_data(r->data, r->dt, r->ndim, r->shape);
     if (!t) fail_msg("golden: %s: %s", record, amp_last_error());
     return t;
+}
+
+amp_tensor *golden_tensorf(golden_file *g, const char *fmt, ...) {
+    char name[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    return golden_tensor(g, name);
 }
 
 int golden_count(golden_file *g) { return g->n; }

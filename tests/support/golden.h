@@ -14,6 +14,8 @@ void golden_close(golden_file *g);
  * when the record is missing. */
 amp_tensor *golden_tensor(golden_file *g, const char *record);
 bool golden_has(golden_file *g, const char *record);
+/* golden_tensor of the record named by printf(fmt, ...). */
+amp_tensor *golden_tensorf(golden_file *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Number of records and the i-th record's name. */
 int golden_count(golden_file *g);
 /* Fails the test unless t's values match record `name` (|t-w| <= atol + rtol|w|). */
