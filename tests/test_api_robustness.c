@@ -412,10 +412,8 @@ static void bank_make(api_bank *b) {
     for (int i = 0; i < 6; i++) b->mis[i] = tensor_of(AMP_F32, ranks[i], shapes[i], i == 0);
     b->gen = amp_generator_make(1);
     b->module = amp_nn_linear(3, 4, true, &b->gen);
-    amp_tensor *ps[2];
-    amp_module_parameters(b->module, ps, NULL, 2);
     amp_optim_opts oo = amp_adamw_opts(1e-3);
-    b->optim = amp_optim_new(ps, 2, &oo);
+    b->optim = test_optim_new(b->module, &oo);
     b->scaler = amp_scaler_new(NULL);
     b->ds.n = 4;
     b->ds.h = b->ds.w = 2;
@@ -467,13 +465,9 @@ static void bank_make(api_bank *b) {
 static void bank_free(api_bank *b) {
     amp_ddp_free(b->ddp);
     for (int i = 0; i < 6; i++) {
-        amp_tensor_free(b->f32[i]);
-        amp_tensor_free(b->f16[i]);
-        amp_tensor_free(b->mis[i]);
+        test_free_tensors(b->f32[i], b->f16[i], b->mis[i]);
     }
-    amp_tensor_free(b->i64);
-    amp_tensor_free(b->d0);
-    amp_tensor_free(b->d5);
+    test_free_tensors(b->i64, b->d0, b->d5);
     amp_optim_free(b->optim);
     amp_module_free(b->module);
     amp_scaler_free(b->scaler);
@@ -710,11 +704,6 @@ static int group_teardown(void **state) {
 
 int main(void) {
     setenv("AMP_DEBUG", "1", 1); /* dead handles are checked (variant "freed tensors") */
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_table_covers_headers),
-        cmocka_unit_test(t_walk),
-        cmocka_unit_test(t_invalid_category_then_alloc),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return AMP_TEST_RUN_FIXTURES(group_setup, group_teardown, t_table_covers_headers, t_walk,
+                                 t_invalid_category_then_alloc);
 }

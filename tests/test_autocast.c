@@ -216,10 +216,7 @@ static void t_every_op(void **st) {
         }
     }
     assert_true(checked >= 2 * 2 * (AMP_OP_COUNT - 1));
-    amp_tensor_free(g_target);
-    amp_tensor_free(g_index);
-    amp_tensor_free(g_gather);
-    amp_tensor_free(g_mask);
+    test_free_tensors(g_target, g_index, g_gather, g_mask);
 }
 
 static void t_passthrough(void **st) {
@@ -287,9 +284,7 @@ static void *thread_fn(void *p) {
     if (t->use_region) amp_autocast_exit();
     amp_tensor *m2 = amp_mm(a, a);
     t->seen_outside = amp_tensor_dtype(m2);
-    amp_tensor_free(m);
-    amp_tensor_free(m2);
-    amp_tensor_free(a);
+    test_free_tensors(m, m2, a);
     return NULL;
 }
 
@@ -470,15 +465,8 @@ static void t_docs_current(void **st) {
         for (char *p = strstr(doc, needle); p; p = strstr(p + 1, needle)) count++;
         if (count != 2) fail_msg("op %s appears %d times in docs/autocast.md (expected once per table)", amp__op_table[op].name, count);
     }
-    free(doc);
-    free(buf);
+    test_free_all(doc, buf);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_every_op), cmocka_unit_test(t_passthrough),   cmocka_unit_test(t_nesting),
-        cmocka_unit_test(t_threads),  cmocka_unit_test(t_cache),         cmocka_unit_test(t_cache_no_grad), cmocka_unit_test(t_cache_survives_backward),
-        cmocka_unit_test(t_override_and_cpu_table), cmocka_unit_test(t_docs_current),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_every_op, t_passthrough, t_nesting, t_threads, t_cache, t_cache_no_grad, t_cache_survives_backward,
+              t_override_and_cpu_table, t_docs_current)

@@ -167,8 +167,7 @@ static void t_views_backward(void **state) {
     /* f[k*3 + i] = L[1][i]; grad L[1][i] = sum_k (k*3 + i + 1) = 4(i+1) + 18 */
     expect_grad(L, (double[]){0, 0, 0, 22, 26, 30}, "transpose/expand/slice/flatten");
     amp_scope_end(s);
-    amp_tensor_free(m);
-    amp_tensor_free(L);
+    test_free_tensors(m, L);
 }
 
 static void t_graph_memory_freed(void **state) {
@@ -344,14 +343,6 @@ static void t_version_counter(void **state) {
     amp_scope_end(s);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_diamond),          cmocka_unit_test(t_used_twice_and_accumulate),
-        cmocka_unit_test(t_retain_and_double_backward), cmocka_unit_test(t_half_cast_gives_f32_grad),
-        cmocka_unit_test(t_no_grad),          cmocka_unit_test(t_f64_accumulates_in_double),          cmocka_unit_test(t_views_backward),
-        cmocka_unit_test(t_graph_memory_freed), cmocka_unit_test(t_errors),
-        cmocka_unit_test(t_inplace_after_save), cmocka_unit_test(t_second_backward_without_saved),
-        cmocka_unit_test(t_version_counter),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_diamond, t_used_twice_and_accumulate, t_retain_and_double_backward, t_half_cast_gives_f32_grad,
+              t_no_grad, t_f64_accumulates_in_double, t_views_backward, t_graph_memory_freed, t_errors,
+              t_inplace_after_save, t_second_backward_without_saved, t_version_counter)

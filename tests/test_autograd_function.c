@@ -74,8 +74,7 @@ static void reference_grads(amp_tensor *a, amp_tensor *b, amp_tensor *w, double 
     *ga = tc_values(g[0]);
     *gb = tc_values(g[1]);
     amp_scope_end(s);
-    amp_tensor_free(la);
-    amp_tensor_free(lb);
+    test_free_tensors(la, lb);
 }
 
 static void t_gradients_and_autocast_states(void **s) {
@@ -103,8 +102,7 @@ static void t_gradients_and_autocast_states(void **s) {
     double *ga = tc_values(amp_tensor_grad(a)), *gb = tc_values(amp_tensor_grad(b));
     tc_assert_close_n(ga, ra, 12, 1e-6, 1e-6, "MyMM grad a");
     tc_assert_close_n(gb, rb, 20, 1e-6, 1e-6, "MyMM grad b");
-    free(ga);
-    free(gb);
+    test_free_all(ga, gb);
 
     /* 2. custom_fwd without cast_inputs inside f16 autocast: forward runs
      *    under autocast (mm gives f16), backward under the same state (custom_bwd) */
@@ -154,8 +152,7 @@ static void t_gradients_and_autocast_states(void **s) {
     y = amp_function_apply(&MyMM32, (amp_tensor *[]){a16, b16}, 2, NULL);
     assert_int_equal(g_probe.in_dtype[0], AMP_F16);
     assert_int_equal(amp_tensor_dtype(y), AMP_F16);
-    free(ra);
-    free(rb);
+    test_free_all(ra, rb);
     amp_scope_end(sc);
 }
 
@@ -297,11 +294,4 @@ static void t_errors(void **s) {
     amp_scope_end(sc);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_gradients_and_autocast_states),
-        cmocka_unit_test(t_saved_and_higher_order),
-        cmocka_unit_test(t_errors),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_gradients_and_autocast_states, t_saved_and_higher_order, t_errors)

@@ -107,15 +107,7 @@ static void check_hvp(const char *what, op_fn f, void *arg, amp_tensor *const *x
         fdmax = fmax(fdmax, mx);
         snprintf(msg, sizeof msg, "%s: Hessian-vector product of input %d vs finite differences", what, i);
         tc_assert_close_n(hvv, fd, m, 0, tol * (1 + mx), msg);
-        free(gv);
-        free(hvv);
-        free(fd);
-        free(g0[i]);
-        free(gp[i]);
-        free(gm[i]);
-        free(gp2[i]);
-        free(gm2[i]);
-        free(v[i]);
+        test_free_all(gv, hvv, fd, g0[i], gp[i], gm[i], gp2[i], gm2[i], v[i]);
     }
     if (!(fdmax > 1e-3)) fail_msg("%s: the second derivative is ~0 (%g): the check would not see an error", what, fdmax);
     amp_scope_end(s);
@@ -580,22 +572,11 @@ static void t_gradient_penalty_recipe(void **s) {
         double mx = 0;
         for (int64_t k = 0; k < amp_tensor_numel(ps[i]); k++) mx = fmax(mx, fabs(pen32[i][k]));
         tc_assert_close_n(pen16[i], pen32[i], amp_tensor_numel(ps[i]), 0, 2e-2 * mx, "fp16 recipe vs f32");
-        free(plain[i]);
-        free(pen32[i]);
-        free(pen16[i]);
-        free(u[i]);
+        test_free_all(plain[i], pen32[i], pen16[i], u[i]);
         amp_tensor_free(ps[i]);
     }
-    amp_tensor_free(x);
-    amp_tensor_free(y);
+    test_free_tensors(x, y);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_matmul_family),      cmocka_unit_test(t_elementwise),  cmocka_unit_test(t_activations),
-        cmocka_unit_test(t_softmax_norm_reduce), cmocka_unit_test(t_views_losses), cmocka_unit_test(t_mlp_hvp),
-        cmocka_unit_test(t_grad_semantics),      cmocka_unit_test(t_uncovered_op_named),
-        cmocka_unit_test(t_gradient_penalty_recipe),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_matmul_family, t_elementwise, t_activations, t_softmax_norm_reduce, t_views_losses, t_mlp_hvp,
+              t_grad_semantics, t_uncovered_op_named, t_gradient_penalty_recipe)

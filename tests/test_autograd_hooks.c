@@ -76,8 +76,7 @@ static void t_once_after_all_contributions(void **state) {
     assert_int_equal(ha.calls, 2);
     assert_true(ha.grad_at_call == 16.0);
     amp_scope_end(s);
-    amp_tensor_free(a);
-    amp_tensor_free(b);
+    test_free_tensors(a, b);
 }
 
 /* Hooks fire as soon as a leaf is final: in a chain the last layer's first. */
@@ -103,9 +102,7 @@ static void t_ready_order(void **state) {
     assert_int_equal(cb.seen, AMP_OK);
     assert_int_equal(cb.hooks_before, 3);
     amp_scope_end(s);
-    amp_tensor_free(w1);
-    amp_tensor_free(w2);
-    amp_tensor_free(w3);
+    test_free_tensors(w1, w2, w3);
 }
 
 static amp_status failing_hook(amp_tensor *leaf, void *ctx) {
@@ -189,8 +186,7 @@ static void t_callback_waits_for_outer_backward(void **state) {
     assert_int_equal(cb.calls, 1);
     assert_int_equal(cb.hooks_before, 2); /* after w_out's hook, outside the region */
     amp_scope_end(s);
-    amp_tensor_free(w_in);
-    amp_tensor_free(w_out);
+    test_free_tensors(w_in, w_out);
 }
 
 /* A leaf root: its hook fires although no node runs. */
@@ -265,10 +261,5 @@ static void t_loader_shards(void **state) {
     amp_dataset_free(&ds);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_once_after_all_contributions), cmocka_unit_test(t_ready_order), cmocka_unit_test(t_errors_and_removal),
-        cmocka_unit_test(t_leaf_root), cmocka_unit_test(t_callback_waits_for_outer_backward), cmocka_unit_test(t_loader_shards),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_once_after_all_contributions, t_ready_order, t_errors_and_removal, t_leaf_root,
+              t_callback_waits_for_outer_backward, t_loader_shards)

@@ -112,19 +112,14 @@ static void t_bench_gemm_chooses_from_cpu(void **s) {
         int rc = test_run_cli(envs[i], QUICK, &out, &err);
         if (rc != 0) fail_msg("%s amp " QUICK ": exit %d\n%s", envs[i], rc, err);
         if (!strstr(out, want)) fail_msg("%s amp " QUICK ": expected the line%s in\n%s", envs[i], want, out);
-        free(out);
-        free(err);
+        test_free_all(out, err);
     }
     /* a value the user set is kept, whatever it is */
     char *out, *err;
     int rc = test_run_cli("OPENBLAS_CORETYPE=Haswell", QUICK, &out, &err);
     if (rc != 0) fail_msg("exit %d\n%s", rc, err);
     if (!strstr(out, "\nOPENBLAS_CORETYPE: Haswell (set in the environment)\n")) fail_msg("the user's value was not kept:\n%s", out);
-    free(out);
-    free(err);
+    test_free_all(out, err);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(t_rule), cmocka_unit_test(t_bench_gemm_chooses_from_cpu)};
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_rule, t_bench_gemm_chooses_from_cpu)

@@ -190,10 +190,4 @@ static void t_random(void **state) {
     assert_int_equal(b.allocs, b.frees);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_rounding), cmocka_unit_test(t_steady_state),        cmocka_unit_test(t_split_merge),
-        cmocka_unit_test(t_retry_after_failure), cmocka_unit_test(t_random),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_rounding, t_steady_state, t_split_merge, t_retry_after_failure, t_random)

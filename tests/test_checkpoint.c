@@ -18,29 +18,6 @@
 
 #include "test_support.h"
 
-static char *g_dir;
-
-static int setup(void **state) {
-    (void)state;
-    g_dir = test_mkdtemp();
-    return g_dir ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    test_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
-
-static const char *path_of(const char *name) {
-    static char buf[8][1024];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-    return buf[k];
-}
-
 static void expect_error(const char *substr) {
     const char *e = amp_last_error();
     if (!strstr(e, substr)) fail_msg("expected an error containing \"%s\", got \"%s\"", substr, e);
@@ -73,7 +50,7 @@ static void t_roundtrip_all_dtypes(void **state) {
     names[nd + 2] = "strided";
     int n = nd + 3;
     amp_kv meta[] = {{"model", "test"}, {"note", "ünïcødé \"quoted\"\n"}};
-    const char *p = path_of("all.safetensors");
+    const char *p = test_tmp_path("all.safetensors");
     assert_int_equal(amp_safetensors_write(p, ts, names, n, meta, 2), AMP_OK);
     /* no temporary file left behind */
     char tmp[1100];
@@ -136,12 +113,10 @@ static void t_roundtrip_all_dtypes(void **state) {
     amp_safetensors *g = amp_safetensors_parse(buf, blen, "mem");
     assert_non_null(g);
     amp_safetensors_free(g);
-    free(buf);
-    free(raw);
+    test_free_all(buf, raw);
     amp_safetensors_free(f);
     for (int i = 0; i < n; i++) amp_tensor_free(ts[i]);
-    amp_tensor_free(m);
-    amp_tensor_free(base);
+    test_free_tensors(m, base);
 }
 
 static void t_writer_refuses(void **state) {
@@ -149,17 +124,17 @@ static void t_writer_refuses(void **state) {
     amp_tensor *a = amp_tensor_zeros(AMP_F32, 1, AMP_SHAPE(2));
     amp_tensor *ts[] = {a, a};
     const char *dup[] = {"x", "x"};
-    assert_int_equal(amp_safetensors_write(path_of("bad.safetensors"), ts, dup, 2, NULL, 0), AMP_ERR_ARG);
+    assert_int_equal(amp_safetensors_write(test_tmp_path("bad.safetensors"), ts, dup, 2, NULL, 0), AMP_ERR_ARG);
     expect_error("amp_safetensors_write: tensor name 'x' is used twice");
     const char *meta_name[] = {"__metadata__"};
-    assert_int_equal(amp_safetensors_write(path_of("bad.safetensors"), ts, meta_name, 1, NULL, 0), AMP_ERR_ARG);
+    assert_int_equal(amp_safetensors_write(test_tmp_path("bad.safetensors"), ts, meta_name, 1, NULL, 0), AMP_ERR_ARG);
     amp_kv reserved[] = {{"data_crc32", "00000000"}};
     const char *one[] = {"x"};
-    assert_int_equal(amp_safetensors_write(path_of("bad.safetensors"), ts, one, 1, reserved, 1), AMP_ERR_ARG);
+    assert_int_equal(amp_safetensors_write(test_tmp_path("bad.safetensors"), ts, one, 1, reserved, 1), AMP_ERR_ARG);
     expect_error("reserved");
     assert_int_equal(amp_safetensors_write("/nonexistent-dir/x.safetensors", ts, one, 1, NULL, 0), AMP_ERR_IO);
     expect_error("amp_safetensors_write: cannot create /nonexistent-dir/x.safetensors.tmp");
-    assert_int_not_equal(access(path_of("bad.safetensors"), F_OK), 0);
+    assert_int_not_equal(access(test_tmp_path("bad.safetensors"), F_OK), 0);
     amp_tensor_free(a);
 }
 
@@ -249,19 +224,17 @@ static void t_malformed(void **state) {
     /* a corrupted byte in a file we wrote */
     amp_tensor *t = amp_tensor_ones(AMP_F32, 1, AMP_SHAPE(64));
     const char *nm[] = {"w"};
-    const char *p = path_of("crc.safetensors");
+    const char *p = test_tmp_path("crc.safetensors");
     assert_int_equal(amp_safetensors_write(p, &t, nm, 1, NULL, 0), AMP_OK);
     size_t fl;
     char *raw = test_read_file(p, &fl);
     raw[fl - 3] ^= 0x10;
-    FILE *o = fopen(p, "wb");
-    fwrite(raw, 1, fl, o);
-    fclose(o);
+    test_write_file(p, raw, fl);
     assert_null(amp_safetensors_read(p));
     expect_error("checksum mismatch");
     free(raw);
     amp_tensor_free(t);
-    assert_null(amp_safetensors_read(path_of("missing.safetensors")));
+    assert_null(amp_safetensors_read(test_tmp_path("missing.safetensors")));
     expect_error("amp_safetensors_read: cannot open");
 }
 
@@ -287,14 +260,14 @@ static void t_model_save_load(void **state) {
     for (int i = 0; i < n; i++)
         if (!strcmp(nn[i], "4.num_batches_tracked")) *(int64_t *)amp_tensor_data(nb[i]) = 17;
     amp_kv meta[] = {{"model", "cnn"}};
-    const char *p = path_of("cnn.safetensors");
+    const char *p = test_tmp_path("cnn.safetensors");
     assert_int_equal(amp_model_save(a, p, meta, 1), AMP_OK);
     assert_int_equal(amp_model_load(b, p), AMP_OK);
     assert_same_state(a, b);
 
     /* an mlp file into a cnn: the first missing tensor is named */
     amp_module *mlp = amp_model_build("mlp", &g1);
-    const char *pm = path_of("mlp.safetensors");
+    const char *pm = test_tmp_path("mlp.safetensors");
     assert_int_equal(amp_model_save(mlp, pm, NULL, 0), AMP_OK);
     assert_int_equal(amp_model_load(b, pm), AMP_ERR_FORMAT);
     expect_error("amp_module_load_safetensors: ");
@@ -307,7 +280,7 @@ static void t_model_save_load(void **state) {
     const char *names[16];
     int k = amp_module_state(mlp, ts, names, 16);
     ts[0] = w;
-    const char *pw = path_of("wrong.safetensors");
+    const char *pw = test_tmp_path("wrong.safetensors");
     assert_int_equal(amp_safetensors_write(pw, ts, names, k, NULL, 0), AMP_OK);
     amp_module *mlp2 = amp_model_build("mlp", &g2);
     assert_int_equal(amp_model_load(mlp2, pw), AMP_ERR_SHAPE);
@@ -428,7 +401,7 @@ static void roundtrip_case(amp_optim_kind kind, bool master) {
     rig_train(&a, 4); /* crosses an epoch (3 batches per epoch) */
     amp_kv meta[] = {{"model", "cnn"}, {"trainer.note", "x"}};
     amp_train_state s = {a.model, &a.opt, 1, a.sc, &a.gen, a.loader, 4, meta, 2};
-    const char *dir = path_of(master ? "ck_master" : kind == AMP_OPTIM_SGD ? "ck_sgd" : "ck_adamw");
+    const char *dir = test_tmp_path(master ? "ck_master" : kind == AMP_OPTIM_SGD ? "ck_sgd" : "ck_adamw");
     if (amp_checkpoint_save(dir, &s) != AMP_OK) fail_msg("%s", amp_last_error());
 
     rig_make(&b, 6, kind, master); /* different init and loader seed... */
@@ -488,7 +461,7 @@ static void t_checkpoint_refuses_mismatch(void **state) {
     rig_make(&a, 5, AMP_OPTIM_ADAMW, false);
     rig_train(&a, 1);
     amp_train_state s = {a.model, &a.opt, 1, a.sc, &a.gen, a.loader, 1, NULL, 0};
-    const char *dir = path_of("ck_mismatch");
+    const char *dir = test_tmp_path("ck_mismatch");
     assert_int_equal(amp_checkpoint_save(dir, &s), AMP_OK);
     amp_checkpoint *c = amp_checkpoint_open(dir);
     assert_non_null(c);
@@ -519,25 +492,14 @@ static void t_checkpoint_refuses_mismatch(void **state) {
     rig_free(&a);
 }
 
-static void copy_file(const char *from, const char *to) {
-    size_t n;
-    char *b = test_read_file(from, &n);
-    assert_non_null(b);
-    FILE *f = fopen(to, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(b, 1, n, f), n);
-    fclose(f);
-    free(b);
-}
-
 static void t_checkpoint_consistency(void **state) {
     (void)state;
     rig a;
     rig_make(&a, 5, AMP_OPTIM_ADAMW, false);
     amp_train_state s = {a.model, &a.opt, 1, a.sc, &a.gen, a.loader, 1, NULL, 0};
     char d1[1100], d2[1100], p1[1200], p2[1200];
-    snprintf(d1, sizeof d1, "%s", path_of("ck_one"));
-    snprintf(d2, sizeof d2, "%s", path_of("ck_two"));
+    snprintf(d1, sizeof d1, "%s", test_tmp_path("ck_one"));
+    snprintf(d2, sizeof d2, "%s", test_tmp_path("ck_two"));
     assert_int_equal(amp_checkpoint_save(d1, &s), AMP_OK);
     rig_train(&a, 1);
     s.step = 2;
@@ -546,7 +508,7 @@ static void t_checkpoint_consistency(void **state) {
     /* a model from one save with the state of another: refused */
     snprintf(p1, sizeof p1, "%s/model.safetensors", d1);
     snprintf(p2, sizeof p2, "%s/model.safetensors", d2);
-    copy_file(p2, p1);
+    test_copy_file(p2, p1);
     assert_null(amp_checkpoint_open(d1));
     expect_error("is inconsistent: model.safetensors is checkpoint");
     expect_error("(step 2) but training_state.safetensors is checkpoint");
@@ -557,7 +519,7 @@ static void t_checkpoint_consistency(void **state) {
        never rename a running writer's file); the next save rolls it forward */
     snprintf(p1, sizeof p1, "%s/training_state.safetensors.tmp", d1);
     snprintf(p2, sizeof p2, "%s/training_state.safetensors", d2);
-    copy_file(p2, p1);
+    test_copy_file(p2, p1);
     amp_checkpoint *c = amp_checkpoint_open(d1);
     assert_non_null(c);
     assert_int_equal(amp_checkpoint_step(c), 2);
@@ -565,7 +527,7 @@ static void t_checkpoint_consistency(void **state) {
     assert_int_equal(access(p1, F_OK), 0); /* still there: open is read-only */
 
     /* a stale, unrelated temporary file is ignored */
-    copy_file(p2, p1);
+    test_copy_file(p2, p1);
     s.step = 3;
     assert_int_equal(amp_checkpoint_save(d1, &s), AMP_OK);
     c = amp_checkpoint_open(d1);
@@ -574,26 +536,14 @@ static void t_checkpoint_consistency(void **state) {
     amp_checkpoint_close(c);
 
     /* missing pieces */
-    assert_null(amp_checkpoint_open(path_of("nothing-here")));
+    assert_null(amp_checkpoint_open(test_tmp_path("nothing-here")));
     expect_error("amp_checkpoint_open: cannot open checkpoint directory");
-    mkdir(path_of("empty-ck"), 0755);
-    assert_null(amp_checkpoint_open(path_of("empty-ck")));
+    mkdir(test_tmp_path("empty-ck"), 0755);
+    assert_null(amp_checkpoint_open(test_tmp_path("empty-ck")));
     expect_error("holds no complete checkpoint");
     rig_free(&a);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_roundtrip_all_dtypes),
-        cmocka_unit_test(t_writer_refuses),
-        cmocka_unit_test(t_malformed),
-        cmocka_unit_test(t_model_save_load),
-        cmocka_unit_test(t_checkpoint_roundtrip_adamw),
-        cmocka_unit_test(t_checkpoint_roundtrip_sgd_momentum),
-        cmocka_unit_test(t_checkpoint_roundtrip_master_sr),
-        cmocka_unit_test(t_checkpoint_refuses_mismatch),
-        cmocka_unit_test(t_checkpoint_consistency),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_roundtrip_all_dtypes, t_writer_refuses, t_malformed,
+                       t_model_save_load, t_checkpoint_roundtrip_adamw, t_checkpoint_roundtrip_sgd_momentum,
+                       t_checkpoint_roundtrip_master_sr, t_checkpoint_refuses_mismatch, t_checkpoint_consistency)

@@ -26,10 +26,8 @@ typedef struct {
 static void rig_make(rig *r) {
     r->gen = amp_generator_make(1);
     r->model = amp_nn_linear(256, 512, true, &r->gen);
-    amp_tensor *ps[2];
-    amp_module_parameters(r->model, ps, NULL, 2);
     amp_optim_opts o = amp_adam_opts(1e-3);
-    r->opt = amp_optim_new(ps, 2, &o);
+    r->opt = test_optim_new(r->model, &o);
     r->sc = amp_scaler_new(NULL);
 }
 

@@ -17,21 +17,6 @@
 
 #define TORCH_FILE AMP_TEST_DATA_DIR "/torch_mlp_f16.safetensors"
 
-static char *g_dir;
-
-static int setup(void **state) {
-    (void)state;
-    g_dir = test_mkdtemp();
-    return g_dir ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    test_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
-
 static void t_torch_file_same_predictions(void **state) {
     (void)state;
     amp_safetensors *f = amp_safetensors_read(TORCH_FILE);
@@ -99,22 +84,13 @@ static void t_torch_file_same_predictions(void **state) {
     amp_safetensors_free(f);
 }
 
-static char *cli(int want, const char *args, char **err_out) {
-    char *out = NULL, *err = NULL;
-    int rc = test_run_cli(NULL, args, &out, &err);
-    if (rc != want) fail_msg("amp %s: exit %d (expected %d)\nstdout:\n%s\nstderr:\n%s", args, rc, want, out, err);
-    if (err_out) *err_out = err;
-    else free(err);
-    return out;
-}
-
 static void t_predict_cli(void **state) {
     (void)state;
     char args[4096];
     const char *dir = amp_fashion_mnist_dir();
     snprintf(args, sizeof args, "predict --checkpoint %s --input %s/t10k-images-idx3-ubyte.gz --labels %s/t10k-labels-idx1-ubyte.gz --limit 1000",
              TORCH_FILE, dir, dir);
-    char *out = cli(0, args, NULL);
+    char *out = test_run_cli_expect(0, NULL, "%s", args);
     amp_safetensors *f = amp_safetensors_read(TORCH_FILE);
     char want[64];
     snprintf(want, sizeof want, "(%s/1000) mlp, fp32", amp_safetensors_meta(f, "test_correct_first_1000"));
@@ -122,7 +98,7 @@ static void t_predict_cli(void **state) {
     free(out);
     /* predictions without labels: one class per line, PyTorch's */
     snprintf(args, sizeof args, "predict --checkpoint %s --input %s/t10k-images-idx3-ubyte.gz --limit 20", TORCH_FILE, dir);
-    out = cli(0, args, NULL);
+    out = test_run_cli_expect(0, NULL, "%s", args);
     const char *pred = amp_safetensors_meta(f, "test_predictions_first_1000");
     char *save, *line = strtok_r(out, "\n", &save);
     for (int i = 0; i < 20; i++, line = strtok_r(NULL, "\n", &save)) {
@@ -134,7 +110,7 @@ static void t_predict_cli(void **state) {
     /* half precision inference runs (autocast) and stays close */
     snprintf(args, sizeof args, "predict --checkpoint %s --input %s/t10k-images-idx3-ubyte.gz --labels %s/t10k-labels-idx1-ubyte.gz --limit 1000 --precision bf16",
              TORCH_FILE, dir, dir);
-    out = cli(0, args, NULL);
+    out = test_run_cli_expect(0, NULL, "%s", args);
     double acc = atof(strstr(out, "accuracy ") + 9);
     assert_true(acc > 100.0 * atof(amp_safetensors_meta(f, "test_accuracy_first_1000")) - 2.0);
     free(out);
@@ -143,26 +119,24 @@ static void t_predict_cli(void **state) {
     /* errors */
     char *err;
     snprintf(args, sizeof args, "predict --checkpoint %s --input %s/t10k-images-idx3-ubyte.gz --model cnn", TORCH_FILE, dir);
-    free(cli(1, args, &err));
+    free(test_run_cli_expect(1, &err, "%s", args));
     assert_non_null(strstr(err, "tensor '0.weight' is missing"));
     free(err);
     snprintf(args, sizeof args, "predict --checkpoint %s", TORCH_FILE);
-    free(cli(2, args, &err));
+    free(test_run_cli_expect(2, &err, "%s", args));
     assert_non_null(strstr(err, "--input is required"));
     free(err);
     snprintf(args, sizeof args, "predict --checkpoint %s --input %s/t10k-labels-idx1-ubyte.gz", TORCH_FILE, dir);
-    free(cli(1, args, &err));
+    free(test_run_cli_expect(1, &err, "%s", args));
     assert_non_null(strstr(err, "expected u8 or f32 images [N,H,W]"));
-    free(err);
-    free(cli(0, "predict --help", NULL));
-    free(cli(2, "predict --precision fp8 --checkpoint x --input y", NULL));
+    test_free_all(err, test_run_cli_expect(0, NULL, "%s", "predict --help"), test_run_cli_expect(2, NULL, "%s", "predict --precision fp8 --checkpoint x --input y"));
 }
 
 static void t_trainer_and_predict_agree(void **state) {
     (void)state;
     char args[4096];
-    snprintf(args, sizeof args, "train --model cnn --limit 256 --batch 64 --test-limit 1000 --quiet --threads 2 --checkpoint %s/cnn", g_dir);
-    char *out = cli(0, args, NULL);
+    snprintf(args, sizeof args, "train --model cnn --limit 256 --batch 64 --test-limit 1000 --quiet --threads 2 --checkpoint %s/cnn", test_tmpdir);
+    char *out = test_run_cli_expect(0, NULL, "%s", args);
     const char *acc = strstr(out, "test accuracy");
     assert_non_null(acc);
     char want[32];
@@ -171,8 +145,8 @@ static void t_trainer_and_predict_agree(void **state) {
     free(out);
     const char *dir = amp_fashion_mnist_dir();
     snprintf(args, sizeof args, "predict --checkpoint %s/cnn --input %s/t10k-images-idx3-ubyte.gz --labels %s/t10k-labels-idx1-ubyte.gz --limit 1000",
-             g_dir, dir, dir);
-    out = cli(0, args, NULL);
+             test_tmpdir, dir, dir);
+    out = test_run_cli_expect(0, NULL, "%s", args);
     if (!strstr(out, want)) fail_msg("trainer said %s, predict said %s", want, out);
     assert_non_null(strstr(out, " cnn, fp32")); /* the model came from the metadata */
     free(out);
@@ -182,23 +156,23 @@ static void t_inspect_cli(void **state) {
     (void)state;
     char args[4096];
     snprintf(args, sizeof args, "inspect %s", TORCH_FILE);
-    char *out = cli(0, args, NULL);
+    char *out = test_run_cli_expect(0, NULL, "%s", args);
     assert_non_null(strstr(out, "6 tensors, no checksum recorded"));
     assert_non_null(strstr(out, "1.weight  F16      [512,784]           802816"));
     assert_non_null(strstr(out, "format                       pt"));
     assert_non_null(strstr(out, "total: 6 tensors, 669706 elements"));
     free(out);
     snprintf(args, sizeof args, "inspect --no-tensors %s", TORCH_FILE);
-    out = cli(0, args, NULL);
+    out = test_run_cli_expect(0, NULL, "%s", args);
     assert_null(strstr(out, "\ntensors:\n"));
     assert_non_null(strstr(out, "total: 6 tensors"));
     free(out);
 
     /* a checkpoint directory */
-    snprintf(args, sizeof args, "train --model mlp --limit 128 --batch 64 --test-limit 100 --quiet --threads 2 --checkpoint %s/ins", g_dir);
-    free(cli(0, args, NULL));
-    snprintf(args, sizeof args, "inspect %s/ins", g_dir);
-    out = cli(0, args, NULL);
+    snprintf(args, sizeof args, "train --model mlp --limit 128 --batch 64 --test-limit 100 --quiet --threads 2 --checkpoint %s/ins", test_tmpdir);
+    free(test_run_cli_expect(0, NULL, "%s", args));
+    snprintf(args, sizeof args, "inspect %s/ins", test_tmpdir);
+    out = test_run_cli_expect(0, NULL, "%s", args);
     assert_non_null(strstr(out, "step 2"));
     assert_non_null(strstr(out, "model and training state agree"));
     assert_non_null(strstr(out, "optim.0.1.weight.exp_avg_sq"));
@@ -207,39 +181,24 @@ static void t_inspect_cli(void **state) {
 
     /* a corrupt file: exit 1 with the reason */
     char path[1200];
-    snprintf(path, sizeof path, "%s/ins/model.safetensors", g_dir);
+    snprintf(path, sizeof path, "%s/ins/model.safetensors", test_tmpdir);
     size_t n;
     char *raw = test_read_file(path, &n);
     raw[n - 1] ^= 1;
-    FILE *fo = fopen(path, "wb");
-    fwrite(raw, 1, n, fo);
-    fclose(fo);
+    test_write_file(path, raw, n);
     free(raw);
     char *err;
     snprintf(args, sizeof args, "inspect %s", path);
-    free(cli(1, args, &err));
+    free(test_run_cli_expect(1, &err, "%s", args));
     assert_non_null(strstr(err, "checksum mismatch"));
     free(err);
-    snprintf(args, sizeof args, "inspect %s/ins", g_dir);
-    free(cli(1, args, &err));
+    snprintf(args, sizeof args, "inspect %s/ins", test_tmpdir);
+    free(test_run_cli_expect(1, &err, "%s", args));
     assert_non_null(strstr(err, "checksum mismatch"));
-    free(err);
-    free(cli(2, "inspect", NULL));
-    free(cli(2, "inspect a b", NULL));
-    free(cli(2, "inspect --bogus x", NULL));
-    free(cli(0, "inspect --help", NULL));
-    free(cli(1, "inspect /nonexistent.safetensors", &err));
+    test_free_all(err, test_run_cli_expect(2, NULL, "%s", "inspect"), test_run_cli_expect(2, NULL, "%s", "inspect a b"), test_run_cli_expect(2, NULL, "%s", "inspect --bogus x"), test_run_cli_expect(0, NULL, "%s", "inspect --help"), test_run_cli_expect(1, &err, "%s", "inspect /nonexistent.safetensors"));
     assert_non_null(strstr(err, "cannot open /nonexistent.safetensors"));
     free(err);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_torch_file_same_predictions),
-        cmocka_unit_test(t_predict_cli),
-        cmocka_unit_test(t_trainer_and_predict_agree),
-        cmocka_unit_test(t_inspect_cli),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_torch_file_same_predictions, t_predict_cli,
+                       t_trainer_and_predict_agree, t_inspect_cli)

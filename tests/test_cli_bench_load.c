@@ -85,9 +85,7 @@ static void t_one_round(void **s) {
     assert_int_equal(busy_loops_left(err, &started), 0);
     assert_int_equal(started, 1); /* --rounds 1: the busy half once */
     cJSON_Delete(root);
-    free(text);
-    free(out);
-    free(err);
+    test_free_all(text, out, err);
     test_rmtree(dir);
     free(dir);
 }
@@ -102,14 +100,12 @@ static void t_bad_options(void **s) {
         char opt[32];
         sscanf(bad[i], "%31s", opt);
         if (rc != 2 || !strstr(err, opt)) fail_msg("%s: exit %d\n%s", args, rc, err);
-        free(out);
-        free(err);
+        test_free_all(out, err);
     }
     char *out, *err;
     assert_int_equal(test_run_cli(NULL, "bench load --help", &out, &err), 0);
     assert_non_null(strstr(out, "usage: amp bench load"));
-    free(out);
-    free(err);
+    test_free_all(out, err);
 }
 
 /* fork refused after two busy loops: RLIMIT_NPROC 4 for a user with no
@@ -150,13 +146,9 @@ static void t_fork_fails(void **s) {
         assert_int_equal(busy_loops_left(err, &started), 0);
         assert_true(started < 8);
     }
-    free(out);
-    free(err);
+    test_free_all(out, err);
     test_rmtree(dir);
     free(dir);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(t_one_round), cmocka_unit_test(t_bad_options), cmocka_unit_test(t_fork_fails)};
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_one_round, t_bad_options, t_fork_fails)

@@ -85,8 +85,7 @@ static void t_mlp(void **s) {
     assert_non_null(strstr(out, "3 interleaved rounds of 2 steps"));
     check_skipped(out, "fp16", 7);
     check_skipped(out, "bf16", 7);
-    free(out);
-    free(err);
+    test_free_all(out, err);
 }
 
 static void t_skipped_next_to_worse_accuracy(void **s) {
@@ -106,8 +105,7 @@ static void t_skipped_next_to_worse_accuracy(void **s) {
     assert_non_null(strstr(out, "below fp32's"));
     /* bf16 has no scaler and skips nothing here */
     assert_int_equal(check_skipped(out, "bf16", 7), 0);
-    free(out);
-    free(err);
+    test_free_all(out, err);
 }
 
 static void t_skip_reason(void **s) {
@@ -124,8 +122,7 @@ static void t_skip_reason(void **s) {
         fail_msg("fp16's note does not name the GradScaler:\n%s", out);
     if (!strstr(out, "bf16 skipped 1 of 16 steps (inf/nan gradients; those updates were not applied)"))
         fail_msg("bf16's note:\n%s", out);
-    free(out);
-    free(err);
+    test_free_all(out, err);
 }
 
 static void t_bad_options(void **s) {
@@ -136,8 +133,7 @@ static void t_bad_options(void **s) {
         snprintf(args, sizeof args, "compare --model mlp %s", bad[i]);
         int rc = test_run_cli(NULL, args, &out, &err);
         if (rc != 2 || !strstr(err, "--speed-")) fail_msg("%s: exit %d\n%s", args, rc, err);
-        free(out);
-        free(err);
+        test_free_all(out, err);
     }
 }
 
@@ -157,17 +153,7 @@ static void t_gpt(void **s) {
     check_speedup(out, "bf16 O2", 4);
     assert_non_null(strstr(out, "2 interleaved rounds of 1 step"));
     check_skipped(out, "fp16 O1", 8);
-    free(out);
-    free(err);
+    test_free_all(out, err);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_mlp),
-        cmocka_unit_test(t_skipped_next_to_worse_accuracy),
-        cmocka_unit_test(t_skip_reason),
-        cmocka_unit_test(t_bad_options),
-        cmocka_unit_test(t_gpt),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_mlp, t_skipped_next_to_worse_accuracy, t_skip_reason, t_bad_options, t_gpt)

@@ -70,8 +70,4 @@ static void t_compare_gpt_notes(void **s) {
                       "cpu path %s). What each precision costs here:\n"));
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(t_bench_gpt_notes), cmocka_unit_test(t_bench_train_notes),
-                                       cmocka_unit_test(t_compare_gpt_notes)};
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_bench_gpt_notes, t_bench_train_notes, t_compare_gpt_notes)

@@ -78,8 +78,7 @@ static void t_table(void **state) {
     assert_non_null(strstr(find_row(out, "fp8 e5m2"), "57344 "));
     assert_non_null(strstr(out, "loss scaling"));
     assert_non_null(strstr(out, "bf16 and tf32"));
-    free(out);
-    free(err);
+    test_free_all(out, err);
 }
 
 typedef struct {
@@ -154,11 +153,7 @@ static void t_convert_70000(void **state) {
     assert_true(strncmp(b, "70144 ", 6) == 0 && strstr(b, "0x4789"));
     free(out);
     /* more values through the same reference */
-    free(check_convert("65519", 65519.0));
-    free(check_convert("65520", 65520.0));
-    free(check_convert("-464", -464.0));
-    free(check_convert("1e-7", 1e-7));
-    free(check_convert("3.0e38", 3.0e38));
+    test_free_all(check_convert("65519", 65519.0), check_convert("65520", 65520.0), check_convert("-464", -464.0), check_convert("1e-7", 1e-7), check_convert("3.0e38", 3.0e38));
 }
 
 static void t_usage_errors(void **state) {
@@ -169,8 +164,7 @@ static void t_usage_errors(void **state) {
         int rc = test_run_cli(NULL, bad[i], &out, &err);
         if (rc != 2) fail_msg("amp %s exited %d, expected 2", bad[i], rc);
         if (!strstr(err, "usage: amp formats")) fail_msg("amp %s: no usage on stderr: %s", bad[i], err);
-        free(out);
-        free(err);
+        test_free_all(out, err);
     }
     char *out = NULL;
     assert_int_equal(test_run_cli(NULL, "formats --help", &out, NULL), 0);
@@ -178,8 +172,4 @@ static void t_usage_errors(void **state) {
     free(out);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(t_table), cmocka_unit_test(t_convert_01),
-                                       cmocka_unit_test(t_convert_70000), cmocka_unit_test(t_usage_errors)};
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_table, t_convert_01, t_convert_70000, t_usage_errors)

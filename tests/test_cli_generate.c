@@ -28,8 +28,7 @@ static void t_other_model_named(void **state) {
     (void)state;
     char dir[1100], *err;
     snprintf(dir, sizeof dir, "%s/mlp", test_tmpdir);
-    free(test_run_cli_expect(0, NULL, "train --limit 256 --batch 64 --test-limit 100 --quiet --threads 2 --stop-after 1 --checkpoint %s", dir));
-    free(test_run_cli_expect(1, &err, "generate --checkpoint %s", dir));
+    test_free_all(test_run_cli_expect(0, NULL, "train --limit 256 --batch 64 --test-limit 100 --quiet --threads 2 --stop-after 1 --checkpoint %s", dir), test_run_cli_expect(1, &err, "generate --checkpoint %s", dir));
     if (!strstr(err, "(model mlp)")) fail_msg("the refusal does not name the checkpoint's model mlp:\n%s", err);
     free(err);
 }
@@ -92,17 +91,13 @@ static void t_nonfinite_refused(void **state) {
     free(test_run_cli_expect(1, &err, "%s --checkpoint %s", gen, p));
     if (!strstr(err, "transformer.h.1.mlp.c_fc.weight") || !strstr(err, "nan"))
         fail_msg("a NaN weight is not refused by name:\n%s", err);
-    free(err);
-    free(p);
+    test_free_all(err, p);
     /* 7e4 is finite in f32 and bf16, inf in fp16 */
     p = write_variant("big.safetensors", big_in_wte, NULL, NULL);
-    free(test_run_cli_expect(0, NULL, "%s --checkpoint %s", gen, p));
-    free(test_run_cli_expect(0, NULL, "%s --checkpoint %s --precision bf16", gen, p));
-    free(test_run_cli_expect(1, &err, "%s --checkpoint %s --precision fp16", gen, p));
+    test_free_all(test_run_cli_expect(0, NULL, "%s --checkpoint %s", gen, p), test_run_cli_expect(0, NULL, "%s --checkpoint %s --precision bf16", gen, p), test_run_cli_expect(1, &err, "%s --checkpoint %s --precision fp16", gen, p));
     if (!strstr(err, "transformer.wte.weight") || !strstr(err, "65504") || !strstr(err, "bf16"))
         fail_msg("a weight beyond fp16's range is not refused by name with the way out:\n%s", err);
-    free(err);
-    free(p);
+    test_free_all(err, p);
     /* finite weights, logits beyond fp16: refused at step 1, naming the step and the precision */
     p = write_variant("huge.safetensors", huge_logits, NULL, NULL);
     free(test_run_cli_expect(0, NULL, "%s --checkpoint %s", gen, p));
@@ -110,9 +105,7 @@ static void t_nonfinite_refused(void **state) {
     if (!strstr(err, "step 1") || !strstr(err, "f16") || !strstr(err, "not finite") || !strstr(err, "bf16"))
         fail_msg("non-finite logits are not refused naming the step and the precision:\n%s", err);
     assert_string_equal(out, ""); /* no garbage text */
-    free(out);
-    free(err);
-    free(p);
+    test_free_all(out, err, p);
 }
 
 /* Rewrites a checkpoint file in place with edit applied to each tensor and
@@ -141,8 +134,7 @@ static void rewrite(const char *dir, const char *file, void (*edit)(const char *
     }
     assert_int_equal(amp_safetensors_write(path, ts, names, n, meta, k), AMP_OK);
     for (int i = 0; i < n; i++) amp_tensor_free(ts[i]);
-    free(ts);
-    free(names);
+    test_free_all(ts, names);
     amp_safetensors_free(f);
 }
 
@@ -211,8 +203,7 @@ static void t_tiny_temperature(void **state) {
     char *greedy = test_run_cli_expect(0, NULL, "%s --temperature 0", gen);
     char *tiny = test_run_cli_expect(0, NULL, "%s --temperature 1e-310", gen);
     assert_string_equal(tiny, greedy);
-    free(tiny);
-    free(greedy);
+    test_free_all(tiny, greedy);
 }
 
 /* defect 7, the library: amp_gpt_generate refuses a non-finite weight by name
@@ -220,9 +211,7 @@ static void t_tiny_temperature(void **state) {
 static void t_generate_api_nonfinite(void **state) {
     (void)state;
     amp_gpt_config c = {2, 2, 16, 16, 32, 0.0, true};
-    amp_generator g = amp_generator_make(3);
-    amp_module *m = amp_gpt_new(&c, &g);
-    assert_non_null(m);
+    amp_module *m = test_gpt_new(&c, 3);
     amp_tensor *w = amp_module_get_parameter(m, "transformer.h.1.attn.c_attn.weight");
     assert_non_null(w);
     set_elem(w, 11, INFINITY);
@@ -246,9 +235,7 @@ static void t_generate_api_nonfinite(void **state) {
 static void t_generate_api_first_nonfinite(void **state) {
     (void)state;
     amp_gpt_config c = {2, 2, 16, 16, 32, 0.0, true};
-    amp_generator g = amp_generator_make(3);
-    amp_module *m = amp_gpt_new(&c, &g);
-    assert_non_null(m);
+    amp_module *m = test_gpt_new(&c, 3);
     assert_int_equal(amp_module_to(m, AMP_BF16, true), AMP_OK);
     amp_tensor *ln0 = amp_module_get_parameter(m, "transformer.h.0.ln_1.weight"),
                *ln1 = amp_module_get_parameter(m, "transformer.h.1.ln_1.weight"),
@@ -348,19 +335,11 @@ static void t_config_checked_first(void **state) {
         int rc = test_run_cli(getenv("AMP_ASAN") ? NULL : "ulimit -v 2000000;", args, &out, &err);
         if (rc != 1 || !strstr(err, "gpt.config") || !strstr(err, edits[i][1]))
             fail_msg("gpt.config \"%s\": exit %d, expected 1 with a message on gpt.config and %s:\n%s", edits[i][0], rc, edits[i][1], err);
-        free(out);
-        free(err);
+        test_free_all(out, err);
         test_rmtree(dir);
     }
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_other_model_named),    cmocka_unit_test(t_nonfinite_refused),
-        cmocka_unit_test(t_nonfinite_checkpoint), cmocka_unit_test(t_tiny_temperature),
-        cmocka_unit_test(t_generate_api_nonfinite), cmocka_unit_test(t_generate_api_first_nonfinite), cmocka_unit_test(t_nonfinite_f64_file), cmocka_unit_test(t_lm_head),
-        cmocka_unit_test(t_config_checked_first),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
-}
+AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_other_model_named, t_nonfinite_refused,
+                       t_nonfinite_checkpoint, t_tiny_temperature, t_generate_api_nonfinite,
+                       t_generate_api_first_nonfinite, t_nonfinite_f64_file, t_lm_head, t_config_checked_first)

@@ -54,8 +54,7 @@ static void expect_usage(const char *args, const char *usage) {
     if (rc != 0 || strncmp(out, "usage: amp", 10) || !strstr(out, usage + 7) || err[0])
         fail_msg("amp %s: exit %d (expected 0 and '%s...' on stdout, nothing on stderr)\nstdout:\n%.300s\nstderr:\n%.300s", args, rc,
                  usage, out, err);
-    free(out);
-    free(err);
+    test_free_all(out, err);
 }
 
 static void t_help_everywhere(void **state) {
@@ -124,8 +123,7 @@ static void t_bench_parts_listed(void **state) {
         snprintf(word, sizeof word, " %s", p);
         if (!strstr(line, word)) fail_msg("the top-level help's bench line lacks the part '%s':%s", p, line);
     }
-    free(help);
-    free(parts);
+    test_free_all(help, parts);
 }
 
 static void t_bench_precision_help(void **state) {
@@ -173,9 +171,7 @@ static void t_stats_apart(void **state) {
     if (strncmp(all, out, n) || strncmp(all + n, "\namp generate: ", 15))
         fail_msg("text:\n%s\ncombined output:\n%s", out, all);
     assert_int_equal(strncmp(err, "amp generate: ", 14), 0); /* alone on stderr: no blank line first */
-    free(all);
-    free(out);
-    free(err);
+    test_free_all(all, out, err);
 }
 
 static void t_inspect_decimal(void **state) {
@@ -251,12 +247,5 @@ static void t_usage_errors(void **state) {
     }
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_help_everywhere), cmocka_unit_test(t_bench_parts_listed), cmocka_unit_test(t_bench_precision_help),
-        cmocka_unit_test(t_version_cuda),    cmocka_unit_test(t_stats_apart),        cmocka_unit_test(t_inspect_decimal),
-        cmocka_unit_test(t_predict_gpt),     cmocka_unit_test(t_usage_errors),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, setup, test_tmpdir_teardown);
-}
+AMP_TEST_MAIN_FIXTURES(setup, test_tmpdir_teardown, t_help_everywhere, t_bench_parts_listed, t_bench_precision_help,
+                       t_version_cuda, t_stats_apart, t_inspect_decimal, t_predict_gpt, t_usage_errors)

@@ -19,35 +19,11 @@
 
 #include "test_support.h"
 
-static char *g_dir;
-
-static int setup(void **state) {
-    (void)state;
-    g_dir = test_mkdtemp();
-    return g_dir ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    test_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
-
-static int cli(const char *env, char **out, char **err, const char *fmt, ...) {
-    char args[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    return test_run_cli(env, args, out, err);
-}
-
 static void t_long_data_dir(void **state) {
     (void)state;
     /* a directory ~1500 characters deep, holding links to the real dataset */
     char *p = malloc(4096);
-    snprintf(p, 4096, "%s", g_dir);
+    snprintf(p, 4096, "%s", test_tmpdir);
     for (int i = 0; i < 7; i++) {
         size_t l = strlen(p);
         p[l] = '/';
@@ -66,31 +42,29 @@ static void t_long_data_dir(void **state) {
     }
     char *env = malloc(4200), *err;
     snprintf(env, 4200, "AMP_DATA_DIR=%s", p);
-    int rc = cli(env, NULL, &err, "train --limit 256 --batch 64 --test-limit 100 --quiet --threads 2");
+    int rc = test_run_clif(env, NULL, &err, "train --limit 256 --batch 64 --test-limit 100 --quiet --threads 2");
     if (rc != 0) fail_msg("exit %d with a %zu-character AMP_DATA_DIR:\n%s", rc, strlen(p), err);
-    free(err);
-    free(env);
-    free(p);
+    test_free_all(err, env, p);
 }
 
 static void t_schedule_change_on_resume(void **state) {
     (void)state;
     char *err;
-    assert_int_equal(cli(NULL, NULL, &err, "train --limit 512 --batch 64 --test-limit 100 --quiet --threads 2 --stop-after 4 "
-                                           "--checkpoint %s/sch", g_dir),
+    assert_int_equal(test_run_clif(NULL, NULL, &err, "train --limit 512 --batch 64 --test-limit 100 --quiet --threads 2 --stop-after 4 "
+                                           "--checkpoint %s/sch", test_tmpdir),
                      0);
     free(err);
-    assert_int_equal(cli(NULL, NULL, &err, "train --limit 512 --batch 64 --test-limit 100 --quiet --threads 2 --resume %s/sch "
-                                           "--schedule constant", g_dir),
+    assert_int_equal(test_run_clif(NULL, NULL, &err, "train --limit 512 --batch 64 --test-limit 100 --quiet --threads 2 --resume %s/sch "
+                                           "--schedule constant", test_tmpdir),
                      0);
     if (!strstr(err, "warning") || !strstr(err, "--schedule")) fail_msg("no warning about --schedule on resume:\n%s", err);
     free(err);
-    assert_int_equal(cli(NULL, NULL, &err, "train --limit 512 --batch 64 --test-limit 100 --quiet --threads 2 --stop-after 4 "
-                                           "--checkpoint %s/sch2", g_dir),
+    assert_int_equal(test_run_clif(NULL, NULL, &err, "train --limit 512 --batch 64 --test-limit 100 --quiet --threads 2 --stop-after 4 "
+                                           "--checkpoint %s/sch2", test_tmpdir),
                      0);
     free(err);
-    assert_int_equal(cli(NULL, NULL, &err, "train --limit 512 --batch 64 --test-limit 100 --quiet --threads 2 --resume %s/sch2 "
-                                           "--warmup 3", g_dir),
+    assert_int_equal(test_run_clif(NULL, NULL, &err, "train --limit 512 --batch 64 --test-limit 100 --quiet --threads 2 --resume %s/sch2 "
+                                           "--warmup 3", test_tmpdir),
                      0);
     if (!strstr(err, "warning") || !strstr(err, "--warmup")) fail_msg("no warning about --warmup on resume:\n%s", err);
     free(err);
@@ -99,7 +73,7 @@ static void t_schedule_change_on_resume(void **state) {
 static void t_opt_level_needs_precision(void **state) {
     (void)state;
     char *err;
-    int rc = cli(NULL, NULL, &err, "train --opt-level O2 --limit 128 --batch 64 --test-limit 100 --quiet");
+    int rc = test_run_clif(NULL, NULL, &err, "train --opt-level O2 --limit 128 --batch 64 --test-limit 100 --quiet");
     if (rc != 2 || !strstr(err, "--opt-level") || !strstr(err, "--precision")) fail_msg("exit %d:\n%s", rc, err);
     free(err);
 }
@@ -108,13 +82,13 @@ static void t_predict_content_exit(void **state) {
     (void)state;
     /* a valid safetensors file holding neither model */
     char path[1200];
-    snprintf(path, sizeof path, "%s/other.safetensors", g_dir);
+    snprintf(path, sizeof path, "%s/other.safetensors", test_tmpdir);
     amp_tensor *t = amp_tensor_ones(AMP_F32, 1, AMP_SHAPE(3));
     const char *names[] = {"something"};
     assert_int_equal(amp_safetensors_write(path, &t, names, 1, NULL, 0), AMP_OK);
     amp_tensor_free(t);
     char *err;
-    int rc = cli(NULL, NULL, &err, "predict --checkpoint %s --input /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz", path);
+    int rc = test_run_clif(NULL, NULL, &err, "predict --checkpoint %s --input /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz", path);
     if (rc != 1 || !strstr(err, "model")) fail_msg("exit %d (expected 1):\n%s", rc, err);
     free(err);
 }
@@ -124,12 +98,12 @@ static void t_cache_env_checked(void **state) {
     const char *bad[] = {"AMP_CACHE_MB=abc", "AMP_CACHE_MB=-1", "AMP_CACHE_MB=12x", "AMP_CACHE_MB=99999999999999999999"};
     for (int i = 0; i < 4; i++) {
         char *err;
-        int rc = cli(bad[i], NULL, &err, "--version");
+        int rc = test_run_clif(bad[i], NULL, &err, "--version");
         if (rc != 1 || !strstr(err, "AMP_CACHE_MB")) fail_msg("%s: exit %d:\n%s", bad[i], rc, err);
         free(err);
     }
-    assert_int_equal(cli("AMP_CACHE_MB=0", NULL, NULL, "--version"), 0);
-    assert_int_equal(cli("AMP_CACHE_MB=256", NULL, NULL, "--version"), 0);
+    assert_int_equal(test_run_clif("AMP_CACHE_MB=0", NULL, NULL, "--version"), 0);
+    assert_int_equal(test_run_clif("AMP_CACHE_MB=256", NULL, NULL, "--version"), 0);
 }
 
 static void t_bench_sizes_strict(void **state) {
@@ -137,7 +111,7 @@ static void t_bench_sizes_strict(void **state) {
     const char *bad[] = {"1,,2", ",4", "4,", "4,x"};
     for (int i = 0; i < 4; i++) {
         char *err;
-        int rc = cli(NULL, NULL, &err, "bench gemm --sizes %s --rounds 1", bad[i]);
+        int rc = test_run_clif(NULL, NULL, &err, "bench gemm --sizes %s --rounds 1", bad[i]);
         if (rc != 2) fail_msg("--sizes %s: exit %d (expected 2):\n%s", bad[i], rc, err);
         free(err);
     }
@@ -148,11 +122,11 @@ static void t_bench_sizes_strict(void **state) {
 static void t_bench_device(void **state) {
     (void)state;
     char *err;
-    int rc = cli(NULL, NULL, &err, "bench precision --device tpu");
+    int rc = test_run_clif(NULL, NULL, &err, "bench precision --device tpu");
     if (rc != 2 || !strstr(err, "'tpu' is not a device")) fail_msg("--device tpu: exit %d:\n%s", rc, err);
     free(err);
     if (amp_cuda_available()) return; /* a GPU machine measures instead (scripts/gpu_check.sh) */
-    rc = cli(NULL, NULL, &err, "bench precision --device cuda --n 64 --reps 1 --no-torch");
+    rc = test_run_clif(NULL, NULL, &err, "bench precision --device cuda --n 64 --reps 1 --no-torch");
     const char *why = amp_cuda_built() ? "no CUDA device" : "built without CUDA";
     if (rc != 1 || !strstr(err, "amp bench precision: ") || !strstr(err, why))
         fail_msg("--device cuda without a GPU: exit %d (expected 1, '%s'):\n%s", rc, why, err);
@@ -176,26 +150,19 @@ static void t_train_device(void **state) {
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         char *err;
-        int rc = cli(NULL, NULL, &err, c[i].args);
+        int rc = test_run_clif(NULL, NULL, &err, c[i].args);
         if (rc != c[i].rc || !strstr(err, c[i].want)) fail_msg("amp %s: exit %d (expected %d, '%s'):\n%s", c[i].args, rc, c[i].rc, c[i].want, err);
         free(err);
     }
     if (amp_cuda_available()) return; /* a GPU machine trains instead (test_cuda_gpt, docs/cuda.md) */
     char *err;
-    int rc = cli(NULL, NULL, &err, "train --model gpt --device cuda --max-steps 1");
+    int rc = test_run_clif(NULL, NULL, &err, "train --model gpt --device cuda --max-steps 1");
     const char *why = amp_cuda_built() ? "no CUDA device" : "built without CUDA";
     if (rc != 2 || !strstr(err, "--device cuda: ") || !strstr(err, why))
         fail_msg("train --device cuda without a GPU: exit %d (expected 2, '%s'):\n%s", rc, why, err);
     free(err);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_long_data_dir),          cmocka_unit_test(t_schedule_change_on_resume),
-        cmocka_unit_test(t_opt_level_needs_precision), cmocka_unit_test(t_predict_content_exit),
-        cmocka_unit_test(t_cache_env_checked),      cmocka_unit_test(t_bench_sizes_strict),
-        cmocka_unit_test(t_bench_device),           cmocka_unit_test(t_train_device),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_long_data_dir, t_schedule_change_on_resume,
+                       t_opt_level_needs_precision, t_predict_content_exit, t_cache_env_checked, t_bench_sizes_strict,
+                       t_bench_device, t_train_device)

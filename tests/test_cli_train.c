@@ -14,14 +14,6 @@
 
 #define SLICE "--limit 1024 --test-limit 500 --batch 64"
 
-static double field(const char *out, const char *label) {
-    const char *p = strstr(out, label);
-    if (!p) fail_msg("summary has no '%s':\n%s", label, out);
-    p += strlen(label);
-    while (*p == ' ') p++;
-    return strtod(p, NULL);
-}
-
 static void t_train_summary_and_metrics(void **s) {
     (void)s;
     char *dir = test_mkdtemp(), csv[512], args[1024];
@@ -33,18 +25,18 @@ static void t_train_summary_and_metrics(void **s) {
     /* not a terminal: plain progress lines every 4 steps */
     assert_non_null(strstr(out, "epoch 1/2 step 4/16"));
     assert_non_null(strstr(out, "epoch 2/2 step 16/16"));
-    double acc = field(out, "test accuracy");
+    double acc = test_field(out, "test accuracy");
     assert_true(acc > 50 && acc <= 100); /* 2 epochs on 1024 images: far above chance (10%) */
-    assert_true(isfinite(field(out, "final train loss")));
-    assert_true(field(out, "wall time") > 0);
-    assert_true(field(out, "throughput") > 0);
-    assert_int_equal((int)field(out, "steps"), 32);
-    double scale = field(out, "final loss scale");
+    assert_true(isfinite(test_field(out, "final train loss")));
+    assert_true(test_field(out, "wall time") > 0);
+    assert_true(test_field(out, "throughput") > 0);
+    assert_int_equal((int)test_field(out, "steps"), 32);
+    double scale = test_field(out, "final loss scale");
     assert_true(scale > 0 && scale <= 65536 && scale == exp2(round(log2(scale)))); /* a power of two */
     assert_non_null(strstr(out, "peak memory"));
     const char *cats[] = {"param", "grad", "optimizer", "activation", "cast_cache", "workspace", "data"};
     for (int i = 0; i < 7; i++) assert_non_null(strstr(out, cats[i]));
-    assert_true(field(out, "cast_cache") > 0); /* O1 fp16 caches the weight casts */
+    assert_true(test_field(out, "cast_cache") > 0); /* O1 fp16 caches the weight casts */
     char *m = test_read_file(csv, NULL);
     assert_non_null(m);
     assert_int_equal(strncmp(m, "step,epoch,loss,scale,skipped,lr,ms\n", 36), 0);
@@ -63,9 +55,7 @@ static void t_train_summary_and_metrics(void **s) {
         rows++;
     }
     assert_int_equal(rows, 32);
-    free(m);
-    free(out);
-    free(err);
+    test_free_all(m, out, err);
     test_rmtree(dir);
     free(dir);
 }
@@ -81,9 +71,9 @@ static void t_modes(void **s) {
         snprintf(args, sizeof args, "train %s --epochs 1 " SLICE " --quiet", modes[i]);
         int rc = test_run_cli(NULL, args, &out, &err);
         if (rc != 0) fail_msg("%s: exit %d\n%s\n%s", modes[i], rc, out, err);
-        double acc = field(out, "test accuracy");
+        double acc = test_field(out, "test accuracy");
         if (!(acc > 30)) fail_msg("%s: accuracy %.2f%% is not above chance", modes[i], acc);
-        double sc = field(out, "final loss scale");
+        double sc = test_field(out, "final loss scale");
         if (strstr(modes[i], "fp16")) assert_true(sc > 0 && sc == exp2(round(log2(sc)))); /* dynamic: a power of two */
         else assert_true(sc == 1.0);                                                       /* no loss scaling */
         /* the summary says what the products cost on this CPU path: the whole line */
@@ -101,8 +91,7 @@ static void t_modes(void **s) {
         if (len != strlen(note) || strncmp(prod, note, len))
             fail_msg("%s on cpu path %s: the products line is\n  %.*s\nexpected\n  %s", modes[i],
                      amp_cpu_path_name(amp_cpu_active()), (int)len, prod, note);
-        free(out);
-        free(err);
+        test_free_all(out, err);
     }
 }
 
@@ -112,8 +101,7 @@ static void expect_usage(const char *args, const char *needle) {
     if (rc != 2) fail_msg("'amp %s': exit %d, expected 2 (usage)\n%s", args, rc, err);
     if (!strstr(err, needle)) fail_msg("'amp %s': stderr does not mention '%s':\n%s", args, needle, err);
     if (!strstr(err, "usage:")) fail_msg("'amp %s': no usage text on stderr:\n%s", args, err);
-    free(out);
-    free(err);
+    test_free_all(out, err);
 }
 
 static void t_bad_usage(void **s) {
@@ -142,37 +130,29 @@ static void t_help(void **s) {
     assert_int_equal(test_run_cli(NULL, "--help", &out, &err), 0);
     const char *cmds[] = {"train", "compare", "memory", "formats", "autocast", "bench"};
     for (int i = 0; i < 6; i++) assert_non_null(strstr(out, cmds[i]));
-    free(out);
-    free(err);
+    test_free_all(out, err);
     assert_int_equal(test_run_cli(NULL, "train --help", &out, &err), 0);
     const char *flags[] = {"--model", "--precision", "--opt-level", "--policy", "--epochs", "--batch", "--lr", "--optimizer",
                            "--seed", "--threads", "--metrics", "--limit", "--inject-nonfinite-every", "--matmul-precision"};
     for (int i = 0; i < 14; i++)
         if (!strstr(out, flags[i])) fail_msg("amp train --help does not document %s", flags[i]);
-    free(out);
-    free(err);
+    test_free_all(out, err);
     assert_int_equal(test_run_cli(NULL, "--version", &out, &err), 0);
     assert_non_null(strstr(out, "cpu path"));
-    free(out);
-    free(err);
+    test_free_all(out, err);
     assert_int_equal(test_run_cli("AMP_CPU=scalar", "--version", &out, &err), 0);
     assert_non_null(strstr(out, "cpu path: scalar"));
-    free(out);
-    free(err);
+    test_free_all(out, err);
     assert_int_equal(test_run_cli("AMP_CPU=quantum", "--version", &out, &err), 1);
     assert_non_null(strstr(err, "AMP_CPU"));
-    free(out);
-    free(err);
+    test_free_all(out, err);
 }
 
 static void copy_gz_truncated(const char *src, const char *dst, long keep) {
     size_t n;
     char *b = test_read_file(src, &n);
     assert_non_null(b);
-    FILE *f = fopen(dst, "wb");
-    assert_non_null(f);
-    fwrite(b, 1, keep < 0 ? n : (size_t)keep, f);
-    fclose(f);
+    test_write_file(dst, b, keep < 0 ? n : (size_t)keep);
     free(b);
 }
 
@@ -182,8 +162,7 @@ static void t_bad_data(void **s) {
     int rc = test_run_cli("AMP_DATA_DIR=/nonexistent/fmnist", "train --quiet --limit 100", &out, &err);
     assert_int_equal(rc, 1);
     if (!strstr(err, "/nonexistent/fmnist/train-images-idx3-ubyte.gz")) fail_msg("message does not name the file:\n%s", err);
-    free(out);
-    free(err);
+    test_free_all(out, err);
     /* a copy of the data set with the training images cut short */
     char *dir = test_mkdtemp(), src[512], dst[512], env[600];
     const char *names[] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
@@ -199,8 +178,7 @@ static void t_bad_data(void **s) {
     snprintf(dst, sizeof dst, "%s/train-images-idx3-ubyte.gz", dir);
     if (!strstr(err, dst)) fail_msg("message does not name the truncated file:\n%s", err);
     if (!strstr(err, "truncated") && !strstr(err, "corrupt")) fail_msg("message does not say what is wrong:\n%s", err);
-    free(out);
-    free(err);
+    test_free_all(out, err);
     /* labels that do not match the images */
     snprintf(src, sizeof src, "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz");
     snprintf(dst, sizeof dst, "%s/train-labels-idx1-ubyte.gz", dir);
@@ -211,8 +189,7 @@ static void t_bad_data(void **s) {
     rc = test_run_cli(env, "train --quiet --limit 100", &out, &err);
     assert_int_equal(rc, 1);
     assert_non_null(strstr(err, "60000 images but"));
-    free(out);
-    free(err);
+    test_free_all(out, err);
     test_rmtree(dir);
     free(dir);
 }
@@ -241,8 +218,7 @@ static void t_compare_and_memory(void **s) {
     for (int i = 0; i < 9; i++) bar = strchr(bar + 1, '|'); /* the 10th column */
     double d16 = strtod(bar + 1, NULL);
     assert_true(d16 > 0 && d16 < 0.5);
-    free(out);
-    free(err);
+    test_free_all(out, err);
     rc = test_run_cli(NULL, "memory --model mlp --batch 32", &out, &err);
     if (rc != 0) fail_msg("memory: exit %d\n%s", rc, err);
     /* 784*512+512 + 512*512+512 + 512*10+10 = 669706 parameters */
@@ -250,14 +226,7 @@ static void t_compare_and_memory(void **s) {
     assert_non_null(strstr(out, "4 params + 4 grads + 8 optimizer = 16 B/param"));
     assert_non_null(strstr(out, "| param |"));
     assert_non_null(strstr(out, "where measurement and arithmetic differ"));
-    free(out);
-    free(err);
+    test_free_all(out, err);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_train_summary_and_metrics), cmocka_unit_test(t_modes), cmocka_unit_test(t_bad_usage),
-        cmocka_unit_test(t_help), cmocka_unit_test(t_bad_data), cmocka_unit_test(t_compare_and_memory),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_train_summary_and_metrics, t_modes, t_bad_usage, t_help, t_bad_data, t_compare_and_memory)

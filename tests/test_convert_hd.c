@@ -94,7 +94,4 @@ static void t_f64(void **state) {
     }
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(t_narrow_to_f32), cmocka_unit_test(t_f32_to_narrow), cmocka_unit_test(t_f64)};
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_narrow_to_f32, t_f32_to_narrow, t_f64)

@@ -582,11 +582,6 @@ static void t_gpt_shape_time(void **state) {
 
 int main(void) {
     amp_test_require_cuda();
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_entries), cmocka_unit_test(t_cuda_cores), cmocka_unit_test(t_bias),
-        cmocka_unit_test(t_dropout_mask),
-        cmocka_unit_test(t_strided_views), cmocka_unit_test(t_op), cmocka_unit_test(t_autocast),
-        cmocka_unit_test(t_errors),  cmocka_unit_test(t_gpt_shape_time),
-    };
-    return amp_test_run(tests);
+    return AMP_TEST_RUN(t_entries, t_cuda_cores, t_bias, t_dropout_mask, t_strided_views, t_op, t_autocast, t_errors,
+                        t_gpt_shape_time);
 }

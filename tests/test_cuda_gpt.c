@@ -57,9 +57,7 @@ static amp_tensor *tokens(int64_t B, int64_t T, int64_t V, uint64_t seed) {
 static void twin_make(twin *w, const amp_gpt_config *c, mode_t_ mode, amp_device dev) {
     memset(w, 0, sizeof *w);
     w->dev = dev;
-    amp_generator g = amp_generator_make(5);
-    w->m = amp_gpt_new(c, &g);
-    assert_non_null(w->m);
+    w->m = test_gpt_new(c, 5);
     if (mode == M_BF16_O2) assert_int_equal(amp_module_to(w->m, AMP_BF16, true), AMP_OK);
     if (dev != AMP_DEVICE_CPU && amp_module_to_device(w->m, dev) != AMP_OK) fail_msg("%s", amp_last_error());
     amp_tensor *ps[256], *half[256], *f32[256];
@@ -168,8 +166,7 @@ static void run_mode(mode_t_ mode) {
             }
             printf("%s: first logits max |cpu - gpu| %.2e of max |logit| %.3f\n", mode_name[mode], d, mx);
             if (!(d <= (mode == M_F32 ? 1e-5 : 2e-2) * mx)) fail_msg("%s: logits differ: %.3e of %.3e", mode_name[mode], d, mx);
-            amp_tensor_free(Lc);
-            amp_tensor_free(Lg);
+            test_free_tensors(Lc, Lg);
         }
         if (!(rel(lg, lc) <= tol)) fail_msg("%s step %d: loss cpu %.7f gpu %.7f", mode_name[mode], s, lc, lg);
         if (!(rel(ng, nc) <= tol * 5)) fail_msg("%s step %d: grad norm cpu %.7f gpu %.7f", mode_name[mode], s, nc, ng);
@@ -186,8 +183,7 @@ static void run_mode(mode_t_ mode) {
                 fail_msg("%s step %d: %zu live GPU bytes after step 2, %zu now (a leak per step?)", mode_name[mode], s, live_after2,
                          ms.live_total);
         }
-        amp_tensor_free(x);
-        amp_tensor_free(y);
+        test_free_tensors(x, y);
     }
     /* the weights after the run, in units of u = lr x steps */
     amp_tensor *pc[256], *pg[256];
@@ -237,9 +233,7 @@ static void fwd_bwd_case(bool bf16) {
     amp_tensor *xc = tokens(4, 64, c.vocab_size, 7), *yc = tokens(4, 64, c.vocab_size, 8);
     int np = 0;
     for (int d = 0; d < 2; d++) {
-        amp_generator g = amp_generator_make(5);
-        m[d] = amp_gpt_new(&c, &g);
-        assert_non_null(m[d]);
+        m[d] = test_gpt_new(&c, 5);
         if (d && amp_module_to_device(m[d], AMP_DEVICE_CUDA) != AMP_OK) fail_msg("%s", amp_last_error());
         np = amp_module_parameters(m[d], ps[d], names, 256);
         amp_scope *s = amp_scope_begin();
@@ -272,8 +266,7 @@ static void fwd_bwd_case(bool bf16) {
     if (bad) fail_msg("%d of %d gradients differ", bad, np);
     amp_module_free(m[0]);
     amp_module_free(m[1]);
-    amp_tensor_free(xc);
-    amp_tensor_free(yc);
+    test_free_tensors(xc, yc);
 }
 static void t_fwd_bwd_fp32(void **state) { (void)state; fwd_bwd_case(false); }
 static void t_fwd_bwd_bf16(void **state) { (void)state; fwd_bwd_case(true); }
@@ -282,8 +275,7 @@ static void t_fwd_bwd_bf16(void **state) { (void)state; fwd_bwd_case(true); }
 static void t_module_roundtrip(void **state) {
     (void)state;
     amp_gpt_config c = {1, 2, 32, 16, 64, 0.0, true};
-    amp_generator g = amp_generator_make(1);
-    amp_module *m = amp_gpt_new(&c, &g);
+    amp_module *m = test_gpt_new(&c, 1);
     amp_tensor *w0 = amp_tensor_to(amp_module_get_parameter(m, "transformer.wte.weight"), AMP_DEVICE_CPU);
     amp_tensor *copy = amp_tensor_empty(AMP_F32, 2, AMP_SHAPE(64, 32));
     assert_int_equal(amp_tensor_copy_(copy, w0), AMP_OK);
@@ -295,8 +287,7 @@ static void t_module_roundtrip(void **state) {
     wte = amp_module_get_parameter(m, "transformer.wte.weight");
     assert_int_equal(amp_tensor_device(wte), AMP_DEVICE_CPU);
     assert_memory_equal(amp_tensor_data(wte), amp_tensor_data(copy), 64 * 32 * sizeof(float));
-    amp_tensor_free(copy);
-    amp_tensor_free(w0);
+    test_free_tensors(copy, w0);
     amp_module_free(m);
 }
 
@@ -343,10 +334,6 @@ static void t_save_load_on_device(void **state) {
 
 int main(void) {
     amp_test_require_cuda();
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_module_roundtrip), cmocka_unit_test(t_save_load_on_device), cmocka_unit_test(t_fwd_bwd_fp32), cmocka_unit_test(t_fwd_bwd_bf16),
-        cmocka_unit_test(t_fp32),             cmocka_unit_test(t_bf16_o1),
-        cmocka_unit_test(t_fp16_o1),          cmocka_unit_test(t_bf16_o2),
-    };
-    return amp_test_run(tests);
+    return AMP_TEST_RUN(t_module_roundtrip, t_save_load_on_device, t_fwd_bwd_fp32, t_fwd_bwd_bf16, t_fp32, t_bf16_o1,
+                        t_fp16_o1, t_bf16_o2);
 }

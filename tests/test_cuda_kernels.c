@@ -69,10 +69,7 @@ static void t_roundtrip(void **state) {
         assert_int_equal(amp_tensor_device(d), AMP_DEVICE_CUDA);
         amp_tensor *back = amp_test_to(d, AMP_DEVICE_CPU);
         assert_same_bits(c, back, amp_dtype_name(dts[i]));
-        amp_tensor_free(back);
-        amp_tensor_free(d);
-        amp_tensor_free(c);
-        amp_tensor_free(h);
+        test_free_tensors(back, d, c, h);
     }
 }
 
@@ -115,9 +112,7 @@ static void t_fill_and_access(void **state) {
     assert_true(amp_tensor_item(one) == 2.5);
     amp_mem_stats m = amp_memory_stats_device(AMP_DEVICE_CUDA);
     assert_int_equal(m.live[AMP_MEM_DATA] >= 3 * 1000 * 2 + 4, 1);
-    amp_tensor_free(col);
-    amp_tensor_free(one);
-    amp_tensor_free(z);
+    test_free_tensors(col, one, z);
 }
 
 /* A loop allocating the same sizes: no cudaMalloc after the first round. */
@@ -128,9 +123,7 @@ static void t_steady_state(void **state) {
         amp_tensor *a = amp_tensor_zeros_on(AMP_DEVICE_CUDA, AMP_F32, 2, AMP_SHAPE(1024, 1024));
         amp_tensor *b = amp_tensor_zeros_on(AMP_DEVICE_CUDA, AMP_BF16, 1, AMP_SHAPE(12345));
         amp_tensor *c = amp_tensor_zeros_on(AMP_DEVICE_CUDA, AMP_F16, 3, AMP_SHAPE(7, 300, 50));
-        amp_tensor_free(b);
-        amp_tensor_free(a);
-        amp_tensor_free(c);
+        test_free_tensors(b, a, c);
         if (it == 0) after = amp_memory_stats_device(AMP_DEVICE_CUDA).device_mallocs;
     }
     amp_mem_stats m = amp_memory_stats_device(AMP_DEVICE_CUDA);
@@ -151,8 +144,7 @@ static void t_deferred_error(void **state) {
     assert_non_null(strstr(amp_last_error(), "target 70000 (element 3) is out of range [0, 50257)"));
     assert_non_null(strstr(amp_last_error(), "amp_cross_entropy"));
     assert_int_equal(amp_cuda_synchronize(), AMP_OK); /* reported once */
-    amp_tensor_free(d);
-    amp_tensor_free(h);
+    test_free_tensors(d, h);
 }
 
 /* ---- elementwise ------------------------------------------------------------------------- */
@@ -235,12 +227,9 @@ static void ew_case(amp_ew_op op, amp_dtype in_dt, amp_dtype out_dt, bool broadc
         }
     }
     for (int k = 0; k < nin; k++) {
-        amp_tensor_free(h[k]);
-        amp_tensor_free(d[k]);
+        test_free_tensors(h[k], d[k]);
     }
-    amp_tensor_free(ho);
-    amp_tensor_free(dout);
-    amp_tensor_free(got);
+    test_free_tensors(ho, dout, got);
 }
 
 static void t_elementwise(void **state) {
@@ -461,10 +450,6 @@ static void t_gemm(void **state) {
 
 int main(void) {
     amp_test_require_cuda();
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_roundtrip),   cmocka_unit_test(t_copy_convert), cmocka_unit_test(t_fill_and_access),
-        cmocka_unit_test(t_steady_state), cmocka_unit_test(t_deferred_error), cmocka_unit_test(t_elementwise),
-        cmocka_unit_test(t_gemm),
-    };
-    return amp_test_run(tests);
+    return AMP_TEST_RUN(t_roundtrip, t_copy_convert, t_fill_and_access, t_steady_state, t_deferred_error, t_elementwise,
+                        t_gemm);
 }

@@ -48,6 +48,5 @@ int main(void) {
         printf("SKIP: %s\n", amp_last_error());
         return 77;
     }
-    const struct CMUnitTest tests[] = {cmocka_unit_test(t_libraries_load)};
-    return amp_test_run(tests);
+    return AMP_TEST_RUN(t_libraries_load);
 }

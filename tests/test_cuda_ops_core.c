@@ -433,8 +433,7 @@ static void t_mixed_devices(void **state) {
     amp_tensor *xs[2] = {d, h};
     assert_null(amp_cat(xs, 2, 0));
     assert_non_null(strstr(amp_last_error(), "amp_cat"));
-    amp_tensor_free(d);
-    amp_tensor_free(h);
+    test_free_tensors(d, h);
 }
 
 /* ---- casts and copies -------------------------------------------------------------------------- */
@@ -659,8 +658,7 @@ static void red_case(const rcase *c, amp_dtype dt, int layout, int op, double p,
     cmp_ref(w2, hd, ref, abs_, g_dry ? 2 : 1, g_dry ? 1e-6 : 1e-12);
     snprintf(w2, sizeof w2, "%s: cpu vs float64", what);
     cmp_ref(w2, yh, ref, abs_, 2, 1e-6);
-    free(ref);
-    free(abs_);
+    test_free_all(ref, abs_);
     /* backward: broadcast back (bitwise for sum/mean; norm divides by the norm) */
     amp_tensor *gh = amp_test_randn(yh->dtype, yh->ndim, yh->shape, seed + 7, 1.0, 0.0), *gd = amp_test_to(gh, CUDA);
     if (amp_backward_ex(yh, gh, false) != AMP_OK || amp_backward_ex(yd, gd, false) != AMP_OK) {
@@ -797,8 +795,7 @@ static void t_sum_to_shape(void **state) {
                 amp_tensor *hg = got ? amp_tensor_to(got, CPU) : NULL;
                 snprintf(w2, sizeof w2, "%s: grad of %s, cuda vs float64", what, k ? "b" : "a");
                 if (hg) cmp_ref(w2, hg, ref, ab, 1, g_dry ? 1e-9 : 1e-12);
-                free(ref);
-                free(ab);
+                test_free_all(ref, ab);
             }
             amp_scope_end(sc);
         }

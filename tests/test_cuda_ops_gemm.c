@@ -589,14 +589,6 @@ static void t_index_errors(void **state) {
 
 int main(void) {
     amp_test_require_cuda();
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_bias_grad_entry),
-        cmocka_unit_test(t_ops_forward),
-        cmocka_unit_test(t_ops_backward),
-        cmocka_unit_test(t_devices),
-        cmocka_unit_test(t_gather_entries),
-        cmocka_unit_test(t_gather_ops),
-        cmocka_unit_test(t_index_errors),
-    };
-    return amp_test_run(tests);
+    return AMP_TEST_RUN(t_bias_grad_entry, t_ops_forward, t_ops_backward, t_devices, t_gather_entries, t_gather_ops,
+                        t_index_errors);
 }

@@ -185,8 +185,7 @@ static void ln_case_run(const ln_case *c, uint64_t seed) {
             continue;
         }
         close_to_max(gin[i], dgin[i], i == 0 ? 0 : 1e-5, i == 0 ? 1e-4 : 1e-5, what);
-        amp_tensor_free(gin[i]);
-        amp_tensor_free(dgin[i]);
+        test_free_tensors(gin[i], dgin[i]);
     }
     /* only the weight and bias gradients (no gx) */
     if (c->w && c->b) {
@@ -204,8 +203,7 @@ static void ln_case_run(const ln_case *c, uint64_t seed) {
                 close_to_max(gin[i], e[i], 1e-5, 1e-5, what);
             }
         for (int i = 0; i < 3; i++) {
-            amp_tensor_free(e[i]);
-            amp_tensor_free(gin[i]);
+            test_free_tensors(e[i], gin[i]);
         }
     }
     amp_scope_end(sc);
@@ -336,8 +334,7 @@ static void sm_case(amp_dtype dt, int nd, const int64_t *shape, int dim, bool lo
     if (gx && dgx) {
         close_to_max(gx, dgx, 0, 1e-5, what);
     }
-    amp_tensor_free(gx);
-    amp_tensor_free(dgx);
+    test_free_tensors(gx, dgx);
     amp_scope_end(sc);
 }
 
@@ -451,8 +448,7 @@ static void ce_case_run(const ce_case *c, uint64_t seed) {
         }
         close_to_max(gx, dgx, 0, 1e-5, what);
     }
-    amp_tensor_free(gx);
-    amp_tensor_free(dgx);
+    test_free_tensors(gx, dgx);
     amp_scope_end(sc);
 }
 
@@ -629,8 +625,7 @@ static void gl_case_run(const gl_case *c, uint64_t seed) {
     if (gx && dgx) {
         close_to_max(gx, dgx, 0, 1e-5, what);
     }
-    amp_tensor_free(gx);
-    amp_tensor_free(dgx);
+    test_free_tensors(gx, dgx);
     amp_scope_end(sc);
 }
 
@@ -765,8 +760,7 @@ static void bn_case_run(const bn_case *c, uint64_t seed) {
             continue;
         }
         close_to_max(gin[i], dgin[i], i == 0 ? 0 : 1e-5, i == 0 ? 1e-4 : 1e-5, what);
-        amp_tensor_free(gin[i]);
-        amp_tensor_free(dgin[i]);
+        test_free_tensors(gin[i], dgin[i]);
     }
     amp_scope_end(sc);
 }
@@ -830,11 +824,6 @@ static void t_batch_group_norm(void **state) {
 
 int main(void) {
     amp_test_require_cuda();
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_layer_norm_entries),    cmocka_unit_test(t_layer_norm_op),
-        cmocka_unit_test(t_softmax_entries),       cmocka_unit_test(t_softmax_op),
-        cmocka_unit_test(t_cross_entropy_entries), cmocka_unit_test(t_cross_entropy_op),
-        cmocka_unit_test(t_class_loss_general),    cmocka_unit_test(t_batch_group_norm),
-    };
-    return amp_test_run(tests);
+    return AMP_TEST_RUN(t_layer_norm_entries, t_layer_norm_op, t_softmax_entries, t_softmax_op, t_cross_entropy_entries,
+                        t_cross_entropy_op, t_class_loss_general, t_batch_group_norm);
 }

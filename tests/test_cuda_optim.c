@@ -445,12 +445,7 @@ static void t_scaler_scale(void **state) {
     amp_tensor *yh = amp_test_to(yb, AMP_DEVICE_CPU);
     CHECK(amp_tensor_dtype(yh) == AMP_BF16 && get1(yh, 2) == 1032.0, "bf16 scaled loss %.9g (%s), expected 1032",
           get1(yh, 2), amp_dtype_name(amp_tensor_dtype(yh)));
-    amp_tensor_free(yh);
-    amp_tensor_free(yb);
-    amp_tensor_free(xc);
-    amp_tensor_free(xb);
-    amp_tensor_free(y);
-    amp_tensor_free(x);
+    test_free_tensors(yh, yb, xc, xb, y, x);
     amp_scaler_free(sc);
     finish("t_scaler_scale");
 }
@@ -466,8 +461,7 @@ static void t_scaler_scale_backward(void **state) {
     amp_tensor *g = amp_tensor_grad(x);
     CHECK(g && amp_tensor_device(g) == AMP_DEVICE_CUDA && amp_tensor_item(g) == 1024.0,
           "d(scaled)/dx %.9g, expected 1024 on cuda", g ? amp_tensor_item(g) : -1.0);
-    amp_tensor_free(y);
-    amp_tensor_free(x);
+    test_free_tensors(y, x);
     amp_scaler_free(sc);
     finish("t_scaler_scale_backward");
 }
@@ -559,12 +553,10 @@ static void t_scaler_devices(void **state) {
     CHECK(st == AMP_OK, "a cuda update after a refused CPU clip: %s", amp_last_error());
     amp_scaler_free(sc);
     amp_optim_free(oh);
-    amp_tensor_free(gh);
-    amp_tensor_free(ph);
+    test_free_tensors(gh, ph);
     amp_optim_free(oc);
     amp_optim_free(og);
-    amp_tensor_free(pc);
-    amp_tensor_free(pg);
+    test_free_tensors(pc, pg);
     finish("t_scaler_devices");
 }
 
@@ -591,8 +583,7 @@ static void t_guard(void **state) {
     float e1 = w0 + nl * g1;
     CHECK(get1(h, 0) == (double)w0, "guard: element 0 is %.9g, expected it unchanged", get1(h, 0));
     CHECK(get1(h, 1) == (double)e1, "guard: element 1 is %.9g, expected %.9g (updated)", get1(h, 1), (double)e1);
-    amp_tensor_free(h);
-    amp_tensor_free(g);
+    test_free_tensors(h, g);
     amp_optim_free(opt);
     amp_tensor_free(p);
     finish("t_guard");
@@ -600,10 +591,6 @@ static void t_guard(void **state) {
 
 int main(void) {
     amp_test_require_cuda();
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_scaler_scale), cmocka_unit_test(t_adamw_master), cmocka_unit_test(t_adam_f32),
-        cmocka_unit_test(t_sgd),          cmocka_unit_test(t_plain_step),   cmocka_unit_test(t_guard),
-        cmocka_unit_test(t_clip),         cmocka_unit_test(t_scaler_scale_backward), cmocka_unit_test(t_scaler_devices),
-    };
-    return amp_test_run(tests);
+    return AMP_TEST_RUN(t_scaler_scale, t_adamw_master, t_adam_f32, t_sgd, t_plain_step, t_guard, t_clip,
+                        t_scaler_scale_backward, t_scaler_devices);
 }

@@ -83,10 +83,7 @@ static void t_to_same_device(void **state) {
     assert_non_null(strstr(amp_last_error(), "amp_tensor_to"));
     assert_null(amp_tensor_to(x, (amp_device)5));
     assert_non_null(strstr(amp_last_error(), "device 5 is not valid"));
-    amp_tensor_free(l);
-    amp_tensor_free(yy);
-    amp_tensor_free(y);
-    amp_tensor_free(x);
+    test_free_tensors(l, yy, y, x);
 }
 
 static void t_memory_stats(void **state) {
@@ -100,8 +97,7 @@ static void t_memory_stats(void **state) {
     assert_true(amp_tensor_get(x, AMP_SHAPE(999)) == 0.0);
     amp_tensor *f = amp_tensor_full_on(AMP_DEVICE_CPU, AMP_BF16, 1, AMP_SHAPE(3), 0.1);
     assert_true(amp_tensor_get(f, AMP_SHAPE(1)) == 0.10009765625);
-    amp_tensor_free(f);
-    amp_tensor_free(x);
+    test_free_tensors(f, x);
     assert_int_equal(amp_memory_stats_device((amp_device)42).live_total, 0);
 }
 
@@ -281,11 +277,5 @@ static void t_module_to_device(void **state) {
     amp_module_free(m);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_names),           cmocka_unit_test(t_cuda_unavailable), cmocka_unit_test(t_to_same_device),
-        cmocka_unit_test(t_memory_stats),    cmocka_unit_test(t_mixed_devices_refused), cmocka_unit_test(t_host_readers_refuse),
-        cmocka_unit_test(t_module_to_device),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_names, t_cuda_unavailable, t_to_same_device, t_memory_stats, t_mixed_devices_refused,
+              t_host_readers_refuse, t_module_to_device)

@@ -244,8 +244,7 @@ static double max_rel_diff(amp_module *a, amp_module *b) {
             d = fmax(d, fabs(va[j] - vb[j]));
         }
         worst = fmax(worst, m > 0 ? d / m : d);
-        free(va);
-        free(vb);
+        test_free_all(va, vb);
     }
     return worst;
 }
@@ -532,8 +531,7 @@ static void t_inf_on_one_rank(void **state) {
             printf("  inf on rank %d only (ZeRO stage %d%s): %d step skipped on every rank, scale history %g %g %g %g %g %g on "
                    "every rank, weights bitwise equal across ranks\n",
                    N - 1, zero, fused ? ", amp_scaler_clip_grad_norm" : "", skipped_steps, h[0], h[1], h[2], h[3], h[4], h[5]);
-        amp_tensor_free(ht);
-        amp_tensor_free(hall);
+        test_free_tensors(ht, hall);
         amp_scaler_free(sc);
         amp_optim_free(opt);
         amp_ddp_free(d);
@@ -830,20 +828,6 @@ static void t_unused_params(void **state) {
     amp_tensor_free(stranger);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_collectives),
-        cmocka_unit_test(t_async_and_errors),
-        cmocka_unit_test(t_ddp_matches_single_process),
-        cmocka_unit_test(t_overlap_same_bits),
-        cmocka_unit_test(t_bf16_grad_comm),
-        cmocka_unit_test(t_grad_accumulation),
-        cmocka_unit_test(t_inf_on_one_rank),
-        cmocka_unit_test(t_zero1),
-        cmocka_unit_test(t_checkpoint_resume),
-        cmocka_unit_test(t_broadcast_params_and_buffers),
-        cmocka_unit_test(t_unused_params),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+AMP_TEST_MAIN_FIXTURES(setup, teardown, t_collectives, t_async_and_errors, t_ddp_matches_single_process,
+                       t_overlap_same_bits, t_bf16_grad_comm, t_grad_accumulation, t_inf_on_one_rank, t_zero1,
+                       t_checkpoint_resume, t_broadcast_params_and_buffers, t_unused_params)

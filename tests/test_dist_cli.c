@@ -30,32 +30,12 @@
 
 #include "test_support.h"
 
-static char *g_dir;
-
-static int setup(void **state) {
-    (void)state;
-    g_dir = test_mkdtemp();
-    return g_dir ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    test_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
-
 /* `amp ARGS` on np ranks (np 0: no mpirun); fails unless the exit status is want; returns stdout. */
 static char *run(int np, int want, const char *fmt, ...) {
-    char args[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
+    char *out = test_run_cli_vexpect(np ? test_mpirun_prefix(np) : "OMP_NUM_THREADS=2", want, NULL, fmt, ap);
     va_end(ap);
-    char *out = NULL, *err = NULL;
-    int rc = test_run_cli(np ? test_mpirun_prefix(np) : "OMP_NUM_THREADS=2", args, &out, &err);
-    if (rc != want) fail_msg("%d rank(s): amp %s: exit %d (expected %d)\nstdout:\n%s\nstderr:\n%s", np, args, rc, want, out, err);
-    free(err);
     return out;
 }
 
@@ -105,10 +85,8 @@ static double model_diff(const char *a, const char *b, bool *bitwise) {
         }
         if (d != 0) *bitwise = false;
         worst = fmax(worst, m > 0 ? d / m : d);
-        free(va);
-        free(vb);
-        amp_tensor_free(ta);
-        amp_tensor_free(tb);
+        test_free_all(va, vb);
+        test_free_tensors(ta, tb);
     }
     amp_safetensors_free(fa);
     amp_safetensors_free(fb);
@@ -140,18 +118,18 @@ static bool same_state_tensors(const char *a, const char *b) {
 static void t_two_ranks_equal_one_process(void **state) {
     (void)state;
     char a[1100], b[1100];
-    snprintf(a, sizeof a, "%s/one", g_dir);
-    snprintf(b, sizeof b, "%s/two", g_dir);
+    snprintf(a, sizeof a, "%s/one", test_tmpdir);
+    snprintf(b, sizeof b, "%s/two", test_tmpdir);
     const char *flags = "--optimizer sgd --lr 0.05 --max-steps 20 --precision fp32";
-    free(run(0, 0, COMMON " %s --checkpoint %s --metrics %s/one.csv", flags, a, g_dir));
-    char *out = run(2, 0, COMMON " %s --checkpoint %s --metrics %s/two.csv", flags, b, g_dir);
+    free(run(0, 0, COMMON " %s --checkpoint %s --metrics %s/one.csv", flags, a, test_tmpdir));
+    char *out = run(2, 0, COMMON " %s --checkpoint %s --metrics %s/two.csv", flags, b, test_tmpdir);
     assert_non_null(strstr(out, "world size        2 ranks"));
     assert_non_null(strstr(out, "communication"));
     free(out);
     double l1[32], l2[32];
     char p1[1200], p2[1200];
-    snprintf(p1, sizeof p1, "%s/one.csv", g_dir);
-    snprintf(p2, sizeof p2, "%s/two.csv", g_dir);
+    snprintf(p1, sizeof p1, "%s/one.csv", test_tmpdir);
+    snprintf(p2, sizeof p2, "%s/two.csv", test_tmpdir);
     assert_int_equal(read_losses(p1, l1, 32), 20);
     assert_int_equal(read_losses(p2, l2, 32), 20);
     double worst = 0;
@@ -169,12 +147,10 @@ static void t_two_ranks_equal_one_process(void **state) {
 static void t_resume_two_ranks_bitexact(void **state) {
     (void)state;
     char a[1100], b[1100];
-    snprintf(a, sizeof a, "%s/zstraight", g_dir);
-    snprintf(b, sizeof b, "%s/zsplit", g_dir);
+    snprintf(a, sizeof a, "%s/zstraight", test_tmpdir);
+    snprintf(b, sizeof b, "%s/zsplit", test_tmpdir);
     const char *flags = "--precision bf16 --opt-level O2 --rounding stochastic --zero 1 --grad-comm bf16 --max-steps 12";
-    free(run(2, 0, COMMON " %s --checkpoint %s", flags, a));
-    free(run(2, 0, COMMON " %s --stop-after 5 --checkpoint %s", flags, b));
-    free(run(2, 0, COMMON " %s --resume %s", flags, b));
+    test_free_all(run(2, 0, COMMON " %s --checkpoint %s", flags, a), run(2, 0, COMMON " %s --stop-after 5 --checkpoint %s", flags, b), run(2, 0, COMMON " %s --resume %s", flags, b));
     bool bitwise;
     double w = model_diff(b, a, &bitwise);
     bool st = same_state_tensors(a, b);
@@ -189,19 +165,17 @@ static void t_resume_other_world_size(void **state) {
     (void)state;
     const char *flags = "--optimizer adamw --max-steps 12";
     char s2[1100], s1[1100], c2[1100], c1[1100];
-    snprintf(s2, sizeof s2, "%s/w2straight", g_dir);
-    snprintf(s1, sizeof s1, "%s/w1straight", g_dir);
-    snprintf(c2, sizeof c2, "%s/w2to1", g_dir);
-    snprintf(c1, sizeof c1, "%s/w1to2", g_dir);
-    free(run(2, 0, COMMON " %s --zero 1 --checkpoint %s", flags, s2));
-    free(run(0, 0, COMMON " %s --checkpoint %s", flags, s1));
+    snprintf(s2, sizeof s2, "%s/w2straight", test_tmpdir);
+    snprintf(s1, sizeof s1, "%s/w1straight", test_tmpdir);
+    snprintf(c2, sizeof c2, "%s/w2to1", test_tmpdir);
+    snprintf(c1, sizeof c1, "%s/w1to2", test_tmpdir);
+    test_free_all(run(2, 0, COMMON " %s --zero 1 --checkpoint %s", flags, s2), run(0, 0, COMMON " %s --checkpoint %s", flags, s1));
     /* 2 ranks to step 6, then 1 process to 12 */
     free(run(2, 0, COMMON " %s --zero 1 --stop-after 6 --checkpoint %s", flags, c2));
     char *out = run(0, 0, "%s %s --resume %s", COMMON " --log-every 100", flags, c2);
     free(out);
     /* 1 process to step 6, then 2 ranks (ZeRO-1) to 12 */
-    free(run(0, 0, COMMON " %s --stop-after 6 --checkpoint %s", flags, c1));
-    free(run(2, 0, COMMON " %s --zero 1 --resume %s", flags, c1));
+    test_free_all(run(0, 0, COMMON " %s --stop-after 6 --checkpoint %s", flags, c1), run(2, 0, COMMON " %s --zero 1 --resume %s", flags, c1));
     bool b1, b2;
     double d21 = model_diff(c2, s2, &b1), d12 = model_diff(c1, s1, &b2);
     printf("  resumed on another world size (AdamW, 12 steps): 2 ranks -> 1 process vs 2 ranks straight: max rel diff %.3g; "
@@ -221,10 +195,10 @@ static void t_resume_other_world_size(void **state) {
 static void t_gpt(void **state) {
     (void)state;
     char a[1100], b[1100], z1[1100], z2[1100];
-    snprintf(a, sizeof a, "%s/gpt1", g_dir);
-    snprintf(b, sizeof b, "%s/gpt2", g_dir);
-    snprintf(z1, sizeof z1, "%s/gptz_straight", g_dir);
-    snprintf(z2, sizeof z2, "%s/gptz_split", g_dir);
+    snprintf(a, sizeof a, "%s/gpt1", test_tmpdir);
+    snprintf(b, sizeof b, "%s/gpt2", test_tmpdir);
+    snprintf(z1, sizeof z1, "%s/gptz_straight", test_tmpdir);
+    snprintf(z2, sizeof z2, "%s/gptz_split", test_tmpdir);
     /* SGD: AdamW turns the float noise of a gradient that is 0 in exact arithmetic (the attention
      * key bias: softmax ignores a constant per row) into full-size steps of either sign */
     free(run(0, 0, GPT " --optimizer sgd --lr 0.05 --max-steps 10 --checkpoint %s", a));
@@ -238,15 +212,13 @@ static void t_gpt(void **state) {
     assert_true(w < 1e-6);
     /* activation checkpointing: the block's parameters get their gradients in an inner backward; the same bits */
     char ck[1100];
-    snprintf(ck, sizeof ck, "%s/gpt2ckpt", g_dir);
+    snprintf(ck, sizeof ck, "%s/gpt2ckpt", test_tmpdir);
     free(run(2, 0, GPT " --optimizer sgd --lr 0.05 --max-steps 10 --checkpoint-activations --checkpoint %s", ck));
     double wc = model_diff(ck, b, &bitwise);
     printf("  gpt, 2 ranks, activation checkpointing vs not: %s\n", bitwise ? "bitwise equal" : "differ");
     assert_true(bitwise && wc == 0);
     const char *z = "--precision bf16 --opt-level O2 --dropout 0.1 --zero 1 --max-steps 8";
-    free(run(2, 0, GPT " %s --checkpoint %s", z, z1));
-    free(run(2, 0, GPT " %s --stop-after 3 --checkpoint %s", z, z2));
-    free(run(2, 0, GPT " %s --resume %s", z, z2));
+    test_free_all(run(2, 0, GPT " %s --checkpoint %s", z, z1), run(2, 0, GPT " %s --stop-after 3 --checkpoint %s", z, z2), run(2, 0, GPT " %s --resume %s", z, z2));
     double wz = model_diff(z2, z1, &bitwise);
     bool st = same_state_tensors(z1, z2);
     printf("  gpt, 2 ranks, ZeRO-1 O2 bf16 with dropout, stopped at 3 and resumed: weights %s, training state %s\n",
@@ -267,7 +239,7 @@ static void t_cnn_rank0_output(void **state) {
     (void)state;
     amp_test_skip_per_path("the path changes nothing it asserts");
     char ck[1100];
-    snprintf(ck, sizeof ck, "%s/cnn2", g_dir);
+    snprintf(ck, sizeof ck, "%s/cnn2", test_tmpdir);
     const char *cnn = "train --model cnn --limit 512 --test-limit 200 --batch 64";
     char *out = run(2, 0, "%s --max-steps 6 --log-every 5 --zero 1 --grad-comm bf16 --checkpoint %s", cnn, ck);
     int headers = count(out, "amp train: cnn"), summaries = count(out, "summary: cnn"), bars = count(out, "epoch 1/1 step");
@@ -282,8 +254,7 @@ static void t_cnn_rank0_output(void **state) {
     assert_int_equal(count(out, "5/8"), 1);
     assert_non_null(strstr(out, "world size        2 ranks"));
     assert_non_null(strstr(out, "ZeRO stage 1, gradients sent as bf16"));
-    free(out);
-    free(run(0, 0, "%s --quiet --max-steps 8 --resume %s", cnn, ck));
+    test_free_all(out, run(0, 0, "%s --quiet --max-steps 8 --resume %s", cnn, ck));
     amp_checkpoint *c = amp_checkpoint_open(ck);
     if (!c) fail_msg("%s", amp_last_error());
     assert_int_equal(amp_checkpoint_step(c), 8);
@@ -335,8 +306,8 @@ static void t_kill_one_rank(void **state) {
     (void)state;
     amp_test_skip_per_path("the path changes nothing it asserts");
     char ck[1100], outp[1100], tag[128];
-    snprintf(ck, sizeof ck, "%s/killed", g_dir);
-    snprintf(outp, sizeof outp, "%s/killed.out", g_dir);
+    snprintf(ck, sizeof ck, "%s/killed", test_tmpdir);
+    snprintf(outp, sizeof outp, "%s/killed.out", test_tmpdir);
     snprintf(tag, sizeof tag, "AMP_TEST_KILL_TAG=%ld_%d", (long)getpid(), rand());
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "%s %s %s train --quiet --model mlp --limit 2048 --test-limit 100 --batch 32 --epochs 1000 "
@@ -408,8 +379,8 @@ static void t_stalled_rank_times_out(void **state) {
     (void)state;
     amp_test_skip_per_path("the path changes nothing it asserts");
     char outp[1100], tag[128], ck[1100], spath[1200];
-    snprintf(outp, sizeof outp, "%s/stalled.out", g_dir);
-    snprintf(ck, sizeof ck, "%s/stalled", g_dir);
+    snprintf(outp, sizeof outp, "%s/stalled.out", test_tmpdir);
+    snprintf(ck, sizeof ck, "%s/stalled", test_tmpdir);
     snprintf(spath, sizeof spath, "%s/training_state.safetensors", ck);
     snprintf(tag, sizeof tag, "AMP_TEST_STALL_TAG=%ld_%d", (long)getpid(), rand());
     char cmd[4096];
@@ -469,7 +440,7 @@ static void t_rank_error_ends_run(void **state) {
     /* MPMD: rank 1 is given a checkpoint directory that does not exist to resume from */
     char args[2048];
     snprintf(args, sizeof args, "train --quiet --model mlp --limit 512 --batch 32 --epochs 100 : -np 1 %s train --quiet --model mlp "
-                                "--limit 512 --batch 32 --epochs 100 --resume %s/no_such_dir", AMP_CLI_PATH, g_dir);
+                                "--limit 512 --batch 32 --epochs 100 --resume %s/no_such_dir", AMP_CLI_PATH, test_tmpdir);
     char pre[1200];
     snprintf(pre, sizeof pre, "%s", test_mpirun_prefix(1));
     char *out = NULL, *err = NULL;
@@ -481,8 +452,7 @@ static void t_rank_error_ends_run(void **state) {
     assert_true(took < 60);
     assert_non_null(strstr(err, "rank 1 of 2"));
     assert_non_null(strstr(err, "no_such_dir"));
-    free(out);
-    free(err);
+    test_free_all(out, err);
 }
 
 /* ---- ranks that disagree (issue 23, defects 3 and 4) -----------------------------------------------
@@ -508,8 +478,7 @@ static void both_ranks_fail(const char *args0, const char *args1, const char *co
     }
     for (int i = 0; i < nneedles; i++)
         if (!strstr(err, needles[i])) fail_msg("expected \"%s\" in:\n%s", needles[i], err);
-    free(out);
-    free(err);
+    test_free_all(out, err);
 }
 
 /* different --max-steps: one rank would stop training while the other starts another step;
@@ -534,10 +503,9 @@ static void t_ranks_differ_resume(void **state) {
     (void)state;
     amp_test_skip_per_path("the path changes nothing it asserts");
     char a[1100], b[1100];
-    snprintf(a, sizeof a, "%s/resume_at3", g_dir);
-    snprintf(b, sizeof b, "%s/resume_at6", g_dir);
-    free(run(0, 0, COMMON " --max-steps 10 --stop-after 3 --checkpoint %s", a));
-    free(run(0, 0, COMMON " --max-steps 10 --stop-after 6 --checkpoint %s", b));
+    snprintf(a, sizeof a, "%s/resume_at3", test_tmpdir);
+    snprintf(b, sizeof b, "%s/resume_at6", test_tmpdir);
+    test_free_all(run(0, 0, COMMON " --max-steps 10 --stop-after 3 --checkpoint %s", a), run(0, 0, COMMON " --max-steps 10 --stop-after 6 --checkpoint %s", b));
     char a0[1400], a1[1400];
     snprintf(a0, sizeof a0, COMMON " --max-steps 10 --resume %s", a);
     snprintf(a1, sizeof a1, COMMON " --max-steps 10 --resume %s", b);
@@ -577,9 +545,9 @@ static void t_ranks_differ_data(void **state) {
     (void)state;
     amp_test_skip_per_path("the path changes nothing it asserts");
     char p1[1100], p2[1100], p3[1100];
-    snprintf(p1, sizeof p1, "%s/text_a.txt", g_dir);
-    snprintf(p2, sizeof p2, "%s/text_b.txt", g_dir);
-    snprintf(p3, sizeof p3, "%s/text_a_copy.txt", g_dir);
+    snprintf(p1, sizeof p1, "%s/text_a.txt", test_tmpdir);
+    snprintf(p2, sizeof p2, "%s/text_b.txt", test_tmpdir);
+    snprintf(p3, sizeof p3, "%s/text_a_copy.txt", test_tmpdir);
     const char *paths[] = {p1, p2, p3};
     for (int k = 0; k < 3; k++) {
         FILE *f = fopen(paths[k], "w");
@@ -597,13 +565,12 @@ static void t_ranks_differ_data(void **state) {
     snprintf(args, sizeof args, GPT " --max-steps 2 --data %s --log-every 1 --threads 1 : -np 1 %s " GPT
                                 " --max-steps 2 --data %s --metrics %s/rank1.csv --threads 2 --dist-timeout 100 "
                                 "--checkpoint-activations --no-overlap",
-             p1, AMP_CLI_PATH, p3, g_dir);
+             p1, AMP_CLI_PATH, p3, test_tmpdir);
     snprintf(pre, sizeof pre, "%s", test_mpirun_prefix(1));
     char *out = NULL, *err = NULL;
     int rc = test_run_cli(pre, args, &out, &err);
     if (rc != 0) fail_msg("the same text at two paths: exit %d\n%s\n%s", rc, out, err);
-    free(out);
-    free(err);
+    test_free_all(out, err);
 }
 
 static void t_flags_and_version(void **state) {
@@ -615,11 +582,9 @@ static void t_flags_and_version(void **state) {
     char *o2 = NULL, *e2 = NULL;
     assert_int_equal(test_run_cli(NULL, "train --zero 2", &o2, &e2), 2);
     assert_non_null(strstr(e2, "--zero"));
-    free(o2);
-    free(e2);
+    test_free_all(o2, e2);
     assert_int_equal(test_run_cli(NULL, "train --grad-comm fp8", &o2, &e2), 2);
-    free(o2);
-    free(e2);
+    test_free_all(o2, e2);
     /* one process: the flags change nothing and the summary has no distributed lines */
     out = run(0, 0, COMMON " --max-steps 3 --zero 1 --grad-comm bf16");
     assert_null(strstr(out, "world size"));
@@ -638,17 +603,9 @@ int main(void) {
         printf("amp was built without MPI: skipped\n");
         return 77;
     }
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_two_ranks_equal_one_process), cmocka_unit_test(t_resume_two_ranks_bitexact),
-        cmocka_unit_test(t_resume_other_world_size),     cmocka_unit_test(t_gpt),
-        cmocka_unit_test(t_cnn_rank0_output),
-        cmocka_unit_test(t_kill_one_rank),
-        cmocka_unit_test(t_stalled_rank_times_out),      cmocka_unit_test(t_rank_error_ends_run),
-        cmocka_unit_test(t_flags_and_version),
-        cmocka_unit_test(t_ranks_differ_max_steps),      cmocka_unit_test(t_ranks_differ_eval_every),
-        cmocka_unit_test(t_ranks_differ_resume),         cmocka_unit_test(t_ranks_differ_options),
-        cmocka_unit_test(t_ranks_differ_data),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return AMP_TEST_RUN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_two_ranks_equal_one_process,
+                                 t_resume_two_ranks_bitexact, t_resume_other_world_size, t_gpt, t_cnn_rank0_output,
+                                 t_kill_one_rank, t_stalled_rank_times_out, t_rank_error_ends_run, t_flags_and_version,
+                                 t_ranks_differ_max_steps, t_ranks_differ_eval_every, t_ranks_differ_resume,
+                                 t_ranks_differ_options, t_ranks_differ_data);
 }

@@ -125,8 +125,7 @@ static int child(const char *which, const char *dir) {
         amp_status sb = amp_dist_wait(wb);
         report("second", sb);
         fprintf(g_out, "buffer %s\n", all_equal(b, 5.0) ? "untouched" : "written");
-        amp_tensor_free(a);
-        amp_tensor_free(b);
+        test_free_tensors(a, b);
         return finish(w, sa != AMP_OK || sb != AMP_OK);
     }
     if (!strcmp(which, "finalize") || own_mpi) {
@@ -212,10 +211,7 @@ static int child(const char *which, const char *dir) {
         ok = ok && st == AMP_OK && all_equal(in, 1.0);
         ok = ok && amp_dist_barrier(w) == AMP_OK;
         fprintf(g_out, "collectives %s\n", ok ? "right" : "wrong");
-        amp_tensor_free(t);
-        amp_tensor_free(u);
-        amp_tensor_free(in);
-        amp_tensor_free(out);
+        test_free_tensors(t, u, in, out);
         return finish(w, !ok);
     }
     fprintf(stderr, "unknown case %s\n", which);
@@ -400,17 +396,6 @@ int main(int argc, char **argv) {
         printf("amp was built without MPI: skipped\n");
         return 77;
     }
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_control_same_collectives),
-        cmocka_unit_test(t_kinds),
-        cmocka_unit_test(t_count),
-        cmocka_unit_test(t_op),
-        cmocka_unit_test(t_async),
-        cmocka_unit_test(t_finalize),
-        cmocka_unit_test(t_finalize_own_mpi),
-        cmocka_unit_test(t_stall_names_only_the_silent_rank),
-        cmocka_unit_test(t_restore_different_checkpoints),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return AMP_TEST_RUN(t_control_same_collectives, t_kinds, t_count, t_op, t_async, t_finalize, t_finalize_own_mpi,
+                        t_stall_names_only_the_silent_rank, t_restore_different_checkpoints);
 }

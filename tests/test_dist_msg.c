@@ -143,12 +143,5 @@ static void t_ident_compares_call_site_not_step(void **state) {
                                              "1 called all_reduce(f32, 16 elements, sum) in amp_dist_all_reduce_async at step 7."));
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_put_stays_in_its_buffer),
-        cmocka_unit_test(t_groups),
-        cmocka_unit_test(t_ident_check_many_ranks_long_labels),
-        cmocka_unit_test(t_ident_compares_call_site_not_step),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_put_stays_in_its_buffer, t_groups, t_ident_check_many_ranks_long_labels,
+              t_ident_compares_call_site_not_step)

@@ -30,6 +30,5 @@ int main(void) {
         printf("no C compiler: skipped\n");
         return 77;
     }
-    const struct CMUnitTest tests[] = {cmocka_unit_test(t_sources_compile_without_mpi)};
-    return amp_test_run(tests);
+    return AMP_TEST_RUN(t_sources_compile_without_mpi);
 }

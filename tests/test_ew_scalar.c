@@ -123,7 +123,4 @@ static void t_f64(void **state) {
         for (int v = 0; v < (op == AMP_EW_POW_S || op == AMP_EW_G_POW_S ? 9 : 2); v++) check_op((amp_ew_op)op, true, v);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(t_f32), cmocka_unit_test(t_f64)};
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_f32, t_f64)

@@ -27,8 +27,7 @@ static void t_readme_loop_is_the_example(void **st) {
     size_t n = (size_t)(end - block);
     if (n != strlen(prog) || memcmp(block, prog, n))
         fail_msg("README.md's first C block differs from examples/typical_loop.c; copy the file into the README");
-    free(readme);
-    free(prog);
+    test_free_all(readme, prog);
 }
 
 static void t_examples_listed(void **st) {
@@ -52,7 +51,4 @@ static void t_examples_listed(void **st) {
     free(index);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(t_readme_loop_is_the_example), cmocka_unit_test(t_examples_listed)};
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_readme_loop_is_the_example, t_examples_listed)

@@ -23,35 +23,6 @@
 
 #include "test_support.h"
 
-static char *g_dir;
-
-static int setup(void **state) {
-    (void)state;
-    g_dir = test_mkdtemp();
-    return g_dir ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    test_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
-
-static char *run(const char *env, int want, char **err_out, const char *fmt, ...) {
-    char args[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    char *out = NULL, *err = NULL;
-    int rc = test_run_cli(env, args, &out, &err);
-    if (rc != want) fail_msg("amp %s: exit %d (expected %d)\nstdout:\n%s\nstderr:\n%s", args, rc, want, out, err);
-    if (err_out) *err_out = err;
-    else free(err);
-    return out;
-}
-
 static double summary_num(const char *out, const char *label) {
     const char *p = strstr(out, label);
     if (!p) fail_msg("no '%s' in the summary:\n%s", label, out);
@@ -113,8 +84,8 @@ static void t_inject_fp16_scaler(void **state) {
     const char *common = short_run ? "train --precision fp16 --limit 1024 --epochs 2 --batch 64 --test-limit 200 --quiet --threads 2"
                                    : "train --precision fp16 --limit 8192 --epochs 2 --batch 64 --test-limit 2000 --quiet --threads 2";
     const int K = short_run ? 4 : 16, steps = short_run ? 32 : 256;
-    char *clean = run(NULL, 0, NULL, "%s", common);
-    char *fault = run(NULL, 0, NULL, "%s --inject-nonfinite-every %d --checkpoint %s/inj --metrics %s/inj.csv", common, K, g_dir, g_dir);
+    char *clean = test_run_cli_expect(0, NULL, "%s", common);
+    char *fault = test_run_cli_expect(0, NULL, "%s --inject-nonfinite-every %d --checkpoint %s/inj --metrics %s/inj.csv", common, K, test_tmpdir, test_tmpdir);
     double acc_clean = summary_num(clean, "test accuracy"), acc_fault = summary_num(fault, "test accuracy");
     char label[64];
     snprintf(label, sizeof label, "steps             %d (", steps);
@@ -124,7 +95,7 @@ static void t_inject_fp16_scaler(void **state) {
     if (!short_run && fabs(acc_clean - acc_fault) > 1.0) fail_msg("accuracy %.2f%% with faults vs %.2f%% without: more than 1 point apart", acc_fault, acc_clean);
     /* per step: the injected steps are exactly the skipped ones, and the scale halves there */
     char csv[1200];
-    snprintf(csv, sizeof csv, "%s/inj.csv", g_dir);
+    snprintf(csv, sizeof csv, "%s/inj.csv", test_tmpdir);
     metric_row rows[300];
     int n = read_metrics(csv, rows, 300);
     assert_int_equal(n, steps);
@@ -143,22 +114,19 @@ static void t_inject_fp16_scaler(void **state) {
     }
     assert_true(summary_num(fault, "final loss scale") <= 65536.0 / (1 << (steps / K)));
     char dir[1200];
-    snprintf(dir, sizeof dir, "%s/inj", g_dir);
+    snprintf(dir, sizeof dir, "%s/inj", test_tmpdir);
     assert_checkpoint_finite(dir);
-    free(clean);
-    free(fault);
+    test_free_all(clean, fault);
 }
 
 static void t_inject_bf16_master(void **state) {
     (void)state;
-    char *out = run(NULL, 0, NULL,
-                    "train --model mlp --precision bf16 --opt-level O2 --limit 1024 --batch 64 --test-limit 200 --quiet --threads 2 "
-                    "--inject-nonfinite-every 4 --checkpoint %s/bf16",
-                    g_dir);
+    char *out = test_run_cli_expect(0, NULL, "train --model mlp --precision bf16 --opt-level O2 --limit 1024 --batch 64 --test-limit 200 --quiet --threads 2 "
+                    "--inject-nonfinite-every 4 --checkpoint %s/bf16", test_tmpdir);
     assert_non_null(strstr(out, "steps             16 (4 skipped for inf/nan gradients)"));
     assert_true(summary_num(out, "final loss scale") == 1.0); /* the guard scale is static */
     char dir[1200];
-    snprintf(dir, sizeof dir, "%s/bf16", g_dir);
+    snprintf(dir, sizeof dir, "%s/bf16", test_tmpdir);
     assert_checkpoint_finite(dir);
     free(out);
 }
@@ -199,9 +167,7 @@ static void write_dataset(const char *dir, uint32_t n, const float *img) {
     write_idx(path, 0x08, 3, (uint32_t[]){100, 28, 28}, timg, 1);
     snprintf(path, sizeof path, "%s/t10k-labels-idx1-ubyte.gz", dir);
     write_idx(path, 0x08, 1, (uint32_t[]){100}, tlab, 1);
-    free(lab);
-    free(timg);
-    free(tlab);
+    test_free_all(lab, timg, tlab);
 }
 
 /* n random images in [0, 1); the images listed in `big` get `value` in
@@ -223,7 +189,7 @@ static float *images(uint32_t n, const uint32_t *big, int nbig, float value) {
 static void t_overflow_storm_diagnosis(void **state) {
     (void)state;
     char data[1100], env[1200], *err;
-    snprintf(data, sizeof data, "%s/storm", g_dir);
+    snprintf(data, sizeof data, "%s/storm", test_tmpdir);
     const uint32_t n = 512;
     uint32_t all[512];
     for (uint32_t i = 0; i < n; i++) all[i] = i;
@@ -231,13 +197,13 @@ static void t_overflow_storm_diagnosis(void **state) {
     write_dataset(data, n, img);
     free(img);
     snprintf(env, sizeof env, "AMP_DATA_DIR=%s", data);
-    free(run(env, 1, &err, "train --precision fp16 --batch 8 --epochs 1 --quiet --threads 2 --checkpoint %s/storm-ck --save-every 5", g_dir));
+    free(test_run_cli_expect_env(env, 1, &err, "train --precision fp16 --batch 8 --epochs 1 --quiet --threads 2 --checkpoint %s/storm-ck --save-every 5", test_tmpdir));
     const char *want[] = {"amp train: ", "consecutive", "loss scale", "1.weight", "bf16"};
     for (int i = 0; i < 5; i++)
         if (!strstr(err, want[i])) fail_msg("expected \"%s\" in the diagnosis:\n%s", want[i], err);
     free(err);
     char dir[1200];
-    snprintf(dir, sizeof dir, "%s/storm-ck", g_dir);
+    snprintf(dir, sizeof dir, "%s/storm-ck", test_tmpdir);
     assert_checkpoint_finite(dir);
 }
 
@@ -246,15 +212,13 @@ static void t_overflow_storm_diagnosis(void **state) {
 static void t_scale_collapse_stops(void **state) {
     (void)state;
     char *err;
-    free(run(NULL, 1, &err,
-             "train --precision fp16 --limit 1024 --batch 16 --test-limit 100 --quiet --threads 2 --inject-nonfinite-every 1 "
-             "--max-consecutive-overflows 10 --checkpoint %s/collapse --save-every 3",
-             g_dir));
+    free(test_run_cli_expect(1, &err, "train --precision fp16 --limit 1024 --batch 16 --test-limit 100 --quiet --threads 2 --inject-nonfinite-every 1 "
+             "--max-consecutive-overflows 10 --checkpoint %s/collapse --save-every 3", test_tmpdir));
     if (!strstr(err, "10 consecutive")) fail_msg("expected the count of overflows in a row:\n%s", err);
     if (!strstr(err, "step 10")) fail_msg("expected the run to stop at step 10:\n%s", err);
     free(err);
     char dir[1200];
-    snprintf(dir, sizeof dir, "%s/collapse", g_dir);
+    snprintf(dir, sizeof dir, "%s/collapse", test_tmpdir);
     assert_checkpoint_finite(dir);
 }
 
@@ -262,14 +226,12 @@ static void t_scale_collapse_stops(void **state) {
  * to inf. Those steps are skipped; everything saved is finite. */
 static void t_unscale_overflow_cli(void **state) {
     (void)state;
-    char *out = run(NULL, 0, NULL,
-                    "train --precision fp16 --limit 512 --batch 32 --test-limit 100 --quiet --threads 2 --init-scale 0.25 "
-                    "--inject-nonfinite-every 4 --inject-value 1e38 --checkpoint %s/unscale",
-                    g_dir);
+    char *out = test_run_cli_expect(0, NULL, "train --precision fp16 --limit 512 --batch 32 --test-limit 100 --quiet --threads 2 --init-scale 0.25 "
+                    "--inject-nonfinite-every 4 --inject-value 1e38 --checkpoint %s/unscale", test_tmpdir);
     if (!strstr(out, "steps             16 (4 skipped for inf/nan gradients)")) fail_msg("expected 4 of 16 steps skipped:\n%s", out);
     free(out);
     char dir[1200];
-    snprintf(dir, sizeof dir, "%s/unscale", g_dir);
+    snprintf(dir, sizeof dir, "%s/unscale", test_tmpdir);
     assert_checkpoint_finite(dir);
 }
 
@@ -280,14 +242,12 @@ static void t_unscale_overflow_cli(void **state) {
 static void t_scale_floor_stops(void **state) {
     (void)state;
     char *err;
-    free(run(NULL, 1, &err,
-             "train --precision fp16 --limit 4096 --batch 16 --test-limit 100 --quiet --threads 2 --inject-nonfinite-every 1 "
-             "--max-consecutive-overflows 100000 --checkpoint %s/floor --save-every 50",
-             g_dir));
+    free(test_run_cli_expect(1, &err, "train --precision fp16 --limit 4096 --batch 16 --test-limit 100 --quiet --threads 2 --inject-nonfinite-every 1 "
+             "--max-consecutive-overflows 100000 --checkpoint %s/floor --save-every 50", test_tmpdir));
     if (!strstr(err, "step 142") || !strstr(err, "(its floor)") || !strstr(err, "bf16")) fail_msg("expected a stop at the floor:\n%s", err);
     free(err);
     char dir[1200];
-    snprintf(dir, sizeof dir, "%s/floor", g_dir);
+    snprintf(dir, sizeof dir, "%s/floor", test_tmpdir);
     assert_checkpoint_finite(dir);
 }
 
@@ -296,14 +256,12 @@ static void t_scale_floor_stops(void **state) {
 static void t_unscale_overflow_storm(void **state) {
     (void)state;
     char *err;
-    free(run(NULL, 1, &err,
-             "train --precision fp16 --limit 512 --batch 16 --test-limit 100 --quiet --threads 2 --init-scale 0.25 "
-             "--inject-nonfinite-every 1 --inject-value 1e38 --max-consecutive-overflows 8 --checkpoint %s/uo --save-every 2",
-             g_dir));
+    free(test_run_cli_expect(1, &err, "train --precision fp16 --limit 512 --batch 16 --test-limit 100 --quiet --threads 2 --init-scale 0.25 "
+             "--inject-nonfinite-every 1 --inject-value 1e38 --max-consecutive-overflows 8 --checkpoint %s/uo --save-every 2", test_tmpdir));
     if (!strstr(err, "8 consecutive steps overflowed") || !strstr(err, "1.weight")) fail_msg("%s", err);
     free(err);
     char dir[1200];
-    snprintf(dir, sizeof dir, "%s/uo", g_dir);
+    snprintf(dir, sizeof dir, "%s/uo", test_tmpdir);
     assert_checkpoint_finite(dir);
 }
 
@@ -315,17 +273,16 @@ static void t_bn_skipped_step_buffers(void **state) {
        and the running statistics stay finite (they became NaN, accuracy 10%) */
     for (int prec = 0; prec < 2; prec++) {
         char data[1100], env[1200];
-        snprintf(data, sizeof data, "%s/bn%d", g_dir, prec);
+        snprintf(data, sizeof data, "%s/bn%d", test_tmpdir, prec);
         float *img = images(n, (uint32_t[]){37}, 1, prec == 0 ? 1e5f : 1e30f);
         write_dataset(data, n, img);
         free(img);
         snprintf(env, sizeof env, "AMP_DATA_DIR=%s", data);
         /* fp32: huge finite inputs made running_var inf */
-        char *out = run(env, 0, NULL, "train --model cnn --precision %s --batch 32 --quiet --threads 2 --checkpoint %s/bnck%d",
-                        prec == 0 ? "fp16" : "fp32", g_dir, prec);
+        char *out = test_run_cli_expect_env(env, 0, NULL, "train --model cnn --precision %s --batch 32 --quiet --threads 2 --checkpoint %s/bnck%d", prec == 0 ? "fp16" : "fp32", test_tmpdir, prec);
         free(out);
         char dir[1200];
-        snprintf(dir, sizeof dir, "%s/bnck%d", g_dir, prec);
+        snprintf(dir, sizeof dir, "%s/bnck%d", test_tmpdir, prec);
         assert_checkpoint_finite(dir);
     }
 }
@@ -333,7 +290,7 @@ static void t_bn_skipped_step_buffers(void **state) {
 static void t_nan_in_input(void **state) {
     (void)state;
     char data[1100], path[1200];
-    snprintf(data, sizeof data, "%s/data", g_dir);
+    snprintf(data, sizeof data, "%s/data", test_tmpdir);
     snprintf(path, sizeof path, "mkdir -p %s", data);
     assert_int_equal(system(path), 0);
     const uint32_t n = 256, bad = 200;
@@ -374,8 +331,7 @@ static void t_nan_in_input(void **state) {
                 want_sample = (long)(i / 784);
                 break;
             }
-        amp_tensor_free(x);
-        amp_tensor_free(y);
+        test_free_tensors(x, y);
     }
     amp_loader_free(l);
     amp_dataset_free(&ds);
@@ -383,7 +339,7 @@ static void t_nan_in_input(void **state) {
     print_message("the NaN image lands in batch %ld, sample %ld\n", want_batch, want_sample);
     char env[1300], *err;
     snprintf(env, sizeof env, "AMP_DATA_DIR=%s", data);
-    free(run(env, 1, &err, "train --batch 32 --quiet --threads 2 --checkpoint %s/nan --save-every 1", g_dir));
+    free(test_run_cli_expect_env(env, 1, &err, "train --batch 32 --quiet --threads 2 --checkpoint %s/nan --save-every 1", test_tmpdir));
     char want[256];
     snprintf(want, sizeof want, "amp train: non-finite loss at step %ld (epoch 1, batch %ld): input batch contains NaN (sample %ld of the batch)",
              want_batch, want_batch, want_sample);
@@ -393,31 +349,16 @@ static void t_nan_in_input(void **state) {
     if (want_batch > 1) {
         /* the checkpoint of the step before is intact and finite */
         char dir[1200];
-        snprintf(dir, sizeof dir, "%s/nan", g_dir);
+        snprintf(dir, sizeof dir, "%s/nan", test_tmpdir);
         amp_checkpoint *c = amp_checkpoint_open(dir);
         if (!c) fail_msg("%s", amp_last_error());
         assert_int_equal(amp_checkpoint_step(c), want_batch - 1);
         amp_checkpoint_close(c);
         assert_checkpoint_finite(dir);
     }
-    free(img);
-    free(lab);
-    free(timg);
-    free(tlab);
+    test_free_all(img, lab, timg, tlab);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_inject_fp16_scaler),
-        cmocka_unit_test(t_inject_bf16_master),
-        cmocka_unit_test(t_nan_in_input),
-        cmocka_unit_test(t_overflow_storm_diagnosis),
-        cmocka_unit_test(t_scale_collapse_stops),
-        cmocka_unit_test(t_unscale_overflow_cli),
-        cmocka_unit_test(t_scale_floor_stops),
-        cmocka_unit_test(t_unscale_overflow_storm),
-        cmocka_unit_test(t_bn_skipped_step_buffers),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_inject_fp16_scaler, t_inject_bf16_master,
+                       t_nan_in_input, t_overflow_storm_diagnosis, t_scale_collapse_stops, t_unscale_overflow_cli,
+                       t_scale_floor_stops, t_unscale_overflow_storm, t_bn_skipped_step_buffers)

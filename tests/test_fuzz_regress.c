@@ -88,8 +88,7 @@ static void t_safetensors(void **state) {
         assert_null(amp_safetensors_parse(img, cut, "cut"));
     }
     fuzz_safetensors_one(img, ilen);
-    free(img);
-    free(buf);
+    test_free_all(img, buf);
     amp_tensor_free(t);
 }
 
@@ -108,13 +107,4 @@ static void t_shapes(void **state) {
     assert_true(replay("shapes", fuzz_shapes_one) >= 10);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_shapes),
-        cmocka_unit_test(t_safetensors),
-        cmocka_unit_test(t_idx),
-        cmocka_unit_test(t_policy),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+AMP_TEST_MAIN(t_shapes, t_safetensors, t_idx, t_policy)

@@ -30,21 +30,6 @@ static const amp_dtype DTS[3] = {AMP_F32, AMP_F16, AMP_BF16};
 
 static size_t esz(amp_dtype dt) { return dt == AMP_F32 ? 4 : 2; }
 
-static double get_elem(const void *p, amp_dtype dt, int64_t i) {
-    if (dt == AMP_F32) return ((const float *)p)[i];
-    if (dt == AMP_F16) return amp_f16_to_f32(((const uint16_t *)p)[i]);
-    return amp_bf16_to_f32(((const uint16_t *)p)[i]);
-}
-
-static void set_elem(void *p, amp_dtype dt, int64_t i, float v) {
-    if (dt == AMP_F32)
-        ((float *)p)[i] = v;
-    else if (dt == AMP_F16)
-        ((uint16_t *)p)[i] = amp_f32_to_f16(v);
-    else
-        ((uint16_t *)p)[i] = amp_f32_to_bf16(v);
-}
-
 static double gamma_n(double n) {
     const double u = ldexp(1.0, -24);
     return n * u / (1.0 - n * u);
@@ -69,7 +54,7 @@ typedef struct {
 } gbufs;
 
 static void fill_nan(void *p, amp_dtype dt, int64_t n) {
-    for (int64_t i = 0; i < n; i++) set_elem(p, dt, i, NAN);
+    for (int64_t i = 0; i < n; i++) test_elem_set(p, dt, i, NAN);
 }
 
 static void describe(const gcase *c, char *buf, size_t n) {
@@ -109,21 +94,18 @@ static void make_bufs(const gcase *c, gbufs *g, test_rng *r) {
     fill_nan(g->c, c->cd, g->nc);
     for (int64_t bi = 0; bi < batch; bi++) {
         for (int64_t i = 0; i < ar; i++)
-            for (int64_t j = 0; j < ac; j++) set_elem(g->a, c->ad, bi * g->sa + i * g->lda + j, rnd_val(r, c->integers));
+            for (int64_t j = 0; j < ac; j++) test_elem_set(g->a, c->ad, bi * g->sa + i * g->lda + j, rnd_val(r, c->integers));
         for (int64_t i = 0; i < br; i++)
-            for (int64_t j = 0; j < bc; j++) set_elem(g->b, c->bd, bi * g->sb + i * g->ldb + j, rnd_val(r, c->integers));
+            for (int64_t j = 0; j < bc; j++) test_elem_set(g->b, c->bd, bi * g->sb + i * g->ldb + j, rnd_val(r, c->integers));
         for (int64_t i = 0; i < c->m; i++)
             for (int64_t j = 0; j < c->n; j++)
-                set_elem(g->c, c->cd, bi * g->sc + i * g->ldc + j, c->beta == 0.0f ? NAN : rnd_val(r, c->integers));
+                test_elem_set(g->c, c->cd, bi * g->sc + i * g->ldc + j, c->beta == 0.0f ? NAN : rnd_val(r, c->integers));
     }
     memcpy(g->c0, g->c, (size_t)g->nc * esz(c->cd));
 }
 
 static void free_bufs(gbufs *g) {
-    free(g->a);
-    free(g->b);
-    free(g->c);
-    free(g->c0);
+    test_free_all(g->a, g->b, g->c, g->c0);
 }
 
 static amp_gemm_args args_of(const gcase *c, const gbufs *g) {
@@ -139,7 +121,7 @@ static double *op_rows(const void *x, amp_dtype dt, int64_t off, int64_t ld, boo
     double *d = malloc((size_t)(rows * k + 1) * sizeof(double));
     assert_non_null(d);
     for (int64_t i = 0; i < rows; i++)
-        for (int64_t p = 0; p < k; p++) d[i * k + p] = get_elem(x, dt, off + (trans ? p * ld + i : i * ld + p));
+        for (int64_t p = 0; p < k; p++) d[i * k + p] = test_elem_get(x, dt, off + (trans ? p * ld + i : i * ld + p));
     return d;
 }
 
@@ -168,21 +150,18 @@ static void check_result(const gcase *c, const gbufs *g) {
                 }
                 const int64_t ci = bi * g->sc + i * g->ldc + j;
                 touched[ci] = 1;
-                double c0 = c->beta != 0.0f ? get_elem(g->c0, c->cd, ci) : 0.0;
+                double c0 = c->beta != 0.0f ? test_elem_get(g->c0, c->cd, ci) : 0.0;
                 double ref = (double)c->alpha * s + (double)c->beta * c0;
                 double e = gk * (fabs((double)c->alpha) * sa + fabs((double)c->beta * c0));
                 double tol = e + uh * (fabs(ref) + e) + absh;
-                double got = get_elem(g->c, c->cd, ci);
+                double got = test_elem_get(g->c, c->cd, ci);
                 if (!(fabs(got - ref) <= tol)) {
-                    free(touched);
-                    free(ad);
-                    free(bd);
+                    test_free_all(touched, ad, bd);
                     fail_msg("%s: C[%lld][%lld][%lld] = %.9g, expected %.9g (|diff| %.3g > bound %.3g)", what,
                              (long long)bi, (long long)i, (long long)j, got, ref, fabs(got - ref), tol);
                 }
             }
-        free(ad);
-        free(bd);
+        test_free_all(ad, bd);
     }
     const size_t es = esz(c->cd);
     for (int64_t ci = 0; ci < g->nc; ci++)
@@ -301,13 +280,13 @@ static void t_nan_not_read(void **state) {
         gcase c = {.m = m, .n = n, .k = k, .ad = AMP_F32, .bd = AMP_F16, .cd = AMP_F32, .alpha = 0.0f, .beta = 2.0f};
         gbufs g;
         make_bufs(&c, &g, &r);
-        set_elem(g.a, AMP_F32, 0, NAN);
-        set_elem(g.b, AMP_F16, 0, NAN);
+        test_elem_set(g.a, AMP_F32, 0, NAN);
+        test_elem_set(g.b, AMP_F16, 0, NAN);
         amp_gemm_args a = args_of(&c, &g);
         assert_int_equal(amp_gemm(&a), AMP_OK);
         for (int64_t i = 0; i < m; i++)
             for (int64_t j = 0; j < n; j++)
-                assert_close(get_elem(g.c, AMP_F32, i * g.ldc + j), 2.0 * get_elem(g.c0, AMP_F32, i * g.ldc + j), 0,
+                assert_close(test_elem_get(g.c, AMP_F32, i * g.ldc + j), 2.0 * test_elem_get(g.c0, AMP_F32, i * g.ldc + j), 0,
                              0, "alpha = 0: C = beta C");
         free_bufs(&g);
     }
@@ -326,12 +305,12 @@ static void t_nan_row(void **state) {
             gbufs g;
             make_bufs(&c, &g, &r);
             const int64_t bad = c.m / 2, p = c.k / 3;
-            set_elem(g.a, AMP_F16, c.ta ? p * g.lda + bad : bad * g.lda + p, NAN);
+            test_elem_set(g.a, AMP_F16, c.ta ? p * g.lda + bad : bad * g.lda + p, NAN);
             amp_gemm_args a = args_of(&c, &g);
             assert_int_equal(amp_gemm(&a), AMP_OK);
             for (int64_t i = 0; i < c.m; i++)
                 for (int64_t j = 0; j < c.n; j++) {
-                    const bool isn = isnan(get_elem(g.c, AMP_F32, i * g.ldc + j));
+                    const bool isn = isnan(test_elem_get(g.c, AMP_F32, i * g.ldc + j));
                     if (isn != (i == bad)) fail_msg("NaN row: C[%lld][%lld] nan=%d", (long long)i, (long long)j, isn);
                 }
             free_bufs(&g);
@@ -415,15 +394,14 @@ static void t_half_rounding(void **state) {
                     for (int64_t j = 0; j < c.n; j++) {
                         double s2 = 0;
                         for (int64_t p = 0; p < c.k; p++) s2 += ad[i * c.k + p] * bd[j * c.k + p];
-                        if (c.beta != 0.0f) s2 += get_elem(g.c0, c.cd, i * g.ldc + j);
+                        if (c.beta != 0.0f) s2 += test_elem_get(g.c0, c.cd, i * g.ldc + j);
                         const uint16_t want = cd == 1 ? amp_f32_to_f16((float)s2) : amp_f32_to_bf16((float)s2);
                         const uint16_t got = ((uint16_t *)g.c)[i * g.ldc + j];
                         if (got != want)
                             fail_msg("half rounding %s: C[%lld][%lld] = 0x%04x, want 0x%04x (exact %g)",
                                      amp_dtype_name(c.cd), (long long)i, (long long)j, got, want, s2);
                     }
-                free(ad);
-                free(bd);
+                test_free_all(ad, bd);
                 free_bufs(&g);
             }
 }
@@ -458,7 +436,7 @@ static void t_vs_reference(void **state) {
             for (int64_t i = 0; i < c.m; i++)
                 for (int64_t j = 0; j < c.n; j++) {
                     const int64_t ci = i * g.ldc + j;
-                    const double x = get_elem(fast, c.cd, ci), y = get_elem(g.c, c.cd, ci);
+                    const double x = test_elem_get(fast, c.cd, ci), y = test_elem_get(g.c, c.cd, ci);
                     if (scalar && c.k <= 256) {
                         if (memcmp((char *)fast + ci * esz(c.cd), (char *)g.c + ci * esz(c.cd), esz(c.cd)) != 0)
                             fail_msg("scalar path differs from the reference at [%lld][%lld]: %.9g vs %.9g",
@@ -467,16 +445,14 @@ static void t_vs_reference(void **state) {
                     }
                     double sa = 0;
                     for (int64_t p = 0; p < c.k; p++) sa += fabs(ad[i * c.k + p] * bd[j * c.k + p]);
-                    const double c0 = c.beta != 0.0f ? fabs(c.beta * get_elem(g.c0, c.cd, ci)) : 0.0;
+                    const double c0 = c.beta != 0.0f ? fabs(c.beta * test_elem_get(g.c0, c.cd, ci)) : 0.0;
                     const double e = gk * (fabs(c.alpha) * sa + c0);
                     const double tol = 2 * e + uh * (fabs(x) + fabs(y) + 2 * e) + (c.cd == AMP_F16 ? ldexp(1, -24) : 0);
                     if (!(fabs(x - y) <= tol))
                         fail_msg("amp_gemm vs reference at [%lld][%lld]: %.9g vs %.9g (tol %.3g)", (long long)i,
                                  (long long)j, x, y, tol);
                 }
-            free(ad);
-            free(bd);
-            free(fast);
+            test_free_all(ad, bd, fast);
             free_bufs(&g);
         }
 }
@@ -609,13 +585,5 @@ static void t_errors(void **state) {
     expect_error(&g, "too large", "huge k");
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_errors),        cmocka_unit_test(t_degenerate),    cmocka_unit_test(t_sizes),
-        cmocka_unit_test(t_dtypes),        cmocka_unit_test(t_large),         cmocka_unit_test(t_alpha_beta),
-        cmocka_unit_test(t_nan_not_read),  cmocka_unit_test(t_nan_row),       cmocka_unit_test(t_padding),
-        cmocka_unit_test(t_batch),         cmocka_unit_test(t_half_rounding), cmocka_unit_test(t_vs_reference),
-        cmocka_unit_test(t_threads),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_errors, t_degenerate, t_sizes, t_dtypes, t_large, t_alpha_beta, t_nan_not_read, t_nan_row, t_padding,
+              t_batch, t_half_rounding, t_vs_reference, t_threads)

@@ -199,11 +199,9 @@ static void t_micro(void **state) {
                                          (long long)kp, mr, nr, alpha, beta, i, j, c[i * 64 + j], want);
                         }
                 }
-        free(a);
-        free(b);
+        test_free_all(a, b);
     }
-    free(c);
-    free(c0);
+    test_free_all(c, c0);
 }
 
 /* ---- whole GEMMs against the emulation, every path ------------------------------ */
@@ -224,15 +222,6 @@ typedef struct {
 } ecase;
 
 static size_t esz(amp_dtype dt) { return dt == AMP_F32 ? 4 : 2; }
-
-static void put(void *p, amp_dtype dt, int64_t i, float v) {
-    if (dt == AMP_F32)
-        ((float *)p)[i] = v;
-    else if (dt == AMP_F16)
-        ((uint16_t *)p)[i] = amp_f32_to_f16(v);
-    else
-        ((uint16_t *)p)[i] = amp_f32_to_bf16(v);
-}
 
 static float rand_val(test_rng *r, val_kind vk) {
     if (vk == VAL_NORMAL) return (float)test_rng_normal(r);
@@ -269,9 +258,9 @@ static void make(const ecase *e, ebufs *g, test_rng *r) {
     /* everything, padding included, gets values: the emulation and the
      * kernels must read the same elements, and padding they read would show
      * as a difference only by chance, so test_gemm.c's NaN padding covers that */
-    for (int64_t i = 0; i < g->na; i++) put(g->a, e->ad, i, rand_val(r, e->vals));
-    for (int64_t i = 0; i < g->nb; i++) put(g->b, e->bd, i, rand_val(r, e->vals));
-    for (int64_t i = 0; i < g->nc; i++) put(g->c, e->cd, i, (float)test_rng_normal(r));
+    for (int64_t i = 0; i < g->na; i++) test_elem_set(g->a, e->ad, i, rand_val(r, e->vals));
+    for (int64_t i = 0; i < g->nb; i++) test_elem_set(g->b, e->bd, i, rand_val(r, e->vals));
+    for (int64_t i = 0; i < g->nc; i++) test_elem_set(g->c, e->cd, i, (float)test_rng_normal(r));
     memcpy(g->c0, g->c, (size_t)g->nc * esz(e->cd));
     g->bias = NULL, g->brs = g->bcs = 0;
     if (e->bias) {
@@ -279,16 +268,12 @@ static void make(const ecase *e, ebufs *g, test_rng *r) {
         g->bcs = e->bias == 1 ? 0 : e->bias == 2 ? 1 : 2;
         const int64_t nbias = (e->m > 0 ? e->m - 1 : 0) * g->brs + (e->n > 0 ? e->n - 1 : 0) * g->bcs + 1;
         g->bias = malloc((size_t)nbias * esz(e->bias_dt));
-        for (int64_t i = 0; i < nbias; i++) put(g->bias, e->bias_dt, i, (float)test_rng_normal(r));
+        for (int64_t i = 0; i < nbias; i++) test_elem_set(g->bias, e->bias_dt, i, (float)test_rng_normal(r));
     }
 }
 
 static void unmake(ebufs *g) {
-    free(g->bias);
-    free(g->a);
-    free(g->b);
-    free(g->c);
-    free(g->c0);
+    test_free_all(g->bias, g->a, g->b, g->c, g->c0);
 }
 
 static amp_gemm_args args(const ecase *e, const ebufs *g, void *c) {
@@ -579,13 +564,8 @@ static void t_ops_use_it(void **state) {
                                .precision = (amp_matmul_precision)pi};
             assert_int_equal(amp_gemm_emulate(&g, path), AMP_OK);
             assert_memory_equal(amp_tensor_data(c), g.c, 40 * 50 * esz(d));
-            free(want);
-            free(wantb);
-            amp_tensor_free(c);
-            amp_tensor_free(a);
-            amp_tensor_free(b);
-            amp_tensor_free(a32);
-            amp_tensor_free(b32);
+            test_free_all(want, wantb);
+            test_free_tensors(c, a, b, a32, b32);
         }
     assert_int_equal(amp_set_matmul_precision("highest"), AMP_OK);
 
@@ -608,22 +588,9 @@ static void t_ops_use_it(void **state) {
         assert_int_equal(amp_gemm_emulate(&g, path), AMP_OK);
         assert_memory_equal((const uint16_t *)amp_tensor_data(y) + n * 120, want, 2 * 4 * 30);
     }
-    free(col);
-    free(want);
-    amp_tensor_free(y);
-    amp_tensor_free(x);
-    amp_tensor_free(w);
-    amp_tensor_free(x32);
-    amp_tensor_free(w32);
+    test_free_all(col, want);
+    test_free_tensors(y, x, w, x32, w32);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_instruction_random), cmocka_unit_test(t_instruction_tiny_band),
-        cmocka_unit_test(t_instruction_facts),  cmocka_unit_test(t_micro),
-        cmocka_unit_test(t_paths_vs_emulation), cmocka_unit_test(t_emulation_distinguishes),
-        cmocka_unit_test(t_float64),            cmocka_unit_test(t_precision_api),
-        cmocka_unit_test(t_ops_use_it),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_instruction_random, t_instruction_tiny_band, t_instruction_facts, t_micro, t_paths_vs_emulation,
+              t_emulation_distinguishes, t_float64, t_precision_api, t_ops_use_it)

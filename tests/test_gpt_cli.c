@@ -22,14 +22,6 @@
 #define SMALL "--model gpt --n-layer 2 --n-head 4 --n-embd 64 --block-size 32 --batch 8 --threads 2 --eval-windows 16"
 
 
-static double field(const char *out, const char *label) {
-    const char *p = strstr(out, label);
-    if (!p) fail_msg("no '%s' in:\n%s", label, out);
-    p += strlen(label);
-    while (*p == ' ') p++;
-    return strtod(p, NULL);
-}
-
 static void t_train_summary(void **s) {
     (void)s;
     char csv[1100];
@@ -38,58 +30,28 @@ static void t_train_summary(void **s) {
     assert_non_null(strstr(out, "step 4/12 loss"));
     assert_non_null(strstr(out, "tokens/s"));
     assert_non_null(strstr(out, "step 6: val loss"));
-    double vl = field(out, "val loss   "), ent = field(out, "unigram entropy of the validation text");
+    double vl = test_field(out, "val loss   "), ent = test_field(out, "unigram entropy of the validation text");
     assert_true(vl > 0 && vl < 6.0);
     assert_true(fabs(ent - 3.319) < 0.01); /* the byte corpus's validation split */
-    assert_true(field(out, "throughput") > 0);
-    assert_int_equal((int)field(out, "\n  steps"), 12);
-    assert_true(field(out, "\n  parameters") == 256 * 64 + 32 * 64 + 2 * (12 * 64 * 64 + 13 * 64) + 2 * 64);
+    assert_true(test_field(out, "throughput") > 0);
+    assert_int_equal((int)test_field(out, "\n  steps"), 12);
+    assert_true(test_field(out, "\n  parameters") == 256 * 64 + 32 * 64 + 2 * (12 * 64 * 64 + 13 * 64) + 2 * 64);
     char *m = test_read_file(csv, NULL);
     assert_non_null(m);
     assert_int_equal(strncmp(m, "step,loss,val_loss,scale,skipped,lr,grad_norm,ms\n", 49), 0);
     int rows = 0;
     for (char *l = strchr(m, '\n'); l && l[1]; l = strchr(l + 1, '\n')) rows++;
     assert_int_equal(rows, 12);
-    free(m);
-    free(out);
+    test_free_all(m, out);
     /* every precision mode runs and learns something */
     const char *modes[] = {"--precision fp16", "--precision bf16", "--precision bf16 --opt-level O2",
                            "--precision fp16 --opt-level O2", "--precision bf16 --opt-level O3",
                            "--policy params=float32,compute=bfloat16,output=float32", "--checkpoint-activations"};
     for (size_t k = 0; k < sizeof modes / sizeof modes[0]; k++) {
         out = test_run_cli_expect(0, NULL, "train " SMALL " --max-steps 6 --quiet %s", modes[k]);
-        double v = field(out, "val loss   ");
+        double v = test_field(out, "val loss   ");
         if (!(v > 0 && v < 6.0)) fail_msg("%s: val loss %g", modes[k], v);
         free(out);
-    }
-}
-
-/* Every tensor byte-identical; the metadata too except the checkpoint id. */
-static void assert_same_checkpoint(const char *a, const char *b) {
-    const char *files[] = {"model.safetensors", "training_state.safetensors"};
-    for (int k = 0; k < 2; k++) {
-        char pa[1200], pb[1200];
-        snprintf(pa, sizeof pa, "%s/%s", a, files[k]);
-        snprintf(pb, sizeof pb, "%s/%s", b, files[k]);
-        amp_safetensors *fa = amp_safetensors_read(pa), *fb = amp_safetensors_read(pb);
-        if (!fa || !fb) fail_msg("%s", amp_last_error());
-        assert_int_equal(amp_safetensors_count(fa), amp_safetensors_count(fb));
-        for (int i = 0; i < amp_safetensors_count(fa); i++) {
-            amp_safetensors_info x, y;
-            amp_safetensors_info_at(fa, i, &x);
-            assert_int_equal(amp_safetensors_info_at(fb, amp_safetensors_find(fb, x.name), &y), AMP_OK);
-            assert_int_equal(x.end - x.begin, y.end - y.begin);
-            if (memcmp(x.data, y.data, x.end - x.begin)) fail_msg("%s: %s differs after resume", files[k], x.name);
-        }
-        for (int i = 0; i < amp_safetensors_meta_count(fa); i++) {
-            const char *key = amp_safetensors_meta_key(fa, i);
-            if (!strcmp(key, "checkpoint_id") || !strcmp(key, "data_crc32")) continue;
-            const char *vb = amp_safetensors_meta(fb, key);
-            if (!vb || strcmp(vb, amp_safetensors_meta(fa, key)))
-                fail_msg("%s: metadata %s: %s vs %s", files[k], key, amp_safetensors_meta(fa, key), vb ? vb : "(none)");
-        }
-        amp_safetensors_free(fa);
-        amp_safetensors_free(fb);
     }
 }
 
@@ -99,12 +61,12 @@ static void resume_case(const char *mode, const char *extra_resume) {
     snprintf(split, sizeof split, "%s/split", test_tmpdir);
     test_rmtree(straight);
     test_rmtree(split);
-    free(test_run_cli_expect(0, NULL, "train " SMALL " --dropout 0.1 --max-steps 14 --quiet %s --checkpoint %s", mode, straight));
-    free(test_run_cli_expect(0, NULL, "train " SMALL " --dropout 0.1 --max-steps 14 --quiet %s --checkpoint %s --stop-after 5", mode, split));
+    test_free_all(test_run_cli_expect(0, NULL, "train " SMALL " --dropout 0.1 --max-steps 14 --quiet %s --checkpoint %s", mode, straight), test_run_cli_expect(0, NULL, "train " SMALL " --dropout 0.1 --max-steps 14 --quiet %s --checkpoint %s --stop-after 5", mode, split));
     char *out = test_run_cli_expect(0, NULL, "train " SMALL " --dropout 0.1 --max-steps 14 %s %s --resume %s --log-every 100", mode, extra_resume, split);
     assert_non_null(strstr(out, "resumed from"));
     free(out);
-    assert_same_checkpoint(straight, split);
+    /* every tensor byte-identical; the metadata too except the checkpoint id */
+    test_assert_same_checkpoint(straight, split, (const char *const[]){"checkpoint_id", "data_crc32", NULL}, false);
     print_message("resume %s%s: bit-exact\n", mode, extra_resume);
 }
 
@@ -126,8 +88,7 @@ static void t_resume_refusals(void **s) {
     char *err;
     free(test_run_cli_expect(1, &err, "train --model gpt --n-layer 3 --n-head 4 --n-embd 64 --block-size 32 --batch 8 --max-steps 4 --quiet --resume %s", dir));
     assert_non_null(strstr(err, "gpt.config"));
-    free(err);
-    free(test_run_cli_expect(1, &err, "train " SMALL " --tokenizer gpt2 --max-steps 4 --quiet --resume %s", dir));
+    test_free_all(err, test_run_cli_expect(1, &err, "train " SMALL " --tokenizer gpt2 --max-steps 4 --quiet --resume %s", dir));
     assert_non_null(strstr(err, "tokenizer"));
     free(err);
     FILE *f = fopen(other, "w");
@@ -135,8 +96,7 @@ static void t_resume_refusals(void **s) {
     fclose(f);
     free(test_run_cli_expect(1, &err, "train " SMALL " --data %s --max-steps 4 --quiet --resume %s", other, dir));
     assert_non_null(strstr(err, "data.crc32"));
-    free(err);
-    free(test_run_cli_expect(1, &err, "train " SMALL " --precision bf16 --max-steps 4 --quiet --resume %s", dir));
+    test_free_all(err, test_run_cli_expect(1, &err, "train " SMALL " --precision bf16 --max-steps 4 --quiet --resume %s", dir));
     assert_non_null(strstr(err, "mode"));
     free(err);
     /* --data: any text file trains */
@@ -167,13 +127,7 @@ static void t_generate(void **s) {
     char *e2 = test_run_cli_expect(0, NULL, "generate --checkpoint %s --tokens 20 --precision bf16 --seed 1 --no-kv-cache", dir);
     assert_string_equal(e, e2);
     char *h = test_run_cli_expect(0, NULL, "generate --checkpoint %s --tokens 20 --precision fp16 --temperature 0", dir);
-    free(a);
-    free(b);
-    free(c);
-    free(d);
-    free(e);
-    free(e2);
-    free(h);
+    test_free_all(a, b, c, d, e, e2, h);
     /* the PyTorch-written state_dict of the golden data (nanoGPT's names; Hugging Face's layout) */
     char *err;
     char *p1 = test_run_cli_expect(0, &err, "generate --checkpoint " AMP_TEST_DATA_DIR "/gpt/gpt_small.safetensors --n-head 4 --tokens 16 "
@@ -183,11 +137,7 @@ static void t_generate(void **s) {
     char *p2 = test_run_cli_expect(0, NULL, "generate --checkpoint " AMP_TEST_DATA_DIR "/gpt/gpt_small_hf.safetensors --n-head 4 --tokens 16 "
                             "--temperature 0");
     assert_string_equal(p1, p2);
-    free(p1);
-    free(p2);
-    free(test_run_cli_expect(2, NULL, "generate --checkpoint " AMP_TEST_DATA_DIR "/gpt/gpt_small.safetensors --tokens 4"));
-    free(test_run_cli_expect(1, NULL, "generate --checkpoint %s/nonexistent", test_tmpdir));
-    free(test_run_cli_expect(2, NULL, "generate --prompt x"));
+    test_free_all(p1, p2, test_run_cli_expect(2, NULL, "generate --checkpoint " AMP_TEST_DATA_DIR "/gpt/gpt_small.safetensors --tokens 4"), test_run_cli_expect(1, NULL, "generate --checkpoint %s/nonexistent", test_tmpdir), test_run_cli_expect(2, NULL, "generate --prompt x"));
 }
 
 static void t_compare_memory(void **s) {
@@ -232,28 +182,16 @@ static void t_overflow_storm(void **s) {
 
 static void t_usage(void **s) {
     (void)s;
-    free(test_run_cli_expect(2, NULL, "train --model mlp --n-layer 2"));
-    free(test_run_cli_expect(2, NULL, "train --model gpt --n-embd 10 --n-head 3"));
-    free(test_run_cli_expect(2, NULL, "train --model gpt --tokenizer words"));
-    free(test_run_cli_expect(2, NULL, "train --model gpt --preset huge"));
-    free(test_run_cli_expect(2, NULL, "train --model gpt --limit 5"));
+    test_free_all(test_run_cli_expect(2, NULL, "train --model mlp --n-layer 2"), test_run_cli_expect(2, NULL, "train --model gpt --n-embd 10 --n-head 3"), test_run_cli_expect(2, NULL, "train --model gpt --tokenizer words"), test_run_cli_expect(2, NULL, "train --model gpt --preset huge"), test_run_cli_expect(2, NULL, "train --model gpt --limit 5"));
     char *h = test_run_cli_expect(0, NULL, "bench gpt --help");
     assert_non_null(strstr(h, "shakespeare-char"));
     assert_non_null(strstr(h, "llm.c"));
-    free(h);
-    free(test_run_cli_expect(2, NULL, "bench train --model gpt --preset nope"));
+    test_free_all(h, test_run_cli_expect(2, NULL, "bench train --model gpt --preset nope"));
     char *err;
     free(test_run_cli_expect(1, &err, "train " SMALL " --data /nonexistent-amp-dir/t.txt --max-steps 2"));
     assert_non_null(strstr(err, "/nonexistent-amp-dir/t.txt"));
     free(err);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_train_summary), cmocka_unit_test(t_resume_bitexact), cmocka_unit_test(t_resume_refusals),
-        cmocka_unit_test(t_generate),      cmocka_unit_test(t_compare_memory),  cmocka_unit_test(t_usage),
-        cmocka_unit_test(t_overflow_storm),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
-}
+AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_train_summary, t_resume_bitexact, t_resume_refusals,
+                       t_generate, t_compare_memory, t_usage, t_overflow_storm)

@@ -68,9 +68,7 @@ static void gpt_load(gpt *g, const char *file, int n_layer, int n_head) {
     g->C = wte.shape[1];
     g->block = wpe.shape[0];
     amp_gpt_config c = {n_layer, n_head, g->C, g->block, g->V, 0.0, true};
-    amp_generator gen = amp_generator_make(7);
-    g->m = amp_gpt_new(&c, &gen);
-    if (!g->m) fail_msg("%s", amp_last_error());
+    g->m = test_gpt_new(&c, 7);
     /* the state_dict names are nanoGPT's, in named_parameters() order (the file's data order) */
     g->np = amp_module_parameters(g->m, g->p, g->names, 64);
     assert_int_equal(g->np, amp_safetensors_count(f));
@@ -134,8 +132,7 @@ static double rel_to_max(const amp_tensor *got, const amp_tensor *want) {
         m = fmax(m, fabs(b[i]));
         d = fmax(d, fabs(a[i] - b[i]));
     }
-    free(a);
-    free(b);
+    test_free_all(a, b);
     return m > 0 ? d / m : d;
 }
 
@@ -152,12 +149,9 @@ static void check_logits(golden_file *gf, const char *prefix, const amp_tensor *
         return;
     }
     /* vocab 50257: logsumexp over the vocabulary and 256 sampled columns */
-    snprintf(r, sizeof r, "%slogits_lse", prefix);
-    amp_tensor *lse = golden_tensor(gf, r);
-    snprintf(r, sizeof r, "%slogits_idx", prefix);
-    amp_tensor *idx = golden_tensor(gf, r);
-    snprintf(r, sizeof r, "%slogits_at", prefix);
-    amp_tensor *at = golden_tensor(gf, r);
+    amp_tensor *lse = golden_tensorf(gf, "%slogits_lse", prefix);
+    amp_tensor *idx = golden_tensorf(gf, "%slogits_idx", prefix);
+    amp_tensor *at = golden_tensorf(gf, "%slogits_at", prefix);
     double *lv = tc_values(logits), *wl = tc_values(lse), *wa = tc_values(at), *iv = tc_values(idx);
     int64_t rows = amp_tensor_numel(lse), V = amp_tensor_numel(logits) / rows, k = amp_tensor_numel(idx);
     double worst = 0, scale = 0, dmax = 0;
@@ -174,13 +168,8 @@ static void check_logits(golden_file *gf, const char *prefix, const amp_tensor *
     worst = fmax(worst, dmax / scale);
     printf("%s: logsumexp within relative / sampled logits within max-relative %.2e\n", what, worst);
     if (!(worst <= tol * (prefix[0] ? 1.0 : 10.0))) fail_msg("%s: logits differ by %.3g relative", what, worst);
-    free(lv);
-    free(wl);
-    free(wa);
-    free(iv);
-    amp_tensor_free(lse);
-    amp_tensor_free(idx);
-    amp_tensor_free(at);
+    test_free_all(lv, wl, wa, iv);
+    test_free_tensors(lse, idx, at);
 }
 
 static void check_grads(golden_file *gf, gpt *g, const char *prefix, double tol, const char *what) {
@@ -212,8 +201,7 @@ static void assert_same(const amp_tensor *a, const amp_tensor *b, const char *wh
     double *x = tc_values(a), *y = tc_values(b);
     for (int64_t i = 0; i < amp_tensor_numel(a); i++)
         if (x[i] != y[i]) fail_msg("%s: element %lld differs: %.9g vs %.9g", what, (long long)i, x[i], y[i]);
-    free(x);
-    free(y);
+    test_free_all(x, y);
 }
 
 /* 10 AdamW steps as the golden run: grouping "nanogpt" (embeddings decayed)
@@ -236,12 +224,9 @@ static void adamw_steps(gpt *g, golden_file *gf, amp_tensor *x, amp_tensor *y, c
     }
     assert_int_equal(nd, 4 * g->n_layer + (emb ? 2 : 0));
     char r[160];
-    snprintf(r, sizeof r, "adamw.%s.loss", grouping);
-    amp_tensor *wls = golden_tensor(gf, r);
-    snprintf(r, sizeof r, "adamw.%s.lr", grouping);
-    amp_tensor *wlr = golden_tensor(gf, r);
-    snprintf(r, sizeof r, "adamw.%s.grad_norm", grouping);
-    amp_tensor *wgn = golden_tensor(gf, r);
+    amp_tensor *wls = golden_tensorf(gf, "adamw.%s.loss", grouping);
+    amp_tensor *wlr = golden_tensorf(gf, "adamw.%s.lr", grouping);
+    amp_tensor *wgn = golden_tensorf(gf, "adamw.%s.grad_norm", grouping);
     double *wlv = tc_values(wls), *wlrv = tc_values(wlr), *wgv = tc_values(wgn), worst = 0;
     for (int it = 0; it < 10; it++) {
         amp_scope *s = amp_scope_begin();
@@ -277,12 +262,8 @@ static void adamw_steps(gpt *g, golden_file *gf, amp_tensor *x, amp_tensor *y, c
          * 1e-5 to 3e-5 elsewhere) */
         assert_true(wf <= 1e-3);
     }
-    free(wlv);
-    free(wlrv);
-    free(wgv);
-    amp_tensor_free(wls);
-    amp_tensor_free(wlr);
-    amp_tensor_free(wgn);
+    test_free_all(wlv, wlrv, wgv);
+    test_free_tensors(wls, wlr, wgn);
     amp_optim_free(opt);
     for (int i = 0; i < g->np; i++) {
         assert_int_equal(amp_tensor_copy_(g->p[i], saved[i]), AMP_OK);
@@ -336,8 +317,7 @@ static void run_model(const char *stem, int n_layer, int n_head, bool big) {
     /* 10 AdamW steps, both groupings */
     adamw_steps(&g, gf, x, y, "noemb", big);
     adamw_steps(&g, gf, x, y, "nanogpt", big);
-    amp_tensor_free(x);
-    amp_tensor_free(y);
+    test_free_tensors(x, y);
     golden_close(gf);
     gpt_free(&g);
 }
@@ -383,9 +363,7 @@ static void t_hf_file(void **state) {
         amp_tensor *p = amp_module_get_parameter(m, inf.name); /* what amp_gpt_load made of the HF file */
         assert_non_null(p);
         assert_memory_equal(amp_tensor_data(p), amp_tensor_data(ta), amp_tensor_nbytes(ta));
-        amp_tensor_free(ta);
-        amp_tensor_free(th);
-        amp_tensor_free(tt);
+        test_free_tensors(ta, th, tt);
         amp_scope_end(sc);
     }
     /* the nanoGPT file through amp_gpt_load too; a wrong configuration is refused by name */
@@ -406,11 +384,4 @@ static void t_hf_file(void **state) {
     amp_safetensors_free(h);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_small),
-        cmocka_unit_test(t_vocab50257),
-        cmocka_unit_test(t_hf_file),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_small, t_vocab50257, t_hf_file)

@@ -103,9 +103,7 @@ static double stddev(const amp_tensor *t, double *mean) {
 static void t_init(void **state) {
     (void)state;
     amp_gpt_config c = {8, 4, 128, 64, 512, 0.0, true};
-    amp_generator g = amp_generator_make(3);
-    amp_module *m = amp_gpt_new(&c, &g);
-    assert_non_null(m);
+    amp_module *m = test_gpt_new(&c, 3);
     struct {
         const char *name;
         double std;
@@ -200,8 +198,7 @@ static void checkpoint_case(run_mode mode, const char *what) {
            fmt_b(m1.peak_total, b + 16));
     assert_true(m1.peak[AMP_MEM_ACTIVATION] < m0.peak[AMP_MEM_ACTIVATION]);
     assert_true(m1.peak_total < m0.peak_total);
-    amp_tensor_free(x);
-    amp_tensor_free(y);
+    test_free_tensors(x, y);
     amp_module_free(m);
 }
 
@@ -288,11 +285,7 @@ static void t_checkpoint_generic(void **state) {
     assert_int_equal(u.calls, before + 1);
     amp_scope_end(s);
     amp_no_grad_end();
-    amp_tensor_free(ref_w);
-    amp_tensor_free(ref_x);
-    amp_tensor_free(w);
-    amp_tensor_free(x);
-    amp_tensor_free(r);
+    test_free_tensors(ref_w, ref_x, w, x, r);
 }
 
 /* ---- KV cache and generation ------------------------------------------------------------------ */
@@ -302,15 +295,13 @@ static double max_rel(const amp_tensor *a, const amp_tensor *b) {
         d = fmax(d, fabs(x[i] - y[i]));
         mx = fmax(mx, fabs(y[i]));
     }
-    free(x);
-    free(y);
+    test_free_all(x, y);
     return d / mx;
 }
 
 static void kv_case(bool bf16) {
     amp_gpt_config c = small_cfg(0.1);
-    amp_generator g = amp_generator_make(21);
-    amp_module *m = amp_gpt_new(&c, &g);
+    amp_module *m = test_gpt_new(&c, 21);
     amp_module_train(m, false);
     if (bf16) assert_int_equal(amp_module_to(m, AMP_BF16, true), AMP_OK);
     amp_tensor *x = tokens(2, 16, c.vocab_size, 9);
@@ -353,8 +344,7 @@ static void t_kv_cache(void **state) {
 static void t_generate(void **state) {
     (void)state;
     amp_gpt_config c = small_cfg(0.0);
-    amp_generator g = amp_generator_make(4);
-    amp_module *m = amp_gpt_new(&c, &g);
+    amp_module *m = test_gpt_new(&c, 4);
     int64_t prompt[3] = {1, 2, 3}, a[40], b[40], n1, n2;
     amp_generator s1 = amp_generator_make(123), s2 = amp_generator_make(123), s3 = amp_generator_make(124);
     amp_gpt_generate_opts o = AMP_GPT_GENERATE_DEFAULTS;
@@ -489,15 +479,9 @@ static void t_embedding_half_grad(void **state) {
         for (int i = 0; i < 50 * 24; i++) worst = fmax(worst, fabs(gv[i] - wv[i]));
         printf("%s tied table: gradient within %.3g of the rounded f32 reference\n", amp_dtype_name(dt), worst);
         assert_true(worst == 0);
-        free(gv);
-        free(wv);
-        free(xv);
+        test_free_all(gv, wv, xv);
         amp_scope_end(s2);
-        amp_tensor_free(w32);
-        amp_tensor_free(w);
-        amp_tensor_free(idx);
-        amp_tensor_free(up);
-        amp_tensor_free(x);
+        test_free_tensors(w32, w, idx, up, x);
     }
 }
 
@@ -550,14 +534,9 @@ static void t_layernorm_half_io(void **state) {
                amp_dtype_name(dt), act[0], act[1]);
         assert_true(act[0] < act[1]);
         for (int k = 0; k < 2; k++) {
-            amp_tensor_free(y[k]);
-            amp_tensor_free(gx[k]);
-            amp_tensor_free(gw[k]);
-            amp_tensor_free(gb[k]);
+            test_free_tensors(y[k], gx[k], gw[k], gb[k]);
         }
-        amp_tensor_free(x32);
-        amp_tensor_free(x);
-        amp_tensor_free(up);
+        test_free_tensors(x32, x, up);
         amp_module_free(ln);
     }
 }
@@ -596,11 +575,5 @@ static void t_errors(void **state) {
     amp_module_free(m);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_structure),   cmocka_unit_test(t_init),     cmocka_unit_test(t_checkpoint_bitwise),
-        cmocka_unit_test(t_checkpoint_generic), cmocka_unit_test(t_kv_cache), cmocka_unit_test(t_generate),
-        cmocka_unit_test(t_weight_decay_o2), cmocka_unit_test(t_embedding_half_grad), cmocka_unit_test(t_layernorm_half_io), cmocka_unit_test(t_errors),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_structure, t_init, t_checkpoint_bitwise, t_checkpoint_generic, t_kv_cache, t_generate,
+              t_weight_decay_o2, t_embedding_half_grad, t_layernorm_half_io, t_errors)

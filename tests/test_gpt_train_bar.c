@@ -40,8 +40,7 @@ static double val_loss(const char *precision, double *entropy) {
     *entropy = strtod(q + strlen("unigram entropy of the validation text"), NULL);
     const char *t = strstr(out, "throughput");
     print_message("amp %s: val loss %.4f nats/token (unigram entropy %.4f), %s", args, v, *entropy, t ? t : "\n");
-    free(out);
-    free(err);
+    test_free_all(out, err);
     return v;
 }
 
@@ -61,7 +60,4 @@ static void t_gpt_bar(void **s) {
     assert_true(fabs(lbf - l32) <= 0.02 * l32);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(t_gpt_bar)};
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_gpt_bar)

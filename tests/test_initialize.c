@@ -290,9 +290,7 @@ static void t_training_levels(void **st) {
             amp_scope_end(sc);
         }
         if (!(last < 0.5 * first)) fail_msg("run %zu: loss %g -> %g", r, first, last);
-        amp_tensor_free(x);
-        amp_tensor_free(w);
-        amp_tensor_free(y);
+        test_free_tensors(x, w, y);
         amp_setup_free(s);
         amp_module_free(m);
     }
@@ -460,10 +458,5 @@ static void t_policy_and_errors(void **st) {
     amp_module_free(m);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_levels_match_docs), cmocka_unit_test(t_joint_clipping), cmocka_unit_test(t_training_levels),
-        cmocka_unit_test(t_user_model_o2_resume), cmocka_unit_test(t_policy_and_errors), cmocka_unit_test(t_policy_is_a_level),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_levels_match_docs, t_joint_clipping, t_training_levels, t_user_model_o2_resume, t_policy_and_errors,
+              t_policy_is_a_level)

@@ -153,8 +153,7 @@ static void t_install(void **s) {
     char *cc_static = line_starting(stat_block, "cc my.c -o my ");
     if (!strstr(make_line, "$HOME")) fail_msg("README's install line is not into $HOME: %s", make_line);
     if (!strstr(cc_static, "amp-static")) fail_msg("README's static line does not use amp-static.pc: %s", cc_static);
-    free(shared);
-    free(stat_block);
+    test_free_all(shared, stat_block);
 
     /* examples/README.md gives the same line for FILE.c */
     char *ex = read_rel(AMP_SOURCE_DIR, "examples/README.md");
@@ -220,9 +219,7 @@ static void t_install(void **s) {
     bool mpi = strstr(out, "amp: data parallel over MPI: ON") != NULL;
     if (!mpi && !strstr(out, "amp: data parallel over MPI: OFF")) fail_out(out, "make install did not say whether MPI is in");
     if (mpi != (strstr(pcs, "mpi") != NULL)) fail_msg("MPI %s, amp-static.pc:\n%s", mpi ? "ON" : "OFF", pcs);
-    free(pc);
-    free(pcs);
-    free(out);
+    test_free_all(pc, pcs, out);
 
     /* 2. README's lines: my.c built with pkg-config starts without LD_LIBRARY_PATH */
     snprintf(cmd, sizeof cmd, "cp '%s/tests/install/use_amp.c' '%s/my.c' && cd '%s' && " CLEAN_ENV "sh -c 'set -e; %s; %s; ./my; ldd ./my'",
@@ -254,13 +251,7 @@ static void t_install(void **s) {
     free(out);
 
     test_rmtree(home);
-    free(mk);
-    free(ex_line);
-    free(make_line);
-    free(export_line);
-    free(cc_line);
-    free(cc_static);
-    free(readme);
+    test_free_all(mk, ex_line, make_line, export_line, cc_line, cc_static, readme);
 }
 
 static void t_make_passes_cmake_flags(void **s) {
@@ -381,8 +372,4 @@ static void t_pc_matches_build(void **s) {
     free(pc);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(t_make_passes_cmake_flags), cmocka_unit_test(t_pc_matches_build),
-                                       cmocka_unit_test(t_tsan_needs_clang), cmocka_unit_test(t_install)};
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_make_passes_cmake_flags, t_pc_matches_build, t_tsan_needs_clang, t_install)

@@ -8,41 +8,15 @@
 
 #include "test_support.h"
 
-static char *g_dir;
-
-static int setup(void **state) {
-    (void)state;
-    g_dir = test_mkdtemp();
-    return g_dir ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    test_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
-
-static char *path_of(const char *name) {
-    static char buf[4][1024];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-    return buf[k];
-}
-
 static void write_file(const char *name, const void *data, size_t n, bool gz) {
-    const char *p = path_of(name);
+    const char *p = test_tmp_path(name);
     if (gz) {
         gzFile f = gzopen(p, "wb");
         assert_non_null(f);
         assert_int_equal(gzwrite(f, data, (unsigned)n), (int)n);
         gzclose(f);
     } else {
-        FILE *f = fopen(p, "wb");
-        assert_non_null(f);
-        assert_int_equal(fwrite(data, 1, n, f), n);
-        fclose(f);
+        test_write_file(p, data, n);
     }
 }
 
@@ -76,7 +50,7 @@ static void t_roundtrip(void **state) {
     write_file("a.idx.gz", img, len, true);
     for (int gz = 0; gz < 2; gz++) {
         amp_idx idx;
-        assert_int_equal(amp_idx_load(path_of(gz ? "a.idx.gz" : "a.idx"), &idx), AMP_OK);
+        assert_int_equal(amp_idx_load(test_tmp_path(gz ? "a.idx.gz" : "a.idx"), &idx), AMP_OK);
         assert_int_equal(idx.type, AMP_IDX_U8);
         assert_int_equal(idx.ndim, 3);
         assert_int_equal(idx.dims[0], 5);
@@ -97,10 +71,10 @@ static void t_roundtrip(void **state) {
 
 static void expect_load_error(const char *file, amp_status want, const char *needle) {
     amp_idx idx;
-    amp_status st = amp_idx_load(path_of(file), &idx);
+    amp_status st = amp_idx_load(test_tmp_path(file), &idx);
     if (st != want) fail_msg("%s: status %d, expected %d (%s)", file, st, want, amp_last_error());
     const char *m = amp_last_error();
-    if (!strstr(m, path_of(file))) fail_msg("%s: message does not name the file: %s", file, m);
+    if (!strstr(m, test_tmp_path(file))) fail_msg("%s: message does not name the file: %s", file, m);
     if (!strstr(m, needle)) fail_msg("%s: message does not say '%s': %s", file, needle, m);
     assert_null(idx.data);
     amp_clear_error();
@@ -136,7 +110,7 @@ static void t_malformed(void **state) {
     /* a gzip stream with a corrupted body */
     write_file("ok.gz", "0123456789abcdef0123456789abcdef", 32, true);
     size_t glen;
-    char *gzb = test_read_file(path_of("ok.gz"), &glen);
+    char *gzb = test_read_file(test_tmp_path("ok.gz"), &glen);
     for (size_t i = 12; i < glen - 8; i++) gzb[i] ^= 0x5a;
     write_file("corrupt.gz", gzb, glen, false);
     free(gzb);
@@ -167,13 +141,12 @@ static void t_dataset_mismatch(void **state) {
     write_file("im.idx", im, li, false);
     write_file("lb.idx", lb, ll, false);
     amp_dataset ds;
-    assert_int_equal(amp_dataset_load(path_of("im.idx"), path_of("lb.idx"), 0, &ds), AMP_ERR_FORMAT);
+    assert_int_equal(amp_dataset_load(test_tmp_path("im.idx"), test_tmp_path("lb.idx"), 0, &ds), AMP_ERR_FORMAT);
     assert_non_null(strstr(amp_last_error(), "6 images but"));
-    assert_int_equal(amp_dataset_load(path_of("lb.idx"), path_of("lb.idx"), 0, &ds), AMP_ERR_FORMAT);
+    assert_int_equal(amp_dataset_load(test_tmp_path("lb.idx"), test_tmp_path("lb.idx"), 0, &ds), AMP_ERR_FORMAT);
     assert_non_null(strstr(amp_last_error(), "rank 3"));
     amp_clear_error();
-    free(im);
-    free(lb);
+    test_free_all(im, lb);
 }
 
 static void t_fashion_mnist(void **state) {
@@ -263,11 +236,5 @@ static void t_loader(void **state) {
     amp_clear_error();
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_roundtrip), cmocka_unit_test(t_malformed),  cmocka_unit_test(t_dataset_mismatch),
-        cmocka_unit_test(t_fashion_mnist), cmocka_unit_test(t_loader),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_roundtrip, t_malformed, t_dataset_mismatch,
+                       t_fashion_mnist, t_loader)

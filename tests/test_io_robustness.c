@@ -25,28 +25,13 @@
 
 #include "test_support.h"
 
-static char *g_dir;
-
-static int setup(void **state) {
-    (void)state;
-    g_dir = test_mkdtemp();
-    return g_dir ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    test_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
-
 static char *path_in(const char *fmt, ...) {
     char rel[512], *p = malloc(2048);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(rel, sizeof rel, fmt, ap);
     va_end(ap);
-    snprintf(p, 2048, "%s/%s", g_dir, rel);
+    snprintf(p, 2048, "%s/%s", test_tmpdir, rel);
     return p;
 }
 
@@ -101,17 +86,6 @@ static amp_status small_restore(small_run *r, const char *dir) {
     return s;
 }
 
-static void copy_file(const char *from, const char *to) {
-    size_t n;
-    char *b = test_read_file(from, &n);
-    assert_non_null(b);
-    FILE *f = fopen(to, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(b, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
-    free(b);
-}
-
 /* "name size mtime" of every entry, sorted by readdir order of names */
 static char *listing(const char *dir) {
     char *out = calloc(1, 8192);
@@ -151,11 +125,11 @@ static void t_open_is_read_only(void **state) {
     assert_int_equal(mkdir(d, 0755), 0);
     char src[2100], dst[2100];
     snprintf(src, sizeof src, "%s/model.safetensors", b), snprintf(dst, sizeof dst, "%s/model.safetensors", d);
-    copy_file(src, dst);
+    test_copy_file(src, dst);
     snprintf(src, sizeof src, "%s/training_state.safetensors", a), snprintf(dst, sizeof dst, "%s/training_state.safetensors", d);
-    copy_file(src, dst);
+    test_copy_file(src, dst);
     snprintf(src, sizeof src, "%s/training_state.safetensors", b), snprintf(dst, sizeof dst, "%s/training_state.safetensors.tmp", d);
-    copy_file(src, dst);
+    test_copy_file(src, dst);
     char *before = listing(d);
     amp_checkpoint *c = amp_checkpoint_open(d);
     if (!c) fail_msg("%s", amp_last_error());
@@ -284,12 +258,12 @@ static void t_write_errors(void **state) {
     expect_write_failure(cmd, "/dev/full");
     /* results to stdout: train's summary, inspect, predict */
     snprintf(cmd, sizeof cmd, "%s train --limit 256 --batch 16 --test-limit 100 --quiet --threads 2 --checkpoint %s/wck > /dev/full",
-             AMP_CLI_PATH, g_dir);
+             AMP_CLI_PATH, test_tmpdir);
     expect_write_failure(cmd, "standard output");
-    snprintf(cmd, sizeof cmd, "%s inspect %s/wck > /dev/full", AMP_CLI_PATH, g_dir);
+    snprintf(cmd, sizeof cmd, "%s inspect %s/wck > /dev/full", AMP_CLI_PATH, test_tmpdir);
     expect_write_failure(cmd, "standard output");
     snprintf(cmd, sizeof cmd, "%s predict --checkpoint %s/wck --input /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz "
-             "--limit 100 > /dev/full", AMP_CLI_PATH, g_dir);
+             "--limit 100 > /dev/full", AMP_CLI_PATH, test_tmpdir);
     expect_write_failure(cmd, "standard output");
     snprintf(cmd, sizeof cmd, "%s autocast > /dev/full", AMP_CLI_PATH);
     expect_write_failure(cmd, "standard output");
@@ -318,7 +292,7 @@ static void tamper(const char *dir, const char *dir2, const char *file, const ch
         snprintf(src, sizeof src, "%s/%s", dir, files[k]);
         snprintf(dst, sizeof dst, "%s/%s", dir2, files[k]);
         if (strcmp(files[k], file)) {
-            copy_file(src, dst);
+            test_copy_file(src, dst);
             continue;
         }
         amp_safetensors *f = amp_safetensors_read(src);
@@ -483,17 +457,9 @@ static void t_many_metadata_keys(void **state) {
     assert_non_null(strstr(amp_last_error(), "\"key0\" appears twice"));
     alarm(0);
     amp_clear_error();
-    free(img);
-    free(hdr);
+    test_free_all(img, hdr);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_open_is_read_only),      cmocka_unit_test(t_restore_validates),
-        cmocka_unit_test(t_write_errors),           cmocka_unit_test(t_second_trainer_refused),
-        cmocka_unit_test(t_inspect_while_training), cmocka_unit_test(t_many_metadata_keys),
-        cmocka_unit_test(t_fifo_refused),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_open_is_read_only, t_restore_validates,
+                       t_write_errors, t_second_trainer_refused, t_inspect_while_training, t_many_metadata_keys,
+                       t_fifo_refused)

@@ -161,9 +161,7 @@ static void check_ew_case(const ew_case *c, const char *what) {
         assert_same(got, want, c->odt, n, what, (amp_cpu_path)p);
     }
     amp_cpu_select(orig);
-    free(ref);
-    free(want);
-    free(got);
+    test_free_all(ref, want, got);
 }
 
 /* Second and third operands: mostly moderate values (some special) so that
@@ -225,9 +223,7 @@ static void t_ew_every_op_f32(void **state) {
         snprintf(what, sizeof what, "%s f32", amp_ew_name(c.op));
         check_ew_case(&c, what);
     }
-    free(x);
-    free(y);
-    free(z);
+    test_free_all(x, y, z);
 }
 
 /* The transcendental ops on a dense sweep of f32 bit patterns (every 4099th
@@ -261,8 +257,7 @@ static void t_ew_math_sweep(void **state) {
         snprintf(what, sizeof what, "%s sweep", amp_ew_name(c.op));
         check_ew_case(&c, what);
     }
-    free(x);
-    free(g);
+    test_free_all(x, g);
 }
 
 /* Half operands and outputs, flat (AVX-512: in-register conversion for the
@@ -319,8 +314,7 @@ static void t_ew_halves_and_strides(void **state) {
         }
     }
     for (int k = 0; k < 3; k++) {
-        free(buf[k]);
-        free(src[k]);
+        test_free_all(buf[k], src[k]);
     }
 }
 
@@ -350,8 +344,7 @@ static void t_ew_tails(void **state) {
             }
         }
     }
-    free(x);
-    free(y);
+    test_free_all(x, y);
 }
 
 /* The settings of vcvtne2ps2bf16 (AVX512_BF16) to run: the integer rounding
@@ -408,10 +401,7 @@ static void t_ew_half_math(void **state) {
         }
     }
     amp__cpu_set_bf16cvt(true);
-    free(hx);
-    free(hy);
-    free(x);
-    free(y);
+    test_free_all(hx, hy, x, y);
 }
 
 /* The cheap ops on flat operands that are all bf16: the AVX-512 loop splits
@@ -447,16 +437,14 @@ static void check_ew_bits(const ew_case *c, const char *what) {
                 char msg[200];
                 snprintf(msg, sizeof msg, "%s: path %s element %lld: bits 0x%04x, reference 0x%04x", what,
                          amp_cpu_path_name((amp_cpu_path)p), (long long)i, got[i], ref[i]);
-                free(ref);
-                free(got);
+                test_free_all(ref, got);
                 amp_cpu_select(orig);
                 fail_msg("%s", msg);
             }
         }
     }
     amp_cpu_select(orig);
-    free(ref);
-    free(got);
+    test_free_all(ref, got);
 }
 
 static void t_ew_flat_bf16(void **state) {
@@ -505,8 +493,7 @@ static void t_ew_flat_bf16(void **state) {
     }
     amp__cpu_set_bf16cvt(true);
     for (int k = 0; k < 3; k++) {
-        free(h[k]);
-        free(f[k]);
+        test_free_all(h[k], f[k]);
     }
 }
 
@@ -540,8 +527,7 @@ static void t_bf16_round_ways(void **state) {
         }
     }
     amp__cpu_set_bf16cvt(true);
-    free(got);
-    free(x);
+    test_free_all(got, x);
 }
 
 /* ---- softmax --------------------------------------------------------------------------- */
@@ -612,17 +598,9 @@ static void t_softmax_paths(void **state) {
                 amp_k_softmax_backward(y, g, 1, rows, len, got, lg);
                 assert_same(got, want3, AMP_F32, n, "softmax backward over a strided dim", (amp_cpu_path)p);
             }
-            free(y);
-            free(want);
-            free(want2);
-            free(want3);
+            test_free_all(y, want, want2, want3);
         }
-        free(x);
-        free(g);
-        free(xin);
-        free(ref);
-        free(got);
-        free(wide);
+        test_free_all(x, g, xin, ref, got, wide);
     }
     amp_cpu_select(orig);
 }
@@ -674,13 +652,7 @@ static void t_xent_paths(void **state) {
                 assert_same(got, gref, dt, n, what, (amp_cpu_path)p);
             }
         }
-        free(work);
-        free(x);
-        free(wide);
-        free(lp);
-        free(xin);
-        free(gref);
-        free(got);
+        test_free_all(work, x, wide, lp, xin, gref, got);
     }
     amp_cpu_select(orig);
 }
@@ -771,26 +743,9 @@ static void t_layer_norm_paths(void **state) {
                 assert_same(gw2, gw, AMP_F32, D, "layer_norm backward gw", (amp_cpu_path)p);
                 assert_same(gb2, gb, AMP_F32, D, "layer_norm backward gb", (amp_cpu_path)p);
             }
-            free(gx);
-            free(gw);
-            free(gb);
-            free(gx2);
-            free(gw2);
-            free(gb2);
+            test_free_all(gx, gw, gb, gx2, gw2, gb2);
         }
-        free(x);
-        free(g);
-        free(w);
-        free(b);
-        free(xin);
-        free(got);
-        free(ref);
-        free(wide);
-        free(tmp);
-        free(mean);
-        free(rstd);
-        free(mean2);
-        free(rstd2);
+        test_free_all(x, g, w, b, xin, got, ref, wide, tmp, mean, rstd, mean2, rstd2);
     }
     amp_cpu_select(orig);
 }
@@ -870,10 +825,7 @@ static void t_batch_group_norm_paths(void **state) {
                 amp_k_channel_affine(h, dt, N, C, L, mean[0], rstd, b, y[1], AMP_F32);
                 assert_same(y[1], y[0], AMP_F32, n, "channel_affine half to f32", (amp_cpu_path)p);
             }
-            free(h);
-            free(hy);
-            free(href);
-            free(hw);
+            test_free_all(h, hy, href, hw);
         }
         /* the training forward (statistics and normalisation, per channel or
          * apart) against the separate kernels with the op's arithmetic
@@ -913,14 +865,7 @@ static void t_batch_group_norm_paths(void **state) {
                 }
             }
             amp_set_num_threads(nt0);
-            free(h);
-            free(yf);
-            free(yr);
-            free(fm);
-            free(fv);
-            free(fr);
-            free(sc);
-            free(sh);
+            test_free_all(h, yf, yr, fm, fv, fr, sc, sh);
         }
         for (int p = 0; p < AMP_CPU_PATH_COUNT; p++) {
             if (!amp_cpu_supported((amp_cpu_path)p)) continue;
@@ -938,22 +883,9 @@ static void t_batch_group_norm_paths(void **state) {
             assert_same(gb[1], gb[0], AMP_F32, C, "group_norm backward gb", pp);
         }
         for (int k = 0; k < 2; k++) {
-            free(y[k]);
-            free(gx[k]);
-            free(mean[k]);
-            free(var[k]);
-            free(gm[k]);
-            free(gr[k]);
-            free(gw[k]);
-            free(gb[k]);
-            free(sg[k]);
-            free(sgx[k]);
+            test_free_all(y[k], gx[k], mean[k], var[k], gm[k], gr[k], gw[k], gb[k], sg[k], sgx[k]);
         }
-        free(rstd);
-        free(x);
-        free(g);
-        free(w);
-        free(b);
+        test_free_all(rstd, x, g, w, b);
     }
     amp_cpu_select(orig);
 }
@@ -1030,17 +962,9 @@ static void t_reduce_paths(void **state) {
                 if (kind == 1 && memcmp(gi, wi, (size_t)m * 8) != 0) fail_msg("max_dim indices differ on a path");
             }
         }
-        free(src);
-        free(want);
-        free(got);
-        free(wi);
-        free(gi);
-        free(h);
-        free(hw);
+        test_free_all(src, want, got, wi, gi, h, hw);
     }
-    free(x);
-    free(wide);
-    free(xin);
+    test_free_all(x, wide, xin);
     amp_cpu_select(orig);
 }
 
@@ -1096,8 +1020,7 @@ static void t_ops_on_every_path(void **state) {
             }
             amp_tensor_free(want);
         }
-        amp_tensor_free(a);
-        amp_tensor_free(b);
+        test_free_tensors(a, b);
     }
     amp_cpu_select(orig);
 }
@@ -1182,14 +1105,6 @@ static void t_no_fp_contraction(void **state) {
     if (r != 0.0f) fail_msg("a * b + c was fused into an FMA (%a, want 0): the build lacks -ffp-contract=off", (double)r);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_ew_every_op_f32),     cmocka_unit_test(t_ew_math_sweep),
-        cmocka_unit_test(t_ew_halves_and_strides), cmocka_unit_test(t_ew_tails),
-        cmocka_unit_test(t_softmax_paths),       cmocka_unit_test(t_xent_paths),      cmocka_unit_test(t_sumsq_paths),       cmocka_unit_test(t_layer_norm_paths),
-        cmocka_unit_test(t_batch_group_norm_paths), cmocka_unit_test(t_reduce_paths),
-        cmocka_unit_test(t_ops_on_every_path), cmocka_unit_test(t_no_fp_contraction), cmocka_unit_test(t_ew_half_math), cmocka_unit_test(t_bf16_round_ways),
-        cmocka_unit_test(t_ew_flat_bf16), cmocka_unit_test(t_attention_row_paths),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_ew_every_op_f32, t_ew_math_sweep, t_ew_halves_and_strides, t_ew_tails, t_softmax_paths, t_xent_paths,
+              t_sumsq_paths, t_layer_norm_paths, t_batch_group_norm_paths, t_reduce_paths, t_ops_on_every_path,
+              t_no_fp_contraction, t_ew_half_math, t_bf16_round_ways, t_ew_flat_bf16, t_attention_row_paths)

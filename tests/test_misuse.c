@@ -87,8 +87,7 @@ static void t_forward_outside_scope(void **state) {
     amp_tensor *out = amp_module_forward(m, x);
     amp_tensor *l = amp_sum(out, NULL, 0, false);
     assert_int_equal(amp_backward(l), AMP_OK);
-    amp_tensor_free(l);
-    amp_tensor_free(out);
+    test_free_tensors(l, out);
     size_t grads = 0;
     for (int i = 0; i < np; i++) grads += amp_tensor_nbytes(ps[i]);
     assert_int_equal(amp_memory_stats().live_total, base + grads);
@@ -220,10 +219,6 @@ static void t_module_ownership_debug(void **state) {
 
 int main(void) {
     setenv("AMP_DEBUG", "1", 1); /* before the library reads it */
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_copy_into_expanded), cmocka_unit_test(t_autocast_left_open),
-        cmocka_unit_test(t_forward_outside_scope), cmocka_unit_test(t_use_after_free_debug),
-        cmocka_unit_test(t_error_chain_root_first), cmocka_unit_test(t_module_ownership_debug),
-    };
-    return amp_test_run(tests);
+    return AMP_TEST_RUN(t_copy_into_expanded, t_autocast_left_open, t_forward_outside_scope, t_use_after_free_debug,
+                        t_error_chain_root_first, t_module_ownership_debug);
 }

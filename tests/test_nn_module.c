@@ -161,8 +161,7 @@ static void t_registration(void **s) {
     amp_tensor *xs[2] = {x, x};
     assert_null(amp_module_forward_n(m, xs, 2));
     expect_error("Twice takes one input (got 2)");
-    amp_tensor_free(x);
-    amp_tensor_free(y);
+    test_free_tensors(x, y);
     amp_module_free(list);
     amp_module_free(m);
     /* everything is gone */
@@ -180,8 +179,7 @@ static amp_tensor *batch_tokens(int step, int64_t B, int64_t T, amp_tensor **tar
     }
     amp_tensor *x = amp_tensor_from_data(a, AMP_I64, 2, AMP_SHAPE(B, T));
     *targets = amp_tensor_from_data(b, AMP_I64, 1, AMP_SHAPE(B * T));
-    free(a);
-    free(b);
+    test_free_all(a, b);
     return x;
 }
 
@@ -237,9 +235,7 @@ static void t_user_model_names_and_tying(void **s) {
     amp_tensor_copy_out(amp_tensor_grad(wte), g1, AMP_F64);
     amp_tensor_copy_out(amp_tensor_grad(copy), g2, AMP_F64);
     for (int64_t i = 0; i < amp_tensor_numel(wte); i++) assert_close(tied[i], g1[i] + g2[i], 1e-5, 1e-7, "tied gradient");
-    free(tied);
-    free(g1);
-    free(g2);
+    test_free_all(tied, g1, g2);
     amp_scope_end(scope);
     amp_module_free(m);
 }
@@ -307,10 +303,8 @@ static void rig_make(lm_rig *r, uint64_t seed) {
     amp_generator g = amp_generator_make(seed);
     r->m = tiny_lm_new(&CFG, &g);
     assert_non_null(r->m);
-    amp_tensor *ps[64];
-    int n = amp_module_parameters(r->m, ps, NULL, 64);
     amp_optim_opts o = amp_adamw_opts(3e-3);
-    r->opt = amp_optim_new(ps, n, &o);
+    r->opt = test_optim_new(r->m, &o);
     r->sc = amp_scaler_new(&(amp_scaler_opts){.init_scale = 1024, .growth_interval = 2});
     assert_true(r->opt && r->sc);
 }
@@ -502,12 +496,5 @@ static void t_container_error_keeps_cause(void **s) {
     amp_scope_end(sc);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_builtin_names_and_repr), cmocka_unit_test(t_registration),
-        cmocka_unit_test(t_user_model_names_and_tying), cmocka_unit_test(t_user_model_save_load),
-        cmocka_unit_test(t_user_model_resume), cmocka_unit_test(t_module_to_keep_f32),
-        cmocka_unit_test(t_child_ownership), cmocka_unit_test(t_container_error_keeps_cause),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_builtin_names_and_repr, t_registration, t_user_model_names_and_tying, t_user_model_save_load,
+              t_user_model_resume, t_module_to_keep_f32, t_child_ownership, t_container_error_keeps_cause)

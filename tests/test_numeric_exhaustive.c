@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "numeric_conv.h"
 #include "numeric_ref.h"
 #include "test_support.h"
 
@@ -22,18 +23,6 @@ typedef struct {
     amp_format fmt;
 } fmt_case;
 
-static float f16_to(uint32_t b) { return amp_f16_to_f32((uint16_t)b); }
-static float bf16_to(uint32_t b) { return amp_bf16_to_f32((uint16_t)b); }
-static float e4m3_to(uint32_t b) { return amp_e4m3_to_f32((uint8_t)b); }
-static float e5m2_to(uint32_t b) { return amp_e5m2_to_f32((uint8_t)b); }
-static uint32_t f16_from(float x) { return amp_f32_to_f16(x); }
-static uint32_t bf16_from(float x) { return amp_f32_to_bf16(x); }
-static uint32_t e4m3_from(float x) { return amp_f32_to_e4m3(x); }
-static uint32_t e5m2_from(float x) { return amp_f32_to_e5m2(x); }
-static uint32_t e4m3_from_sat(float x) { return amp_f32_to_e4m3_sat(x); }
-static uint32_t e5m2_from_sat(float x) { return amp_f32_to_e5m2_sat(x); }
-static uint32_t f16_from64(double x) { return amp_f64_to_f16(x); }
-static uint32_t bf16_from64(double x) { return amp_f64_to_bf16(x); }
 
 static void check_all(const fmt_case *c) {
     uint32_t count = 1u << c->nbits, nan_count = 0, inf_count = 0, sub_count = 0;
@@ -82,19 +71,19 @@ static void check_all(const fmt_case *c) {
 
 static void t_f16(void **state) {
     (void)state;
-    fmt_case c = {&REF_F16, 16, 0x0200u, f16_to, f16_from, NULL, f16_from64, AMP_FMT_F16};
+    fmt_case c = {&REF_F16, 16, 0x0200u, nc_f16_to, nc_f16_from, NULL, nc_f16_from64, AMP_FMT_F16};
     check_all(&c);
 }
 
 static void t_bf16(void **state) {
     (void)state;
-    fmt_case c = {&REF_BF16, 16, 0x0040u, bf16_to, bf16_from, NULL, bf16_from64, AMP_FMT_BF16};
+    fmt_case c = {&REF_BF16, 16, 0x0040u, nc_bf16_to, nc_bf16_from, NULL, nc_bf16_from64, AMP_FMT_BF16};
     check_all(&c);
 }
 
 static void t_e4m3(void **state) {
     (void)state;
-    fmt_case c = {&REF_E4M3, 8, 0u, e4m3_to, e4m3_from, e4m3_from_sat, NULL, AMP_FMT_E4M3};
+    fmt_case c = {&REF_E4M3, 8, 0u, nc_e4m3_to, nc_e4m3_from, nc_e4m3_from_sat, NULL, AMP_FMT_E4M3};
     check_all(&c);
     /* the definition's landmarks */
     assert_true(amp_e4m3_to_f32(0x7e) == 448.0f);
@@ -106,7 +95,7 @@ static void t_e4m3(void **state) {
 
 static void t_e5m2(void **state) {
     (void)state;
-    fmt_case c = {&REF_E5M2, 8, 0x02u, e5m2_to, e5m2_from, e5m2_from_sat, NULL, AMP_FMT_E5M2};
+    fmt_case c = {&REF_E5M2, 8, 0x02u, nc_e5m2_to, nc_e5m2_from, nc_e5m2_from_sat, NULL, AMP_FMT_E5M2};
     check_all(&c);
     assert_true(amp_e5m2_to_f32(0x7b) == 57344.0f);
     assert_true(isinf(amp_e5m2_to_f32(0x7c)) && amp_e5m2_to_f32(0xfc) < 0);
@@ -167,10 +156,4 @@ static void t_format_info(void **state) {
     assert_true(isnan(amp_format_round(AMP_FMT_COUNT, 1.0f, false)));
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_f16),  cmocka_unit_test(t_bf16),        cmocka_unit_test(t_e4m3),
-        cmocka_unit_test(t_e5m2), cmocka_unit_test(t_fp8_vs_f16),    cmocka_unit_test(t_format_info),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_f16, t_bf16, t_e4m3, t_e5m2, t_fp8_vs_f16, t_format_info)

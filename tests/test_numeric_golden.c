@@ -199,15 +199,10 @@ static void t_arrays(void **state) {
         memset(out, 0xa5, (size_t)s->count * s->dst_bytes);
         assert_int_equal(amp_convert(out, map[k].dd, src, map[k].sd, s->count, 0), AMP_OK);
         bad += compare(s, out, "amp_convert");
-        free(out);
-        free(src);
+        test_free_all(out, src);
     }
     assert_true(paths >= 8);
     assert_int_equal(bad, 0);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(t_scalar), cmocka_unit_test(t_arrays)};
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+AMP_TEST_MAIN_FIXTURES(setup, teardown, t_scalar, t_arrays)

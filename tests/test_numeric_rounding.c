@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "numeric_conv.h"
 #include "numeric_ref.h"
 #include "test_support.h"
 
@@ -24,20 +25,12 @@ typedef struct {
     uint32_t (*from_f64)(double);
 } rcase;
 
-static uint32_t c_f16(float x) { return amp_f32_to_f16(x); }
-static uint32_t c_bf16(float x) { return amp_f32_to_bf16(x); }
-static uint32_t c_e4m3(float x) { return amp_f32_to_e4m3(x); }
-static uint32_t c_e4m3s(float x) { return amp_f32_to_e4m3_sat(x); }
-static uint32_t c_e5m2(float x) { return amp_f32_to_e5m2(x); }
-static uint32_t c_e5m2s(float x) { return amp_f32_to_e5m2_sat(x); }
 static uint32_t c_tf32(float x) {
     uint32_t u = ref_f32_bits(amp_f32_round_tf32(x));
     if (u & 0x1fffu) fail_msg("tf32 of 0x%08x = 0x%08x has low bits set", ref_f32_bits(x), u);
     return u >> 13;
 }
 static uint32_t d_f32(double x) { return ref_f32_bits(amp_f64_to_f32(x)); }
-static uint32_t d_f16(double x) { return amp_f64_to_f16(x); }
-static uint32_t d_bf16(double x) { return amp_f64_to_bf16(x); }
 static uint32_t d_e4m3(double x) { return amp_format_encode(AMP_FMT_E4M3, x, false); }
 static uint32_t d_e4m3s(double x) { return amp_format_encode(AMP_FMT_E4M3, x, true); }
 static uint32_t d_e5m2(double x) { return amp_format_encode(AMP_FMT_E5M2, x, false); }
@@ -45,12 +38,12 @@ static uint32_t d_e5m2s(double x) { return amp_format_encode(AMP_FMT_E5M2, x, tr
 static uint32_t d_tf32(double x) { return amp_format_encode(AMP_FMT_TF32, x, false) >> 13; }
 
 static const rcase g_cases[] = {
-    {"f16", &REF_F16, REF_OVF_INF, 16, 0x200, c_f16, d_f16},
-    {"bf16", &REF_BF16, REF_OVF_INF, 16, 0x40, c_bf16, d_bf16},
-    {"e4m3", &REF_E4M3, REF_OVF_NAN, 8, 0, c_e4m3, d_e4m3},
-    {"e4m3_sat", &REF_E4M3, REF_OVF_SAT, 8, 0, c_e4m3s, d_e4m3s},
-    {"e5m2", &REF_E5M2, REF_OVF_INF, 8, 0x02, c_e5m2, d_e5m2},
-    {"e5m2_sat", &REF_E5M2, REF_OVF_SAT, 8, 0x02, c_e5m2s, d_e5m2s},
+    {"f16", &REF_F16, REF_OVF_INF, 16, 0x200, nc_f16_from, nc_f16_from64},
+    {"bf16", &REF_BF16, REF_OVF_INF, 16, 0x40, nc_bf16_from, nc_bf16_from64},
+    {"e4m3", &REF_E4M3, REF_OVF_NAN, 8, 0, nc_e4m3_from, d_e4m3},
+    {"e4m3_sat", &REF_E4M3, REF_OVF_SAT, 8, 0, nc_e4m3_from_sat, d_e4m3s},
+    {"e5m2", &REF_E5M2, REF_OVF_INF, 8, 0x02, nc_e5m2_from, d_e5m2},
+    {"e5m2_sat", &REF_E5M2, REF_OVF_SAT, 8, 0x02, nc_e5m2_from_sat, d_e5m2s},
     {"tf32", &REF_TF32, REF_OVF_INF, 19, 0x200, c_tf32, d_tf32},
     {"f32", &REF_F32, REF_OVF_INF, 32, 0x400000, NULL, d_f32}, /* f64 source only */
 };
@@ -273,10 +266,4 @@ static void t_boundaries_f64(void **state) {
     assert_int_equal(amp_format_encode(AMP_FMT_E4M3, 1.0 + 0x1p-4 + 0x1p-40, false), 0x39);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_specials_f32), cmocka_unit_test(t_boundaries_f32), cmocka_unit_test(t_random_f32),
-        cmocka_unit_test(t_random_f64),   cmocka_unit_test(t_boundaries_f64),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_specials_f32, t_boundaries_f32, t_random_f32, t_random_f64, t_boundaries_f64)

@@ -102,8 +102,7 @@ static double check_mean(const srfmt *f, float x, uint64_t seed) {
             fail_msg("%s SR of %.9g: mean %.12g, |diff| %.3g > 4 SE %.3g", f->ref->name, x, mean, fabs(mean - ax),
                      4 * se_v);
     }
-    free(src);
-    free(dst);
+    test_free_all(src, dst);
     return frac_up;
 }
 
@@ -221,17 +220,8 @@ static void t_determinism(void **state) {
         assert_true(diff_seed > N / 10);
     }
     omp_set_num_threads(saved);
-    free(src);
-    free(a);
-    free(b);
-    free(c);
+    test_free_all(src, a, b, c);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_philox_kat),       cmocka_unit_test(t_unbiased_bf16), cmocka_unit_test(t_unbiased_f16),
-        cmocka_unit_test(t_overflow),         cmocka_unit_test(t_scalar_threshold),
-        cmocka_unit_test(t_exact_and_special), cmocka_unit_test(t_determinism),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_philox_kat, t_unbiased_bf16, t_unbiased_f16, t_overflow, t_scalar_threshold, t_exact_and_special,
+              t_determinism)

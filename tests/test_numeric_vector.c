@@ -78,9 +78,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     (void)state;
-    free(g_f32);
-    free(g_u16);
-    free(g_u8);
+    test_free_all(g_f32, g_u16, g_u8);
     return 0;
 }
 
@@ -280,11 +278,7 @@ static void t_public_arrays(void **state) {
     amp_clear_error();
     amp_f32_to_f16_array(NULL, NULL, 0);
     assert_int_equal(amp_last_status(), AMP_OK);
-    free(src);
-    free(back);
-    free(h);
-    free(h2);
-    free(b);
+    test_free_all(src, back, h, h2, b);
     assert_int_equal(bad, 0);
     printf("public arrays checked on path %s\n", amp_cpu_path_name(amp_cpu_active()));
 }
@@ -358,8 +352,7 @@ static void t_convert_pairs(void **state) {
                     }
                 bad++;
             }
-            free(got);
-            free(want);
+            test_free_all(got, want);
         }
         free(src);
     }
@@ -477,11 +470,5 @@ static void t_convert_errors(void **state) {
     expect_error(amp_convert(i32, AMP_U8, &neg, AMP_I32, 1, 0), AMP_ERR_RANGE, "u8");
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_kernels),        cmocka_unit_test(t_fp_environment), cmocka_unit_test(t_sr_kernels),       cmocka_unit_test(t_public_arrays),
-        cmocka_unit_test(t_convert_pairs),  cmocka_unit_test(t_convert_integers), cmocka_unit_test(t_convert_errors),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+AMP_TEST_MAIN_FIXTURES(setup, teardown, t_kernels, t_fp_environment, t_sr_kernels, t_public_arrays, t_convert_pairs,
+                       t_convert_integers, t_convert_errors)

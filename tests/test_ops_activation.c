@@ -50,20 +50,6 @@ static amp_tensor *call(int op, amp_tensor *x, amp_tensor *w, const double *prm)
     return NULL;
 }
 
-/* ---- helpers ----------------------------------------------------------------------------------------- */
-static int64_t numel_of(int ndim, const int64_t *shape) {
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= shape[i];
-    return n;
-}
-
-static double round_to(amp_dtype dt, double v) {
-    amp_tensor *t = amp_tensor_full(dt, 0, NULL, v);
-    double r = amp_tensor_item(t);
-    amp_tensor_free(t);
-    return r;
-}
-
 typedef struct {
     int op;
     double prm[2];
@@ -74,7 +60,7 @@ typedef struct {
 
 static void ref_fn(const double *const *in, double *out, void *vc) {
     actx *c = vc;
-    int64_t n = numel_of(c->ndim, c->shape);
+    int64_t n = tc_numel(c->ndim, c->shape);
     int64_t inner = 1;
     for (int d = 2; d < c->ndim; d++) inner *= c->shape[d];
     for (int64_t i = 0; i < n; i++) {
@@ -103,9 +89,7 @@ static void check_forward(int op, const double *prm, amp_tensor *x, amp_tensor *
     double *want = malloc(sizeof(double) * (size_t)(n ? n : 1));
     ref_fn((const double *const *)vals, want, &c);
     tc_assert_tensor(out, want, rtol, atol, what);
-    free(want);
-    free(vals[0]);
-    free(vals[1]);
+    test_free_all(want, vals[0], vals[1]);
 }
 
 static double grad_rtol(amp_dtype dt) {
@@ -146,8 +130,7 @@ static void t_activations(void **state) {
             check_forward(cases[i].op, cases[i].prm, x, NULL, y, tc_rtol(dt, 1.0), dt == AMP_F64 ? 1e-14 : 1e-6, what);
             actx c = make_ctx(cases[i].op, cases[i].prm, x, NULL);
             tc_gradcheck(y, &x, 1, ref_fn, &c, grad_rtol(dt), grad_atol(dt), what);
-            amp_tensor_free(y);
-            amp_tensor_free(x);
+            test_free_tensors(y, x);
         }
     }
 }
@@ -190,66 +173,41 @@ static void t_prelu(void **state) {
                 amp_dtype gdt = dt == AMP_F64 ? AMP_F64 : dt;
                 /* the weight's gradient sums many products: a looser bound for halves */
                 tc_gradcheck(y, (amp_tensor *[]){x, w}, 2, ref_fn, &c, grad_rtol(gdt), 2 * grad_atol(gdt), what);
-                amp_tensor_free(y);
-                amp_tensor_free(x);
-                amp_tensor_free(w);
+                test_free_tensors(y, x, w);
             }
         }
     }
 }
 
 /* ---- golden data from PyTorch ------------------------------------------------------------------------ */
+static const struct golden_act {
+    const char *name;
+    int op;
+    double prm[2];
+} golden_ops[] = {
+    {"relu", A_RELU, {0}},          {"sigmoid", A_SIGMOID, {0}},          {"tanh", A_TANH, {0}},
+    {"silu", A_SILU, {0}},          {"gelu_erf", A_GELU, {0}},            {"gelu_tanh", A_GELU_T, {0}},
+    {"softplus", A_SOFTPLUS, {1, 20}}, {"softplus_b2_t5", A_SOFTPLUS, {2, 5}}, {"prelu_c", A_PRELU, {0}},
+    {"prelu_1", A_PRELU, {0}},
+};
+
+static amp_tensor *golden_call(const char *case_name, amp_tensor **in, amp_tensor **idx, void *ctx) {
+    (void)case_name, (void)idx;
+    const struct golden_act *g = ctx;
+    return call(g->op, in[0], in[1], g->prm);
+}
+
 static void t_golden(void **state) {
     (void)state;
-    static const struct {
-        const char *name;
-        int op;
-        double prm[2];
-    } ops[] = {
-        {"relu", A_RELU, {0}},          {"sigmoid", A_SIGMOID, {0}},          {"tanh", A_TANH, {0}},
-        {"silu", A_SILU, {0}},          {"gelu_erf", A_GELU, {0}},            {"gelu_tanh", A_GELU_T, {0}},
-        {"softplus", A_SOFTPLUS, {1, 20}}, {"softplus_b2_t5", A_SOFTPLUS, {2, 5}}, {"prelu_c", A_PRELU, {0}},
-        {"prelu_1", A_PRELU, {0}},
-    };
     static const char *dts[] = {"f32", "f16", "bf16"};
     golden_file *gf = golden_open("golden_elementwise.bin");
-    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+    for (size_t i = 0; i < sizeof golden_ops / sizeof golden_ops[0]; i++) {
         for (int d = 0; d < 3; d++) {
-            char rec[128], what[128];
-            int nin = ops[i].op == A_PRELU ? 2 : 1;
-            amp_tensor *in[2] = {0};
-            for (int k = 0; k < nin; k++) {
-                snprintf(rec, sizeof rec, "%s.%s.in%d", ops[i].name, dts[d], k);
-                in[k] = golden_tensor(gf, rec);
-                amp_tensor_set_requires_grad(in[k], true);
-            }
-            amp_dtype dt = amp_tensor_dtype(in[0]);
-            snprintf(what, sizeof what, "golden %s.%s", ops[i].name, dts[d]);
-            amp_tensor *y = call(ops[i].op, in[0], in[1], ops[i].prm);
-            snprintf(rec, sizeof rec, "%s.%s.y", ops[i].name, dts[d]);
-            amp_tensor *want = golden_tensor(gf, rec);
-            double *w = tc_values(want);
-            assert_int_equal(amp_tensor_dtype(y), amp_tensor_dtype(want));
-            tc_assert_shape(y, amp_tensor_ndim(want), amp_tensor_shape(want), what);
-            tc_assert_tensor(y, w, tc_rtol(dt, 1.0), 1e-6, what);
-            free(w);
-            amp_tensor_free(want);
-            snprintf(rec, sizeof rec, "%s.%s.gy", ops[i].name, dts[d]);
-            amp_tensor *gy = golden_tensor(gf, rec);
-            assert_int_equal(amp_backward_ex(y, gy, false), AMP_OK);
-            for (int k = 0; k < nin; k++) {
-                snprintf(rec, sizeof rec, "%s.%s.g%d", ops[i].name, dts[d], k);
-                want = golden_tensor(gf, rec);
-                w = tc_values(want);
-                snprintf(what, sizeof what, "golden %s.%s d/din%d", ops[i].name, dts[d], k);
-                tc_assert_tensor(amp_tensor_grad(in[k]), w, dt == AMP_F32 ? 1e-5 : tc_rtol(dt, 4.0),
-                                 dt == AMP_F32 ? 1e-5 : tc_rtol(dt, 2.0), what);
-                free(w);
-                amp_tensor_free(want);
-            }
-            amp_tensor_free(gy);
-            amp_tensor_free(y);
-            for (int k = 0; k < nin; k++) amp_tensor_free(in[k]);
+            char name[96];
+            snprintf(name, sizeof name, "%s.%s", golden_ops[i].name, dts[d]);
+            const golden_op_case c = {"y", "gy", golden_ops[i].op == A_PRELU ? 2 : 1, golden_call, (void *)&golden_ops[i],
+                                      golden_tol_rounded};
+            golden_replay(gf, name, &c);
         }
     }
     golden_close(gf);
@@ -311,8 +269,7 @@ static void t_edge_cases(void **state) {
         amp_tensor_set_grad(x, NULL);
         amp_tensor_free(y);
     }
-    amp_tensor_free(g);
-    amp_tensor_free(x);
+    test_free_tensors(g, x);
 
     /* empty tensors */
     amp_tensor *e = amp_tensor_zeros(AMP_BF16, 3, AMP_SHAPE(2, 0, 3));
@@ -328,9 +285,7 @@ static void t_edge_cases(void **state) {
     amp_tensor_free(y);
     y = amp_dropout(e, 0.5, true, NULL);
     tc_assert_shape(y, 3, AMP_SHAPE(2, 0, 3), "dropout empty");
-    amp_tensor_free(y);
-    amp_tensor_free(w0);
-    amp_tensor_free(e);
+    test_free_tensors(y, w0, e);
 
     /* strided input: same values as the contiguous copy */
     test_rng r = {77};
@@ -342,21 +297,14 @@ static void t_edge_cases(void **state) {
         double *v1 = tc_values(y1), *v2 = tc_values(y2);
         for (int i = 0; i < 360; i++)
             if (v1[i] != v2[i]) fail_msg("%s on a transposed view: element %d %g vs %g", act_name[op], i, v1[i], v2[i]);
-        free(v1);
-        free(v2);
-        amp_tensor_free(y1);
-        amp_tensor_free(y2);
+        test_free_all(v1, v2);
+        test_free_tensors(y1, y2);
     }
     amp_tensor *wc = tc_uniform(&r, AMP_F16, 1, AMP_SHAPE(9), 0.1, 0.3); /* t is [40,9]: 9 channels */
     amp_tensor *p1 = amp_prelu(t, wc), *p2 = amp_prelu(tc, wc);
     check_forward(A_PRELU, NULL, tc, wc, p1, 1e-3, 0, "prelu on a transposed view");
     check_forward(A_PRELU, NULL, tc, wc, p2, 1e-3, 0, "prelu contiguous");
-    amp_tensor_free(p1);
-    amp_tensor_free(p2);
-    amp_tensor_free(wc);
-    amp_tensor_free(t);
-    amp_tensor_free(tc);
-    amp_tensor_free(a);
+    test_free_tensors(p1, p2, wc, t, tc, a);
 }
 
 /* sigmoid, silu, tanh and gelu in f32 use amp's own vectorisable exp, tanh
@@ -411,7 +359,7 @@ static void t_dropout_statistics(void **state) {
                 if (vy[i] == 0.0) {
                     zeros++;
                 } else {
-                    double want = round_to(dt, (float)vx[i] / keep); /* exactly x / (1-p), rounded once */
+                    double want = tc_round_to(dt, (float)vx[i] / keep); /* exactly x / (1-p), rounded once */
                     if (vy[i] != want)
                         fail_msg("dropout p=%g %s: kept element %lld is %.9g, expected %.9g", p, amp_dtype_name(dt),
                                  (long long)i, vy[i], want);
@@ -421,10 +369,8 @@ static void t_dropout_statistics(void **state) {
             if (fabs(frac - p) > 4 * se)
                 fail_msg("dropout p=%g %s: %.5f zeroed, more than 4 standard errors (%.5f) from p", p, amp_dtype_name(dt),
                          frac, se);
-            free(vx);
-            free(vy);
-            amp_tensor_free(y);
-            amp_tensor_free(x);
+            test_free_all(vx, vy);
+            test_free_tensors(y, x);
         }
     }
 }
@@ -466,10 +412,8 @@ static void t_dropout_reproducible(void **state) {
     amp_tensor *b = amp_dropout(x, 0.5, true, NULL);
     double *va = tc_values(a), *vb = tc_values(b);
     assert_memory_equal(va, vb, sizeof(double) * (size_t)n);
-    free(va);
-    free(vb);
-    amp_tensor_free(a);
-    amp_tensor_free(b);
+    test_free_all(va, vb);
+    test_free_tensors(a, b);
     /* the mask follows the logical (row-major) index, also for a strided input */
     amp_tensor *xt = amp_tensor_ones(AMP_F32, 2, AMP_SHAPE(100, n / 100));
     amp_tensor *t = amp_transpose(xt, 0, 1);
@@ -479,13 +423,8 @@ static void t_dropout_reproducible(void **state) {
     va = tc_values(a);
     vb = tc_values(b);
     assert_memory_equal(va, vb, sizeof(double) * (size_t)n);
-    free(va);
-    free(vb);
-    amp_tensor_free(a);
-    amp_tensor_free(b);
-    amp_tensor_free(t);
-    amp_tensor_free(xt);
-    amp_tensor_free(x);
+    test_free_all(va, vb);
+    test_free_tensors(a, b, t, xt, x);
 }
 
 /* The mask is Philox4x32-10 (numeric/philox.h) on stream 1: element i of a
@@ -511,8 +450,7 @@ static void t_dropout_mask_is_philox(void **state) {
             if (keep != (v[i] != 0)) fail_msg("p=%g: element %lld: mask differs from Philox", ps[k], (long long)i);
         }
         free(v);
-        amp_tensor_free(y);
-        amp_tensor_free(x);
+        test_free_tensors(y, x);
     }
 }
 
@@ -536,20 +474,13 @@ static void t_dropout_backward_and_modes(void **state) {
         for (int64_t i = 0; i < n; i++) {
             bool kept = vm[i] != 0;
             if (kept != (vy[i] != 0) && vx[i] != 0) fail_msg("dropout %s: mask differs between calls with one seed", amp_dtype_name(dt));
-            double want = kept ? round_to(dt, dt == AMP_F64 ? vu[i] / 0.75 : (float)vu[i] / keep) : 0.0;
+            double want = kept ? tc_round_to(dt, dt == AMP_F64 ? vu[i] / 0.75 : (float)vu[i] / keep) : 0.0;
             if (vg[i] != want)
                 fail_msg("dropout %s backward: element %lld: %g, expected %g (same mask as the forward)", amp_dtype_name(dt),
                          (long long)i, vg[i], want);
         }
-        free(vx);
-        free(vy);
-        free(vg);
-        free(vu);
-        free(vm);
-        amp_tensor_free(mask);
-        amp_tensor_free(ones);
-        amp_tensor_free(up);
-        amp_tensor_free(y);
+        test_free_all(vx, vy, vg, vu, vm);
+        test_free_tensors(mask, ones, up, y);
         amp_tensor_set_grad(x, NULL);
 
         /* eval mode and p = 0: the identity, a view, still differentiable */
@@ -566,8 +497,7 @@ static void t_dropout_backward_and_modes(void **state) {
             for (int64_t i = 0; i < n; i++) assert_true(vg[i] == 3.0);
             free(vg);
             amp_tensor_set_grad(x, NULL);
-            amp_tensor_free(up);
-            amp_tensor_free(y);
+            test_free_tensors(up, y);
         }
         /* p = 1: zeros and a zero gradient */
         y = amp_dropout(x, 1.0, true, NULL);
@@ -576,12 +506,9 @@ static void t_dropout_backward_and_modes(void **state) {
         vy = tc_values(y);
         vg = tc_values(amp_tensor_grad(x));
         for (int64_t i = 0; i < n; i++) assert_true(vy[i] == 0 && vg[i] == 0);
-        free(vy);
-        free(vg);
+        test_free_all(vy, vg);
         amp_tensor_set_grad(x, NULL);
-        amp_tensor_free(up);
-        amp_tensor_free(y);
-        amp_tensor_free(x);
+        test_free_tensors(up, y, x);
     }
     /* torch multiplies by the mask: a dropped inf becomes NaN, a kept one stays inf */
     amp_tensor *inf = amp_tensor_full(AMP_F32, 1, AMP_SHAPE(64), INFINITY);
@@ -594,8 +521,7 @@ static void t_dropout_backward_and_modes(void **state) {
     }
     assert_true(nan > 0 && infs > 0 && nan + infs == 64);
     free(v);
-    amp_tensor_free(y);
-    amp_tensor_free(inf);
+    test_free_tensors(y, inf);
 
     /* dropout saves nothing for backward: the mask is regenerated */
     amp_tensor *x = amp_tensor_ones(AMP_F32, 1, AMP_SHAPE(4096));
@@ -605,8 +531,7 @@ static void t_dropout_backward_and_modes(void **state) {
     amp_mem_stats s1 = amp_memory_stats();
     assert_int_equal(s1.live[AMP_MEM_ACTIVATION] - s0.live[AMP_MEM_ACTIVATION], 4096 * sizeof(float));
     assert_int_equal(s1.live[AMP_MEM_WORKSPACE], s0.live[AMP_MEM_WORKSPACE]);
-    amp_tensor_free(y);
-    amp_tensor_free(x);
+    test_free_tensors(y, x);
 }
 
 /* ---- autocast hook -------------------------------------------------------------------------------------------------- */
@@ -626,9 +551,7 @@ static void t_autocast(void **state) {
     assert_int_equal(amp_tensor_dtype(y), AMP_F16);
     amp_tensor_free(y);
     amp_autocast_exit();
-    amp_tensor_free(x);
-    amp_tensor_free(w);
-    amp_tensor_free(h);
+    test_free_tensors(x, w, h);
 }
 
 /* ---- bad input ---------------------------------------------------------------------------------------------------------- */
@@ -673,30 +596,8 @@ static void t_bad_input(void **state) {
     tc_assert_fails(amp_dropout(x, -0.1, true, NULL), "amp_dropout");
     tc_assert_fails(amp_dropout(x, 1.5, true, NULL), "amp_dropout");
     tc_assert_fails(amp_dropout(x, NAN, false, NULL), "amp_dropout");
-    amp_tensor_free(w3);
-    amp_tensor_free(w4);
-    amp_tensor_free(w2d);
-    amp_tensor_free(wi);
-    amp_tensor_free(x1);
-    amp_tensor_free(w1);
-    amp_tensor_free(x);
-    amp_tensor_free(i64);
-    amp_tensor_free(u8);
+    test_free_tensors(w3, w4, w2d, wi, x1, w1, x, i64, u8);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_activations),
-        cmocka_unit_test(t_prelu),
-        cmocka_unit_test(t_golden),
-        cmocka_unit_test(t_edge_cases),
-        cmocka_unit_test(t_f32_accuracy_sweep),
-        cmocka_unit_test(t_dropout_statistics),
-        cmocka_unit_test(t_dropout_reproducible),
-        cmocka_unit_test(t_dropout_mask_is_philox),
-        cmocka_unit_test(t_dropout_backward_and_modes),
-        cmocka_unit_test(t_autocast),
-        cmocka_unit_test(t_bad_input),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_activations, t_prelu, t_golden, t_edge_cases, t_f32_accuracy_sweep, t_dropout_statistics,
+              t_dropout_reproducible, t_dropout_mask_is_philox, t_dropout_backward_and_modes, t_autocast, t_bad_input)

@@ -64,9 +64,7 @@ static void att_ref(const double *const *in, double *out, void *vc) {
 }
 
 static amp_tensor *mk(test_rng *r, amp_dtype dt, int nd, const int64_t *s, bool rg) {
-    amp_tensor *t = tc_randn(r, dt, nd, s, 1.0);
-    if (rg) assert_int_equal(amp_tensor_set_requires_grad(t, true), AMP_OK);
-    return t;
+    return tc_randn_grad(r, dt, nd, s, 1.0, rg);
 }
 
 /* q, k, v as [B, H, ., .] with B * H = nb */
@@ -92,14 +90,8 @@ static void run_case(test_rng *r, amp_dtype dt, int64_t B, int64_t H, int64_t L,
         tc_gradcheck(y, xs, 3, att_ref, &c, dt == AMP_F32 ? 1e-4 : tc_rtol(dt, 10), dt == AMP_F32 ? 1e-5 : tc_rtol(dt, 5),
                      what);
     }
-    free(want);
-    free(qv);
-    free(kv);
-    free(vv);
-    amp_tensor_free(y);
-    amp_tensor_free(q);
-    amp_tensor_free(k);
-    amp_tensor_free(v);
+    test_free_all(want, qv, kv, vv);
+    test_free_tensors(y, q, k, v);
 }
 
 static void t_reference(void **state) {
@@ -160,10 +152,7 @@ static void t_masks(void **state) {
             amp_tensor *xs[3] = {q, k, v};
             tc_gradcheck(y, xs, 3, att_ref, &c, dt == AMP_F32 ? 1e-4 : tc_rtol(dt, 10),
                          dt == AMP_F32 ? 1e-5 : tc_rtol(dt, 5), what);
-            free(qv);
-            free(kv);
-            free(vv);
-            free(bias);
+            test_free_all(qv, kv, vv, bias);
             amp_tensor *ts[] = {y, q, k, v, m};
             for (int i = 0; i < 5; i++) amp_tensor_free(ts[i]);
         }
@@ -235,10 +224,7 @@ static void t_fused_vs_naive(void **state) {
                     const double *ins[3] = {qv, kv, vv};
                     att_ref(ins, want, &c);
                     if (dt != AMP_F32) assert_true(max_err(a, want, n) <= max_err(b, want, n));
-                    free(want);
-                    free(qv);
-                    free(kv);
-                    free(vv);
+                    test_free_all(want, qv, kv, vv);
                 }
                 /* gradients: the same upstream gradient through both */
                 amp_tensor *gy = tc_randn(&r, dt, 4, s, 1.0);
@@ -255,11 +241,9 @@ static void t_fused_vs_naive(void **state) {
                     char w2[128];
                     snprintf(w2, sizeof w2, "%s: grad of %c", what, "qkv"[i]);
                     assert_close_scaled(gf[i], gn[i], n, dt == AMP_F32 ? 1e-5 : 2 * tol, w2);
-                    free(gf[i]);
-                    free(gn[i]);
+                    test_free_all(gf[i], gn[i]);
                 }
-                free(a);
-                free(b);
+                test_free_all(a, b);
                 amp_tensor *ts[] = {yf, yn, q, k, v, gy};
                 for (int i = 0; i < 6; i++) amp_tensor_free(ts[i]);
             }
@@ -302,8 +286,7 @@ static void t_strided_threads(void **state) {
     amp_set_num_threads(nt);
     double *g2 = tc_values(amp_tensor_grad(qkv));
     assert_memory_equal(g1, g2, sizeof(double) * (size_t)amp_tensor_numel(qkv));
-    free(g1);
-    free(g2);
+    test_free_all(g1, g2);
     amp_scope_end(sc);
     amp_tensor_free(qkv);
 }
@@ -371,9 +354,7 @@ static void t_autocast_mixed(void **state) {
         assert_int_equal(amp_backward(l), AMP_OK);
         assert_int_equal(amp_tensor_dtype(amp_tensor_grad(k)), AMP_F32);
         assert_int_equal(amp_tensor_dtype(amp_tensor_grad(q)), AMP_BF16);
-        amp_tensor_free(y);
-        amp_tensor_free(y2);
-        amp_tensor_free(l);
+        test_free_tensors(y, y2, l);
     }
     amp_tensor *ts[] = {q, k, v, m, kh, vh, mh};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) amp_tensor_free(ts[i]);
@@ -454,12 +435,5 @@ static void t_bad_inputs(void **state) {
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) amp_tensor_free(ts[i]);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_reference),       cmocka_unit_test(t_masks),    cmocka_unit_test(t_fused_vs_naive),
-        cmocka_unit_test(t_strided_threads), cmocka_unit_test(t_autocast), cmocka_unit_test(t_autocast_mixed),
-        cmocka_unit_test(t_memory),
-        cmocka_unit_test(t_bad_inputs),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_reference, t_masks, t_fused_vs_naive, t_strided_threads, t_autocast, t_autocast_mixed, t_memory,
+              t_bad_inputs)

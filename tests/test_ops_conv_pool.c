@@ -19,9 +19,7 @@
 static const amp_dtype DTS[3] = {AMP_F32, AMP_F16, AMP_BF16};
 
 static amp_tensor *mk(test_rng *r, amp_dtype dt, int nd, const int64_t *s, bool rg) {
-    amp_tensor *t = tc_uniform(r, dt, nd, s, -1.0, 1.0);
-    if (rg) assert_int_equal(amp_tensor_set_requires_grad(t, true), AMP_OK);
-    return t;
+    return tc_uniform_grad(r, dt, nd, s, -1.0, 1.0, rg);
 }
 
 /* ---- conv reference ------------------------------------------------------------------ */
@@ -154,8 +152,7 @@ static void run_conv(test_rng *r, const conv_case *cc, amp_dtype dt, bool one_d,
         tc_gradcheck(out2, ins2, n, conv_ref, &c, grad_rtol(dt), grad_atol(dt), what);
     }
     for (int i = 0; i < n; i++) free(vals[i]);
-    free(want);
-    free(mag);
+    test_free_all(want, mag);
     amp_scope_end(s);
 }
 
@@ -363,10 +360,7 @@ static amp_tensor *distinct(test_rng *r, amp_dtype dt, int nd, const int64_t *s)
         double t = v[i];
         v[i] = v[j], v[j] = t;
     }
-    amp_tensor *src = amp_tensor_from_data(v, AMP_F64, nd, s);
-    amp_tensor *t = amp_tensor_empty(dt, nd, s);
-    assert_int_equal(amp_tensor_copy_(t, src), AMP_OK);
-    amp_tensor_free(src);
+    amp_tensor *t = tc_from_values(dt, nd, s, v);
     free(v);
     assert_int_equal(amp_tensor_set_requires_grad(t, true), AMP_OK);
     return t;
@@ -652,7 +646,8 @@ static void t_adaptive_avg_pool2d(void **state) {
 }
 
 /* ---- golden ---------------------------------------------------------------------------------------- */
-static amp_tensor *gold_call(const char *full, amp_tensor **in, amp_tensor **idx) {
+static amp_tensor *gold_call(const char *full, amp_tensor **in, amp_tensor **idx, void *ctx) {
+    (void)ctx;
     const char *name = strncmp(full, "bf16_", 5) ? full : full + 5; /* same call, bf16 data */
     if (!strcmp(name, "conv2d")) return amp_conv2d(in[0], in[1], in[2], &(amp_conv_params){{2, 1}, {1, 0}, {1, 2}, 1});
     if (!strcmp(name, "conv2d_groups")) return amp_conv2d(in[0], in[1], NULL, &(amp_conv_params){{1, 1}, {1, 1}, {1, 1}, 2});
@@ -677,51 +672,8 @@ static void t_golden(void **state) {
     static const char *names[] = {"conv2d",   "conv2d_groups",     "conv2d_1x1",    "conv2d_unbatched",
                                   "conv1d",   "max_pool",          "max_pool_ceil_dil", "avg_pool_ceil",
                                   "avg_pool_ceil_excl", "avg_pool_default", "adaptive", "adaptive_up", "bf16_conv2d", "bf16_conv1d", "bf16_max_pool", "bf16_avg_pool_ceil", "bf16_adaptive"};
-    golden_file *gf = golden_open("golden_matmul_conv.bin");
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-        amp_scope *s = amp_scope_begin();
-        char rec[96];
-        amp_tensor *in[3] = {NULL, NULL, NULL};
-        int n = 0;
-        for (; n < 3; n++) {
-            snprintf(rec, sizeof rec, "%s.in%d", names[i], n);
-            if (!golden_has(gf, rec)) break;
-            in[n] = golden_tensor(gf, rec);
-            amp_tensor_set_requires_grad(in[n], true);
-        }
-        amp_tensor *idx = NULL;
-        amp_tensor *out = gold_call(names[i], in, &idx);
-        snprintf(rec, sizeof rec, "%s.out", names[i]);
-        amp_tensor *want = golden_tensor(gf, rec);
-        tc_assert_shape(out, amp_tensor_ndim(want), amp_tensor_shape(want), names[i]);
-        /* f32: 1e-5; bf16: PyTorch's kernels round the same f32 sums once, but
-         * may sum in another order: allow one bf16 ulp */
-        bool bf = amp_tensor_dtype(want) == AMP_BF16;
-        double rt = bf ? 8e-3 : 1e-5, at = bf ? 4e-3 : 1e-5;
-        assert_int_equal(amp_tensor_dtype(out), amp_tensor_dtype(want));
-        double *wv = tc_values(want);
-        tc_assert_tensor(out, wv, rt, at, names[i]);
-        free(wv);
-        snprintf(rec, sizeof rec, "%s.idx", names[i]);
-        if (golden_has(gf, rec)) {
-            amp_tensor *wi = golden_tensor(gf, rec);
-            double *iv = tc_values(wi);
-            tc_assert_tensor(idx, iv, 0, 0, rec);
-            free(iv);
-        }
-        snprintf(rec, sizeof rec, "%s.gout", names[i]);
-        amp_tensor *gout = golden_tensor(gf, rec);
-        assert_int_equal(amp_backward_ex(out, gout, false), AMP_OK);
-        for (int k = 0; k < n; k++) {
-            snprintf(rec, sizeof rec, "%s.g%d", names[i], k);
-            amp_tensor *gw = golden_tensor(gf, rec);
-            double *gv = tc_values(gw);
-            tc_assert_tensor(amp_tensor_grad(in[k]), gv, rt, at, rec);
-            free(gv);
-        }
-        amp_scope_end(s);
-    }
-    golden_close(gf);
+    const golden_op_case c = {"out", "gout", 0, gold_call, NULL, golden_tol_bf16_ulp};
+    golden_replay_all("golden_matmul_conv.bin", names, sizeof names / sizeof *names, &c);
 }
 
 /* ---- bad input ---------------------------------------------------------------------------------------- */
@@ -790,35 +742,25 @@ static void t_bad_inputs(void **state) {
     amp_scope_end(s);
 }
 
+static void leak_body(test_rng *r) {
+    amp_tensor *x = mk(r, AMP_F32, 4, AMP_SHAPE(2, 3, 8, 8), true), *w = mk(r, AMP_F16, 4, AMP_SHAPE(4, 3, 3, 3), true);
+    amp_tensor *b = mk(r, AMP_F32, 1, AMP_SHAPE(4), true);
+    amp_conv_params cp = {{1, 1}, {1, 1}, {0, 0}, 0};
+    amp_tensor *y = amp_conv2d(x, w, b, &cp);
+    amp_pool_params pp = PP(2, 2, 0, 0, 0, 0, 0, 0, false, false);
+    amp_tensor *z = amp_max_pool2d(y, &pp, NULL);
+    amp_tensor *q = amp_avg_pool2d(z, &pp);
+    amp_tensor *a = amp_adaptive_avg_pool2d(q, 1, 1);
+    amp_tensor *f = amp_reshape(a, 1, AMP_SHAPE(-1));
+    amp_tensor *d = amp_dot(f, f);
+    assert_int_equal(amp_backward(d), AMP_OK);
+}
+
 static void t_no_leaks(void **state) {
     (void)state;
     test_rng r = {27};
-    size_t live0 = 0;
-    for (int it = 0; it < 3; it++) {
-        amp_scope *s = amp_scope_begin();
-        amp_tensor *x = mk(&r, AMP_F32, 4, AMP_SHAPE(2, 3, 8, 8), true), *w = mk(&r, AMP_F16, 4, AMP_SHAPE(4, 3, 3, 3), true);
-        amp_tensor *b = mk(&r, AMP_F32, 1, AMP_SHAPE(4), true);
-        amp_conv_params cp = {{1, 1}, {1, 1}, {0, 0}, 0};
-        amp_tensor *y = amp_conv2d(x, w, b, &cp);
-        amp_pool_params pp = PP(2, 2, 0, 0, 0, 0, 0, 0, false, false);
-        amp_tensor *z = amp_max_pool2d(y, &pp, NULL);
-        amp_tensor *q = amp_avg_pool2d(z, &pp);
-        amp_tensor *a = amp_adaptive_avg_pool2d(q, 1, 1);
-        amp_tensor *f = amp_reshape(a, 1, AMP_SHAPE(-1));
-        amp_tensor *d = amp_dot(f, f);
-        assert_int_equal(amp_backward(d), AMP_OK);
-        amp_scope_end(s);
-        if (it == 1) live0 = amp_memory_stats().live_total;
-        if (it == 2) assert_int_equal(amp_memory_stats().live_total, live0);
-    }
+    tc_assert_no_leaks(leak_body, &r);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_conv2d),        cmocka_unit_test(t_conv2d_views_blocks), cmocka_unit_test(t_im2col_reference),
-        cmocka_unit_test(t_conv1d),        cmocka_unit_test(t_max_pool2d),          cmocka_unit_test(t_max_pool2d_k2_bits), cmocka_unit_test(t_avg_pool2d),
-        cmocka_unit_test(t_adaptive_avg_pool2d), cmocka_unit_test(t_golden),       cmocka_unit_test(t_bad_inputs),
-        cmocka_unit_test(t_no_leaks),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_conv2d, t_conv2d_views_blocks, t_im2col_reference, t_conv1d, t_max_pool2d, t_max_pool2d_k2_bits,
+              t_avg_pool2d, t_adaptive_avg_pool2d, t_golden, t_bad_inputs, t_no_leaks)

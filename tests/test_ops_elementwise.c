@@ -106,23 +106,8 @@ static amp_tensor *call(int op, amp_tensor *const *in, const double *prm) {
     return NULL;
 }
 
-/* ---- helpers ------------------------------------------------------------------------------------- */
-static amp_tensor *from_doubles(amp_dtype dt, int ndim, const int64_t *shape, const double *v) {
-    amp_tensor *src = amp_tensor_from_data(v, AMP_F64, ndim, shape);
-    amp_tensor *t = amp_tensor_empty(dt, ndim, shape);
-    if (!src || !t || amp_tensor_copy_(t, src) != AMP_OK) fail_msg("from_doubles: %s", amp_last_error());
-    amp_tensor_free(src);
-    return t;
-}
-
-static int64_t numel_of(int ndim, const int64_t *shape) {
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= shape[i];
-    return n;
-}
-
 static amp_tensor *rand_in(test_rng *r, amp_dtype dt, int ndim, const int64_t *shape, int dom) {
-    int64_t n = numel_of(ndim, shape);
+    int64_t n = tc_numel(ndim, shape);
     double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
     for (int64_t i = 0; i < n; i++) {
         switch (dom) {
@@ -133,17 +118,9 @@ static amp_tensor *rand_in(test_rng *r, amp_dtype dt, int ndim, const int64_t *s
         default: v[i] = test_rng_normal(r); break;
         }
     }
-    amp_tensor *t = from_doubles(dt, ndim, shape, v);
+    amp_tensor *t = tc_from_values(dt, ndim, shape, v);
     free(v);
     return t;
-}
-
-/* v rounded to dt (as a one-element tensor of dt holds it) */
-static double round_to(amp_dtype dt, double v) {
-    amp_tensor *t = amp_tensor_full(dt, 0, NULL, v);
-    double r = amp_tensor_item(t);
-    amp_tensor_free(t);
-    return r;
 }
 
 /* Flat index into an input of (ndim, shape) broadcast to the output. */
@@ -172,7 +149,7 @@ typedef struct {
 
 static void ref_fn(const double *const *inputs, double *out, void *vc) {
     rctx *c = vc;
-    int64_t on = numel_of(c->ond, c->oshape);
+    int64_t on = tc_numel(c->ond, c->oshape);
     for (int64_t o = 0; o < on; o++) {
         double v[3];
         for (int k = 0; k < c->nin; k++) v[k] = inputs[k][bcast_index(o, c->ond, c->oshape, c->ndim[k], c->shape[k])];
@@ -234,8 +211,8 @@ static void run_case(int op, const double *prm_in, const amp_dtype *dts, const i
     }
     double prm[2] = {prm_in ? prm_in[0] : 0, prm_in ? prm_in[1] : 0};
     if (op == OP_CLAMP) { /* torch compares with the bounds in x's dtype */
-        prm[0] = round_to(dts[0], prm[0]);
-        prm[1] = round_to(dts[0], prm[1]);
+        prm[0] = tc_round_to(dts[0], prm[0]);
+        prm[1] = tc_round_to(dts[0], prm[1]);
     }
     char what[160];
     snprintf(what, sizeof what, "%s(%s%s%s%s%s)", op_name[op], amp_dtype_name(dts[0]), nin > 1 ? "," : "",
@@ -351,7 +328,7 @@ static void t_broadcast_shapes(void **state) {
                 check_forward(op, NULL, in, out, tc_rtol(dt, 1.0), 1e-6, what);
                 amp_tensor_free(out);
                 /* gradients on the small cases */
-                if (numel_of(cases[i].ond, cases[i].os) <= 600 && d == 0) {
+                if (tc_numel(cases[i].ond, cases[i].os) <= 600 && d == 0) {
                     for (int k = 0; k < 2; k++) amp_tensor_set_requires_grad(in[k], true);
                     out = call(op, in, NULL);
                     rctx c = make_ctx(op, NULL, in, out);
@@ -374,8 +351,7 @@ static void assert_same_values(const amp_tensor *a, const amp_tensor *b, const c
     for (int64_t i = 0; i < n; i++)
         if (!(va[i] == vb[i] || (isnan(va[i]) && isnan(vb[i]))))
             fail_msg("%s: element %lld: %.9g vs %.9g", what, (long long)i, va[i], vb[i]);
-    free(va);
-    free(vb);
+    test_free_all(va, vb);
 }
 
 static void t_noncontiguous(void **state) {
@@ -399,16 +375,11 @@ static void t_noncontiguous(void **state) {
             snprintf(what, sizeof what, "%s on strided %s inputs", op_name[op], amp_dtype_name(dt));
             assert_same_values(x, y, what);
             check_forward(op, prm, nc_in, x, tc_rtol(dt, 1.0), fwd_atol(dt), what);
-            amp_tensor_free(x);
-            amp_tensor_free(y);
+            test_free_tensors(x, y);
         }
-        amp_tensor_free(ac);
-        amp_tensor_free(bc);
-        amp_tensor_free(cc);
+        test_free_tensors(ac, bc, cc);
         /* gradients flow back through the views to the storage-owning leaves */
-        amp_tensor_free(a);
-        amp_tensor_free(b);
-        amp_tensor_free(c);
+        test_free_tensors(a, b, c);
         amp_tensor_set_requires_grad(a0, true);
         amp_tensor_set_requires_grad(b0, true);
         a = amp_transpose(a0, 0, 1);
@@ -424,17 +395,8 @@ static void t_noncontiguous(void **state) {
                 assert_close(gb[j * 14 + 2 * i], va[i * 40 + j], tc_rtol(dt, 1), 0, "d(a*b)/db through slice");
                 assert_true(gb[j * 14 + 2 * i + 1] == 0.0);
             }
-        free(va);
-        free(vb);
-        free(ga);
-        free(gb);
-        amp_tensor_free(ones);
-        amp_tensor_free(p);
-        amp_tensor_free(a);
-        amp_tensor_free(b);
-        amp_tensor_free(a0);
-        amp_tensor_free(b0);
-        amp_tensor_free(c0);
+        test_free_all(va, vb, ga, gb);
+        test_free_tensors(ones, p, a, b, a0, b0, c0);
     }
 }
 
@@ -458,8 +420,7 @@ static void t_same_tensor_twice(void **state) {
             }
             free(gx);
             amp_tensor_set_grad(x, NULL);
-            amp_tensor_free(g);
-            amp_tensor_free(y);
+            test_free_tensors(g, y);
         }
         /* x*x*x through two nodes and an accumulation across two backwards */
         amp_tensor *x2 = amp_mul(x, x), *x3 = amp_mul(x2, x);
@@ -468,12 +429,8 @@ static void t_same_tensor_twice(void **state) {
         assert_int_equal(amp_backward_ex(x3, g, false), AMP_OK);
         double *gx = tc_values(amp_tensor_grad(x));
         for (int i = 0; i < 12; i++) assert_close(gx[i], 6 * vx[i] * vx[i], tc_rtol(dt, 3), 1e-6, "2 * d(x^3)/dx");
-        free(gx);
-        free(vx);
-        amp_tensor_free(g);
-        amp_tensor_free(x3);
-        amp_tensor_free(x2);
-        amp_tensor_free(x);
+        test_free_all(gx, vx);
+        test_free_tensors(g, x3, x2, x);
     }
 }
 
@@ -497,9 +454,7 @@ static void t_dtypes(void **state) {
                              amp_dtype_name(amp_tensor_dtype(y)), amp_dtype_name(want));
                 amp_tensor_free(y);
             }
-            amp_tensor_free(pa);
-            amp_tensor_free(a);
-            amp_tensor_free(b);
+            test_free_tensors(pa, a, b);
         }
     /* torch's result type with zero-dim tensors (checked against torch 1.13):
      * f16[4]*f32[] -> f16, f16[4]*f64[] -> f16, f32[4]*f64[] -> f32,
@@ -524,7 +479,7 @@ static void t_dtypes(void **state) {
                          amp_dtype_name(zd[i].want));
             /* the zero-dim operand enters unrounded: f16(1.5 * 0.1) from f32/f64 0.1 */
             if (op == OP_MUL && zd[i].nda == 1 && zd[i].ndb == 0) {
-                double want = round_to(zd[i].want, 1.5f * (float)round_to(zd[i].b, 0.1));
+                double want = tc_round_to(zd[i].want, 1.5f * (float)tc_round_to(zd[i].b, 0.1));
                 amp_tensor *y0 = amp_slice(y, 0, 0, 1, 1);
                 assert_true(amp_tensor_item(y0) == want);
                 amp_tensor_free(y0);
@@ -533,9 +488,7 @@ static void t_dtypes(void **state) {
         }
         amp_tensor *y = amp_addcmul(a, b, b, 1.0);
         assert_int_equal(amp_tensor_dtype(y), zd[i].want);
-        amp_tensor_free(y);
-        amp_tensor_free(a);
-        amp_tensor_free(b);
+        test_free_tensors(y, a, b);
     }
     /* scalars keep the tensor's dtype and enter the computation rounded to f32 */
     for (int i = 0; i < 4; i++) {
@@ -555,7 +508,7 @@ static void t_dtypes(void **state) {
                     float xf = (float)vx[k], s = 2.5f;
                     float w = op == OP_ADD_S ? xf + s : op == OP_SUB_S ? xf - s : op == OP_RSUB_S ? s - xf
                             : op == OP_MUL_S ? xf * s : xf / s;
-                    want = round_to(fl[i], w);
+                    want = tc_round_to(fl[i], w);
                 }
                 if (vy[k] != want) fail_msg("%s(%s) element %d: %.9g, expected %.9g", op_name[op], amp_dtype_name(fl[i]), k, vy[k], want);
             }
@@ -574,8 +527,7 @@ static void t_dtypes(void **state) {
     double *v = tc_values(y);
     for (int i = 0; i < 50; i++) assert_true(v[i] == 1.0);
     free(v);
-    amp_tensor_free(y);
-    amp_tensor_free(x);
+    test_free_tensors(y, x);
 }
 
 /* ---- PyTorch semantics at the edges ------------------------------------------------------------------------ */
@@ -602,8 +554,7 @@ static void t_edge_cases(void **state) {
         free(gb);
         amp_tensor_set_grad(e, NULL);
         amp_tensor_set_grad(b, NULL);
-        amp_tensor_free(g);
-        amp_tensor_free(y);
+        test_free_tensors(g, y);
     }
     for (int op = 0; op < OP_ADD; op++) {
         double prm[2] = {2.0, 3.0};
@@ -613,9 +564,7 @@ static void t_edge_cases(void **state) {
     }
     amp_tensor *e2 = amp_tensor_zeros(AMP_F16, 2, AMP_SHAPE(2, 0));
     tc_assert_fails(amp_add(e, e2), "amp_add"); /* [0,3] and [2,0] do not broadcast */
-    amp_tensor_free(e2);
-    amp_tensor_free(e);
-    amp_tensor_free(b);
+    test_free_tensors(e2, e, b);
 
     /* 0-d tensors */
     amp_tensor *s = amp_tensor_full(AMP_F32, 0, NULL, 2.0), *v = amp_tensor_full(AMP_F16, 1, AMP_SHAPE(4), 3.0);
@@ -626,9 +575,7 @@ static void t_edge_cases(void **state) {
     y = amp_exp(s);
     assert_int_equal(amp_tensor_ndim(y), 0);
     assert_close(amp_tensor_item(y), exp(2.0), 1e-6, 0, "exp of a 0-d tensor");
-    amp_tensor_free(y);
-    amp_tensor_free(v);
-    amp_tensor_free(s);
+    test_free_tensors(y, v, s);
 
     /* clamp: lo > hi gives hi; NaN bound gives NaN; NaN input stays NaN;
      * infinite bounds; gradient 1 on [lo, hi] inclusive */
@@ -668,9 +615,7 @@ static void t_edge_cases(void **state) {
     assert_true(gx[0] == -1 && gx[1] == -1 && gx[2] == 0 && gx[3] == 1 && gx[4] == 1);
     free(gx);
     amp_tensor_set_grad(x, NULL);
-    amp_tensor_free(y);
-    amp_tensor_free(ones);
-    amp_tensor_free(x);
+    test_free_tensors(y, ones, x);
 
     /* pow: exponent 0 gives ones and a zero gradient; 0 ** 2.5 has gradient 0 */
     x = amp_tensor_from_data((float[]){0.0f, 2.0f, -3.0f}, AMP_F32, 1, AMP_SHAPE(3));
@@ -708,12 +653,8 @@ static void t_edge_cases(void **state) {
     assert_close(gb[1], sqrt(2.0) * log(2.0), 1e-6, 0, "d(a^b)/db");
     assert_close(gx[2], -6.0, 1e-6, 0, "d(a^b)/da at a=-3, b=2");
     assert_true(isnan(gb[2])); /* log(-3) */
-    free(gx);
-    free(gb);
-    amp_tensor_free(y);
-    amp_tensor_free(bb);
-    amp_tensor_free(ones);
-    amp_tensor_free(x);
+    test_free_all(gx, gb);
+    test_free_tensors(y, bb, ones, x);
 
     /* IEEE results: division by zero, log(0), log(-1), sqrt(-1), rsqrt(0) */
     amp_tensor *z = amp_tensor_zeros(AMP_F32, 0, NULL), *m1 = amp_tensor_full(AMP_F16, 0, NULL, -1.0);
@@ -731,10 +672,7 @@ static void t_edge_cases(void **state) {
     amp_tensor *big = amp_tensor_full(AMP_F16, 0, NULL, 60000.0);
     assert_true(isinf(item_of(amp_add(big, big))));
     assert_true(isinf(item_of(amp_mul_scalar(big, 2.0))));
-    amp_tensor_free(big);
-    amp_tensor_free(z);
-    amp_tensor_free(m1);
-    amp_tensor_free(one);
+    test_free_tensors(big, z, m1, one);
 }
 
 /* exp in f32 is amp's own vectorisable polynomial: within 2 ulp of the
@@ -759,8 +697,7 @@ static void t_exp_accuracy(void **state) {
         if (fabs(v[i] - want) > 2 * ulp) fail_msg("exp(%.9g) = %.9g, expected %.9g (%.2f ulp)", x[i], v[i], want, fabs(v[i] - want) / ulp);
     }
     free(v);
-    amp_tensor_free(y);
-    amp_tensor_free(t);
+    test_free_tensors(y, t);
     free(x);
     const float sp[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-30f, -1e-30f, 88.7f, 89.0f, 1000.0f, -1000.0f};
     amp_tensor *s = amp_tensor_from_data(sp, AMP_F32, 1, AMP_SHAPE(11));
@@ -770,12 +707,11 @@ static void t_exp_accuracy(void **state) {
     assert_close(v[7], exp((double)88.7f), 2.5e-7, 0, "exp(88.7)");
     assert_true(isinf(v[8]) && isinf(v[9]) && v[10] == 0);
     free(v);
-    amp_tensor_free(y);
-    amp_tensor_free(s);
+    test_free_tensors(y, s);
 }
 
 /* ---- golden data from PyTorch ------------------------------------------------------------------------------------- */
-static const struct {
+static const struct golden_ew {
     const char *name;
     int op;
     double prm[2];
@@ -807,6 +743,12 @@ static const struct {
     {"addcdiv", OP_ADDCDIV, {0.5}},
 };
 
+static amp_tensor *golden_call(const char *case_name, amp_tensor **in, amp_tensor **idx, void *ctx) {
+    (void)case_name, (void)idx;
+    const struct golden_ew *g = ctx;
+    return call(g->op, in, g->prm);
+}
+
 static void t_golden(void **state) {
     (void)state;
     golden_file *gf = golden_open("golden_elementwise.bin");
@@ -814,42 +756,11 @@ static void t_golden(void **state) {
     int checked = 0;
     for (size_t i = 0; i < sizeof golden_ops / sizeof golden_ops[0]; i++) {
         for (int d = 0; d < 3; d++) {
-            char rec[128], what[128];
-            int nin = arity(golden_ops[i].op);
-            amp_tensor *in[3] = {0};
-            for (int k = 0; k < nin; k++) {
-                snprintf(rec, sizeof rec, "%s.%s.in%d", golden_ops[i].name, dts[d], k);
-                in[k] = golden_tensor(gf, rec);
-                amp_tensor_set_requires_grad(in[k], true);
-            }
-            amp_dtype dt = amp_tensor_dtype(in[0]);
-            snprintf(what, sizeof what, "golden %s.%s", golden_ops[i].name, dts[d]);
-            amp_tensor *y = call(golden_ops[i].op, in, golden_ops[i].prm);
-            snprintf(rec, sizeof rec, "%s.%s.y", golden_ops[i].name, dts[d]);
-            amp_tensor *want = golden_tensor(gf, rec);
-            double *w = tc_values(want);
-            if (amp_tensor_dtype(y) != amp_tensor_dtype(want)) fail_msg("%s: dtype differs from torch's", what);
-            tc_assert_shape(y, amp_tensor_ndim(want), amp_tensor_shape(want), what);
-            tc_assert_tensor(y, w, tc_rtol(dt, 1.0), 1e-6, what);
-            free(w);
-            amp_tensor_free(want);
-            snprintf(rec, sizeof rec, "%s.%s.gy", golden_ops[i].name, dts[d]);
-            amp_tensor *gy = golden_tensor(gf, rec);
-            assert_int_equal(amp_backward_ex(y, gy, false), AMP_OK);
-            for (int k = 0; k < nin; k++) {
-                snprintf(rec, sizeof rec, "%s.%s.g%d", golden_ops[i].name, dts[d], k);
-                want = golden_tensor(gf, rec);
-                w = tc_values(want);
-                snprintf(what, sizeof what, "golden %s.%s d/din%d", golden_ops[i].name, dts[d], k);
-                /* halves: torch's reference kept f32 intermediates; amp may reuse the rounded output */
-                tc_assert_tensor(amp_tensor_grad(in[k]), w, dt == AMP_F32 ? 1e-5 : tc_rtol(dt, 4.0),
-                                 dt == AMP_F32 ? 1e-5 : tc_rtol(dt, 2.0), what);
-                free(w);
-                amp_tensor_free(want);
-            }
-            amp_tensor_free(gy);
-            amp_tensor_free(y);
-            for (int k = 0; k < nin; k++) amp_tensor_free(in[k]);
+            char name[96];
+            snprintf(name, sizeof name, "%s.%s", golden_ops[i].name, dts[d]);
+            const golden_op_case c = {"y", "gy", arity(golden_ops[i].op), golden_call, (void *)&golden_ops[i],
+                                      golden_tol_rounded};
+            golden_replay(gf, name, &c);
             checked++;
         }
     }
@@ -880,8 +791,7 @@ static bool same_bits_or_nan(const void *a, const void *b, amp_dtype dt, int64_t
     amp_tensor *ta = amp_tensor_borrow((char *)a + i * es, dt, 0, NULL), *tb = amp_tensor_borrow((char *)b + i * es, dt, 0, NULL);
     x = amp_tensor_item(ta);
     y = amp_tensor_item(tb);
-    amp_tensor_free(ta);
-    amp_tensor_free(tb);
+    test_free_tensors(ta, tb);
     return isnan(x) && isnan(y);
 }
 
@@ -900,7 +810,7 @@ static void t_iterator_vs_reference(void **state) {
         for (int d = 0; d < ndim; d++) shape[d] = 1 + (int64_t)(test_rng_u32(&r) % 6);
         if (trial % 5 == 0) shape[ndim - 1] = 700 + (int64_t)(test_rng_u32(&r) % 700); /* rows longer than a tile */
         if (trial % 7 == 0) shape[0] = 300 + (int64_t)(test_rng_u32(&r) % 50);        /* many short rows */
-        int64_t n = numel_of(ndim, shape);
+        int64_t n = tc_numel(ndim, shape);
         amp_ew_operand in[AMP_EW_MAX_IN];
         void *bufs[AMP_EW_MAX_IN] = {0};
         for (int k = 0; k < nin; k++) {
@@ -937,8 +847,7 @@ static void t_iterator_vs_reference(void **state) {
             if (!same_bits_or_nan(o1, o2, odt, i))
                 fail_msg("trial %d: %s to %s, ndim %d: element %lld differs from the reference", trial, amp_ew_name(op),
                          amp_dtype_name(odt), ndim, (long long)i);
-        free(o1);
-        free(o2);
+        test_free_all(o1, o2);
         for (int k = 0; k < nin; k++) free(bufs[k]);
     }
 }
@@ -973,9 +882,7 @@ static void t_large_and_threads(void **state) {
     check_forward(OP_MUL, NULL, cb, res[0][3], 1e-5, 0, "large mul");
     for (int t = 0; t < 2; t++)
         for (int i = 0; i < 5; i++) amp_tensor_free(res[t][i]);
-    amp_tensor_free(a);
-    amp_tensor_free(b);
-    amp_tensor_free(c);
+    test_free_tensors(a, b, c);
 }
 
 /* ---- memory: backward frees its temporaries ----------------------------------------------------------------------- */
@@ -1001,8 +908,7 @@ static void t_no_workspace_left(void **state) {
     assert_non_null(amp_tensor_grad(a));
     assert_non_null(amp_tensor_grad(b));
     assert_int_equal(amp_tensor_dtype(amp_tensor_grad(a)), AMP_F16);
-    amp_tensor_free(a);
-    amp_tensor_free(b);
+    test_free_tensors(a, b);
 }
 
 /* ---- autocast hook ------------------------------------------------------------------------------------------------ */
@@ -1027,8 +933,7 @@ static void t_autocast(void **state) {
     assert_int_equal(amp_tensor_dtype(y), AMP_F32);
     amp_tensor_free(y);
     amp_autocast_exit();
-    amp_tensor_free(h);
-    amp_tensor_free(f);
+    test_free_tensors(h, f);
 }
 
 /* ---- bad input: every op, NULL / wrong dtype / mismatched shapes ------------------------------------------------------ */
@@ -1069,30 +974,9 @@ static void t_bad_input(void **state) {
     amp_clear_error();
     /* a NULL input from an earlier failure: the chain reports it */
     tc_assert_fails(amp_exp(amp_add(x, m)), "amp_exp");
-    amp_tensor_free(x);
-    amp_tensor_free(i64);
-    amp_tensor_free(f8);
-    amp_tensor_free(m);
-    amp_tensor_free(m1);
+    test_free_tensors(x, i64, f8, m, m1);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_unary_ops),
-        cmocka_unit_test(t_binary_ops),
-        cmocka_unit_test(t_addcmul_addcdiv),
-        cmocka_unit_test(t_broadcast_shapes),
-        cmocka_unit_test(t_noncontiguous),
-        cmocka_unit_test(t_same_tensor_twice),
-        cmocka_unit_test(t_dtypes),
-        cmocka_unit_test(t_edge_cases),
-        cmocka_unit_test(t_exp_accuracy),
-        cmocka_unit_test(t_golden),
-        cmocka_unit_test(t_iterator_vs_reference),
-        cmocka_unit_test(t_large_and_threads),
-        cmocka_unit_test(t_no_workspace_left),
-        cmocka_unit_test(t_autocast),
-        cmocka_unit_test(t_bad_input),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_unary_ops, t_binary_ops, t_addcmul_addcdiv, t_broadcast_shapes, t_noncontiguous, t_same_tensor_twice,
+              t_dtypes, t_edge_cases, t_exp_accuracy, t_golden, t_iterator_vs_reference, t_large_and_threads,
+              t_no_workspace_left, t_autocast, t_bad_input)

@@ -104,10 +104,7 @@ static void t_indexing(void **state) {
                 amp_tensor *xs[1] = {x};
                 tc_gradcheck(y, xs, 1, ix_ref, &c, dt == AMP_F32 || dt == AMP_F64 ? 1e-4 : tc_rtol(dt, 10), 1e-5, what);
                 free(xv);
-                amp_tensor_free(y);
-                amp_tensor_free(x);
-                amp_tensor_free(index);
-                amp_tensor_free(mask);
+                test_free_tensors(y, x, index, mask);
             }
         }
     }
@@ -146,9 +143,7 @@ static void t_weight_tying(void **state) {
         tc_assert_close_n(g, want, V * D, ac ? 1e-6 : 1e-6, 1e-7, ac ? "tied gradient (bf16 autocast)" : "tied gradient");
         /* rows never looked up still get the head's gradient */
         assert_true(g[5 * D] != 0.0 && g1[5 * D] == 0.0);
-        free(g);
-        free(g1);
-        free(g2);
+        test_free_all(g, g1, g2);
         amp_tensor *ts[] = {w, w1, w2, x, y};
         for (int i = 0; i < 5; i++) amp_tensor_free(ts[i]);
     }
@@ -244,17 +239,9 @@ static void t_bad_inputs(void **state) {
     amp_tensor *z16 = amp_tensor_zeros(AMP_I64, 1, AMP_SHAPE(16));
     assert_non_null(huge);
     tc_assert_fails(amp_index_select(huge, 1, z16), "amp_index_select: result size");
-    amp_tensor_free(huge);
-    amp_tensor_free(one);
-    amp_tensor_free(z16);
+    test_free_tensors(huge, one, z16);
     amp_tensor *ts[] = {x, x1, i2, fi, big, neg, g3, m8, mb};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) amp_tensor_free(ts[i]);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_indexing),         cmocka_unit_test(t_weight_tying),
-        cmocka_unit_test(t_cross_entropy_bt), cmocka_unit_test(t_bad_inputs),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_indexing, t_weight_tying, t_cross_entropy_bt, t_bad_inputs)

@@ -20,27 +20,12 @@ static const amp_dtype DTS[3] = {AMP_F32, AMP_F16, AMP_BF16};
 static const amp_reduction REDS[3] = {AMP_REDUCTION_MEAN, AMP_REDUCTION_SUM, AMP_REDUCTION_NONE};
 static const char *RED_NAMES[3] = {"mean", "sum", "none"};
 
-static amp_tensor *mk(test_rng *r, amp_dtype dt, int nd, const int64_t *s, double scale, bool rg) {
-    amp_tensor *t = tc_randn(r, dt, nd, s, scale);
-    if (rg) assert_int_equal(amp_tensor_set_requires_grad(t, true), AMP_OK);
-    return t;
-}
-
-static amp_tensor *from_d(const double *v, amp_dtype dt, int nd, const int64_t *s) {
-    amp_tensor *src = amp_tensor_borrow((void *)v, AMP_F64, nd, s);
-    amp_tensor *t = amp_tensor_empty(dt, nd, s);
-    assert_non_null(t);
-    assert_int_equal(amp_tensor_copy_(t, src), AMP_OK);
-    amp_tensor_free(src);
-    return t;
-}
-
 static amp_tensor *idx_tensor(const int64_t *v, amp_dtype dt, int nd, const int64_t *s) {
     int64_t n = 1;
     for (int i = 0; i < nd; i++) n *= s[i];
     double *d = malloc(sizeof(double) * (size_t)(n ? n : 1));
     for (int64_t i = 0; i < n; i++) d[i] = (double)v[i];
-    amp_tensor *t = from_d(d, dt, nd, s);
+    amp_tensor *t = tc_from_values(dt, nd, s, d);
     free(d);
     return t;
 }
@@ -112,9 +97,9 @@ static void t_cross_entropy(void **state) {
             for (int ri = 0; ri < 3; ri++)
                 for (int wi = 0; wi < 2; wi++)
                     for (int li = 0; li < 2; li++) {
-                        amp_tensor *x = mk(&r, dt, nd, s, 2.0, true);
+                        amp_tensor *x = tc_randn_grad(&r, dt, nd, s, 2.0, true);
                         amp_tensor *tg = idx_tensor(shapes[si].t, (ri + wi) % 2 ? AMP_I32 : AMP_I64, tnd, ts);
-                        amp_tensor *w = wi ? from_d(cw, AMP_F32, 1, AMP_SHAPE(5)) : NULL;
+                        amp_tensor *w = wi ? tc_from_values(AMP_F32, 1, AMP_SHAPE(5), cw) : NULL;
                         amp_loss_opts o = AMP_LOSS_DEFAULTS;
                         o.reduction = REDS[ri];
                         o.weight = w;
@@ -135,10 +120,7 @@ static void t_cross_entropy(void **state) {
                         amp_tensor *xs[1] = {x};
                         tc_gradcheck(y, xs, 1, cls_ref, &c, gtol(dt, 1e-4, 10), gtol(dt, 1e-6, 4), what);
                         free(xv);
-                        amp_tensor_free(y);
-                        amp_tensor_free(w);
-                        amp_tensor_free(tg);
-                        amp_tensor_free(x);
+                        test_free_tensors(y, w, tg, x);
                     }
         }
     }
@@ -147,7 +129,7 @@ static void t_cross_entropy(void **state) {
 static void t_ce_edges(void **state) {
     (void)state;
     test_rng r = {7002};
-    amp_tensor *x = mk(&r, AMP_F32, 2, AMP_SHAPE(3, 4), 1.0, true);
+    amp_tensor *x = tc_randn_grad(&r, AMP_F32, 2, AMP_SHAPE(3, 4), 1.0, true);
     const int64_t all_ign[3] = {-100, -100, -100};
     amp_tensor *tg = idx_tensor(all_ign, AMP_I64, 1, AMP_SHAPE(3));
     /* mean over zero non-ignored targets: NaN, as torch; sum 0; none zeros */
@@ -165,10 +147,7 @@ static void t_ce_edges(void **state) {
     amp_tensor *nn = amp_cross_entropy(x, tg, &o);
     double z3[3] = {0};
     tc_assert_tensor(nn, z3, 0, 0, "none with all ignored");
-    amp_tensor_free(m);
-    amp_tensor_free(s);
-    amp_tensor_free(nn);
-    amp_tensor_free(tg);
+    test_free_tensors(m, s, nn, tg);
     /* a custom ignore_index (0 is a real class otherwise) */
     const int64_t t3[3] = {0, 3, 0};
     tg = idx_tensor(t3, AMP_I32, 1, AMP_SHAPE(3));
@@ -181,8 +160,7 @@ static void t_ce_edges(void **state) {
     cls_ref(ins, &want, &c);
     assert_close(amp_tensor_item(ci), want, 1e-6, 0, "ignore_index 0");
     free(xv);
-    amp_tensor_free(ci);
-    amp_tensor_free(tg);
+    test_free_tensors(ci, tg);
     /* empty batch */
     amp_tensor *e = amp_tensor_zeros(AMP_F32, 2, AMP_SHAPE(0, 4));
     amp_tensor *te = amp_tensor_zeros(AMP_I64, 1, AMP_SHAPE(0));
@@ -192,32 +170,24 @@ static void t_ce_edges(void **state) {
     o.reduction = AMP_REDUCTION_NONE;
     amp_tensor *en = amp_cross_entropy(e, te, &o);
     tc_assert_shape(en, 1, AMP_SHAPE(0), "none of an empty batch");
-    amp_tensor_free(em);
-    amp_tensor_free(en);
-    amp_tensor_free(e);
-    amp_tensor_free(te);
+    test_free_tensors(em, en, e, te);
     /* under autocast cross_entropy is on the fp32 list: f16 logits -> f32 loss */
-    amp_tensor *xh = mk(&r, AMP_F16, 2, AMP_SHAPE(3, 4), 1.0, false);
+    amp_tensor *xh = tc_randn_grad(&r, AMP_F16, 2, AMP_SHAPE(3, 4), 1.0, false);
     const int64_t t3b[3] = {1, 2, 3};
     tg = idx_tensor(t3b, AMP_I64, 1, AMP_SHAPE(3));
     amp_autocast_enter(AMP_F16);
     amp_tensor *lh = amp_cross_entropy(xh, tg, NULL);
     amp_autocast_exit();
     assert_int_equal(amp_tensor_dtype(lh), AMP_F32);
-    amp_tensor_free(lh);
-    amp_tensor_free(tg);
-    amp_tensor_free(xh);
+    test_free_tensors(lh, tg, xh);
     /* huge logits stay finite */
     double big[4] = {1e4, -1e4, 0, 5e3};
-    amp_tensor *xb = from_d(big, AMP_F32, 2, AMP_SHAPE(1, 4));
+    amp_tensor *xb = tc_from_values(AMP_F32, 2, AMP_SHAPE(1, 4), big);
     const int64_t t1[1] = {1};
     tg = idx_tensor(t1, AMP_I64, 1, AMP_SHAPE(1));
     amp_tensor *lb = amp_cross_entropy(xb, tg, NULL);
     assert_close(amp_tensor_item(lb), 2e4, 1e-6, 0, "cross_entropy of huge logits");
-    amp_tensor_free(lb);
-    amp_tensor_free(tg);
-    amp_tensor_free(xb);
-    amp_tensor_free(x);
+    test_free_tensors(lb, tg, xb, x);
 }
 
 static void t_nll_loss(void **state) {
@@ -229,9 +199,9 @@ static void t_nll_loss(void **state) {
         amp_dtype dt = DTS[di];
         for (int ri = 0; ri < 3; ri++)
             for (int wi = 0; wi < 2; wi++) {
-                amp_tensor *x = mk(&r, dt, 2, AMP_SHAPE(6, 5), 1.0, true);
+                amp_tensor *x = tc_randn_grad(&r, dt, 2, AMP_SHAPE(6, 5), 1.0, true);
                 amp_tensor *tg = idx_tensor(t6, wi ? AMP_I32 : AMP_I64, 1, AMP_SHAPE(6));
-                amp_tensor *w = wi ? from_d(cw, dt, 1, AMP_SHAPE(5)) : NULL;
+                amp_tensor *w = wi ? tc_from_values(dt, 1, AMP_SHAPE(5), cw) : NULL;
                 amp_loss_opts o = AMP_LOSS_DEFAULTS;
                 o.reduction = REDS[ri];
                 o.weight = w;
@@ -249,12 +219,8 @@ static void t_nll_loss(void **state) {
                 tc_assert_tensor(y, want, tc_rtol(dt, 1), dt == AMP_F32 ? 1e-6 : tc_rtol(dt, 1), what);
                 amp_tensor *xs[1] = {x};
                 tc_gradcheck(y, xs, 1, cls_ref, &c, gtol(dt, 1e-4, 10), gtol(dt, 1e-6, 4), what);
-                free(xv);
-                free(wv);
-                amp_tensor_free(y);
-                amp_tensor_free(w);
-                amp_tensor_free(tg);
-                amp_tensor_free(x);
+                test_free_all(xv, wv);
+                test_free_tensors(y, w, tg, x);
             }
     }
 }
@@ -326,16 +292,16 @@ static void run_pw(test_rng *r, amp_dtype dt, int kind, int ri, double beta, boo
                    int ynd, const int64_t *ys) {
     amp_tensor *x, *y;
     if (kind == P_KL) {
-        x = mk(r, dt, xnd, xs, 1.0, true);
+        x = tc_randn_grad(r, dt, xnd, xs, 1.0, true);
         y = tc_uniform(r, dt, ynd, ys, 0.1, 1.0);
         amp_tensor_set_requires_grad(y, true);
     } else if (kind == P_BCE) {
-        x = mk(r, dt, xnd, xs, 3.0, true);
+        x = tc_randn_grad(r, dt, xnd, xs, 3.0, true);
         y = tc_uniform(r, dt, ynd, ys, 0.0, 1.0);
         amp_tensor_set_requires_grad(y, true);
     } else {
-        x = mk(r, dt, xnd, xs, 1.0, true);
-        y = mk(r, dt, ynd, ys, 1.0, true);
+        x = tc_randn_grad(r, dt, xnd, xs, 1.0, true);
+        y = tc_randn_grad(r, dt, ynd, ys, 1.0, true);
     }
     amp_tensor *p = pw ? tc_uniform(r, dt, 1, AMP_SHAPE(3), 0.5, 2.5) : NULL;
     if (p) amp_tensor_set_requires_grad(p, true);
@@ -366,13 +332,8 @@ static void run_pw(test_rng *r, amp_dtype dt, int kind, int ri, double beta, boo
     tc_assert_tensor(out, want, tc_rtol(dt, 1), dt == AMP_F32 ? 1e-6 : tc_rtol(dt, 1), what);
     amp_tensor *xs3[3] = {x, y, p};
     tc_gradcheck(out, xs3, 3, pw_ref, &c, gtol(dt, 1e-4, 10), gtol(dt, 1e-6, 4), what);
-    free(xv);
-    free(yv);
-    free(pv);
-    amp_tensor_free(out);
-    amp_tensor_free(x);
-    amp_tensor_free(y);
-    amp_tensor_free(p);
+    test_free_all(xv, yv, pv);
+    test_free_tensors(out, x, y, p);
 }
 
 static void t_pointwise(void **state) {
@@ -399,25 +360,19 @@ static void t_pointwise(void **state) {
     o.reduction = AMP_REDUCTION_SUM;
     amp_tensor *se = amp_l1_loss(e, e, &o);
     assert_true(amp_tensor_item(se) == 0);
-    amp_tensor_free(me);
-    amp_tensor_free(se);
-    amp_tensor_free(e);
+    test_free_tensors(me, se, e);
     /* kl_div: target 0 contributes 0 (xlogy), not NaN */
     double in[2] = {-1, -2}, tg[2] = {0, 1};
-    amp_tensor *ki = from_d(in, AMP_F32, 1, AMP_SHAPE(2)), *kt = from_d(tg, AMP_F32, 1, AMP_SHAPE(2));
+    amp_tensor *ki = tc_from_values(AMP_F32, 1, AMP_SHAPE(2), in), *kt = tc_from_values(AMP_F32, 1, AMP_SHAPE(2), tg);
     amp_tensor *kl = amp_kl_div(ki, kt, &o);
     assert_close(amp_tensor_item(kl), 2.0, 1e-7, 0, "kl_div with a zero target");
-    amp_tensor_free(kl);
-    amp_tensor_free(ki);
-    amp_tensor_free(kt);
+    test_free_tensors(kl, ki, kt);
     /* promotion: f16 input with f32 target -> f32 */
     amp_tensor *h = amp_tensor_ones(AMP_F16, 1, AMP_SHAPE(3)), *f = amp_tensor_zeros(AMP_F32, 1, AMP_SHAPE(3));
     amp_tensor *pm = amp_mse_loss(h, f, NULL);
     assert_int_equal(amp_tensor_dtype(pm), AMP_F32);
     assert_true(amp_tensor_item(pm) == 1.0);
-    amp_tensor_free(pm);
-    amp_tensor_free(h);
-    amp_tensor_free(f);
+    test_free_tensors(pm, h, f);
 }
 
 /* binary_cross_entropy_with_logits is stable for huge logits */
@@ -427,7 +382,7 @@ static void t_bce_stable(void **state) {
     double y[6] = {0, 1, 1, 0, 0.5, 0};
     for (int di = 0; di < 3; di++) {
         amp_dtype dt = DTS[di];
-        amp_tensor *xt = from_d(x, dt, 1, AMP_SHAPE(6)), *yt = from_d(y, dt, 1, AMP_SHAPE(6));
+        amp_tensor *xt = tc_from_values(dt, 1, AMP_SHAPE(6), x), *yt = tc_from_values(dt, 1, AMP_SHAPE(6), y);
         amp_tensor_set_requires_grad(xt, true);
         amp_loss_opts o = AMP_LOSS_DEFAULTS;
         o.reduction = AMP_REDUCTION_NONE;
@@ -440,10 +395,7 @@ static void t_bce_stable(void **state) {
         double gw[6];
         for (int i = 0; i < 6; i++) gw[i] = 1 / (1 + exp(-x[i])) - y[i];
         tc_assert_tensor(amp_tensor_grad(xt), gw, tc_rtol(dt, 1), 1e-30, "bce grad of huge logits");
-        amp_tensor_free(s);
-        amp_tensor_free(l);
-        amp_tensor_free(xt);
-        amp_tensor_free(yt);
+        test_free_tensors(s, l, xt, yt);
     }
 }
 
@@ -459,19 +411,13 @@ static void gloss(golden_file *g, const char *cs, const char *xn, const char *yn
                   int kind) {
     amp_tensor *x = grec(g, xn, true), *y = grec(g, yn, ygrad);
     amp_tensor *out = cls ? (kind ? amp_cross_entropy(x, y, &o) : amp_nll_loss(x, y, &o)) : call_pw(kind, x, y, &o);
-    char nm[96];
-    snprintf(nm, sizeof nm, "%s/out", cs);
-    golden_assert(g, nm, out, 1e-5, 1e-6);
-    golden_backward(g, cs, out);
-    snprintf(nm, sizeof nm, "%s/gx", cs);
-    golden_assert(g, nm, amp_tensor_grad(x), 1e-5, 1e-6);
+    golden_assert_out_gx(g, cs, out, x, 1e-5, 1e-6);
     if (ygrad) {
+        char nm[96];
         snprintf(nm, sizeof nm, "%s/gy", cs);
         golden_assert(g, nm, amp_tensor_grad(y), 1e-5, 1e-6);
     }
-    amp_tensor_free(out);
-    amp_tensor_free(x);
-    amp_tensor_free(y);
+    test_free_tensors(out, x, y);
 }
 
 static void t_golden(void **state) {
@@ -539,8 +485,7 @@ static void t_golden(void **state) {
     gloss(g, "kl_sum", "kl/input", "kl/target", true, false, o, P_KL);
     o = AMP_LOSS_DEFAULTS;
     gloss(g, "kl_log", "kl/input", "kl_log/target", true, false, o, P_KLLOG);
-    amp_tensor_free(pw);
-    amp_tensor_free(cw);
+    test_free_tensors(pw, cw);
     golden_close(g);
 }
 
@@ -591,10 +536,7 @@ static void t_ce_widen_inside(void **state) {
                amp_dtype_name(dt), (long long)N, (long long)C, peak[0], peak[1]);
         assert_true(peak[0] < f32_copy);       /* not even one f32 copy */
         assert_true(peak[1] >= f32_copy);
-        amp_tensor_free(gr[0]);
-        amp_tensor_free(gr[1]);
-        amp_tensor_free(x);
-        amp_tensor_free(t);
+        test_free_tensors(gr[0], gr[1], x, t);
     }
 }
 
@@ -682,11 +624,5 @@ static void t_bad_inputs(void **state) {
     for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++) amp_tensor_free(arr[i]);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_cross_entropy), cmocka_unit_test(t_ce_edges),   cmocka_unit_test(t_nll_loss),
-        cmocka_unit_test(t_pointwise),     cmocka_unit_test(t_bce_stable), cmocka_unit_test(t_golden),
-        cmocka_unit_test(t_bad_inputs),    cmocka_unit_test(t_ce_widen_inside),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_cross_entropy, t_ce_edges, t_nll_loss, t_pointwise, t_bce_stable, t_golden, t_bad_inputs,
+              t_ce_widen_inside)

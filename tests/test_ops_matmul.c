@@ -142,9 +142,7 @@ static void set_shape(mref *c, int i, int nd, const int64_t *s) {
 }
 
 static amp_tensor *mk(test_rng *r, amp_dtype dt, int nd, const int64_t *s, bool rg) {
-    amp_tensor *t = tc_uniform(r, dt, nd, s, -1.0, 1.0);
-    if (rg) assert_int_equal(amp_tensor_set_requires_grad(t, true), AMP_OK);
-    return t;
+    return tc_uniform_grad(r, dt, nd, s, -1.0, 1.0, rg);
 }
 
 /* Runs forward (checked against ref) and, when grad, the gradient check. */
@@ -164,8 +162,7 @@ static void run_case(amp_tensor *out, amp_tensor **ins, int n, mref *c, bool gra
         tc_gradcheck(out, ins, n, ref_fn, c, rt, at, what);
     }
     for (int i = 0; i < n; i++) free(vals[i]);
-    free(want);
-    free(mag);
+    test_free_all(want, mag);
 }
 
 /* ---- matmul: every shape case ------------------------------------------------------------------ */
@@ -644,7 +641,8 @@ static void t_autocast_hook(void **state) {
 }
 
 /* ---- PyTorch golden data ------------------------------------------------------------------------- */
-static amp_tensor *gold_call(const char *full, amp_tensor **in) {
+static amp_tensor *gold_call(const char *full, amp_tensor **in, amp_tensor **idx, void *ctx) {
+    (void)idx, (void)ctx;
     const char *name = strncmp(full, "bf16_", 5) ? full : full + 5; /* same call, bf16 data */
     if (!strcmp(name, "mm")) return amp_mm(in[0], in[1]);
     if (!strncmp(name, "matmul", 6)) return amp_matmul(in[0], in[1]);
@@ -663,50 +661,8 @@ static void t_golden(void **state) {
     static const char *names[] = {"mm",         "matmul_dot",  "matmul_mv",   "matmul_vm", "matmul_bcast",
                                   "matmul_3d2d", "matmul_1d3d", "matmul_3d1d", "bmm",       "linear",
                                   "linear_1d_nobias", "addmm",  "baddbmm",     "dot", "bf16_mm", "bf16_bmm", "bf16_linear"};
-    golden_file *gf = golden_open("golden_matmul_conv.bin");
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-        amp_scope *s = amp_scope_begin();
-        char rec[96];
-        amp_tensor *in[3] = {NULL, NULL, NULL};
-        int n = 0;
-        for (; n < 3; n++) {
-            snprintf(rec, sizeof rec, "%s.in%d", names[i], n);
-            if (!golden_has(gf, rec)) break;
-            in[n] = golden_tensor(gf, rec);
-            amp_tensor_set_requires_grad(in[n], true);
-        }
-        amp_tensor *out = gold_call(names[i], in);
-        snprintf(rec, sizeof rec, "%s.out", names[i]);
-        amp_tensor *want = golden_tensor(gf, rec);
-        /* golden_format.py stores 0-d results as [1] (numpy) */
-        if (amp_tensor_ndim(out) == 0) want = amp_reshape(want, 0, NULL);
-        tc_assert_shape(out, amp_tensor_ndim(want), amp_tensor_shape(want), names[i]);
-        /* f32: 1e-5; bf16: PyTorch's kernels round the same f32 sums once, but
-         * may sum in another order: allow one bf16 ulp */
-        bool bf = amp_tensor_dtype(want) == AMP_BF16;
-        double rt = bf ? 8e-3 : 1e-5, at = bf ? 4e-3 : 1e-5;
-        assert_int_equal(amp_tensor_dtype(out), amp_tensor_dtype(want));
-        double *wv = tc_values(want);
-        tc_assert_tensor(out, wv, rt, at, names[i]);
-        free(wv);
-        snprintf(rec, sizeof rec, "%s.gout", names[i]);
-        amp_tensor *gout = golden_tensor(gf, rec);
-        if (amp_tensor_ndim(out) == 0) gout = amp_reshape(gout, 0, NULL);
-        assert_int_equal(amp_backward_ex(out, gout, false), AMP_OK);
-        for (int k = 0; k < n; k++) {
-            snprintf(rec, sizeof rec, "%s.g%d", names[i], k);
-            amp_tensor *gw = golden_tensor(gf, rec);
-            double *gv = tc_values(gw);
-            tc_assert_tensor(amp_tensor_grad(in[k]), gv, rt, at, rec);
-            free(gv);
-            amp_tensor_free(gw);
-        }
-        amp_tensor_free(want);
-        amp_tensor_free(gout);
-        for (int k = 0; k < n; k++) amp_tensor_free(in[k]);
-        amp_scope_end(s);
-    }
-    golden_close(gf);
+    const golden_op_case c = {"out", "gout", 0, gold_call, NULL, golden_tol_bf16_ulp};
+    golden_replay_all("golden_matmul_conv.bin", names, sizeof names / sizeof *names, &c);
 }
 
 /* ---- bad input ------------------------------------------------------------------------------------- */
@@ -774,31 +730,21 @@ static void t_bad_inputs(void **state) {
 
 /* No op leaks: live bytes return to their start after a forward/backward
  * inside a scope (after a warm-up that fills per-thread caches). */
+static void leak_body(test_rng *r) {
+    amp_tensor *x = mk(r, AMP_F32, 3, AMP_SHAPE(2, 5, 6), true), *w = mk(r, AMP_F16, 2, AMP_SHAPE(3, 6), true);
+    amp_tensor *b = mk(r, AMP_F32, 1, AMP_SHAPE(3), true);
+    amp_tensor *y = amp_linear(x, w, b);
+    amp_tensor *z = amp_matmul(y, amp_transpose(y, 1, 2));
+    amp_tensor *q = amp_baddbmm(z, z, z, 0.5, 0.5);
+    amp_tensor *d = amp_dot(amp_reshape(q, 1, AMP_SHAPE(-1)), amp_reshape(q, 1, AMP_SHAPE(-1)));
+    assert_int_equal(amp_backward(d), AMP_OK);
+}
+
 static void t_no_leaks(void **state) {
     (void)state;
     test_rng r = {19};
-    size_t live0 = 0;
-    for (int it = 0; it < 3; it++) {
-        amp_scope *s = amp_scope_begin();
-        amp_tensor *x = mk(&r, AMP_F32, 3, AMP_SHAPE(2, 5, 6), true), *w = mk(&r, AMP_F16, 2, AMP_SHAPE(3, 6), true);
-        amp_tensor *b = mk(&r, AMP_F32, 1, AMP_SHAPE(3), true);
-        amp_tensor *y = amp_linear(x, w, b);
-        amp_tensor *z = amp_matmul(y, amp_transpose(y, 1, 2));
-        amp_tensor *q = amp_baddbmm(z, z, z, 0.5, 0.5);
-        amp_tensor *d = amp_dot(amp_reshape(q, 1, AMP_SHAPE(-1)), amp_reshape(q, 1, AMP_SHAPE(-1)));
-        assert_int_equal(amp_backward(d), AMP_OK);
-        amp_scope_end(s);
-        if (it == 1) live0 = amp_memory_stats().live_total;
-        if (it == 2) assert_int_equal(amp_memory_stats().live_total, live0);
-    }
+    tc_assert_no_leaks(leak_body, &r);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_matmul_shapes), cmocka_unit_test(t_matmul_large), cmocka_unit_test(t_matmul_strided),
-        cmocka_unit_test(t_mm_bmm_dot),    cmocka_unit_test(t_linear),       cmocka_unit_test(t_half_grads_exact),       cmocka_unit_test(t_addmm_baddbmm),
-        cmocka_unit_test(t_mixed_dtypes),  cmocka_unit_test(t_autocast_hook), cmocka_unit_test(t_golden),
-        cmocka_unit_test(t_bad_inputs),    cmocka_unit_test(t_no_leaks),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_matmul_shapes, t_matmul_large, t_matmul_strided, t_mm_bmm_dot, t_linear, t_half_grads_exact,
+              t_addmm_baddbmm, t_mixed_dtypes, t_autocast_hook, t_golden, t_bad_inputs, t_no_leaks)

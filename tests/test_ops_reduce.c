@@ -17,27 +17,6 @@
 
 static const amp_dtype DTS[3] = {AMP_F32, AMP_F16, AMP_BF16};
 
-static amp_tensor *mk(test_rng *r, amp_dtype dt, int nd, const int64_t *s, double scale, bool rg) {
-    amp_tensor *t = tc_randn(r, dt, nd, s, scale);
-    if (rg) assert_int_equal(amp_tensor_set_requires_grad(t, true), AMP_OK);
-    return t;
-}
-
-static amp_tensor *from_d(const double *v, amp_dtype dt, int nd, const int64_t *s) {
-    amp_tensor *src = amp_tensor_borrow((void *)v, AMP_F64, nd, s);
-    amp_tensor *t = amp_tensor_empty(dt, nd, s);
-    assert_non_null(t);
-    assert_int_equal(amp_tensor_copy_(t, src), AMP_OK);
-    amp_tensor_free(src);
-    return t;
-}
-
-static int64_t numel(int nd, const int64_t *s) {
-    int64_t n = 1;
-    for (int i = 0; i < nd; i++) n *= s[i];
-    return n;
-}
-
 /* ---- float64 references ---------------------------------------------------------------- */
 enum { K_SUM, K_MEAN, K_NORM, K_PROD, K_CUMSUM, K_MAX };
 
@@ -82,7 +61,7 @@ static void split(const rctx *c, int64_t *outer, int64_t *len, int64_t *inner) {
 static void ref(const double *const *in, double *out, void *vc) {
     const rctx *c = vc;
     const double *x = in[0];
-    int64_t n = numel(c->nd, c->shape);
+    int64_t n = tc_numel(c->nd, c->shape);
     if (c->kind <= K_NORM) {
         int64_t on = red_out_numel(c);
         double cnt = (double)n / (double)(on ? on : 1);
@@ -126,13 +105,12 @@ static void ref(const double *const *in, double *out, void *vc) {
 static void check_fwd(const amp_tensor *out, amp_tensor *x, rctx *c, double rtol, double atol, const char *what) {
     double *xv = tc_values(x);
     int64_t on = amp_tensor_numel(out);
-    double *want = calloc((size_t)(numel(c->nd, c->shape) + 1), sizeof(double));
+    double *want = calloc((size_t)(tc_numel(c->nd, c->shape) + 1), sizeof(double));
     const double *ins[1] = {xv};
     ref(ins, want, c);
     tc_assert_tensor(out, want, rtol, atol, what);
     (void)on;
-    free(want);
-    free(xv);
+    test_free_all(want, xv);
 }
 
 static double gtol(amp_dtype dt, double f32) { return dt == AMP_F32 ? f32 : tc_rtol(dt, 6); }
@@ -157,7 +135,7 @@ static void t_sum_mean(void **state) {
         for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
             const dimcase *dc = &cases[ci];
             for (int kind = K_SUM; kind <= K_MEAN; kind++) {
-                amp_tensor *x = mk(&r, dt, 3, s, 1.0, true);
+                amp_tensor *x = tc_randn_grad(&r, dt, 3, s, 1.0, true);
                 amp_tensor *out = kind == K_SUM ? amp_sum(x, dc->ndims ? dc->dims : NULL, dc->ndims, dc->keepdim)
                                                 : amp_mean(x, dc->ndims ? dc->dims : NULL, dc->ndims, dc->keepdim);
                 assert_non_null(out);
@@ -176,8 +154,7 @@ static void t_sum_mean(void **state) {
                 check_fwd(out, x, &c, tc_rtol(dt, 1), dt == AMP_F32 ? 1e-5 : tc_rtol(dt, 4), what);
                 amp_tensor *ins[1] = {x};
                 tc_gradcheck(out, ins, 1, ref, &c, gtol(dt, 1e-4), gtol(dt, 1e-5), what);
-                amp_tensor_free(out);
-                amp_tensor_free(x);
+                test_free_tensors(out, x);
             }
         }
     }
@@ -204,12 +181,7 @@ static void t_sum_edges(void **state) {
         assert_true(amp_tensor_item(sa) == 0.0);
         amp_tensor *ma = amp_mean(e, NULL, 0, false);
         assert_true(isnan(amp_tensor_item(ma)));
-        amp_tensor_free(s0);
-        amp_tensor_free(m0);
-        amp_tensor_free(s1);
-        amp_tensor_free(sa);
-        amp_tensor_free(ma);
-        amp_tensor_free(e);
+        test_free_tensors(s0, m0, s1, sa, ma, e);
 
         /* 0-d: dim 0 and -1 are accepted; the value is kept */
         amp_tensor *sc = amp_tensor_full(dt, 0, NULL, 2.5);
@@ -219,13 +191,11 @@ static void t_sum_edges(void **state) {
         assert_true(amp_tensor_item(ss) == 2.5);
         amp_tensor *ms = amp_mean(sc, NULL, 0, false);
         assert_true(amp_tensor_item(ms) == 2.5);
-        amp_tensor_free(ss);
-        amp_tensor_free(ms);
-        amp_tensor_free(sc);
+        test_free_tensors(ss, ms, sc);
 
         /* a non-contiguous input (transposed view), reduced over a size-1 dim too */
         test_rng r = {5 + (uint64_t)di};
-        amp_tensor *x = mk(&r, dt, 3, AMP_SHAPE(4, 1, 6), 1.0, false);
+        amp_tensor *x = tc_randn_grad(&r, dt, 3, AMP_SHAPE(4, 1, 6), 1.0, false);
         amp_tensor *xt = amp_transpose(x, 0, 2); /* [6,1,4] */
         int dd[2] = {1, 2};
         amp_tensor *st = amp_sum(xt, dd, 2, false);
@@ -241,10 +211,7 @@ static void t_sum_edges(void **state) {
         tc_assert_shape(s1d, 2, AMP_SHAPE(4, 6), "sum over a size-1 dim");
         tc_assert_tensor(s1d, xv, 0, 0, "sum over a size-1 dim is exact");
         free(xv);
-        amp_tensor_free(s1d);
-        amp_tensor_free(st);
-        amp_tensor_free(xt);
-        amp_tensor_free(x);
+        test_free_tensors(s1d, st, xt, x);
     }
 }
 
@@ -259,7 +226,7 @@ static void t_sum_large(void **state) {
         amp_dtype dt = DTS[di];
         double hi = dt == AMP_F16 ? 0.1 : 1.0; /* keep the f16 total below 65504 */
         for (int64_t i = 0; i < n; i++) v[i] = test_rng_range(&r, 0, hi);
-        amp_tensor *x = from_d(v, dt, 1, &n);
+        amp_tensor *x = tc_from_values(dt, 1, &n, v);
         double *xv = tc_values(x), want = 0, part = 0;
         for (int64_t i = 0; i < n; i++) want += xv[i];
         /* what accumulating in the half type itself would give (first 10^5) */
@@ -290,12 +257,7 @@ static void t_sum_large(void **state) {
         for (int64_t i = 0; i < n; i++) w64[i % 64] += xv[i];
         tc_assert_tensor(c, w64, tc_rtol(dt, 1), 0, "large column sums");
         free(xv);
-        amp_tensor_free(c);
-        amp_tensor_free(x2);
-        amp_tensor_free(s32);
-        amp_tensor_free(m);
-        amp_tensor_free(s);
-        amp_tensor_free(x);
+        test_free_tensors(c, x2, s32, m, s, x);
     }
     /* f32: 3M values in [0, 1): relative error at f32 level */
     const int64_t n3 = 3 * ((int64_t)1 << 20);
@@ -319,18 +281,12 @@ static void t_sum_large(void **state) {
         assert_true(amp_tensor_item(s2) == amp_tensor_item(s));
         double *a = tc_values(c1), *b = tc_values(c2);
         assert_memory_equal(a, b, 1024 * sizeof(double));
-        free(a);
-        free(b);
-        amp_tensor_free(s2);
-        amp_tensor_free(c2);
+        test_free_all(a, b);
+        test_free_tensors(s2, c2);
     }
     amp_set_num_threads(nt);
-    amp_tensor_free(c1);
-    amp_tensor_free(xr);
-    amp_tensor_free(s);
-    amp_tensor_free(x);
-    free(f);
-    free(v);
+    test_free_tensors(c1, xr, s, x);
+    test_free_all(f, v);
 }
 
 /* ---- prod / cumsum / max ---------------------------------------------------------------- */
@@ -349,7 +305,7 @@ static void t_prod(void **state) {
             v[27] = 0;
             v[31] = 0;
             v[35] = 0;
-            amp_tensor *x = from_d(v, dt, 3, s);
+            amp_tensor *x = tc_from_values(dt, 3, s, v);
             amp_tensor_set_requires_grad(x, true);
             bool keep = dim % 2 == 0;
             amp_tensor *out = amp_prod(x, dim, keep);
@@ -360,8 +316,7 @@ static void t_prod(void **state) {
             check_fwd(out, x, &c, tc_rtol(dt, 1), 1e-7, what);
             amp_tensor *ins[1] = {x};
             tc_gradcheck(out, ins, 1, ref, &c, gtol(dt, 1e-4), gtol(dt, 1e-6), what);
-            amp_tensor_free(out);
-            amp_tensor_free(x);
+            test_free_tensors(out, x);
         }
     }
     /* torch: the product over an empty dim is 1 */
@@ -369,8 +324,7 @@ static void t_prod(void **state) {
     amp_tensor *p = amp_prod(e, 1, false);
     double ones[3] = {1, 1, 1};
     tc_assert_tensor(p, ones, 0, 0, "prod over an empty dim");
-    amp_tensor_free(p);
-    amp_tensor_free(e);
+    test_free_tensors(p, e);
 }
 
 static void t_cumsum(void **state) {
@@ -380,7 +334,7 @@ static void t_cumsum(void **state) {
         amp_dtype dt = DTS[di];
         const int64_t s[3] = {3, 6, 4};
         for (int dim = -1; dim < 3; dim++) {
-            amp_tensor *x = mk(&r, dt, 3, s, 1.0, true);
+            amp_tensor *x = tc_randn_grad(&r, dt, 3, s, 1.0, true);
             amp_tensor *out = amp_cumsum(x, dim);
             tc_assert_shape(out, 3, s, "cumsum shape");
             assert_int_equal(amp_tensor_dtype(out), dt);
@@ -390,15 +344,13 @@ static void t_cumsum(void **state) {
             check_fwd(out, x, &c, tc_rtol(dt, 1), dt == AMP_F32 ? 1e-6 : tc_rtol(dt, 4), what);
             amp_tensor *ins[1] = {x};
             tc_gradcheck(out, ins, 1, ref, &c, gtol(dt, 1e-4), gtol(dt, 1e-5), what);
-            amp_tensor_free(out);
-            amp_tensor_free(x);
+            test_free_tensors(out, x);
         }
     }
     amp_tensor *e = amp_tensor_zeros(AMP_F32, 2, AMP_SHAPE(0, 3));
     amp_tensor *c = amp_cumsum(e, 0);
     tc_assert_shape(c, 2, AMP_SHAPE(0, 3), "cumsum of empty");
-    amp_tensor_free(c);
-    amp_tensor_free(e);
+    test_free_tensors(c, e);
 }
 
 static void t_max(void **state) {
@@ -408,7 +360,7 @@ static void t_max(void **state) {
         amp_dtype dt = DTS[di];
         const int64_t s[3] = {3, 5, 4};
         for (int dim = -3; dim < 3; dim++) {
-            amp_tensor *x = mk(&r, dt, 3, s, 1.0, true);
+            amp_tensor *x = tc_randn_grad(&r, dt, 3, s, 1.0, true);
             amp_tensor *idx = NULL;
             bool keep = dim < 0;
             amp_tensor *out = amp_max(x, dim, keep, &idx);
@@ -427,18 +379,14 @@ static void t_max(void **state) {
             for (int64_t o = 0; o < outer; o++)
                 for (int64_t i = 0; i < inner; i++)
                     assert_true(xv[(o * len + (int64_t)iv[o * inner + i]) * inner + i] == ov[o * inner + i]);
-            free(xv);
-            free(iv);
-            free(ov);
+            test_free_all(xv, iv, ov);
             amp_tensor *ins[1] = {x};
             tc_gradcheck(out, ins, 1, ref, &c, gtol(dt, 1e-4), gtol(dt, 1e-6), what);
-            amp_tensor_free(idx);
-            amp_tensor_free(out);
-            amp_tensor_free(x);
+            test_free_tensors(idx, out, x);
         }
         /* ties: the first occurrence wins, and gets the whole gradient */
         double tv[8] = {1, 3, 3, 2, -1, -1, -1, -2};
-        amp_tensor *t = from_d(tv, dt, 2, AMP_SHAPE(2, 4));
+        amp_tensor *t = tc_from_values(dt, 2, AMP_SHAPE(2, 4), tv);
         amp_tensor_set_requires_grad(t, true);
         amp_tensor *ti = NULL;
         amp_tensor *tm = amp_max(t, 1, false, &ti);
@@ -449,20 +397,15 @@ static void t_max(void **state) {
         assert_int_equal(amp_backward(sm), AMP_OK);
         double wg[8] = {0, 1, 0, 0, 1, 0, 0, 0};
         tc_assert_tensor(amp_tensor_grad(t), wg, 0, 0, "max ties: gradient to the first argmax");
-        amp_tensor_free(sm);
-        amp_tensor_free(tm);
-        amp_tensor_free(ti);
-        amp_tensor_free(t);
+        test_free_tensors(sm, tm, ti, t);
         /* NaN propagates (the first NaN is the max) */
         double nv[4] = {1, NAN, 5, NAN};
-        amp_tensor *nt = from_d(nv, dt, 1, AMP_SHAPE(4));
+        amp_tensor *nt = tc_from_values(dt, 1, AMP_SHAPE(4), nv);
         amp_tensor *ni = NULL;
         amp_tensor *nm = amp_max(nt, 0, false, &ni);
         assert_true(isnan(amp_tensor_item(nm)));
         assert_true(amp_tensor_item(ni) == 1);
-        amp_tensor_free(nm);
-        amp_tensor_free(ni);
-        amp_tensor_free(nt);
+        test_free_tensors(nm, ni, nt);
     }
     /* indices may be NULL; 0-d input */
     amp_tensor *sc = amp_tensor_full(AMP_F32, 0, NULL, -4);
@@ -471,10 +414,7 @@ static void t_max(void **state) {
     assert_true(amp_tensor_item(sm) == -4 && amp_tensor_item(si) == 0);
     amp_tensor *sm2 = amp_max(sc, 0, true, NULL);
     assert_true(amp_tensor_item(sm2) == -4);
-    amp_tensor_free(sm);
-    amp_tensor_free(sm2);
-    amp_tensor_free(si);
-    amp_tensor_free(sc);
+    test_free_tensors(sm, sm2, si, sc);
 }
 
 /* ---- norm ---------------------------------------------------------------------------------- */
@@ -489,7 +429,7 @@ static void t_norm(void **state) {
         for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++) {
             for (size_t ci = 0; ci < 3; ci++) {
                 const dimcase *dc = &cases[ci];
-                amp_tensor *x = mk(&r, dt, 3, s, 1.0, true);
+                amp_tensor *x = tc_randn_grad(&r, dt, 3, s, 1.0, true);
                 amp_tensor *out = amp_norm(x, ps[pi], dc->ndims ? dc->dims : NULL, dc->ndims, dc->keepdim);
                 assert_non_null(out);
                 assert_int_equal(amp_tensor_dtype(out), dt);
@@ -501,8 +441,7 @@ static void t_norm(void **state) {
                 check_fwd(out, x, &c, tc_rtol(dt, 1.5), 1e-6, what);
                 amp_tensor *ins[1] = {x};
                 tc_gradcheck(out, ins, 1, ref, &c, gtol(dt, 1e-3), gtol(dt, 1e-5), what);
-                amp_tensor_free(out);
-                amp_tensor_free(x);
+                test_free_tensors(out, x);
             }
         }
     }
@@ -515,19 +454,16 @@ static void t_norm(void **state) {
     assert_int_equal(amp_backward(sn), AMP_OK);
     double zero6[6] = {0};
     tc_assert_tensor(amp_tensor_grad(z), zero6, 0, 0, "grad of the 2-norm at 0");
-    amp_tensor_free(sn);
-    amp_tensor_free(n);
-    amp_tensor_free(z);
+    test_free_tensors(sn, n, z);
     /* p < 1: the gradient at a zero element is 0 (torch), not 0 * inf */
     double hv[3] = {0, 0, 1};
-    amp_tensor *h = from_d(hv, AMP_F32, 1, AMP_SHAPE(3));
+    amp_tensor *h = tc_from_values(AMP_F32, 1, AMP_SHAPE(3), hv);
     amp_tensor_set_requires_grad(h, true);
     amp_tensor *hn = amp_norm(h, 0.5, NULL, 0, false);
     assert_int_equal(amp_backward(hn), AMP_OK);
     double hg[3] = {0, 0, 1};
     tc_assert_tensor(amp_tensor_grad(h), hg, 1e-6, 0, "grad of the 0.5-norm at 0");
-    amp_tensor_free(hn);
-    amp_tensor_free(h);
+    test_free_tensors(hn, h);
     /* norm of an empty tensor is 0; inf-norm of nothing is an error */
     amp_tensor *e = amp_tensor_zeros(AMP_F32, 1, AMP_SHAPE(0));
     amp_tensor *ne = amp_norm(e, 2, NULL, 0, false);
@@ -545,14 +481,8 @@ static void golden_unary(golden_file *g, const char *cs, const char *xname, unar
     amp_tensor *x = golden_tensor(g, xname);
     amp_tensor_set_requires_grad(x, true);
     amp_tensor *out = f(x, ctx);
-    char nm[96];
-    snprintf(nm, sizeof nm, "%s/out", cs);
-    golden_assert(g, nm, out, 1e-5, 1e-6);
-    golden_backward(g, cs, out);
-    snprintf(nm, sizeof nm, "%s/gx", cs);
-    golden_assert(g, nm, amp_tensor_grad(x), 1e-5, 1e-6);
-    amp_tensor_free(out);
-    amp_tensor_free(x);
+    golden_assert_out_gx(g, cs, out, x, 1e-5, 1e-6);
+    test_free_tensors(out, x);
 }
 
 static amp_tensor *g_sum02(amp_tensor *x, void *c) { (void)c; return amp_sum(x, (int[]){0, 2}, 2, false); }
@@ -593,11 +523,7 @@ static void t_golden(void **state) {
     amp_tensor *m1 = amp_max(x, 1, false, &i1), *m0 = amp_max(x, 0, true, &i0);
     golden_assert(g, "max/idx", i1, 0, 0);
     golden_assert(g, "max0/idx", i0, 0, 0);
-    amp_tensor_free(m1);
-    amp_tensor_free(m0);
-    amp_tensor_free(i1);
-    amp_tensor_free(i0);
-    amp_tensor_free(x);
+    test_free_tensors(m1, m0, i1, i0, x);
     golden_close(g);
 }
 
@@ -642,15 +568,7 @@ static void t_bad_inputs(void **state) {
     amp_tensor_free(e);
     /* a failed input propagates: the message keeps the first error */
     tc_assert_fails(amp_sum(amp_prod(xi, 0, false), NULL, 0, false), "amp_prod");
-    amp_tensor_free(x);
-    amp_tensor_free(xi);
+    test_free_tensors(x, xi);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_sum_mean), cmocka_unit_test(t_sum_edges), cmocka_unit_test(t_sum_large),
-        cmocka_unit_test(t_prod),     cmocka_unit_test(t_cumsum),    cmocka_unit_test(t_max),
-        cmocka_unit_test(t_norm),     cmocka_unit_test(t_golden),    cmocka_unit_test(t_bad_inputs),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_sum_mean, t_sum_edges, t_sum_large, t_prod, t_cumsum, t_max, t_norm, t_golden, t_bad_inputs)

@@ -17,21 +17,6 @@
 
 static const amp_dtype DTS[3] = {AMP_F32, AMP_F16, AMP_BF16};
 
-static amp_tensor *mk(test_rng *r, amp_dtype dt, int nd, const int64_t *s, double scale, bool rg) {
-    amp_tensor *t = tc_randn(r, dt, nd, s, scale);
-    if (rg) assert_int_equal(amp_tensor_set_requires_grad(t, true), AMP_OK);
-    return t;
-}
-
-static amp_tensor *from_d(const double *v, amp_dtype dt, int nd, const int64_t *s) {
-    amp_tensor *src = amp_tensor_borrow((void *)v, AMP_F64, nd, s);
-    amp_tensor *t = amp_tensor_empty(dt, nd, s);
-    assert_non_null(t);
-    assert_int_equal(amp_tensor_copy_(t, src), AMP_OK);
-    amp_tensor_free(src);
-    return t;
-}
-
 static double gtol(amp_dtype dt, double f32, double half_factor) { return dt == AMP_F32 ? f32 : tc_rtol(dt, half_factor); }
 
 /* ---- softmax ------------------------------------------------------------------------------- */
@@ -63,7 +48,7 @@ static void t_softmax(void **state) {
         amp_dtype dt = DTS[di];
         for (int dim = -1; dim < 3; dim++) {
             for (int lg = 0; lg < 2; lg++) {
-                amp_tensor *x = mk(&r, dt, 3, s, 2.0, true);
+                amp_tensor *x = tc_randn_grad(&r, dt, 3, s, 2.0, true);
                 amp_tensor *y = lg ? amp_log_softmax(x, dim) : amp_softmax(x, dim);
                 assert_non_null(y);
                 assert_int_equal(amp_tensor_dtype(y), dt);
@@ -81,8 +66,7 @@ static void t_softmax(void **state) {
                 free(xv);
                 amp_tensor *xs[1] = {x};
                 tc_gradcheck(y, xs, 1, sm_ref, &c, gtol(dt, 1e-4, 10), gtol(dt, 1e-6, 5), what);
-                amp_tensor_free(y);
-                amp_tensor_free(x);
+                test_free_tensors(y, x);
             }
         }
     }
@@ -90,15 +74,12 @@ static void t_softmax(void **state) {
     amp_tensor *sc = amp_tensor_full(AMP_F32, 0, NULL, 3.0);
     amp_tensor *a = amp_softmax(sc, 0), *b = amp_log_softmax(sc, -1);
     assert_true(amp_tensor_item(a) == 1.0 && amp_tensor_item(b) == 0.0);
-    amp_tensor_free(a);
-    amp_tensor_free(b);
-    amp_tensor_free(sc);
+    test_free_tensors(a, b, sc);
     /* empty */
     amp_tensor *e = amp_tensor_zeros(AMP_F32, 2, AMP_SHAPE(0, 4));
     amp_tensor *se = amp_softmax(e, 1);
     tc_assert_shape(se, 2, AMP_SHAPE(0, 4), "softmax of empty");
-    amp_tensor_free(se);
-    amp_tensor_free(e);
+    test_free_tensors(se, e);
 }
 
 /* Max subtraction: 1000 / -1000 neither overflow nor underflow to NaN. */
@@ -107,7 +88,7 @@ static void t_softmax_extreme(void **state) {
     double v[8] = {1000, -1000, 0, 999, -1000, -1000, -999, -1000.5};
     for (int di = 0; di < 3; di++) {
         amp_dtype dt = DTS[di];
-        amp_tensor *x = from_d(v, dt, 2, AMP_SHAPE(2, 4));
+        amp_tensor *x = tc_from_values(dt, 2, AMP_SHAPE(2, 4), v);
         double *xv = tc_values(x), want[8], lwant[8];
         sm_ctx c = {2, 4, 1, false}, cl = {2, 4, 1, true};
         const double *ins[1] = {xv};
@@ -119,38 +100,31 @@ static void t_softmax_extreme(void **state) {
         tc_assert_tensor(y, want, tc_rtol(dt, 1), 1e-30, "softmax of +-1000");
         tc_assert_tensor(ly, lwant, tc_rtol(dt, 1), 1e-6, "log_softmax of +-1000");
         assert_true(yv[1] == 0.0); /* exp(-2000) underflows to exactly 0 */
-        free(yv);
-        free(lyv);
-        free(xv);
-        amp_tensor_free(y);
-        amp_tensor_free(ly);
-        amp_tensor_free(x);
+        test_free_all(yv, lyv, xv);
+        test_free_tensors(y, ly, x);
     }
     /* softmax along a strided dim with huge values */
     double w[6] = {1e4, -1e4, 0, 1e4, 2e4, -3e4};
-    amp_tensor *x = from_d(w, AMP_F32, 2, AMP_SHAPE(2, 3));
+    amp_tensor *x = tc_from_values(AMP_F32, 2, AMP_SHAPE(2, 3), w);
     amp_tensor *y = amp_softmax(x, 0);
     double want[6] = {0.5, 0, 1, 0.5, 1, 0};
     tc_assert_tensor(y, want, 1e-6, 0, "softmax dim 0 of +-1e4");
     amp_tensor_free(y);
     /* a row of -inf gives NaN (as torch) */
     double ninf[3] = {-INFINITY, -INFINITY, -INFINITY};
-    amp_tensor *xn = from_d(ninf, AMP_F32, 1, AMP_SHAPE(3));
+    amp_tensor *xn = tc_from_values(AMP_F32, 1, AMP_SHAPE(3), ninf);
     amp_tensor *yn = amp_softmax(xn, 0);
     double *ynv = tc_values(yn);
     assert_true(isnan(ynv[0]));
     free(ynv);
-    amp_tensor_free(yn);
-    amp_tensor_free(xn);
+    test_free_tensors(yn, xn);
     /* under autocast softmax is on the fp32 list: f16 in, f32 out */
-    amp_tensor *xh = from_d(v, AMP_F16, 2, AMP_SHAPE(2, 4));
+    amp_tensor *xh = tc_from_values(AMP_F16, 2, AMP_SHAPE(2, 4), v);
     amp_autocast_enter(AMP_F16);
     amp_tensor *yh = amp_softmax(xh, -1);
     amp_autocast_exit();
     assert_int_equal(amp_tensor_dtype(yh), AMP_F32);
-    amp_tensor_free(yh);
-    amp_tensor_free(xh);
-    amp_tensor_free(x);
+    test_free_tensors(yh, xh, x);
 }
 
 /* ---- layer_norm --------------------------------------------------------------------------------- */
@@ -196,10 +170,10 @@ static void t_layer_norm(void **state) {
         for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
             int nd = cases[ci].nd, k = cases[ci].k;
             const int64_t *s = cases[ci].s;
-            amp_tensor *x = mk(&r, dt, nd, s, 2.0, true);
+            amp_tensor *x = tc_randn_grad(&r, dt, nd, s, 2.0, true);
             /* shift the mean so the statistics matter */
-            amp_tensor *w = cases[ci].w ? mk(&r, dt, k, s + nd - k, 1.0, true) : NULL;
-            amp_tensor *b = cases[ci].b ? mk(&r, dt, k, s + nd - k, 1.0, true) : NULL;
+            amp_tensor *w = cases[ci].w ? tc_randn_grad(&r, dt, k, s + nd - k, 1.0, true) : NULL;
+            amp_tensor *b = cases[ci].b ? tc_randn_grad(&r, dt, k, s + nd - k, 1.0, true) : NULL;
             double eps = ci == 1 ? 1e-3 : 1e-5;
             amp_tensor *y = amp_layer_norm(x, k, w, b, eps);
             assert_non_null(y);
@@ -216,24 +190,16 @@ static void t_layer_norm(void **state) {
             tc_assert_tensor(y, want, tc_rtol(dt, 1), dt == AMP_F32 ? 1e-5 : tc_rtol(dt, 2), what);
             amp_tensor *xs[3] = {x, w, b};
             tc_gradcheck(y, xs, 3, ln_ref, &c, gtol(dt, 1e-3, 20), gtol(dt, 1e-5, 10), what);
-            free(want);
-            free(xv);
-            free(wv);
-            free(bv);
-            amp_tensor_free(y);
-            amp_tensor_free(x);
-            amp_tensor_free(w);
-            amp_tensor_free(b);
+            test_free_all(want, xv, wv, bv);
+            test_free_tensors(y, x, w, b);
         }
     }
     /* a half x with f32 affine parameters: output in x's dtype */
-    amp_tensor *x = mk(&r, AMP_BF16, 2, AMP_SHAPE(3, 5), 1.0, false);
-    amp_tensor *w = mk(&r, AMP_F32, 1, AMP_SHAPE(5), 1.0, false);
+    amp_tensor *x = tc_randn_grad(&r, AMP_BF16, 2, AMP_SHAPE(3, 5), 1.0, false);
+    amp_tensor *w = tc_randn_grad(&r, AMP_F32, 1, AMP_SHAPE(5), 1.0, false);
     amp_tensor *y = amp_layer_norm(x, 1, w, NULL, 1e-5);
     assert_int_equal(amp_tensor_dtype(y), AMP_BF16);
-    amp_tensor_free(y);
-    amp_tensor_free(w);
-    amp_tensor_free(x);
+    test_free_tensors(y, w, x);
 }
 
 /* ---- batch_norm ------------------------------------------------------------------------------- */
@@ -298,10 +264,10 @@ static void t_batch_norm(void **state) {
                 const int64_t *s = cases[ci].s;
                 int64_t C = s[1], L = 1;
                 for (int i = 2; i < nd; i++) L *= s[i];
-                amp_tensor *x = mk(&r, dt, nd, s, 1.5, true);
+                amp_tensor *x = tc_randn_grad(&r, dt, nd, s, 1.5, true);
                 /* affine parameters and running statistics are f32 */
-                amp_tensor *w = cases[ci].w ? mk(&r, AMP_F32, 1, &C, 1.0, true) : NULL;
-                amp_tensor *b = cases[ci].b ? mk(&r, AMP_F32, 1, &C, 1.0, true) : NULL;
+                amp_tensor *w = cases[ci].w ? tc_randn_grad(&r, AMP_F32, 1, &C, 1.0, true) : NULL;
+                amp_tensor *b = cases[ci].b ? tc_randn_grad(&r, AMP_F32, 1, &C, 1.0, true) : NULL;
                 amp_tensor *rm = tc_randn(&r, AMP_F32, 1, &C, 0.3);
                 amp_tensor *rv = tc_uniform(&r, AMP_F32, 1, &C, 0.5, 1.5);
                 bn_ctx c = {s[0], C, L, 1e-5, tr == 1, w != NULL, b != NULL, {0}, {0}};
@@ -333,18 +299,8 @@ static void t_batch_norm(void **state) {
                 tc_gradcheck(y, xs, 3, bn_ref, &c, gtol(dt, 1e-3, 20), gtol(dt, 1e-5, 10), what);
                 assert_null(amp_tensor_grad(rm));
                 assert_false(amp_tensor_requires_grad(rm));
-                free(want);
-                free(xv);
-                free(wv);
-                free(bv);
-                free(rmv);
-                free(rvv);
-                amp_tensor_free(y);
-                amp_tensor_free(x);
-                amp_tensor_free(w);
-                amp_tensor_free(b);
-                amp_tensor_free(rm);
-                amp_tensor_free(rv);
+                test_free_all(want, xv, wv, bv, rmv, rvv);
+                test_free_tensors(y, x, w, b, rm, rv);
             }
         }
     }
@@ -363,7 +319,7 @@ static void t_batch_norm_running(void **state) {
         double em[4] = {0, 0, 0, 0}, ev[4] = {1, 1, 1, 1};
         bn_ctx c = {6, 4, 3, 1e-5, true, false, false, {0}, {0}};
         for (int step = 0; step < 2; step++) {
-            amp_tensor *x = mk(&r, dt, 3, s, 2.0 + step, false);
+            amp_tensor *x = tc_randn_grad(&r, dt, 3, s, 2.0 + step, false);
             amp_tensor *y = amp_batch_norm(x, rm, rv, NULL, NULL, true, m, 1e-5);
             assert_non_null(y);
             double *xv = tc_values(x), mean[8], var[8];
@@ -375,11 +331,10 @@ static void t_batch_norm_running(void **state) {
             tc_assert_tensor(rm, em, 1e-6, 1e-7, "running_mean after a step");
             tc_assert_tensor(rv, ev, 1e-6, 1e-7, "running_var after a step");
             free(xv);
-            amp_tensor_free(y);
-            amp_tensor_free(x);
+            test_free_tensors(y, x);
         }
         /* eval uses the running statistics and leaves them alone */
-        amp_tensor *x = mk(&r, dt, 3, s, 1.0, false);
+        amp_tensor *x = tc_randn_grad(&r, dt, 3, s, 1.0, false);
         amp_tensor *y = amp_batch_norm(x, rm, rv, NULL, NULL, false, m, 1e-5);
         c.training = false;
         memcpy(c.rm, em, sizeof em);
@@ -391,16 +346,13 @@ static void t_batch_norm_running(void **state) {
         tc_assert_tensor(rm, em, 1e-6, 1e-7, "running_mean unchanged by eval");
         tc_assert_tensor(rv, ev, 1e-6, 1e-7, "running_var unchanged by eval");
         free(xv);
-        amp_tensor_free(y);
-        amp_tensor_free(x);
-        amp_tensor_free(rm);
-        amp_tensor_free(rv);
+        test_free_tensors(y, x, rm, rv);
     }
     /* issue 12 item 4: non-finite batch statistics are never stored: an
        inf in x, or finite f32 values whose variance overflows (1e30^2) */
     for (int k = 0; k < 2; k++) {
         amp_tensor *rm = amp_tensor_zeros(AMP_F32, 1, &C), *rv = amp_tensor_ones(AMP_F32, 1, &C);
-        amp_tensor *xb = mk(&r, AMP_F32, 3, s, 1.0, false);
+        amp_tensor *xb = tc_randn_grad(&r, AMP_F32, 3, s, 1.0, false);
         amp_tensor_set(xb, AMP_SHAPE(2, 1, 1), k == 0 ? INFINITY : 1e30);
         amp_tensor *yb = amp_batch_norm(xb, rm, rv, NULL, NULL, true, m, 1e-5);
         assert_non_null(yb);
@@ -409,17 +361,13 @@ static void t_batch_norm_running(void **state) {
             if (!isfinite(mv) || !isfinite(vv))
                 fail_msg("%s: channel %lld running_mean %g running_var %g", k == 0 ? "inf in x" : "x = 1e30", (long long)ch, mv, vv);
         }
-        amp_tensor_free(yb);
-        amp_tensor_free(xb);
-        amp_tensor_free(rm);
-        amp_tensor_free(rv);
+        test_free_tensors(yb, xb, rm, rv);
     }
     /* training without running statistics is allowed (batch statistics only) */
-    amp_tensor *x = mk(&r, AMP_F32, 2, AMP_SHAPE(4, 2), 1.0, false);
+    amp_tensor *x = tc_randn_grad(&r, AMP_F32, 2, AMP_SHAPE(4, 2), 1.0, false);
     amp_tensor *y = amp_batch_norm(x, NULL, NULL, NULL, NULL, true, 0.1, 1e-5);
     assert_non_null(y);
-    amp_tensor_free(y);
-    amp_tensor_free(x);
+    test_free_tensors(y, x);
 }
 
 /* ---- group_norm ---------------------------------------------------------------------------------- */
@@ -539,9 +487,9 @@ static void t_group_norm(void **state) {
             const int64_t *s = cases[ci].s;
             int64_t C = s[1], L = 1;
             for (int i = 2; i < nd; i++) L *= s[i];
-            amp_tensor *x = mk(&r, dt, nd, s, 2.0, true);
-            amp_tensor *w = cases[ci].w ? mk(&r, dt, 1, &C, 1.0, true) : NULL;
-            amp_tensor *b = cases[ci].b ? mk(&r, dt, 1, &C, 1.0, true) : NULL;
+            amp_tensor *x = tc_randn_grad(&r, dt, nd, s, 2.0, true);
+            amp_tensor *w = cases[ci].w ? tc_randn_grad(&r, dt, 1, &C, 1.0, true) : NULL;
+            amp_tensor *b = cases[ci].b ? tc_randn_grad(&r, dt, 1, &C, 1.0, true) : NULL;
             amp_tensor *y = amp_group_norm(x, cases[ci].G, w, b, 1e-5);
             assert_non_null(y);
             assert_int_equal(amp_tensor_dtype(y), dt);
@@ -555,13 +503,8 @@ static void t_group_norm(void **state) {
             tc_assert_tensor(y, want, tc_rtol(dt, 1), dt == AMP_F32 ? 1e-5 : tc_rtol(dt, 2), what);
             amp_tensor *xs[3] = {x, w, b};
             tc_gradcheck(y, xs, 3, gn_ref, &c, gtol(dt, 1e-3, 20), gtol(dt, 1e-5, 10), what);
-            free(xv);
-            free(wv);
-            free(bv);
-            amp_tensor_free(y);
-            amp_tensor_free(x);
-            amp_tensor_free(w);
-            amp_tensor_free(b);
+            test_free_all(xv, wv, bv);
+            test_free_tensors(y, x, w, b);
         }
     }
 }
@@ -587,7 +530,7 @@ static void t_embedding(void **state) {
         amp_dtype dt = DTS[di];
         for (int it = 0; it < 2; it++) {
             amp_dtype idt = it ? AMP_I32 : AMP_I64;
-            amp_tensor *w = mk(&r, dt, 2, ws, 1.0, true);
+            amp_tensor *w = tc_randn_grad(&r, dt, 2, ws, 1.0, true);
             amp_tensor *ii = amp_tensor_empty(idt, 2, AMP_SHAPE(2, 3));
             for (int k = 0; k < 6; k++) amp_tensor_set(ii, (int64_t[]){k / 3, k % 3}, (double)idx[k]);
             amp_tensor *y = amp_embedding(w, ii);
@@ -601,13 +544,11 @@ static void t_embedding(void **state) {
             amp_tensor *xs[1] = {w};
             tc_gradcheck(y, xs, 1, emb_ref, &c, gtol(dt, 1e-6, 2), gtol(dt, 1e-6, 2), "embedding grad");
             free(wv);
-            amp_tensor_free(y);
-            amp_tensor_free(ii);
-            amp_tensor_free(w);
+            test_free_tensors(y, ii, w);
         }
     }
     /* 0-d index -> [D]; empty index -> [0, D]; a transposed weight */
-    amp_tensor *w = mk(&r, AMP_F32, 2, AMP_SHAPE(3, 5), 1.0, false);
+    amp_tensor *w = tc_randn_grad(&r, AMP_F32, 2, AMP_SHAPE(3, 5), 1.0, false);
     amp_tensor *wt = amp_transpose(w, 0, 1); /* [5,3] non-contiguous */
     amp_tensor *i0 = amp_tensor_full(AMP_I64, 0, NULL, 4);
     amp_tensor *y0 = amp_embedding(wt, i0);
@@ -625,13 +566,7 @@ static void t_embedding(void **state) {
     amp_tensor_set(bad, (int64_t[]){1}, -1);
     tc_assert_fails(amp_embedding(w, bad), "amp_embedding: index -1 (element 1");
     free(wv);
-    amp_tensor_free(bad);
-    amp_tensor_free(ye);
-    amp_tensor_free(ie);
-    amp_tensor_free(y0);
-    amp_tensor_free(i0);
-    amp_tensor_free(wt);
-    amp_tensor_free(w);
+    test_free_tensors(bad, ye, ie, y0, i0, wt, w);
 }
 
 /* ---- PyTorch golden data ------------------------------------------------------------------------ */
@@ -644,14 +579,8 @@ static amp_tensor *grec(golden_file *g, const char *name, bool rg) {
 static void gsm(golden_file *g, const char *cs, const char *xn, int dim, bool log) {
     amp_tensor *x = grec(g, xn, true);
     amp_tensor *y = log ? amp_log_softmax(x, dim) : amp_softmax(x, dim);
-    char nm[96];
-    snprintf(nm, sizeof nm, "%s/out", cs);
-    golden_assert(g, nm, y, 1e-5, 1e-6);
-    golden_backward(g, cs, y);
-    snprintf(nm, sizeof nm, "%s/gx", cs);
-    golden_assert(g, nm, amp_tensor_grad(x), 1e-5, 1e-6);
-    amp_tensor_free(y);
-    amp_tensor_free(x);
+    golden_assert_out_gx(g, cs, y, x, 1e-5, 1e-6);
+    test_free_tensors(y, x);
 }
 
 static void t_golden(void **state) {
@@ -667,9 +596,7 @@ static void t_golden(void **state) {
         amp_tensor *y = amp_softmax(xb, 1);
         assert_int_equal(amp_tensor_dtype(y), AMP_BF16);
         golden_assert(g, "softmax_bf16/out", y, 8e-3, 1e-6); /* one bf16 rounding */
-        amp_tensor_free(y);
-        amp_tensor_free(xb);
-        amp_tensor_free(x);
+        test_free_tensors(y, xb, x);
     }
     /* layer norm */
     {
@@ -685,20 +612,13 @@ static void t_golden(void **state) {
         amp_tensor *yb = amp_layer_norm(xb, 1, wb, bb, 1e-5);
         assert_int_equal(amp_tensor_dtype(yb), AMP_BF16);
         golden_assert(g, "layer_norm_bf16/out", yb, 2e-2, 2e-2); /* torch rounds intermediates to bf16 too */
-        amp_tensor_free(yb);
-        amp_tensor_free(xb);
-        amp_tensor_free(wb);
-        amp_tensor_free(bb);
-        amp_tensor_free(x);
-        amp_tensor_free(w);
-        amp_tensor_free(b);
+        test_free_tensors(yb, xb, wb, bb, x, w, b);
         x = grec(g, "layer_norm2/x", true);
         y = amp_layer_norm(x, 2, NULL, NULL, 1e-3);
         golden_assert(g, "layer_norm2/out", y, 1e-5, 1e-5);
         golden_backward(g, "layer_norm2", y);
         golden_assert(g, "layer_norm2/gx", amp_tensor_grad(x), 1e-4, 1e-5);
-        amp_tensor_free(y);
-        amp_tensor_free(x);
+        test_free_tensors(y, x);
     }
     /* batch norm: training (with the running-stat update), eval, 1-d */
     for (int ev = 0; ev < 2; ev++) {
@@ -720,12 +640,7 @@ static void t_golden(void **state) {
         golden_assert(g, nm, amp_tensor_grad(w), 1e-5, 1e-5);
         snprintf(nm, sizeof nm, "%s/gb", cs);
         golden_assert(g, nm, amp_tensor_grad(b), 1e-5, 1e-5);
-        amp_tensor_free(y);
-        amp_tensor_free(x);
-        amp_tensor_free(w);
-        amp_tensor_free(b);
-        amp_tensor_free(rm);
-        amp_tensor_free(rv);
+        test_free_tensors(y, x, w, b, rm, rv);
     }
     {
         amp_tensor *x = grec(g, "batch_norm1d/x", true);
@@ -736,10 +651,7 @@ static void t_golden(void **state) {
         golden_assert(g, "batch_norm1d/rv_after", rv, 1e-6, 1e-7);
         golden_backward(g, "batch_norm1d", y);
         golden_assert(g, "batch_norm1d/gx", amp_tensor_grad(x), 1e-4, 1e-5);
-        amp_tensor_free(y);
-        amp_tensor_free(x);
-        amp_tensor_free(rm);
-        amp_tensor_free(rv);
+        test_free_tensors(y, x, rm, rv);
     }
     /* group norm */
     {
@@ -750,10 +662,7 @@ static void t_golden(void **state) {
         golden_assert(g, "group_norm/gx", amp_tensor_grad(x), 1e-4, 1e-5);
         golden_assert(g, "group_norm/gw", amp_tensor_grad(w), 1e-5, 1e-5);
         golden_assert(g, "group_norm/gb", amp_tensor_grad(b), 1e-5, 1e-5);
-        amp_tensor_free(y);
-        amp_tensor_free(x);
-        amp_tensor_free(w);
-        amp_tensor_free(b);
+        test_free_tensors(y, x, w, b);
     }
     /* embedding */
     {
@@ -762,9 +671,7 @@ static void t_golden(void **state) {
         golden_assert(g, "embedding/out", y, 0, 0);
         golden_backward(g, "embedding", y);
         golden_assert(g, "embedding/gw", amp_tensor_grad(w), 1e-6, 1e-7);
-        amp_tensor_free(y);
-        amp_tensor_free(w);
-        amp_tensor_free(ii);
+        test_free_tensors(y, w, ii);
     }
     golden_close(g);
 }
@@ -827,12 +734,5 @@ static void t_bad_inputs(void **state) {
     for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++) amp_tensor_free(arr[i]);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_softmax),     cmocka_unit_test(t_softmax_extreme), cmocka_unit_test(t_layer_norm),
-        cmocka_unit_test(t_batch_norm),  cmocka_unit_test(t_batch_norm_running), cmocka_unit_test(t_batch_norm_half_backward),
-        cmocka_unit_test(t_group_norm),
-        cmocka_unit_test(t_embedding),   cmocka_unit_test(t_golden),          cmocka_unit_test(t_bad_inputs),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_softmax, t_softmax_extreme, t_layer_norm, t_batch_norm, t_batch_norm_running,
+              t_batch_norm_half_backward, t_group_norm, t_embedding, t_golden, t_bad_inputs)

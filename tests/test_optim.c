@@ -123,8 +123,7 @@ static void t_clip_vs_torch(void **s) {
     assert_true(amp_clip_grad_norm(opt, -1) < 0);
     assert_non_null(strstr(amp_last_error(), "amp_clip_grad_norm"));
     amp_clear_error();
-    free(va);
-    free(vb);
+    test_free_all(va, vb);
     amp_tensor *all[] = {a, b, ga, gb, wn, wa, wb};
     for (int i = 0; i < 7; i++) amp_tensor_free(all[i]);
     amp_optim_free(opt);
@@ -164,8 +163,7 @@ static void t_errors_and_basics(void **s) {
     assert_null(amp_optim_state(opt, 0, "nope"));
     amp_clear_error();
     amp_optim_free(opt);
-    amp_tensor_free(g);
-    amp_tensor_free(p);
+    test_free_tensors(g, p);
 }
 
 static void t_schedules(void **s) {
@@ -313,8 +311,7 @@ static void t_nonfinite_settings_refused(void **s) {
     for (int i = 0; i < 4; i++) assert_true(isfinite(amp_tensor_get(p, AMP_SHAPE(i))));
     amp_clear_error();
     amp_optim_free(opt);
-    amp_tensor_free(g);
-    amp_tensor_free(p);
+    test_free_tensors(g, p);
 }
 
 /* Issue 12 item 1: finite gradients whose update still overflows f32 (or
@@ -359,8 +356,7 @@ static void t_update_overflow_kept_out(void **s) {
     free(ev);
     amp_clear_error();
     amp_optim_free(opt);
-    amp_tensor_free(g);
-    amp_tensor_free(p);
+    test_free_tensors(g, p);
     /* O2: an f16 parameter whose f32 master would pass 65504 */
     amp_tensor *h = amp_tensor_full(AMP_F16, 1, AMP_SHAPE(16), 65024);
     amp_tensor_set_requires_grad(h, true);
@@ -377,8 +373,7 @@ static void t_update_overflow_kept_out(void **s) {
     }
     amp_clear_error();
     amp_optim_free(opt);
-    amp_tensor_free(hg);
-    amp_tensor_free(h);
+    test_free_tensors(hg, h);
     /* and inf/nan gradients are refused by a plain step, nothing applied */
     amp_tensor *q = amp_tensor_ones(AMP_F32, 1, AMP_SHAPE(4));
     amp_tensor_set_requires_grad(q, true);
@@ -391,8 +386,7 @@ static void t_update_overflow_kept_out(void **s) {
     assert_true(amp_tensor_get(q, AMP_SHAPE(0)) == 1.0);
     amp_clear_error();
     amp_optim_free(opt);
-    amp_tensor_free(qg);
-    amp_tensor_free(q);
+    test_free_tensors(qg, q);
 }
 
 /* The global norm does not depend on the thread count: a gradient whose
@@ -423,18 +417,10 @@ static void t_clip_norm_thread_count(void **s) {
     for (int i = 1; i < 3; i++)
         if (memcmp(&norms[i], &norms[0], sizeof(double)))
             fail_msg("norm on %d threads %.17g, on 1 thread %.17g", counts[i], norms[i], norms[0]);
-    amp_tensor_free(g);
-    amp_tensor_free(p);
+    test_free_tensors(g, p);
     free(v);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_sgd_vs_torch), cmocka_unit_test(t_adam_vs_torch),       cmocka_unit_test(t_clip_vs_torch),
-        cmocka_unit_test(t_errors_and_basics), cmocka_unit_test(t_schedules), cmocka_unit_test(t_master_weights),
-        cmocka_unit_test(t_paths_identical), cmocka_unit_test(t_nonfinite_settings_refused),
-        cmocka_unit_test(t_update_overflow_kept_out), cmocka_unit_test(t_clip_norm_thread_count),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+AMP_TEST_MAIN_FIXTURES(setup, teardown, t_sgd_vs_torch, t_adam_vs_torch, t_clip_vs_torch, t_errors_and_basics,
+                       t_schedules, t_master_weights, t_paths_identical, t_nonfinite_settings_refused,
+                       t_update_overflow_kept_out, t_clip_norm_thread_count)

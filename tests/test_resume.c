@@ -17,21 +17,6 @@
 
 #include "test_support.h"
 
-static char *g_dir;
-
-static int setup(void **state) {
-    (void)state;
-    g_dir = test_mkdtemp();
-    return g_dir ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    test_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
-
 /* Runs `amp train ARGS`; fails the test unless the exit status is want. */
 static char *train(int want, const char *fmt, ...) {
     char args[2048];
@@ -49,46 +34,17 @@ static char *train(int want, const char *fmt, ...) {
 }
 
 /* Every tensor byte-identical; metadata identical except the checkpoint id. */
-static void assert_same_checkpoint(const char *a, const char *b) {
-    const char *files[] = {"model.safetensors", "training_state.safetensors"};
-    for (int k = 0; k < 2; k++) {
-        char pa[1200], pb[1200];
-        snprintf(pa, sizeof pa, "%s/%s", a, files[k]);
-        snprintf(pb, sizeof pb, "%s/%s", b, files[k]);
-        amp_safetensors *fa = amp_safetensors_read(pa), *fb = amp_safetensors_read(pb);
-        if (!fa || !fb) fail_msg("%s", amp_last_error());
-        assert_int_equal(amp_safetensors_count(fa), amp_safetensors_count(fb));
-        for (int i = 0; i < amp_safetensors_count(fa); i++) {
-            amp_safetensors_info x, y;
-            amp_safetensors_info_at(fa, i, &x);
-            amp_safetensors_info_at(fb, i, &y);
-            assert_string_equal(x.name, y.name);
-            assert_int_equal(x.end - x.begin, y.end - y.begin);
-            if (memcmp(x.data, y.data, x.end - x.begin)) fail_msg("%s: tensor %s differs between %s and %s", files[k], x.name, a, b);
-        }
-        assert_int_equal(amp_safetensors_meta_count(fa), amp_safetensors_meta_count(fb));
-        for (int i = 0; i < amp_safetensors_meta_count(fa); i++) {
-            const char *key = amp_safetensors_meta_key(fa, i);
-            if (!strcmp(key, "checkpoint_id")) continue;
-            const char *vb = amp_safetensors_meta(fb, key);
-            if (!vb || strcmp(vb, amp_safetensors_meta(fa, key)))
-                fail_msg("%s: metadata %s: %s vs %s", files[k], key, amp_safetensors_meta(fa, key), vb ? vb : "(none)");
-        }
-        amp_safetensors_free(fa);
-        amp_safetensors_free(fb);
-    }
-}
+static const char *const RESUME_SKIP[] = {"checkpoint_id", NULL};
 
 /* 2 epochs of 4 batches = 8 steps; straight vs stopped at `stop` and resumed. */
 static void resume_case(const char *name, const char *flags, int stop) {
     const char *common = "--limit 256 --batch 64 --epochs 2";
     char a[1100], b[1100];
-    snprintf(a, sizeof a, "%s/%s_straight", g_dir, name);
-    snprintf(b, sizeof b, "%s/%s_split", g_dir, name);
-    free(train(0, "%s %s --checkpoint %s", common, flags, a));
-    free(train(0, "%s %s --stop-after %d --checkpoint %s", common, flags, stop, b));
+    snprintf(a, sizeof a, "%s/%s_straight", test_tmpdir, name);
+    snprintf(b, sizeof b, "%s/%s_split", test_tmpdir, name);
+    test_free_all(train(0, "%s %s --checkpoint %s", common, flags, a), train(0, "%s %s --stop-after %d --checkpoint %s", common, flags, stop, b));
     free(train(0, "%s %s --resume %s", common, flags, b)); /* --checkpoint defaults to the resumed directory */
-    assert_same_checkpoint(a, b);
+    test_assert_same_checkpoint(a, b, RESUME_SKIP, true);
 }
 
 static void t_resume_fp32(void **state) {
@@ -120,10 +76,10 @@ static void t_resume_cnn_bf16_o2(void **state) {
 static void t_save_every_and_metrics(void **state) {
     (void)state;
     char a[1100], b[1100], ma[1100], mb[1100];
-    snprintf(a, sizeof a, "%s/se_straight", g_dir);
-    snprintf(b, sizeof b, "%s/se_split", g_dir);
-    snprintf(ma, sizeof ma, "%s/se_straight.csv", g_dir);
-    snprintf(mb, sizeof mb, "%s/se_split.csv", g_dir);
+    snprintf(a, sizeof a, "%s/se_straight", test_tmpdir);
+    snprintf(b, sizeof b, "%s/se_split", test_tmpdir);
+    snprintf(ma, sizeof ma, "%s/se_straight.csv", test_tmpdir);
+    snprintf(mb, sizeof mb, "%s/se_split.csv", test_tmpdir);
     const char *common = "--model mlp --precision fp16 --limit 256 --batch 64 --epochs 2";
     free(train(0, "%s --checkpoint %s --metrics %s", common, a, ma));
     /* saves at 3 and 6; the run "dies" at 7 after writing a metrics row past the checkpoint */
@@ -135,14 +91,14 @@ static void t_save_every_and_metrics(void **state) {
     free(out);
     /* roll the checkpoint back to step 6 as a crash after step 7's metrics row would leave it */
     char b6[1100];
-    snprintf(b6, sizeof b6, "%s/se_split6", g_dir);
+    snprintf(b6, sizeof b6, "%s/se_split6", test_tmpdir);
     free(train(0, "%s --checkpoint %s --save-every 3 --stop-after 6", common, b6));
     snprintf(cmd, sizeof cmd, "train --threads 2 --test-limit 100 %s --resume %s --checkpoint %s --metrics %s", common, b6, b, mb);
     assert_int_equal(test_run_cli(NULL, cmd, &out, NULL), 0);
     assert_non_null(strstr(out, "resumed from"));
     assert_non_null(strstr(out, "at step 6 (epoch 2, batch 2)"));
     free(out);
-    assert_same_checkpoint(a, b);
+    test_assert_same_checkpoint(a, b, RESUME_SKIP, true);
     /* the metrics files agree row by row except for the timing column */
     char *ca = test_read_file(ma, NULL), *cb = test_read_file(mb, NULL);
     assert_non_null(ca);
@@ -161,14 +117,13 @@ static void t_save_every_and_metrics(void **state) {
     assert_null(la);
     assert_null(lb);
     assert_int_equal(rows, 9); /* header + 8 steps, none twice */
-    free(ca);
-    free(cb);
+    test_free_all(ca, cb);
 }
 
 static void t_resume_refusals(void **state) {
     (void)state;
     char d[1100];
-    snprintf(d, sizeof d, "%s/ref", g_dir);
+    snprintf(d, sizeof d, "%s/ref", test_tmpdir);
     const char *common = "--limit 256 --batch 64";
     free(train(0, "%s --model mlp --stop-after 2 --checkpoint %s", common, d));
     char *err;
@@ -188,7 +143,7 @@ static void t_resume_refusals(void **state) {
     err = train(1, "--limit 128 --batch 64 --model mlp --resume %s", d);
     assert_non_null(strstr(err, "train_examples = 256, this run has 128"));
     free(err);
-    err = train(1, "%s --resume %s/does-not-exist", common, g_dir);
+    err = train(1, "%s --resume %s/does-not-exist", common, test_tmpdir);
     assert_non_null(strstr(err, "amp train: --resume"));
     assert_non_null(strstr(err, "cannot open checkpoint directory"));
     free(err);
@@ -203,16 +158,6 @@ static void t_resume_refusals(void **state) {
     free(err);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_resume_fp32),
-        cmocka_unit_test(t_resume_fp16_scaler),
-        cmocka_unit_test(t_resume_bf16_o2_stochastic),
-        cmocka_unit_test(t_resume_cnn_fp16),
-        cmocka_unit_test(t_resume_cnn_bf16_o2),
-        cmocka_unit_test(t_save_every_and_metrics),
-        cmocka_unit_test(t_resume_refusals),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, setup, teardown);
-}
+AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_resume_fp32, t_resume_fp16_scaler,
+                       t_resume_bf16_o2_stochastic, t_resume_cnn_fp16, t_resume_cnn_bf16_o2, t_save_every_and_metrics,
+                       t_resume_refusals)

@@ -61,8 +61,7 @@ static data_t make_data(void) {
 
 static void free_data(data_t *d) {
     for (int i = 0; i < 4; i++) {
-        amp_tensor_free(d->x[i]);
-        amp_tensor_free(d->y[i]);
+        test_free_tensors(d->x[i], d->y[i]);
     }
 }
 
@@ -426,8 +425,7 @@ static void t_errors(void **st) {
     assert_non_null(strstr(amp_last_error(), "FP16 gradients"));
     amp_clear_error();
     amp_optim_free(ho);
-    amp_tensor_free(hg);
-    amp_tensor_free(hp);
+    test_free_tensors(hg, hp);
     assert_null(amp_scaler_scale(sc, NULL));
     amp_clear_error();
     amp_scaler_free(sc);
@@ -694,12 +692,9 @@ static void t_update_matches_torch(void **st) {
         snprintf(name, sizeof name, "case%d.params", c);
         if (!golden_has(gf, name)) break;
         amp_tensor *pt = golden_tensor(gf, name);
-        snprintf(name, sizeof name, "case%d.found", c);
-        amp_tensor *ft = golden_tensor(gf, name);
-        snprintf(name, sizeof name, "case%d.scale", c);
-        amp_tensor *st_ = golden_tensor(gf, name);
-        snprintf(name, sizeof name, "case%d.tracker", c);
-        amp_tensor *tt = golden_tensor(gf, name);
+        amp_tensor *ft = golden_tensorf(gf, "case%d.found", c);
+        amp_tensor *st_ = golden_tensorf(gf, "case%d.scale", c);
+        amp_tensor *tt = golden_tensorf(gf, "case%d.tracker", c);
         const double *prm = amp_tensor_data(pt);
         amp_scaler *sc = amp_scaler_new(&(amp_scaler_opts){
             .init_scale = prm[0], .growth_factor = prm[1], .backoff_factor = prm[2], .growth_interval = (int64_t)prm[3]});
@@ -771,17 +766,7 @@ static void t_bn_buffers_skipped_step(void **st) {
     amp_module_free(bn);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_scaling_basic),        cmocka_unit_test(t_scaling_autocast),
-        cmocka_unit_test(t_scaling_clipping),     cmocka_unit_test(t_scaling_clipping_separate_unscale),
-        cmocka_unit_test(t_scaling_accumulation), cmocka_unit_test(t_scaling_multiple),
-        cmocka_unit_test(t_state_dict),           cmocka_unit_test(t_update_rule),
-        cmocka_unit_test(t_no_overflow_to_inf),   cmocka_unit_test(t_errors),
-        cmocka_unit_test(t_extensions),           cmocka_unit_test(t_context),
-        cmocka_unit_test(t_collapse_keeps_weights_finite), cmocka_unit_test(t_unscale_overflow_skips),
-        cmocka_unit_test(t_scale_range_checked),  cmocka_unit_test(t_update_matches_torch),
-        cmocka_unit_test(t_bn_buffers_skipped_step),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_scaling_basic, t_scaling_autocast, t_scaling_clipping, t_scaling_clipping_separate_unscale,
+              t_scaling_accumulation, t_scaling_multiple, t_state_dict, t_update_rule, t_no_overflow_to_inf, t_errors,
+              t_extensions, t_context, t_collapse_keeps_weights_finite, t_unscale_overflow_skips, t_scale_range_checked,
+              t_update_matches_torch, t_bn_buffers_skipped_step)

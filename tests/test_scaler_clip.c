@@ -194,7 +194,4 @@ static void t_refusals(void **s) {
     rig_free(&r);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(t_equals_three_calls), cmocka_unit_test(t_refusals)};
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_equals_three_calls, t_refusals)

@@ -130,10 +130,4 @@ static void t_expand(void **state) {
     amp_scope_end(s);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_reshape), cmocka_unit_test(t_slice), cmocka_unit_test(t_conv),
-        cmocka_unit_test(t_expand),  cmocka_unit_test(t_pool),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_reshape, t_slice, t_conv, t_expand, t_pool)

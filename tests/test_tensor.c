@@ -61,8 +61,7 @@ static void t_errors(void **state) {
     amp_tensor *it = amp_tensor_arange(0, 3, 1, AMP_I64);
     assert_int_equal(amp_tensor_set_requires_grad(it, true), AMP_ERR_DTYPE);
     amp_clear_error();
-    amp_tensor_free(it);
-    amp_tensor_free(t);
+    test_free_tensors(it, t);
 }
 
 static void t_views(void **state) {
@@ -171,9 +170,7 @@ static void t_scope_and_memory(void **state) {
     amp_mem_stats m4 = amp_memory_stats();
     assert_true(m4.peak[AMP_MEM_DATA] >= m4.live[AMP_MEM_DATA] + (4u << 20));
     assert_true(m4.peak_total >= m4.live_total + (4u << 20));
-    amp_tensor_free(x);
-    amp_tensor_free(y);
-    amp_tensor_free(p);
+    test_free_tensors(x, y, p);
     assert_int_equal(amp_memory_stats().live_total, m1.live_total);
 
     /* freeing a scoped tensor early is fine; ending the wrong scope is an error */
@@ -345,12 +342,5 @@ static void t_int_values_checked(void **state) {
     for (size_t k = 0; k < sizeof ts / sizeof *ts; k++) amp_tensor_free(ts[k]);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_create),        cmocka_unit_test(t_errors), cmocka_unit_test(t_views),
-        cmocka_unit_test(t_scope_and_memory), cmocka_unit_test(t_views_keep_storage_alive),
-        cmocka_unit_test(t_random),        cmocka_unit_test(t_copy_and_convert), cmocka_unit_test(t_block_cache),
-        cmocka_unit_test(t_int_values_checked),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_create, t_errors, t_views, t_scope_and_memory, t_views_keep_storage_alive, t_random, t_copy_and_convert,
+              t_block_cache, t_int_values_checked)

@@ -80,9 +80,7 @@ static void t_gpt2_golden(void **state) {
         assert_int_equal(bn, n);
         assert_memory_equal(back, text, n);
         tokens += (int64_t)cnt;
-        free(back);
-        free(ids);
-        free(text);
+        test_free_all(back, ids, text);
         cases++;
     }
     printf("gpt2 tokenizer: %d cases, %lld tokens equal to GPT2Tokenizer's\n", cases, (long long)tokens);
@@ -116,8 +114,7 @@ static void t_bytes_and_invalid_utf8(void **state) {
         assert_int_equal(amp_tokenizer_decode(t, ids, n, &back, &bn), AMP_OK);
         assert_int_equal(bn, sizeof all);
         assert_memory_equal(back, all, sizeof all);
-        free(ids);
-        free(back);
+        test_free_all(ids, back);
     }
     /* truncated and overlong sequences, lone continuation bytes, surrogates */
     const char *bad[] = {"\xc3", "a\xe2\x82", "\xc0\xaf", "\x80\x80x", "\xed\xa0\x80", "\xf4\x90\x80\x80", "ok\xff"};
@@ -130,8 +127,7 @@ static void t_bytes_and_invalid_utf8(void **state) {
         assert_int_equal(amp_tokenizer_decode(g, ids, n, &back, &bn), AMP_OK);
         assert_int_equal(bn, strlen(bad[i]));
         assert_memory_equal(back, bad[i], bn);
-        free(ids);
-        free(back);
+        test_free_all(ids, back);
     }
     amp_tokenizer_free(b);
     amp_tokenizer_free(g);
@@ -156,9 +152,7 @@ static void t_long_input(void **state) {
     assert_int_equal(amp_tokenizer_decode(g, ids, cnt, &back, &bn), AMP_OK);
     assert_int_equal(bn, n);
     assert_memory_equal(back, w, n);
-    free(back);
-    free(ids);
-    free(w);
+    test_free_all(back, ids, w);
     amp_tokenizer_free(g);
 }
 
@@ -259,8 +253,7 @@ static void t_dataset(void **state) {
     assert_true(differ);
     assert_int_equal(amp_text_dataset_batch(ds, B, T, &x2, &y2), AMP_OK);
     assert_true(memcmp(amp_tensor_data(x), amp_tensor_data(x2), (size_t)(B * T * 8)) != 0);
-    amp_tensor_free(x2);
-    amp_tensor_free(y2);
+    test_free_tensors(x2, y2);
     assert_int_equal(amp_text_dataset_seek(ds, 0), AMP_OK);
     assert_int_equal(amp_text_dataset_batch(ds, B, T, &x2, &y2), AMP_OK);
     assert_memory_equal(amp_tensor_data(x), amp_tensor_data(x2), (size_t)(B * T * 8));
@@ -280,18 +273,12 @@ static void t_dataset(void **state) {
         assert_memory_equal(amp_tensor_data(xs), (int64_t *)amp_tensor_data(xw) + at * T, (size_t)(rows * T * 8));
         assert_memory_equal(amp_tensor_data(ys), (int64_t *)amp_tensor_data(yw) + at * T, (size_t)(rows * T * 8));
         at += (int)rows;
-        amp_tensor_free(xs);
-        amp_tensor_free(ys);
-        amp_tensor_free(xw);
-        amp_tensor_free(yw);
+        test_free_tensors(xs, ys, xw, yw);
     }
     amp_tensor *xf, *yf;
     tc_fails_msg(amp_text_dataset_batch_shard(ds, 2, T, 3, 0, &xf, &yf) != AMP_OK, "cannot give each of 3 shards one");
     tc_fails_msg(amp_text_dataset_batch_shard(ds, 4, T, 2, 2, &xf, &yf) != AMP_OK, "need 0 <= shard < num_shards");
-    amp_tensor_free(x);
-    amp_tensor_free(y);
-    amp_tensor_free(x2);
-    amp_tensor_free(y2);
+    test_free_tensors(x, y, x2, y2);
     /* sequential validation windows, the last batch partial */
     int64_t nw = amp_text_dataset_windows(ds, AMP_TEXT_VAL, T);
     assert_int_equal(nw, (nv - 1) / T);
@@ -299,8 +286,7 @@ static void t_dataset(void **state) {
     assert_int_equal(amp_tensor_shape(x)[0], 1);
     assert_int_equal(((int64_t *)amp_tensor_data(x))[0], va[(nw - 1) * T]);
     assert_int_equal(((int64_t *)amp_tensor_data(y))[T - 1], va[nw * T]);
-    amp_tensor_free(x);
-    amp_tensor_free(y);
+    test_free_tensors(x, y);
     tc_fails_msg(amp_text_dataset_window_batch(ds, AMP_TEXT_VAL, nw, B, T, &x, &y) != AMP_OK, "first window");
     tc_fails_msg(amp_text_dataset_batch(ds, 2, 100000, &x, &y) != AMP_OK, "a window needs T + 1 = 100001");
     tc_fails_msg(amp_text_dataset_batch(ds, 0, 4, &x, &y) != AMP_OK, "B = 0 and T = 4 must be in 1 .. 2^24");
@@ -363,10 +349,4 @@ static void t_shakespeare(void **state) {
     free(cache);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_gpt2_golden), cmocka_unit_test(t_bytes_and_invalid_utf8), cmocka_unit_test(t_long_input), cmocka_unit_test(t_bad_inputs),
-        cmocka_unit_test(t_dataset),     cmocka_unit_test(t_shakespeare),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_gpt2_golden, t_bytes_and_invalid_utf8, t_long_input, t_bad_inputs, t_dataset, t_shakespeare)

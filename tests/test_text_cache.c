@@ -11,13 +11,6 @@
 
 #include "test_support.h"
 
-static void write_file(const char *path, const char *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(data, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
-}
-
 static amp_text_dataset *open_ds(const char *path, const amp_tokenizer *t, const char *cache) {
     amp_text_opts o = AMP_TEXT_OPTS_DEFAULT;
     o.cache_dir = cache;
@@ -55,11 +48,11 @@ static void t_other_merges(void **state) {
     assert_int_equal(strncmp(l1 + 1, "\xc4\xa0 t\n", 4), 0);
     size_t head = (size_t)(l1 + 1 - v), cut = (size_t)(l2 + 1 - (l1 + 1));
     memmove(l1 + 1, l2 + 1, n - head - cut);
-    write_file(voc2, v, n - cut);
+    test_write_file(voc2, v, n - cut);
     free(v);
     char body[4096] = "";
     for (int i = 0; i < 40; i++) strcat(body, "to the tower, then the ten tall trees\n");
-    write_file(text, body, strlen(body));
+    test_write_file(text, body, strlen(body));
 
     amp_tokenizer *a = amp_tokenizer_gpt2(enc, voc), *b = amp_tokenizer_gpt2(enc, voc2);
     if (!a || !b) fail_msg("%s", amp_last_error());
@@ -138,8 +131,8 @@ static void t_same_crc_other_text(void **state) {
     snprintf(pa, sizeof pa, "%s/a.txt", test_tmpdir);
     snprintf(pb, sizeof pb, "%s/b.txt", test_tmpdir);
     snprintf(cache, sizeof cache, "%s/cache2", test_tmpdir);
-    write_file(pa, (const char *)a, N);
-    write_file(pb, (const char *)b, N);
+    test_write_file(pa, (const char *)a, N);
+    test_write_file(pb, (const char *)b, N);
     amp_tokenizer *t = amp_tokenizer_byte();
     amp_text_dataset *da = open_ds(pa, t, cache), *db = open_ds(pb, t, cache);
     assert_int_equal(amp_text_dataset_crc(da), amp_text_dataset_crc(db)); /* the case is real */
@@ -163,11 +156,4 @@ static void t_same_crc_other_text(void **state) {
     amp_tokenizer_free(t);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_other_merges),
-        cmocka_unit_test(t_same_crc_other_text),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
-}
+AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_other_merges, t_same_crc_other_text)

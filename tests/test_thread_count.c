@@ -193,8 +193,7 @@ static amp_module *train_steps(const int *threads, int nthreads, int steps, doub
         amp_scope_end(sc);
     }
     amp__threads_force_cap(0);
-    free(a);
-    free(b);
+    test_free_all(a, b);
     amp_optim_free(opt);
     return m;
 }
@@ -244,24 +243,15 @@ static void t_env_checked(void **s) {
         int rc = test_run_cli(bad[i], "--version", &out, &err);
         if (rc != 1 || !strstr(err, "AMP_ADAPTIVE_THREADS") || !strstr(err, "is not 0"))
             fail_msg("%s: exit %d:\n%s", bad[i], rc, err);
-        free(out);
-        free(err);
+        test_free_all(out, err);
     }
     const char *good[] = {"AMP_ADAPTIVE_THREADS=0", "AMP_ADAPTIVE_THREADS=1"};
     for (int i = 0; i < 2; i++) {
         char *out, *err;
         int rc = test_run_cli(good[i], "--version", &out, &err);
         if (rc != 0) fail_msg("%s: exit %d:\n%s", good[i], rc, err);
-        free(out);
-        free(err);
+        test_free_all(out, err);
     }
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_parse_stat), cmocka_unit_test(t_decide),      cmocka_unit_test(t_window),
-        cmocka_unit_test(t_limits),     cmocka_unit_test(t_measures),    cmocka_unit_test(t_train_step_any_count),
-        cmocka_unit_test(t_env_checked),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_parse_stat, t_decide, t_window, t_limits, t_measures, t_train_step_any_count, t_env_checked)

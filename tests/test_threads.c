@@ -171,8 +171,7 @@ static void t_shared_generator(void **st) {
     qsort(all, (size_t)total, sizeof(double), cmp_double);
     qsort(ref, (size_t)total, sizeof(double), cmp_double);
     assert_memory_equal(all, ref, sizeof(double) * (size_t)total);
-    free(all);
-    free(ref);
+    test_free_all(all, ref);
 }
 
 /* ---- memory counters ------------------------------------------------------------------------ */
@@ -266,12 +265,4 @@ static void t_per_thread_state(void **st) {
     pthread_barrier_destroy(&b2);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_shared_module_inference),
-        cmocka_unit_test(t_shared_generator),
-        cmocka_unit_test(t_memory_counters),
-        cmocka_unit_test(t_per_thread_state),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_shared_module_inference, t_shared_generator, t_memory_counters, t_per_thread_state)

@@ -94,9 +94,7 @@ static void *watch_worker(void *arg) {
 
 static void t_shared_generate(void **st) {
     (void)st;
-    amp_generator g = amp_generator_make(5);
-    amp_module *m = amp_gpt_new(&CFG, &g);
-    assert_non_null(m);
+    amp_module *m = test_gpt_new(&CFG, 5);
     /* the reference: eval mode, one thread; the cached and uncached paths agree */
     int64_t want[NEW], other[NEW], n;
     amp_module_train(m, false);
@@ -242,10 +240,4 @@ static void t_shared_eval_scope(void **st) {
     amp_module_free(m);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_shared_generate),
-        cmocka_unit_test(t_shared_eval_scope),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_shared_generate, t_shared_eval_scope)

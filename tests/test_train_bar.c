@@ -27,8 +27,7 @@ static double train_acc(const char *args) {
     if (!p) fail_msg("no summary:\n%s", out);
     double acc = strtod(p + strlen("test accuracy"), NULL);
     print_message("amp %s: %.2f%%\n", full, acc);
-    free(out);
-    free(err);
+    test_free_all(out, err);
     return acc;
 }
 
@@ -69,7 +68,4 @@ static void t_cnn_bar(void **s) {
     assert_true(a >= 90.0);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(t_mlp_bar), cmocka_unit_test(t_cnn_bar)};
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_mlp_bar, t_cnn_bar)

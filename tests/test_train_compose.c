@@ -144,8 +144,7 @@ static void train_mlp(amp_dtype autocast_dt) {
     assert_true(last_loss < first_loss);
     if (!(acc > 0.99)) fail_msg("mlp accuracy %.4f <= 0.99", acc);
     for (int i = 0; i < ps.n; i++) amp_tensor_free(ps.p[i]);
-    amp_tensor_free(x);
-    amp_tensor_free(y);
+    test_free_tensors(x, y);
 }
 
 static void t_mlp(void **state) {
@@ -221,8 +220,7 @@ static void train_convnet(amp_dtype autocast_dt) {
     assert_true(last_loss < first_loss);
     if (!(acc > 0.99)) fail_msg("convnet accuracy %.4f <= 0.99", acc);
     for (int i = 0; i < ps.n; i++) amp_tensor_free(ps.p[i]);
-    amp_tensor_free(x);
-    amp_tensor_free(y);
+    test_free_tensors(x, y);
 }
 
 static void t_convnet(void **state) {
@@ -235,12 +233,4 @@ static void t_convnet_autocast_f16(void **state) {
     train_convnet(AMP_F16);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_mlp),
-        cmocka_unit_test(t_mlp_autocast_bf16),
-        cmocka_unit_test(t_convnet),
-        cmocka_unit_test(t_convnet_autocast_f16),
-    };
-    return amp_test_run(tests);
-}
+AMP_TEST_MAIN(t_mlp, t_mlp_autocast_bf16, t_convnet, t_convnet_autocast_f16)

@@ -224,8 +224,7 @@ static void t_metrics_full_disk(void **s) {
         char *err, *out = test_run_cli_expect(1, &err, "train %s --max-steps 3 --log-every 1 --metrics /dev/full", models[k]);
         expect_in(err, "cannot write the metrics file /dev/full", "stderr");
         if (strstr(out, "step 1/")) fail_msg("%s: the full disk was found after training started:\n%s", models[k], out);
-        free(out);
-        free(err);
+        test_free_all(out, err);
     }
 }
 
@@ -278,8 +277,7 @@ static void expect_refused_before_step1(const char *needle, const char *fmt, ...
     char *err, *out = test_run_cli_expect(1, &err, "train %s --log-every 1", args);
     if (strstr(out, "step 1/")) fail_msg("amp train %s: the problem was found after training started:\n%s\n%s", args, out, err);
     expect_in(err, needle, "stderr");
-    free(out);
-    free(err);
+    test_free_all(out, err);
 }
 
 static void t_checked_before_step1(void **s) {
@@ -353,8 +351,7 @@ static void t_readonly_dir(void **s) {
         if (rc != 1 || strstr(out, "step 1/")) fail_msg("exit %d; a read-only checkpoint directory not found before step 1:\n%s\n%s", rc, out, err);
         expect_in(err, dir, "stderr");
     }
-    free(out);
-    free(err);
+    test_free_all(out, err);
     chmod(dir, 0755);
 }
 
@@ -401,8 +398,7 @@ static void t_metrics_resume_unreadable(void **s) {
         if (n2 != n || memcmp(before, after, n)) fail_msg("the metrics file changed:\n%s", after);
         free(after);
     }
-    free(err);
-    free(before);
+    test_free_all(err, before);
 }
 
 /* A --data path of 240 bytes or more used to make every save fail (the
@@ -441,12 +437,10 @@ static void t_pure_fp16_refused(void **s) {
         expect_in(err, "fp16 parameters without f32 master weights", "stderr");
         expect_in(err, "--opt-level O2", "stderr"); /* what to use instead */
         if (strstr(out, "step 1/")) fail_msg("%s: trained:\n%s", models[k], out);
-        free(out);
-        free(err);
+        test_free_all(out, err);
     }
     /* bf16 O3 (f32's range) trains, and so does fp16 O2 */
-    free(test_run_cli_expect(0, NULL, "train " GPT " --precision bf16 --opt-level O3 --max-steps 2 --quiet"));
-    free(test_run_cli_expect(0, NULL, "train " GPT " --precision fp16 --opt-level O2 --max-steps 2 --quiet"));
+    test_free_all(test_run_cli_expect(0, NULL, "train " GPT " --precision bf16 --opt-level O3 --max-steps 2 --quiet"), test_run_cli_expect(0, NULL, "train " GPT " --precision fp16 --opt-level O2 --max-steps 2 --quiet"));
     /* a policy with fp16 parameters is O2 (f32 master weights, loss scaling), as amp_initialize applies it:
      * it trains, and the checkpoint's mode says so */
     const char *policies[] = {"params=float16,compute=float16,output=float32", "p=f16,c=f16,o=f16"};
@@ -484,8 +478,7 @@ static void assert_same_file_but_id(const char *a, const char *b) {
     memset(ia + strlen(key), '0', 16);
     memset(ib + strlen(key), '0', 16);
     if (memcmp(fa, fb, na)) fail_msg("%s and %s differ beyond the checkpoint id", a, b);
-    free(fa);
-    free(fb);
+    test_free_all(fa, fb);
 }
 
 static void assert_same_checkpoint_files(const char *a, const char *b) {
@@ -688,8 +681,7 @@ static void t_signal_last_step(void **s) {
         !strstr(out, "\nsummary: gpt ") || !strstr(out, "steps             3 ("))
         fail_msg("exit %d (expected 130, the run complete with its summary)\nstdout:\n%s\nstderr:\n%s", rc, out, err);
     assert_int_equal(checkpoint_step(dir), 3);
-    free(all);
-    free(err);
+    test_free_all(all, err);
 }
 
 /* A second signal ends the run at once, without the save the first one
@@ -785,8 +777,7 @@ static void t_signal_mpi(void **s) {
     /* the run continues on one process from there */
     free(test_run_cli_expect(0, NULL, "train " GPT " --max-steps 2000 --stop-after %lld --quiet --resume %s", (long long)at + 1, dir));
     assert_int_equal(checkpoint_step(dir), at + 1);
-    free(err);
-    free(out);
+    test_free_all(err, out);
 }
 
 /* ---- defect 11 of the review: the step times are kept for the steps this process runs ----------
@@ -839,27 +830,8 @@ static void t_help_and_summary(void **s) {
     free(out);
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t_lock_whole_run),
-        cmocka_unit_test(t_metrics_full_disk),
-        cmocka_unit_test(t_gpt_resume_warnings),
-        cmocka_unit_test(t_inject_nonfinite),
-        cmocka_unit_test(t_checked_before_step1),
-        cmocka_unit_test(t_readonly_dir),
-        cmocka_unit_test(t_metrics_resume_unreadable),
-        cmocka_unit_test(t_long_data_path),
-        cmocka_unit_test(t_pure_fp16_refused),
-        cmocka_unit_test(t_signals),
-        cmocka_unit_test(t_second_signal),
-        cmocka_unit_test(t_signal_nothing_kept),
-        cmocka_unit_test(t_signal_closed_pipe),
-        cmocka_unit_test(t_signal_last_step),
-        cmocka_unit_test(t_signal_mpi),
-        cmocka_unit_test(t_huge_run_stopped_early),
-        cmocka_unit_test(t_progress_eta),
-        cmocka_unit_test(t_help_and_summary),
-    };
-    amp_test_prepare();
-    return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
-}
+AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_lock_whole_run, t_metrics_full_disk,
+                       t_gpt_resume_warnings, t_inject_nonfinite, t_checked_before_step1, t_readonly_dir,
+                       t_metrics_resume_unreadable, t_long_data_path, t_pure_fp16_refused, t_signals, t_second_signal,
+                       t_signal_nothing_kept, t_signal_closed_pipe, t_signal_last_step, t_signal_mpi,
+                       t_huge_run_stopped_early, t_progress_eta, t_help_and_summary)

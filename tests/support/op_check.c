@@ -36,6 +36,32 @@ amp_tensor *tc_uniform(test_rng *r, amp_dtype dt, int ndim, const int64_t *shape
     return t;
 }
 
+static amp_tensor *requiring_grad(amp_tensor *t, bool rg) {
+    if (rg) assert_int_equal(amp_tensor_set_requires_grad(t, true), AMP_OK);
+    return t;
+}
+
+amp_tensor *tc_randn_grad(test_rng *r, amp_dtype dt, int ndim, const int64_t *shape, double scale, bool rg) {
+    return requiring_grad(tc_randn(r, dt, ndim, shape, scale), rg);
+}
+
+amp_tensor *tc_uniform_grad(test_rng *r, amp_dtype dt, int ndim, const int64_t *shape, double lo, double hi, bool rg) {
+    return requiring_grad(tc_uniform(r, dt, ndim, shape, lo, hi), rg);
+}
+
+int64_t tc_numel(int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    return n;
+}
+
+double tc_round_to(amp_dtype dt, double v) {
+    amp_tensor *t = amp_tensor_full(dt, 0, NULL, v);
+    double r = amp_tensor_item(t);
+    amp_tensor_free(t);
+    return r;
+}
+
 double *tc_values(const amp_tensor *t) {
     int64_t n = amp_tensor_numel(t);
     double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
@@ -141,4 +167,15 @@ void tc_assert_fails_impl(bool was_null, const char *needle, const char *expr, c
     if (!msg || !*msg) fail_msg("%s:%d: %s failed without a message", file, line, expr);
     if (needle && !strstr(msg, needle)) fail_msg("%s:%d: %s: message \"%s\" does not mention \"%s\"", file, line, expr, msg, needle);
     amp_clear_error();
+}
+
+void tc_assert_no_leaks(void (*body)(test_rng *r), test_rng *r) {
+    size_t live0 = 0;
+    for (int it = 0; it < 3; it++) {
+        amp_scope *s = amp_scope_begin();
+        body(r);
+        amp_scope_end(s);
+        if (it == 1) live0 = amp_memory_stats().live_total;
+        if (it == 2) assert_int_equal(amp_memory_stats().live_total, live0);
+    }
 }

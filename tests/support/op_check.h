@@ -15,6 +15,14 @@ amp_tensor *tc_uniform(test_rng *r, amp_dtype dt, int ndim, const int64_t *shape
 amp_tensor *tc_from_values(amp_dtype dt, int ndim, const int64_t *shape, const double *v);
 /* All elements, row-major, as double (malloc'd; free it). */
 double *tc_values(const amp_tensor *t);
+/* tc_randn / tc_uniform, then amp_tensor_set_requires_grad(t, true) when
+ * rg (asserted to succeed). */
+amp_tensor *tc_randn_grad(test_rng *r, amp_dtype dt, int ndim, const int64_t *shape, double scale, bool rg);
+amp_tensor *tc_uniform_grad(test_rng *r, amp_dtype dt, int ndim, const int64_t *shape, double lo, double hi, bool rg);
+
+/* Elements of a shape; v rounded to dt (as a one-element tensor of dt holds it). */
+int64_t tc_numel(int ndim, const int64_t *shape);
+double tc_round_to(amp_dtype dt, double v);
 
 /* Relative tolerance for results stored in dt: f32 1e-5, f16 ~1e-3, bf16 ~8e-3
  * (one rounding of the output) times factor. */
@@ -38,6 +46,11 @@ typedef void (*tc_ref_fn)(const double *const *inputs, double *out, void *ctx);
  * Clears the inputs' grads afterwards. */
 void tc_gradcheck(amp_tensor *out, amp_tensor *const *inputs, int n, tc_ref_fn ref, void *ctx, double rtol, double atol,
                   const char *what);
+
+/* No op leaks: runs body(r) three times, each inside its own amp_scope, and
+ * fails unless the live bytes after the third equal those after the second
+ * (the first is a warm-up that fills per-thread caches). */
+void tc_assert_no_leaks(void (*body)(test_rng *r), test_rng *r);
 
 /* Asserts that op returned NULL and that amp_last_error() mentions needle
  * (e.g. the op name). Clears the error. */

@@ -27,6 +27,31 @@ void amp_test_prepare(void) {
     amp_set_adaptive_threads(false);
 }
 
+int amp_test_run_list(const char *names, const CMUnitTestFunction *fns, size_t n, CMFixtureFunction setup,
+                      CMFixtureFunction teardown) {
+    struct CMUnitTest *tests = calloc(n ? n : 1, sizeof *tests);
+    char *list = strdup(names);
+    if (!tests || !list) {
+        fprintf(stderr, "amp_test_run_list: out of memory\n");
+        exit(1);
+    }
+    /* the list as the preprocessor wrote it: names separated by ", " */
+    char *p = list;
+    for (size_t i = 0; i < n; i++) {
+        while (*p == ' ') p++;
+        char *end = strchr(p, ',');
+        if (end) *end = 0;
+        for (char *q = p + strlen(p); q > p && q[-1] == ' ';) *--q = 0;
+        tests[i] = (struct CMUnitTest){p, fns[i], NULL, NULL, NULL};
+        p = end ? end + 1 : p + strlen(p);
+    }
+    amp_test_prepare();
+    int rc = _cmocka_run_group_tests("tests", tests, n, setup, teardown);
+    free(list);
+    free(tests);
+    return rc;
+}
+
 bool amp_test_per_path_run(void) {
     const char *e = getenv("AMP_TEST_PER_PATH");
     return e && *e && strcmp(e, "0") != 0;
@@ -98,6 +123,55 @@ const char *test_precision_note(const char *which, const char *matmul) {
     return buf;
 }
 
+double test_field(const char *out, const char *label) {
+    const char *p = strstr(out, label);
+    if (!p) fail_msg("no '%s' in:\n%s", label, out);
+    p += strlen(label);
+    while (*p == ' ') p++;
+    return strtod(p, NULL);
+}
+
+static bool skipped_key(const char *key, const char *const *skip) {
+    for (; skip && *skip; skip++)
+        if (!strcmp(key, *skip)) return true;
+    return false;
+}
+
+void test_assert_same_checkpoint(const char *a, const char *b, const char *const *skip, bool strict) {
+    const char *files[] = {"model.safetensors", "training_state.safetensors"};
+    for (int k = 0; k < 2; k++) {
+        char pa[1200], pb[1200];
+        snprintf(pa, sizeof pa, "%s/%s", a, files[k]);
+        snprintf(pb, sizeof pb, "%s/%s", b, files[k]);
+        amp_safetensors *fa = amp_safetensors_read(pa), *fb = amp_safetensors_read(pb);
+        if (!fa || !fb) fail_msg("%s", amp_last_error());
+        assert_int_equal(amp_safetensors_count(fa), amp_safetensors_count(fb));
+        for (int i = 0; i < amp_safetensors_count(fa); i++) {
+            amp_safetensors_info x, y;
+            amp_safetensors_info_at(fa, i, &x);
+            if (strict) {
+                amp_safetensors_info_at(fb, i, &y);
+                assert_string_equal(x.name, y.name);
+            } else {
+                assert_int_equal(amp_safetensors_info_at(fb, amp_safetensors_find(fb, x.name), &y), AMP_OK);
+            }
+            assert_int_equal(x.end - x.begin, y.end - y.begin);
+            if (memcmp(x.data, y.data, x.end - x.begin))
+                fail_msg("%s: tensor %s differs between %s and %s", files[k], x.name, a, b);
+        }
+        if (strict) assert_int_equal(amp_safetensors_meta_count(fa), amp_safetensors_meta_count(fb));
+        for (int i = 0; i < amp_safetensors_meta_count(fa); i++) {
+            const char *key = amp_safetensors_meta_key(fa, i);
+            if (skipped_key(key, skip)) continue;
+            const char *vb = amp_safetensors_meta(fb, key);
+            if (!vb || strcmp(vb, amp_safetensors_meta(fa, key)))
+                fail_msg("%s: metadata %s: %s vs %s", files[k], key, amp_safetensors_meta(fa, key), vb ? vb : "(none)");
+        }
+        amp_safetensors_free(fa);
+        amp_safetensors_free(fb);
+    }
+}
+
 char *test_read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -115,6 +189,21 @@ char *test_read_file(const char *path, size_t *len) {
     buf[n] = 0;
     if (len) *len = n;
     return buf;
+}
+
+void test_write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) fail_msg("test_write_file: cannot open %s", path);
+    assert_int_equal(fwrite(data, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+void test_copy_file(const char *from, const char *to) {
+    size_t n;
+    char *b = test_read_file(from, &n);
+    if (!b) fail_msg("test_copy_file: cannot read %s", from);
+    test_write_file(to, b, n);
+    free(b);
 }
 
 int test_run_cli(const char *extra_env, const char *args, char **out, char **err) {
@@ -157,19 +246,32 @@ int test_run_clif(const char *extra_env, char **out, char **err, const char *fmt
     return rc;
 }
 
-char *test_run_cli_expect(int want, char **err, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
+char *test_run_cli_vexpect(const char *extra_env, int want, char **err, const char *fmt, va_list ap) {
     char *args = vformat(fmt, ap);
-    va_end(ap);
     char *out = NULL, *e = NULL;
-    int rc = args ? test_run_cli(NULL, args, &out, &e) : -1;
+    int rc = args ? test_run_cli(extra_env, args, &out, &e) : -1;
     if (rc != want)
-        fail_msg("amp %s: exit %d (expected %d)\nstdout:\n%.3000s\nstderr:\n%s", args ? args : fmt, rc, want, out ? out : "",
-                 e ? e : "");
+        fail_msg("%s%samp %s: exit %d (expected %d)\nstdout:\n%.3000s\nstderr:\n%s", extra_env ? extra_env : "",
+                 extra_env ? " " : "", args ? args : fmt, rc, want, out ? out : "", e ? e : "");
     free(args);
     if (err) *err = e;
     else free(e);
+    return out;
+}
+
+char *test_run_cli_expect_env(const char *extra_env, int want, char **err, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *out = test_run_cli_vexpect(extra_env, want, err, fmt, ap);
+    va_end(ap);
+    return out;
+}
+
+char *test_run_cli_expect(int want, char **err, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *out = test_run_cli_vexpect(NULL, want, err, fmt, ap);
+    va_end(ap);
     return out;
 }
 
@@ -187,6 +289,14 @@ int test_tmpdir_teardown(void **state) {
     free(test_tmpdir);
     test_tmpdir = NULL;
     return 0;
+}
+
+const char *test_tmp_path(const char *name) {
+    static char buf[8][1024];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", test_tmpdir, name);
+    return buf[k];
 }
 
 const char *test_mpirun_prefix(int np) {
@@ -248,6 +358,45 @@ amp_tensor *amp_test_randn(amp_dtype dt, int nd, const int64_t *shape, uint64_t 
     assert_int_equal(amp_tensor_copy_(t, f), AMP_OK);
     amp_tensor_free(f);
     return t;
+}
+
+double test_elem_get(const void *p, amp_dtype dt, int64_t i) {
+    if (dt == AMP_F32) return ((const float *)p)[i];
+    if (dt == AMP_F16) return amp_f16_to_f32(((const uint16_t *)p)[i]);
+    return amp_bf16_to_f32(((const uint16_t *)p)[i]);
+}
+
+void test_elem_set(void *p, amp_dtype dt, int64_t i, float v) {
+    if (dt == AMP_F32)
+        ((float *)p)[i] = v;
+    else if (dt == AMP_F16)
+        ((uint16_t *)p)[i] = amp_f32_to_f16(v);
+    else
+        ((uint16_t *)p)[i] = amp_f32_to_bf16(v);
+}
+
+amp_optim *test_optim_new(amp_module *m, const amp_optim_opts *o) {
+    amp_tensor *ps[256];
+    int n = amp_module_parameters(m, ps, NULL, 256);
+    if (n < 0 || n > 256) fail_msg("test_optim_new: %d parameters", n);
+    amp_optim *opt = amp_optim_new(ps, n, o);
+    if (!opt) fail_msg("amp_optim_new: %s", amp_last_error());
+    return opt;
+}
+
+void test_free_tensors_n(amp_tensor *const *ts, size_t n) {
+    for (size_t i = 0; i < n; i++) amp_tensor_free(ts[i]);
+}
+
+void test_free_all_n(void *const *ps, size_t n) {
+    for (size_t i = 0; i < n; i++) free(ps[i]);
+}
+
+amp_module *test_gpt_new(const amp_gpt_config *c, uint64_t seed) {
+    amp_generator g = amp_generator_make(seed);
+    amp_module *m = amp_gpt_new(c, &g);
+    if (!m) fail_msg("amp_gpt_new: %s", amp_last_error());
+    return m;
 }
 
 amp_tensor *amp_test_to(const amp_tensor *t, amp_device d) {
