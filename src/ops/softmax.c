@@ -44,23 +44,11 @@ static amp_tensor *softmax_impl(const char *fn, amp_op_id op, amp_tensor *x, int
     if (AMP_BE_CALL(be, softmax, fn, x, d, log, out) != AMP_OK) {
         amp_tensor_free(out);
         out = NULL;
-        goto done;
-    }
-    if (amp__needs_grad(1, in)) {
-        amp_node *node = amp__node_new(fn, softmax_backward, 1, in, sizeof(softmax_ctx));
-        if (!node) {
-            amp_tensor_free(out);
-            out = NULL;
-            goto done;
-        }
-        amp__node_save(node, out);
-        *(softmax_ctx *)node->ctx = (softmax_ctx){d, log};
-        node->backward_diff = softmax_backward_diff;
-        amp__node_attach(node, out);
     }
 done:
-    amp__autocast_done(in, 1, mask);
-    return out;
+    return amp__op_end(fn, out != NULL, out, in, 1, mask,
+                       &(amp_op_node){softmax_backward, softmax_backward_diff, &(softmax_ctx){d, log}, sizeof(softmax_ctx), 1, {out}},
+                       NULL, 0);
 }
 
 amp_tensor *amp_softmax(amp_tensor *x, int dim) { return softmax_impl("amp_softmax", AMP_OP_SOFTMAX, x, dim, false); }
