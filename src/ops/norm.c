@@ -41,8 +41,8 @@ static bool norm_outputs(const char *fn, amp_device dev, const amp_tensor *x, in
  * and ctx (ctx_size bytes). */
 static amp_status norm_node(const char *fn, amp_tensor **in, amp_tensor *out, amp_tensor *mean, amp_tensor *rstd,
                             amp_backward_fn bw, amp_backward_fn bw_diff, const void *ctx, size_t ctx_size) {
-    amp_op_node nd = {bw, bw_diff, ctx, ctx_size, 4, {in[0], in[1], mean, rstd}};
-    return amp__op_record(fn, out, in, 3, &nd);
+    amp_node_spec nd = {bw, bw_diff, ctx, ctx_size, 4, {in[0], in[1], mean, rstd}};
+    return amp__node_record(fn, out, in, 3, &nd);
 }
 
 /* The end of every norm's forward: the statistics released (the node holds

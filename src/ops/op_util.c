@@ -106,20 +106,9 @@ amp_tensor *amp__const_map(const amp_tensor *t, double (*f)(double v, const void
     return out;
 }
 
-amp_status amp__op_record(const char *fn, amp_tensor *out, amp_tensor *const *in, int nin, const amp_op_node *nd) {
-    if (!amp__needs_grad(nin, in)) return AMP_OK;
-    amp_node *node = amp__node_new(fn, nd->backward, nin, in, nd->ctx_size);
-    if (!node) return amp_last_status();
-    for (int i = 0; i < nd->nsave; i++) amp__node_save(node, nd->save[i]);
-    if (nd->ctx_size) memcpy(node->ctx, nd->ctx, nd->ctx_size);
-    node->backward_diff = nd->backward_diff;
-    amp__node_attach(node, out);
-    return AMP_OK;
-}
-
 amp_tensor *amp__op_end(const char *fn, bool ok, amp_tensor *out, amp_tensor **in, int nin, int mask,
-                        const amp_op_node *nd, amp_tensor *const *tmp, int ntmp) {
-    if (ok && nd && amp__op_record(fn, out, in, nin, nd) != AMP_OK) ok = false;
+                        const amp_node_spec *nd, amp_tensor *const *tmp, int ntmp) {
+    if (ok && nd && amp__node_record(fn, out, in, nin, nd) != AMP_OK) ok = false;
     for (int i = 0; i < ntmp; i++) amp__release(tmp[i]);
     if (!ok) {
         amp_tensor_free(out);

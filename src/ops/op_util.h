@@ -12,7 +12,7 @@
  *       ... out = amp__empty_out_on(fn, dev, ...);
  *       ... AMP_BE_CALL(be, entry, fn, ...) computes out from in[0], in[1] ...
  *       return amp__op_end(fn, ok, out, in, 2, mask,                      // node (when in needs
- *                          &(amp_op_node){mul_backward, NULL, ...}, NULL, 0); //  grad), casts undone
+ *                          &(amp_node_spec){mul_backward, NULL, ...}, NULL, 0); //  grad), casts undone
  *   }
  *
  * Saved tensors must be the (possibly cast) in[] entries, not the originals.
@@ -60,30 +60,15 @@ amp_tensor *amp__reshape_view(const char *fn, amp_tensor *x, int ndim, const int
 /* Scalars as tensors of the given dtype, zero-d, unscoped in the engine. */
 amp_tensor *amp__scalar_tensor(amp_dtype dt, double v);
 
-/* ---- the end of an op's forward (every op's epilogue) ---------------------------------
- * What an op's graph node records: its backward (and the create_graph
- * backward_diff, or NULL), ctx_size bytes of ctx copied into the node's ctx,
- * and save[0..nsave) saved in that order (a NULL entry saves NULL). */
-typedef struct {
-    amp_backward_fn backward, backward_diff;
-    const void *ctx;
-    size_t ctx_size;
-    int nsave;
-    const amp_tensor *save[AMP_NODE_MAX_SAVED];
-} amp_op_node;
-
-/* When amp__needs_grad(nin, in): a node named fn over in[0..nin) as nd
- * describes, attached to out. AMP_OK (also when no grad is needed), or the
- * node's allocation error. */
-amp_status amp__op_record(const char *fn, amp_tensor *out, amp_tensor *const *in, int nin, const amp_op_node *nd);
-
+/* ---- the end of an op's forward (every op's epilogue) --------------------------------- */
 /* The one epilogue of an op's forward. ok: the backend computed out (false
- * after any failure; out may then be NULL). When ok and nd is not NULL,
- * amp__op_record(fn, out, in, nin, nd); then the temporaries tmp[0..ntmp) are released (NULL entries
- * skipped; the node holds its own aliases of what it saved) and in's
- * autocast casts undone (amp__autocast_done with mask). Returns out, or NULL
- * with out freed when !ok or the node could not be made. */
+ * after any failure; out may then be NULL). When ok and nd is not NULL, the
+ * node (amp__node_record(fn, out, in, nin, nd), autograd/node.h); then the
+ * temporaries tmp[0..ntmp) are released (NULL entries skipped; the node
+ * holds its own aliases of what it saved) and in's autocast casts undone
+ * (amp__autocast_done with mask). Returns out, or NULL with out freed when
+ * !ok or the node could not be made. */
 amp_tensor *amp__op_end(const char *fn, bool ok, amp_tensor *out, amp_tensor **in, int nin, int mask,
-                        const amp_op_node *nd, amp_tensor *const *tmp, int ntmp);
+                        const amp_node_spec *nd, amp_tensor *const *tmp, int ntmp);
 
 #endif

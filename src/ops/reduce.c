@@ -95,7 +95,7 @@ static amp_tensor *sum_mean(const char *fn, amp_op_id op, amp_tensor *x, const i
         out = NULL;
     }
 done:
-    return amp__op_end(fn, out != NULL, out, in, 1, mask, &(amp_op_node){sum_backward, sum_backward_diff, &c, sizeof c, 0, {0}},
+    return amp__op_end(fn, out != NULL, out, in, 1, mask, &(amp_node_spec){sum_backward, sum_backward_diff, &c, sizeof c, 0, {0}},
                        NULL, 0);
 }
 
@@ -147,7 +147,7 @@ amp_tensor *amp_prod(amp_tensor *x, int dim, bool keepdim) {
         amp_tensor_free(out);
         out = NULL;
     }
-    return amp__op_end(fn, out != NULL, out, in, 1, mask, &(amp_op_node){prod_backward, NULL, &(dim_ctx){d}, sizeof(dim_ctx), 1, {x}},
+    return amp__op_end(fn, out != NULL, out, in, 1, mask, &(amp_node_spec){prod_backward, NULL, &(dim_ctx){d}, sizeof(dim_ctx), 1, {x}},
                        NULL, 0);
 }
 
@@ -185,7 +185,7 @@ amp_tensor *amp_cumsum(amp_tensor *x, int dim) {
         amp_tensor_free(out);
         out = NULL;
     }
-    return amp__op_end(fn, out != NULL, out, in, 1, mask, &(amp_op_node){cumsum_backward, NULL, &(dim_ctx){d}, sizeof(dim_ctx), 0, {0}},
+    return amp__op_end(fn, out != NULL, out, in, 1, mask, &(amp_node_spec){cumsum_backward, NULL, &(dim_ctx){d}, sizeof(dim_ctx), 0, {0}},
                        NULL, 0);
 }
 
@@ -293,6 +293,6 @@ amp_tensor *amp_norm(amp_tensor *x, double p, const int *dims, int ndims, bool k
         out = NULL;
     }
 done:
-    return amp__op_end(fn, out != NULL, out, in, 1, mask, &(amp_op_node){norm_backward, NULL, &c, sizeof c, 2, {x, out}}, NULL,
+    return amp__op_end(fn, out != NULL, out, in, 1, mask, &(amp_node_spec){norm_backward, NULL, &c, sizeof c, 2, {x, out}}, NULL,
                        0);
 }

@@ -47,7 +47,7 @@ static amp_tensor *softmax_impl(const char *fn, amp_op_id op, amp_tensor *x, int
     }
 done:
     return amp__op_end(fn, out != NULL, out, in, 1, mask,
-                       &(amp_op_node){softmax_backward, softmax_backward_diff, &(softmax_ctx){d, log}, sizeof(softmax_ctx), 1, {out}},
+                       &(amp_node_spec){softmax_backward, softmax_backward_diff, &(softmax_ctx){d, log}, sizeof(softmax_ctx), 1, {out}},
                        NULL, 0);
 }
 

@@ -561,20 +561,9 @@ static amp_tensor *cat_impl(const char *fn, amp_tensor *const *xs_in, int n, int
         }
         pos += len;
     }
-    if (amp__needs_grad(n, xs)) {
-        amp_node *node = amp__node_new(fn, cat_backward, n, xs, sizeof(cat_ctx));
-        if (!node) {
-            amp_tensor_free(out);
-            out = NULL;
-            goto done;
-        }
-        *(cat_ctx *)node->ctx = (cat_ctx){d, stack};
-        node->backward_diff = cat_backward_diff;
-        amp__node_attach(node, out);
-    }
 done:
-    amp__autocast_done(xs, n, mask);
-    return out;
+    return amp__op_end(fn, out != NULL, out, xs, n, mask,
+                       &(amp_node_spec){cat_backward, cat_backward_diff, &(cat_ctx){d, stack}, sizeof(cat_ctx), 0, {0}}, NULL, 0);
 }
 
 amp_tensor *amp_cat(amp_tensor *const *xs, int n, int dim) { return cat_impl("amp_cat", xs, n, dim, false); }
