@@ -196,12 +196,17 @@ static amp_tensor *permute_raw(const amp_tensor *x, const int *perm) {
     return amp__view(x, x->ndim, shape, stride, x->offset);
 }
 
-static amp_status permute_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+/* gout[0] permuted back: a view (backward), or with its history (create_graph) */
+static amp_status permute_back(amp_node *n, amp_tensor *const *gout, amp_tensor **gin, bool diff) {
     perm_ctx *c = n->ctx;
     int inv[AMP_MAX_DIMS];
     for (int i = 0; i < gout[0]->ndim; i++) inv[c->perm[i]] = i;
-    gin[0] = permute_raw(gout[0], inv);
+    gin[0] = diff ? amp_permute(gout[0], inv) : permute_raw(gout[0], inv);
     return gin[0] ? AMP_OK : amp_last_status();
+}
+
+static amp_status permute_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    return permute_back(n, gout, gin, false);
 }
 
 amp_tensor *amp_permute(amp_tensor *x, const int *dims) {
@@ -403,11 +408,7 @@ static amp_status reshape_backward_diff(amp_node *n, amp_tensor *const *gout, am
 }
 
 static amp_status permute_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
-    perm_ctx *c = n->ctx;
-    int inv[AMP_MAX_DIMS];
-    for (int i = 0; i < gout[0]->ndim; i++) inv[c->perm[i]] = i;
-    gin[0] = amp_permute(gout[0], inv);
-    return gin[0] ? AMP_OK : amp_last_status();
+    return permute_back(n, gout, gin, true);
 }
 
 static amp_status expand_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
