@@ -431,8 +431,9 @@ amp_tensor *amp_scaler_scale(amp_scaler *s, amp_tensor *loss) {
         double v = amp__load(amp__elem_ptr(loss, i), loss->dtype);
         amp__store((char *)amp__data(out) + (size_t)i * amp_dtype_size(out->dtype), out->dtype, (double)((float)v * sc));
     }
-    if (amp__node_record(fn, out, &loss, 1, &(amp_node_spec){scale_backward, scale_backward_diff, &(scale_ctx){.scale = sc},
-                                                             sizeof(scale_ctx), 0, {0}}) != AMP_OK) {
+    amp_node_spec spec = {.backward = scale_backward, .backward_diff = scale_backward_diff, .ctx = &(scale_ctx){.scale = sc},
+                        .ctx_size = sizeof(scale_ctx)};
+    if (amp__node_record(fn, out, &loss, 1, &spec) != AMP_OK) {
         amp_tensor_free(out);
         return NULL;
     }

@@ -287,6 +287,7 @@ amp_status amp__node_record(const char *fn, amp_tensor *out, amp_tensor *const *
     for (int i = 0; i < nd->nsave; i++) amp__node_save(node, nd->save[i]);
     if (nd->ctx_size) memcpy(node->ctx, nd->ctx, nd->ctx_size);
     node->backward_diff = nd->backward_diff;
+    node->ctx_free = nd->ctx_free;
     amp__node_attach(node, out);
     return AMP_OK;
 }

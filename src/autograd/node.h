@@ -114,13 +114,16 @@ void amp__node_attach(amp_node *n, amp_tensor *out);
 
 /* What an op's node records: its backward (and the create_graph
  * backward_diff, or NULL), ctx_size bytes of ctx copied into the node's ctx,
- * and save[0..nsave) saved in that order (a NULL entry saves NULL). */
+ * save[0..nsave) saved in that order (a NULL entry saves NULL), and
+ * ctx_free (or NULL), with which the node frees what its ctx points to: the
+ * caller gives that up once amp__node_record made the node. */
 typedef struct {
     amp_backward_fn backward, backward_diff;
     const void *ctx;
     size_t ctx_size;
     int nsave;
     const amp_tensor *save[AMP_NODE_MAX_SAVED];
+    void (*ctx_free)(void *ctx);
 } amp_node_spec;
 /* Every op's node in one call: when amp__needs_grad(nin, in), a node named fn
  * over in[0..nin) as nd describes, attached to out. AMP_OK (also when no

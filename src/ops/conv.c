@@ -125,8 +125,8 @@ static amp_tensor *conv_impl(const char *fn, amp_op_id op, amp_tensor *x, amp_te
     c.precision = amp_matmul_precision_get();
     if (AMP_BE_CALL(be, conv, fn, &c, x, w, b, out) != AMP_OK) goto fail;
     if (amp__needs_grad(3, in)) {
-        amp_node_spec nd = {conv_backward, NULL, &c, sizeof c, 2, {x, w}};
-        if (amp__node_record(fn, out, in, 3, &nd) != AMP_OK) goto fail;
+        amp_node_spec spec = {.backward = conv_backward, .ctx = &c, .ctx_size = sizeof c, .nsave = 2, .save = {x, w}};
+        if (amp__node_record(fn, out, in, 3, &spec) != AMP_OK) goto fail;
     }
 done:
     return amp__op_end(fn, out != NULL, out, in, 3, mask, NULL, NULL, 0);

@@ -53,5 +53,6 @@ amp_tensor *amp_tensor_to(amp_tensor *t, amp_device d) {
         }
     }
     return amp__op_end(fn, out != NULL, out, &t, 1, 0,
-                       &(amp_node_spec){to_backward, to_backward_diff, &(to_ctx){src}, sizeof(to_ctx), 0, {0}}, NULL, 0);
+                       &(amp_node_spec){.backward = to_backward, .backward_diff = to_backward_diff, .ctx = &(to_ctx){src},
+                                        .ctx_size = sizeof(to_ctx)}, NULL, 0);
 }

@@ -68,7 +68,8 @@ amp_tensor *amp_embedding(amp_tensor *weight, amp_tensor *indices) {
         goto done;
     }
     /* the node's one input is the weight (in[1], the indices, has no gradient) */
-    if (amp__node_record(fn, out, in, 1, &(amp_node_spec){embedding_backward, NULL, NULL, 0, 1, {indices}}) != AMP_OK) {
+    amp_node_spec spec = {.backward = embedding_backward, .nsave = 1, .save = {indices}};
+    if (amp__node_record(fn, out, in, 1, &spec) != AMP_OK) {
         amp_tensor_free(out);
         out = NULL;
     }

@@ -91,22 +91,15 @@ static amp_tensor *gather_out(const char *fn, amp_op_id op, amp_tensor *x, int n
     if (!out) goto fail;
     if (n > 0 && AMP_BE_CALL(be, gather_flat, fn, x, st, out) != AMP_OK) goto fail;
     if (amp__needs_grad(1, in)) {
-        amp_node *node = amp__node_new(fn, gidx_backward, 1, in, sizeof(gidx_ctx));
-        if (!node) goto fail;
-        ((gidx_ctx *)node->ctx)->src = st;
-        node->ctx_free = gidx_free;
-        st = NULL;
-        amp__node_attach(node, out);
+        amp_node_spec spec = {.backward = gidx_backward, .ctx = &(gidx_ctx){st}, .ctx_size = sizeof(gidx_ctx),
+                            .ctx_free = gidx_free};
+        if (amp__node_record(fn, out, in, 1, &spec) != AMP_OK) goto fail;
+        st = NULL; /* the node's */
     }
-    amp__release(st);
-    amp__autocast_done(in, 1, mask);
-    return out;
+    return amp__op_end(fn, true, out, in, 1, mask, NULL, &st, 1);
 fail:
     free(src);
-    amp__release(st);
-    amp_tensor_free(out);
-    amp__autocast_done(in, 1, mask);
-    return NULL;
+    return amp__op_end(fn, false, out, in, 1, mask, NULL, &st, 1);
 }
 
 /* The index values on the host: index itself on the CPU, else a copy (a
@@ -289,12 +282,10 @@ static amp_tensor *mask_op(const char *fn, amp_op_id op, amp_tensor *x, int kind
                                        AMP_NEW_UNSCOPED);
             if (!mcopy || amp__copy_convert(mcopy, mview) != AMP_OK) goto fail;
         }
-        amp_node *node = amp__node_new(fn, mask_backward, 1, in, sizeof(mask_ctx));
-        if (!node) goto fail;
-        *(mask_ctx *)node->ctx = (mask_ctx){diagonal, kind, mcopy};
-        node->ctx_free = mask_ctx_free;
-        mcopy = NULL;
-        amp__node_attach(node, out);
+        amp_node_spec spec = {.backward = mask_backward, .ctx = &(mask_ctx){diagonal, kind, mcopy},
+                            .ctx_size = sizeof(mask_ctx), .ctx_free = mask_ctx_free};
+        if (amp__node_record(fn, out, in, 1, &spec) != AMP_OK) goto fail;
+        mcopy = NULL; /* the node's */
     }
     amp_tensor_free(mview);
     amp__autocast_done(in, 1, am);

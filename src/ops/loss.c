@@ -128,8 +128,9 @@ static amp_tensor *class_loss_run(const char *fn, amp_device dev, const cls_ctx 
     amp_cls_args a = cls_args(c);
     if (!wsum || AMP_BE_CALL(be, class_loss, fn, &a, x, in[1], in[2], out, wsum) != AMP_OK) goto fail;
     if (amp__needs_grad(1, in)) {
-        amp_node_spec nd = {cls_backward, cls_backward_diff, c, sizeof *c, 4, {x, in[1], in[2], wsum}};
-        if (amp__node_record(fn, out, in, 1, &nd) != AMP_OK) goto fail;
+        amp_node_spec spec = {.backward = cls_backward, .backward_diff = cls_backward_diff, .ctx = c, .ctx_size = sizeof *c,
+                            .nsave = 4, .save = {x, in[1], in[2], wsum}};
+        if (amp__node_record(fn, out, in, 1, &spec) != AMP_OK) goto fail;
     }
     amp__release(wsum);
     return out;
@@ -341,8 +342,9 @@ static amp_tensor *pointwise_loss(const char *fn, amp_op_id op, amp_pw_kind kind
         out = NULL;
     }
     bool diff = kind == AMP_PW_MSE || kind == AMP_PW_L1 || kind == AMP_PW_SMOOTH_L1;
-    amp_node_spec nd = {pw_backward, diff ? pw_backward_diff : NULL, &c, sizeof c, 3, {x, y, pwt}};
-    return amp__op_end(fn, out != NULL, out, in, 3, mask, &nd, NULL, 0);
+    amp_node_spec spec = {.backward = pw_backward, .backward_diff = diff ? pw_backward_diff : NULL, .ctx = &c,
+                        .ctx_size = sizeof c, .nsave = 3, .save = {x, y, pwt}};
+    return amp__op_end(fn, out != NULL, out, in, 3, mask, &spec, NULL, 0);
 }
 
 amp_tensor *amp_mse_loss(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o) {

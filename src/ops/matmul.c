@@ -466,8 +466,9 @@ static amp_tensor *mm_op(const char *fn, mm_mode mode, amp_tensor *input, amp_te
         goto fail;
     amp_tensor *gi[3] = {a, b, input};
     mm_ctx c = {.mode = mode, .avec = avec, .bvec = bvec, .has_input = input != NULL, .alpha = alpha, .beta = beta};
-    if (amp__node_record(fn, out, gi, nin, &(amp_node_spec){mm_backward, mm_backward_diff, &c, sizeof c, 2, {a, b}}) != AMP_OK)
-        goto fail;
+    amp_node_spec spec = {.backward = mm_backward, .backward_diff = mm_backward_diff, .ctx = &c, .ctx_size = sizeof c, .nsave = 2,
+                        .save = {a, b}};
+    if (amp__node_record(fn, out, gi, nin, &spec) != AMP_OK) goto fail;
 done:
     return amp__op_end(fn, out != NULL, out, in, nin, mask, NULL, (amp_tensor *[]){ta, tb}, 2);
 fail:

@@ -158,8 +158,8 @@ amp_tensor *amp_max_pool2d(amp_tensor *x, const amp_pool_params *p, amp_tensor *
     if (!out || (indices && !(idx = new_out(fn, x, AMP_I64, a.OH, a.OW)))) goto fail;
     if (AMP_BE_CALL(be, max_pool2d, fn, &a, x, out, indices || grad ? &idx : NULL) != AMP_OK) goto fail;
     if (grad) {
-        amp_node_spec nd = {max_pool_backward, NULL, &a, sizeof a, 1, {idx}};
-        if (amp__node_record(fn, out, in, 1, &nd) != AMP_OK) goto fail;
+        amp_node_spec spec = {.backward = max_pool_backward, .ctx = &a, .ctx_size = sizeof a, .nsave = 1, .save = {idx}};
+        if (amp__node_record(fn, out, in, 1, &spec) != AMP_OK) goto fail;
     }
     if (indices)
         *indices = idx;
@@ -194,8 +194,8 @@ static amp_tensor *avg_impl(const char *fn, amp_op_id op, amp_tensor *x, const a
     amp_tensor *out = be ? new_out(fn, x, x->dtype, a->OH, a->OW) : NULL;
     if (!out || AMP_BE_CALL(be, avg_pool2d, fn, a, x, out) != AMP_OK) goto fail;
     if (amp__needs_grad(1, in)) {
-        amp_node_spec nd = {avg_pool_backward, NULL, a, sizeof *a, 0, {0}};
-        if (amp__node_record(fn, out, in, 1, &nd) != AMP_OK) goto fail;
+        amp_node_spec spec = {.backward = avg_pool_backward, .ctx = a, .ctx_size = sizeof *a};
+        if (amp__node_record(fn, out, in, 1, &spec) != AMP_OK) goto fail;
     }
     return amp__op_end(fn, true, out, in, 1, mask, NULL, NULL, 0);
 fail:

@@ -87,6 +87,7 @@ static amp_tensor *sum_mean(const char *fn, amp_op_id op, amp_tensor *x, const i
     int64_t cnt = amp__reduced_count(x, red);
     red_ctx c = {.scale = mean ? (float)(1.0 / (double)cnt) : 1.0f};
     memcpy(c.red, red, sizeof red);
+    amp_node_spec spec = {.backward = sum_backward, .backward_diff = sum_backward_diff, .ctx = &c, .ctx_size = sizeof c};
     const amp_backend *be = amp__backend(fn, dev);
     if (!be) goto done;
     out = amp__empty_out_on(fn, dev, x->dtype, nd, shape);
@@ -95,8 +96,7 @@ static amp_tensor *sum_mean(const char *fn, amp_op_id op, amp_tensor *x, const i
         out = NULL;
     }
 done:
-    return amp__op_end(fn, out != NULL, out, in, 1, mask, &(amp_node_spec){sum_backward, sum_backward_diff, &c, sizeof c, 0, {0}},
-                       NULL, 0);
+    return amp__op_end(fn, out != NULL, out, in, 1, mask, &spec, NULL, 0);
 }
 
 amp_tensor *amp_sum(amp_tensor *x, const int *dims, int ndims, bool keepdim) {
@@ -147,8 +147,8 @@ amp_tensor *amp_prod(amp_tensor *x, int dim, bool keepdim) {
         amp_tensor_free(out);
         out = NULL;
     }
-    return amp__op_end(fn, out != NULL, out, in, 1, mask, &(amp_node_spec){prod_backward, NULL, &(dim_ctx){d}, sizeof(dim_ctx), 1, {x}},
-                       NULL, 0);
+    amp_node_spec spec = {.backward = prod_backward, .ctx = &(dim_ctx){d}, .ctx_size = sizeof(dim_ctx), .nsave = 1, .save = {x}};
+    return amp__op_end(fn, out != NULL, out, in, 1, mask, &spec, NULL, 0);
 }
 
 /* the reverse cumulative sum of g (f32), through the backend */
@@ -185,8 +185,8 @@ amp_tensor *amp_cumsum(amp_tensor *x, int dim) {
         amp_tensor_free(out);
         out = NULL;
     }
-    return amp__op_end(fn, out != NULL, out, in, 1, mask, &(amp_node_spec){cumsum_backward, NULL, &(dim_ctx){d}, sizeof(dim_ctx), 0, {0}},
-                       NULL, 0);
+    amp_node_spec spec = {.backward = cumsum_backward, .ctx = &(dim_ctx){d}, .ctx_size = sizeof(dim_ctx)};
+    return amp__op_end(fn, out != NULL, out, in, 1, mask, &spec, NULL, 0);
 }
 
 static amp_status max_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
@@ -293,6 +293,7 @@ amp_tensor *amp_norm(amp_tensor *x, double p, const int *dims, int ndims, bool k
         out = NULL;
     }
 done:
-    return amp__op_end(fn, out != NULL, out, in, 1, mask, &(amp_node_spec){norm_backward, NULL, &c, sizeof c, 2, {x, out}}, NULL,
-                       0);
+    return amp__op_end(fn, out != NULL, out, in, 1, mask,
+                       &(amp_node_spec){.backward = norm_backward, .ctx = &c, .ctx_size = sizeof c, .nsave = 2, .save = {x, out}},
+                       NULL, 0);
 }

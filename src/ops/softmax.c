@@ -47,7 +47,8 @@ static amp_tensor *softmax_impl(const char *fn, amp_op_id op, amp_tensor *x, int
     }
 done:
     return amp__op_end(fn, out != NULL, out, in, 1, mask,
-                       &(amp_node_spec){softmax_backward, softmax_backward_diff, &(softmax_ctx){d, log}, sizeof(softmax_ctx), 1, {out}},
+                       &(amp_node_spec){.backward = softmax_backward, .backward_diff = softmax_backward_diff,
+                                        .ctx = &(softmax_ctx){d, log}, .ctx_size = sizeof(softmax_ctx), .nsave = 1, .save = {out}},
                        NULL, 0);
 }
 

@@ -564,7 +564,8 @@ static amp_tensor *cat_impl(const char *fn, amp_tensor *const *xs_in, int n, int
     }
 done:
     return amp__op_end(fn, out != NULL, out, xs, n, mask,
-                       &(amp_node_spec){cat_backward, cat_backward_diff, &(cat_ctx){d, stack}, sizeof(cat_ctx), 0, {0}}, NULL, 0);
+                       &(amp_node_spec){.backward = cat_backward, .backward_diff = cat_backward_diff,
+                                        .ctx = &(cat_ctx){d, stack}, .ctx_size = sizeof(cat_ctx)}, NULL, 0);
 }
 
 amp_tensor *amp_cat(amp_tensor *const *xs, int n, int dim) { return cat_impl("amp_cat", xs, n, dim, false); }
