@@ -120,6 +120,18 @@ static const amp_tensor *host_index(const char *fn, amp_tensor *x, amp_tensor *i
     return *tmp;
 }
 
+typedef amp_tensor *(*index_impl)(const char *fn, amp_tensor *x, int d, const amp_tensor *index);
+
+/* impl(fn, x, d, the index values on the host) */
+static amp_tensor *with_host_index(const char *fn, amp_tensor *x, int d, amp_tensor *index, index_impl impl) {
+    amp_tensor *hidx = NULL;
+    const amp_tensor *hi = host_index(fn, x, index, &hidx);
+    if (!hi) return NULL;
+    amp_tensor *r = impl(fn, x, d, hi);
+    amp__release(hidx);
+    return r;
+}
+
 static int64_t *src_alloc(const char *fn, int64_t n) {
     int64_t *s = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
     if (!s) amp_error(AMP_ERR_NOMEM, "%s: out of memory for %lld indices", fn, (long long)n);
@@ -136,12 +148,7 @@ amp_tensor *amp_index_select(amp_tensor *x, int dim, amp_tensor *index) {
         return amp_error_null(AMP_ERR_SHAPE, "%s: index must be 0-d or 1-d, got %d dims", fn, index->ndim);
     int d;
     if (amp__norm_dim0(fn, dim, x, &d) != AMP_OK) return NULL;
-    amp_tensor *hidx = NULL;
-    const amp_tensor *hi = host_index(fn, x, index, &hidx);
-    if (!hi) return NULL;
-    amp_tensor *r = index_select_impl(fn, x, d, hi);
-    amp__release(hidx);
-    return r;
+    return with_host_index(fn, x, d, index, index_select_impl);
 }
 
 static amp_tensor *index_select_impl(const char *fn, amp_tensor *x, int d, const amp_tensor *index) {
@@ -191,12 +198,7 @@ amp_tensor *amp_gather(amp_tensor *x, int dim, amp_tensor *index) {
             return amp_error_null(AMP_ERR_SHAPE, "%s: index %s is larger than x %s in dim %d (only dim %d may be)", fn,
                                   amp__shape_fmt(index->ndim, index->shape, a, sizeof a),
                                   amp__shape_fmt(x->ndim, x->shape, b, sizeof b), i, d);
-    amp_tensor *hidx = NULL;
-    const amp_tensor *hi = host_index(fn, x, index, &hidx);
-    if (!hi) return NULL;
-    amp_tensor *r = gather_impl(fn, x, d, hi);
-    amp__release(hidx);
-    return r;
+    return with_host_index(fn, x, d, index, gather_impl);
 }
 
 static amp_tensor *gather_impl(const char *fn, amp_tensor *x, int d, const amp_tensor *index) {
