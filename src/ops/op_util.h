@@ -10,7 +10,7 @@
  *       if (mask < 0) return NULL;
  *       const amp_backend *be = amp__backend(fn, dev);                     // kernels/backend.h
  *       ... out = amp__empty_out_on(fn, dev, ...);
- *       ... AMP_BE_CALL(be, entry, fn, ...) computes out from in[0], in[1] ...
+ *       ... AMP_KCALL(be, family, entry, fn, ...) computes out from in[0], in[1] ...
  *       return amp__op_end(fn, ok, out, in, 2, mask,                      // node (when in needs
  *                          &(amp_node_spec){mul_backward, NULL, ...}, NULL, 0); //  grad), casts undone
  *   }
