@@ -11,9 +11,14 @@
  *       const amp_backend *be = amp__backend(fn, dev);                     // kernels/backend.h
  *       ... out = amp__empty_out_on(fn, dev, ...);
  *       ... AMP_KCALL(be, family, entry, fn, ...) computes out from in[0], in[1] ...
- *       return amp__op_end(fn, ok, out, in, 2, mask,                      // node (when in needs
- *                          &(amp_node_spec){mul_backward, NULL, ...}, NULL, 0); //  grad), casts undone
+ *       if (amp__needs_grad(2, in)) { node = amp__node_new(...); save; attach }
+ *       amp__autocast_done(in, 2, mask);
+ *       return out;
  *   }
+ *
+ * The last three steps (and, on failure, freeing out) are one call that
+ * every op ends with: return amp__op_end(fn, ok, out, in, 2, mask, &spec,
+ * tmp, ntmp), spec describing the node (amp_node_spec, autograd/node.h).
  *
  * Saved tensors must be the (possibly cast) in[] entries, not the originals.
  * An op computes nothing on the host itself: its forward and its backward
