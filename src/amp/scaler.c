@@ -432,7 +432,7 @@ amp_tensor *amp_scaler_scale(amp_scaler *s, amp_tensor *loss) {
         amp__store((char *)amp__data(out) + (size_t)i * amp_dtype_size(out->dtype), out->dtype, (double)((float)v * sc));
     }
     amp_node_spec spec = {.backward = scale_backward, .backward_diff = scale_backward_diff, .ctx = &(scale_ctx){.scale = sc},
-                        .ctx_size = sizeof(scale_ctx)};
+                          .ctx_size = sizeof(scale_ctx)};
     if (amp__node_record(fn, out, &loss, 1, &spec) != AMP_OK) {
         amp_tensor_free(out);
         return NULL;

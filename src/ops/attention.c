@@ -272,7 +272,7 @@ static amp_tensor *sdpa_fused(const char *fn, amp_tensor *q, amp_tensor *k, amp_
     if (amp__needs_grad(3, in)) {
         c.bias = bias;
         amp_node_spec spec = {.backward = sdpa_backward, .ctx = &c, .ctx_size = sizeof c, .nsave = 5,
-                            .save = {in[0], in[1], in[2], out, lse}, .ctx_free = sdpa_ctx_free};
+                              .save = {in[0], in[1], in[2], out, lse}, .ctx_free = sdpa_ctx_free};
         if (amp__node_record(fn, out, in, 3, &spec) != AMP_OK) goto fail;
         bias = NULL; /* the node's */
     }

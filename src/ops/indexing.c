@@ -92,7 +92,7 @@ static amp_tensor *gather_out(const char *fn, amp_op_id op, amp_tensor *x, int n
     if (n > 0 && AMP_BE_CALL(be, gather_flat, fn, x, st, out) != AMP_OK) goto fail;
     if (amp__needs_grad(1, in)) {
         amp_node_spec spec = {.backward = gidx_backward, .ctx = &(gidx_ctx){st}, .ctx_size = sizeof(gidx_ctx),
-                            .ctx_free = gidx_free};
+                              .ctx_free = gidx_free};
         if (amp__node_record(fn, out, in, 1, &spec) != AMP_OK) goto fail;
         st = NULL; /* the node's */
     }
@@ -285,7 +285,7 @@ static amp_tensor *mask_op(const char *fn, amp_op_id op, amp_tensor *x, int kind
             if (!mcopy || amp__copy_convert(mcopy, mview) != AMP_OK) goto fail;
         }
         amp_node_spec spec = {.backward = mask_backward, .ctx = &(mask_ctx){diagonal, kind, mcopy},
-                            .ctx_size = sizeof(mask_ctx), .ctx_free = mask_ctx_free};
+                              .ctx_size = sizeof(mask_ctx), .ctx_free = mask_ctx_free};
         if (amp__node_record(fn, out, in, 1, &spec) != AMP_OK) goto fail;
         mcopy = NULL; /* the node's */
     }

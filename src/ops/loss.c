@@ -129,7 +129,7 @@ static amp_tensor *class_loss_run(const char *fn, amp_device dev, const cls_ctx 
     if (!wsum || AMP_BE_CALL(be, class_loss, fn, &a, x, in[1], in[2], out, wsum) != AMP_OK) goto fail;
     if (amp__needs_grad(1, in)) {
         amp_node_spec spec = {.backward = cls_backward, .backward_diff = cls_backward_diff, .ctx = c, .ctx_size = sizeof *c,
-                            .nsave = 4, .save = {x, in[1], in[2], wsum}};
+                              .nsave = 4, .save = {x, in[1], in[2], wsum}};
         if (amp__node_record(fn, out, in, 1, &spec) != AMP_OK) goto fail;
     }
     amp__release(wsum);
@@ -343,7 +343,7 @@ static amp_tensor *pointwise_loss(const char *fn, amp_op_id op, amp_pw_kind kind
     }
     bool diff = kind == AMP_PW_MSE || kind == AMP_PW_L1 || kind == AMP_PW_SMOOTH_L1;
     amp_node_spec spec = {.backward = pw_backward, .backward_diff = diff ? pw_backward_diff : NULL, .ctx = &c,
-                        .ctx_size = sizeof c, .nsave = 3, .save = {x, y, pwt}};
+                          .ctx_size = sizeof c, .nsave = 3, .save = {x, y, pwt}};
     return amp__op_end(fn, out != NULL, out, in, 3, mask, &spec, NULL, 0);
 }
 

@@ -467,7 +467,7 @@ static amp_tensor *mm_op(const char *fn, mm_mode mode, amp_tensor *input, amp_te
     amp_tensor *gi[3] = {a, b, input};
     mm_ctx c = {.mode = mode, .avec = avec, .bvec = bvec, .has_input = input != NULL, .alpha = alpha, .beta = beta};
     amp_node_spec spec = {.backward = mm_backward, .backward_diff = mm_backward_diff, .ctx = &c, .ctx_size = sizeof c, .nsave = 2,
-                        .save = {a, b}};
+                          .save = {a, b}};
     if (amp__node_record(fn, out, gi, nin, &spec) != AMP_OK) goto fail;
 done:
     return amp__op_end(fn, out != NULL, out, in, nin, mask, NULL, (amp_tensor *[]){ta, tb}, 2);

@@ -42,7 +42,7 @@ static bool norm_outputs(const char *fn, amp_device dev, const amp_tensor *x, in
 static amp_status norm_node(const char *fn, amp_tensor **in, amp_tensor *out, amp_tensor *mean, amp_tensor *rstd,
                             amp_backward_fn bw, amp_backward_fn bw_diff, const void *ctx, size_t ctx_size) {
     amp_node_spec spec = {.backward = bw, .backward_diff = bw_diff, .ctx = ctx, .ctx_size = ctx_size, .nsave = 4,
-                        .save = {in[0], in[1], mean, rstd}};
+                          .save = {in[0], in[1], mean, rstd}};
     return amp__node_record(fn, out, in, 3, &spec);
 }
 
