@@ -228,17 +228,12 @@ amp_tensor *amp_max(amp_tensor *x, int dim, bool keepdim, amp_tensor **indices) 
         out = NULL;
         goto done;
     }
-    if (amp__needs_grad(1, in)) {
-        amp_node *node = amp__node_new(fn, max_backward, 1, in, sizeof(dim_ctx));
-        if (!node) {
-            amp__release(idx);
-            amp_tensor_free(out);
-            out = NULL;
-            goto done;
-        }
-        amp__node_save(node, idx);
-        ((dim_ctx *)node->ctx)->dim = d;
-        amp__node_attach(node, out);
+    amp_node_spec spec = {.backward = max_backward, .ctx = &(dim_ctx){d}, .ctx_size = sizeof(dim_ctx), .nsave = 1, .save = {idx}};
+    if (amp__node_record(fn, out, in, 1, &spec) != AMP_OK) {
+        amp__release(idx);
+        amp_tensor_free(out);
+        out = NULL;
+        goto done;
     }
     if (indices) {
         amp__scope_register(idx); /* the caller's reference */
