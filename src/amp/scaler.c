@@ -432,15 +432,11 @@ amp_tensor *amp_scaler_scale(amp_scaler *s, amp_tensor *loss) {
         double v = amp__load(amp__elem_ptr(loss, i), loss->dtype);
         amp__store((char *)amp__data(out) + (size_t)i * amp_dtype_size(out->dtype), out->dtype, (double)((float)v * sc));
     }
-    if (amp__needs_grad(1, &loss)) {
-        amp_node *n = amp__node_new(fn, scale_backward, 1, &loss, sizeof(scale_ctx));
-        if (!n) {
-            amp_tensor_free(out);
-            return NULL;
-        }
-        ((scale_ctx *)n->ctx)->scale = sc;
-        n->backward_diff = scale_backward_diff;
-        amp__node_attach(n, out);
+    amp_node_spec spec = {.backward = scale_backward, .backward_diff = scale_backward_diff, .ctx = &(scale_ctx){.scale = sc},
+                          .ctx_size = sizeof(scale_ctx)};
+    if (amp__node_record(fn, out, &loss, 1, &spec) != AMP_OK) {
+        amp_tensor_free(out);
+        return NULL;
     }
     return out;
 }

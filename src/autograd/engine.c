@@ -280,6 +280,18 @@ int amp__node_save(amp_node *n, const amp_tensor *t) {
     return i;
 }
 
+amp_status amp__node_record(const char *fn, amp_tensor *out, amp_tensor *const *in, int nin, const amp_node_spec *nd) {
+    if (!amp__needs_grad(nin, in)) return AMP_OK;
+    amp_node *node = amp__node_new(fn, nd->backward, nin, in, nd->ctx_size);
+    if (!node) return amp_last_status();
+    for (int i = 0; i < nd->nsave; i++) amp__node_save(node, nd->save[i]);
+    if (nd->ctx_size) memcpy(node->ctx, nd->ctx, nd->ctx_size);
+    node->backward_diff = nd->backward_diff;
+    node->ctx_free = nd->ctx_free;
+    amp__node_attach(node, out);
+    return AMP_OK;
+}
+
 amp_status amp__node_check_saved(const amp_node *n, const char *fn) {
     for (int i = 0; i < n->n_saved; i++) {
         const amp_tensor *t = n->saved[i];

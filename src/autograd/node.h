@@ -112,6 +112,24 @@ int amp__node_save(amp_node *n, const amp_tensor *t);
 amp_status amp__node_check_saved(const amp_node *n, const char *fn);
 void amp__node_attach(amp_node *n, amp_tensor *out);
 
+/* What an op's node records: its backward (and the create_graph
+ * backward_diff, or NULL), ctx_size bytes of ctx copied into the node's ctx,
+ * save[0..nsave) saved in that order (a NULL entry saves NULL), and
+ * ctx_free (or NULL), with which the node frees what its ctx points to: the
+ * caller gives that up once amp__node_record made the node. */
+typedef struct {
+    amp_backward_fn backward, backward_diff;
+    const void *ctx;
+    size_t ctx_size;
+    int nsave;
+    const amp_tensor *save[AMP_NODE_MAX_SAVED];
+    void (*ctx_free)(void *ctx);
+} amp_node_spec;
+/* Every op's node in one call: when amp__needs_grad(nin, in), a node named fn
+ * over in[0..nin) as nd describes, attached to out. AMP_OK (also when no
+ * grad is needed), or the node's allocation error. */
+amp_status amp__node_record(const char *fn, amp_tensor *out, amp_tensor *const *in, int nin, const amp_node_spec *nd);
+
 /* For backward_diff (only while the engine runs it): input k as a tensor
  * with its history (the leaf itself, or an alias of the saved tensor whose
  * grad_fn is the input's producer; a detached alias when it needs no grad).

@@ -506,11 +506,7 @@ static amp_ddp *ddp_new(const char *fn, amp_dist_group *g, amp_tensor *const *pa
     if (o.first_bucket_mb == 0) o.first_bucket_mb = 1;
     for (int i = 0; i < n; i++) {
         const amp_tensor *p = params[i];
-        if (!p) return amp_error_null(AMP_ERR_ARG, "%s: params[%d] is NULL", fn, i);
-        if (!amp__live(fn, p)) return NULL;
-        if (!amp_tensor_is_leaf(p) || !p->requires_grad)
-            return amp_error_null(AMP_ERR_ARG, "%s: params[%d] must be a leaf tensor that requires grad", fn, i);
-        if (!amp_tensor_is_contiguous(p)) return amp_error_null(AMP_ERR_ARG, "%s: params[%d] is not contiguous", fn, i);
+        if (amp__optim_check_param(fn, params, i) != AMP_OK) return NULL;
         if (!amp_dtype_is_float(p->dtype))
             return amp_error_null(AMP_ERR_DTYPE, "%s: params[%d] has dtype %s", fn, i, amp_dtype_name(p->dtype));
         for (int j = 0; j < i; j++)

@@ -586,17 +586,26 @@ static amp_dist_work *all_reduce_start(const char *fn, amp_dist_group *g, amp_te
     return amp__dist_start(g, fn, AMP_DIST_K_ALL_REDUCE, t->dtype, op, amp__data(t), NULL, NULL, (size_t)amp_tensor_numel(t), 0);
 }
 
+/* reduce_scatter's and all_gather's pair: in and out of one dtype, and the
+ * larger one (in when in_big) holding world_size * numel(the other). */
+static amp_status check_pair(const char *fn, const amp_dist_group *g, const amp_tensor *in, const amp_tensor *out, bool in_big) {
+    if (in->dtype != out->dtype)
+        return amp_error(AMP_ERR_DTYPE, "%s: in is %s, out is %s", fn, amp_dtype_name(in->dtype), amp_dtype_name(out->dtype));
+    const amp_tensor *big = in_big ? in : out, *small = in_big ? out : in;
+    const char *bn = in_big ? "in" : "out", *sn = in_big ? "out" : "in";
+    amp_ck ck = AMP_CK(fn, in_big ? "world_size * numel(out)" : "world_size * numel(in)");
+    int64_t want = amp_ck_mul(&ck, amp_tensor_numel(small), g->size);
+    if (!ck.ok) return amp_last_status();
+    if (amp_tensor_numel(big) != want)
+        return amp_error(AMP_ERR_SHAPE, "%s: %s has %lld elements; expected world_size %d * numel(%s) %lld = %lld", fn, bn,
+                         (long long)amp_tensor_numel(big), g->size, sn, (long long)amp_tensor_numel(small), (long long)want);
+    return AMP_OK;
+}
+
 static amp_dist_work *reduce_scatter_start(const char *fn, amp_dist_group *g, amp_tensor *out, const amp_tensor *in, amp_dist_op op) {
     if (!g) return amp_error_null(AMP_ERR_ARG, "%s: group is NULL", fn);
     if (check_tensor(fn, "out", out, true) || check_tensor(fn, "in", in, true) || check_op(fn, op)) return NULL;
-    if (in->dtype != out->dtype)
-        return amp_error_null(AMP_ERR_DTYPE, "%s: in is %s, out is %s", fn, amp_dtype_name(in->dtype), amp_dtype_name(out->dtype));
-    amp_ck ck = AMP_CK(fn, "world_size * numel(out)");
-    int64_t want = amp_ck_mul(&ck, amp_tensor_numel(out), g->size);
-    if (!ck.ok) return NULL;
-    if (amp_tensor_numel(in) != want)
-        return amp_error_null(AMP_ERR_SHAPE, "%s: in has %lld elements; expected world_size %d * numel(out) %lld = %lld", fn,
-                              (long long)amp_tensor_numel(in), g->size, (long long)amp_tensor_numel(out), (long long)want);
+    if (check_pair(fn, g, in, out, true) != AMP_OK) return NULL;
     if (in->storage == out->storage)
         return amp_error_null(AMP_ERR_ARG, "%s: in and out share storage; reduce_scatter is out of place", fn);
     amp__bump_version(out);
@@ -607,14 +616,7 @@ static amp_dist_work *reduce_scatter_start(const char *fn, amp_dist_group *g, am
 static amp_dist_work *all_gather_start(const char *fn, amp_dist_group *g, amp_tensor *out, const amp_tensor *in) {
     if (!g) return amp_error_null(AMP_ERR_ARG, "%s: group is NULL", fn);
     if (check_tensor(fn, "out", out, false) || check_tensor(fn, "in", in, false)) return NULL;
-    if (in->dtype != out->dtype)
-        return amp_error_null(AMP_ERR_DTYPE, "%s: in is %s, out is %s", fn, amp_dtype_name(in->dtype), amp_dtype_name(out->dtype));
-    amp_ck ck = AMP_CK(fn, "world_size * numel(in)");
-    int64_t want = amp_ck_mul(&ck, amp_tensor_numel(in), g->size);
-    if (!ck.ok) return NULL;
-    if (amp_tensor_numel(out) != want)
-        return amp_error_null(AMP_ERR_SHAPE, "%s: out has %lld elements; expected world_size %d * numel(in) %lld = %lld", fn,
-                              (long long)amp_tensor_numel(out), g->size, (long long)amp_tensor_numel(in), (long long)want);
+    if (check_pair(fn, g, in, out, false) != AMP_OK) return NULL;
     size_t es = amp_dtype_size(in->dtype), n = (size_t)amp_tensor_numel(in);
     const char *ip = amp__data(in);
     char *op = amp__data(out);

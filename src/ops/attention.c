@@ -270,30 +270,16 @@ static amp_tensor *sdpa_fused(const char *fn, amp_tensor *q, amp_tensor *k, amp_
         if (AMP_KCALL(be, attention, attention, fn, &c.a, q, k, v, bias, out, lse) != AMP_OK) goto fail;
     }
     if (amp__needs_grad(3, in)) {
-        amp_node *node = amp__node_new(fn, sdpa_backward, 3, in, sizeof(sdpa_ctx));
-        if (!node) goto fail;
-        amp__node_save(node, in[0]);
-        amp__node_save(node, in[1]);
-        amp__node_save(node, in[2]);
-        amp__node_save(node, out);
-        amp__node_save(node, lse);
         c.bias = bias;
-        bias = NULL;
-        *(sdpa_ctx *)node->ctx = c;
-        node->ctx_free = sdpa_ctx_free;
-        amp__node_attach(node, out);
+        amp_node_spec spec = {.backward = sdpa_backward, .ctx = &c, .ctx_size = sizeof c, .nsave = 5,
+                              .save = {in[0], in[1], in[2], out, lse}, .ctx_free = sdpa_ctx_free};
+        if (amp__node_record(fn, out, in, 3, &spec) != AMP_OK) goto fail;
+        bias = NULL; /* the node's */
     }
 done_ok:
-    amp__release(lse);
-    amp__release(bias);
-    amp__autocast_done(in, 4, mask);
-    return out;
+    return amp__op_end(fn, true, out, in, 4, mask, NULL, (amp_tensor *[]){lse, bias}, 2);
 fail:
-    amp__release(lse);
-    amp__release(bias);
-    amp_tensor_free(out);
-    amp__autocast_done(in, 4, mask);
-    return NULL;
+    return amp__op_end(fn, false, out, in, 4, mask, NULL, (amp_tensor *[]){lse, bias}, 2);
 }
 
 amp_tensor *amp_scaled_dot_product_attention_ex(amp_tensor *q, amp_tensor *k, amp_tensor *v, const amp_sdpa_opts *o) {

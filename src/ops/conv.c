@@ -125,20 +125,13 @@ static amp_tensor *conv_impl(const char *fn, amp_op_id op, amp_tensor *x, amp_te
     c.precision = amp_matmul_precision_get();
     if (AMP_KCALL(be, conv, conv, fn, &c, x, w, b, out) != AMP_OK) goto fail;
     if (amp__needs_grad(3, in)) {
-        amp_node *nd = amp__node_new(fn, conv_backward, 3, in, sizeof(amp_conv_args));
-        if (!nd) goto fail;
-        amp__node_save(nd, x);
-        amp__node_save(nd, w);
-        *(amp_conv_args *)nd->ctx = c;
-        amp__node_attach(nd, out);
+        amp_node_spec spec = {.backward = conv_backward, .ctx = &c, .ctx_size = sizeof c, .nsave = 2, .save = {x, w}};
+        if (amp__node_record(fn, out, in, 3, &spec) != AMP_OK) goto fail;
     }
-    goto done;
-fail:
-    amp_tensor_free(out);
-    out = NULL;
 done:
-    amp__autocast_done(in, 3, mask);
-    return out;
+    return amp__op_end(fn, out != NULL, out, in, 3, mask, NULL, NULL, 0);
+fail:
+    return amp__op_end(fn, false, out, in, 3, mask, NULL, NULL, 0);
 }
 
 /* through the backend of the saved tensors' device, with the matmul

@@ -52,15 +52,7 @@ amp_tensor *amp_tensor_to(amp_tensor *t, amp_device d) {
             return NULL;
         }
     }
-    if (out && amp__needs_grad(1, &t)) {
-        amp_node *n = amp__node_new(fn, to_backward, 1, &t, sizeof(to_ctx));
-        if (!n) {
-            amp_tensor_free(out);
-            return NULL;
-        }
-        ((to_ctx *)n->ctx)->src = src;
-        n->backward_diff = to_backward_diff;
-        amp__node_attach(n, out);
-    }
-    return out;
+    return amp__op_end(fn, out != NULL, out, &t, 1, 0,
+                       &(amp_node_spec){.backward = to_backward, .backward_diff = to_backward_diff, .ctx = &(to_ctx){src},
+                                        .ctx_size = sizeof(to_ctx)}, NULL, 0);
 }

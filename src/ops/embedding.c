@@ -67,15 +67,11 @@ amp_tensor *amp_embedding(amp_tensor *weight, amp_tensor *indices) {
         out = NULL;
         goto done;
     }
-    if (amp__needs_grad(1, in)) {
-        amp_node *node = amp__node_new(fn, embedding_backward, 1, in, 0);
-        if (!node) {
-            amp_tensor_free(out);
-            out = NULL;
-            goto done;
-        }
-        amp__node_save(node, indices);
-        amp__node_attach(node, out);
+    /* the node's one input is the weight (in[1], the indices, has no gradient) */
+    amp_node_spec spec = {.backward = embedding_backward, .nsave = 1, .save = {indices}};
+    if (amp__node_record(fn, out, in, 1, &spec) != AMP_OK) {
+        amp_tensor_free(out);
+        out = NULL;
     }
 done:
     amp__autocast_done(in, 2, mask);

@@ -91,22 +91,15 @@ static amp_tensor *gather_out(const char *fn, amp_op_id op, amp_tensor *x, int n
     if (!out) goto fail;
     if (n > 0 && AMP_KCALL(be, gather, gather_flat, fn, x, st, out) != AMP_OK) goto fail;
     if (amp__needs_grad(1, in)) {
-        amp_node *node = amp__node_new(fn, gidx_backward, 1, in, sizeof(gidx_ctx));
-        if (!node) goto fail;
-        ((gidx_ctx *)node->ctx)->src = st;
-        node->ctx_free = gidx_free;
-        st = NULL;
-        amp__node_attach(node, out);
+        amp_node_spec spec = {.backward = gidx_backward, .ctx = &(gidx_ctx){st}, .ctx_size = sizeof(gidx_ctx),
+                              .ctx_free = gidx_free};
+        if (amp__node_record(fn, out, in, 1, &spec) != AMP_OK) goto fail;
+        st = NULL; /* the node's */
     }
-    amp__release(st);
-    amp__autocast_done(in, 1, mask);
-    return out;
+    return amp__op_end(fn, true, out, in, 1, mask, NULL, &st, 1);
 fail:
     free(src);
-    amp__release(st);
-    amp_tensor_free(out);
-    amp__autocast_done(in, 1, mask);
-    return NULL;
+    return amp__op_end(fn, false, out, in, 1, mask, NULL, &st, 1);
 }
 
 /* The index values on the host: index itself on the CPU, else a copy (a
@@ -127,6 +120,18 @@ static const amp_tensor *host_index(const char *fn, amp_tensor *x, amp_tensor *i
     return *tmp;
 }
 
+typedef amp_tensor *(*index_impl)(const char *fn, amp_tensor *x, int d, const amp_tensor *index);
+
+/* impl(fn, x, d, the index values on the host) */
+static amp_tensor *with_host_index(const char *fn, amp_tensor *x, int d, amp_tensor *index, index_impl impl) {
+    amp_tensor *hidx = NULL;
+    const amp_tensor *hi = host_index(fn, x, index, &hidx);
+    if (!hi) return NULL;
+    amp_tensor *r = impl(fn, x, d, hi);
+    amp__release(hidx);
+    return r;
+}
+
 static int64_t *src_alloc(const char *fn, int64_t n) {
     int64_t *s = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
     if (!s) amp_error(AMP_ERR_NOMEM, "%s: out of memory for %lld indices", fn, (long long)n);
@@ -143,12 +148,7 @@ amp_tensor *amp_index_select(amp_tensor *x, int dim, amp_tensor *index) {
         return amp_error_null(AMP_ERR_SHAPE, "%s: index must be 0-d or 1-d, got %d dims", fn, index->ndim);
     int d;
     if (amp__norm_dim0(fn, dim, x, &d) != AMP_OK) return NULL;
-    amp_tensor *hidx = NULL;
-    const amp_tensor *hi = host_index(fn, x, index, &hidx);
-    if (!hi) return NULL;
-    amp_tensor *r = index_select_impl(fn, x, d, hi);
-    amp__release(hidx);
-    return r;
+    return with_host_index(fn, x, d, index, index_select_impl);
 }
 
 static amp_tensor *index_select_impl(const char *fn, amp_tensor *x, int d, const amp_tensor *index) {
@@ -198,12 +198,7 @@ amp_tensor *amp_gather(amp_tensor *x, int dim, amp_tensor *index) {
             return amp_error_null(AMP_ERR_SHAPE, "%s: index %s is larger than x %s in dim %d (only dim %d may be)", fn,
                                   amp__shape_fmt(index->ndim, index->shape, a, sizeof a),
                                   amp__shape_fmt(x->ndim, x->shape, b, sizeof b), i, d);
-    amp_tensor *hidx = NULL;
-    const amp_tensor *hi = host_index(fn, x, index, &hidx);
-    if (!hi) return NULL;
-    amp_tensor *r = gather_impl(fn, x, d, hi);
-    amp__release(hidx);
-    return r;
+    return with_host_index(fn, x, d, index, gather_impl);
 }
 
 static amp_tensor *gather_impl(const char *fn, amp_tensor *x, int d, const amp_tensor *index) {
@@ -289,12 +284,10 @@ static amp_tensor *mask_op(const char *fn, amp_op_id op, amp_tensor *x, int kind
                                        AMP_NEW_UNSCOPED);
             if (!mcopy || amp__copy_convert(mcopy, mview) != AMP_OK) goto fail;
         }
-        amp_node *node = amp__node_new(fn, mask_backward, 1, in, sizeof(mask_ctx));
-        if (!node) goto fail;
-        *(mask_ctx *)node->ctx = (mask_ctx){diagonal, kind, mcopy};
-        node->ctx_free = mask_ctx_free;
-        mcopy = NULL;
-        amp__node_attach(node, out);
+        amp_node_spec spec = {.backward = mask_backward, .ctx = &(mask_ctx){diagonal, kind, mcopy},
+                              .ctx_size = sizeof(mask_ctx), .ctx_free = mask_ctx_free};
+        if (amp__node_record(fn, out, in, 1, &spec) != AMP_OK) goto fail;
+        mcopy = NULL; /* the node's */
     }
     amp_tensor_free(mview);
     amp__autocast_done(in, 1, am);

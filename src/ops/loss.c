@@ -128,15 +128,9 @@ static amp_tensor *class_loss_run(const char *fn, amp_device dev, const cls_ctx 
     amp_cls_args a = cls_args(c);
     if (!wsum || AMP_KCALL(be, loss, class_loss, fn, &a, x, in[1], in[2], out, wsum) != AMP_OK) goto fail;
     if (amp__needs_grad(1, in)) {
-        amp_node *node = amp__node_new(fn, cls_backward, 1, in, sizeof(cls_ctx));
-        if (!node) goto fail;
-        amp__node_save(node, x);
-        amp__node_save(node, in[1]);
-        amp__node_save(node, in[2]);
-        amp__node_save(node, wsum);
-        *(cls_ctx *)node->ctx = *c;
-        node->backward_diff = cls_backward_diff;
-        amp__node_attach(node, out);
+        amp_node_spec spec = {.backward = cls_backward, .backward_diff = cls_backward_diff, .ctx = c, .ctx_size = sizeof *c,
+                              .nsave = 4, .save = {x, in[1], in[2], wsum}};
+        if (amp__node_record(fn, out, in, 1, &spec) != AMP_OK) goto fail;
     }
     amp__release(wsum);
     return out;
@@ -343,23 +337,10 @@ static amp_tensor *pointwise_loss(const char *fn, amp_op_id op, amp_pw_kind kind
         amp_tensor_free(out);
         out = NULL;
     }
-    if (out && amp__needs_grad(3, in)) {
-        amp_node *node = amp__node_new(fn, pw_backward, 3, in, sizeof(amp_pw_args));
-        if (!node) {
-            amp_tensor_free(out);
-            out = NULL;
-            goto done;
-        }
-        amp__node_save(node, x);
-        amp__node_save(node, y);
-        amp__node_save(node, pwt);
-        *(amp_pw_args *)node->ctx = c;
-        if (kind == AMP_PW_MSE || kind == AMP_PW_L1 || kind == AMP_PW_SMOOTH_L1) node->backward_diff = pw_backward_diff;
-        amp__node_attach(node, out);
-    }
-done:
-    amp__autocast_done(in, 3, mask);
-    return out;
+    bool diff = kind == AMP_PW_MSE || kind == AMP_PW_L1 || kind == AMP_PW_SMOOTH_L1;
+    amp_node_spec spec = {.backward = pw_backward, .backward_diff = diff ? pw_backward_diff : NULL, .ctx = &c,
+                          .ctx_size = sizeof c, .nsave = 3, .save = {x, y, pwt}};
+    return amp__op_end(fn, out != NULL, out, in, 3, mask, &spec, NULL, 0);
 }
 
 amp_tensor *amp_mse_loss(amp_tensor *input, amp_tensor *target, const amp_loss_opts *o) {

@@ -465,28 +465,14 @@ static amp_tensor *mm_op(const char *fn, mm_mode mode, amp_tensor *input, amp_te
               gbeta, gbias) != AMP_OK)
         goto fail;
     amp_tensor *gi[3] = {a, b, input};
-    if (amp__needs_grad(nin, gi)) {
-        amp_node *nd = amp__node_new(fn, mm_backward, nin, gi, sizeof(mm_ctx));
-        if (!nd) goto fail;
-        amp__node_save(nd, a);
-        amp__node_save(nd, b);
-        mm_ctx *c = nd->ctx;
-        c->mode = mode;
-        c->avec = avec, c->bvec = bvec;
-        c->has_input = input != NULL;
-        c->alpha = alpha, c->beta = beta;
-        nd->backward_diff = mm_backward_diff;
-        amp__node_attach(nd, out);
-    }
-    goto done;
-fail:
-    amp_tensor_free(out);
-    out = NULL;
+    mm_ctx c = {.mode = mode, .avec = avec, .bvec = bvec, .has_input = input != NULL, .alpha = alpha, .beta = beta};
+    amp_node_spec spec = {.backward = mm_backward, .backward_diff = mm_backward_diff, .ctx = &c, .ctx_size = sizeof c, .nsave = 2,
+                          .save = {a, b}};
+    if (amp__node_record(fn, out, gi, nin, &spec) != AMP_OK) goto fail;
 done:
-    amp__release(ta);
-    amp__release(tb);
-    amp__autocast_done(in, nin, mask);
-    return out;
+    return amp__op_end(fn, out != NULL, out, in, nin, mask, NULL, (amp_tensor *[]){ta, tb}, 2);
+fail:
+    return amp__op_end(fn, false, out, in, nin, mask, NULL, (amp_tensor *[]){ta, tb}, 2);
 }
 
 /* ---- backward ---------------------------------------------------------------------------------- */

@@ -27,6 +27,33 @@ static bool check_param(const char *fn, const amp_tensor *t, const char *name, i
     return true;
 }
 
+/* out (x's shape and dtype) and the statistics the backward reads, mean and
+ * rstd (n f32 values each); false (with the error) when one cannot be made. */
+static bool norm_outputs(const char *fn, amp_device dev, const amp_tensor *x, int64_t n, amp_tensor **out,
+                         amp_tensor **mean, amp_tensor **rstd) {
+    *out = amp__empty_out_on(fn, dev, x->dtype, x->ndim, x->shape);
+    *mean = *out ? amp__tensor_new_on(fn, dev, AMP_F32, 1, &n, amp__mem_current(AMP_MEM_ACTIVATION), AMP_NEW_UNSCOPED) : NULL;
+    *rstd = *mean ? amp__tensor_new_on(fn, dev, AMP_F32, 1, &n, amp__mem_current(AMP_MEM_ACTIVATION), AMP_NEW_UNSCOPED) : NULL;
+    return *rstd != NULL;
+}
+
+/* Every norm's node: in = {x, weight, bias}; it saves x, weight, mean, rstd
+ * and ctx (ctx_size bytes). */
+static amp_status norm_node(const char *fn, amp_tensor **in, amp_tensor *out, amp_tensor *mean, amp_tensor *rstd,
+                            amp_backward_fn bw, amp_backward_fn bw_diff, const void *ctx, size_t ctx_size) {
+    amp_node_spec spec = {.backward = bw, .backward_diff = bw_diff, .ctx = ctx, .ctx_size = ctx_size, .nsave = 4,
+                          .save = {in[0], in[1], mean, rstd}};
+    return amp__node_record(fn, out, in, 3, &spec);
+}
+
+/* The end of every norm's forward: the statistics released (the node holds
+ * its own), the casts undone; out freed unless ok. */
+static amp_tensor *norm_end(const char *fn, bool ok, amp_tensor **in, int mask, amp_tensor *out, amp_tensor *mean,
+                            amp_tensor *rstd) {
+    amp_tensor *tmp[2] = {mean, rstd};
+    return amp__op_end(fn, ok, out, in, 3, mask, NULL, tmp, 2);
+}
+
 /* ---- layer_norm --------------------------------------------------------------------------- */
 typedef struct {
     int64_t M, D;
@@ -98,35 +125,19 @@ amp_tensor *amp_layer_norm(amp_tensor *x, int normalized_ndim, amp_tensor *weigh
     x = in[0];
     int64_t M = amp__numel(lead, x->shape), D = amp__numel(k, x->shape + lead);
     const amp_backend *be = amp__backend(fn, dev);
-    amp_tensor *out = be ? amp__empty_out_on(fn, dev, x->dtype, x->ndim, x->shape) : NULL;
-    amp_tensor *mean = out ? amp__tensor_new_on(fn, dev, AMP_F32, 1, &M, amp__mem_current(AMP_MEM_ACTIVATION), AMP_NEW_UNSCOPED) : NULL;
-    amp_tensor *rstd = mean ? amp__tensor_new_on(fn, dev, AMP_F32, 1, &M, amp__mem_current(AMP_MEM_ACTIVATION), AMP_NEW_UNSCOPED) : NULL;
-    if (!rstd) goto fail;
+    amp_tensor *out = NULL, *mean = NULL, *rstd = NULL;
+    if (!be || !norm_outputs(fn, dev, x, M, &out, &mean, &rstd)) goto fail;
     amp_norm_args na;
     memset(&na, 0, sizeof na);
     na.M = M, na.D = D, na.k = k, na.eps = eps;
     if (AMP_KCALL(be, norm, layer_norm, fn, &na, x, in[1], in[2], out, mean, rstd) != AMP_OK) goto fail;
     if (amp__needs_grad(3, in)) {
-        amp_node *node = amp__node_new(fn, layer_norm_backward, 3, in, sizeof(ln_ctx));
-        if (!node) goto fail;
-        amp__node_save(node, x);
-        amp__node_save(node, in[1]);
-        amp__node_save(node, mean);
-        amp__node_save(node, rstd);
-        *(ln_ctx *)node->ctx = (ln_ctx){M, D, k, eps};
-        node->backward_diff = layer_norm_backward_diff;
-        amp__node_attach(node, out);
+        ln_ctx c = {M, D, k, eps};
+        if (norm_node(fn, in, out, mean, rstd, layer_norm_backward, layer_norm_backward_diff, &c, sizeof c) != AMP_OK) goto fail;
     }
-    amp__release(mean);
-    amp__release(rstd);
-    amp__autocast_done(in, 3, mask);
-    return out;
+    return norm_end(fn, true, in, mask, out, mean, rstd);
 fail:
-    amp__release(mean);
-    amp__release(rstd);
-    amp_tensor_free(out);
-    amp__autocast_done(in, 3, mask);
-    return NULL;
+    return norm_end(fn, false, in, mask, out, mean, rstd);
 }
 
 /* ---- batch_norm ------------------------------------------------------------------------------ */
@@ -181,37 +192,21 @@ amp_tensor *amp_batch_norm(amp_tensor *x, amp_tensor *running_mean, amp_tensor *
     int mask = amp__autocast_dev(AMP_OP_BATCH_NORM, in, 3, &dev);
     if (mask < 0) return NULL;
     x = in[0];
-    int64_t cdim[1] = {C};
     const amp_backend *be = amp__backend(fn, dev);
-    amp_tensor *out = be ? amp__empty_out_on(fn, dev, x->dtype, x->ndim, x->shape) : NULL;
-    amp_tensor *mean = out ? amp__tensor_new_on(fn, dev, AMP_F32, 1, cdim, amp__mem_current(AMP_MEM_ACTIVATION), AMP_NEW_UNSCOPED) : NULL;
-    amp_tensor *rstd = mean ? amp__tensor_new_on(fn, dev, AMP_F32, 1, cdim, amp__mem_current(AMP_MEM_ACTIVATION), AMP_NEW_UNSCOPED) : NULL;
-    if (!rstd) goto fail;
+    amp_tensor *out = NULL, *mean = NULL, *rstd = NULL;
+    if (!be || !norm_outputs(fn, dev, x, C, &out, &mean, &rstd)) goto fail;
     amp_norm_args na;
     memset(&na, 0, sizeof na);
     na.N = N, na.C = C, na.L = L, na.eps = eps, na.training = training, na.momentum = momentum;
     if (AMP_KCALL(be, norm, batch_norm, fn, &na, x, in[1], in[2], running_mean, running_var, out, mean, rstd) != AMP_OK)
         goto fail;
     if (amp__needs_grad(3, in)) {
-        amp_node *node = amp__node_new(fn, batch_norm_backward, 3, in, sizeof(bn_ctx));
-        if (!node) goto fail;
-        amp__node_save(node, x);
-        amp__node_save(node, in[1]);
-        amp__node_save(node, mean);
-        amp__node_save(node, rstd);
-        *(bn_ctx *)node->ctx = (bn_ctx){N, C, L, training};
-        amp__node_attach(node, out);
+        bn_ctx c = {N, C, L, training};
+        if (norm_node(fn, in, out, mean, rstd, batch_norm_backward, NULL, &c, sizeof c) != AMP_OK) goto fail;
     }
-    amp__release(mean);
-    amp__release(rstd);
-    amp__autocast_done(in, 3, mask);
-    return out;
+    return norm_end(fn, true, in, mask, out, mean, rstd);
 fail:
-    amp__release(mean);
-    amp__release(rstd);
-    amp_tensor_free(out);
-    amp__autocast_done(in, 3, mask);
-    return NULL;
+    return norm_end(fn, false, in, mask, out, mean, rstd);
 }
 
 /* ---- group_norm --------------------------------------------------------------------------- */
@@ -255,32 +250,17 @@ amp_tensor *amp_group_norm(amp_tensor *x, int64_t groups, amp_tensor *weight, am
     x = in[0];
     int64_t ng = N * groups;
     const amp_backend *be = amp__backend(fn, dev);
-    amp_tensor *out = be ? amp__empty_out_on(fn, dev, x->dtype, x->ndim, x->shape) : NULL;
-    amp_tensor *mean = out ? amp__tensor_new_on(fn, dev, AMP_F32, 1, &ng, amp__mem_current(AMP_MEM_ACTIVATION), AMP_NEW_UNSCOPED) : NULL;
-    amp_tensor *rstd = mean ? amp__tensor_new_on(fn, dev, AMP_F32, 1, &ng, amp__mem_current(AMP_MEM_ACTIVATION), AMP_NEW_UNSCOPED) : NULL;
-    if (!rstd) goto fail;
+    amp_tensor *out = NULL, *mean = NULL, *rstd = NULL;
+    if (!be || !norm_outputs(fn, dev, x, ng, &out, &mean, &rstd)) goto fail;
     amp_norm_args na;
     memset(&na, 0, sizeof na);
     na.N = N, na.C = C, na.L = L, na.G = groups, na.eps = eps;
     if (AMP_KCALL(be, norm, group_norm, fn, &na, x, in[1], in[2], out, mean, rstd) != AMP_OK) goto fail;
     if (amp__needs_grad(3, in)) {
-        amp_node *node = amp__node_new(fn, group_norm_backward, 3, in, sizeof(gn_ctx));
-        if (!node) goto fail;
-        amp__node_save(node, x);
-        amp__node_save(node, in[1]);
-        amp__node_save(node, mean);
-        amp__node_save(node, rstd);
-        *(gn_ctx *)node->ctx = (gn_ctx){N, C, L, groups};
-        amp__node_attach(node, out);
+        gn_ctx c = {N, C, L, groups};
+        if (norm_node(fn, in, out, mean, rstd, group_norm_backward, NULL, &c, sizeof c) != AMP_OK) goto fail;
     }
-    amp__release(mean);
-    amp__release(rstd);
-    amp__autocast_done(in, 3, mask);
-    return out;
+    return norm_end(fn, true, in, mask, out, mean, rstd);
 fail:
-    amp__release(mean);
-    amp__release(rstd);
-    amp_tensor_free(out);
-    amp__autocast_done(in, 3, mask);
-    return NULL;
+    return norm_end(fn, false, in, mask, out, mean, rstd);
 }

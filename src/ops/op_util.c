@@ -105,3 +105,15 @@ amp_tensor *amp__const_map(const amp_tensor *t, double (*f)(double v, const void
     for (int64_t i = 0; i < n; i++) amp__store(po + (size_t)i * es, dt, f(amp__load(amp__elem_ptr(t, i), t->dtype), arg));
     return out;
 }
+
+amp_tensor *amp__op_end(const char *fn, bool ok, amp_tensor *out, amp_tensor **in, int nin, int mask,
+                        const amp_node_spec *nd, amp_tensor *const *tmp, int ntmp) {
+    if (ok && nd && amp__node_record(fn, out, in, nin, nd) != AMP_OK) ok = false;
+    for (int i = 0; i < ntmp; i++) amp__release(tmp[i]);
+    if (!ok) {
+        amp_tensor_free(out);
+        out = NULL;
+    }
+    amp__autocast_done(in, nin, mask);
+    return out;
+}

@@ -16,6 +16,10 @@
  *       return out;
  *   }
  *
+ * The last three steps (and, on failure, freeing out) are one call that
+ * every op ends with: return amp__op_end(fn, ok, out, in, 2, mask, &spec,
+ * tmp, ntmp), spec describing the node (amp_node_spec, autograd/node.h).
+ *
  * Saved tensors must be the (possibly cast) in[] entries, not the originals.
  * An op computes nothing on the host itself: its forward and its backward
  * are calls into the backend of the tensors' device (the CPU's kernels are
@@ -60,5 +64,16 @@ amp_tensor *amp__reshape_view(const char *fn, amp_tensor *x, int ndim, const int
 
 /* Scalars as tensors of the given dtype, zero-d, unscoped in the engine. */
 amp_tensor *amp__scalar_tensor(amp_dtype dt, double v);
+
+/* ---- the end of an op's forward (every op's epilogue) --------------------------------- */
+/* The one epilogue of an op's forward. ok: the backend computed out (false
+ * after any failure; out may then be NULL). When ok and nd is not NULL, the
+ * node (amp__node_record(fn, out, in, nin, nd), autograd/node.h); then the
+ * temporaries tmp[0..ntmp) are released (NULL entries skipped; the node
+ * holds its own aliases of what it saved) and in's autocast casts undone
+ * (amp__autocast_done with mask). Returns out, or NULL with out freed when
+ * !ok or the node could not be made. */
+amp_tensor *amp__op_end(const char *fn, bool ok, amp_tensor *out, amp_tensor **in, int nin, int mask,
+                        const amp_node_spec *nd, amp_tensor *const *tmp, int ntmp);
 
 #endif

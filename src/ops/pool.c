@@ -158,11 +158,8 @@ amp_tensor *amp_max_pool2d(amp_tensor *x, const amp_pool_params *p, amp_tensor *
     if (!out || (indices && !(idx = new_out(fn, x, AMP_I64, a.OH, a.OW)))) goto fail;
     if (AMP_KCALL(be, pool, max_pool2d, fn, &a, x, out, indices || grad ? &idx : NULL) != AMP_OK) goto fail;
     if (grad) {
-        amp_node *nd = amp__node_new(fn, max_pool_backward, 1, in, sizeof(amp_pool_args));
-        if (!nd) goto fail;
-        amp__node_save(nd, idx);
-        *(amp_pool_args *)nd->ctx = a;
-        amp__node_attach(nd, out);
+        amp_node_spec spec = {.backward = max_pool_backward, .ctx = &a, .ctx_size = sizeof a, .nsave = 1, .save = {idx}};
+        if (amp__node_record(fn, out, in, 1, &spec) != AMP_OK) goto fail;
     }
     if (indices)
         *indices = idx;
@@ -197,18 +194,12 @@ static amp_tensor *avg_impl(const char *fn, amp_op_id op, amp_tensor *x, const a
     amp_tensor *out = be ? new_out(fn, x, x->dtype, a->OH, a->OW) : NULL;
     if (!out || AMP_KCALL(be, pool, avg_pool2d, fn, a, x, out) != AMP_OK) goto fail;
     if (amp__needs_grad(1, in)) {
-        amp_node *nd = amp__node_new(fn, avg_pool_backward, 1, in, sizeof(amp_pool_args));
-        if (!nd) goto fail;
-        *(amp_pool_args *)nd->ctx = *a;
-        amp__node_attach(nd, out);
+        amp_node_spec spec = {.backward = avg_pool_backward, .ctx = a, .ctx_size = sizeof *a};
+        if (amp__node_record(fn, out, in, 1, &spec) != AMP_OK) goto fail;
     }
-    goto done;
+    return amp__op_end(fn, true, out, in, 1, mask, NULL, NULL, 0);
 fail:
-    amp_tensor_free(out);
-    out = NULL;
-done:
-    amp__autocast_done(in, 1, mask);
-    return out;
+    return amp__op_end(fn, false, out, in, 1, mask, NULL, NULL, 0);
 }
 
 amp_tensor *amp_avg_pool2d(amp_tensor *x, const amp_pool_params *p) {

@@ -85,7 +85,9 @@ static amp_tensor *sum_mean(const char *fn, amp_op_id op, amp_tensor *x, const i
     int64_t shape[AMP_MAX_DIMS];
     int nd = out_shape(x, red, keepdim, shape);
     int64_t cnt = amp__reduced_count(x, red);
-    float scale = mean ? (float)(1.0 / (double)cnt) : 1.0f;
+    red_ctx c = {.scale = mean ? (float)(1.0 / (double)cnt) : 1.0f};
+    memcpy(c.red, red, sizeof red);
+    amp_node_spec spec = {.backward = sum_backward, .backward_diff = sum_backward_diff, .ctx = &c, .ctx_size = sizeof c};
     const amp_backend *be = amp__backend(fn, dev);
     if (!be) goto done;
     out = amp__empty_out_on(fn, dev, x->dtype, nd, shape);
@@ -93,22 +95,8 @@ static amp_tensor *sum_mean(const char *fn, amp_op_id op, amp_tensor *x, const i
         amp_tensor_free(out);
         out = NULL;
     }
-    if (out && amp__needs_grad(1, in)) {
-        amp_node *node = amp__node_new(fn, sum_backward, 1, in, sizeof(red_ctx));
-        if (!node) {
-            amp_tensor_free(out);
-            out = NULL;
-            goto done;
-        }
-        red_ctx *c = node->ctx;
-        node->backward_diff = sum_backward_diff;
-        memcpy(c->red, red, sizeof red);
-        c->scale = scale;
-        amp__node_attach(node, out);
-    }
 done:
-    amp__autocast_done(in, 1, mask);
-    return out;
+    return amp__op_end(fn, out != NULL, out, in, 1, mask, &spec, NULL, 0);
 }
 
 amp_tensor *amp_sum(amp_tensor *x, const int *dims, int ndims, bool keepdim) {
@@ -159,20 +147,8 @@ amp_tensor *amp_prod(amp_tensor *x, int dim, bool keepdim) {
         amp_tensor_free(out);
         out = NULL;
     }
-    if (out && amp__needs_grad(1, in)) {
-        amp_node *node = amp__node_new(fn, prod_backward, 1, in, sizeof(dim_ctx));
-        if (!node) {
-            amp_tensor_free(out);
-            out = NULL;
-            goto done;
-        }
-        amp__node_save(node, x);
-        ((dim_ctx *)node->ctx)->dim = d;
-        amp__node_attach(node, out);
-    }
-done:
-    amp__autocast_done(in, 1, mask);
-    return out;
+    amp_node_spec spec = {.backward = prod_backward, .ctx = &(dim_ctx){d}, .ctx_size = sizeof(dim_ctx), .nsave = 1, .save = {x}};
+    return amp__op_end(fn, out != NULL, out, in, 1, mask, &spec, NULL, 0);
 }
 
 /* the reverse cumulative sum of g (f32), through the backend */
@@ -209,19 +185,8 @@ amp_tensor *amp_cumsum(amp_tensor *x, int dim) {
         amp_tensor_free(out);
         out = NULL;
     }
-    if (out && amp__needs_grad(1, in)) {
-        amp_node *node = amp__node_new(fn, cumsum_backward, 1, in, sizeof(dim_ctx));
-        if (!node) {
-            amp_tensor_free(out);
-            out = NULL;
-            goto done;
-        }
-        ((dim_ctx *)node->ctx)->dim = d;
-        amp__node_attach(node, out);
-    }
-done:
-    amp__autocast_done(in, 1, mask);
-    return out;
+    amp_node_spec spec = {.backward = cumsum_backward, .ctx = &(dim_ctx){d}, .ctx_size = sizeof(dim_ctx)};
+    return amp__op_end(fn, out != NULL, out, in, 1, mask, &spec, NULL, 0);
 }
 
 static amp_status max_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
@@ -263,17 +228,12 @@ amp_tensor *amp_max(amp_tensor *x, int dim, bool keepdim, amp_tensor **indices) 
         out = NULL;
         goto done;
     }
-    if (amp__needs_grad(1, in)) {
-        amp_node *node = amp__node_new(fn, max_backward, 1, in, sizeof(dim_ctx));
-        if (!node) {
-            amp__release(idx);
-            amp_tensor_free(out);
-            out = NULL;
-            goto done;
-        }
-        amp__node_save(node, idx);
-        ((dim_ctx *)node->ctx)->dim = d;
-        amp__node_attach(node, out);
+    amp_node_spec spec = {.backward = max_backward, .ctx = &(dim_ctx){d}, .ctx_size = sizeof(dim_ctx), .nsave = 1, .save = {idx}};
+    if (amp__node_record(fn, out, in, 1, &spec) != AMP_OK) {
+        amp__release(idx);
+        amp_tensor_free(out);
+        out = NULL;
+        goto done;
     }
     if (indices) {
         amp__scope_register(idx); /* the caller's reference */
@@ -318,6 +278,8 @@ amp_tensor *amp_norm(amp_tensor *x, double p, const int *dims, int ndims, bool k
     amp_tensor *out = NULL;
     int64_t shape[AMP_MAX_DIMS];
     int nd = out_shape(x, red, keepdim, shape);
+    norm_ctx c = {.p = p};
+    memcpy(c.red, red, sizeof red);
     const amp_backend *be = amp__backend(fn, dev);
     if (!be) goto done;
     out = amp__empty_out_on(fn, dev, x->dtype, nd, shape);
@@ -325,21 +287,8 @@ amp_tensor *amp_norm(amp_tensor *x, double p, const int *dims, int ndims, bool k
         amp_tensor_free(out);
         out = NULL;
     }
-    if (out && amp__needs_grad(1, in)) {
-        amp_node *node = amp__node_new(fn, norm_backward, 1, in, sizeof(norm_ctx));
-        if (!node) {
-            amp_tensor_free(out);
-            out = NULL;
-            goto done;
-        }
-        amp__node_save(node, x);
-        amp__node_save(node, out);
-        norm_ctx *c = node->ctx;
-        memcpy(c->red, red, sizeof red);
-        c->p = p;
-        amp__node_attach(node, out);
-    }
 done:
-    amp__autocast_done(in, 1, mask);
-    return out;
+    return amp__op_end(fn, out != NULL, out, in, 1, mask,
+                       &(amp_node_spec){.backward = norm_backward, .ctx = &c, .ctx_size = sizeof c, .nsave = 2, .save = {x, out}},
+                       NULL, 0);
 }

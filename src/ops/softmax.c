@@ -44,23 +44,12 @@ static amp_tensor *softmax_impl(const char *fn, amp_op_id op, amp_tensor *x, int
     if (AMP_KCALL(be, softmax, softmax, fn, x, d, log, out) != AMP_OK) {
         amp_tensor_free(out);
         out = NULL;
-        goto done;
-    }
-    if (amp__needs_grad(1, in)) {
-        amp_node *node = amp__node_new(fn, softmax_backward, 1, in, sizeof(softmax_ctx));
-        if (!node) {
-            amp_tensor_free(out);
-            out = NULL;
-            goto done;
-        }
-        amp__node_save(node, out);
-        *(softmax_ctx *)node->ctx = (softmax_ctx){d, log};
-        node->backward_diff = softmax_backward_diff;
-        amp__node_attach(node, out);
     }
 done:
-    amp__autocast_done(in, 1, mask);
-    return out;
+    return amp__op_end(fn, out != NULL, out, in, 1, mask,
+                       &(amp_node_spec){.backward = softmax_backward, .backward_diff = softmax_backward_diff,
+                                        .ctx = &(softmax_ctx){d, log}, .ctx_size = sizeof(softmax_ctx), .nsave = 1, .save = {out}},
+                       NULL, 0);
 }
 
 amp_tensor *amp_softmax(amp_tensor *x, int dim) { return softmax_impl("amp_softmax", AMP_OP_SOFTMAX, x, dim, false); }

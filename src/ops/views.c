@@ -196,12 +196,17 @@ static amp_tensor *permute_raw(const amp_tensor *x, const int *perm) {
     return amp__view(x, x->ndim, shape, stride, x->offset);
 }
 
-static amp_status permute_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+/* gout[0] permuted back: a view (backward), or with its history (create_graph) */
+static amp_status permute_back(amp_node *n, amp_tensor *const *gout, amp_tensor **gin, bool diff) {
     perm_ctx *c = n->ctx;
     int inv[AMP_MAX_DIMS];
     for (int i = 0; i < gout[0]->ndim; i++) inv[c->perm[i]] = i;
-    gin[0] = permute_raw(gout[0], inv);
+    gin[0] = diff ? amp_permute(gout[0], inv) : permute_raw(gout[0], inv);
     return gin[0] ? AMP_OK : amp_last_status();
+}
+
+static amp_status permute_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    return permute_back(n, gout, gin, false);
 }
 
 amp_tensor *amp_permute(amp_tensor *x, const int *dims) {
@@ -403,11 +408,7 @@ static amp_status reshape_backward_diff(amp_node *n, amp_tensor *const *gout, am
 }
 
 static amp_status permute_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
-    perm_ctx *c = n->ctx;
-    int inv[AMP_MAX_DIMS];
-    for (int i = 0; i < gout[0]->ndim; i++) inv[c->perm[i]] = i;
-    gin[0] = amp_permute(gout[0], inv);
-    return gin[0] ? AMP_OK : amp_last_status();
+    return permute_back(n, gout, gin, true);
 }
 
 static amp_status expand_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
@@ -561,20 +562,10 @@ static amp_tensor *cat_impl(const char *fn, amp_tensor *const *xs_in, int n, int
         }
         pos += len;
     }
-    if (amp__needs_grad(n, xs)) {
-        amp_node *node = amp__node_new(fn, cat_backward, n, xs, sizeof(cat_ctx));
-        if (!node) {
-            amp_tensor_free(out);
-            out = NULL;
-            goto done;
-        }
-        *(cat_ctx *)node->ctx = (cat_ctx){d, stack};
-        node->backward_diff = cat_backward_diff;
-        amp__node_attach(node, out);
-    }
 done:
-    amp__autocast_done(xs, n, mask);
-    return out;
+    return amp__op_end(fn, out != NULL, out, xs, n, mask,
+                       &(amp_node_spec){.backward = cat_backward, .backward_diff = cat_backward_diff,
+                                        .ctx = &(cat_ctx){d, stack}, .ctx_size = sizeof(cat_ctx)}, NULL, 0);
 }
 
 amp_tensor *amp_cat(amp_tensor *const *xs, int n, int dim) { return cat_impl("amp_cat", xs, n, dim, false); }

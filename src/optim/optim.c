@@ -115,6 +115,16 @@ amp_optim *amp_optim_new(amp_tensor *const *params, int n, const amp_optim_opts 
     return amp__optim_new("amp_optim_new", params, n, o, false);
 }
 
+amp_status amp__optim_check_param(const char *fn, amp_tensor *const *params, int i) {
+    const amp_tensor *p = params[i];
+    if (!p) return amp_error(AMP_ERR_ARG, "%s: params[%d] is NULL", fn, i);
+    if (!amp__live(fn, p)) return amp_last_status();
+    if (!amp_tensor_is_leaf(p) || !p->requires_grad)
+        return amp_error(AMP_ERR_ARG, "%s: params[%d] must be a leaf tensor that requires grad", fn, i);
+    if (!amp_tensor_is_contiguous(p)) return amp_error(AMP_ERR_ARG, "%s: params[%d] is not contiguous", fn, i);
+    return AMP_OK;
+}
+
 amp_optim *amp__optim_new(const char *fn, amp_tensor *const *params, int n, const amp_optim_opts *o, bool allow_empty) {
     if (!o) return amp_error_null(AMP_ERR_ARG, "%s: opts is NULL (use amp_adamw_opts(lr) etc.)", fn);
     if (n < 0 || (n == 0 && !allow_empty)) return amp_error_null(AMP_ERR_ARG, "%s: n = %d: need at least one parameter", fn, n);
@@ -122,11 +132,7 @@ amp_optim *amp__optim_new(const char *fn, amp_tensor *const *params, int n, cons
     if (check_opts(fn, o) != AMP_OK) return NULL;
     for (int i = 0; i < n; i++) {
         const amp_tensor *p = params[i];
-        if (!p) return amp_error_null(AMP_ERR_ARG, "%s: params[%d] is NULL", fn, i);
-        if (!amp__live(fn, p)) return NULL;
-        if (!amp_tensor_is_leaf(p) || !p->requires_grad)
-            return amp_error_null(AMP_ERR_ARG, "%s: params[%d] must be a leaf tensor that requires grad", fn, i);
-        if (!amp_tensor_is_contiguous(p)) return amp_error_null(AMP_ERR_ARG, "%s: params[%d] is not contiguous", fn, i);
+        if (amp__optim_check_param(fn, params, i) != AMP_OK) return NULL;
         if (amp__dev(p) != amp__dev(params[0]))
             return amp_error_null(AMP_ERR_ARG, "%s: params[%d] is on %s and params[0] on %s: an optimizer's parameters "
                                                   "must be on one device", fn, i, amp_device_name(amp__dev(p)),

@@ -66,6 +66,10 @@ struct amp_optim {
     amp_dev_scaler *dplain;
 };
 
+/* params[i] is a live, contiguous leaf that requires grad: AMP_OK, else the
+ * error "fn: params[i] is NULL / must be a leaf tensor that requires grad /
+ * is not contiguous" (amp_optim_new's and amp_ddp_new's first checks). */
+amp_status amp__optim_check_param(const char *fn, amp_tensor *const *params, int i);
 /* amp_optim_new that also accepts n = 0 (a ZeRO-1 rank may own no element
  * of an optimizer's parameters): a step then changes nothing but the counts. */
 amp_optim *amp__optim_new(const char *fn, amp_tensor *const *params, int n, const amp_optim_opts *o, bool allow_empty);
