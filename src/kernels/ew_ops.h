@@ -48,6 +48,7 @@
     X(EXP, "exp", 1, EXP(x))                                                                                   \
     X(LOG, "log", 1, M(log)(x))                                                                                \
     X(LOG1P, "log1p", 1, M(log1p)(x))                                                                          \
+    X(EXPM1, "expm1", 1, M(expm1)(x))                                                                          \
     X(SQRT, "sqrt", 1, M(sqrt)(x))                                                                             \
     X(RSQRT, "rsqrt", 1, K(1) / M(sqrt)(x))                                                                    \
     X(RECIP, "reciprocal", 1, K(1) / x)                                                                        \
@@ -77,6 +78,7 @@
     X(G_MUL_OUT, "g_mul", 2, x * y)                           /* exp: y = out */                               \
     X(G_DIV, "g_div", 2, x / y)                               /* log: y = input; div wrt a: y = b */           \
     X(G_LOG1P, "g_log1p", 2, x / (K(1) + y))                                                                   \
+    X(G_EXPM1, "g_expm1", 2, x * (y + K(1)))                  /* y = out, as torch: g (out + 1) */             \
     X(G_SQRT, "g_sqrt", 2, x / (K(2) * y))                    /* y = out */                                    \
     X(G_RSQRT, "g_rsqrt", 2, K(-0.5) * x * (y * y * y))       /* y = out */                                    \
     X(G_RECIP, "g_reciprocal", 2, -x * (y * y))               /* y = out */                                    \
@@ -110,6 +112,7 @@
     X(exp, EXP, EXP, G_MUL_OUT, OUTPUT)              \
     X(log, LOG, LOG, G_DIV, INPUT)                   \
     X(log1p, LOG1P, LOG1P, G_LOG1P, INPUT)           \
+    X(expm1, EXPM1, EXPM1, G_EXPM1, OUTPUT)          \
     X(sqrt, SQRT, SQRT, G_SQRT, OUTPUT)              \
     X(rsqrt, RSQRT, RSQRT, G_RSQRT, OUTPUT)          \
     X(reciprocal, RECIP, RECIPROCAL, G_RECIP, OUTPUT) \
