@@ -57,6 +57,9 @@ VM256_INLINE __m256 vm256_scale2n_(__m256 p, __m256 fn) {
 #define VBLEND(m, f, t) _mm256_blendv_ps(f, t, m)
 #define VNEGABS(v) _mm256_or_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u)))
 #define VSCALE2N vm256_scale2n_
+#define VW 8 /* lanes */
+#define VLOADU _mm256_loadu_ps
+#define VSTOREU _mm256_storeu_ps
 #include "kernels/cpu/vmath_simd.inc"
 
 #endif

@@ -46,6 +46,9 @@ VM512_INLINE __m512 vm512_copysign(__m512 mag, __m512 sgn) {
 #define VBLEND(m, f, t) _mm512_mask_blend_ps(m, f, t)
 #define VNEGABS(v) _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), _mm512_set1_epi32((int)0x80000000u)))
 #define VSCALE2N _mm512_scalef_ps
+#define VW 16 /* lanes */
+#define VLOADU _mm512_loadu_ps
+#define VSTOREU _mm512_storeu_ps
 #include "kernels/cpu/vmath_simd.inc"
 
 #endif
