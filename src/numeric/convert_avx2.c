@@ -43,7 +43,8 @@ static inline __m256i sel(__m256i mask, __m256i if_false, __m256i if_true) {
 #define I_GTU cmpgt_u32
 #define I_EQ _mm256_cmpeq_epi32
 #define I_MOV(q, m, v) sel(m, q, v)
-#define I_KEEP(v, m) _mm256_and_si256(m, v)
+#define I_OR_IF(x, m, v) _mm256_or_si256(x, _mm256_and_si256(m, v))
+#define I_OR_UNLESS(x, m, v) _mm256_or_si256(x, _mm256_andnot_si256(m, v))
 #define I_CLEAR(v, m) _mm256_andnot_si256(m, v)
 #define I_INC_IF(t, m) _mm256_sub_epi32(t, m) /* m is -1 where true */
 #define I_CVT_F32_BITS(v) _mm256_castps_si256(_mm256_cvtepi32_ps(v))

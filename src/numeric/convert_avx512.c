@@ -39,7 +39,8 @@ static inline __mmask16 tail_mask(size_t r) { return (__mmask16)((1u << r) - 1u)
 #define I_GTU _mm512_cmpgt_epu32_mask
 #define I_EQ _mm512_cmpeq_epi32_mask
 #define I_MOV(q, m, v) _mm512_mask_mov_epi32(q, m, v)
-#define I_KEEP(v, m) _mm512_maskz_mov_epi32(m, v)
+#define I_OR_IF(x, m, v) _mm512_mask_or_epi32(x, m, x, v)
+#define I_OR_UNLESS(x, m, v) _mm512_mask_or_epi32(x, (__mmask16)~(m), x, v)
 #define I_CLEAR(v, m) _mm512_mask_mov_epi32(v, m, _mm512_setzero_si512())
 #define I_INC_IF(t, m) _mm512_mask_add_epi32(t, m, t, V1(1))
 #define I_CVT_F32_BITS(v) _mm512_castps_si512(_mm512_cvtepi32_ps(v))
