@@ -12,6 +12,7 @@
 
 #include "amp/op_table.h"
 #include "op_check.h"
+#include "ops/elementwise.h"
 
 #define MAXIN 4
 
@@ -139,6 +140,10 @@ static amp_tensor *invoke(int op, amp_tensor *const *x) {
     case AMP_OP_TRIU: return amp_triu(x[0], 1);
     case AMP_OP_MASKED_FILL: return amp_masked_fill(x[0], g_mask, -3.0);
     }
+    /* an op generated from a kernels/ew_ops.h AMP_EW_UNARY_API row: amp_<name>(x) */
+    for (int r = 0; op >= 0 && op < AMP_OP_COUNT && r < amp__ew_unary_api_count; r++)
+        if (strcmp(amp__ew_unary_api[r].name + strlen("amp_"), amp__op_table[op].name) == 0)
+            return amp__ew_unary_api[r].fn(x[0]);
     return NULL;
 }
 

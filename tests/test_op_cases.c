@@ -228,6 +228,7 @@ static double pw_softplus(const double *v, const op_case *c) {
 static double pw_exp(const double *v, const op_case *c) { (void)c; return exp(v[0]); }
 static double pw_log(const double *v, const op_case *c) { (void)c; return log(v[0]); }
 static double pw_log1p(const double *v, const op_case *c) { (void)c; return log1p(v[0]); }
+static double pw_expm1(const double *v, const op_case *c) { (void)c; return expm1(v[0]); }
 static double pw_sqrt(const double *v, const op_case *c) { (void)c; return sqrt(v[0]); }
 static double pw_rsqrt(const double *v, const op_case *c) { (void)c; return 1 / sqrt(v[0]); }
 static double pw_recip(const double *v, const op_case *c) { (void)c; return 1 / v[0]; }
@@ -742,6 +743,7 @@ static amp_tensor *f_powt(amp_tensor *const *x, const op_case *c) { (void)c; ret
 static amp_tensor *f_exp(amp_tensor *const *x, const op_case *c) { (void)c; return amp_exp(X0); }
 static amp_tensor *f_log(amp_tensor *const *x, const op_case *c) { (void)c; return amp_log(X0); }
 static amp_tensor *f_log1p(amp_tensor *const *x, const op_case *c) { (void)c; return amp_log1p(X0); }
+static amp_tensor *f_expm1(amp_tensor *const *x, const op_case *c) { (void)c; return amp_expm1(X0); }
 static amp_tensor *f_sqrt(amp_tensor *const *x, const op_case *c) { (void)c; return amp_sqrt(X0); }
 static amp_tensor *f_rsqrt(amp_tensor *const *x, const op_case *c) { (void)c; return amp_rsqrt(X0); }
 static amp_tensor *f_recip(amp_tensor *const *x, const op_case *c) { (void)c; return amp_reciprocal(X0); }
@@ -915,6 +917,7 @@ static const op_case CASES[] = {
     {"amp_exp", "elementwise", "odd 1031 (vector body and tail)", f_exp, PW(pw_exp), .n = 1, .in = {IN('n', 1031)}, .flags = F64},
     {"amp_log", "elementwise", "x > 0, transposed", f_log, PW(pw_log), .n = 1, .in = {INV('p', 't', 5, 3)}, .flags = F64},
     {"amp_log1p", "elementwise", "x in (-0.9, 0.9)", f_log1p, PW(pw_log1p), .n = 1, .in = {IN('u', 21)}, .flags = F64},
+    {"amp_expm1", "elementwise", "odd 37", f_expm1, PW(pw_expm1), .n = 1, .in = {IN('n', 37)}, .flags = F64},
     {"amp_sqrt", "elementwise", "x > 0", f_sqrt, PW(pw_sqrt), .n = 1, .in = {IN('p', 3, 7)}, .flags = F64},
     {"amp_rsqrt", "elementwise", "x > 0, sliced", f_rsqrt, PW(pw_rsqrt), .n = 1, .in = {INV('p', 's', 3, 6)}, .flags = F64},
     {"amp_reciprocal", "elementwise", "x > 0", f_recip, PW(pw_recip), .n = 1, .in = {IN('p', 19)}, .flags = F64},

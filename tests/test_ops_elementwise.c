@@ -16,7 +16,9 @@
 
 #include "golden.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/ew_scalar.h"
 #include "op_check.h"
+#include "ops/elementwise.h"
 
 /* ---- the ops under test, with float64 references ------------------------------------------ */
 enum {
@@ -912,6 +914,55 @@ static void t_no_workspace_left(void **state) {
 }
 
 /* ---- autocast hook ------------------------------------------------------------------------------------------------ */
+/* ---- the ops generated from the catalogue ---------------------------------------------------
+ * Every row of kernels/ew_ops.h's AMP_EW_UNARY_API, with no code here per
+ * op (a new row is checked as soon as it is added): the forward in f32,
+ * bf16 and f64 against its row's formula evaluated in float64 (libm), and
+ * the gradient (the row named as its gradient, through autograd) against
+ * central differences of that float64 formula. Inputs in [0.5, 2], inside
+ * every such op's domain. */
+typedef struct {
+    amp_ew_op op;
+    int64_t n;
+} row_ref_ctx;
+
+static void row_ref(const double *const *in, double *out, void *ctx) {
+    const row_ref_ctx *c = ctx;
+    for (int64_t i = 0; i < c->n; i++) out[i] = amp_ew_elem_f64((int)c->op, 0.0, 0.0, in[0][i], 0.0, 0.0, 0);
+}
+
+static void t_unary_api_rows(void **state) {
+    (void)state;
+    if (amp__ew_unary_api_count < 1) fail_msg("no AMP_EW_UNARY_API rows");
+    const int64_t shape[2] = {3, 37};
+    const amp_dtype dts[3] = {AMP_F64, AMP_F32, AMP_BF16};
+    for (int r = 0; r < amp__ew_unary_api_count; r++) {
+        const amp_ew_unary_api *a = &amp__ew_unary_api[r];
+        if (amp_ew_arity(a->op) != 1) fail_msg("%s: row %s has arity %d", a->name, amp_ew_name(a->op), amp_ew_arity(a->op));
+        if (amp_ew_arity(a->grad_op) != 2) fail_msg("%s: gradient row %s has arity %d", a->name, amp_ew_name(a->grad_op),
+                                                    amp_ew_arity(a->grad_op));
+        for (int d = 0; d < 3; d++) {
+            test_rng rng = {0x5eed + (uint64_t)r};
+            amp_tensor *x = tc_uniform(&rng, dts[d], 2, shape, 0.5, 2.0);
+            amp_tensor_set_requires_grad(x, true);
+            double *xv = tc_values(x);
+            row_ref_ctx c = {a->op, 3 * 37};
+            double want[3 * 37];
+            row_ref((const double *const[]){xv}, want, &c);
+            amp_tensor *out = a->fn(x);
+            char what[96];
+            snprintf(what, sizeof what, "%s %s", a->name, amp_dtype_name(dts[d]));
+            if (!out) fail_msg("%s: %s", what, amp_last_error());
+            if (amp_tensor_dtype(out) != dts[d]) fail_msg("%s: output dtype %s", what, amp_dtype_name(amp_tensor_dtype(out)));
+            tc_assert_tensor(out, want, tc_rtol(dts[d], 2.0), 1e-30, what);
+            if (dts[d] == AMP_F64) tc_gradcheck(out, &x, 1, row_ref, &c, 1e-6, 1e-9, what);
+            amp_tensor_free(out);
+            amp_tensor_free(x);
+            free(xv);
+        }
+    }
+}
+
 static void t_autocast(void **state) {
     (void)state;
     test_rng r = {12};
@@ -979,4 +1030,4 @@ static void t_bad_input(void **state) {
 
 AMP_TEST_MAIN(t_unary_ops, t_binary_ops, t_addcmul_addcdiv, t_broadcast_shapes, t_noncontiguous, t_same_tensor_twice,
               t_dtypes, t_edge_cases, t_exp_accuracy, t_golden, t_iterator_vs_reference, t_large_and_threads,
-              t_no_workspace_left, t_autocast, t_bad_input)
+              t_no_workspace_left, t_unary_api_rows, t_autocast, t_bad_input)

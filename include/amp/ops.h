@@ -130,6 +130,7 @@ AMP_API amp_tensor *amp_pow_tensor(amp_tensor *a, amp_tensor *b);
 AMP_API amp_tensor *amp_exp(amp_tensor *x);
 AMP_API amp_tensor *amp_log(amp_tensor *x);
 AMP_API amp_tensor *amp_log1p(amp_tensor *x);
+AMP_API amp_tensor *amp_expm1(amp_tensor *x); /* exp(x) - 1, accurate near 0 */
 AMP_API amp_tensor *amp_sqrt(amp_tensor *x);
 AMP_API amp_tensor *amp_rsqrt(amp_tensor *x);
 AMP_API amp_tensor *amp_reciprocal(amp_tensor *x);

@@ -23,6 +23,7 @@
     X(EXP, "exp", AMP_CAST_FP32, AMP_CAST_NONE)                                     \
     X(LOG, "log", AMP_CAST_FP32, AMP_CAST_NONE)                                     \
     X(LOG1P, "log1p", AMP_CAST_FP32, AMP_CAST_NONE)                                 \
+    X(EXPM1, "expm1", AMP_CAST_FP32, AMP_CAST_NONE)                                 \
     X(POW, "pow", AMP_CAST_FP32, AMP_CAST_NONE)                                     \
     X(RSQRT, "rsqrt", AMP_CAST_FP32, AMP_CAST_NONE)                                 \
     X(RECIPROCAL, "reciprocal", AMP_CAST_FP32, AMP_CAST_NONE)                       \

@@ -1,9 +1,11 @@
 /* AVX2 + F16C + FMA conversion kernels. Compiled with AVX2 flags; only called
  * when the active CPU path is avx2 or better.
  *
- * Same arithmetic as the AVX-512 kernels (see convert_impl.h), 8 lanes at a
- * time. AVX2 has no masked byte/word stores, so the last n % 8 elements go
- * through a small zero-padded buffer and the same vector code. */
+ * The lane arithmetic is convert_simd.inc's, shared with the AVX-512 kernels
+ * (see convert_impl.h), 8 lanes at a time; here its bindings, the RNE of
+ * magnitudes, Philox, loads, stores and tails. AVX2 has no masked byte/word
+ * stores, so the last n % 8 elements go through a small zero-padded buffer
+ * and the same vector code. */
 #include <immintrin.h>
 
 #include "numeric/convert_impl.h"
@@ -20,6 +22,32 @@ static inline __m256i cmpgt_u32(__m256i a, __m256i b) {
 static inline __m256i sel(__m256i mask, __m256i if_false, __m256i if_true) {
     return _mm256_blendv_epi8(if_false, if_true, mask);
 }
+
+/* the bindings of convert_simd.inc (32-bit lanes; masks are all-ones lanes) */
+#define VI __m256i
+#define IMASK __m256i
+#define I_AND _mm256_and_si256
+#define I_OR _mm256_or_si256
+#define I_ADD _mm256_add_epi32
+#define I_SUB _mm256_sub_epi32
+#define I_SRLI _mm256_srli_epi32
+#define I_SLLI _mm256_slli_epi32
+#define I_SRL _mm256_srl_epi32
+#define I_SLL _mm256_sll_epi32
+#define I_SRLV _mm256_srlv_epi32
+#define I_SLLV _mm256_sllv_epi32
+#define I_MAXU _mm256_max_epu32
+#define I_MINU _mm256_min_epu32
+#define I_ZERO _mm256_setzero_si256()
+#define I_GT _mm256_cmpgt_epi32
+#define I_GTU cmpgt_u32
+#define I_EQ _mm256_cmpeq_epi32
+#define I_MOV(q, m, v) sel(m, q, v)
+#define I_OR_IF(x, m, v) _mm256_or_si256(x, _mm256_and_si256(m, v))
+#define I_OR_UNLESS(x, m, v) _mm256_or_si256(x, _mm256_andnot_si256(m, v))
+#define I_CLEAR(v, m) _mm256_andnot_si256(m, v)
+#define I_INC_IF(t, m) _mm256_sub_epi32(t, m) /* m is -1 where true */
+#define I_CVT_F32_BITS(v) _mm256_castps_si256(_mm256_cvtepi32_ps(v))
 
 /* RNE of magnitudes a (no NaN) to (bias, mbits); see amp_cv_rne_mag32 and
  * the AVX-512 version. Subnormal target range: |x| * 2^(bias - 1 + mbits)
@@ -43,30 +71,6 @@ static inline __m256i rne_mag(__m256i a, int bias, int mbits) {
     return sel(sub, qn, qs);
 }
 
-static inline __m256i sr_mag(__m256i a, int bias, int mbits, __m256i rbits) {
-    const __m256i one = V1(1);
-    const int s = 23 - mbits;
-    __m256i r = _mm256_sub_epi32(a, V1((uint32_t)(127 - bias) << 23));
-    __m256i tn = _mm256_srl_epi32(r, _mm_cvtsi32_si128(s));
-    __m256i fn = _mm256_sll_epi32(r, _mm_cvtsi32_si128(32 - s));
-
-    __m256i e = _mm256_srli_epi32(a, 23);
-    __m256i m = _mm256_and_si256(a, V1(0x007fffff));
-    __m256i ez = _mm256_cmpeq_epi32(e, _mm256_setzero_si256());
-    m = _mm256_or_si256(m, _mm256_andnot_si256(ez, V1(0x00800000)));
-    e = _mm256_max_epu32(e, one);
-    __m256i sh = _mm256_sub_epi32(V1(151 - bias - mbits), e);
-    __m256i ts = _mm256_srlv_epi32(m, sh);
-    __m256i fs = _mm256_or_si256(_mm256_sllv_epi32(m, _mm256_sub_epi32(V1(32), sh)),
-                                 _mm256_srlv_epi32(m, _mm256_sub_epi32(sh, V1(32))));
-
-    __m256i normal = _mm256_cmpgt_epi32(a, V1(((uint32_t)(128 - bias) << 23) - 1u));
-    __m256i t = sel(normal, ts, tn);
-    __m256i frac = sel(normal, fs, fn);
-    __m256i up = cmpgt_u32(frac, rbits); /* rbits < frac */
-    return _mm256_sub_epi32(t, up);      /* up is -1 where true */
-}
-
 /* ---- per-vector conversions (8 lanes, 32-bit results) --------------------- */
 static inline __m256i cv_f32_bf16(__m256i u) {
     __m256i a = _mm256_and_si256(u, V1(0x7fffffff));
@@ -74,59 +78,6 @@ static inline __m256i cv_f32_bf16(__m256i u) {
     __m256i q = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, V1(0x7fff)), odd), 16);
     __m256i nan = _mm256_cmpgt_epi32(a, V1(0x7f800000));
     return sel(nan, q, _mm256_or_si256(_mm256_srli_epi32(u, 16), V1(0x0040)));
-}
-
-static inline __m256i cv_bf16_f32(__m256i h) {
-    __m256i u = _mm256_slli_epi32(h, 16);
-    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, V1(0x7fffffff)), V1(0x7f800000));
-    return _mm256_or_si256(u, _mm256_and_si256(nan, V1(0x00400000)));
-}
-
-static inline __m256i cv_f32_e4m3(__m256i u, int sat) {
-    __m256i a = _mm256_and_si256(u, V1(0x7fffffff));
-    __m256i s = _mm256_and_si256(_mm256_srli_epi32(u, 24), V1(0x80));
-    __m256i q = rne_mag(a, 7, 3);
-    q = sel(_mm256_cmpgt_epi32(q, V1(0x7e)), q, V1(sat ? 0x7e : 0x7f));
-    q = sel(_mm256_cmpgt_epi32(a, V1(0x7f800000)), q, V1(0x7f));
-    return _mm256_or_si256(q, s);
-}
-
-static inline __m256i cv_f32_e5m2(__m256i u, int sat) {
-    __m256i a = _mm256_and_si256(u, V1(0x7fffffff));
-    __m256i s = _mm256_and_si256(_mm256_srli_epi32(u, 24), V1(0x80));
-    __m256i q = rne_mag(a, 15, 2);
-    q = sel(_mm256_cmpgt_epi32(q, V1(0x7b)), q, V1(sat ? 0x7b : 0x7c));
-    __m256i nanv = _mm256_or_si256(V1(0x7e), _mm256_and_si256(_mm256_srli_epi32(a, 21), V1(3)));
-    q = sel(_mm256_cmpgt_epi32(a, V1(0x7f800000)), q, nanv);
-    return _mm256_or_si256(q, s);
-}
-
-static inline __m256i cv_fp8_f32(__m256i b, int bias, int mbits) {
-    __m256i s = _mm256_slli_epi32(_mm256_and_si256(b, V1(0x80)), 24);
-    __m256i mag = _mm256_and_si256(b, V1(0x7f));
-    __m256i normal = _mm256_add_epi32(_mm256_sll_epi32(mag, _mm_cvtsi32_si128(23 - mbits)),
-                                      V1((uint32_t)(127 - bias) << 23));
-    __m256i sub = _mm256_sub_epi32(_mm256_castps_si256(_mm256_cvtepi32_ps(mag)), V1((uint32_t)(bias - 1 + mbits) << 23));
-    __m256i is_sub = _mm256_cmpgt_epi32(V1(1u << mbits), mag);
-    __m256i r = sel(is_sub, normal, sub);
-    r = _mm256_andnot_si256(_mm256_cmpeq_epi32(mag, _mm256_setzero_si256()), r);
-    return _mm256_or_si256(r, s);
-}
-
-static inline __m256i cv_e4m3_f32(__m256i b) {
-    __m256i r = cv_fp8_f32(b, 7, 3);
-    __m256i nan = _mm256_cmpeq_epi32(_mm256_and_si256(b, V1(0x7f)), V1(0x7f));
-    return sel(nan, r, _mm256_or_si256(_mm256_and_si256(r, V1(0x80000000u)), V1(0x7fc00000)));
-}
-
-static inline __m256i cv_e5m2_f32(__m256i b) {
-    __m256i r = cv_fp8_f32(b, 15, 2);
-    __m256i mag = _mm256_and_si256(b, V1(0x7f));
-    __m256i m = _mm256_and_si256(b, V1(3));
-    __m256i mnz = _mm256_andnot_si256(_mm256_cmpeq_epi32(m, _mm256_setzero_si256()), V1(0x00400000));
-    __m256i sp = _mm256_or_si256(_mm256_or_si256(V1(0x7f800000), _mm256_slli_epi32(m, 21)), mnz);
-    sp = _mm256_or_si256(sp, _mm256_and_si256(r, V1(0x80000000u)));
-    return sel(_mm256_cmpgt_epi32(mag, V1(0x7b)), r, sp);
 }
 
 /* ---- loads / stores of 8 lanes -------------------------------------------- */
@@ -160,10 +111,6 @@ static inline void store_f32x8(float *p, __m256i v) { _mm256_storeu_si256((__m25
         }                                                               \
     }
 
-static inline __m256i cv_f32_e4m3_rne(__m256i u) { return cv_f32_e4m3(u, 0); }
-static inline __m256i cv_f32_e4m3_sat(__m256i u) { return cv_f32_e4m3(u, 1); }
-static inline __m256i cv_f32_e5m2_rne(__m256i u) { return cv_f32_e5m2(u, 0); }
-static inline __m256i cv_f32_e5m2_sat(__m256i u) { return cv_f32_e5m2(u, 1); }
 static inline __m256i cv_f32_f16(__m256i u) {
     return _mm256_cvtepu16_epi32(_mm256_cvtps_ph(_mm256_castsi256_ps(u), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
@@ -172,14 +119,6 @@ static inline __m256i cv_f16_f32(__m256i h) {
     return _mm256_castps_si256(_mm256_cvtph_ps(w));
 }
 
-K_GENERIC(k_f32_bf16, uint16_t, float, load_f32x8, store_u16x8, cv_f32_bf16)
-K_GENERIC(k_bf16_f32, float, uint16_t, load_u16x8, store_f32x8, cv_bf16_f32)
-K_GENERIC(k_f32_e4m3, uint8_t, float, load_f32x8, store_u8x8, cv_f32_e4m3_rne)
-K_GENERIC(k_f32_e4m3_sat, uint8_t, float, load_f32x8, store_u8x8, cv_f32_e4m3_sat)
-K_GENERIC(k_e4m3_f32, float, uint8_t, load_u8x8, store_f32x8, cv_e4m3_f32)
-K_GENERIC(k_f32_e5m2, uint8_t, float, load_f32x8, store_u8x8, cv_f32_e5m2_rne)
-K_GENERIC(k_f32_e5m2_sat, uint8_t, float, load_f32x8, store_u8x8, cv_f32_e5m2_sat)
-K_GENERIC(k_e5m2_f32, float, uint8_t, load_u8x8, store_f32x8, cv_e5m2_f32)
 
 /* f16 directly with F16C, no detour through 32-bit lanes. */
 static void k_f32_f16(void *dst_, const void *src_, size_t n) {
@@ -245,62 +184,28 @@ static inline void philox_x8(uint64_t key, uint64_t block0, __m256i out[4]) {
     out[3] = _mm256_permute2x128_si256(e2, e3, 0x31); /* blocks 6, 7 */
 }
 
-static inline __m256i sr_f32_bf16(__m256i u, __m256i rbits) {
-    __m256i a = _mm256_and_si256(u, V1(0x7fffffff));
-    __m256i t = _mm256_srli_epi32(u, 16);
-    __m256i up = cmpgt_u32(_mm256_slli_epi32(u, 16), rbits);
-    __m256i q = _mm256_sub_epi32(t, up);
-    __m256i nan = _mm256_cmpgt_epi32(a, V1(0x7f800000));
-    return sel(nan, q, _mm256_or_si256(t, V1(0x0040)));
-}
+/* the last n - i < 32 elements through a zero-padded buffer */
+#define SR_TAIL(vfn)                                                                        \
+    do {                                                                                    \
+        float sb[32] = {0};                                                                 \
+        uint16_t db[32];                                                                    \
+        memcpy(sb, src + i, (n - i) * sizeof(float));                                       \
+        for (int j = 0; j < 4; j++) store_u16x8(db + 8 * j, vfn(load_f32x8(sb + 8 * j), r[j])); \
+        memcpy(dst + i, db, (n - i) * sizeof(uint16_t));                                    \
+    } while (0)
+#define CW 8
+#define PHILOX_X philox_x8
+#define LOAD_F32 load_f32x8
+#define STORE_U16 store_u16x8
+#define CV_TABLE amp_cv_avx2_kernels
+#define CV_PATH "avx2"
+#include "numeric/convert_simd.inc"
 
-static inline __m256i sr_f32_f16(__m256i u, __m256i rbits) {
-    __m256i a = _mm256_and_si256(u, V1(0x7fffffff));
-    __m256i s = _mm256_and_si256(_mm256_srli_epi32(u, 16), V1(0x8000));
-    __m256i q = _mm256_min_epu32(sr_mag(a, 15, 10, rbits), V1(0x7c00));
-    __m256i nanv = _mm256_or_si256(V1(0x7e00), _mm256_and_si256(_mm256_srli_epi32(a, 13), V1(0x3ff)));
-    q = sel(_mm256_cmpgt_epi32(a, V1(0x7f800000)), q, nanv);
-    return _mm256_or_si256(q, s);
-}
-
-#define K_SR(name, vfn, sfn)                                                                  \
-    static void name(uint16_t *dst, const float *src, size_t n, uint64_t seed, uint64_t counter) { \
-        size_t i = 0, head = (size_t)((4u - (unsigned)(counter & 3u)) & 3u);                  \
-        if (head > n) head = n;                                                               \
-        for (; i < head; i++) dst[i] = sfn(src[i], amp_philox_u32_at(seed, counter + i));     \
-        for (; i + 32 <= n; i += 32) {                                                        \
-            __m256i r[4];                                                                     \
-            philox_x8(seed, (counter + i) >> 2, r);                                           \
-            for (int j = 0; j < 4; j++) store_u16x8(dst + i + 8 * j, vfn(load_f32x8(src + i + 8 * j), r[j])); \
-        }                                                                                     \
-        if (i < n) {                                                                          \
-            __m256i r[4];                                                                     \
-            float sb[32] = {0};                                                               \
-            uint16_t db[32];                                                                  \
-            memcpy(sb, src + i, (n - i) * sizeof(float));                                     \
-            philox_x8(seed, (counter + i) >> 2, r);                                           \
-            for (int j = 0; j < 4; j++) store_u16x8(db + 8 * j, vfn(load_f32x8(sb + 8 * j), r[j])); \
-            memcpy(dst + i, db, (n - i) * sizeof(uint16_t));                                  \
-        }                                                                                     \
-    }
-
-K_SR(k_sr_bf16, sr_f32_bf16, amp_f32_to_bf16_sr)
-K_SR(k_sr_f16, sr_f32_f16, amp_f32_to_f16_sr)
-
-const amp_cv_kernels amp_cv_avx2_kernels = {
-    .path = "avx2",
-    .cv = {
-        [AMP_CV_F32_F16] = k_f32_f16,
-        [AMP_CV_F16_F32] = k_f16_f32,
-        [AMP_CV_F32_BF16] = k_f32_bf16,
-        [AMP_CV_BF16_F32] = k_bf16_f32,
-        [AMP_CV_F32_E4M3] = k_f32_e4m3,
-        [AMP_CV_F32_E4M3_SAT] = k_f32_e4m3_sat,
-        [AMP_CV_E4M3_F32] = k_e4m3_f32,
-        [AMP_CV_F32_E5M2] = k_f32_e5m2,
-        [AMP_CV_F32_E5M2_SAT] = k_f32_e5m2_sat,
-        [AMP_CV_E5M2_F32] = k_e5m2_f32,
-    },
-    .sr_bf16 = k_sr_bf16,
-    .sr_f16 = k_sr_f16,
-};
+K_GENERIC(k_f32_bf16, uint16_t, float, load_f32x8, store_u16x8, cv_f32_bf16)
+K_GENERIC(k_bf16_f32, float, uint16_t, load_u16x8, store_f32x8, cv_bf16_f32)
+K_GENERIC(k_f32_e4m3, uint8_t, float, load_f32x8, store_u8x8, cv_f32_e4m3_rne)
+K_GENERIC(k_f32_e4m3_sat, uint8_t, float, load_f32x8, store_u8x8, cv_f32_e4m3_sat)
+K_GENERIC(k_e4m3_f32, float, uint8_t, load_u8x8, store_f32x8, cv_e4m3_f32)
+K_GENERIC(k_f32_e5m2, uint8_t, float, load_f32x8, store_u8x8, cv_f32_e5m2_rne)
+K_GENERIC(k_f32_e5m2_sat, uint8_t, float, load_f32x8, store_u8x8, cv_f32_e5m2_sat)
+K_GENERIC(k_e5m2_f32, float, uint8_t, load_u8x8, store_f32x8, cv_e5m2_f32)

@@ -4,8 +4,10 @@
  * f16 uses the hardware vcvtps2ph (round to nearest even) / vcvtph2ps, whose
  * NaN handling (quiet bit set, top payload bits kept, sign kept) is the rule
  * the scalar code follows. bf16 and fp8 use the integer rounding of
- * convert_impl.h, lane by lane. Tails use masked loads and stores, so any
- * length and alignment works and nothing past the arrays is touched. */
+ * convert_impl.h, lane by lane: convert_simd.inc's lane arithmetic, shared
+ * with the AVX2 kernels; here its bindings, the RNE of magnitudes, Philox,
+ * loads, stores and tails. Tails use masked loads and stores, so any length
+ * and alignment works and nothing past the arrays is touched. */
 #include <immintrin.h>
 
 #include "core/cpu.h"
@@ -16,6 +18,32 @@
 #define V1(x) _mm512_set1_epi32((int)(x))
 
 static inline __mmask16 tail_mask(size_t r) { return (__mmask16)((1u << r) - 1u); }
+
+/* the bindings of convert_simd.inc (32-bit lanes, __mmask16 masks) */
+#define VI __m512i
+#define IMASK __mmask16
+#define I_AND _mm512_and_si512
+#define I_OR _mm512_or_si512
+#define I_ADD _mm512_add_epi32
+#define I_SUB _mm512_sub_epi32
+#define I_SRLI _mm512_srli_epi32
+#define I_SLLI _mm512_slli_epi32
+#define I_SRL _mm512_srl_epi32
+#define I_SLL _mm512_sll_epi32
+#define I_SRLV _mm512_srlv_epi32
+#define I_SLLV _mm512_sllv_epi32
+#define I_MAXU _mm512_max_epu32
+#define I_MINU _mm512_min_epu32
+#define I_ZERO _mm512_setzero_si512()
+#define I_GT _mm512_cmpgt_epu32_mask
+#define I_GTU _mm512_cmpgt_epu32_mask
+#define I_EQ _mm512_cmpeq_epi32_mask
+#define I_MOV(q, m, v) _mm512_mask_mov_epi32(q, m, v)
+#define I_OR_IF(x, m, v) _mm512_mask_or_epi32(x, m, x, v)
+#define I_OR_UNLESS(x, m, v) _mm512_mask_or_epi32(x, (__mmask16)~(m), x, v)
+#define I_CLEAR(v, m) _mm512_mask_mov_epi32(v, m, _mm512_setzero_si512())
+#define I_INC_IF(t, m) _mm512_mask_add_epi32(t, m, t, V1(1))
+#define I_CVT_F32_BITS(v) _mm512_castps_si512(_mm512_cvtepi32_ps(v))
 
 /* RNE of magnitudes a (f32 bits, no NaN) to (bias, mbits); see
  * amp_cv_rne_mag32. Normal target range: the integer rebias-and-round.
@@ -42,87 +70,21 @@ static inline __m512i rne_mag(__m512i a, int bias, int mbits) {
     return _mm512_mask_blend_epi32(sub, qn, qs);
 }
 
-/* Stochastic rounding of finite magnitudes a; see amp_cv_sr_mag32. */
-static inline __m512i sr_mag(__m512i a, int bias, int mbits, __m512i rbits) {
-    const __m512i one = V1(1);
-    const int s = 23 - mbits;
-    __m512i r = _mm512_sub_epi32(a, V1((uint32_t)(127 - bias) << 23));
-    __m512i tn = _mm512_srl_epi32(r, _mm_cvtsi32_si128(s));
-    __m512i fn = _mm512_sll_epi32(r, _mm_cvtsi32_si128(32 - s));
-
-    __m512i e = _mm512_srli_epi32(a, 23);
-    __m512i m = _mm512_and_si512(a, V1(0x007fffff));
-    m = _mm512_mask_or_epi32(m, _mm512_test_epi32_mask(e, e), m, V1(0x00800000));
-    e = _mm512_max_epu32(e, one);
-    __m512i sh = _mm512_sub_epi32(V1(151 - bias - mbits), e);
-    __m512i ts = _mm512_srlv_epi32(m, sh);
-    __m512i fs = _mm512_or_si512(_mm512_sllv_epi32(m, _mm512_sub_epi32(V1(32), sh)),
-                                 _mm512_srlv_epi32(m, _mm512_sub_epi32(sh, V1(32))));
-
-    __mmask16 normal = _mm512_cmpge_epu32_mask(a, V1((uint32_t)(128 - bias) << 23));
-    __m512i t = _mm512_mask_blend_epi32(normal, ts, tn);
-    __m512i frac = _mm512_mask_blend_epi32(normal, fs, fn);
-    __mmask16 up = _mm512_cmplt_epu32_mask(rbits, frac);
-    return _mm512_mask_add_epi32(t, up, t, one);
-}
-
-/* ---- per-vector conversions (16 lanes, 32-bit results) -------------------- */
-static inline __m512i cv_bf16_f32(__m512i h) {
-    __m512i u = _mm512_slli_epi32(h, 16);
-    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, V1(0x7fffffff)), V1(0x7f800000));
-    return _mm512_mask_or_epi32(u, nan, u, V1(0x00400000));
-}
-
-static inline __m512i cv_f32_e4m3(__m512i u, int sat) {
-    __m512i a = _mm512_and_si512(u, V1(0x7fffffff));
-    __m512i s = _mm512_and_si512(_mm512_srli_epi32(u, 24), V1(0x80));
-    __m512i q = rne_mag(a, 7, 3);
-    q = _mm512_mask_mov_epi32(q, _mm512_cmpgt_epu32_mask(q, V1(0x7e)), V1(sat ? 0x7e : 0x7f));
-    q = _mm512_mask_mov_epi32(q, _mm512_cmpgt_epu32_mask(a, V1(0x7f800000)), V1(0x7f));
-    return _mm512_or_si512(q, s);
-}
-
-static inline __m512i cv_f32_e5m2(__m512i u, int sat) {
-    __m512i a = _mm512_and_si512(u, V1(0x7fffffff));
-    __m512i s = _mm512_and_si512(_mm512_srli_epi32(u, 24), V1(0x80));
-    __m512i q = rne_mag(a, 15, 2);
-    q = _mm512_mask_mov_epi32(q, _mm512_cmpgt_epu32_mask(q, V1(0x7b)), V1(sat ? 0x7b : 0x7c));
-    __m512i nanv = _mm512_or_si512(V1(0x7e), _mm512_and_si512(_mm512_srli_epi32(a, 21), V1(3)));
-    q = _mm512_mask_mov_epi32(q, _mm512_cmpgt_epu32_mask(a, V1(0x7f800000)), nanv);
-    return _mm512_or_si512(q, s);
-}
-
-/* fp8 byte lanes b (0..255) -> f32 bits. Subnormals: the mantissa as an
- * integer converted to float (exact), then the exponent lowered by
- * bias - 1 + mbits: pure integer work on normal floats, independent of
- * MXCSR's flush-to-zero / denormals-are-zero bits. */
-static inline __m512i cv_fp8_f32(__m512i b, int bias, int mbits) {
-    __m512i s = _mm512_slli_epi32(_mm512_and_si512(b, V1(0x80)), 24);
-    __m512i mag = _mm512_and_si512(b, V1(0x7f));
-    __m512i normal = _mm512_add_epi32(_mm512_sll_epi32(mag, _mm_cvtsi32_si128(23 - mbits)),
-                                      V1((uint32_t)(127 - bias) << 23));
-    __m512i sub = _mm512_sub_epi32(_mm512_castps_si512(_mm512_cvtepi32_ps(mag)), V1((uint32_t)(bias - 1 + mbits) << 23));
-    __mmask16 is_sub = _mm512_cmplt_epu32_mask(mag, V1(1u << mbits));
-    __m512i r = _mm512_mask_blend_epi32(is_sub, normal, sub);
-    r = _mm512_mask_mov_epi32(r, _mm512_cmpeq_epi32_mask(mag, _mm512_setzero_si512()), _mm512_setzero_si512());
-    return _mm512_or_si512(r, s);
-}
-
-static inline __m512i cv_e4m3_f32(__m512i b) {
-    __m512i r = cv_fp8_f32(b, 7, 3);
-    __mmask16 nan = _mm512_cmpeq_epi32_mask(_mm512_and_si512(b, V1(0x7f)), V1(0x7f));
-    return _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_and_si512(r, V1(0x80000000)), V1(0x7fc00000)));
-}
-
-static inline __m512i cv_e5m2_f32(__m512i b) {
-    __m512i r = cv_fp8_f32(b, 15, 2);
-    __m512i mag = _mm512_and_si512(b, V1(0x7f));
-    __m512i m = _mm512_and_si512(b, V1(3));
-    __m512i sp = _mm512_or_si512(V1(0x7f800000), _mm512_slli_epi32(m, 21));
-    sp = _mm512_mask_or_epi32(sp, _mm512_test_epi32_mask(m, m), sp, V1(0x00400000));
-    sp = _mm512_or_si512(sp, _mm512_and_si512(r, V1(0x80000000)));
-    return _mm512_mask_mov_epi32(r, _mm512_cmpge_epu32_mask(mag, V1(0x7c)), sp);
-}
+#define CW 16
+#define PHILOX_X philox_x16
+#define LOAD_F32(p) _mm512_loadu_si512(p)
+#define STORE_U16(p, v) _mm256_storeu_si256((__m256i *)(p), _mm512_cvtepi32_epi16(v))
+/* the last n - i < 64 elements with masked loads and stores */
+#define SR_TAIL(vfn)                                                                              \
+    for (int j = 0; j < 4 && i + 16 * (size_t)j < n; j++) {                                       \
+        size_t rem = n - i - 16 * (size_t)j;                                                      \
+        __mmask16 k = rem >= 16 ? (__mmask16)0xffff : tail_mask(rem);                             \
+        _mm512_mask_cvtepi32_storeu_epi16(dst + i + 16 * j, k, vfn(_mm512_maskz_loadu_epi32(k, src + i + 16 * j), r[j])); \
+    }
+#define CV_TABLE amp_cv_avx512_kernels
+#define CV_PATH "avx512"
+static inline void philox_x16(uint64_t key, uint64_t block0, __m512i out[4]);
+#include "numeric/convert_simd.inc"
 
 /* ---- kernels ------------------------------------------------------------ */
 static void k_f32_f16(void *dst_, const void *src_, size_t n) {
@@ -203,10 +165,6 @@ static void k_f16_f32(void *dst_, const void *src_, size_t n) {
         }                                                                                   \
     }
 
-static inline __m512i cv_f32_e4m3_rne(__m512i u) { return cv_f32_e4m3(u, 0); }
-static inline __m512i cv_f32_e4m3_sat(__m512i u) { return cv_f32_e4m3(u, 1); }
-static inline __m512i cv_f32_e5m2_rne(__m512i u) { return cv_f32_e5m2(u, 0); }
-static inline __m512i cv_f32_e5m2_sat(__m512i u) { return cv_f32_e5m2(u, 1); }
 
 /* f32 -> bf16, 32 lanes per step through bf512_store2 (vcvtne2ps2bf16 where
  * the CPU has it, else the integer rounding: the same bits) */
@@ -272,66 +230,3 @@ static inline void philox_x16(uint64_t key, uint64_t block0, __m512i out[4]) {
     out[2] = _mm512_shuffle_i32x4(b01, b23, _MM_SHUFFLE(2, 0, 2, 0));
     out[3] = _mm512_shuffle_i32x4(b01, b23, _MM_SHUFFLE(3, 1, 3, 1));
 }
-
-static inline __m512i sr_f32_bf16(__m512i u, __m512i rbits) {
-    __m512i a = _mm512_and_si512(u, V1(0x7fffffff));
-    __m512i t = _mm512_srli_epi32(u, 16); /* sign stays on top of the magnitude */
-    __mmask16 up = _mm512_cmplt_epu32_mask(rbits, _mm512_slli_epi32(u, 16));
-    __m512i q = _mm512_mask_add_epi32(t, up, t, V1(1));
-    __mmask16 nan = _mm512_cmpgt_epu32_mask(a, V1(0x7f800000));
-    return _mm512_mask_or_epi32(q, nan, t, V1(0x0040));
-}
-
-static inline __m512i sr_f32_f16(__m512i u, __m512i rbits) {
-    __m512i a = _mm512_and_si512(u, V1(0x7fffffff));
-    __m512i s = _mm512_and_si512(_mm512_srli_epi32(u, 16), V1(0x8000));
-    __m512i q = _mm512_min_epu32(sr_mag(a, 15, 10, rbits), V1(0x7c00));
-    __m512i nanv = _mm512_or_si512(V1(0x7e00), _mm512_and_si512(_mm512_srli_epi32(a, 13), V1(0x3ff)));
-    q = _mm512_mask_mov_epi32(q, _mm512_cmpgt_epu32_mask(a, V1(0x7f800000)), nanv);
-    return _mm512_or_si512(q, s);
-}
-
-#define K_SR(name, vfn, sfn)                                                                  \
-    static void name(uint16_t *dst, const float *src, size_t n, uint64_t seed, uint64_t counter) { \
-        size_t i = 0, head = (size_t)((4u - (unsigned)(counter & 3u)) & 3u);                  \
-        if (head > n) head = n;                                                               \
-        for (; i < head; i++) dst[i] = sfn(src[i], amp_philox_u32_at(seed, counter + i));     \
-        for (; i + 64 <= n; i += 64) {                                                        \
-            __m512i r[4];                                                                     \
-            philox_x16(seed, (counter + i) >> 2, r);                                          \
-            for (int j = 0; j < 4; j++)                                                       \
-                _mm256_storeu_si256((__m256i *)(dst + i + 16 * j),                            \
-                                    _mm512_cvtepi32_epi16(vfn(_mm512_loadu_si512(src + i + 16 * j), r[j]))); \
-        }                                                                                     \
-        if (i < n) {                                                                          \
-            __m512i r[4];                                                                     \
-            philox_x16(seed, (counter + i) >> 2, r);                                          \
-            for (int j = 0; j < 4 && i + 16 * (size_t)j < n; j++) {                           \
-                size_t rem = n - i - 16 * (size_t)j;                                          \
-                __mmask16 k = rem >= 16 ? (__mmask16)0xffff : tail_mask(rem);                 \
-                _mm512_mask_cvtepi32_storeu_epi16(dst + i + 16 * j, k,                        \
-                                                  vfn(_mm512_maskz_loadu_epi32(k, src + i + 16 * j), r[j])); \
-            }                                                                                 \
-        }                                                                                     \
-    }
-
-K_SR(k_sr_bf16, sr_f32_bf16, amp_f32_to_bf16_sr)
-K_SR(k_sr_f16, sr_f32_f16, amp_f32_to_f16_sr)
-
-const amp_cv_kernels amp_cv_avx512_kernels = {
-    .path = "avx512",
-    .cv = {
-        [AMP_CV_F32_F16] = k_f32_f16,
-        [AMP_CV_F16_F32] = k_f16_f32,
-        [AMP_CV_F32_BF16] = k_f32_bf16,
-        [AMP_CV_BF16_F32] = k_bf16_f32,
-        [AMP_CV_F32_E4M3] = k_f32_e4m3,
-        [AMP_CV_F32_E4M3_SAT] = k_f32_e4m3_sat,
-        [AMP_CV_E4M3_F32] = k_e4m3_f32,
-        [AMP_CV_F32_E5M2] = k_f32_e5m2,
-        [AMP_CV_F32_E5M2_SAT] = k_f32_e5m2_sat,
-        [AMP_CV_E5M2_F32] = k_e5m2_f32,
-    },
-    .sr_bf16 = k_sr_bf16,
-    .sr_f16 = k_sr_f16,
-};

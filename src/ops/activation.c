@@ -1,14 +1,11 @@
-/* Activations: relu, gelu (erf and tanh forms), silu, sigmoid, tanh,
- * softplus, prelu, dropout. Kernels: src/kernels/cpu/elementwise.c; helpers:
+/* Activations: gelu (erf and tanh forms), softplus, prelu, dropout (relu,
+ * silu, sigmoid and tanh come from kernels/ew_ops.h's AMP_EW_UNARY_API rows,
+ * generated in elementwise.c). Kernels: src/kernels/cpu/elementwise.c; helpers:
  * ops/elementwise.h. f32, f16, bf16 and f64 inputs. */
 #include "ops/elementwise.h"
 
 #include <math.h>
 #include <string.h>
-
-amp_tensor *amp_relu(amp_tensor *x) {
-    return amp__ew_unary("amp_relu", AMP_OP_RELU, x, true, AMP_EW_RELU, NULL, AMP_EW_G_RELU, NULL, AMP_EW_SAVE_OUTPUT);
-}
 
 amp_tensor *amp_gelu(amp_tensor *x, amp_gelu_approx approx) {
     static const char *fn = "amp_gelu";
@@ -17,19 +14,6 @@ amp_tensor *amp_gelu(amp_tensor *x, amp_gelu_approx approx) {
     bool t = approx == AMP_GELU_TANH;
     return amp__ew_unary(fn, AMP_OP_GELU, x, true, t ? AMP_EW_GELU_TANH : AMP_EW_GELU_ERF, NULL,
                          t ? AMP_EW_G_GELU_TANH : AMP_EW_G_GELU_ERF, NULL, AMP_EW_SAVE_INPUT);
-}
-
-amp_tensor *amp_silu(amp_tensor *x) {
-    return amp__ew_unary("amp_silu", AMP_OP_SILU, x, true, AMP_EW_SILU, NULL, AMP_EW_G_SILU, NULL, AMP_EW_SAVE_INPUT);
-}
-
-amp_tensor *amp_sigmoid(amp_tensor *x) {
-    return amp__ew_unary("amp_sigmoid", AMP_OP_SIGMOID, x, true, AMP_EW_SIGMOID, NULL, AMP_EW_G_SIGMOID, NULL,
-                         AMP_EW_SAVE_OUTPUT);
-}
-
-amp_tensor *amp_tanh(amp_tensor *x) {
-    return amp__ew_unary("amp_tanh", AMP_OP_TANH, x, true, AMP_EW_TANH, NULL, AMP_EW_G_TANH, NULL, AMP_EW_SAVE_OUTPUT);
 }
 
 amp_tensor *amp_softplus(amp_tensor *x, double beta, double threshold) {

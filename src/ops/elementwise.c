@@ -1,7 +1,8 @@
 /* Elementwise math: add, sub, mul, div (broadcasting, type promotion), the
- * scalar forms, pow, exp, log, log1p, sqrt, rsqrt, reciprocal, neg, abs,
- * clamp, addcmul, addcdiv; and the helpers activation.c shares
- * (ops/elementwise.h). Kernels: src/kernels/cpu/elementwise.c. */
+ * scalar forms, pow, neg, clamp, addcmul, addcdiv; the one-operand ops
+ * without parameters (exp, log, ..., relu, sigmoid, tanh, silu) generated
+ * from kernels/ew_ops.h's AMP_EW_UNARY_API rows; and the helpers
+ * activation.c shares (ops/elementwise.h). Kernels: src/kernels/cpu/elementwise.c. */
 #include "ops/elementwise.h"
 
 #include <math.h>
@@ -227,30 +228,26 @@ amp_tensor *amp__ew_identity(const char *fn, amp_tensor *x) {
 
 #define P1(a) (&(amp_ew_params){.s0 = (a)})
 
-amp_tensor *amp_exp(amp_tensor *x) {
-    return amp__ew_unary("amp_exp", AMP_OP_EXP, x, true, AMP_EW_EXP, NULL, AMP_EW_G_MUL_OUT, NULL, AMP_EW_SAVE_OUTPUT);
-}
-amp_tensor *amp_log(amp_tensor *x) {
-    return amp__ew_unary("amp_log", AMP_OP_LOG, x, true, AMP_EW_LOG, NULL, AMP_EW_G_DIV, NULL, AMP_EW_SAVE_INPUT);
-}
-amp_tensor *amp_log1p(amp_tensor *x) {
-    return amp__ew_unary("amp_log1p", AMP_OP_LOG1P, x, true, AMP_EW_LOG1P, NULL, AMP_EW_G_LOG1P, NULL, AMP_EW_SAVE_INPUT);
-}
-amp_tensor *amp_sqrt(amp_tensor *x) {
-    return amp__ew_unary("amp_sqrt", AMP_OP_SQRT, x, true, AMP_EW_SQRT, NULL, AMP_EW_G_SQRT, NULL, AMP_EW_SAVE_OUTPUT);
-}
-amp_tensor *amp_rsqrt(amp_tensor *x) {
-    return amp__ew_unary("amp_rsqrt", AMP_OP_RSQRT, x, true, AMP_EW_RSQRT, NULL, AMP_EW_G_RSQRT, NULL, AMP_EW_SAVE_OUTPUT);
-}
-amp_tensor *amp_reciprocal(amp_tensor *x) {
-    return amp__ew_unary("amp_reciprocal", AMP_OP_RECIPROCAL, x, true, AMP_EW_RECIP, NULL, AMP_EW_G_RECIP, NULL,
-                         AMP_EW_SAVE_OUTPUT);
-}
+/* amp_exp, amp_log, ...: one definition per row of kernels/ew_ops.h's
+ * AMP_EW_UNARY_API */
+#define EW_UNARY_API_DEF_(fn, id, autocast_id, grad, save)                                                   \
+    amp_tensor *amp_##fn(amp_tensor *x) {                                                                     \
+        return amp__ew_unary("amp_" #fn, AMP_OP_##autocast_id, x, true, AMP_EW_##id, NULL, AMP_EW_##grad, NULL, \
+                             AMP_EW_SAVE_##save);                                                              \
+    }
+AMP_EW_UNARY_API(EW_UNARY_API_DEF_)
+#undef EW_UNARY_API_DEF_
+
+const amp_ew_unary_api amp__ew_unary_api[] = {
+#define EW_UNARY_API_ROW_(fn, id, autocast_id, grad, save) \
+    {"amp_" #fn, amp_##fn, AMP_EW_##id, AMP_EW_##grad, AMP_EW_SAVE_##save},
+    AMP_EW_UNARY_API(EW_UNARY_API_ROW_)
+#undef EW_UNARY_API_ROW_
+};
+const int amp__ew_unary_api_count = (int)(sizeof amp__ew_unary_api / sizeof amp__ew_unary_api[0]);
+
 amp_tensor *amp_neg(amp_tensor *x) {
     return amp__ew_unary("amp_neg", AMP_OP_NEG, x, true, AMP_EW_NEG, NULL, AMP_EW_MUL_S, P1(-1.0), AMP_EW_SAVE_NONE);
-}
-amp_tensor *amp_abs(amp_tensor *x) {
-    return amp__ew_unary("amp_abs", AMP_OP_ABS, x, true, AMP_EW_ABS, NULL, AMP_EW_G_ABS, NULL, AMP_EW_SAVE_INPUT);
 }
 
 /* Scalars never promote: the result keeps a's dtype; the scalar enters the

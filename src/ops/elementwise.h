@@ -39,6 +39,17 @@ typedef enum { AMP_EW_SAVE_NONE = 0, AMP_EW_SAVE_INPUT, AMP_EW_SAVE_OUTPUT } amp
 amp_tensor *amp__ew_unary(const char *fn, amp_op_id id, amp_tensor *x, bool allow_f64, amp_ew_op op,
                           const amp_ew_params *p, amp_ew_op grad_op, const amp_ew_params *gp, amp_ew_save save);
 
+/* The ops generated from kernels/ew_ops.h's AMP_EW_UNARY_API rows, in row
+ * order (the tests walk them). */
+typedef struct {
+    const char *name; /* "amp_exp" */
+    amp_tensor *(*fn)(amp_tensor *x);
+    amp_ew_op op, grad_op;
+    amp_ew_save save;
+} amp_ew_unary_api;
+extern const amp_ew_unary_api amp__ew_unary_api[];
+extern const int amp__ew_unary_api_count;
+
 /* A differentiable view of x with the identity gradient, recorded as fn
  * (dropout in eval mode). */
 amp_tensor *amp__ew_identity(const char *fn, amp_tensor *x);

@@ -13,6 +13,7 @@
 #include "core/cpu.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/vmath.h"
+#include "kernels/ew_scalar.h"
 #include "numeric/convert_impl.h"
 #include "numeric/philox.h"
 
@@ -29,37 +30,11 @@ static const struct {
     const char *name;
     int arity;
 } g_ops[] = {
-    [AMP_EW_COPY] = {"copy", 1},           [AMP_EW_ADD_S] = {"add_scalar", 1},
-    [AMP_EW_MUL_S] = {"mul_scalar", 1},    [AMP_EW_DIV_S] = {"div_scalar", 1},
-    [AMP_EW_RSUB_S] = {"rsub_scalar", 1},  [AMP_EW_POW_S] = {"pow_scalar", 1},
-    [AMP_EW_NEG] = {"neg", 1},             [AMP_EW_ABS] = {"abs", 1},
-    [AMP_EW_EXP] = {"exp", 1},             [AMP_EW_LOG] = {"log", 1},
-    [AMP_EW_LOG1P] = {"log1p", 1},         [AMP_EW_SQRT] = {"sqrt", 1},
-    [AMP_EW_RSQRT] = {"rsqrt", 1},         [AMP_EW_RECIP] = {"reciprocal", 1},
-    [AMP_EW_CLAMP] = {"clamp", 1},         [AMP_EW_NAN_FILL] = {"nan_fill", 1},
-    [AMP_EW_RELU] = {"relu", 1},           [AMP_EW_SIGMOID] = {"sigmoid", 1},
-    [AMP_EW_TANH] = {"tanh", 1},           [AMP_EW_SILU] = {"silu", 1},
-    [AMP_EW_GELU_ERF] = {"gelu_erf", 1},   [AMP_EW_GELU_TANH] = {"gelu_tanh", 1},
-    [AMP_EW_SOFTPLUS] = {"softplus", 1},   [AMP_EW_DROPOUT] = {"dropout", 1},
-    [AMP_EW_ADD] = {"add", 2},             [AMP_EW_SUB] = {"sub", 2},
-    [AMP_EW_MUL] = {"mul", 2},             [AMP_EW_DIV] = {"div", 2},
-    [AMP_EW_POW] = {"pow", 2},             [AMP_EW_PRELU] = {"prelu", 2},
-    [AMP_EW_ADDCMUL] = {"addcmul", 3},     [AMP_EW_ADDCDIV] = {"addcdiv", 3},
-    [AMP_EW_G_MUL_OUT] = {"g_mul", 2},     [AMP_EW_G_DIV] = {"g_div", 2},
-    [AMP_EW_G_LOG1P] = {"g_log1p", 2},     [AMP_EW_G_SQRT] = {"g_sqrt", 2},
-    [AMP_EW_G_RSQRT] = {"g_rsqrt", 2},     [AMP_EW_G_RECIP] = {"g_reciprocal", 2},
-    [AMP_EW_G_ABS] = {"g_abs", 2},         [AMP_EW_G_RELU] = {"g_relu", 2},
-    [AMP_EW_G_SIGMOID] = {"g_sigmoid", 2}, [AMP_EW_G_TANH] = {"g_tanh", 2},
-    [AMP_EW_G_SILU] = {"g_silu", 2},       [AMP_EW_G_GELU_ERF] = {"g_gelu_erf", 2},
-    [AMP_EW_G_GELU_TANH] = {"g_gelu_tanh", 2}, [AMP_EW_G_SOFTPLUS] = {"g_softplus", 2},
-    [AMP_EW_G_CLAMP] = {"g_clamp", 2},     [AMP_EW_G_POW_S] = {"g_pow_scalar", 2},
-    [AMP_EW_G_DROPOUT] = {"g_dropout", 1}, [AMP_EW_G_DIV_B] = {"g_div_b", 3},
-    [AMP_EW_G_POW_A] = {"g_pow_a", 3},     [AMP_EW_G_POW_B] = {"g_pow_b", 3},
-    [AMP_EW_G_PRELU_X] = {"g_prelu_x", 3}, [AMP_EW_G_PRELU_W] = {"g_prelu_w", 2},
-    [AMP_EW_G_SCALED_MUL] = {"g_scaled_mul", 2}, [AMP_EW_G_SCALED_DIV] = {"g_scaled_div", 2},
-    [AMP_EW_G_ADDCDIV_T2] = {"g_addcdiv_t2", 3},
+#define EW_OP_ROW_(id, name, arity, formula) [AMP_EW_##id] = {name, arity},
+    AMP_EW_OP_LIST(EW_OP_ROW_)
+#undef EW_OP_ROW_
 };
-_Static_assert(sizeof g_ops / sizeof g_ops[0] == AMP_EW_OP_COUNT, "g_ops: one entry per elementwise op");
+_Static_assert(sizeof g_ops / sizeof g_ops[0] == AMP_EW_OP_COUNT, "one g_ops entry per elementwise op");
 
 int amp_ew_arity(amp_ew_op op) { return (int)op >= 0 && op < AMP_EW_OP_COUNT ? g_ops[op].arity : 0; }
 const char *amp_ew_name(amp_ew_op op) { return (int)op >= 0 && op < AMP_EW_OP_COUNT ? g_ops[op].name : "?"; }
@@ -117,13 +92,6 @@ void amp__ew_dropout_mask(const amp_ew_params *p, int64_t e0, int64_t n, unsigne
     for (int64_t i = 0; i < n; i++) m[i] = w[i] >= thresh;
 }
 
-static inline double ew_sigmoid(double x) {
-    double e = exp(-fabs(x));
-    return (x < 0.0 ? e : 1.0) / (1.0 + e);
-}
-
-static inline double ew_phi(double x) { return 0.5 * erfc(-x * 0.70710678118654752440); }
-
 /* ---- tile loops ------------------------------------------------------------------ */
 /* The f32 tile loops of the scalar path (amp_ew_tile_f32_scalar); the AVX2
  * and AVX-512 builds of the same source are elementwise_avx2.c and
@@ -137,8 +105,8 @@ static inline double ew_phi(double x) { return 0.5 * erfc(-x * 0.707106781186547
 #define SFX f64
 #define M(fn) fn
 #define EXP exp
-#define SIGM ew_sigmoid
-#define PHI ew_phi
+#define SIGM amp_ew_sigmoid_f64
+#define PHI amp_ew_phi_f64
 #define TANH tanh
 #include "kernels/cpu/elementwise_tile.inc"
 #undef T

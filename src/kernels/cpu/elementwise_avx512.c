@@ -1,12 +1,9 @@
-/* The f32 elementwise tile loops built for AVX-512.
- *
- * Every op has the auto-vectorised build of the common loops
- * (elementwise_path.inc, here amp_ew_tile_f32_avx512_c); the ops whose cost is
- * their math (exp, the logistic function, tanh, the normal CDF) run on
- * hand-written loops around vmath_avx512.h, which evaluates exactly the
- * operations of vmath.h, so the results equal the scalar path's bit for bit.
- * Tails are masked: loads fill the unused lanes with zeros, stores skip
- * them. */
+/* The f32 elementwise tile loops built for AVX-512: every op has the
+ * auto-vectorised build of the tile loops (elementwise_path.inc, here
+ * amp_ew_tile_f32_avx512_c); the math-bound ops run on the hand-written
+ * loops of elementwise_simd.inc (shared with elementwise_avx2.c) around
+ * vmath_avx512.h, with masked tails. Beyond AVX2: the same ops on flat
+ * half operands widened and rounded in registers (half_math, FL_LOOP). */
 #define EW_PATH avx512_c
 #define EW_PATH_STATIC
 #include "kernels/cpu/elementwise_path.inc"
@@ -16,125 +13,26 @@
 #include "kernels/cpu/vmath_avx512.h"
 #include "kernels/cpu/half_avx512.h"
 
-/* o[i] = F(x[i]) (one operand) or F(x[i], y[i]) for i < n. Four vectors per
- * step: their independent chains interleave in the out-of-order core
- * (measured: exp 0.39 -> 0.33 ns per element in L1). */
-#define EW512_LOOP1(F)                                                                      \
-    do {                                                                                    \
-        int64_t i = 0;                                                                      \
-        for (; i + 64 <= n; i += 64) {                                                      \
-            __m512 a0 = F(_mm512_loadu_ps(x + i)), a1 = F(_mm512_loadu_ps(x + i + 16));     \
-            __m512 a2 = F(_mm512_loadu_ps(x + i + 32)), a3 = F(_mm512_loadu_ps(x + i + 48)); \
-            _mm512_storeu_ps(o + i, a0);                                                    \
-            _mm512_storeu_ps(o + i + 16, a1);                                               \
-            _mm512_storeu_ps(o + i + 32, a2);                                               \
-            _mm512_storeu_ps(o + i + 48, a3);                                               \
-        }                                                                                   \
-        for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, F(_mm512_loadu_ps(x + i)));    \
-        if (i < n) {                                                                        \
-            __mmask16 k = (__mmask16)((1u << (n - i)) - 1);                                  \
-            __m512 v = _mm512_maskz_loadu_ps(k, x + i);                                     \
-            _mm512_mask_storeu_ps(o + i, k, F(v));                                          \
-        }                                                                                   \
-    } while (0)
-
-#define EW512_LOOP2(F)                                                                      \
-    do {                                                                                    \
-        int64_t i = 0;                                                                      \
-        for (; i + 64 <= n; i += 64) {                                                      \
-            __m512 a0 = F(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i));                  \
-            __m512 a1 = F(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(y + i + 16));        \
-            __m512 a2 = F(_mm512_loadu_ps(x + i + 32), _mm512_loadu_ps(y + i + 32));        \
-            __m512 a3 = F(_mm512_loadu_ps(x + i + 48), _mm512_loadu_ps(y + i + 48));        \
-            _mm512_storeu_ps(o + i, a0);                                                    \
-            _mm512_storeu_ps(o + i + 16, a1);                                               \
-            _mm512_storeu_ps(o + i + 32, a2);                                               \
-            _mm512_storeu_ps(o + i + 48, a3);                                               \
-        }                                                                                   \
-        for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, F(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i))); \
-        if (i < n) {                                                                        \
-            __mmask16 k = (__mmask16)((1u << (n - i)) - 1);                                  \
-            __m512 g = _mm512_maskz_loadu_ps(k, x + i), v = _mm512_maskz_loadu_ps(k, y + i); \
-            _mm512_mask_storeu_ps(o + i, k, F(g, v));                                       \
-        }                                                                                   \
-    } while (0)
-
-/* constants as the tile loops write them: K(c) = (float)(c) */
-#define K512(c) _mm512_set1_ps((float)(c))
-
-/* x * sigmoid(x) */
-static inline __attribute__((always_inline)) __m512 f_silu(__m512 v) { return _mm512_mul_ps(v, vm512_sigmoidf(v)); }
-/* x * Phi(x) */
-static inline __attribute__((always_inline)) __m512 f_gelu_erf(__m512 v) { return _mm512_mul_ps(v, vm512_phif(v)); }
-/* u = c (v + 0.044715 v^3) (as ((0.044715 v) v) v); v * sigmoid(2u) */
-static inline __attribute__((always_inline)) __m512 f_gelu_tanh(__m512 v) {
-    __m512 c3 = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(K512(0.044715), v), v), v);
-    __m512 u = _mm512_mul_ps(K512(0.79788456080286535588), _mm512_add_ps(v, c3));
-    return _mm512_mul_ps(v, vm512_sigmoidf(_mm512_mul_ps(K512(2.0), u)));
-}
-/* g * (s * (1 + y (1 - s))), s = sigmoid(y) */
-static inline __attribute__((always_inline)) __m512 g_silu(__m512 g, __m512 v) {
-    __m512 s = vm512_sigmoidf(v);
-    __m512 d = _mm512_mul_ps(s, _mm512_add_ps(K512(1.0), _mm512_mul_ps(v, _mm512_sub_ps(K512(1.0), s))));
-    return _mm512_mul_ps(g, d);
-}
-/* g * (Phi(v) + v * (c exp(-0.5 v v))) */
-static inline __attribute__((always_inline)) __m512 g_gelu_erf(__m512 g, __m512 v) {
-    __m512 cdf = vm512_phif(v);
-    __m512 pdf = _mm512_mul_ps(K512(0.39894228040143267794), vm512_expf(_mm512_mul_ps(_mm512_mul_ps(K512(-0.5f), v), v)));
-    return _mm512_mul_ps(g, _mm512_add_ps(cdf, _mm512_mul_ps(v, pdf)));
-}
-/* the tile loop's G_GELU_TANH, step by step */
-static inline __attribute__((always_inline)) __m512 g_gelu_tanh(__m512 g, __m512 v) {
-    __m512 v2 = _mm512_mul_ps(v, v);
-    __m512 u = _mm512_mul_ps(K512(0.79788456080286535588), _mm512_add_ps(v, _mm512_mul_ps(_mm512_mul_ps(K512(0.044715), v2), v)));
-    __m512 s = vm512_sigmoidf(_mm512_mul_ps(K512(2.0), u));
-    __m512 sech2 = _mm512_mul_ps(_mm512_mul_ps(K512(4.0), s), _mm512_sub_ps(K512(1.0), s));
-    __m512 du = _mm512_mul_ps(K512(0.79788456080286535588),
-                              _mm512_add_ps(K512(1.0), _mm512_mul_ps(_mm512_mul_ps(K512(3.0), K512(0.044715)), v2)));
-    __m512 t = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(K512(0.5), v), sech2), du);
-    return _mm512_mul_ps(g, _mm512_add_ps(s, t));
-}
-
-/* The loops of the math-bound ops, one function each, with GCC's
- * pre-allocation instruction scheduling (off by default on x86) asked for:
- * it interleaves the four independent chains of a step (measured in L1 on
- * Zen 4: gelu_erf 0.99 -> 0.80, exp 0.30 -> 0.27, tanh 0.65 -> 0.60 ns per
- * element). Scheduling only reorders independent instructions; the values
- * are the same (the tests compare them with the scalar path's). The flat
- * half loops below measured slower with it, so the file keeps the default. */
-#if defined(__GNUC__) && !defined(__clang__)
-#define EW512_SCHED __attribute__((noinline, optimize("schedule-insns", "sched-pressure")))
-#else
-#define EW512_SCHED __attribute__((noinline))
-#endif
-
-static EW512_SCHED void loop_exp(int64_t n, float *o, const float *x) { EW512_LOOP1(vm512_expf); }
-static EW512_SCHED void loop_sigmoid(int64_t n, float *o, const float *x) { EW512_LOOP1(vm512_sigmoidf); }
-static EW512_SCHED void loop_tanh(int64_t n, float *o, const float *x) { EW512_LOOP1(vm512_tanhf); }
-static EW512_SCHED void loop_silu(int64_t n, float *o, const float *x) { EW512_LOOP1(f_silu); }
-static EW512_SCHED void loop_gelu_erf(int64_t n, float *o, const float *x) { EW512_LOOP1(f_gelu_erf); }
-static EW512_SCHED void loop_gelu_tanh(int64_t n, float *o, const float *x) { EW512_LOOP1(f_gelu_tanh); }
-static EW512_SCHED void loop_g_silu(int64_t n, float *o, const float *x, const float *y) { EW512_LOOP2(g_silu); }
-static EW512_SCHED void loop_g_gelu_erf(int64_t n, float *o, const float *x, const float *y) { EW512_LOOP2(g_gelu_erf); }
-static EW512_SCHED void loop_g_gelu_tanh(int64_t n, float *o, const float *x, const float *y) { EW512_LOOP2(g_gelu_tanh); }
-
-void amp_ew_tile_f32_avx512(amp_ew_op op, const amp_ew_params *p, int64_t e0, int64_t n, float *o,
-                            const float *const *in) {
-    const float *x = in[0], *y = in[1];
-    switch (op) {
-    case AMP_EW_EXP: loop_exp(n, o, x); return;
-    case AMP_EW_SIGMOID: loop_sigmoid(n, o, x); return;
-    case AMP_EW_TANH: loop_tanh(n, o, x); return;
-    case AMP_EW_SILU: loop_silu(n, o, x); return;
-    case AMP_EW_GELU_ERF: loop_gelu_erf(n, o, x); return;
-    case AMP_EW_GELU_TANH: loop_gelu_tanh(n, o, x); return;
-    case AMP_EW_G_SILU: loop_g_silu(n, o, x, y); return;
-    case AMP_EW_G_GELU_ERF: loop_g_gelu_erf(n, o, x, y); return;
-    case AMP_EW_G_GELU_TANH: loop_g_gelu_tanh(n, o, x, y); return;
-    default: amp_ew_tile_f32_avx512_c(op, p, e0, n, o, in); return;
+/* the last n - i < 16 elements: masked loads fill the unused lanes with
+ * zeros, masked stores skip them */
+#define EW_TAIL1(F)                                                         \
+    if (i < n) {                                                            \
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);                     \
+        _mm512_mask_storeu_ps(o + i, k, F(_mm512_maskz_loadu_ps(k, x + i))); \
+        i = n;                                                              \
     }
-}
+#define EW_TAIL2(F)                                                                                       \
+    if (i < n) {                                                                                          \
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);                                                   \
+        _mm512_mask_storeu_ps(o + i, k, F(_mm512_maskz_loadu_ps(k, x + i), _mm512_maskz_loadu_ps(k, y + i))); \
+        i = n;                                                                                            \
+    }
+#define EW_SIMD_FN amp_ew_tile_f32_avx512
+#define EW_SIMD_C amp_ew_tile_f32_avx512_c
+#include "kernels/cpu/elementwise_simd.inc"
+
+/* (EW_SCHED: the in-register loops of amp_ew_flat_avx512 below measured
+ * slower with it, so they keep the default.) */
 
 /* ---- the math-bound ops on flat halves: widen, compute, round in one loop ----
  * Operands and output all bf16 (or all f16), contiguous: each step widens
@@ -184,7 +82,7 @@ void amp_ew_tile_f32_avx512(amp_ew_op op, const amp_ew_params *p, int64_t e0, in
 #define HARGM2(F, LDM, k, i) F(LDM(k, x + (i)), LDM(k, y + (i)))
 
 #define DEF_HALF_LOOPS(name, F, NIN)                                                                    \
-    static EW512_SCHED void hb_##name(int64_t n, uint16_t *o, const uint16_t *x, const uint16_t *y, bool nat) { \
+    static EW_SCHED void hb_##name(int64_t n, uint16_t *o, const uint16_t *x, const uint16_t *y, bool nat) { \
         (void)y;                                                                                        \
         if (nat) { /* two copies, each with nat constant */                                            \
             const bool nat = true;                                                                      \
@@ -194,7 +92,7 @@ void amp_ew_tile_f32_avx512(amp_ew_op op, const amp_ew_params *p, int64_t e0, in
             HALF_LOOP(F, HB_LD, HB_LDM, HB_ST2, HB_STM, NIN);                                           \
         }                                                                                               \
     }                                                                                                   \
-    static EW512_SCHED void hf_##name(int64_t n, uint16_t *o, const uint16_t *x, const uint16_t *y) {   \
+    static EW_SCHED void hf_##name(int64_t n, uint16_t *o, const uint16_t *x, const uint16_t *y) {   \
         (void)y;                                                                                        \
         HALF_LOOP(F, HF_LD, HF_LDM, HF_ST2, HF_STM, NIN);                                               \
     }
@@ -305,7 +203,7 @@ static inline __attribute__((always_inline)) void fl_store(void *base, amp_dtype
 bool amp_ew_flat_avx512(amp_ew_op op, const amp_ew_params *p, int64_t n, void *out, amp_dtype odt, int nin,
                         const void *const *in, const amp_dtype *dt) {
     const __m512 s0 = _mm512_set1_ps(p ? (float)p->s0 : 0.0f), s1 = _mm512_set1_ps(p ? (float)p->s1 : 0.0f);
-    const __m512 zero = _mm512_setzero_ps(), one = K512(1.0);
+    const __m512 zero = _mm512_setzero_ps(), one = EK(1.0);
     const bool nat = odt == AMP_BF16 && amp__cpu_bf16cvt();
     (void)s1;
     if (half_math(op, n, out, odt, nin, in, dt)) return true;
