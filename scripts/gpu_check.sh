@@ -74,7 +74,7 @@ cmake --build "$build" -j "$jobs" 2>&1 | grep -E " error|warning:|Error [0-9]|Bu
 echo "== the CUDA tests"
 # every test_cuda_* program and test_device, each to its end (one run shows every failure)
 set +e
-(cd "$build" && ctest -R '^test_(cuda_|device)' --output-on-failure -j 4 --timeout "${AMP_GPU_TEST_TIMEOUT:-300}") |
+(cd "$build" && ctest -R '^test_(cuda_|device$|op_cases$|backend_families$)' --output-on-failure -j 4 --timeout "${AMP_GPU_TEST_TIMEOUT:-300}") |
   tee "$build/gpu_tests.log"
 rc=${PIPESTATUS[0]}
 set -e
