@@ -12,17 +12,12 @@
 #include "core/error.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/backend_cpu.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernel_util.h"
 #include "numeric/convert_impl.h"
 #include "tensor/tensor_impl.h"
-
-amp_status amp__cpu_attention(const char *fn, const amp_att_args *a, const amp_tensor *q, const amp_tensor *k,
-                              const amp_tensor *v, const amp_tensor *bias, amp_tensor *out, amp_tensor *lse);
-amp_status amp__cpu_attention_backward(const char *fn, const amp_att_args *a, const amp_tensor *q, const amp_tensor *k,
-                                       const amp_tensor *v, const amp_tensor *bias, const amp_tensor *out,
-                                       const amp_tensor *lse, const amp_tensor *g, amp_tensor **gin);
 
 /* Offsets of the nb batch items of t ([..., r, c], batch dims nbd) in
  * row-major batch order; bstrides may be broadcast (0). */
@@ -95,8 +90,8 @@ static void operands_done(amp_tensor **t, int64_t *boff) {
     for (int i = 0; i < 3; i++) amp__release(t[i]);
 }
 
-amp_status amp__cpu_attention(const char *fn, const amp_att_args *a, const amp_tensor *q, const amp_tensor *k,
-                              const amp_tensor *v, const amp_tensor *bias, amp_tensor *out, amp_tensor *lse) {
+static amp_status amp__cpu_attention(const char *fn, const amp_att_args *a, const amp_tensor *q, const amp_tensor *k,
+                                     const amp_tensor *v, const amp_tensor *bias, amp_tensor *out, amp_tensor *lse) {
     const amp_tensor *kv[3];
     amp_tensor *t[3];
     int64_t *boff = NULL;
@@ -115,9 +110,10 @@ amp_status amp__cpu_attention(const char *fn, const amp_att_args *a, const amp_t
     return st;
 }
 
-amp_status amp__cpu_attention_backward(const char *fn, const amp_att_args *a, const amp_tensor *q, const amp_tensor *k,
-                                       const amp_tensor *v, const amp_tensor *bias, const amp_tensor *out,
-                                       const amp_tensor *lse, const amp_tensor *g, amp_tensor **gin) {
+static amp_status amp__cpu_attention_backward(const char *fn, const amp_att_args *a, const amp_tensor *q,
+                                              const amp_tensor *k, const amp_tensor *v, const amp_tensor *bias,
+                                              const amp_tensor *out, const amp_tensor *lse, const amp_tensor *g,
+                                              amp_tensor **gin) {
     const amp_tensor *kv[3];
     amp_tensor *t[3], *d[3] = {NULL, NULL, NULL};
     int64_t *boff = NULL;
@@ -407,3 +403,8 @@ amp_status amp_k_attention_backward(const amp_k_att_args *a, const amp_k_att_in 
     amp__ws_free(buf, (size_t)nt * per * sizeof(float));
     return atomic_load(&fail) ? fail_st : AMP_OK;
 }
+
+const amp_attention_family amp__cpu_attention_family = {
+    .attention = amp__cpu_attention,
+    .attention_backward = amp__cpu_attention_backward,
+};

@@ -21,7 +21,7 @@
 
 #include "amp/numeric.h"
 #include "core/threads.h"
-#include "kernels/cpu/backend_cpu_conv.h"
+#include "kernels/cpu/backend_cpu.h"
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/reduce.h"
@@ -88,8 +88,8 @@ static amp_tensor *contig_ws(const char *fn, const amp_tensor *t) {
     return c;
 }
 
-amp_status amp__cpu_conv(const char *fn, const amp_conv_args *a, const amp_tensor *x, const amp_tensor *w,
-                         const amp_tensor *b, amp_tensor *out) {
+static amp_status amp__cpu_conv(const char *fn, const amp_conv_args *a, const amp_tensor *x, const amp_tensor *w,
+                                const amp_tensor *b, amp_tensor *out) {
     const conv_ctx c = ctx_of(a);
     const amp_conv_geom *g = &c.g;
     const amp_dtype odt = out->dtype;
@@ -150,8 +150,9 @@ done:
     return st;
 }
 
-amp_status amp__cpu_conv_backward(const char *fn, const amp_conv_args *a, const amp_tensor *x, const amp_tensor *w,
-                                  const amp_tensor *gout, const bool *need, amp_tensor **gin) {
+static amp_status amp__cpu_conv_backward(const char *fn, const amp_conv_args *a, const amp_tensor *x,
+                                         const amp_tensor *w, const amp_tensor *gout, const bool *need,
+                                         amp_tensor **gin) {
     const conv_ctx cc = ctx_of(a), *c = &cc;
     const amp_conv_geom *g = &c->g;
     amp_tensor *xc = NULL, *wc = NULL, *dx = NULL, *dw = NULL, *db = NULL, *gc = NULL;
@@ -301,3 +302,4 @@ out:
     return st;
 }
 
+const amp_conv_family amp__cpu_conv_family = {.conv = amp__cpu_conv, .conv_backward = amp__cpu_conv_backward};

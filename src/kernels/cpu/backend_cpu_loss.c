@@ -10,8 +10,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/cpu/backend_cpu_norm.h"
-#include "kernels/cpu/backend_cpu_reduce.h"
+#include "kernels/cpu/backend_cpu.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/softmax.h"
 #include "tensor/f32_util.h"
@@ -221,16 +220,17 @@ static amp_status general_backward(const amp_cls_args *a, const amp_tensor *x, c
     return AMP_OK;
 }
 
-amp_status amp__cpu_class_loss(const char *fn, const amp_cls_args *a, const amp_tensor *x, const amp_tensor *target,
-                               const amp_tensor *weight, amp_tensor *out, amp_tensor *wsum) {
+static amp_status amp__cpu_class_loss(const char *fn, const amp_cls_args *a, const amp_tensor *x,
+                                      const amp_tensor *target, const amp_tensor *weight, amp_tensor *out,
+                                      amp_tensor *wsum) {
     AMP_UNUSED(fn);
     if (a->rows) return rows_forward(a, x, target, out, wsum);
     return general_forward(a, x, target, weight, out, wsum);
 }
 
-amp_status amp__cpu_class_loss_backward(const char *fn, const amp_cls_args *a, const amp_tensor *x,
-                                        const amp_tensor *target, const amp_tensor *weight, const amp_tensor *wsum,
-                                        const amp_tensor *g, amp_tensor **gx) {
+static amp_status amp__cpu_class_loss_backward(const char *fn, const amp_cls_args *a, const amp_tensor *x,
+                                               const amp_tensor *target, const amp_tensor *weight,
+                                               const amp_tensor *wsum, const amp_tensor *g, amp_tensor **gx) {
     AMP_UNUSED(fn);
     double W = *(const double *)amp__data(wsum);
     if (a->rows) return rows_backward(a, x, target, W, g, gx);
@@ -328,8 +328,8 @@ static float pw_grad(const amp_pw_args *c, int which, float x, float y, float pw
     return 0;
 }
 
-amp_status amp__cpu_pw_loss(const char *fn, const amp_pw_args *a, const amp_tensor *x, const amp_tensor *y,
-                            const amp_tensor *pos_weight, amp_tensor *out) {
+static amp_status amp__cpu_pw_loss(const char *fn, const amp_pw_args *a, const amp_tensor *x, const amp_tensor *y,
+                                   const amp_tensor *pos_weight, amp_tensor *out) {
     AMP_UNUSED(fn);
     int64_t cnt = amp__numel(a->ndim, a->shape);
     size_t nb = (size_t)(cnt ? cnt : 1) * sizeof(float);
@@ -353,9 +353,9 @@ amp_status amp__cpu_pw_loss(const char *fn, const amp_pw_args *a, const amp_tens
     return st;
 }
 
-amp_status amp__cpu_pw_loss_backward(const char *fn, const amp_pw_args *a, const amp_tensor *x, const amp_tensor *y,
-                                     const amp_tensor *pos_weight, const amp_tensor *g, const bool *need,
-                                     amp_tensor **gin) {
+static amp_status amp__cpu_pw_loss_backward(const char *fn, const amp_pw_args *a, const amp_tensor *x,
+                                            const amp_tensor *y, const amp_tensor *pos_weight, const amp_tensor *g,
+                                            const bool *need, amp_tensor **gin) {
     AMP_UNUSED(fn);
     const amp_tensor *ins[3] = {x, y, pos_weight};
     int64_t cnt = amp__numel(a->ndim, a->shape);
@@ -394,3 +394,10 @@ amp_status amp__cpu_pw_loss_backward(const char *fn, const amp_pw_args *a, const
     amp__ws_free(bp, nb);
     return st;
 }
+
+const amp_loss_family amp__cpu_loss_family = {
+    .class_loss = amp__cpu_class_loss,
+    .class_loss_backward = amp__cpu_class_loss_backward,
+    .pw_loss = amp__cpu_pw_loss,
+    .pw_loss_backward = amp__cpu_pw_loss_backward,
+};

@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/cpu/backend_cpu_norm.h"
+#include "kernels/cpu/backend_cpu.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/norm.h"
 #include "tensor/f32_util.h"
@@ -132,8 +132,8 @@ static bool backward_begin(views *v, const amp_tensor *x, const amp_tensor *w, c
 }
 
 /* ---- layer_norm ---------------------------------------------------------------------------- */
-amp_status amp__cpu_layer_norm(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
-                               const amp_tensor *b, amp_tensor *y, amp_tensor *mean, amp_tensor *rstd) {
+static amp_status amp__cpu_layer_norm(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
+                                      const amp_tensor *b, amp_tensor *y, amp_tensor *mean, amp_tensor *rstd) {
     AMP_UNUSED(fn);
     int64_t M = a->M, D = a->D;
     /* x straight from its memory when it is contiguous f32, or contiguous
@@ -159,9 +159,9 @@ amp_status amp__cpu_layer_norm(const char *fn, const amp_norm_args *a, const amp
     return AMP_OK;
 }
 
-amp_status amp__cpu_layer_norm_backward(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
-                                        const amp_tensor *mean, const amp_tensor *rstd, const amp_tensor *g,
-                                        const bool *need, amp_tensor **gin) {
+static amp_status amp__cpu_layer_norm_backward(const char *fn, const amp_norm_args *a, const amp_tensor *x,
+                                               const amp_tensor *w, const amp_tensor *mean, const amp_tensor *rstd,
+                                               const amp_tensor *g, const bool *need, amp_tensor **gin) {
     AMP_UNUSED(fn);
     int lead = x->ndim - a->k;
     int nd[3] = {x->ndim, a->k, a->k};
@@ -185,9 +185,9 @@ static amp_status write_f32(amp_tensor *t, float *src) {
 
 static bool f32_or_half(amp_dtype dt) { return dt == AMP_F32 || dt == AMP_F16 || dt == AMP_BF16; }
 
-amp_status amp__cpu_batch_norm(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
-                               const amp_tensor *b, amp_tensor *running_mean, amp_tensor *running_var, amp_tensor *y,
-                               amp_tensor *mean, amp_tensor *rstd) {
+static amp_status amp__cpu_batch_norm(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
+                                      const amp_tensor *b, amp_tensor *running_mean, amp_tensor *running_var,
+                                      amp_tensor *y, amp_tensor *mean, amp_tensor *rstd) {
     AMP_UNUSED(fn);
     int64_t N = a->N, C = a->C, L = a->L;
     double eps = a->eps, momentum = a->momentum;
@@ -260,9 +260,9 @@ done:
     return st;
 }
 
-amp_status amp__cpu_batch_norm_backward(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
-                                        const amp_tensor *mean, const amp_tensor *rstd, const amp_tensor *gy,
-                                        const bool *need, amp_tensor **gin) {
+static amp_status amp__cpu_batch_norm_backward(const char *fn, const amp_norm_args *a, const amp_tensor *x,
+                                               const amp_tensor *w, const amp_tensor *mean, const amp_tensor *rstd,
+                                               const amp_tensor *gy, const bool *need, amp_tensor **gin) {
     AMP_UNUSED(fn);
     int64_t N = a->N, C = a->C, L = a->L;
     int64_t cs[1] = {C};
@@ -327,8 +327,8 @@ amp_status amp__cpu_batch_norm_backward(const char *fn, const amp_norm_args *a, 
 }
 
 /* ---- group_norm ------------------------------------------------------------------------------ */
-amp_status amp__cpu_group_norm(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
-                               const amp_tensor *b, amp_tensor *y, amp_tensor *mean, amp_tensor *rstd) {
+static amp_status amp__cpu_group_norm(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
+                                      const amp_tensor *b, amp_tensor *y, amp_tensor *mean, amp_tensor *rstd) {
     AMP_UNUSED(fn);
     views v;
     const amp_tensor *ts[3] = {x, w, b};
@@ -344,9 +344,9 @@ amp_status amp__cpu_group_norm(const char *fn, const amp_norm_args *a, const amp
     return AMP_OK;
 }
 
-amp_status amp__cpu_group_norm_backward(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
-                                        const amp_tensor *mean, const amp_tensor *rstd, const amp_tensor *g,
-                                        const bool *need, amp_tensor **gin) {
+static amp_status amp__cpu_group_norm_backward(const char *fn, const amp_norm_args *a, const amp_tensor *x,
+                                               const amp_tensor *w, const amp_tensor *mean, const amp_tensor *rstd,
+                                               const amp_tensor *g, const bool *need, amp_tensor **gin) {
     AMP_UNUSED(fn);
     int64_t cs[1] = {a->C};
     int nd[3] = {x->ndim, 1, 1};
@@ -358,3 +358,12 @@ amp_status amp__cpu_group_norm_backward(const char *fn, const amp_norm_args *a, 
     views_done(&v);
     return AMP_OK;
 }
+
+const amp_norm_family amp__cpu_norm_family = {
+    .layer_norm = amp__cpu_layer_norm,
+    .layer_norm_backward = amp__cpu_layer_norm_backward,
+    .batch_norm = amp__cpu_batch_norm,
+    .batch_norm_backward = amp__cpu_batch_norm_backward,
+    .group_norm = amp__cpu_group_norm,
+    .group_norm_backward = amp__cpu_group_norm_backward,
+};

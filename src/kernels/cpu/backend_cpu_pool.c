@@ -6,7 +6,7 @@
  * keeps one-byte window slots for the backward instead of 8-byte indices. */
 #include <string.h>
 
-#include "kernels/cpu/backend_cpu_pool.h"
+#include "kernels/cpu/backend_cpu.h"
 #include "kernels/cpu/pool.h"
 #include "tensor/f32_util.h"
 
@@ -51,8 +51,8 @@ static amp_status f32_backward(const amp_tensor *gy, int ndim, const int64_t *xs
 /* windows that never overlap: each input position gets at most one dy */
 static bool disjoint(const amp_pool_geom *g) { return g->dh == 1 && g->dw == 1 && g->kh <= g->sh && g->kw <= g->sw; }
 
-amp_status amp__cpu_max_pool2d(const char *fn, const amp_pool_args *a, const amp_tensor *x, amp_tensor *y,
-                               amp_tensor **idxp) {
+static amp_status amp__cpu_max_pool2d(const char *fn, const amp_pool_args *a, const amp_tensor *x, amp_tensor *y,
+                                      amp_tensor **idxp) {
     const amp_pool_geom g = geom_of(a);
     /* The 2 x 2 / stride 2 path in the tensor's dtype (AVX-512). Unless the
      * caller asks for the indices, it keeps only what the backward needs: the
@@ -91,8 +91,8 @@ amp_status amp__cpu_max_pool2d(const char *fn, const amp_pool_args *a, const amp
     return AMP_OK;
 }
 
-amp_status amp__cpu_max_pool2d_backward(const char *fn, const amp_pool_args *a, const amp_tensor *idx,
-                                        const amp_tensor *gy, int ndim, const int64_t *xshape, amp_tensor **gx) {
+static amp_status amp__cpu_max_pool2d_backward(const char *fn, const amp_pool_args *a, const amp_tensor *idx,
+                                               const amp_tensor *gy, int ndim, const int64_t *xshape, amp_tensor **gx) {
     AMP_UNUSED(fn);
     *gx = NULL;
     const amp_pool_geom g = geom_of(a);
@@ -112,7 +112,7 @@ amp_status amp__cpu_max_pool2d_backward(const char *fn, const amp_pool_args *a, 
 }
 
 /* ---- average pools (a->adaptive: adaptive_avg_pool2d) ---------------------------------- */
-amp_status amp__cpu_avg_pool2d(const char *fn, const amp_pool_args *a, const amp_tensor *x, amp_tensor *y) {
+static amp_status amp__cpu_avg_pool2d(const char *fn, const amp_pool_args *a, const amp_tensor *x, amp_tensor *y) {
     AMP_UNUSED(fn);
     const amp_pool_geom g = geom_of(a);
     bool owned;
@@ -131,9 +131,16 @@ amp_status amp__cpu_avg_pool2d(const char *fn, const amp_pool_args *a, const amp
     return AMP_OK;
 }
 
-amp_status amp__cpu_avg_pool2d_backward(const char *fn, const amp_pool_args *a, const amp_tensor *gy, int ndim,
-                                        const int64_t *xshape, amp_tensor **gx) {
+static amp_status amp__cpu_avg_pool2d_backward(const char *fn, const amp_pool_args *a, const amp_tensor *gy, int ndim,
+                                               const int64_t *xshape, amp_tensor **gx) {
     AMP_UNUSED(fn);
     *gx = NULL;
     return f32_backward(gy, ndim, xshape, a, NULL, gx);
 }
+
+const amp_pool_family amp__cpu_pool_family = {
+    .max_pool2d = amp__cpu_max_pool2d,
+    .max_pool2d_backward = amp__cpu_max_pool2d_backward,
+    .avg_pool2d = amp__cpu_avg_pool2d,
+    .avg_pool2d_backward = amp__cpu_avg_pool2d_backward,
+};

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "amp/numeric.h"
-#include "kernels/cpu/backend_cpu_reduce.h"
+#include "kernels/cpu/backend_cpu.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/reduce.h"
 #include "tensor/f32_util.h"
@@ -171,7 +171,7 @@ static amp_tensor *broadcast_back(const amp_tensor *g, int ndim, const int64_t *
 }
 
 /* ---- sum / mean ------------------------------------------------------------------- */
-amp_status amp__cpu_sum(const char *fn, const amp_tensor *x, const bool *red, bool mean, amp_tensor *out) {
+static amp_status amp__cpu_sum(const char *fn, const amp_tensor *x, const bool *red, bool mean, amp_tensor *out) {
     AMP_UNUSED(fn);
     int64_t cnt = amp__reduced_count(x, red);
     size_t nb;
@@ -195,8 +195,8 @@ amp_status amp__cpu_sum(const char *fn, const amp_tensor *x, const bool *red, bo
     return AMP_OK;
 }
 
-amp_status amp__cpu_sum_backward(const char *fn, const amp_tensor *g, const bool *red, float scale, int ndim,
-                                 const int64_t *xshape, amp_tensor **gx) {
+static amp_status amp__cpu_sum_backward(const char *fn, const amp_tensor *g, const bool *red, float scale, int ndim,
+                                        const int64_t *xshape, amp_tensor **gx) {
     AMP_UNUSED(fn);
     *gx = broadcast_back(g, ndim, xshape, red, scale);
     return *gx ? AMP_OK : amp_last_status();
@@ -294,12 +294,13 @@ static amp_status along_dim(const amp_tensor *x, int dim, amp_tensor *out,
     return AMP_OK;
 }
 
-amp_status amp__cpu_prod(const char *fn, const amp_tensor *x, int dim, amp_tensor *out) {
+static amp_status amp__cpu_prod(const char *fn, const amp_tensor *x, int dim, amp_tensor *out) {
     AMP_UNUSED(fn);
     return along_dim(x, dim, out, prod_k, false);
 }
 
-amp_status amp__cpu_prod_backward(const char *fn, const amp_tensor *x, const amp_tensor *g, int dim, amp_tensor **gxo) {
+static amp_status amp__cpu_prod_backward(const char *fn, const amp_tensor *x, const amp_tensor *g, int dim,
+                                         amp_tensor **gxo) {
     AMP_UNUSED(fn);
     *gxo = NULL;
     int64_t outer, len, inner;
@@ -321,13 +322,13 @@ amp_status amp__cpu_prod_backward(const char *fn, const amp_tensor *x, const amp
     return AMP_OK;
 }
 
-amp_status amp__cpu_cumsum(const char *fn, const amp_tensor *x, int dim, bool reverse, amp_tensor *out) {
+static amp_status amp__cpu_cumsum(const char *fn, const amp_tensor *x, int dim, bool reverse, amp_tensor *out) {
     AMP_UNUSED(fn);
     return along_dim(x, dim, out, amp_k_cumsum, reverse);
 }
 
 /* ---- max over one dim ------------------------------------------------------------- */
-amp_status amp__cpu_max(const char *fn, const amp_tensor *x, int dim, amp_tensor *out, amp_tensor *idx) {
+static amp_status amp__cpu_max(const char *fn, const amp_tensor *x, int dim, amp_tensor *out, amp_tensor *idx) {
     AMP_UNUSED(fn);
     int64_t outer, len, inner;
     amp__split_dim(x, dim, &outer, &len, &inner);
@@ -348,8 +349,8 @@ amp_status amp__cpu_max(const char *fn, const amp_tensor *x, int dim, amp_tensor
     return AMP_OK;
 }
 
-amp_status amp__cpu_max_backward(const char *fn, const amp_tensor *idx, const amp_tensor *g, int dim, int ndim,
-                                 const int64_t *xshape, amp_tensor **gxo) {
+static amp_status amp__cpu_max_backward(const char *fn, const amp_tensor *idx, const amp_tensor *g, int dim, int ndim,
+                                        const int64_t *xshape, amp_tensor **gxo) {
     AMP_UNUSED(fn);
     *gxo = NULL;
     int64_t outer, len, inner;
@@ -372,7 +373,7 @@ amp_status amp__cpu_max_backward(const char *fn, const amp_tensor *idx, const am
 }
 
 /* ---- norm -------------------------------------------------------------------------- */
-amp_status amp__cpu_norm(const char *fn, const amp_tensor *x, double p, const bool *red, amp_tensor *out) {
+static amp_status amp__cpu_norm(const char *fn, const amp_tensor *x, double p, const bool *red, amp_tensor *out) {
     AMP_UNUSED(fn);
     int64_t N = amp_tensor_numel(x);
     float *y = amp__to_f32(x);
@@ -405,8 +406,8 @@ amp_status amp__cpu_norm(const char *fn, const amp_tensor *x, double p, const bo
     return AMP_OK;
 }
 
-amp_status amp__cpu_norm_backward(const char *fn, const amp_tensor *x, const amp_tensor *nrm, const amp_tensor *g,
-                                  double p, const bool *red, amp_tensor **gxo) {
+static amp_status amp__cpu_norm_backward(const char *fn, const amp_tensor *x, const amp_tensor *nrm,
+                                         const amp_tensor *g, double p, const bool *red, amp_tensor **gxo) {
     AMP_UNUSED(fn);
     *gxo = NULL;
     amp_status st = AMP_OK;
@@ -478,3 +479,16 @@ out:
     *gxo = gx;
     return AMP_OK;
 }
+
+const amp_reduce_family amp__cpu_reduce_family = {
+    .sum = amp__cpu_sum,
+    .sum_backward = amp__cpu_sum_backward,
+    .sum_to_shape = amp__cpu_sum_to_shape,
+    .prod = amp__cpu_prod,
+    .prod_backward = amp__cpu_prod_backward,
+    .cumsum = amp__cpu_cumsum,
+    .max = amp__cpu_max,
+    .max_backward = amp__cpu_max_backward,
+    .norm = amp__cpu_norm,
+    .norm_backward = amp__cpu_norm_backward,
+};

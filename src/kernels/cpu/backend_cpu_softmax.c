@@ -2,7 +2,7 @@
  * staging src/ops/softmax.c did around the kernels of kernels/cpu/softmax.h
  * (contiguous rows straight from the tensor's memory, else an f32 copy and
  * an f32 result rounded once into y). */
-#include "kernels/cpu/backend_cpu_norm.h"
+#include "kernels/cpu/backend_cpu.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/softmax.h"
 #include "tensor/f32_util.h"
@@ -41,7 +41,7 @@ void amp_k_xent_rows_backward(const void *x, amp_dtype xdt, int64_t rows, int64_
     softmax_k()->xent_backward(x, xdt, rows, len, t, ignore, g, gx, gdt, work);
 }
 
-amp_status amp__cpu_softmax(const char *fn, const amp_tensor *x, int dim, bool log, amp_tensor *y) {
+static amp_status amp__cpu_softmax(const char *fn, const amp_tensor *x, int dim, bool log, amp_tensor *y) {
     AMP_UNUSED(fn);
     int64_t outer, len, inner;
     amp__split_dim(x, dim, &outer, &len, &inner);
@@ -65,8 +65,8 @@ amp_status amp__cpu_softmax(const char *fn, const amp_tensor *x, int dim, bool l
     return AMP_OK;
 }
 
-amp_status amp__cpu_softmax_backward(const char *fn, const amp_tensor *y, const amp_tensor *g, int dim, bool log,
-                                     amp_tensor **gx) {
+static amp_status amp__cpu_softmax_backward(const char *fn, const amp_tensor *y, const amp_tensor *g, int dim, bool log,
+                                            amp_tensor **gx) {
     AMP_UNUSED(fn);
     int64_t outer, len, inner;
     amp__split_dim(y, dim, &outer, &len, &inner);
@@ -86,3 +86,6 @@ amp_status amp__cpu_softmax_backward(const char *fn, const amp_tensor *y, const 
     *gx = t;
     return AMP_OK;
 }
+
+const amp_softmax_family amp__cpu_softmax_family = {.softmax = amp__cpu_softmax,
+                                                    .softmax_backward = amp__cpu_softmax_backward};

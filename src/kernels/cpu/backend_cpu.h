@@ -1,0 +1,28 @@
+/* Internal: the CPU backend's family tables. Each family's file,
+ * backend_cpu_<fam>.c, holds the family in one place: the adapter (the
+ * staging around the kernels), the per-path dispatch of the kernels (their
+ * per-path builds beside it: <fam>_scalar.c, <fam>_avx2.c, <fam>_avx512.c
+ * of one <fam>.inc) and the table defined here; backend_cpu.c gathers the
+ * tables into amp_backend_cpu. */
+#ifndef AMP_KERNELS_CPU_BACKEND_CPU_H
+#define AMP_KERNELS_CPU_BACKEND_CPU_H
+
+#include "kernels/backend.h"
+
+extern const amp_gemm_family amp__cpu_gemm_family;           /* backend_cpu_gemm.c */
+extern const amp_reduce_family amp__cpu_reduce_family;       /* backend_cpu_reduce.c */
+extern const amp_softmax_family amp__cpu_softmax_family;     /* backend_cpu_softmax.c */
+extern const amp_norm_family amp__cpu_norm_family;           /* backend_cpu_norm.c */
+extern const amp_loss_family amp__cpu_loss_family;           /* backend_cpu_loss.c */
+extern const amp_gather_family amp__cpu_gather_family;       /* backend_cpu_gather.c */
+extern const amp_pool_family amp__cpu_pool_family;           /* backend_cpu_pool.c */
+extern const amp_conv_family amp__cpu_conv_family;           /* backend_cpu_conv.c */
+extern const amp_attention_family amp__cpu_attention_family; /* backend_cpu_attention.c */
+extern const amp_optim_family amp__cpu_optim_family;         /* backend_cpu_optim.c */
+extern const amp_scaler_family amp__cpu_scaler_family;       /* backend_cpu_optim.c */
+
+/* The reduce family's sum_to_shape entry, which the loss family's backward
+ * also uses (broadcast gradients summed back to an operand's shape). */
+amp_status amp__cpu_sum_to_shape(const char *fn, const amp_tensor *g, int ndim, const int64_t *shape, amp_tensor **out);
+
+#endif
