@@ -405,6 +405,5 @@ amp_status amp_k_attention_backward(const amp_k_att_args *a, const amp_k_att_in 
 }
 
 const amp_attention_family amp__cpu_attention_family = {
-    .attention = amp__cpu_attention,
-    .attention_backward = amp__cpu_attention_backward,
+    .attention = amp__cpu_attention, .attention_backward = amp__cpu_attention_backward,
 };

@@ -205,9 +205,7 @@ static amp_status amp__cpu_mask_fill(const char *fn, const amp_tensor *x, int ki
 }
 
 const amp_gather_family amp__cpu_gather_family = {
-    .embedding = amp__cpu_embedding,
-    .embedding_backward = amp__cpu_embedding_backward,
-    .gather_flat = amp__cpu_gather_flat,
-    .gather_flat_backward = amp__cpu_gather_flat_backward,
+    .embedding = amp__cpu_embedding, .embedding_backward = amp__cpu_embedding_backward,
+    .gather_flat = amp__cpu_gather_flat, .gather_flat_backward = amp__cpu_gather_flat_backward,
     .mask_fill = amp__cpu_mask_fill,
 };

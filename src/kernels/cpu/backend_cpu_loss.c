@@ -396,8 +396,6 @@ static amp_status amp__cpu_pw_loss_backward(const char *fn, const amp_pw_args *a
 }
 
 const amp_loss_family amp__cpu_loss_family = {
-    .class_loss = amp__cpu_class_loss,
-    .class_loss_backward = amp__cpu_class_loss_backward,
-    .pw_loss = amp__cpu_pw_loss,
-    .pw_loss_backward = amp__cpu_pw_loss_backward,
+    .class_loss = amp__cpu_class_loss, .class_loss_backward = amp__cpu_class_loss_backward,
+    .pw_loss = amp__cpu_pw_loss, .pw_loss_backward = amp__cpu_pw_loss_backward,
 };

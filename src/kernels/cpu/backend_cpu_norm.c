@@ -360,10 +360,7 @@ static amp_status amp__cpu_group_norm_backward(const char *fn, const amp_norm_ar
 }
 
 const amp_norm_family amp__cpu_norm_family = {
-    .layer_norm = amp__cpu_layer_norm,
-    .layer_norm_backward = amp__cpu_layer_norm_backward,
-    .batch_norm = amp__cpu_batch_norm,
-    .batch_norm_backward = amp__cpu_batch_norm_backward,
-    .group_norm = amp__cpu_group_norm,
-    .group_norm_backward = amp__cpu_group_norm_backward,
+    .layer_norm = amp__cpu_layer_norm, .layer_norm_backward = amp__cpu_layer_norm_backward,
+    .batch_norm = amp__cpu_batch_norm, .batch_norm_backward = amp__cpu_batch_norm_backward,
+    .group_norm = amp__cpu_group_norm, .group_norm_backward = amp__cpu_group_norm_backward,
 };

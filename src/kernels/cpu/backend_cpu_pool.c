@@ -139,8 +139,6 @@ static amp_status amp__cpu_avg_pool2d_backward(const char *fn, const amp_pool_ar
 }
 
 const amp_pool_family amp__cpu_pool_family = {
-    .max_pool2d = amp__cpu_max_pool2d,
-    .max_pool2d_backward = amp__cpu_max_pool2d_backward,
-    .avg_pool2d = amp__cpu_avg_pool2d,
-    .avg_pool2d_backward = amp__cpu_avg_pool2d_backward,
+    .max_pool2d = amp__cpu_max_pool2d, .max_pool2d_backward = amp__cpu_max_pool2d_backward,
+    .avg_pool2d = amp__cpu_avg_pool2d, .avg_pool2d_backward = amp__cpu_avg_pool2d_backward,
 };

@@ -481,14 +481,10 @@ out:
 }
 
 const amp_reduce_family amp__cpu_reduce_family = {
-    .sum = amp__cpu_sum,
-    .sum_backward = amp__cpu_sum_backward,
+    .sum = amp__cpu_sum, .sum_backward = amp__cpu_sum_backward,
     .sum_to_shape = amp__cpu_sum_to_shape,
-    .prod = amp__cpu_prod,
-    .prod_backward = amp__cpu_prod_backward,
+    .prod = amp__cpu_prod, .prod_backward = amp__cpu_prod_backward,
     .cumsum = amp__cpu_cumsum,
-    .max = amp__cpu_max,
-    .max_backward = amp__cpu_max_backward,
-    .norm = amp__cpu_norm,
-    .norm_backward = amp__cpu_norm_backward,
+    .max = amp__cpu_max, .max_backward = amp__cpu_max_backward,
+    .norm = amp__cpu_norm, .norm_backward = amp__cpu_norm_backward,
 };
