@@ -8,6 +8,7 @@
 #define AMP_KERNELS_CPU_BACKEND_CPU_H
 
 #include "kernels/backend.h"
+#include "tensor/f32_util.h"
 
 extern const amp_gemm_family amp__cpu_gemm_family;           /* backend_cpu_gemm.c */
 extern const amp_reduce_family amp__cpu_reduce_family;       /* backend_cpu_reduce.c */
@@ -24,5 +25,32 @@ extern const amp_scaler_family amp__cpu_scaler_family;       /* backend_cpu_opti
 /* The reduce family's sum_to_shape entry, which the loss family's backward
  * also uses (broadcast gradients summed back to an operand's shape). */
 amp_status amp__cpu_sum_to_shape(const char *fn, const amp_tensor *g, int ndim, const int64_t *shape, amp_tensor **out);
+
+/* An f32 pass of the adapters, from x to out: x's f32 values (amp__f32_view:
+ * in, owned) and out's f32 buffer (amp__f32_out_begin: o). begin is false,
+ * with nothing held, when either fails (amp_last_status() says why); end
+ * rounds the buffer into out, then lets x's view go. */
+typedef struct {
+    const amp_tensor *x;
+    const float *in;
+    bool owned;
+    amp_tensor *out;
+    float *o;
+} amp__cpu_f32_io;
+
+static inline bool amp__cpu_f32_io_begin(amp__cpu_f32_io *io, const amp_tensor *x, amp_tensor *out) {
+    io->x = x;
+    io->out = out;
+    io->in = amp__f32_view(x, &io->owned);
+    io->o = io->in ? amp__f32_out_begin(out) : NULL;
+    if (io->o) return true;
+    if (io->in) amp__f32_done(x, io->in, io->owned);
+    return false;
+}
+
+static inline void amp__cpu_f32_io_end(amp__cpu_f32_io *io) {
+    amp__f32_out_end(io->out, io->o);
+    amp__f32_done(io->x, io->in, io->owned);
+}
 
 #endif

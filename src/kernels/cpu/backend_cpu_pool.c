@@ -74,17 +74,13 @@ static amp_status amp__cpu_max_pool2d(const char *fn, const amp_pool_args *a, co
         amp_max_pool2d_k2_avx512(amp__data(x), x->dtype, amp__data(y), idx && !slots ? amp__data(idx) : NULL,
                                  slots ? amp__data(idx) : NULL, a->planes, &g);
     } else {
-        bool owned;
-        const float *xf = amp__f32_view(x, &owned);
-        float *yf = xf ? amp__f32_out_begin(y) : NULL;
-        if (!yf) {
-            if (xf) amp__f32_done(x, xf, owned);
+        amp__cpu_f32_io io;
+        if (!amp__cpu_f32_io_begin(&io, x, y)) {
             amp__release(made);
             return amp_last_status();
         }
-        amp_max_pool2d_f32(xf, yf, amp__data(idx), a->planes, &g);
-        amp__f32_out_end(y, yf);
-        amp__f32_done(x, xf, owned);
+        amp_max_pool2d_f32(io.in, io.o, amp__data(idx), a->planes, &g);
+        amp__cpu_f32_io_end(&io);
     }
     if (idxp && !*idxp) *idxp = made;
     else amp__release(made);
@@ -115,19 +111,13 @@ static amp_status amp__cpu_max_pool2d_backward(const char *fn, const amp_pool_ar
 static amp_status amp__cpu_avg_pool2d(const char *fn, const amp_pool_args *a, const amp_tensor *x, amp_tensor *y) {
     AMP_UNUSED(fn);
     const amp_pool_geom g = geom_of(a);
-    bool owned;
-    const float *xf = amp__f32_view(x, &owned);
-    float *yf = xf ? amp__f32_out_begin(y) : NULL;
-    if (!yf) {
-        if (xf) amp__f32_done(x, xf, owned);
-        return amp_last_status();
-    }
+    amp__cpu_f32_io io;
+    if (!amp__cpu_f32_io_begin(&io, x, y)) return amp_last_status();
     if (a->adaptive)
-        amp_adaptive_avg_pool2d_f32(xf, yf, a->planes, g.H, g.W, g.OH, g.OW);
+        amp_adaptive_avg_pool2d_f32(io.in, io.o, a->planes, g.H, g.W, g.OH, g.OW);
     else
-        amp_avg_pool2d_f32(xf, yf, a->planes, &g, a->include_pad);
-    amp__f32_out_end(y, yf);
-    amp__f32_done(x, xf, owned);
+        amp_avg_pool2d_f32(io.in, io.o, a->planes, &g, a->include_pad);
+    amp__cpu_f32_io_end(&io);
     return AMP_OK;
 }
 

@@ -281,16 +281,10 @@ static amp_status along_dim(const amp_tensor *x, int dim, amp_tensor *out,
                             void (*k)(const float *, int64_t, int64_t, int64_t, float *, bool), bool flag) {
     int64_t outer, len, inner;
     amp__split_dim(x, dim, &outer, &len, &inner);
-    bool owned;
-    const float *px = amp__f32_view(x, &owned);
-    float *po = px ? amp__f32_out_begin(out) : NULL;
-    if (!po) {
-        if (px) amp__f32_done(x, px, owned);
-        return amp_last_status();
-    }
-    k(px, outer, len, inner, po, flag);
-    amp__f32_out_end(out, po);
-    amp__f32_done(x, px, owned);
+    amp__cpu_f32_io io;
+    if (!amp__cpu_f32_io_begin(&io, x, out)) return amp_last_status();
+    k(io.in, outer, len, inner, io.o, flag);
+    amp__cpu_f32_io_end(&io);
     return AMP_OK;
 }
 

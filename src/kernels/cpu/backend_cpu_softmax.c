@@ -52,16 +52,10 @@ static amp_status amp__cpu_softmax(const char *fn, const amp_tensor *x, int dim,
         amp_k_softmax_rows(amp__data(x), x->dtype, outer, len, amp__data(y), y->dtype, log);
         return AMP_OK;
     }
-    bool owned;
-    const float *px = amp__f32_view(x, &owned);
-    float *po = px ? amp__f32_out_begin(y) : NULL;
-    if (!po) {
-        if (px) amp__f32_done(x, px, owned);
-        return amp_last_status();
-    }
-    amp_k_softmax(px, outer, len, inner, po, log);
-    amp__f32_out_end(y, po);
-    amp__f32_done(x, px, owned);
+    amp__cpu_f32_io io;
+    if (!amp__cpu_f32_io_begin(&io, x, y)) return amp_last_status();
+    amp_k_softmax(io.in, outer, len, inner, io.o, log);
+    amp__cpu_f32_io_end(&io);
     return AMP_OK;
 }
 
