@@ -26,6 +26,11 @@ extern const amp_scaler_family amp__cpu_scaler_family;       /* backend_cpu_opti
  * also uses (broadcast gradients summed back to an operand's shape). */
 amp_status amp__cpu_sum_to_shape(const char *fn, const amp_tensor *g, int ndim, const int64_t *shape, amp_tensor **out);
 
+/* Indices (i64 or i32, any strides) as a contiguous i64 array in workspace
+ * (n entries, at least one allocated): the gather family's, which the class
+ * losses use for their targets too (backend_cpu_gather.c). NULL on failure. */
+int64_t *amp__cpu_indices_i64(const amp_tensor *idx, int64_t n);
+
 /* An f32 pass of the adapters, from x to out: x's f32 values (amp__f32_view:
  * in, owned) and out's f32 buffer (amp__f32_out_begin: o). begin is false,
  * with nothing held, when either fails (amp_last_status() says why); end

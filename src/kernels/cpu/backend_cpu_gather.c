@@ -15,7 +15,7 @@ static int64_t index_at(const amp_tensor *idx, int64_t flat) {
 }
 
 /* Indices as a contiguous i64 array (workspace, n entries). */
-static int64_t *indices_i64(const amp_tensor *idx, int64_t n) {
+int64_t *amp__cpu_indices_i64(const amp_tensor *idx, int64_t n) {
     int64_t *v = amp__ws_alloc((size_t)(n ? n : 1) * sizeof(int64_t));
     if (!v) return NULL;
     if (idx->dtype == AMP_I64 && amp_tensor_is_contiguous(idx)) {
@@ -31,7 +31,7 @@ static int64_t *indices_i64(const amp_tensor *idx, int64_t n) {
 static amp_status amp__cpu_embedding(const char *fn, const amp_tensor *weight, const amp_tensor *idx, amp_tensor *out) {
     AMP_UNUSED(fn);
     int64_t D = weight->shape[1], cnt = amp_tensor_numel(idx);
-    int64_t *iv = indices_i64(idx, cnt);
+    int64_t *iv = amp__cpu_indices_i64(idx, cnt);
     if (!iv) return amp_last_status();
     size_t ivb = (size_t)(cnt ? cnt : 1) * sizeof(int64_t);
     amp_status st = AMP_OK;
@@ -69,7 +69,7 @@ static amp_status amp__cpu_embedding_backward(const char *fn, const amp_tensor *
     amp_tensor *gw = amp__tensor_new("amp_backward", gdt, 2, wshape, amp__mem_current(AMP_MEM_WORKSPACE), AMP_NEW_UNSCOPED);
     if (!gw) return amp_last_status();
     memset(amp__data(gw), 0, gw->storage->nbytes);
-    int64_t *iv = indices_i64(idx, cnt);
+    int64_t *iv = amp__cpu_indices_i64(idx, cnt);
     bool og = false;
     const float *pg = iv ? amp__f32_view(g, &og) : NULL;
     /* half: rows accumulated in f32 (one per distinct index, first-use order), then rounded */
