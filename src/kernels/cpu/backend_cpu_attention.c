@@ -227,6 +227,15 @@ typedef struct {
     float *s, *o, *m, *l;
 } fwd_ws;
 
+/* the calling thread's slice (per floats) of a parallel region's workspace */
+static inline float *att_thread_ws(float *buf, size_t per) {
+    int t = 0;
+#ifdef _OPENMP
+    t = omp_get_thread_num();
+#endif
+    return buf + (size_t)t * per;
+}
+
 static amp_status fwd_tile(const amp_k_att_args *a, const amp_att_kernels *K, const amp_k_att_in *q,
                            const amp_k_att_in *k, const amp_k_att_in *v, int64_t b, int64_t i0, void *out,
                            amp_dtype odt, float *lse, fwd_ws *w) {
@@ -279,11 +288,7 @@ amp_status amp_k_attention_forward(const amp_k_att_args *a, const amp_k_att_in *
     amp_status fail_st = AMP_OK;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        int t = 0;
-#ifdef _OPENMP
-        t = omp_get_thread_num();
-#endif
-        float *base = buf + (size_t)t * per;
+        float *base = att_thread_ws(buf, per);
         fwd_ws w = {base, base + AMP_ATT_BR * AMP_ATT_BC, base + AMP_ATT_BR * (AMP_ATT_BC + a->Ev),
                     base + AMP_ATT_BR * (AMP_ATT_BC + a->Ev + 1)};
 #pragma omp for schedule(dynamic, 1)
@@ -387,11 +392,7 @@ amp_status amp_k_attention_backward(const amp_k_att_args *a, const amp_k_att_in 
     amp_status fail_st = AMP_OK;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        int t = 0;
-#ifdef _OPENMP
-        t = omp_get_thread_num();
-#endif
-        float *base = buf + (size_t)t * per;
+        float *base = att_thread_ws(buf, per);
         bwd_ws w = {base, base + tile, base + 2 * tile, base + 3 * tile, base + 4 * tile};
 #pragma omp for schedule(dynamic, 1)
         for (int64_t b = 0; b < a->nb; b++) {
