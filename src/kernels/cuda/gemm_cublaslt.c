@@ -258,8 +258,8 @@ static void *pack_f32(const char *fn, const void *p, amp_dtype dt, int64_t batch
     return q;
 }
 
-/* C_b[i, j] = 0 (mode 0), beta * C_b (1) or beta * X(i, j) (2) */
-static amp_status set_c(const char *fn, const amp_gemm_args *g, int mode, float beta) {
+/* the pass over C (amp_cu_gemm_set_c) in `mode`, C's geometry from g */
+static amp_cu_gemm_c_args c_args(const amp_gemm_args *g, int mode) {
     amp_cu_gemm_c_args a;
     memset(&a, 0, sizeof a);
     a.c = g->c;
@@ -268,6 +268,12 @@ static amp_status set_c(const char *fn, const amp_gemm_args *g, int mode, float 
     a.batch = g->batch > 0 ? g->batch : 1;
     a.stride_c = g->stride_c;
     a.mode = mode;
+    return a;
+}
+
+/* C_b[i, j] = 0 (mode 0), beta * C_b (1) or beta * X(i, j) (2) */
+static amp_status set_c(const char *fn, const amp_gemm_args *g, int mode, float beta) {
+    amp_cu_gemm_c_args a = c_args(g, mode);
     a.beta = beta;
     a.bias = g->bias;
     a.bias_dtype = (int)g->bias_dtype;
@@ -277,14 +283,7 @@ static amp_status set_c(const char *fn, const amp_gemm_args *g, int mode, float 
 
 /* gelu over C after the product (when the epilogue cannot do it) */
 static amp_status gelu_after(const char *fn, const amp_gemm_args *g) {
-    amp_cu_gemm_c_args a;
-    memset(&a, 0, sizeof a);
-    a.c = g->c;
-    a.c_dtype = (int)g->c_dtype;
-    a.m = g->m, a.n = g->n, a.ldc = g->ldc;
-    a.batch = g->batch > 0 ? g->batch : 1;
-    a.stride_c = g->stride_c;
-    a.mode = 3;
+    amp_cu_gemm_c_args a = c_args(g, 3);
     a.aux = g->epi_aux;
     return AMP_CU(fn, amp_cu_gemm_set_c(amp__cu.stream, &a));
 }
