@@ -1,14 +1,24 @@
 /* The CPU backend's pooling entries (kernels/backend.h: max_pool2d,
  * max_pool2d_backward, avg_pool2d, avg_pool2d_backward) and their choice of
- * kernel path. The loops are kernels/cpu/pool.c's (f32 planes: half inputs
+ * kernel path. The loops are kernels/cpu/pool_scalar.c's (f32 planes: half inputs
  * widened, each result rounded once), with the AVX-512 2 x 2 / stride 2 max
  * pool of pool_avx512.c, which reads and writes the tensor's own dtype and
  * keeps one-byte window slots for the backward instead of 8-byte indices. */
 #include <string.h>
 
+#include "core/cpu.h"
 #include "kernels/cpu/backend_cpu.h"
 #include "kernels/cpu/pool.h"
 #include "tensor/f32_util.h"
+
+/* pool.h's per-path dispatch of the slot backward: the AVX-512 form where
+ * the path has it and it applies (it returns false otherwise), else the
+ * plain loops */
+void amp_max_pool2d_backward_k2slot(const void *dy, amp_dtype dt, const uint8_t *slot, void *dx, int64_t planes,
+                                    const amp_pool_geom *g) {
+    if (amp_cpu_active() >= AMP_CPU_AVX512 && amp_max_pool2d_backward_k2slot_avx512(dy, dt, slot, dx, planes, g)) return;
+    amp_max_pool2d_backward_k2slot_scalar(dy, dt, slot, dx, planes, g);
+}
 
 static amp_pool_geom geom_of(const amp_pool_args *a) {
     amp_pool_geom g = {.H = a->H, .W = a->W, .OH = a->OH, .OW = a->OW, .kh = a->kh, .kw = a->kw, .sh = a->sh,
