@@ -106,6 +106,26 @@ __device__ __forceinline__ float sum16(float v) {
 
 static inline int odd(int x) { return x | 1; }
 
+// A thread's R x C register tile of the product of two tiles in shared
+// memory: acc[r][c] += A[(ty + 16 r) * la + e] * B[(tx + 16 c) * lb + e]
+// for e = 0 .. n-1 in order, one fmaf each (rows ty + 16 r of A, rows
+// tx + 16 c of B).
+template <int R, int C>
+__device__ __forceinline__ void tile_fma(float (&acc)[R][C], const float *A, int la, const float *B, int lb, int n,
+                                         int ty, int tx) {
+    for (int e = 0; e < n; e++) {
+        float av[R], bv[C];
+#pragma unroll
+        for (int r = 0; r < R; r++) av[r] = A[(ty + 16 * r) * la + e];
+#pragma unroll
+        for (int c = 0; c < C; c++) bv[c] = B[(tx + 16 * c) * lb + e];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int c = 0; c < C; c++) acc[r][c] = fmaf(av[r], bv[c], acc[r][c]);
+    }
+}
+
 // ---- forward ---------------------------------------------------------------------------------
 // block: batch item b, query rows i0 .. i0 + BR; thread (tx, ty) owns rows
 // ty + 16 r (r < 4): scores of keys tx + 16 c (c < 4) of a tile and output
@@ -142,17 +162,7 @@ __global__ void __launch_bounds__(NT) att_fwd(amp_cu_att_args a, int64_t ntile) 
         for (int r = 0; r < 4; r++)
 #pragma unroll
             for (int c = 0; c < 4; c++) s[r][c] = 0.0f;
-        for (int e = 0; e < E; e++) {
-            float qv[4], kv[4];
-#pragma unroll
-            for (int r = 0; r < 4; r++) qv[r] = Qs[(ty + 16 * r) * qld + e];
-#pragma unroll
-            for (int c = 0; c < 4; c++) kv[c] = Ks[(tx + 16 * c) * qld + e];
-#pragma unroll
-            for (int r = 0; r < 4; r++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) s[r][c] = fmaf(qv[r], kv[c], s[r][c]);
-        }
+        tile_fma<4, 4>(s, Qs, qld, Ks, qld, E, ty, tx);
 #pragma unroll
         for (int r = 0; r < 4; r++) {
             const int64_t i = i0 + ty + 16 * r;
@@ -293,28 +303,8 @@ __global__ void __launch_bounds__(NT) att_bwd_kv(amp_cu_att_args a, int64_t ntil
         for (int r = 0; r < 4; r++)
 #pragma unroll
             for (int c = 0; c < 2; c++) s[r][c] = dp[r][c] = 0.0f;
-        for (int e = 0; e < E; e++) {
-            float kv[4], qv[2];
-#pragma unroll
-            for (int r = 0; r < 4; r++) kv[r] = Ks[(ty + 16 * r) * qld + e];
-#pragma unroll
-            for (int c = 0; c < 2; c++) qv[c] = Qs[(tx + 16 * c) * qld + e];
-#pragma unroll
-            for (int r = 0; r < 4; r++)
-#pragma unroll
-                for (int c = 0; c < 2; c++) s[r][c] = fmaf(kv[r], qv[c], s[r][c]);
-        }
-        for (int e = 0; e < Ev; e++) {
-            float vv[4], ov[2];
-#pragma unroll
-            for (int r = 0; r < 4; r++) vv[r] = Vs[(ty + 16 * r) * vld + e];
-#pragma unroll
-            for (int c = 0; c < 2; c++) ov[c] = dOs[(tx + 16 * c) * vld + e];
-#pragma unroll
-            for (int r = 0; r < 4; r++)
-#pragma unroll
-                for (int c = 0; c < 2; c++) dp[r][c] = fmaf(vv[r], ov[c], dp[r][c]);
-        }
+        tile_fma<4, 2>(s, Ks, qld, Qs, qld, E, ty, tx);
+        tile_fma<4, 2>(dp, Vs, vld, dOs, vld, Ev, ty, tx);
 #pragma unroll
         for (int r = 0; r < 4; r++)
 #pragma unroll
@@ -403,28 +393,8 @@ __global__ void __launch_bounds__(NT) att_bwd_q(amp_cu_att_args a, int64_t ntile
         for (int r = 0; r < 2; r++)
 #pragma unroll
             for (int c = 0; c < 4; c++) s[r][c] = dp[r][c] = 0.0f;
-        for (int e = 0; e < E; e++) {
-            float qv[2], kv[4];
-#pragma unroll
-            for (int r = 0; r < 2; r++) qv[r] = Qs[(ty + 16 * r) * qld + e];
-#pragma unroll
-            for (int c = 0; c < 4; c++) kv[c] = Ks[(tx + 16 * c) * qld + e];
-#pragma unroll
-            for (int r = 0; r < 2; r++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) s[r][c] = fmaf(qv[r], kv[c], s[r][c]);
-        }
-        for (int e = 0; e < Ev; e++) {
-            float ov[2], vv[4];
-#pragma unroll
-            for (int r = 0; r < 2; r++) ov[r] = dOs[(ty + 16 * r) * vld + e];
-#pragma unroll
-            for (int c = 0; c < 4; c++) vv[c] = Vs[(tx + 16 * c) * vld + e];
-#pragma unroll
-            for (int r = 0; r < 2; r++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) dp[r][c] = fmaf(ov[r], vv[c], dp[r][c]);
-        }
+        tile_fma<2, 4>(s, Qs, qld, Ks, qld, E, ty, tx);
+        tile_fma<2, 4>(dp, dOs, vld, Vs, vld, Ev, ty, tx);
 #pragma unroll
         for (int r = 0; r < 2; r++)
 #pragma unroll
