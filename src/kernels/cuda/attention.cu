@@ -462,6 +462,16 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
     return r;
 }
 
+// The A fragment (m16 x k16 pairs of DT) of k step kk, made from an m16 x
+// n64 accumulator tile x (n blocks 2 kk and 2 kk + 1), as mma takes it.
+template <int DT>
+__device__ __forceinline__ void acc_afrag(const float (&x)[8][4], int kk, uint32_t (&f)[4]) {
+    f[0] = pack2<DT>(x[2 * kk][0], x[2 * kk][1]);
+    f[1] = pack2<DT>(x[2 * kk][2], x[2 * kk][3]);
+    f[2] = pack2<DT>(x[2 * kk + 1][0], x[2 * kk + 1][1]);
+    f[3] = pack2<DT>(x[2 * kk + 1][2], x[2 * kk + 1][3]);
+}
+
 template <int DT>
 __device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
     if constexpr (DT == AMP_BF16)
@@ -693,9 +703,8 @@ __global__ void __launch_bounds__(TNT) tc_fwd(amp_cu_att_args a, int64_t ntile, 
         }
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
-            const uint32_t pa[4] = {pack2<DT>(s[2 * kk][0], s[2 * kk][1]), pack2<DT>(s[2 * kk][2], s[2 * kk][3]),
-                                    pack2<DT>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                    pack2<DT>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+            uint32_t pa[4];
+            acc_afrag<DT>(s, kk, pa);
 #pragma unroll
             for (int n = 0; n < D / 8; n++) {
                 uint32_t b0, b1;
@@ -792,12 +801,10 @@ __global__ void __launch_bounds__(TNT) tc_bwd_kv(amp_cu_att_args a, int64_t ntil
         // dV += Pd^T dO, dK += dS^T Q (sums over the 64 queries)
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
-            const uint32_t pa[4] = {pack2<DT>(st[2 * kk][0], st[2 * kk][1]), pack2<DT>(st[2 * kk][2], st[2 * kk][3]),
-                                    pack2<DT>(st[2 * kk + 1][0], st[2 * kk + 1][1]),
-                                    pack2<DT>(st[2 * kk + 1][2], st[2 * kk + 1][3])};
-            const uint32_t sa[4] = {pack2<DT>(dp[2 * kk][0], dp[2 * kk][1]), pack2<DT>(dp[2 * kk][2], dp[2 * kk][3]),
-                                    pack2<DT>(dp[2 * kk + 1][0], dp[2 * kk + 1][1]),
-                                    pack2<DT>(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
+            uint32_t pa[4];
+            acc_afrag<DT>(st, kk, pa);
+            uint32_t sa[4];
+            acc_afrag<DT>(dp, kk, sa);
 #pragma unroll
             for (int n = 0; n < D / 8; n++) {
                 uint32_t b0, b1;
@@ -888,9 +895,8 @@ __global__ void __launch_bounds__(TNT) tc_bwd_q(amp_cu_att_args a, int64_t ntile
             }
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
-            const uint32_t sa[4] = {pack2<DT>(s[2 * kk][0], s[2 * kk][1]), pack2<DT>(s[2 * kk][2], s[2 * kk][3]),
-                                    pack2<DT>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                    pack2<DT>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+            uint32_t sa[4];
+            acc_afrag<DT>(s, kk, sa);
 #pragma unroll
             for (int n = 0; n < D / 8; n++) {
                 uint32_t b0, b1;
