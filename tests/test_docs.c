@@ -3,7 +3,7 @@
  *
  *  - t_quoted_names_exist: in docs/ARCHITECTURE.md, docs/adding-a-backend.md
  *    and docs/adding-an-op.md (when it exists), every code span in backticks
- *    that names a file (`src/kernels/backend.h`, `kernels/cpu/norm.c`,
+ *    that names a file (`src/kernels/backend.h`, `kernels/cpu/norm.h`,
  *    `norm.inc`, `amp/ops.h`, `tests/`) names one that exists (looked up
  *    from the source root, src/, include/ and docs/; a bare file name
  *    anywhere in the tree), and every span that is a C identifier

@@ -16,16 +16,30 @@
  * Columns stay in x's dtype and dY in its own, so a bf16 conv (autocast)
  * multiplies bf16 x bf16 in every product (the bf16 dot-product path on CPUs
  * with AVX512_BF16; other half products are widened by the GEMM while
- * packing). im2col/col2im and their AVX-512 forms: conv.c, conv_avx512.c. */
+ * packing). im2col/col2im: the per-path dispatch here, the loops in
+ * conv_scalar.c and conv_avx512.c. */
 #include <string.h>
 
 #include "amp/numeric.h"
+#include "core/cpu.h"
 #include "core/threads.h"
-#include "kernels/cpu/backend_cpu_conv.h"
+#include "kernels/cpu/backend_cpu.h"
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/reduce.h"
 #include "tensor/tensor_impl.h"
+
+/* ---- conv.h's per-path dispatch: the AVX-512 form where the path has it and
+ * the geometry suits it (it returns false otherwise), else the plain loops */
+void amp_im2col(const void *x, void *col, int64_t ldcol, const amp_conv_geom *g, int esize) {
+    if (amp_cpu_active() >= AMP_CPU_AVX512 && amp_im2col_avx512(x, col, ldcol, g, esize)) return;
+    amp_im2col_scalar(x, col, ldcol, g, esize);
+}
+
+void amp_col2im_f32(const float *col, float *dx, const amp_conv_geom *g) {
+    if (amp_cpu_active() >= AMP_CPU_AVX512 && amp_col2im_f32_avx512(col, dx, g)) return;
+    amp_col2im_f32_scalar(col, dx, g);
+}
 
 /* Column buffers are made for blocks of images of at most this many bytes:
  * small enough that a block's columns are still in the caches when the GEMM
@@ -88,8 +102,8 @@ static amp_tensor *contig_ws(const char *fn, const amp_tensor *t) {
     return c;
 }
 
-amp_status amp__cpu_conv(const char *fn, const amp_conv_args *a, const amp_tensor *x, const amp_tensor *w,
-                         const amp_tensor *b, amp_tensor *out) {
+static amp_status amp__cpu_conv(const char *fn, const amp_conv_args *a, const amp_tensor *x, const amp_tensor *w,
+                                const amp_tensor *b, amp_tensor *out) {
     const conv_ctx c = ctx_of(a);
     const amp_conv_geom *g = &c.g;
     const amp_dtype odt = out->dtype;
@@ -150,8 +164,9 @@ done:
     return st;
 }
 
-amp_status amp__cpu_conv_backward(const char *fn, const amp_conv_args *a, const amp_tensor *x, const amp_tensor *w,
-                                  const amp_tensor *gout, const bool *need, amp_tensor **gin) {
+static amp_status amp__cpu_conv_backward(const char *fn, const amp_conv_args *a, const amp_tensor *x,
+                                         const amp_tensor *w, const amp_tensor *gout, const bool *need,
+                                         amp_tensor **gin) {
     const conv_ctx cc = ctx_of(a), *c = &cc;
     const amp_conv_geom *g = &c->g;
     amp_tensor *xc = NULL, *wc = NULL, *dx = NULL, *dw = NULL, *db = NULL, *gc = NULL;
@@ -301,3 +316,4 @@ out:
     return st;
 }
 
+const amp_conv_family amp__cpu_conv_family = {.conv = amp__cpu_conv, .conv_backward = amp__cpu_conv_backward};

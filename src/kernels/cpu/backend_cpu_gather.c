@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "amp/numeric.h"
-#include "kernels/cpu/backend_cpu_gather.h"
+#include "kernels/cpu/backend_cpu.h"
 #include "tensor/tensor_impl.h"
 
 static int64_t index_at(const amp_tensor *idx, int64_t flat) {
@@ -15,7 +15,7 @@ static int64_t index_at(const amp_tensor *idx, int64_t flat) {
 }
 
 /* Indices as a contiguous i64 array (workspace, n entries). */
-static int64_t *indices_i64(const amp_tensor *idx, int64_t n) {
+int64_t *amp__cpu_indices_i64(const amp_tensor *idx, int64_t n) {
     int64_t *v = amp__ws_alloc((size_t)(n ? n : 1) * sizeof(int64_t));
     if (!v) return NULL;
     if (idx->dtype == AMP_I64 && amp_tensor_is_contiguous(idx)) {
@@ -28,10 +28,10 @@ static int64_t *indices_i64(const amp_tensor *idx, int64_t n) {
 
 /* ---- embedding -------------------------------------------------------------------------- */
 /* out [cnt, D] (contiguous, weight's dtype) = rows idx of weight (checked) */
-amp_status amp__cpu_embedding(const char *fn, const amp_tensor *weight, const amp_tensor *idx, amp_tensor *out) {
+static amp_status amp__cpu_embedding(const char *fn, const amp_tensor *weight, const amp_tensor *idx, amp_tensor *out) {
     AMP_UNUSED(fn);
     int64_t D = weight->shape[1], cnt = amp_tensor_numel(idx);
-    int64_t *iv = indices_i64(idx, cnt);
+    int64_t *iv = amp__cpu_indices_i64(idx, cnt);
     if (!iv) return amp_last_status();
     size_t ivb = (size_t)(cnt ? cnt : 1) * sizeof(int64_t);
     amp_status st = AMP_OK;
@@ -60,8 +60,8 @@ amp_status amp__cpu_embedding(const char *fn, const amp_tensor *weight, const am
  * once, which are the values of an f32 scatter-add rounded to the weight's
  * dtype. A half weight's gradient is made in its dtype directly (GPT-2's
  * [50257, 768] table: half the bytes to zero and no conversion pass). */
-amp_status amp__cpu_embedding_backward(const char *fn, const amp_tensor *idx, const amp_tensor *g, int64_t V, int64_t D,
-                                       amp_dtype wdtype, amp_tensor **gw_out) {
+static amp_status amp__cpu_embedding_backward(const char *fn, const amp_tensor *idx, const amp_tensor *g, int64_t V,
+                                              int64_t D, amp_dtype wdtype, amp_tensor **gw_out) {
     AMP_UNUSED(fn);
     int64_t cnt = amp_tensor_numel(idx);
     int64_t wshape[2] = {V, D};
@@ -69,7 +69,7 @@ amp_status amp__cpu_embedding_backward(const char *fn, const amp_tensor *idx, co
     amp_tensor *gw = amp__tensor_new("amp_backward", gdt, 2, wshape, amp__mem_current(AMP_MEM_WORKSPACE), AMP_NEW_UNSCOPED);
     if (!gw) return amp_last_status();
     memset(amp__data(gw), 0, gw->storage->nbytes);
-    int64_t *iv = indices_i64(idx, cnt);
+    int64_t *iv = amp__cpu_indices_i64(idx, cnt);
     bool og = false;
     const float *pg = iv ? amp__f32_view(g, &og) : NULL;
     /* half: rows accumulated in f32 (one per distinct index, first-use order), then rounded */
@@ -129,7 +129,7 @@ amp_status amp__cpu_embedding_backward(const char *fn, const amp_tensor *idx, co
 
 /* ---- gathers by flat position ------------------------------------------------------------ */
 /* out[e] = x[src[e]] (src: contiguous i64 flat row-major positions in x; out contiguous, x's dtype) */
-amp_status amp__cpu_gather_flat(const char *fn, const amp_tensor *x, const amp_tensor *src, amp_tensor *out) {
+static amp_status amp__cpu_gather_flat(const char *fn, const amp_tensor *x, const amp_tensor *src, amp_tensor *out) {
     AMP_UNUSED(fn);
     int64_t n = amp_tensor_numel(out);
     const int64_t *s = amp__data(src);
@@ -140,8 +140,8 @@ amp_status amp__cpu_gather_flat(const char *fn, const amp_tensor *x, const amp_t
 }
 
 /* gx (f32 zeros of xshape) [src[e]] += g[e], in e order */
-amp_status amp__cpu_gather_flat_backward(const char *fn, const amp_tensor *src, const amp_tensor *g, int ndim,
-                                         const int64_t *xshape, amp_tensor **gx_out) {
+static amp_status amp__cpu_gather_flat_backward(const char *fn, const amp_tensor *src, const amp_tensor *g, int ndim,
+                                                const int64_t *xshape, amp_tensor **gx_out) {
     AMP_UNUSED(fn);
     amp_tensor *gx = amp__tensor_new("amp_backward", AMP_F32, ndim, xshape, amp__mem_current(AMP_MEM_WORKSPACE),
                                      AMP_NEW_UNSCOPED);
@@ -172,8 +172,8 @@ static inline bool tri_keep(int kind, int64_t diagonal, int64_t e, int64_t rows,
 /* out = x where kept, else value. out (contiguous) in x's dtype: the kept
  * elements copied as they are; out f32 (a gradient): x widened. mask (kind
  * 2): u8 of x's shape (broadcast strides allowed), nonzero = fill. */
-amp_status amp__cpu_mask_fill(const char *fn, const amp_tensor *x, int kind, int64_t diagonal, const amp_tensor *mask,
-                              double value, amp_tensor *out) {
+static amp_status amp__cpu_mask_fill(const char *fn, const amp_tensor *x, int kind, int64_t diagonal,
+                                     const amp_tensor *mask, double value, amp_tensor *out) {
     int64_t cnt = amp_tensor_numel(x);
     int64_t rows = x->ndim >= 2 ? x->shape[x->ndim - 2] : 1, cols = x->ndim >= 1 ? x->shape[x->ndim - 1] : 1;
     if (kind == 2 && (!mask || mask->dtype != AMP_U8))
@@ -203,3 +203,9 @@ amp_status amp__cpu_mask_fill(const char *fn, const amp_tensor *x, int kind, int
     amp__f32_done(x, px, og);
     return AMP_OK;
 }
+
+const amp_gather_family amp__cpu_gather_family = {
+    .embedding = amp__cpu_embedding, .embedding_backward = amp__cpu_embedding_backward,
+    .gather_flat = amp__cpu_gather_flat, .gather_flat_backward = amp__cpu_gather_flat_backward,
+    .mask_fill = amp__cpu_mask_fill,
+};

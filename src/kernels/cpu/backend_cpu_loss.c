@@ -10,24 +10,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/cpu/backend_cpu_norm.h"
-#include "kernels/cpu/backend_cpu_reduce.h"
+#include "kernels/cpu/backend_cpu.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/softmax.h"
 #include "tensor/f32_util.h"
-
-static int64_t target_at(const amp_tensor *t, int64_t flat) {
-    const void *p = amp__elem_ptr(t, flat);
-    return t->dtype == AMP_I64 ? *(const int64_t *)p : (int64_t) * (const int32_t *)p;
-}
-
-/* Contiguous i64 copy of the targets (workspace). */
-static int64_t *targets_i64(const amp_tensor *t, int64_t n) {
-    int64_t *v = amp__ws_alloc((size_t)(n ? n : 1) * sizeof(int64_t));
-    if (!v) return NULL;
-    for (int64_t i = 0; i < n; i++) v[i] = target_at(t, i);
-    return v;
-}
 
 /* Upstream gradient per sample: g[i] (none), g (sum) or g / W (mean). */
 static double sample_grad(amp_reduction r, double W, const float *g, int64_t i) {
@@ -50,7 +36,7 @@ static amp_status rows_forward(const amp_cls_args *a, const amp_tensor *x, const
                                amp_tensor *wsum) {
     int64_t N = a->N, C = a->C;
     size_t wb = 0, nb = (size_t)(N ? N : 1);
-    int64_t *t = targets_i64(target, N);
+    int64_t *t = amp__cpu_indices_i64(target, N);
     double *li = t ? amp__ws_alloc(nb * sizeof(double)) : NULL;
     float *work = li ? xent_work(C, &wb) : NULL;
     amp_status st = work ? AMP_OK : amp_last_status();
@@ -79,7 +65,7 @@ static amp_status rows_backward(const amp_cls_args *a, const amp_tensor *x, cons
     int64_t N = a->N, C = a->C;
     size_t nb = (size_t)(N ? N : 1);
     amp_tensor *gx = amp__tensor_new("amp_backward", x->dtype, 2, x->shape, amp__mem_current(AMP_MEM_WORKSPACE), AMP_NEW_UNSCOPED);
-    int64_t *t = gx ? targets_i64(target, N) : NULL;
+    int64_t *t = gx ? amp__cpu_indices_i64(target, N) : NULL;
     double *gr = t ? amp__ws_alloc(nb * sizeof(double)) : NULL;
     bool og = false;
     const float *pg = gr ? amp__f32_view(g, &og) : NULL;
@@ -105,7 +91,7 @@ static amp_status general_forward(const amp_cls_args *a, const amp_tensor *x, co
                                   const amp_tensor *w, amp_tensor *out, amp_tensor *wsum) {
     int64_t N = a->N, C = a->C, L = a->L, ns = N * L;
     size_t tbytes = (size_t)(ns ? ns : 1) * sizeof(int64_t);
-    int64_t *t = targets_i64(target, ns);
+    int64_t *t = amp__cpu_indices_i64(target, ns);
     if (!t) return amp_last_status();
     bool ox = false, ow = false;
     const float *px = amp__f32_view(x, &ox);
@@ -169,7 +155,7 @@ static amp_status general_backward(const amp_cls_args *a, const amp_tensor *x, c
     int64_t N = a->N, C = a->C, L = a->L, ns = N * L;
     amp_tensor *gx = amp__f32_grad(x->ndim, x->shape, true);
     if (!gx) return amp_last_status();
-    int64_t *t = targets_i64(tg, ns);
+    int64_t *t = amp__cpu_indices_i64(tg, ns);
     bool og = false, ow = false;
     const float *pg = t ? amp__f32_view(g, &og) : NULL;
     const float *pw = (pg && w) ? amp__f32_view(w, &ow) : NULL;
@@ -221,16 +207,17 @@ static amp_status general_backward(const amp_cls_args *a, const amp_tensor *x, c
     return AMP_OK;
 }
 
-amp_status amp__cpu_class_loss(const char *fn, const amp_cls_args *a, const amp_tensor *x, const amp_tensor *target,
-                               const amp_tensor *weight, amp_tensor *out, amp_tensor *wsum) {
+static amp_status amp__cpu_class_loss(const char *fn, const amp_cls_args *a, const amp_tensor *x,
+                                      const amp_tensor *target, const amp_tensor *weight, amp_tensor *out,
+                                      amp_tensor *wsum) {
     AMP_UNUSED(fn);
     if (a->rows) return rows_forward(a, x, target, out, wsum);
     return general_forward(a, x, target, weight, out, wsum);
 }
 
-amp_status amp__cpu_class_loss_backward(const char *fn, const amp_cls_args *a, const amp_tensor *x,
-                                        const amp_tensor *target, const amp_tensor *weight, const amp_tensor *wsum,
-                                        const amp_tensor *g, amp_tensor **gx) {
+static amp_status amp__cpu_class_loss_backward(const char *fn, const amp_cls_args *a, const amp_tensor *x,
+                                               const amp_tensor *target, const amp_tensor *weight,
+                                               const amp_tensor *wsum, const amp_tensor *g, amp_tensor **gx) {
     AMP_UNUSED(fn);
     double W = *(const double *)amp__data(wsum);
     if (a->rows) return rows_backward(a, x, target, W, g, gx);
@@ -328,8 +315,8 @@ static float pw_grad(const amp_pw_args *c, int which, float x, float y, float pw
     return 0;
 }
 
-amp_status amp__cpu_pw_loss(const char *fn, const amp_pw_args *a, const amp_tensor *x, const amp_tensor *y,
-                            const amp_tensor *pos_weight, amp_tensor *out) {
+static amp_status amp__cpu_pw_loss(const char *fn, const amp_pw_args *a, const amp_tensor *x, const amp_tensor *y,
+                                   const amp_tensor *pos_weight, amp_tensor *out) {
     AMP_UNUSED(fn);
     int64_t cnt = amp__numel(a->ndim, a->shape);
     size_t nb = (size_t)(cnt ? cnt : 1) * sizeof(float);
@@ -353,9 +340,9 @@ amp_status amp__cpu_pw_loss(const char *fn, const amp_pw_args *a, const amp_tens
     return st;
 }
 
-amp_status amp__cpu_pw_loss_backward(const char *fn, const amp_pw_args *a, const amp_tensor *x, const amp_tensor *y,
-                                     const amp_tensor *pos_weight, const amp_tensor *g, const bool *need,
-                                     amp_tensor **gin) {
+static amp_status amp__cpu_pw_loss_backward(const char *fn, const amp_pw_args *a, const amp_tensor *x,
+                                            const amp_tensor *y, const amp_tensor *pos_weight, const amp_tensor *g,
+                                            const bool *need, amp_tensor **gin) {
     AMP_UNUSED(fn);
     const amp_tensor *ins[3] = {x, y, pos_weight};
     int64_t cnt = amp__numel(a->ndim, a->shape);
@@ -394,3 +381,8 @@ amp_status amp__cpu_pw_loss_backward(const char *fn, const amp_pw_args *a, const
     amp__ws_free(bp, nb);
     return st;
 }
+
+const amp_loss_family amp__cpu_loss_family = {
+    .class_loss = amp__cpu_class_loss, .class_loss_backward = amp__cpu_class_loss_backward,
+    .pw_loss = amp__cpu_pw_loss, .pw_loss_backward = amp__cpu_pw_loss_backward,
+};

@@ -6,10 +6,65 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/cpu/backend_cpu_norm.h"
+#include "kernels/cpu/backend_cpu.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/norm.h"
 #include "tensor/f32_util.h"
+
+/* ---- norm.h's kernels ---------------------------------------------------------------------------
+ * Normalisation kernels: dispatch to the active CPU path's build of
+ * norm.inc (norm_scalar.c, norm_avx2.c and norm_avx512.c). Parallel over
+ * rows / channels when the work is large. */
+AMP_K_PATH_DISPATCH(norm_k, amp_norm_kernels, amp_norm_kernels)
+
+void amp_k_row_stats(const float *x, int64_t rows, int64_t len, double eps, float *mean, float *rstd) {
+    norm_k()->row_stats(x, rows, len, eps, mean, rstd);
+}
+
+void amp_k_layer_norm(const void *x, amp_dtype xdt, const float *w, const float *b, int64_t M, int64_t D, double eps,
+                      void *y, amp_dtype ydt, float *mean, float *rstd) {
+    norm_k()->layer_norm(x, xdt, w, b, M, D, eps, y, ydt, mean, rstd);
+}
+
+void amp_k_layer_norm_backward(const float *x, const float *g, const float *w, const float *mean, const float *rstd,
+                               int64_t M, int64_t D, float *gx, float *gw, float *gb) {
+    norm_k()->layer_norm_backward(x, g, w, mean, rstd, M, D, gx, gw, gb);
+}
+
+void amp_k_channel_stats(const void *x, amp_dtype dt, int64_t N, int64_t C, int64_t L, float *mean, float *var) {
+    norm_k()->channel_stats(x, dt, N, C, L, mean, var);
+}
+
+void amp_k_channel_affine(const void *x, amp_dtype xdt, int64_t N, int64_t C, int64_t L, const float *mean,
+                          const float *scale, const float *shift, void *y, amp_dtype ydt) {
+    norm_k()->channel_affine(x, xdt, N, C, L, mean, scale, shift, y, ydt);
+}
+
+void amp_k_channel_norm(const void *x, amp_dtype xdt, int64_t N, int64_t C, int64_t L, double eps, const float *w,
+                        const float *b, float *mean, float *var, float *rstd, void *y, amp_dtype ydt) {
+    norm_k()->channel_norm(x, xdt, N, C, L, eps, w, b, mean, var, rstd, y, ydt);
+}
+
+void amp_k_channel_grad_sums(const void *x, amp_dtype xdt, const void *g, amp_dtype gdt, int64_t N, int64_t C, int64_t L,
+                             const float *mean, const float *rstd, double *sg, double *sgxhat) {
+    norm_k()->channel_grad_sums(x, xdt, g, gdt, N, C, L, mean, rstd, sg, sgxhat);
+}
+
+void amp_k_batch_norm_backward_x(const void *x, amp_dtype xdt, const void *g, amp_dtype gdt, int64_t N, int64_t C,
+                                 int64_t L, const float *mean, const float *rstd, const float *w, const double *sg,
+                                 const double *sgxhat, bool training, void *gx, amp_dtype gxdt) {
+    norm_k()->batch_norm_backward_x(x, xdt, g, gdt, N, C, L, mean, rstd, w, sg, sgxhat, training, gx, gxdt);
+}
+
+void amp_k_group_norm(const float *x, const float *w, const float *b, int64_t N, int64_t C, int64_t L, int64_t G,
+                      double eps, float *y, float *mean, float *rstd) {
+    norm_k()->group_norm(x, w, b, N, C, L, G, eps, y, mean, rstd);
+}
+
+void amp_k_group_norm_backward(const float *x, const float *g, const float *w, const float *mean, const float *rstd,
+                               int64_t N, int64_t C, int64_t L, int64_t G, float *gx, float *gw, float *gb) {
+    norm_k()->group_norm_backward(x, g, w, mean, rstd, N, C, L, G, gx, gw, gb);
+}
 
 /* f32 views of up to 4 optional tensors; on failure releases what it took. */
 typedef struct {
@@ -77,8 +132,8 @@ static bool backward_begin(views *v, const amp_tensor *x, const amp_tensor *w, c
 }
 
 /* ---- layer_norm ---------------------------------------------------------------------------- */
-amp_status amp__cpu_layer_norm(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
-                               const amp_tensor *b, amp_tensor *y, amp_tensor *mean, amp_tensor *rstd) {
+static amp_status amp__cpu_layer_norm(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
+                                      const amp_tensor *b, amp_tensor *y, amp_tensor *mean, amp_tensor *rstd) {
     AMP_UNUSED(fn);
     int64_t M = a->M, D = a->D;
     /* x straight from its memory when it is contiguous f32, or contiguous
@@ -104,9 +159,9 @@ amp_status amp__cpu_layer_norm(const char *fn, const amp_norm_args *a, const amp
     return AMP_OK;
 }
 
-amp_status amp__cpu_layer_norm_backward(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
-                                        const amp_tensor *mean, const amp_tensor *rstd, const amp_tensor *g,
-                                        const bool *need, amp_tensor **gin) {
+static amp_status amp__cpu_layer_norm_backward(const char *fn, const amp_norm_args *a, const amp_tensor *x,
+                                               const amp_tensor *w, const amp_tensor *mean, const amp_tensor *rstd,
+                                               const amp_tensor *g, const bool *need, amp_tensor **gin) {
     AMP_UNUSED(fn);
     int lead = x->ndim - a->k;
     int nd[3] = {x->ndim, a->k, a->k};
@@ -130,9 +185,9 @@ static amp_status write_f32(amp_tensor *t, float *src) {
 
 static bool f32_or_half(amp_dtype dt) { return dt == AMP_F32 || dt == AMP_F16 || dt == AMP_BF16; }
 
-amp_status amp__cpu_batch_norm(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
-                               const amp_tensor *b, amp_tensor *running_mean, amp_tensor *running_var, amp_tensor *y,
-                               amp_tensor *mean, amp_tensor *rstd) {
+static amp_status amp__cpu_batch_norm(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
+                                      const amp_tensor *b, amp_tensor *running_mean, amp_tensor *running_var,
+                                      amp_tensor *y, amp_tensor *mean, amp_tensor *rstd) {
     AMP_UNUSED(fn);
     int64_t N = a->N, C = a->C, L = a->L;
     double eps = a->eps, momentum = a->momentum;
@@ -205,9 +260,9 @@ done:
     return st;
 }
 
-amp_status amp__cpu_batch_norm_backward(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
-                                        const amp_tensor *mean, const amp_tensor *rstd, const amp_tensor *gy,
-                                        const bool *need, amp_tensor **gin) {
+static amp_status amp__cpu_batch_norm_backward(const char *fn, const amp_norm_args *a, const amp_tensor *x,
+                                               const amp_tensor *w, const amp_tensor *mean, const amp_tensor *rstd,
+                                               const amp_tensor *gy, const bool *need, amp_tensor **gin) {
     AMP_UNUSED(fn);
     int64_t N = a->N, C = a->C, L = a->L;
     int64_t cs[1] = {C};
@@ -272,8 +327,8 @@ amp_status amp__cpu_batch_norm_backward(const char *fn, const amp_norm_args *a, 
 }
 
 /* ---- group_norm ------------------------------------------------------------------------------ */
-amp_status amp__cpu_group_norm(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
-                               const amp_tensor *b, amp_tensor *y, amp_tensor *mean, amp_tensor *rstd) {
+static amp_status amp__cpu_group_norm(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
+                                      const amp_tensor *b, amp_tensor *y, amp_tensor *mean, amp_tensor *rstd) {
     AMP_UNUSED(fn);
     views v;
     const amp_tensor *ts[3] = {x, w, b};
@@ -289,9 +344,9 @@ amp_status amp__cpu_group_norm(const char *fn, const amp_norm_args *a, const amp
     return AMP_OK;
 }
 
-amp_status amp__cpu_group_norm_backward(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
-                                        const amp_tensor *mean, const amp_tensor *rstd, const amp_tensor *g,
-                                        const bool *need, amp_tensor **gin) {
+static amp_status amp__cpu_group_norm_backward(const char *fn, const amp_norm_args *a, const amp_tensor *x,
+                                               const amp_tensor *w, const amp_tensor *mean, const amp_tensor *rstd,
+                                               const amp_tensor *g, const bool *need, amp_tensor **gin) {
     AMP_UNUSED(fn);
     int64_t cs[1] = {a->C};
     int nd[3] = {x->ndim, 1, 1};
@@ -303,3 +358,9 @@ amp_status amp__cpu_group_norm_backward(const char *fn, const amp_norm_args *a, 
     views_done(&v);
     return AMP_OK;
 }
+
+const amp_norm_family amp__cpu_norm_family = {
+    .layer_norm = amp__cpu_layer_norm, .layer_norm_backward = amp__cpu_layer_norm_backward,
+    .batch_norm = amp__cpu_batch_norm, .batch_norm_backward = amp__cpu_batch_norm_backward,
+    .group_norm = amp__cpu_group_norm, .group_norm_backward = amp__cpu_group_norm_backward,
+};

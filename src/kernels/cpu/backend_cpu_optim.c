@@ -12,7 +12,7 @@
 #include "amp/optim.h"
 #include "core/cpu.h"
 #include "kernels/backend.h"
-#include "kernels/cpu/backend_cpu_optim.h"
+#include "kernels/cpu/backend_cpu.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/optim_update.h"
 #include "tensor/tensor_impl.h"
@@ -59,8 +59,8 @@ static bool half_nonfinite(const uint16_t *u, amp_dtype dt, int64_t m) {
     return b != 0;
 }
 
-amp_status amp__cpu_optim_check(const char *fn, amp_tensor *const *grads, int n, float inv_scale, amp_dev_scaler *ds,
-                                bool *found, int *first_bad) {
+static amp_status amp__cpu_optim_check(const char *fn, amp_tensor *const *grads, int n, float inv_scale,
+                                       amp_dev_scaler *ds, bool *found, int *first_bad) {
     AMP_UNUSED(fn);
     AMP_UNUSED(ds);
     amp_optim_check_fn check = AMP_DISPATCH(g_check_fns);
@@ -93,8 +93,8 @@ amp_status amp__cpu_optim_check(const char *fn, amp_tensor *const *grads, int n,
     return AMP_OK;
 }
 
-amp_status amp__cpu_optim_unscale(const char *fn, amp_tensor *const *srcs, amp_tensor *const *dsts, int n, float inv_scale,
-                                  amp_dev_scaler *ds, bool *found, int *first_bad) {
+static amp_status amp__cpu_optim_unscale(const char *fn, amp_tensor *const *srcs, amp_tensor *const *dsts, int n,
+                                         float inv_scale, amp_dev_scaler *ds, bool *found, int *first_bad) {
     AMP_UNUSED(fn);
     AMP_UNUSED(ds);
     if (first_bad) *first_bad = -1;
@@ -234,8 +234,8 @@ static amp_status step_item(const char *fn, const amp_optim_consts_b *cb, const 
     return AMP_OK;
 }
 
-amp_status amp__cpu_optim_step(const char *fn, const amp_optim_consts_b *c, amp_optim_item *items, int n, float inv_scale,
-                               amp_dev_scaler *ds, int *bad_param) {
+static amp_status amp__cpu_optim_step(const char *fn, const amp_optim_consts_b *c, amp_optim_item *items, int n,
+                                      float inv_scale, amp_dev_scaler *ds, int *bad_param) {
     AMP_UNUSED(ds);
     if (bad_param) *bad_param = -1;
     for (int k = 0; k < n; k++) {
@@ -283,7 +283,8 @@ static double grad_sumsq(const amp_tensor *g, float f) {
 
 double amp__cpu_grad_sumsq(const amp_tensor *g, float f) { return grad_sumsq(g, f); }
 
-amp_status amp__cpu_optim_sumsq(const char *fn, amp_tensor *const *grads, int n, float f, double *host_out, double *dev_out) {
+static amp_status amp__cpu_optim_sumsq(const char *fn, amp_tensor *const *grads, int n, float f, double *host_out,
+                                       double *dev_out) {
     AMP_UNUSED(fn);
     AMP_UNUSED(dev_out);
     double total = 0;
@@ -317,15 +318,29 @@ static void grads_in_place(amp_tensor *const *grads, int n, bool clamp, float v)
     }
 }
 
-amp_status amp__cpu_optim_scale_grads(const char *fn, amp_tensor *const *grads, int n, float cf, const float *dev_f) {
+static amp_status amp__cpu_optim_scale_grads(const char *fn, amp_tensor *const *grads, int n, float cf,
+                                             const float *dev_f) {
     AMP_UNUSED(fn);
     AMP_UNUSED(dev_f);
     grads_in_place(grads, n, false, cf);
     return AMP_OK;
 }
 
-amp_status amp__cpu_optim_clamp_grad(const char *fn, amp_tensor *const *grads, int n, float c) {
+static amp_status amp__cpu_optim_clamp_grad(const char *fn, amp_tensor *const *grads, int n, float c) {
     AMP_UNUSED(fn);
     grads_in_place(grads, n, true, c);
     return AMP_OK;
 }
+
+const amp_optim_family amp__cpu_optim_family = {
+    .optim_step = amp__cpu_optim_step,
+    .optim_sumsq = amp__cpu_optim_sumsq,
+    .optim_scale_grads = amp__cpu_optim_scale_grads,
+    .optim_clamp_grad = amp__cpu_optim_clamp_grad,
+};
+
+/* the CPU's scaler is host arithmetic (src/amp/scaler.c): only the check and the unscale */
+const amp_scaler_family amp__cpu_scaler_family = {
+    .optim_check = amp__cpu_optim_check,
+    .optim_unscale = amp__cpu_optim_unscale,
+};

@@ -1,14 +1,24 @@
 /* The CPU backend's pooling entries (kernels/backend.h: max_pool2d,
  * max_pool2d_backward, avg_pool2d, avg_pool2d_backward) and their choice of
- * kernel path. The loops are kernels/cpu/pool.c's (f32 planes: half inputs
+ * kernel path. The loops are kernels/cpu/pool_scalar.c's (f32 planes: half inputs
  * widened, each result rounded once), with the AVX-512 2 x 2 / stride 2 max
  * pool of pool_avx512.c, which reads and writes the tensor's own dtype and
  * keeps one-byte window slots for the backward instead of 8-byte indices. */
 #include <string.h>
 
-#include "kernels/cpu/backend_cpu_pool.h"
+#include "core/cpu.h"
+#include "kernels/cpu/backend_cpu.h"
 #include "kernels/cpu/pool.h"
 #include "tensor/f32_util.h"
+
+/* pool.h's per-path dispatch of the slot backward: the AVX-512 form where
+ * the path has it and it applies (it returns false otherwise), else the
+ * plain loops */
+void amp_max_pool2d_backward_k2slot(const void *dy, amp_dtype dt, const uint8_t *slot, void *dx, int64_t planes,
+                                    const amp_pool_geom *g) {
+    if (amp_cpu_active() >= AMP_CPU_AVX512 && amp_max_pool2d_backward_k2slot_avx512(dy, dt, slot, dx, planes, g)) return;
+    amp_max_pool2d_backward_k2slot_scalar(dy, dt, slot, dx, planes, g);
+}
 
 static amp_pool_geom geom_of(const amp_pool_args *a) {
     amp_pool_geom g = {.H = a->H, .W = a->W, .OH = a->OH, .OW = a->OW, .kh = a->kh, .kw = a->kw, .sh = a->sh,
@@ -51,8 +61,8 @@ static amp_status f32_backward(const amp_tensor *gy, int ndim, const int64_t *xs
 /* windows that never overlap: each input position gets at most one dy */
 static bool disjoint(const amp_pool_geom *g) { return g->dh == 1 && g->dw == 1 && g->kh <= g->sh && g->kw <= g->sw; }
 
-amp_status amp__cpu_max_pool2d(const char *fn, const amp_pool_args *a, const amp_tensor *x, amp_tensor *y,
-                               amp_tensor **idxp) {
+static amp_status amp__cpu_max_pool2d(const char *fn, const amp_pool_args *a, const amp_tensor *x, amp_tensor *y,
+                                      amp_tensor **idxp) {
     const amp_pool_geom g = geom_of(a);
     /* The 2 x 2 / stride 2 path in the tensor's dtype (AVX-512). Unless the
      * caller asks for the indices, it keeps only what the backward needs: the
@@ -74,25 +84,21 @@ amp_status amp__cpu_max_pool2d(const char *fn, const amp_pool_args *a, const amp
         amp_max_pool2d_k2_avx512(amp__data(x), x->dtype, amp__data(y), idx && !slots ? amp__data(idx) : NULL,
                                  slots ? amp__data(idx) : NULL, a->planes, &g);
     } else {
-        bool owned;
-        const float *xf = amp__f32_view(x, &owned);
-        float *yf = xf ? amp__f32_out_begin(y) : NULL;
-        if (!yf) {
-            if (xf) amp__f32_done(x, xf, owned);
+        amp__cpu_f32_io io;
+        if (!amp__cpu_f32_io_begin(&io, x, y)) {
             amp__release(made);
             return amp_last_status();
         }
-        amp_max_pool2d_f32(xf, yf, amp__data(idx), a->planes, &g);
-        amp__f32_out_end(y, yf);
-        amp__f32_done(x, xf, owned);
+        amp_max_pool2d_f32(io.in, io.o, amp__data(idx), a->planes, &g);
+        amp__cpu_f32_io_end(&io);
     }
     if (idxp && !*idxp) *idxp = made;
     else amp__release(made);
     return AMP_OK;
 }
 
-amp_status amp__cpu_max_pool2d_backward(const char *fn, const amp_pool_args *a, const amp_tensor *idx,
-                                        const amp_tensor *gy, int ndim, const int64_t *xshape, amp_tensor **gx) {
+static amp_status amp__cpu_max_pool2d_backward(const char *fn, const amp_pool_args *a, const amp_tensor *idx,
+                                               const amp_tensor *gy, int ndim, const int64_t *xshape, amp_tensor **gx) {
     AMP_UNUSED(fn);
     *gx = NULL;
     const amp_pool_geom g = geom_of(a);
@@ -112,28 +118,27 @@ amp_status amp__cpu_max_pool2d_backward(const char *fn, const amp_pool_args *a, 
 }
 
 /* ---- average pools (a->adaptive: adaptive_avg_pool2d) ---------------------------------- */
-amp_status amp__cpu_avg_pool2d(const char *fn, const amp_pool_args *a, const amp_tensor *x, amp_tensor *y) {
+static amp_status amp__cpu_avg_pool2d(const char *fn, const amp_pool_args *a, const amp_tensor *x, amp_tensor *y) {
     AMP_UNUSED(fn);
     const amp_pool_geom g = geom_of(a);
-    bool owned;
-    const float *xf = amp__f32_view(x, &owned);
-    float *yf = xf ? amp__f32_out_begin(y) : NULL;
-    if (!yf) {
-        if (xf) amp__f32_done(x, xf, owned);
-        return amp_last_status();
-    }
+    amp__cpu_f32_io io;
+    if (!amp__cpu_f32_io_begin(&io, x, y)) return amp_last_status();
     if (a->adaptive)
-        amp_adaptive_avg_pool2d_f32(xf, yf, a->planes, g.H, g.W, g.OH, g.OW);
+        amp_adaptive_avg_pool2d_f32(io.in, io.o, a->planes, g.H, g.W, g.OH, g.OW);
     else
-        amp_avg_pool2d_f32(xf, yf, a->planes, &g, a->include_pad);
-    amp__f32_out_end(y, yf);
-    amp__f32_done(x, xf, owned);
+        amp_avg_pool2d_f32(io.in, io.o, a->planes, &g, a->include_pad);
+    amp__cpu_f32_io_end(&io);
     return AMP_OK;
 }
 
-amp_status amp__cpu_avg_pool2d_backward(const char *fn, const amp_pool_args *a, const amp_tensor *gy, int ndim,
-                                        const int64_t *xshape, amp_tensor **gx) {
+static amp_status amp__cpu_avg_pool2d_backward(const char *fn, const amp_pool_args *a, const amp_tensor *gy, int ndim,
+                                               const int64_t *xshape, amp_tensor **gx) {
     AMP_UNUSED(fn);
     *gx = NULL;
     return f32_backward(gy, ndim, xshape, a, NULL, gx);
 }
+
+const amp_pool_family amp__cpu_pool_family = {
+    .max_pool2d = amp__cpu_max_pool2d, .max_pool2d_backward = amp__cpu_max_pool2d_backward,
+    .avg_pool2d = amp__cpu_avg_pool2d, .avg_pool2d_backward = amp__cpu_avg_pool2d_backward,
+};

@@ -10,10 +10,50 @@
 #include <string.h>
 
 #include "amp/numeric.h"
-#include "kernels/cpu/backend_cpu_reduce.h"
+#include "kernels/cpu/backend_cpu.h"
+#include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/reduce.h"
 #include "tensor/f32_util.h"
 #include "tensor/tensor_impl.h"
+
+/* ---- reduce.h's kernels -------------------------------------------------------------------------
+ * Reduction kernels: sums, max, products, cumulative sums, broadcast-back.
+ * Dispatch to the active CPU path's build of reduce.inc (reduce_scalar.c,
+ * reduce_avx2.c and reduce_avx512.c). Deterministic: partial sums are
+ * combined in a fixed order, so results depend neither on the number of
+ * OpenMP threads nor on the path. */
+AMP_K_PATH_DISPATCH(reduce_k, amp_reduce_kernels, amp_reduce_kernels)
+
+double amp_k_sum(const float *x, int64_t n) { return reduce_k()->sum(x, AMP_F32, n); }
+double amp_k_sum_any(const void *x, amp_dtype dt, int64_t n) { return reduce_k()->sum(x, dt, n); }
+
+void amp_k_sum_dim(const float *x, int64_t outer, int64_t len, int64_t inner, float *out) {
+    reduce_k()->sum_dim(x, AMP_F32, outer, len, inner, out);
+}
+
+void amp_k_sum_dim_any(const void *x, amp_dtype dt, int64_t outer, int64_t len, int64_t inner, float *out) {
+    reduce_k()->sum_dim(x, dt, outer, len, inner, out);
+}
+
+void amp_k_max_dim(const float *x, int64_t outer, int64_t len, int64_t inner, float *out, int64_t *idx) {
+    reduce_k()->max_dim(x, outer, len, inner, out, idx);
+}
+
+void amp_k_prod_dim(const float *x, int64_t outer, int64_t len, int64_t inner, float *out) {
+    reduce_k()->prod_dim(x, outer, len, inner, out);
+}
+
+void amp_k_prod_backward(const float *x, const float *g, int64_t outer, int64_t len, int64_t inner, float *gx) {
+    reduce_k()->prod_backward(x, g, outer, len, inner, gx);
+}
+
+void amp_k_cumsum(const float *x, int64_t outer, int64_t len, int64_t inner, float *out, bool reverse) {
+    reduce_k()->cumsum(x, outer, len, inner, out, reverse);
+}
+
+void amp_k_broadcast(const float *src, const int64_t *sstride, int ndim, const int64_t *shape, float scale, float *dst) {
+    reduce_k()->broadcast(src, sstride, ndim, shape, scale, dst);
+}
 
 /* ---- helpers ---------------------------------------------------------------------- */
 /* Reduces the contiguous values x (f32, or f16/bf16 for a sum: widened
@@ -131,7 +171,7 @@ static amp_tensor *broadcast_back(const amp_tensor *g, int ndim, const int64_t *
 }
 
 /* ---- sum / mean ------------------------------------------------------------------- */
-amp_status amp__cpu_sum(const char *fn, const amp_tensor *x, const bool *red, bool mean, amp_tensor *out) {
+static amp_status amp__cpu_sum(const char *fn, const amp_tensor *x, const bool *red, bool mean, amp_tensor *out) {
     AMP_UNUSED(fn);
     int64_t cnt = amp__reduced_count(x, red);
     size_t nb;
@@ -155,8 +195,8 @@ amp_status amp__cpu_sum(const char *fn, const amp_tensor *x, const bool *red, bo
     return AMP_OK;
 }
 
-amp_status amp__cpu_sum_backward(const char *fn, const amp_tensor *g, const bool *red, float scale, int ndim,
-                                 const int64_t *xshape, amp_tensor **gx) {
+static amp_status amp__cpu_sum_backward(const char *fn, const amp_tensor *g, const bool *red, float scale, int ndim,
+                                        const int64_t *xshape, amp_tensor **gx) {
     AMP_UNUSED(fn);
     *gx = broadcast_back(g, ndim, xshape, red, scale);
     return *gx ? AMP_OK : amp_last_status();
@@ -241,25 +281,20 @@ static amp_status along_dim(const amp_tensor *x, int dim, amp_tensor *out,
                             void (*k)(const float *, int64_t, int64_t, int64_t, float *, bool), bool flag) {
     int64_t outer, len, inner;
     amp__split_dim(x, dim, &outer, &len, &inner);
-    bool owned;
-    const float *px = amp__f32_view(x, &owned);
-    float *po = px ? amp__f32_out_begin(out) : NULL;
-    if (!po) {
-        if (px) amp__f32_done(x, px, owned);
-        return amp_last_status();
-    }
-    k(px, outer, len, inner, po, flag);
-    amp__f32_out_end(out, po);
-    amp__f32_done(x, px, owned);
+    amp__cpu_f32_io io;
+    if (!amp__cpu_f32_io_begin(&io, x, out)) return amp_last_status();
+    k(io.in, outer, len, inner, io.o, flag);
+    amp__cpu_f32_io_end(&io);
     return AMP_OK;
 }
 
-amp_status amp__cpu_prod(const char *fn, const amp_tensor *x, int dim, amp_tensor *out) {
+static amp_status amp__cpu_prod(const char *fn, const amp_tensor *x, int dim, amp_tensor *out) {
     AMP_UNUSED(fn);
     return along_dim(x, dim, out, prod_k, false);
 }
 
-amp_status amp__cpu_prod_backward(const char *fn, const amp_tensor *x, const amp_tensor *g, int dim, amp_tensor **gxo) {
+static amp_status amp__cpu_prod_backward(const char *fn, const amp_tensor *x, const amp_tensor *g, int dim,
+                                         amp_tensor **gxo) {
     AMP_UNUSED(fn);
     *gxo = NULL;
     int64_t outer, len, inner;
@@ -281,13 +316,13 @@ amp_status amp__cpu_prod_backward(const char *fn, const amp_tensor *x, const amp
     return AMP_OK;
 }
 
-amp_status amp__cpu_cumsum(const char *fn, const amp_tensor *x, int dim, bool reverse, amp_tensor *out) {
+static amp_status amp__cpu_cumsum(const char *fn, const amp_tensor *x, int dim, bool reverse, amp_tensor *out) {
     AMP_UNUSED(fn);
     return along_dim(x, dim, out, amp_k_cumsum, reverse);
 }
 
 /* ---- max over one dim ------------------------------------------------------------- */
-amp_status amp__cpu_max(const char *fn, const amp_tensor *x, int dim, amp_tensor *out, amp_tensor *idx) {
+static amp_status amp__cpu_max(const char *fn, const amp_tensor *x, int dim, amp_tensor *out, amp_tensor *idx) {
     AMP_UNUSED(fn);
     int64_t outer, len, inner;
     amp__split_dim(x, dim, &outer, &len, &inner);
@@ -308,8 +343,8 @@ amp_status amp__cpu_max(const char *fn, const amp_tensor *x, int dim, amp_tensor
     return AMP_OK;
 }
 
-amp_status amp__cpu_max_backward(const char *fn, const amp_tensor *idx, const amp_tensor *g, int dim, int ndim,
-                                 const int64_t *xshape, amp_tensor **gxo) {
+static amp_status amp__cpu_max_backward(const char *fn, const amp_tensor *idx, const amp_tensor *g, int dim, int ndim,
+                                        const int64_t *xshape, amp_tensor **gxo) {
     AMP_UNUSED(fn);
     *gxo = NULL;
     int64_t outer, len, inner;
@@ -332,7 +367,7 @@ amp_status amp__cpu_max_backward(const char *fn, const amp_tensor *idx, const am
 }
 
 /* ---- norm -------------------------------------------------------------------------- */
-amp_status amp__cpu_norm(const char *fn, const amp_tensor *x, double p, const bool *red, amp_tensor *out) {
+static amp_status amp__cpu_norm(const char *fn, const amp_tensor *x, double p, const bool *red, amp_tensor *out) {
     AMP_UNUSED(fn);
     int64_t N = amp_tensor_numel(x);
     float *y = amp__to_f32(x);
@@ -365,8 +400,8 @@ amp_status amp__cpu_norm(const char *fn, const amp_tensor *x, double p, const bo
     return AMP_OK;
 }
 
-amp_status amp__cpu_norm_backward(const char *fn, const amp_tensor *x, const amp_tensor *nrm, const amp_tensor *g,
-                                  double p, const bool *red, amp_tensor **gxo) {
+static amp_status amp__cpu_norm_backward(const char *fn, const amp_tensor *x, const amp_tensor *nrm,
+                                         const amp_tensor *g, double p, const bool *red, amp_tensor **gxo) {
     AMP_UNUSED(fn);
     *gxo = NULL;
     amp_status st = AMP_OK;
@@ -438,3 +473,12 @@ out:
     *gxo = gx;
     return AMP_OK;
 }
+
+const amp_reduce_family amp__cpu_reduce_family = {
+    .sum = amp__cpu_sum, .sum_backward = amp__cpu_sum_backward,
+    .sum_to_shape = amp__cpu_sum_to_shape,
+    .prod = amp__cpu_prod, .prod_backward = amp__cpu_prod_backward,
+    .cumsum = amp__cpu_cumsum,
+    .max = amp__cpu_max, .max_backward = amp__cpu_max_backward,
+    .norm = amp__cpu_norm, .norm_backward = amp__cpu_norm_backward,
+};

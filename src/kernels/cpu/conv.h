@@ -27,10 +27,14 @@ void amp_im2col(const void *x, void *col, int64_t ldcol, const amp_conv_geom *g,
 /* One image: dx [C,H,W] += col2im(col), f32. */
 void amp_col2im_f32(const float *col, float *dx, const amp_conv_geom *g);
 
-/* AVX-512 versions for stride 1 with the output as wide as the input (sh =
- * sw = dw = 1, OW = W: "same" convolutions, conv_avx512.c); the same bits;
- * false (nothing done) for other geometries. amp_im2col and amp_col2im_f32
- * call them on the AVX-512 paths. */
+/* The per-path forms behind those two (the dispatch, in
+ * backend_cpu_conv.c): the plain loops (conv_scalar.c), and AVX-512
+ * versions for stride 1 with the output as wide as the input (sh = sw = dw
+ * = 1, OW = W: "same" convolutions, conv_avx512.c), the same bits, false
+ * (nothing done) for other geometries. amp_im2col and amp_col2im_f32 call
+ * the AVX-512 ones on the AVX-512 paths, else the plain ones. */
+void amp_im2col_scalar(const void *x, void *col, int64_t ldcol, const amp_conv_geom *g, int esize);
+void amp_col2im_f32_scalar(const float *col, float *dx, const amp_conv_geom *g);
 bool amp_im2col_avx512(const void *x, void *col, int64_t ldcol, const amp_conv_geom *g, int esize);
 bool amp_col2im_f32_avx512(const float *col, float *dx, const amp_conv_geom *g);
 

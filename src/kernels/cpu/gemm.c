@@ -1,5 +1,5 @@
-/* amp_gemm: validation, path choice, blocking, threads and workspace; the
- * portable scalar kernels; and the plain reference loop.
+/* amp_gemm: validation, path choice, blocking, threads and workspace, and
+ * the plain reference loop.
  *
  * Paths, chosen from the shape alone (never from the thread count, so the
  * result of every element is the same whatever the number of threads):
@@ -9,6 +9,8 @@
  *     kernels that read the long operand once, as stored (half weights are
  *     widened in registers, so they move half the bytes of f32 ones).
  *   - otherwise the packed BLIS-style path (see gemm_internal.h).
+ * The kernels of each CPU path: gemm_scalar.c, gemm_avx2.c, gemm_avx512.c,
+ * gemm_avx512bf16.c (gemm_kernel, gemm_internal.h).
  * Threads (OpenMP): the batch is split over threads when it has enough items;
  * otherwise each matrix is split into one rectangle of C per thread (rows or
  * columns, whichever packs less twice), or into column/row strips on the
@@ -44,123 +46,6 @@ static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 static inline size_t esize(amp_dtype dt) { return dt == AMP_F32 ? 4 : 2; }
-
-/* op(X)(r, c) of a stored operand. */
-static inline float op_elem(const gemm_mat *x, int64_t r, int64_t c) {
-    return amp__gemm_ld(x->p, x->dt, x->trans ? c * x->ld + r : r * x->ld + c);
-}
-
-/* ---- scalar kernels (the AMP_CPU=scalar path) ----------------------------- */
-#define SMR 4
-#define SNR 8
-
-static void s_pack_a(float *dst, const gemm_mat *a, int64_t i0, int64_t mb, int64_t p0, int64_t kb) {
-    for (int64_t iq = 0; iq < mb; iq += SMR) {
-        float *d = dst + iq * kb;
-        for (int64_t p = 0; p < kb; p++)
-            for (int r = 0; r < SMR; r++) d[p * SMR + r] = iq + r < mb ? op_elem(a, i0 + iq + r, p0 + p) : 0.0f;
-    }
-}
-
-static void s_pack_b(float *dst, const gemm_mat *b, int64_t p0, int64_t kb, int64_t j0, int64_t nb) {
-    for (int64_t jq = 0; jq < nb; jq += SNR) {
-        float *d = dst + jq * kb;
-        for (int64_t p = 0; p < kb; p++)
-            for (int c = 0; c < SNR; c++) d[p * SNR + c] = jq + c < nb ? op_elem(b, p0 + p, j0 + jq + c) : 0.0f;
-    }
-}
-
-static void s_store_row(void *c, amp_dtype cdt, const float *x, int64_t n, float alpha, float beta, const gemm_src *src) {
-    for (int64_t j = 0; j < n; j++) {
-        float r = x ? alpha * x[j] : 0.0f;
-        if (beta != 0.0f) r += beta * (src ? amp__gemm_ld(src->p, src->dt, j * src->cs) : amp__gemm_ld(c, cdt, j));
-        amp__gemm_st(c, cdt, j, r);
-    }
-}
-
-/* src moved to element (i, j) of its block (NULL stays NULL) */
-static inline const gemm_src *src_off(const gemm_src *s, gemm_src *tmp, int64_t i, int64_t j) {
-    if (!s) return NULL;
-    *tmp = (gemm_src){(const char *)s->p + (size_t)(i * s->rs + j * s->cs) * esize(s->dt), s->dt, s->rs, s->cs};
-    return tmp;
-}
-
-static void s_macro(int64_t mb, int64_t nb, int64_t kb, const float *ap, const float *bp, void *c, amp_dtype cdt,
-                    int64_t ldc, float alpha, float beta, const gemm_src *src) {
-    const size_t es = esize(cdt);
-    gemm_src tmp;
-    for (int64_t ir = 0; ir < mb; ir += SMR) {
-        for (int64_t jr = 0; jr < nb; jr += SNR) {
-            const float *a = ap + ir * kb, *b = bp + jr * kb;
-            float acc[SMR][SNR] = {{0}};
-            for (int64_t p = 0; p < kb; p++, a += SMR, b += SNR)
-                for (int r = 0; r < SMR; r++)
-                    for (int q = 0; q < SNR; q++) acc[r][q] += a[r] * b[q];
-            const int64_t mr = min64(SMR, mb - ir), nr = min64(SNR, nb - jr);
-            for (int64_t r = 0; r < mr; r++)
-                s_store_row((char *)c + (size_t)((ir + r) * ldc + jr) * es, cdt, acc[r], nr, alpha, beta,
-                            src_off(src, &tmp, ir + r, jr));
-        }
-    }
-}
-
-static void s_dot(float *out, int64_t ldo, const void *xv, int64_t ldx, int64_t mx, const void *y, amp_dtype ydt,
-                  int64_t ldy, int64_t ny, int64_t k) {
-    const float *x = xv;
-    for (int64_t i = 0; i < mx; i++)
-        for (int64_t j = 0; j < ny; j++) {
-            float acc = 0.0f;
-            for (int64_t p = 0; p < k; p++) acc += x[i * ldx + p] * amp__gemm_ld(y, ydt, j * ldy + p);
-            out[i * ldo + j] = acc;
-        }
-}
-
-static void s_axpy(float *out, int64_t ldo, const void *xv, int64_t ldx, int64_t mx, const void *y, amp_dtype ydt,
-                   int64_t ldy, int64_t ny, int64_t k) {
-    const float *x = xv;
-    for (int64_t i = 0; i < mx; i++) {
-        float *o = out + i * ldo;
-        for (int64_t j = 0; j < ny; j++) o[j] = 0.0f;
-        for (int64_t p = 0; p < k; p++) {
-            const float xv = x[i * ldx + p];
-            for (int64_t j = 0; j < ny; j++) o[j] += xv * amp__gemm_ld(y, ydt, p * ldy + j);
-        }
-    }
-}
-
-static void s_widen(void *dstv, const void *src, amp_dtype dt, int64_t inc, int64_t n) {
-    float *dst = dstv;
-    for (int64_t i = 0; i < n; i++) dst[i] = amp__gemm_ld(src, dt, i * inc);
-}
-
-static float s_fma_loop(int64_t iters, double *flops) {
-    float a[12];
-    for (int j = 0; j < 12; j++) a[j] = (float)j;
-    for (int64_t i = 0; i < iters; i++)
-        for (int j = 0; j < 12; j++) a[j] = a[j] * 0.99999994f + 1e-7f;
-    *flops = (double)iters * 24.0;
-    float s = 0;
-    for (int j = 0; j < 12; j++) s += a[j];
-    return s;
-}
-
-const gemm_kernel amp_gemm_kernel_scalar = {
-    .name = "scalar",
-    .mr = SMR,
-    .nr = SNR,
-    .nq = SNR,
-    .mc = 256,
-    .kc = 256,
-    .nc = 512,
-    .pack_a = s_pack_a,
-    .pack_b = s_pack_b,
-    .macro = s_macro,
-    .store_row = s_store_row,
-    .dot = s_dot,
-    .axpy = s_axpy,
-    .widen = s_widen,
-    .fma_loop = s_fma_loop,
-};
 
 /* The widened kernels of each path (avx512bf16 widens f16 and mixed
  * operands as avx512 does). */
@@ -483,7 +368,7 @@ static void run_scale(const gemm_plan *P, const gemm_item *it, int part) {
     gemm_src tmp;
     for (int64_t i = i0; i < i1; i++)
         P->K->store_row(it->c + (size_t)(i * g->ldc) * es, g->c_dtype, NULL, g->n, 0.0f, g->beta,
-                        src_off(P->bias, &tmp, i, 0));
+                        amp__gemm_src_off(P->bias, &tmp, i, 0));
 }
 
 /* The A block last packed into a thread's workspace: a batch whose A is
@@ -556,7 +441,7 @@ static void run_packed(const gemm_plan *P, const gemm_item *it, int part, float 
                 const amp_dtype cbt = P->scratch ? AMP_F32 : cdt;
                 const int64_t ldcb = P->scratch ? nt : g->ldc;
                 const float beta = pc != 0 ? 1.0f : P->scratch ? 0.0f : g->beta;
-                const gemm_src *src = pc != 0 || P->scratch ? NULL : src_off(P->bias, &tmp, i0 + ic, j0 + jc);
+                const gemm_src *src = pc != 0 || P->scratch ? NULL : amp__gemm_src_off(P->bias, &tmp, i0 + ic, j0 + jc);
                 if (P->a_inplace)
                     K->macro_a(mb, nb, kb, (const char *)it->a.p + (size_t)((i0 + ic) * it->a.ld + pc) * 2, it->a.ld,
                                bp, cb, cbt, ldcb, g->alpha, beta, src);
@@ -567,7 +452,7 @@ static void run_packed(const gemm_plan *P, const gemm_item *it, int part, float 
         if (P->scratch && nt > 0)
             for (int64_t r = 0; r < mb; r++)
                 K->store_row(it->c + (size_t)((i0 + ic + r) * g->ldc + j0) * es, cdt, sc + r * nt, nt, 1.0f, g->beta,
-                             src_off(P->bias, &tmp, i0 + ic + r, j0));
+                             amp__gemm_src_off(P->bias, &tmp, i0 + ic + r, j0));
     }
 }
 
@@ -616,13 +501,13 @@ static void run_small(const gemm_plan *P, const gemm_item *it, int part, float *
     if (sm) {
         for (int64_t i = 0; i < mx; i++)
             K->store_row(it->c + (size_t)(i * g->ldc + y0) * es, cdt, out + i * yn, yn, g->alpha, g->beta,
-                         src_off(P->bias, &tmp, i, y0));
+                         amp__gemm_src_off(P->bias, &tmp, i, y0));
     } else {
         float *row = out + mx * yn; /* n <= GEMM_SMALL floats of slack */
         for (int64_t i = 0; i < yn; i++) {
             for (int64_t j = 0; j < mx; j++) row[j] = out[j * yn + i];
             K->store_row(it->c + (size_t)((y0 + i) * g->ldc) * es, cdt, row, mx, g->alpha, g->beta,
-                         src_off(P->bias, &tmp, y0 + i, 0));
+                         amp__gemm_src_off(P->bias, &tmp, y0 + i, 0));
         }
     }
 }
@@ -712,7 +597,7 @@ amp_status amp_gemm_reference(const amp_gemm_args *g) {
             for (int64_t j = 0; j < n; j++) {
                 float acc = 0.0f;
                 if (g->alpha != 0.0f)
-                    for (int64_t p = 0; p < k; p++) acc += op_elem(&a, i, p) * op_elem(&b, p, j);
+                    for (int64_t p = 0; p < k; p++) acc += amp__gemm_op_elem(&a, i, p) * amp__gemm_op_elem(&b, p, j);
                 float r = g->alpha * acc;
                 if (g->alpha == 0.0f) r = 0.0f;
                 if (g->beta != 0.0f)

@@ -1,6 +1,6 @@
 /* Internal pieces of the GEMM shared by the driver (gemm.c: validation,
- * blocking, threads, workspace, scalar path) and the per-ISA kernel files
- * (gemm_avx2.c, gemm_avx512.c, both built from gemm_simd.inc).
+ * blocking, threads, workspace) and the per-ISA kernel files (gemm_scalar.c,
+ * and gemm_avx2.c, gemm_avx512.c, both built from gemm_simd.inc).
  *
  * Design (BLIS/GotoBLAS, row-major C, vectors along n):
  *
@@ -138,11 +138,24 @@ void amp__gemm_bf16_micro(int64_t kp, const uint32_t *a, const uint32_t *b, floa
                           int64_t nr, float alpha, float beta);
 
 /* Element i of an f32, f16 or bf16 array as f32, and v stored there
- * (rounded once): the scalar code of gemm.c and gemm_emul.c. */
+ * (rounded once): the scalar code of gemm.c, gemm_scalar.c and gemm_emul.c. */
 static inline float amp__gemm_ld(const void *p, amp_dtype dt, int64_t i) {
     if (dt == AMP_F32) return ((const float *)p)[i];
     if (dt == AMP_F16) return amp_f16_to_f32(((const uint16_t *)p)[i]);
     return amp_bf16_to_f32(((const uint16_t *)p)[i]);
+}
+
+/* src moved to element (i, j) of its block, in tmp (NULL stays NULL) */
+static inline const gemm_src *amp__gemm_src_off(const gemm_src *s, gemm_src *tmp, int64_t i, int64_t j) {
+    if (!s) return NULL;
+    const size_t es = s->dt == AMP_F32 ? 4 : 2;
+    *tmp = (gemm_src){(const char *)s->p + (size_t)(i * s->rs + j * s->cs) * es, s->dt, s->rs, s->cs};
+    return tmp;
+}
+
+/* op(X)(r, c) of a stored operand. */
+static inline float amp__gemm_op_elem(const gemm_mat *x, int64_t r, int64_t c) {
+    return amp__gemm_ld(x->p, x->dt, x->trans ? c * x->ld + r : r * x->ld + c);
 }
 
 static inline void amp__gemm_st(void *p, amp_dtype dt, int64_t i, float v) {

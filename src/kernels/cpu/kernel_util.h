@@ -11,6 +11,20 @@
 
 #include "core/cpu.h"
 
+/* A family's per-path dispatch: defines static const type *fn(void), the
+ * active CPU path's build of the family's .inc (prefix##_scalar, _avx2 and
+ * _avx512: <fam>_scalar.c, <fam>_avx2.c, <fam>_avx512.c). The family's
+ * adapter (backend_cpu_<fam>.c) holds it beside the amp_k_* entry points. */
+#define AMP_K_PATH_DISPATCH(fn, type, prefix)                                                                         \
+    static const type *fn(void) {                                                                                     \
+        static const type *const amp_kpd_t_[AMP_CPU_PATH_COUNT] = {                                                   \
+            [AMP_CPU_SCALAR] = &prefix##_scalar,                                                                      \
+            [AMP_CPU_AVX2] = &prefix##_avx2,                                                                          \
+            [AMP_CPU_AVX512] = &prefix##_avx512,                                                                      \
+        };                                                                                                            \
+        return AMP_DISPATCH(amp_kpd_t_);                                                                              \
+    }
+
 /* for (int64_t i = 0; i < n; i++) { body }, split among amp__nthreads()
  * OpenMP threads (static schedule) when cond holds, else a plain loop with no
  * OpenMP region at all: a parallel region with a false if clause still starts

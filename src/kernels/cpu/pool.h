@@ -32,9 +32,14 @@ bool amp_max_pool2d_k2_ok(const amp_pool_geom *g);
 bool amp_max_pool2d_k2_avx512(const void *x, amp_dtype dt, void *y, int64_t *idx, uint8_t *slot, int64_t planes,
                               const amp_pool_geom *g);
 /* The disjoint backward from slots instead of flat indices (2 x 2, stride 2);
- * the AVX-512 version (f16/bf16 dy; false otherwise) gives the same bits. */
+ * the AVX-512 version (f16/bf16 dy; false otherwise) gives the same bits.
+ * amp_max_pool2d_backward_k2slot (backend_cpu_pool.c) runs the AVX-512 one
+ * on the AVX-512 paths where it applies, else the plain loops (_scalar,
+ * pool_scalar.c). */
 void amp_max_pool2d_backward_k2slot(const void *dy, amp_dtype dt, const uint8_t *slot, void *dx, int64_t planes,
                                     const amp_pool_geom *g);
+void amp_max_pool2d_backward_k2slot_scalar(const void *dy, amp_dtype dt, const uint8_t *slot, void *dx, int64_t planes,
+                                           const amp_pool_geom *g);
 bool amp_max_pool2d_backward_k2slot_avx512(const void *dy, amp_dtype dt, const uint8_t *slot, void *dx, int64_t planes,
                                            const amp_pool_geom *g);
 /* Backward for windows that never overlap (kh <= sh, kw <= sw, no

@@ -106,6 +106,26 @@ __device__ __forceinline__ float sum16(float v) {
 
 static inline int odd(int x) { return x | 1; }
 
+// A thread's R x C register tile of the product of two tiles in shared
+// memory: acc[r][c] += A[(ty + 16 r) * la + e] * B[(tx + 16 c) * lb + e]
+// for e = 0 .. n-1 in order, one fmaf each (rows ty + 16 r of A, rows
+// tx + 16 c of B).
+template <int R, int C>
+__device__ __forceinline__ void tile_fma(float (&acc)[R][C], const float *A, int la, const float *B, int lb, int n,
+                                         int ty, int tx) {
+    for (int e = 0; e < n; e++) {
+        float av[R], bv[C];
+#pragma unroll
+        for (int r = 0; r < R; r++) av[r] = A[(ty + 16 * r) * la + e];
+#pragma unroll
+        for (int c = 0; c < C; c++) bv[c] = B[(tx + 16 * c) * lb + e];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int c = 0; c < C; c++) acc[r][c] = fmaf(av[r], bv[c], acc[r][c]);
+    }
+}
+
 // ---- forward ---------------------------------------------------------------------------------
 // block: batch item b, query rows i0 .. i0 + BR; thread (tx, ty) owns rows
 // ty + 16 r (r < 4): scores of keys tx + 16 c (c < 4) of a tile and output
@@ -142,17 +162,7 @@ __global__ void __launch_bounds__(NT) att_fwd(amp_cu_att_args a, int64_t ntile) 
         for (int r = 0; r < 4; r++)
 #pragma unroll
             for (int c = 0; c < 4; c++) s[r][c] = 0.0f;
-        for (int e = 0; e < E; e++) {
-            float qv[4], kv[4];
-#pragma unroll
-            for (int r = 0; r < 4; r++) qv[r] = Qs[(ty + 16 * r) * qld + e];
-#pragma unroll
-            for (int c = 0; c < 4; c++) kv[c] = Ks[(tx + 16 * c) * qld + e];
-#pragma unroll
-            for (int r = 0; r < 4; r++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) s[r][c] = fmaf(qv[r], kv[c], s[r][c]);
-        }
+        tile_fma<4, 4>(s, Qs, qld, Ks, qld, E, ty, tx);
 #pragma unroll
         for (int r = 0; r < 4; r++) {
             const int64_t i = i0 + ty + 16 * r;
@@ -293,28 +303,8 @@ __global__ void __launch_bounds__(NT) att_bwd_kv(amp_cu_att_args a, int64_t ntil
         for (int r = 0; r < 4; r++)
 #pragma unroll
             for (int c = 0; c < 2; c++) s[r][c] = dp[r][c] = 0.0f;
-        for (int e = 0; e < E; e++) {
-            float kv[4], qv[2];
-#pragma unroll
-            for (int r = 0; r < 4; r++) kv[r] = Ks[(ty + 16 * r) * qld + e];
-#pragma unroll
-            for (int c = 0; c < 2; c++) qv[c] = Qs[(tx + 16 * c) * qld + e];
-#pragma unroll
-            for (int r = 0; r < 4; r++)
-#pragma unroll
-                for (int c = 0; c < 2; c++) s[r][c] = fmaf(kv[r], qv[c], s[r][c]);
-        }
-        for (int e = 0; e < Ev; e++) {
-            float vv[4], ov[2];
-#pragma unroll
-            for (int r = 0; r < 4; r++) vv[r] = Vs[(ty + 16 * r) * vld + e];
-#pragma unroll
-            for (int c = 0; c < 2; c++) ov[c] = dOs[(tx + 16 * c) * vld + e];
-#pragma unroll
-            for (int r = 0; r < 4; r++)
-#pragma unroll
-                for (int c = 0; c < 2; c++) dp[r][c] = fmaf(vv[r], ov[c], dp[r][c]);
-        }
+        tile_fma<4, 2>(s, Ks, qld, Qs, qld, E, ty, tx);
+        tile_fma<4, 2>(dp, Vs, vld, dOs, vld, Ev, ty, tx);
 #pragma unroll
         for (int r = 0; r < 4; r++)
 #pragma unroll
@@ -403,28 +393,8 @@ __global__ void __launch_bounds__(NT) att_bwd_q(amp_cu_att_args a, int64_t ntile
         for (int r = 0; r < 2; r++)
 #pragma unroll
             for (int c = 0; c < 4; c++) s[r][c] = dp[r][c] = 0.0f;
-        for (int e = 0; e < E; e++) {
-            float qv[2], kv[4];
-#pragma unroll
-            for (int r = 0; r < 2; r++) qv[r] = Qs[(ty + 16 * r) * qld + e];
-#pragma unroll
-            for (int c = 0; c < 4; c++) kv[c] = Ks[(tx + 16 * c) * qld + e];
-#pragma unroll
-            for (int r = 0; r < 2; r++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) s[r][c] = fmaf(qv[r], kv[c], s[r][c]);
-        }
-        for (int e = 0; e < Ev; e++) {
-            float ov[2], vv[4];
-#pragma unroll
-            for (int r = 0; r < 2; r++) ov[r] = dOs[(ty + 16 * r) * vld + e];
-#pragma unroll
-            for (int c = 0; c < 4; c++) vv[c] = Vs[(tx + 16 * c) * vld + e];
-#pragma unroll
-            for (int r = 0; r < 2; r++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) dp[r][c] = fmaf(ov[r], vv[c], dp[r][c]);
-        }
+        tile_fma<2, 4>(s, Qs, qld, Ks, qld, E, ty, tx);
+        tile_fma<2, 4>(dp, dOs, vld, Vs, vld, Ev, ty, tx);
 #pragma unroll
         for (int r = 0; r < 2; r++)
 #pragma unroll
@@ -490,6 +460,16 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
     if constexpr (DT == AMP_BF16) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
     else asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
+}
+
+// The A fragment (m16 x k16 pairs of DT) of k step kk, made from an m16 x
+// n64 accumulator tile x (n blocks 2 kk and 2 kk + 1), as mma takes it.
+template <int DT>
+__device__ __forceinline__ void acc_afrag(const float (&x)[8][4], int kk, uint32_t (&f)[4]) {
+    f[0] = pack2<DT>(x[2 * kk][0], x[2 * kk][1]);
+    f[1] = pack2<DT>(x[2 * kk][2], x[2 * kk][3]);
+    f[2] = pack2<DT>(x[2 * kk + 1][0], x[2 * kk + 1][1]);
+    f[3] = pack2<DT>(x[2 * kk + 1][2], x[2 * kk + 1][3]);
 }
 
 template <int DT>
@@ -723,9 +703,8 @@ __global__ void __launch_bounds__(TNT) tc_fwd(amp_cu_att_args a, int64_t ntile, 
         }
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
-            const uint32_t pa[4] = {pack2<DT>(s[2 * kk][0], s[2 * kk][1]), pack2<DT>(s[2 * kk][2], s[2 * kk][3]),
-                                    pack2<DT>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                    pack2<DT>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+            uint32_t pa[4];
+            acc_afrag<DT>(s, kk, pa);
 #pragma unroll
             for (int n = 0; n < D / 8; n++) {
                 uint32_t b0, b1;
@@ -822,12 +801,10 @@ __global__ void __launch_bounds__(TNT) tc_bwd_kv(amp_cu_att_args a, int64_t ntil
         // dV += Pd^T dO, dK += dS^T Q (sums over the 64 queries)
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
-            const uint32_t pa[4] = {pack2<DT>(st[2 * kk][0], st[2 * kk][1]), pack2<DT>(st[2 * kk][2], st[2 * kk][3]),
-                                    pack2<DT>(st[2 * kk + 1][0], st[2 * kk + 1][1]),
-                                    pack2<DT>(st[2 * kk + 1][2], st[2 * kk + 1][3])};
-            const uint32_t sa[4] = {pack2<DT>(dp[2 * kk][0], dp[2 * kk][1]), pack2<DT>(dp[2 * kk][2], dp[2 * kk][3]),
-                                    pack2<DT>(dp[2 * kk + 1][0], dp[2 * kk + 1][1]),
-                                    pack2<DT>(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
+            uint32_t pa[4];
+            acc_afrag<DT>(st, kk, pa);
+            uint32_t sa[4];
+            acc_afrag<DT>(dp, kk, sa);
 #pragma unroll
             for (int n = 0; n < D / 8; n++) {
                 uint32_t b0, b1;
@@ -918,9 +895,8 @@ __global__ void __launch_bounds__(TNT) tc_bwd_q(amp_cu_att_args a, int64_t ntile
             }
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
-            const uint32_t sa[4] = {pack2<DT>(s[2 * kk][0], s[2 * kk][1]), pack2<DT>(s[2 * kk][2], s[2 * kk][3]),
-                                    pack2<DT>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                    pack2<DT>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+            uint32_t sa[4];
+            acc_afrag<DT>(s, kk, sa);
 #pragma unroll
             for (int n = 0; n < D / 8; n++) {
                 uint32_t b0, b1;

@@ -144,4 +144,22 @@ __device__ __forceinline__ void record_error(amp_cu_err_rec *err, int code, long
     }
 }
 
+// A tensor's dims as a kernel argument (by value): shape and strides in
+// elements, padded to AMP_CU_MAX_DIMS with 1 and 0 (kernels read [0, nd)).
+struct Desc {
+    int nd;
+    int64_t shape[AMP_CU_MAX_DIMS];
+    int64_t stride[AMP_CU_MAX_DIMS];
+};
+
+__host__ inline Desc make_desc(const amp_cu_tensor *t) {
+    Desc d;
+    d.nd = t->ndim;
+    for (int i = 0; i < AMP_CU_MAX_DIMS; i++) {
+        d.shape[i] = i < t->ndim ? t->shape[i] : 1;
+        d.stride[i] = i < t->ndim ? t->stride[i] : 0;
+    }
+    return d;
+}
+
 } // namespace ampcu

@@ -7,22 +7,6 @@ using namespace ampcu;
 
 namespace {
 
-struct Desc {
-    int nd;
-    int64_t shape[AMP_CU_MAX_DIMS];
-    int64_t stride[AMP_CU_MAX_DIMS];
-};
-
-__host__ Desc make_desc(const amp_cu_tensor *t) {
-    Desc d;
-    d.nd = t->ndim;
-    for (int i = 0; i < t->ndim; i++) {
-        d.shape[i] = t->shape[i];
-        d.stride[i] = t->stride[i];
-    }
-    return d;
-}
-
 __device__ __forceinline__ bool is_float(int dt) {
     return dt == AMP_F32 || dt == AMP_F16 || dt == AMP_BF16 || dt == AMP_F8E4M3 || dt == AMP_F8E5M2 || dt == AMP_F64;
 }

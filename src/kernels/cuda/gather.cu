@@ -9,22 +9,6 @@ using namespace ampcu;
 
 namespace {
 
-struct Desc {
-    int nd;
-    int64_t shape[AMP_CU_MAX_DIMS];
-    int64_t stride[AMP_CU_MAX_DIMS];
-};
-
-__host__ Desc make_desc(const amp_cu_tensor *t) {
-    Desc d;
-    d.nd = t->ndim;
-    for (int i = 0; i < AMP_CU_MAX_DIMS; i++) {
-        d.shape[i] = i < t->ndim ? t->shape[i] : 1;
-        d.stride[i] = i < t->ndim ? t->stride[i] : 0;
-    }
-    return d;
-}
-
 __host__ int64_t numel(const amp_cu_tensor *t) {
     int64_t n = 1;
     for (int i = 0; i < t->ndim; i++) n *= t->shape[i];

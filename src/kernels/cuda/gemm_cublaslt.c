@@ -258,8 +258,8 @@ static void *pack_f32(const char *fn, const void *p, amp_dtype dt, int64_t batch
     return q;
 }
 
-/* C_b[i, j] = 0 (mode 0), beta * C_b (1) or beta * X(i, j) (2) */
-static amp_status set_c(const char *fn, const amp_gemm_args *g, int mode, float beta) {
+/* the pass over C (amp_cu_gemm_set_c) in `mode`, C's geometry from g */
+static amp_cu_gemm_c_args c_args(const amp_gemm_args *g, int mode) {
     amp_cu_gemm_c_args a;
     memset(&a, 0, sizeof a);
     a.c = g->c;
@@ -268,6 +268,12 @@ static amp_status set_c(const char *fn, const amp_gemm_args *g, int mode, float 
     a.batch = g->batch > 0 ? g->batch : 1;
     a.stride_c = g->stride_c;
     a.mode = mode;
+    return a;
+}
+
+/* C_b[i, j] = 0 (mode 0), beta * C_b (1) or beta * X(i, j) (2) */
+static amp_status set_c(const char *fn, const amp_gemm_args *g, int mode, float beta) {
+    amp_cu_gemm_c_args a = c_args(g, mode);
     a.beta = beta;
     a.bias = g->bias;
     a.bias_dtype = (int)g->bias_dtype;
@@ -275,16 +281,20 @@ static amp_status set_c(const char *fn, const amp_gemm_args *g, int mode, float 
     return AMP_CU(fn, amp_cu_gemm_set_c(amp__cu.stream, &a));
 }
 
+/* g's batch of [m, n] C matrices at p (dtype dt, matrices sb apart, rows
+ * ld apart) as a copy operand */
+static amp_cu_tensor c_mats(const amp_gemm_args *g, void *p, int dt, int64_t sb, int64_t ld) {
+    amp_cu_tensor t;
+    memset(&t, 0, sizeof t);
+    t.p = p, t.dtype = dt, t.ndim = 3;
+    t.shape[0] = g->batch, t.shape[1] = g->m, t.shape[2] = g->n;
+    t.stride[0] = sb, t.stride[1] = ld, t.stride[2] = 1;
+    return t;
+}
+
 /* gelu over C after the product (when the epilogue cannot do it) */
 static amp_status gelu_after(const char *fn, const amp_gemm_args *g) {
-    amp_cu_gemm_c_args a;
-    memset(&a, 0, sizeof a);
-    a.c = g->c;
-    a.c_dtype = (int)g->c_dtype;
-    a.m = g->m, a.n = g->n, a.ldc = g->ldc;
-    a.batch = g->batch > 0 ? g->batch : 1;
-    a.stride_c = g->stride_c;
-    a.mode = 3;
+    amp_cu_gemm_c_args a = c_args(g, 3);
     a.aux = g->epi_aux;
     return AMP_CU(fn, amp_cu_gemm_set_c(amp__cu.stream, &a));
 }
@@ -457,24 +467,14 @@ amp_status amp__cu_gemm(const char *fn, const amp_gemm_args *g0) {
         inner.c = pc, inner.c_dtype = AMP_F32, inner.ldc = g.n, inner.stride_c = g.m * g.n;
         inner.epilogue = AMP_GEMM_EPI_NONE, inner.epi_aux = NULL;
         if (g.beta != 0.0f && !has_bias) { /* C's old values take part: widen them into the scratch */
-            amp_cu_tensor d, s;
-            memset(&d, 0, sizeof d);
-            memset(&s, 0, sizeof s);
-            d.p = pc, d.dtype = AMP_F32, d.ndim = s.ndim = 3;
-            d.shape[0] = s.shape[0] = g.batch, d.shape[1] = s.shape[1] = g.m, d.shape[2] = s.shape[2] = g.n;
-            d.stride[0] = g.m * g.n, d.stride[1] = g.n, d.stride[2] = 1;
-            s.p = g.c, s.dtype = (int)g.c_dtype, s.stride[0] = g.stride_c, s.stride[1] = g.ldc, s.stride[2] = 1;
+            amp_cu_tensor d = c_mats(&g, pc, AMP_F32, g.m * g.n, g.n);
+            amp_cu_tensor s = c_mats(&g, g.c, (int)g.c_dtype, g.stride_c, g.ldc);
             if ((st = AMP_CU(fn, amp_cu_copy(amp__cu.stream, &d, &s))) != AMP_OK) goto out;
         }
         if ((st = amp__cu_gemm(fn, &inner)) != AMP_OK) goto out;
         t_last.flags |= LAST_F32_SCRATCH;
-        amp_cu_tensor d, s;
-        memset(&d, 0, sizeof d);
-        memset(&s, 0, sizeof s);
-        s.p = pc, s.dtype = AMP_F32, d.ndim = s.ndim = 3;
-        d.shape[0] = s.shape[0] = g.batch, d.shape[1] = s.shape[1] = g.m, d.shape[2] = s.shape[2] = g.n;
-        s.stride[0] = g.m * g.n, s.stride[1] = g.n, s.stride[2] = 1;
-        d.p = g.c, d.dtype = (int)g.c_dtype, d.stride[0] = g.stride_c, d.stride[1] = g.ldc, d.stride[2] = 1;
+        amp_cu_tensor d = c_mats(&g, g.c, (int)g.c_dtype, g.stride_c, g.ldc);
+        amp_cu_tensor s = c_mats(&g, pc, AMP_F32, g.m * g.n, g.n);
         st = AMP_CU(fn, amp_cu_copy(amp__cu.stream, &d, &s));
         if (st == AMP_OK && g.epilogue == AMP_GEMM_EPI_GELU_TANH) {
             st = gelu_after(fn, &g);

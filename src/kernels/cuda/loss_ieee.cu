@@ -178,13 +178,8 @@ __global__ void __launch_bounds__(AMP_CU_THREADS) cls_bwd(amp_cu_cls_bwd_args a)
             for (int64_t k = 0; k < C; k++) a.gx[base + k * L] = k == t ? (float)(-w_t * gi) : 0.0f;
             continue;
         }
-        float m = -INFINITY;
-        for (int64_t k = 0; k < C; k++) {
-            float v = load_f(a.x, a.xdt, base + k * L);
-            m = v > m ? v : m;
-        }
-        float s = 0.0f;
-        for (int64_t k = 0; k < C; k++) s += vm_expf(load_f(a.x, a.xdt, base + k * L) - m);
+        float m, s;
+        col_max_sum(a.x, a.xdt, base, C, L, &m, &s);
         const float r = 1.0f / s;
         double wsum = 0.0;
         if (cb != 0.0)

@@ -79,6 +79,22 @@ __device__ __forceinline__ void row_max_sum(const void *xr, int64_t n, float *sh
     *s_out = (float)block_sum_d((double)s, shd);
 }
 
+// The same for one thread over n strided elements x[base + k * stride]
+// (softmax's and cross-entropy's column case): max from -inf (NaN skipped),
+// then the sum of vm_expf(x - max), both in order.
+__device__ __forceinline__ void col_max_sum(const void *x, int xdt, int64_t base, int64_t n, int64_t stride,
+                                            float *m_out, float *s_out) {
+    float m = -INFINITY;
+    for (int64_t k = 0; k < n; k++) {
+        float v = load_f(x, xdt, base + k * stride);
+        m = v > m ? v : m;
+    }
+    float s = 0.0f;
+    for (int64_t k = 0; k < n; k++) s += vm_expf(load_f(x, xdt, base + k * stride) - m);
+    *m_out = m;
+    *s_out = s;
+}
+
 // threads for a row of n elements at `per` per thread: a multiple of 32 in [32, 1024]
 static inline unsigned row_threads(int64_t n, int per) {
     int64_t t = (n + per - 1) / per;

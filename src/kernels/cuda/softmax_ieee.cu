@@ -39,13 +39,8 @@ __global__ void __launch_bounds__(AMP_CU_THREADS) sm_cols(amp_cu_softmax_args a)
     const int64_t cols = a.outer * a.inner, len = a.len, in = a.inner;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < cols; t += (int64_t)gridDim.x * blockDim.x) {
         const int64_t o = t / in, i = t - o * in, base = o * len * in + i;
-        float m = -INFINITY;
-        for (int64_t l = 0; l < len; l++) {
-            float v = load_f(a.x, a.xdt, base + l * in);
-            m = v > m ? v : m;
-        }
-        float s = 0.0f;
-        for (int64_t l = 0; l < len; l++) s += vm_expf(load_f(a.x, a.xdt, base + l * in) - m);
+        float m, s;
+        col_max_sum(a.x, a.xdt, base, len, in, &m, &s);
         const float c = a.log ? logf(s) : 1.0f / s;
         for (int64_t l = 0; l < len; l++) {
             float v = load_f(a.x, a.xdt, base + l * in);

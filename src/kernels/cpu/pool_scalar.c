@@ -71,9 +71,8 @@ static inline uint16_t half_plus_zero(uint16_t h, amp_dtype dt) {
     return h;
 }
 
-void amp_max_pool2d_backward_k2slot(const void *dy, amp_dtype dt, const uint8_t *slot, void *dx, int64_t planes,
-                                    const amp_pool_geom *g) {
-    if (amp_cpu_active() >= AMP_CPU_AVX512 && amp_max_pool2d_backward_k2slot_avx512(dy, dt, slot, dx, planes, g)) return;
+void amp_max_pool2d_backward_k2slot_scalar(const void *dy, amp_dtype dt, const uint8_t *slot, void *dx, int64_t planes,
+                                           const amp_pool_geom *g) {
     const int64_t W = g->W, HW = g->H * W, OW = g->OW, S = g->OH * OW;
 #pragma omp parallel for schedule(static) AMP_OMP_IF(planes * (S + HW) > PAR_MIN_LIGHT)
     for (int64_t p = 0; p < planes; p++) {

@@ -59,16 +59,14 @@ static inline void valid_range(int64_t off, int64_t W, int64_t sw, int64_t OW, i
 DEFINE_IM2COL(im2col_32, uint32_t)
 DEFINE_IM2COL(im2col_16, uint16_t)
 
-void amp_im2col(const void *x, void *col, int64_t ldcol, const amp_conv_geom *g, int esize) {
-    if (amp_cpu_active() >= AMP_CPU_AVX512 && amp_im2col_avx512(x, col, ldcol, g, esize)) return;
+void amp_im2col_scalar(const void *x, void *col, int64_t ldcol, const amp_conv_geom *g, int esize) {
     if (esize == 4)
         im2col_32(x, col, ldcol, g);
     else
         im2col_16(x, col, ldcol, g);
 }
 
-void amp_col2im_f32(const float *col, float *dx, const amp_conv_geom *g) {
-    if (amp_cpu_active() >= AMP_CPU_AVX512 && amp_col2im_f32_avx512(col, dx, g)) return;
+void amp_col2im_f32_scalar(const float *col, float *dx, const amp_conv_geom *g) {
     const int64_t kk = g->kh * g->kw, S = g->OH * g->OW;
 #pragma omp parallel for schedule(static) AMP_OMP_IF(g->C * kk * S > PAR_MIN)
     for (int64_t c = 0; c < g->C; c++) {
