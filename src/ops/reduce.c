@@ -46,9 +46,11 @@ static int out_shape(const amp_tensor *x, const bool *red, bool keepdim, int64_t
 }
 
 /* ---- sum / mean ------------------------------------------------------------------ */
+/* The reduced dims and the op's parameter: sum/mean's scale, norm's p. */
 typedef struct {
     bool red[AMP_MAX_DIMS];
     float scale;
+    double p;
 } red_ctx;
 
 static amp_status sum_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
@@ -247,13 +249,8 @@ done:
 }
 
 /* ---- norm ---------------------------------------------------------------------------- */
-typedef struct {
-    bool red[AMP_MAX_DIMS];
-    double p;
-} norm_ctx;
-
 static amp_status norm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
-    norm_ctx *c = n->ctx;
+    red_ctx *c = n->ctx;
     const amp_backend *be = amp__backend_of("amp_backward", gout[0]);
     if (!be) return amp_last_status();
     return AMP_KCALL(be, reduce, norm_backward, "amp_backward", n->saved[0], n->saved[1], gout[0], c->p, c->red, &gin[0]);
@@ -278,7 +275,7 @@ amp_tensor *amp_norm(amp_tensor *x, double p, const int *dims, int ndims, bool k
     amp_tensor *out = NULL;
     int64_t shape[AMP_MAX_DIMS];
     int nd = out_shape(x, red, keepdim, shape);
-    norm_ctx c = {.p = p};
+    red_ctx c = {.p = p};
     memcpy(c.red, red, sizeof red);
     const amp_backend *be = amp__backend(fn, dev);
     if (!be) goto done;
