@@ -185,12 +185,10 @@ static amp_status avg_pool_backward(amp_node *n, amp_tensor *const *gout, amp_te
 }
 
 static amp_tensor *avg_impl(const char *fn, amp_op_id op, amp_tensor *x, const amp_pool_args *a) {
-    amp_tensor *in[1] = {x};
-    amp_device dev;
-    int mask = amp__autocast_dev(op, in, 1, &dev);
+    amp_tensor *in[1];
+    int mask;
+    const amp_backend *be = amp__op_begin1(fn, op, &x, in, &mask);
     if (mask < 0) return NULL;
-    x = in[0];
-    const amp_backend *be = amp__backend(fn, dev);
     amp_tensor *out = be ? new_out(fn, x, x->dtype, a->OH, a->OW) : NULL;
     if (!out || AMP_KCALL(be, pool, avg_pool2d, fn, a, x, out) != AMP_OK) goto fail;
     if (amp__needs_grad(1, in)) {
