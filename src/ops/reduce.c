@@ -166,12 +166,7 @@ static amp_status cumsum_backward(amp_node *n, amp_tensor *const *gout, amp_tens
                                         amp__mem_current(AMP_MEM_WORKSPACE), AMP_NEW_UNSCOPED);
     if (!gx) return amp_last_status();
     amp_status st = AMP_KCALL(be, reduce, cumsum, "amp_backward", g, c->dim, true, gx);
-    if (st != AMP_OK) {
-        amp__release(gx);
-        return st;
-    }
-    gin[0] = gx;
-    return AMP_OK;
+    return amp__grad_result(st, gx, &gin[0]);
 }
 
 amp_tensor *amp_cumsum(amp_tensor *x, int dim) {
