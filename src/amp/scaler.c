@@ -344,12 +344,7 @@ static amp_status scale_backward_dev(const amp_tensor *g, const amp_tensor *sc, 
     in[1].dtype = AMP_F32;
     for (int d = 0; d < g->ndim; d++) in[0].stride[d] = g->stride[d];
     amp_status st = AMP_KCALL(be, ew, ew, fn, AMP_EW_MUL, NULL, g->ndim, g->shape, amp__data(out), g->dtype, 2, in);
-    if (st != AMP_OK) {
-        amp__release(out);
-        return st;
-    }
-    gin[0] = out;
-    return AMP_OK;
+    return amp__grad_result(st, out, &gin[0]);
 }
 
 static amp_status scale_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {

@@ -128,6 +128,17 @@ typedef struct {
 /* Every op's node in one call: when amp__needs_grad(nin, in), a node named fn
  * over in[0..nin) as nd describes, attached to out. AMP_OK (also when no
  * grad is needed), or the node's allocation error. */
+/* The end of a backward that made its gradient t: *gin takes t when st is
+ * AMP_OK; otherwise t is released and st returned. */
+static inline amp_status amp__grad_result(amp_status st, amp_tensor *t, amp_tensor **gin) {
+    if (st != AMP_OK) {
+        amp__release(t);
+        return st;
+    }
+    *gin = t;
+    return AMP_OK;
+}
+
 amp_status amp__node_record(const char *fn, amp_tensor *out, amp_tensor *const *in, int nin, const amp_node_spec *nd);
 
 /* For backward_diff (only while the engine runs it): input k as a tensor

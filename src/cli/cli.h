@@ -23,6 +23,13 @@ int cli_is_help(const char *arg);
 /* Strict number parsing: the whole string must be a number in range. */
 int cli_parse_long(const char *s, long lo, long hi, long *out);
 int cli_parse_double(const char *s, double *out);
+/* An inference pass over a loader: cli_eval_begin puts m in eval mode under
+ * no_grad and returns whether it was training (cli_eval_end(m, was) undoes
+ * both); cli_next_batch gives the next batch in its own scope, which the
+ * caller ends, or NULL when the loader is done (nothing left open). */
+bool cli_eval_begin(amp_module *m);
+void cli_eval_end(amp_module *m, bool was);
+amp_scope *cli_next_batch(amp_loader *l, amp_tensor **x, amp_tensor **y);
 /* The shortest decimal that reads back as v (%.Ng, N from 1 to 17): "0.1",
  * not 0.10000000000000001; returned by value for use inside a call:
  * printf("%s", cli_num(v).s). */

@@ -93,3 +93,22 @@ const char *fmt_bytes(size_t b, char *buf, size_t n) {
     else snprintf(buf, n, "%zu B", b);
     return buf;
 }
+
+bool cli_eval_begin(amp_module *m) {
+    bool was = amp_module_is_training(m);
+    amp_module_train(m, false);
+    amp_no_grad_begin();
+    return was;
+}
+
+void cli_eval_end(amp_module *m, bool was) {
+    amp_no_grad_end();
+    amp_module_train(m, was);
+}
+
+amp_scope *cli_next_batch(amp_loader *l, amp_tensor **x, amp_tensor **y) {
+    amp_scope *s = amp_scope_begin();
+    if (amp_loader_next(l, x, y)) return s;
+    amp_scope_end(s);
+    return NULL;
+}

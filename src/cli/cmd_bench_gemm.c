@@ -307,18 +307,27 @@ static double loop_peak(const gemm_kernel *K, int threads) {
 }
 
 /* ---- argument parsing -------------------------------------------------- */
-/* Comma lists are split with strsep, which keeps empty items ("1,,2",
- * ",4", "4,") so they are refused instead of skipped as strtok would. */
-static int parse_sizes(const char *s, int64_t *out, int *n) {
-    char buf[256];
-    if (strlen(s) >= sizeof buf) return -1;
+/* s split at its commas into buf (bufsz bytes): items[0..n), n returned; -1
+ * when s does not fit or has more than max items. strsep keeps empty items
+ * ("1,,2", ",4", "4,") so they are refused instead of skipped as strtok
+ * would. */
+static int split_list(const char *s, char *buf, size_t bufsz, char **items, int max) {
+    if (strlen(s) >= bufsz) return -1;
     strcpy(buf, s);
-    *n = 0;
+    int n = 0;
     char *cur = buf;
-    for (char *tok; (tok = strsep(&cur, ",")) != NULL;) {
+    for (char *tok; (tok = strsep(&cur, ",")) != NULL; items[n++] = tok)
+        if (n >= max) return -1;
+    return n;
+}
+
+static int parse_sizes(const char *s, int64_t *out, int *n) {
+    char buf[256], *items[MAX_SIZES];
+    if ((*n = split_list(s, buf, sizeof buf, items, MAX_SIZES)) < 0) return -1;
+    for (int k = 0; k < *n; k++) {
         long v;
-        if (*n >= MAX_SIZES || cli_parse_long(tok, 1, 16384, &v)) return -1;
-        out[(*n)++] = v;
+        if (cli_parse_long(items[k], 1, 16384, &v)) return -1;
+        out[k] = v;
     }
     return *n ? 0 : -1;
 }
@@ -327,12 +336,11 @@ enum { SEC_SQUARE = 1, SEC_MODELS = 2, SEC_BATCH1 = 4 };
 
 /* distinct names among square, models, batch1: a bit set, or -1 */
 static int parse_sections(const char *s) {
-    char buf[128];
-    if (strlen(s) >= sizeof buf) return -1;
-    strcpy(buf, s);
-    int set = 0;
-    char *cur = buf;
-    for (char *tok; (tok = strsep(&cur, ",")) != NULL;) {
+    char buf[128], *items[3];
+    int n = split_list(s, buf, sizeof buf, items, 3), set = 0;
+    if (n < 0) return -1;
+    for (int k = 0; k < n; k++) {
+        const char *tok = items[k];
         const int b = !strcmp(tok, "square") ? SEC_SQUARE : !strcmp(tok, "models") ? SEC_MODELS : !strcmp(tok, "batch1") ? SEC_BATCH1 : 0;
         if (!b || (set & b)) return -1;
         set |= b;
@@ -340,21 +348,19 @@ static int parse_sections(const char *s) {
     return set;
 }
 
+/* distinct names among f32, f16, bf16 */
 static int parse_dtypes(const char *s, amp_dtype *out, int *n) {
-    char buf[128];
-    if (strlen(s) >= sizeof buf) return -1;
-    strcpy(buf, s);
-    *n = 0;
-    char *cur = buf;
-    for (char *tok; (tok = strsep(&cur, ",")) != NULL;) {
+    char buf[128], *items[3];
+    if ((*n = split_list(s, buf, sizeof buf, items, 3)) < 0) return -1;
+    for (int k = 0; k < *n; k++) {
         amp_dtype dt;
-        if (amp_dtype_parse(tok, &dt) != AMP_OK || !(dt == AMP_F32 || dt == AMP_F16 || dt == AMP_BF16)) {
+        if (amp_dtype_parse(items[k], &dt) != AMP_OK || !(dt == AMP_F32 || dt == AMP_F16 || dt == AMP_BF16)) {
             amp_clear_error();
             return -1;
         }
-        for (int i = 0; i < *n; i++)
+        for (int i = 0; i < k; i++)
             if (out[i] == dt) return -1;
-        out[(*n)++] = dt;
+        out[k] = dt;
     }
     return *n ? 0 : -1;
 }

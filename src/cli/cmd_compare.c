@@ -224,15 +224,7 @@ static int compare_gpt(trainer_cfg *base, const char *opt_level, speed_t *sp) {
     speed_notes(f, sp, labels, nr);
     skipped_notes(f, labels, cfg, res, nr, true);
     fprintf(f, "\npeak memory by category (each category's own peak; the total is the peak of the sum)\n\n| category |");
-    for (int k = 0; k < nr; k++) fprintf(f, " %s |", rows[k].label);
-    fprintf(f, "\n|---|");
-    for (int k = 0; k < nr; k++) fprintf(f, "---|");
-    fprintf(f, "\n");
-    for (int c = 0; c < AMP_MEM_CATEGORY_COUNT; c++) {
-        fprintf(f, "| %s |", amp_mem_category_name((amp_mem_category)c));
-        for (int k = 0; k < nr; k++) fprintf(f, " %s |", fmt_bytes(res[k].mem.peak[c], b1, sizeof b1));
-        fprintf(f, "\n");
-    }
+    trainer_print_mem_categories(f, nr, labels, res);
     fprintf(f, "| total (peak of the sum) |");
     for (int k = 0; k < nr; k++) fprintf(f, " %s |", fmt_bytes(res[k].mem.peak_total, b2, sizeof b2));
     fprintf(f, "\n\nunigram entropy of the validation text: %.4f nats/token (a model that ignores context).\n"

@@ -29,6 +29,19 @@ typedef struct {
  * activations autograd keeps per token by dtype) beside the allocator's
  * peaks for fp32, fp16/bf16 O1, bf16 O2, each also with activation
  * checkpointing. */
+void trainer_print_mem_categories(FILE *f, int n, const char *const *labels, const trainer_result *res) {
+    char b[32];
+    for (int k = 0; k < n; k++) fprintf(f, " %s |", labels[k]);
+    fprintf(f, "\n|---|");
+    for (int k = 0; k < n; k++) fprintf(f, "---|");
+    fprintf(f, "\n");
+    for (int c = 0; c < AMP_MEM_CATEGORY_COUNT; c++) {
+        fprintf(f, "| %s |", amp_mem_category_name((amp_mem_category)c));
+        for (int k = 0; k < n; k++) fprintf(f, " %s |", fmt_bytes(res[k].mem.peak[c], b, sizeof b));
+        fprintf(f, "\n");
+    }
+}
+
 static int memory_gpt(trainer_cfg *base) {
     static const struct {
         const char *label, *precision, *opt_level;
@@ -86,15 +99,9 @@ static int memory_gpt(trainer_cfg *base) {
     }
     fprintf(f, "measured peak bytes per category over %lld training steps (each category's own peak):\n\n| category |",
             (long long)base->max_steps);
-    for (int k = 0; k < NR; k++) fprintf(f, " %s |", rows[k].label);
-    fprintf(f, "\n|---|");
-    for (int k = 0; k < NR; k++) fprintf(f, "---|");
-    fprintf(f, "\n");
-    for (int c = 0; c < AMP_MEM_CATEGORY_COUNT; c++) {
-        fprintf(f, "| %s |", amp_mem_category_name((amp_mem_category)c));
-        for (int k = 0; k < NR; k++) fprintf(f, " %s |", fmt_bytes(res[k].mem.peak[c], b[4], 32));
-        fprintf(f, "\n");
-    }
+    const char *labels[NR];
+    for (int k = 0; k < NR; k++) labels[k] = rows[k].label;
+    trainer_print_mem_categories(f, NR, labels, res);
     fprintf(f, "| **total** (peak of the sum) |");
     for (int k = 0; k < NR; k++) fprintf(f, " **%s** |", fmt_bytes(res[k].mem.peak_total, b[4], 32));
     fprintf(f, "\n| saving vs fp32 |");

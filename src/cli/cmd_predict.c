@@ -164,17 +164,12 @@ int cmd_predict(int argc, char **argv) {
         rc = cli_fail("predict: %s", amp_last_error());
         goto out;
     }
-    amp_module_train(m, false);
-    amp_no_grad_begin();
+    bool was = cli_eval_begin(m);
     int64_t done = 0, correct = 0;
     bool ok = true;
-    for (;;) {
-        amp_scope *s = amp_scope_begin();
-        amp_tensor *x, *y;
-        if (!amp_loader_next(l, &x, &y)) {
-            amp_scope_end(s);
-            break;
-        }
+    amp_scope *s;
+    amp_tensor *x, *y;
+    while ((s = cli_next_batch(l, &x, &y))) {
         if (half != AMP_F32) amp_autocast_enter(half);
         amp_tensor *logits = amp_module_forward(m, x);
         if (half != AMP_F32) amp_autocast_exit();
@@ -194,7 +189,7 @@ int cmd_predict(int argc, char **argv) {
         done += b;
         amp_scope_end(s);
     }
-    amp_no_grad_end();
+    cli_eval_end(m, was);
     amp_loader_free(l);
     if (!ok) {
         rc = cli_fail("predict: %s", amp_last_error());

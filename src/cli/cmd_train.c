@@ -3,6 +3,7 @@
 #include <float.h>
 #include <math.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -114,6 +115,28 @@ void cmd_train_usage(FILE *f) {
             "signal exits at once. Exit status: 0 success, 1 failure, 2 bad usage.\n");
 }
 
+/* The flags that set a count (an int64_t of trainer_cfg) and nothing else:
+ * the least value each takes (the most: 2^40). */
+static const struct {
+    const char *name;
+    long lo;
+    size_t off;
+} g_counts[] = {
+    {"--limit", 1, offsetof(trainer_cfg, limit)},
+    {"--test-limit", 1, offsetof(trainer_cfg, test_limit)},
+    {"--max-steps", 1, offsetof(trainer_cfg, max_steps)},
+    {"--log-every", 1, offsetof(trainer_cfg, log_every)},
+    {"--inject-nonfinite-every", 1, offsetof(trainer_cfg, inject_nonfinite_every)},
+    {"--max-consecutive-overflows", 0, offsetof(trainer_cfg, max_consecutive_overflows)},
+};
+
+/* Whether v is one of three words; if not, says so ("amp: FLAG 'v' is not w0, w1 or w2"). */
+static bool one_of3(const char *flag, const char *v, const char *w0, const char *w1, const char *w2) {
+    if (!strcmp(v, w0) || !strcmp(v, w1) || !strcmp(v, w2)) return true;
+    fprintf(stderr, "amp: %s '%s' is not %s, %s or %s\n", flag, v, w0, w1, w2);
+    return false;
+}
+
 /* Shared by train and compare: one flag; returns 1 if consumed, 0 if not
  * ours, -1 on a bad value (message printed). */
 int train_parse_flag(trainer_cfg *cfg, int argc, char **argv, int *i, const char **precision, const char **opt_level,
@@ -130,12 +153,16 @@ int train_parse_flag(trainer_cfg *cfg, int argc, char **argv, int *i, const char
     } while (0)
     long lv;
     double dv;
+    for (size_t k = 0; k < sizeof g_counts / sizeof g_counts[0]; k++) {
+        if (strcmp(a, g_counts[k].name)) continue;
+        NEED_VALUE();
+        if (cli_parse_long(v, g_counts[k].lo, 1L << 40, &lv)) goto bad;
+        *(int64_t *)((char *)cfg + g_counts[k].off) = lv;
+        return 1;
+    }
     if (!strcmp(a, "--model")) {
         NEED_VALUE();
-        if (strcmp(v, "mlp") && strcmp(v, "cnn") && strcmp(v, "gpt")) {
-            fprintf(stderr, "amp: --model '%s' is not mlp, cnn or gpt\n", v);
-            return -1;
-        }
+        if (!one_of3(a, v, "mlp", "cnn", "gpt")) return -1;
         cfg->model = v;
     } else if (!strcmp(a, "--preset")) {
         NEED_VALUE();
@@ -246,10 +273,7 @@ int train_parse_flag(trainer_cfg *cfg, int argc, char **argv, int *i, const char
         cfg->threads = (int)lv;
     } else if (!strcmp(a, "--matmul-precision")) {
         NEED_VALUE();
-        if (strcmp(v, "highest") && strcmp(v, "high") && strcmp(v, "medium")) {
-            fprintf(stderr, "amp: --matmul-precision '%s' is not highest, high or medium\n", v);
-            return -1;
-        }
+        if (!one_of3(a, v, "highest", "high", "medium")) return -1;
         cfg->matmul_precision = v;
     } else if (!strcmp(a, "--device")) {
         NEED_VALUE();
@@ -257,31 +281,11 @@ int train_parse_flag(trainer_cfg *cfg, int argc, char **argv, int *i, const char
             fprintf(stderr, "amp: --device: %s\n", amp_last_error());
             return -1;
         }
-    } else if (!strcmp(a, "--limit")) {
-        NEED_VALUE();
-        if (cli_parse_long(v, 1, 1L << 40, &lv)) goto bad;
-        cfg->limit = lv;
-    } else if (!strcmp(a, "--test-limit")) {
-        NEED_VALUE();
-        if (cli_parse_long(v, 1, 1L << 40, &lv)) goto bad;
-        cfg->test_limit = lv;
-    } else if (!strcmp(a, "--max-steps")) {
-        NEED_VALUE();
-        if (cli_parse_long(v, 1, 1L << 40, &lv)) goto bad;
-        cfg->max_steps = lv;
     } else if (!strcmp(a, "--metrics")) {
         NEED_VALUE();
         cfg->metrics_path = v;
-    } else if (!strcmp(a, "--log-every")) {
-        NEED_VALUE();
-        if (cli_parse_long(v, 1, 1L << 40, &lv)) goto bad;
-        cfg->log_every = lv;
     } else if (!strcmp(a, "--quiet")) {
         cfg->progress = false;
-    } else if (!strcmp(a, "--inject-nonfinite-every")) {
-        NEED_VALUE();
-        if (cli_parse_long(v, 1, 1L << 40, &lv)) goto bad;
-        cfg->inject_nonfinite_every = lv;
     } else if (!strcmp(a, "--inject-value")) {
         NEED_VALUE();
         if (!strcasecmp(v, "inf")) dv = INFINITY;
@@ -297,10 +301,6 @@ int train_parse_flag(trainer_cfg *cfg, int argc, char **argv, int *i, const char
             return -1;
         }
         cfg->init_scale = dv;
-    } else if (!strcmp(a, "--max-consecutive-overflows")) {
-        NEED_VALUE();
-        if (cli_parse_long(v, 0, 1L << 40, &lv)) goto bad;
-        cfg->max_consecutive_overflows = lv;
     } else {
         return 0;
     }

@@ -151,6 +151,10 @@ typedef struct {
 void trainer_dist_end(trainer_dist *td, trainer_result *res);
 /* The summary's lines about ranks and communication (nothing for one process). */
 void trainer_dist_print_summary(FILE *f, const trainer_cfg *cfg, const trainer_result *r);
+/* The by-category part of a peak-memory table (cmd_memory.c): after the
+ * caller's "| category |", the runs' labels, the separator and one row per
+ * memory category of res[0..n).mem.peak. */
+void trainer_print_mem_categories(FILE *f, int n, const char *const *labels, const trainer_result *res);
 /* The end of a step's backward: the global batch's mean loss (*loss, in:
  * this rank's mean over its rows; out: the per-rank means weighted by rows /
  * global_rows and summed) and the stop signal agreed in one all-reduce, so

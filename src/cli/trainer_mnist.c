@@ -136,18 +136,12 @@ static int evaluate(amp_module *m, const trainer_cfg *cfg, const amp_dataset *te
     }
     amp_loader *l = amp_loader_new(test, &lo);
     if (!l) return -1;
-    bool was = amp_module_is_training(m);
-    amp_module_train(m, false);
-    amp_no_grad_begin();
+    bool was = cli_eval_begin(m);
     int64_t correct = 0, total = 0;
     int rc = 0;
-    for (;;) {
-        amp_scope *s = amp_scope_begin();
-        amp_tensor *x, *y;
-        if (!amp_loader_next(l, &x, &y)) {
-            amp_scope_end(s);
-            break;
-        }
+    amp_scope *s;
+    amp_tensor *x, *y;
+    while ((s = cli_next_batch(l, &x, &y))) {
         int64_t rows = amp_tensor_dim(y, 0);
         amp_tensor *logits = rows > 0 ? model_logits(m, x, cfg) : NULL;
         int64_t c = rows == 0 ? 0 : logits ? count_correct(logits, y) : -1;
@@ -159,8 +153,7 @@ static int evaluate(amp_module *m, const trainer_cfg *cfg, const amp_dataset *te
         correct += c;
         total += rows;
     }
-    amp_no_grad_end();
-    amp_module_train(m, was);
+    cli_eval_end(m, was);
     amp_loader_free(l);
     if (rc == 0 && dg && amp_dist_world_size(dg) > 1) {
         double v[2] = {(double)correct, (double)total};
@@ -183,17 +176,11 @@ double trainer_logit_diff(amp_module *m, const amp_dataset *test, int64_t n, amp
     amp_loader_opts lo = {.batch = 500, .shuffle = false};
     amp_loader *l = amp_loader_new(&sub, &lo);
     if (!l) return NAN;
-    bool was = amp_module_is_training(m);
-    amp_module_train(m, false);
-    amp_no_grad_begin();
+    bool was = cli_eval_begin(m);
     double maxd = 0, amax = 0;
-    for (;;) {
-        amp_scope *s = amp_scope_begin();
-        amp_tensor *x, *y;
-        if (!amp_loader_next(l, &x, &y)) {
-            amp_scope_end(s);
-            break;
-        }
+    amp_scope *s;
+    amp_tensor *x, *y;
+    while ((s = cli_next_batch(l, &x, &y))) {
         amp_tensor *a = amp_module_forward(m, x);
         amp_autocast_enter(dt);
         amp_tensor *b = amp_module_forward(m, x);
@@ -216,8 +203,7 @@ double trainer_logit_diff(amp_module *m, const amp_dataset *test, int64_t n, amp
         free(vb);
         amp_scope_end(s);
     }
-    amp_no_grad_end();
-    amp_module_train(m, was);
+    cli_eval_end(m, was);
     amp_loader_free(l);
     if (logit_max) *logit_max = amax;
     return maxd;

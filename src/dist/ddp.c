@@ -515,10 +515,7 @@ static amp_ddp *ddp_new(const char *fn, amp_dist_group *g, amp_tensor *const *pa
     if (check_same(g, fn, params, n) != AMP_OK) return NULL;
     amp_ddp *d = calloc(1, sizeof *d);
     if (!d) return amp_error_null(AMP_ERR_NOMEM, "%s: out of memory", fn);
-    d->g = g;
-    d->o = o;
-    d->n = n;
-    d->sync = true;
+    *d = (amp_ddp){.g = g, .o = o, .n = n, .sync = true};
     d->ps = calloc((size_t)n, sizeof *d->ps);
     d->bs = calloc((size_t)n, sizeof *d->bs); /* at most one bucket per parameter */
     d->buffers = calloc((size_t)(nbuf > 0 ? nbuf : 1), sizeof *d->buffers);

@@ -293,23 +293,18 @@ void amp_dist_abort(amp_dist_group *g, int code) {
     exit(code);
 }
 
-/* NULL (no world: a single process) answers as a world of one, with an error saying why */
-int amp_dist_rank(const amp_dist_group *g) {
-    if (!g) amp_error(AMP_ERR_ARG, "amp_dist_rank: group is NULL (answering 0: a single process)");
-    return g ? g->rank : 0;
+/* NULL (no world: a single process) answers as a world of one, with an error
+ * saying why: "fn: group is NULL (answering <answer>)". */
+static bool have_group(const amp_dist_group *g, const char *fn, const char *answer) {
+    if (!g) amp_error(AMP_ERR_ARG, "%s: group is NULL (answering %s)", fn, answer);
+    return g != NULL;
 }
+int amp_dist_rank(const amp_dist_group *g) { return have_group(g, "amp_dist_rank", "0: a single process") ? g->rank : 0; }
 int amp_dist_world_size(const amp_dist_group *g) {
-    if (!g) amp_error(AMP_ERR_ARG, "amp_dist_world_size: group is NULL (answering 1: a single process)");
-    return g ? g->size : 1;
+    return have_group(g, "amp_dist_world_size", "1: a single process") ? g->size : 1;
 }
-int amp_dist_local_rank(const amp_dist_group *g) {
-    if (!g) amp_error(AMP_ERR_ARG, "amp_dist_local_rank: group is NULL (answering 0)");
-    return g ? g->local_rank : 0;
-}
-int amp_dist_local_size(const amp_dist_group *g) {
-    if (!g) amp_error(AMP_ERR_ARG, "amp_dist_local_size: group is NULL (answering 1)");
-    return g ? g->local_size : 1;
-}
+int amp_dist_local_rank(const amp_dist_group *g) { return have_group(g, "amp_dist_local_rank", "0") ? g->local_rank : 0; }
+int amp_dist_local_size(const amp_dist_group *g) { return have_group(g, "amp_dist_local_size", "1") ? g->local_size : 1; }
 const char *amp_dist_backend_name(const amp_dist_group *g) {
     return g ? g->tp->name : amp_error_null(AMP_ERR_ARG, "amp_dist_backend_name: group is NULL");
 }
@@ -441,18 +436,9 @@ amp_dist_work *amp__dist_start(amp_dist_group *g, const char *fn, amp_dist_kind 
                                              "(amp_dist_abort)", fn, g->broken_why);
     amp_dist_work *w = calloc(1, sizeof *w);
     if (!w) return amp_error_null(AMP_ERR_NOMEM, "%s: out of memory", fn);
-    w->g = g;
-    w->fn = fn;
-    w->kind = kind;
-    w->dt = dt;
-    w->op = op;
-    w->buf = buf;
-    w->send = send;
-    w->recv = recv;
-    w->count = count;
-    w->root = root;
     double t0 = amp__dist_now();
-    w->t_start = t0;
+    *w = (amp_dist_work){.g = g, .fn = fn, .kind = kind, .dt = dt, .op = op, .buf = buf, .send = send, .recv = recv,
+                         .count = count, .root = root, .t_start = t0};
     pthread_mutex_lock(&g->lock);
     w->seq = g->seq++;
     g->stats.collectives++;

@@ -89,16 +89,9 @@ static bool array_args_ok(const char *fn, const void *dst, const void *src, size
         if (array_args_ok(#name, dst, src, n)) run_dir(dir, dst, src, n);    \
     }
 
-ARRAY_FN(amp_f32_to_f16_array, uint16_t, float, AMP_CV_F32_F16)
-ARRAY_FN(amp_f16_to_f32_array, float, uint16_t, AMP_CV_F16_F32)
-ARRAY_FN(amp_f32_to_bf16_array, uint16_t, float, AMP_CV_F32_BF16)
-ARRAY_FN(amp_bf16_to_f32_array, float, uint16_t, AMP_CV_BF16_F32)
-ARRAY_FN(amp_f32_to_e4m3_array, uint8_t, float, AMP_CV_F32_E4M3)
-ARRAY_FN(amp_f32_to_e4m3_sat_array, uint8_t, float, AMP_CV_F32_E4M3_SAT)
-ARRAY_FN(amp_e4m3_to_f32_array, float, uint8_t, AMP_CV_E4M3_F32)
-ARRAY_FN(amp_f32_to_e5m2_array, uint8_t, float, AMP_CV_F32_E5M2)
-ARRAY_FN(amp_f32_to_e5m2_sat_array, uint8_t, float, AMP_CV_F32_E5M2_SAT)
-ARRAY_FN(amp_e5m2_to_f32_array, float, uint8_t, AMP_CV_E5M2_F32)
+#define ARRAY_DIR(E, name, DT, ST, kind) ARRAY_FN(amp_##name##_array, DT, ST, AMP_CV_##E)
+AMP_CV_DIRECTIONS(ARRAY_DIR)
+#undef ARRAY_DIR
 
 static void run_sr(bool bf16, uint16_t *dst, const float *src, size_t n, uint64_t seed, uint64_t counter) {
     const amp_cv_kernels *k = amp_cv_kernels_active();

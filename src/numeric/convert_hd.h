@@ -14,30 +14,20 @@
 
 #include "core/hd.h"
 
-AMP_HD uint32_t amp_hd_f32_bits(float x) {
-    union {
-        float f;
-        uint32_t u;
-    } v;
-    v.f = x;
-    return v.u;
-}
-AMP_HD float amp_hd_bits_f32(uint32_t u) {
-    union {
-        float f;
-        uint32_t u;
-    } v;
-    v.u = u;
-    return v.f;
-}
-AMP_HD uint64_t amp_hd_f64_bits(double x) {
-    union {
-        double f;
-        uint64_t u;
-    } v;
-    v.f = x;
-    return v.u;
-}
+/* the bits of a float as an integer and back (a union: exact, and fine for nvcc) */
+#define AMP_HD_BITCAST(name, From, To) \
+    AMP_HD To name(From x) {           \
+        union {                        \
+            From from;                 \
+            To to;                     \
+        } v;                           \
+        v.from = x;                    \
+        return v.to;                   \
+    }
+AMP_HD_BITCAST(amp_hd_f32_bits, float, uint32_t)
+AMP_HD_BITCAST(amp_hd_bits_f32, uint32_t, float)
+AMP_HD_BITCAST(amp_hd_f64_bits, double, uint64_t)
+#undef AMP_HD_BITCAST
 
 AMP_HD uint32_t amp_hd_rne_mag32(uint32_t a, int bias, int mbits) {
     const uint32_t min_normal = (uint32_t)(128 - bias) << 23;
@@ -119,14 +109,17 @@ AMP_HD uint8_t amp_hd_f32_to_e5m2(float x, int sat) {
 }
 
 /* ---- narrow -> f32 ---- */
-AMP_HD float amp_hd_f16_to_f32(uint16_t h) {
-    uint32_t s = (uint32_t)(h & 0x8000u) << 16, mag = h & 0x7fffu;
-    if (mag >= 0x7c00u) {
-        uint32_t m = mag & 0x3ffu;
-        return amp_hd_bits_f32(m ? s | 0x7fc00000u | (m << 13) : s | 0x7f800000u);
+/* A format with a 5-bit exponent (bias 15) and IEEE inf/NaN (f16, e5m2):
+ * s the sign already at bit 31, mag the value without its sign. */
+AMP_HD float amp_hd_e5_to_f32(uint32_t s, uint32_t mag, int mbits) {
+    if (mag >= 0x1fu << mbits) {
+        uint32_t m = mag & ((1u << mbits) - 1u);
+        return amp_hd_bits_f32(m ? s | 0x7fc00000u | (m << (23 - mbits)) : s | 0x7f800000u);
     }
-    return amp_hd_bits_f32(s | amp_hd_decode_mag(mag, 15, 10));
+    return amp_hd_bits_f32(s | amp_hd_decode_mag(mag, 15, mbits));
 }
+
+AMP_HD float amp_hd_f16_to_f32(uint16_t h) { return amp_hd_e5_to_f32((uint32_t)(h & 0x8000u) << 16, h & 0x7fffu, 10); }
 
 AMP_HD float amp_hd_bf16_to_f32(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
@@ -140,14 +133,7 @@ AMP_HD float amp_hd_e4m3_to_f32(uint8_t b) {
     return amp_hd_bits_f32(s | amp_hd_decode_mag(mag, 7, 3));
 }
 
-AMP_HD float amp_hd_e5m2_to_f32(uint8_t b) {
-    uint32_t s = (uint32_t)(b & 0x80u) << 24, mag = b & 0x7fu;
-    if (mag >= 0x7cu) {
-        uint32_t m = mag & 3u;
-        return amp_hd_bits_f32(m ? s | 0x7fc00000u | (m << 21) : s | 0x7f800000u);
-    }
-    return amp_hd_bits_f32(s | amp_hd_decode_mag(mag, 15, 2));
-}
+AMP_HD float amp_hd_e5m2_to_f32(uint8_t b) { return amp_hd_e5_to_f32((uint32_t)(b & 0x80u) << 24, b & 0x7fu, 2); }
 
 /* ---- f64 -> narrow, one rounding ---- */
 AMP_HD float amp_hd_f64_to_f32(double x) {
@@ -159,23 +145,20 @@ AMP_HD float amp_hd_f64_to_f32(double x) {
     return amp_hd_bits_f32(s | q);
 }
 
-AMP_HD uint16_t amp_hd_f64_to_f16(double x) {
+/* A 16-bit IEEE format (f16: bias 15, 10 mantissa bits; bf16: 127, 7):
+ * NaN quiet with its top payload bits, past the largest finite value inf. */
+AMP_HD uint16_t amp_hd_f64_to_ieee16(double x, int bias, int mbits) {
     uint64_t u = amp_hd_f64_bits(x), a = u & 0x7fffffffffffffffull;
-    uint32_t s = (uint32_t)(u >> 48) & 0x8000u;
-    if (a > 0x7ff0000000000000ull) return (uint16_t)(s | 0x7e00u | (uint32_t)((a >> 42) & 0x3ffu));
-    uint32_t q = amp_hd_rne_mag64(a, 15, 10);
-    if (q > 0x7c00u) q = 0x7c00u;
+    uint32_t s = (uint32_t)(u >> 48) & 0x8000u, inf = (uint32_t)(2 * bias + 1) << mbits;
+    if (a > 0x7ff0000000000000ull)
+        return (uint16_t)(s | inf | (1u << (mbits - 1)) | (uint32_t)((a >> (52 - mbits)) & ((1u << mbits) - 1u)));
+    uint32_t q = amp_hd_rne_mag64(a, bias, mbits);
+    if (q > inf) q = inf;
     return (uint16_t)(s | q);
 }
 
-AMP_HD uint16_t amp_hd_f64_to_bf16(double x) {
-    uint64_t u = amp_hd_f64_bits(x), a = u & 0x7fffffffffffffffull;
-    uint32_t s = (uint32_t)(u >> 48) & 0x8000u;
-    if (a > 0x7ff0000000000000ull) return (uint16_t)(s | 0x7fc0u | (uint32_t)((a >> 45) & 0x7fu));
-    uint32_t q = amp_hd_rne_mag64(a, 127, 7);
-    if (q > 0x7f80u) q = 0x7f80u;
-    return (uint16_t)(s | q);
-}
+AMP_HD uint16_t amp_hd_f64_to_f16(double x) { return amp_hd_f64_to_ieee16(x, 15, 10); }
+AMP_HD uint16_t amp_hd_f64_to_bf16(double x) { return amp_hd_f64_to_ieee16(x, 127, 7); }
 
 AMP_HD uint8_t amp_hd_f64_to_e4m3(double x, int sat) {
     uint64_t u = amp_hd_f64_bits(x), a = u & 0x7fffffffffffffffull;

@@ -55,6 +55,18 @@ typedef enum {
     AMP_CV_COUNT
 } amp_cv_dir;
 
+/* The directions once more, for what is written per direction (the public
+ * amp_<name>_array functions, the scalar path's kernels):
+ * X(AMP_CV_ suffix, name of the scalar function amp_<name>, dst type, src type,
+ *   the scalar kernel: SCALAR element by element, FP8_DECODE through a table). */
+#define AMP_CV_DIRECTIONS(X)                                                                                   \
+    X(F32_F16, f32_to_f16, uint16_t, float, SCALAR) X(F16_F32, f16_to_f32, float, uint16_t, SCALAR)               \
+    X(F32_BF16, f32_to_bf16, uint16_t, float, SCALAR) X(BF16_F32, bf16_to_f32, float, uint16_t, SCALAR)           \
+    X(F32_E4M3, f32_to_e4m3, uint8_t, float, SCALAR) X(F32_E4M3_SAT, f32_to_e4m3_sat, uint8_t, float, SCALAR)     \
+        X(E4M3_F32, e4m3_to_f32, float, uint8_t, FP8_DECODE)                                                       \
+    X(F32_E5M2, f32_to_e5m2, uint8_t, float, SCALAR) X(F32_E5M2_SAT, f32_to_e5m2_sat, uint8_t, float, SCALAR)     \
+        X(E5M2_F32, e5m2_to_f32, float, uint8_t, FP8_DECODE)
+
 typedef struct {
     const char *name; /* "f32->f16", ... */
     size_t src_size, dst_size;

@@ -61,18 +61,12 @@ uint16_t amp_f32_to_f16_sr(float x, uint32_t rbits) { return amp_hd_f32_to_f16_s
         for (size_t i = 0; i < n; i++) dst[i] = expr(src[i]);       \
     }
 
-SCALAR_KERNEL(k_f32_f16, uint16_t, float, amp_f32_to_f16)
-SCALAR_KERNEL(k_f16_f32, float, uint16_t, amp_f16_to_f32)
-SCALAR_KERNEL(k_f32_bf16, uint16_t, float, amp_f32_to_bf16)
-SCALAR_KERNEL(k_bf16_f32, float, uint16_t, amp_bf16_to_f32)
-SCALAR_KERNEL(k_f32_e4m3, uint8_t, float, amp_f32_to_e4m3)
-SCALAR_KERNEL(k_f32_e4m3_sat, uint8_t, float, amp_f32_to_e4m3_sat)
 /* fp8 -> f32: a 256-entry table built from the scalar function when the
  * array is long enough to pay for it. */
-#define FP8_DECODE_KERNEL(fname, fn)                                   \
+#define FP8_DECODE_KERNEL(fname, DT, ST, fn)                           \
     static void fname(void *dst_, const void *src_, size_t n) {       \
-        float *dst = dst_;                                             \
-        const uint8_t *src = src_;                                     \
+        DT *dst = dst_;                                                \
+        const ST *src = src_;                                          \
         if (n < 1024) {                                                \
             for (size_t i = 0; i < n; i++) dst[i] = fn(src[i]);        \
             return;                                                    \
@@ -82,10 +76,9 @@ SCALAR_KERNEL(k_f32_e4m3_sat, uint8_t, float, amp_f32_to_e4m3_sat)
         for (size_t i = 0; i < n; i++) dst[i] = table[src[i]];         \
     }
 
-FP8_DECODE_KERNEL(k_e4m3_f32, amp_e4m3_to_f32)
-SCALAR_KERNEL(k_f32_e5m2, uint8_t, float, amp_f32_to_e5m2)
-SCALAR_KERNEL(k_f32_e5m2_sat, uint8_t, float, amp_f32_to_e5m2_sat)
-FP8_DECODE_KERNEL(k_e5m2_f32, amp_e5m2_to_f32)
+#define DIR_KERNEL(E, name, DT, ST, kind) kind##_KERNEL(k_##name, DT, ST, amp_##name)
+AMP_CV_DIRECTIONS(DIR_KERNEL)
+#undef DIR_KERNEL
 
 static void k_sr_bf16(uint16_t *dst, const float *src, size_t n, uint64_t seed, uint64_t counter) {
     size_t i = 0;
@@ -108,16 +101,9 @@ static void k_sr_f16(uint16_t *dst, const float *src, size_t n, uint64_t seed, u
 const amp_cv_kernels amp_cv_scalar_kernels = {
     .path = "scalar",
     .cv = {
-        [AMP_CV_F32_F16] = k_f32_f16,
-        [AMP_CV_F16_F32] = k_f16_f32,
-        [AMP_CV_F32_BF16] = k_f32_bf16,
-        [AMP_CV_BF16_F32] = k_bf16_f32,
-        [AMP_CV_F32_E4M3] = k_f32_e4m3,
-        [AMP_CV_F32_E4M3_SAT] = k_f32_e4m3_sat,
-        [AMP_CV_E4M3_F32] = k_e4m3_f32,
-        [AMP_CV_F32_E5M2] = k_f32_e5m2,
-        [AMP_CV_F32_E5M2_SAT] = k_f32_e5m2_sat,
-        [AMP_CV_E5M2_F32] = k_e5m2_f32,
+#define DIR_ENTRY(E, name, DT, ST, kind) [AMP_CV_##E] = k_##name,
+        AMP_CV_DIRECTIONS(DIR_ENTRY)
+#undef DIR_ENTRY
     },
     .sr_bf16 = k_sr_bf16,
     .sr_f16 = k_sr_f16,

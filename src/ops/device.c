@@ -21,12 +21,7 @@ static amp_status to_backward(amp_node *n, amp_tensor *const *gout, amp_tensor *
                                        amp__mem_current(AMP_MEM_WORKSPACE), AMP_NEW_UNSCOPED);
     if (!r) return amp_last_status();
     amp_status st = amp__copy_convert(r, g);
-    if (st != AMP_OK) {
-        amp__release(r);
-        return st;
-    }
-    gin[0] = r;
-    return AMP_OK;
+    return amp__grad_result(st, r, &gin[0]);
 }
 
 static amp_status to_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {

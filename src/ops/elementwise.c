@@ -181,24 +181,11 @@ amp_tensor *amp__ew_unary(const char *fn, amp_op_id id, amp_tensor *x, bool allo
     int mask = amp__autocast_dev(id, in, 1, NULL);
     if (mask < 0) return NULL;
     amp_tensor *out = amp__ew_apply(fn, op, p, in[0]->dtype, 1, (const amp_tensor *const *)in, in[0]->ndim, in[0]->shape);
-    if (out && amp__needs_grad(1, in)) {
-        amp_node *n = amp__node_new(fn, unary_backward, 1, in, sizeof(unary_ctx));
-        if (!n) {
-            amp_tensor_free(out);
-            out = NULL;
-        } else {
-            unary_ctx *c = n->ctx;
-            c->grad_op = grad_op;
-            if (gp) c->gp = *gp;
-            c->save = save;
-            if (save == AMP_EW_SAVE_INPUT) amp__node_save(n, in[0]);
-            if (save == AMP_EW_SAVE_OUTPUT) amp__node_save(n, out);
-            n->backward_diff = unary_backward_diff;
-            amp__node_attach(n, out);
-        }
-    }
-    amp__autocast_done(in, 1, mask);
-    return out;
+    unary_ctx c = {.grad_op = grad_op, .save = save};
+    if (gp) c.gp = *gp;
+    amp_node_spec spec = {.backward = unary_backward, .backward_diff = unary_backward_diff, .ctx = &c, .ctx_size = sizeof c,
+                          .nsave = save != AMP_EW_SAVE_NONE, .save = {save == AMP_EW_SAVE_INPUT ? in[0] : out}};
+    return amp__op_end(fn, out != NULL, out, in, 1, mask, &spec, NULL, 0);
 }
 
 static amp_status identity_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
@@ -369,23 +356,12 @@ static amp_tensor *binary(const char *fn, amp_op_id id, bin_kind kind, amp_ew_op
         amp_dtype dt = amp__ew_result_type(in, 2);
         out = amp__ew_apply(fn, op, NULL, dt, 2, (const amp_tensor *const *)in, ndim, shape);
     }
-    if (out && amp__needs_grad(2, in)) {
-        amp_node *n = amp__node_new(fn, binary_backward, 2, in, sizeof(bin_ctx));
-        if (!n) {
-            amp_tensor_free(out);
-            out = NULL;
-        } else {
-            ((bin_ctx *)n->ctx)->kind = kind;
-            n->backward_diff = binary_backward_diff;
-            /* add/sub need only shapes (kept by the node's edges) */
-            bool save = kind != BIN_ADD && kind != BIN_SUB;
-            amp__node_save(n, save ? in[0] : NULL);
-            amp__node_save(n, save ? in[1] : NULL);
-            amp__node_attach(n, out);
-        }
-    }
-    amp__autocast_done(in, 2, mask);
-    return out;
+    /* add/sub need only shapes (kept by the node's edges) */
+    bool save = kind != BIN_ADD && kind != BIN_SUB;
+    bin_ctx c = {kind};
+    amp_node_spec spec = {.backward = binary_backward, .backward_diff = binary_backward_diff, .ctx = &c, .ctx_size = sizeof c,
+                          .nsave = 2, .save = {save ? in[0] : NULL, save ? in[1] : NULL}};
+    return amp__op_end(fn, out != NULL, out, in, 2, mask, &spec, NULL, 0);
 }
 
 amp_tensor *amp_add(amp_tensor *a, amp_tensor *b) { return binary("amp_add", AMP_OP_ADD, BIN_ADD, AMP_EW_ADD, a, b); }

@@ -251,12 +251,7 @@ static amp_status mask_backward(amp_node *n, amp_tensor *const *gout, amp_tensor
     if (!gx) return amp_last_status();
     amp_status st = amp_tensor_numel(gx) ? AMP_KCALL(be, gather, mask_fill, n->name, gout[0], c->kind, c->diagonal, c->mask, 0.0, gx)
                                          : AMP_OK;
-    if (st != AMP_OK) {
-        amp__release(gx);
-        return st;
-    }
-    gin[0] = gx;
-    return AMP_OK;
+    return amp__grad_result(st, gx, &gin[0]);
 }
 
 /* mask (kind 2): u8 on x's device, already known to broadcast to x */

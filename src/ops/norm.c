@@ -37,48 +37,46 @@ static bool norm_outputs(const char *fn, amp_device dev, const amp_tensor *x, in
     return *rstd != NULL;
 }
 
-/* Every norm's node: in = {x, weight, bias}; it saves x, weight, mean, rstd
- * and ctx (ctx_size bytes). */
-static amp_status norm_node(const char *fn, amp_tensor **in, amp_tensor *out, amp_tensor *mean, amp_tensor *rstd,
-                            amp_backward_fn bw, amp_backward_fn bw_diff, const void *ctx, size_t ctx_size) {
-    amp_node_spec spec = {.backward = bw, .backward_diff = bw_diff, .ctx = ctx, .ctx_size = ctx_size, .nsave = 4,
-                          .save = {in[0], in[1], mean, rstd}};
-    return amp__node_record(fn, out, in, 3, &spec);
+/* Every norm's node: its forward's arguments (the kernel's amp_norm_args,
+ * kept whole) and which norm, so that one backward serves the three. */
+typedef enum { NORM_LAYER, NORM_BATCH, NORM_GROUP } norm_kind;
+typedef struct {
+    amp_norm_args a;
+    norm_kind kind;
+} norm_ctx;
+
+/* through the backend of the saved tensors' device: x, weight, mean, rstd */
+static amp_status norm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    bool need[3] = {n->inputs[0].needs_grad, n->inputs[1].needs_grad, n->inputs[2].needs_grad};
+    const norm_ctx *c = n->ctx;
+    amp_tensor *const *s = n->saved;
+    const amp_backend *be = amp__backend_of(n->name, s[0]);
+    if (!be) return amp_last_status();
+    switch (c->kind) {
+    case NORM_LAYER: return AMP_KCALL(be, norm, layer_norm_backward, n->name, &c->a, s[0], s[1], s[2], s[3], gout[0], need, gin);
+    case NORM_BATCH: return AMP_KCALL(be, norm, batch_norm_backward, n->name, &c->a, s[0], s[1], s[2], s[3], gout[0], need, gin);
+    default: return AMP_KCALL(be, norm, group_norm_backward, n->name, &c->a, s[0], s[1], s[2], s[3], gout[0], need, gin);
+    }
 }
 
-/* The end of every norm's forward: the statistics released (the node holds
- * its own), the casts undone; out freed unless ok. */
+/* The end of every norm's forward (amp__op_end): the node when a gradient is
+ * needed (in = {x, weight, bias}; it saves x, weight, mean and rstd), the
+ * statistics released (the node holds its own), the casts undone; out freed
+ * unless ok. */
 static amp_tensor *norm_end(const char *fn, bool ok, amp_tensor **in, int mask, amp_tensor *out, amp_tensor *mean,
-                            amp_tensor *rstd) {
+                            amp_tensor *rstd, const amp_norm_args *a, norm_kind kind, amp_backward_fn bw_diff) {
+    norm_ctx c = {*a, kind};
+    amp_node_spec spec = {.backward = norm_backward, .backward_diff = bw_diff, .ctx = &c, .ctx_size = sizeof c, .nsave = 4,
+                          .save = {in[0], in[1], mean, rstd}};
     amp_tensor *tmp[2] = {mean, rstd};
-    return amp__op_end(fn, ok, out, in, 3, mask, NULL, tmp, 2);
+    return amp__op_end(fn, ok, out, in, 3, mask, &spec, tmp, 2);
 }
 
 /* ---- layer_norm --------------------------------------------------------------------------- */
-typedef struct {
-    int64_t M, D;
-    int k;      /* normalized dims */
-    double eps; /* for the differentiable backward, which recomputes the statistics */
-} ln_ctx;
-
-/* through the backend of the saved tensors' device */
-static amp_status layer_norm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
-    static const char *fn = "amp_layer_norm";
-    ln_ctx *c = n->ctx;
-    const amp_tensor *x = n->saved[0], *w = n->saved[1], *mean = n->saved[2], *rstd = n->saved[3];
-    const amp_backend *be = amp__backend_of(fn, x);
-    if (!be) return amp_last_status();
-    bool need[3] = {n->inputs[0].needs_grad, n->inputs[1].needs_grad, n->inputs[2].needs_grad};
-    amp_norm_args a;
-    memset(&a, 0, sizeof a);
-    a.M = c->M, a.D = c->D, a.k = c->k, a.eps = c->eps;
-    return AMP_KCALL(be, norm, layer_norm_backward, fn, &a, x, w, mean, rstd, gout[0], need, gin);
-}
-
 /* create_graph: the statistics recomputed from x with ops, then the usual
  * formulas, so every term (rstd's dependence on x included) is differentiable. */
 static amp_status layer_norm_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
-    const ln_ctx *c = n->ctx;
+    const amp_norm_args *c = &((const norm_ctx *)n->ctx)->a;
     const amp_edge *ex = &n->inputs[0];
     int k = c->k, lead = ex->ndim - k, dims[AMP_MAX_DIMS], ldims[AMP_MAX_DIMS];
     for (int i = 0; i < k; i++) dims[i] = lead + i;
@@ -124,42 +122,15 @@ amp_tensor *amp_layer_norm(amp_tensor *x, int normalized_ndim, amp_tensor *weigh
     if (mask < 0) return NULL;
     x = in[0];
     int64_t M = amp__numel(lead, x->shape), D = amp__numel(k, x->shape + lead);
+    amp_norm_args na = {.M = M, .D = D, .k = k, .eps = eps};
     const amp_backend *be = amp__backend(fn, dev);
     amp_tensor *out = NULL, *mean = NULL, *rstd = NULL;
-    if (!be || !norm_outputs(fn, dev, x, M, &out, &mean, &rstd)) goto fail;
-    amp_norm_args na;
-    memset(&na, 0, sizeof na);
-    na.M = M, na.D = D, na.k = k, na.eps = eps;
-    if (AMP_KCALL(be, norm, layer_norm, fn, &na, x, in[1], in[2], out, mean, rstd) != AMP_OK) goto fail;
-    if (amp__needs_grad(3, in)) {
-        ln_ctx c = {M, D, k, eps};
-        if (norm_node(fn, in, out, mean, rstd, layer_norm_backward, layer_norm_backward_diff, &c, sizeof c) != AMP_OK) goto fail;
-    }
-    return norm_end(fn, true, in, mask, out, mean, rstd);
-fail:
-    return norm_end(fn, false, in, mask, out, mean, rstd);
+    bool ok = be && norm_outputs(fn, dev, x, M, &out, &mean, &rstd) &&
+              AMP_KCALL(be, norm, layer_norm, fn, &na, x, in[1], in[2], out, mean, rstd) == AMP_OK;
+    return norm_end(fn, ok, in, mask, out, mean, rstd, &na, NORM_LAYER, layer_norm_backward_diff);
 }
 
 /* ---- batch_norm ------------------------------------------------------------------------------ */
-typedef struct {
-    int64_t N, C, L;
-    bool training;
-} bn_ctx;
-
-/* through the backend of the saved tensors' device */
-static amp_status batch_norm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
-    static const char *fn = "amp_batch_norm";
-    bn_ctx *c = n->ctx;
-    const amp_tensor *x = n->saved[0], *w = n->saved[1], *mean = n->saved[2], *rstd = n->saved[3];
-    const amp_backend *be = amp__backend_of(fn, x);
-    if (!be) return amp_last_status();
-    bool need[3] = {n->inputs[0].needs_grad, n->inputs[1].needs_grad, n->inputs[2].needs_grad};
-    amp_norm_args a;
-    memset(&a, 0, sizeof a);
-    a.N = c->N, a.C = c->C, a.L = c->L, a.training = c->training;
-    return AMP_KCALL(be, norm, batch_norm_backward, fn, &a, x, w, mean, rstd, gout[0], need, gin);
-}
-
 amp_tensor *amp_batch_norm(amp_tensor *x, amp_tensor *running_mean, amp_tensor *running_var, amp_tensor *weight,
                            amp_tensor *bias, bool training, double momentum, double eps) {
     static const char *fn = "amp_batch_norm";
@@ -192,42 +163,15 @@ amp_tensor *amp_batch_norm(amp_tensor *x, amp_tensor *running_mean, amp_tensor *
     int mask = amp__autocast_dev(AMP_OP_BATCH_NORM, in, 3, &dev);
     if (mask < 0) return NULL;
     x = in[0];
+    amp_norm_args na = {.N = N, .C = C, .L = L, .eps = eps, .training = training, .momentum = momentum};
     const amp_backend *be = amp__backend(fn, dev);
     amp_tensor *out = NULL, *mean = NULL, *rstd = NULL;
-    if (!be || !norm_outputs(fn, dev, x, C, &out, &mean, &rstd)) goto fail;
-    amp_norm_args na;
-    memset(&na, 0, sizeof na);
-    na.N = N, na.C = C, na.L = L, na.eps = eps, na.training = training, na.momentum = momentum;
-    if (AMP_KCALL(be, norm, batch_norm, fn, &na, x, in[1], in[2], running_mean, running_var, out, mean, rstd) != AMP_OK)
-        goto fail;
-    if (amp__needs_grad(3, in)) {
-        bn_ctx c = {N, C, L, training};
-        if (norm_node(fn, in, out, mean, rstd, batch_norm_backward, NULL, &c, sizeof c) != AMP_OK) goto fail;
-    }
-    return norm_end(fn, true, in, mask, out, mean, rstd);
-fail:
-    return norm_end(fn, false, in, mask, out, mean, rstd);
+    bool ok = be && norm_outputs(fn, dev, x, C, &out, &mean, &rstd) &&
+              AMP_KCALL(be, norm, batch_norm, fn, &na, x, in[1], in[2], running_mean, running_var, out, mean, rstd) == AMP_OK;
+    return norm_end(fn, ok, in, mask, out, mean, rstd, &na, NORM_BATCH, NULL);
 }
 
 /* ---- group_norm --------------------------------------------------------------------------- */
-typedef struct {
-    int64_t N, C, L, G;
-} gn_ctx;
-
-/* through the backend of the saved tensors' device */
-static amp_status group_norm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
-    static const char *fn = "amp_group_norm";
-    gn_ctx *c = n->ctx;
-    const amp_tensor *x = n->saved[0], *w = n->saved[1], *mean = n->saved[2], *rstd = n->saved[3];
-    const amp_backend *be = amp__backend_of(fn, x);
-    if (!be) return amp_last_status();
-    bool need[3] = {n->inputs[0].needs_grad, n->inputs[1].needs_grad, n->inputs[2].needs_grad};
-    amp_norm_args a;
-    memset(&a, 0, sizeof a);
-    a.N = c->N, a.C = c->C, a.L = c->L, a.G = c->G;
-    return AMP_KCALL(be, norm, group_norm_backward, fn, &a, x, w, mean, rstd, gout[0], need, gin);
-}
-
 amp_tensor *amp_group_norm(amp_tensor *x, int64_t groups, amp_tensor *weight, amp_tensor *bias, double eps) {
     static const char *fn = "amp_group_norm";
     if (!amp__check_float(fn, x, "x")) return NULL;
@@ -249,18 +193,10 @@ amp_tensor *amp_group_norm(amp_tensor *x, int64_t groups, amp_tensor *weight, am
     if (mask < 0) return NULL;
     x = in[0];
     int64_t ng = N * groups;
+    amp_norm_args na = {.N = N, .C = C, .L = L, .G = groups, .eps = eps};
     const amp_backend *be = amp__backend(fn, dev);
     amp_tensor *out = NULL, *mean = NULL, *rstd = NULL;
-    if (!be || !norm_outputs(fn, dev, x, ng, &out, &mean, &rstd)) goto fail;
-    amp_norm_args na;
-    memset(&na, 0, sizeof na);
-    na.N = N, na.C = C, na.L = L, na.G = groups, na.eps = eps;
-    if (AMP_KCALL(be, norm, group_norm, fn, &na, x, in[1], in[2], out, mean, rstd) != AMP_OK) goto fail;
-    if (amp__needs_grad(3, in)) {
-        gn_ctx c = {N, C, L, groups};
-        if (norm_node(fn, in, out, mean, rstd, group_norm_backward, NULL, &c, sizeof c) != AMP_OK) goto fail;
-    }
-    return norm_end(fn, true, in, mask, out, mean, rstd);
-fail:
-    return norm_end(fn, false, in, mask, out, mean, rstd);
+    bool ok = be && norm_outputs(fn, dev, x, ng, &out, &mean, &rstd) &&
+              AMP_KCALL(be, norm, group_norm, fn, &na, x, in[1], in[2], out, mean, rstd) == AMP_OK;
+    return norm_end(fn, ok, in, mask, out, mean, rstd, &na, NORM_GROUP, NULL);
 }

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "ops/op_util.h"
+#include "tensor/f32_util.h"
 
 bool amp__arg(const char *fn, const amp_tensor *t, const char *name) {
     if (t) return amp__live(fn, t); /* debug mode: a freed tensor is named, not read */
@@ -104,6 +105,22 @@ amp_tensor *amp__const_map(const amp_tensor *t, double (*f)(double v, const void
     size_t es = amp_dtype_size(dt);
     for (int64_t i = 0; i < n; i++) amp__store(po + (size_t)i * es, dt, f(amp__load(amp__elem_ptr(t, i), t->dtype), arg));
     return out;
+}
+
+const amp_backend *amp__op_begin1(const char *fn, amp_op_id op, amp_tensor **x, amp_tensor **in, int *mask) {
+    amp_device dev;
+    in[0] = *x;
+    *mask = amp__autocast_dev(op, in, 1, &dev);
+    if (*mask < 0) return NULL;
+    *x = in[0];
+    return amp__backend(fn, dev);
+}
+
+const amp_backend *amp__op_begin_dim(const char *fn, amp_op_id op, amp_tensor **x, int dim, int *d, amp_tensor **in,
+                                     int *mask) {
+    *mask = -1;
+    if (!amp__check_float(fn, *x, "x") || amp__norm_dim0(fn, dim, *x, d) != AMP_OK) return NULL;
+    return amp__op_begin1(fn, op, x, in, mask);
 }
 
 amp_tensor *amp__op_end(const char *fn, bool ok, amp_tensor *out, amp_tensor **in, int nin, int mask,

@@ -20,7 +20,9 @@
  * every op ends with: return amp__op_end(fn, ok, out, in, 2, mask, &spec,
  * tmp, ntmp), spec describing the node (amp_node_spec, autograd/node.h).
  *
- * Saved tensors must be the (possibly cast) in[] entries, not the originals.
+ * A one-input op opens with amp__op_begin1 (the autocast and the backend in
+ * one call). Saved tensors must be the (possibly cast) in[] entries, not the
+ * originals.
  * An op computes nothing on the host itself: its forward and its backward
  * are calls into the backend of the tensors' device (the CPU's kernels are
  * src/kernels/cpu/, which nothing outside src/kernels/ includes:
@@ -32,6 +34,7 @@
 #include "amp/ops.h"
 #include "amp/op_table.h"
 #include "autograd/node.h"
+#include "kernels/backend.h"
 #include "tensor/tensor_impl.h"
 
 /* NULL check for an op argument: returns false and sets "fn: name is NULL"
@@ -64,6 +67,20 @@ amp_tensor *amp__reshape_view(const char *fn, amp_tensor *x, int ndim, const int
 
 /* Scalars as tensors of the given dtype, zero-d, unscoped in the engine. */
 amp_tensor *amp__scalar_tensor(amp_dtype dt, double v);
+
+/* A one-input op's opening: autocast for op (amp__autocast_dev with in =
+ * {*x}; in[0] and *x become what the op computes on, on amp__dev(*x)), and
+ * that device's backend. *mask: for amp__op_end, or -1 when autocast failed
+ * (the error set, nothing to undo: return NULL). NULL (with the error) when
+ * autocast failed or the device has no backend (then end through
+ * amp__op_end). */
+const amp_backend *amp__op_begin1(const char *fn, amp_op_id op, amp_tensor **x, amp_tensor **in, int *mask);
+
+/* The same for a one-input op over one dim of a float x: first the checks
+ * (x a float tensor, dim one of its dims: *d from 0), *mask -1 when one
+ * fails. */
+const amp_backend *amp__op_begin_dim(const char *fn, amp_op_id op, amp_tensor **x, int dim, int *d, amp_tensor **in,
+                                     int *mask);
 
 /* ---- the end of an op's forward (every op's epilogue) --------------------------------- */
 /* The one epilogue of an op's forward. ok: the backend computed out (false

@@ -143,16 +143,14 @@ amp_tensor *amp_max_pool2d(amp_tensor *x, const amp_pool_params *p, amp_tensor *
     if (!check_input(fn, x)) return NULL;
     amp_pool_args a;
     if (!pool_geom(fn, x, p, true, &a)) return NULL;
-    amp_tensor *in[1] = {x};
-    amp_device dev;
-    int mask = amp__autocast_dev(AMP_OP_MAX_POOL2D, in, 1, &dev);
+    amp_tensor *in[1];
+    int mask;
+    const amp_backend *be = amp__op_begin1(fn, AMP_OP_MAX_POOL2D, &x, in, &mask);
     if (mask < 0) return NULL;
-    x = in[0];
     const bool grad = amp__needs_grad(1, in);
     /* the caller's indices (i64, flat per plane), or what the backward needs
      * in the backend's own form (a->keep_slots), or nothing */
     a.keep_slots = !indices;
-    const amp_backend *be = amp__backend(fn, dev);
     amp_tensor *out = be ? new_out(fn, x, x->dtype, a.OH, a.OW) : NULL;
     amp_tensor *idx = NULL;
     if (!out || (indices && !(idx = new_out(fn, x, AMP_I64, a.OH, a.OW)))) goto fail;
@@ -185,12 +183,10 @@ static amp_status avg_pool_backward(amp_node *n, amp_tensor *const *gout, amp_te
 }
 
 static amp_tensor *avg_impl(const char *fn, amp_op_id op, amp_tensor *x, const amp_pool_args *a) {
-    amp_tensor *in[1] = {x};
-    amp_device dev;
-    int mask = amp__autocast_dev(op, in, 1, &dev);
+    amp_tensor *in[1];
+    int mask;
+    const amp_backend *be = amp__op_begin1(fn, op, &x, in, &mask);
     if (mask < 0) return NULL;
-    x = in[0];
-    const amp_backend *be = amp__backend(fn, dev);
     amp_tensor *out = be ? new_out(fn, x, x->dtype, a->OH, a->OW) : NULL;
     if (!out || AMP_KCALL(be, pool, avg_pool2d, fn, a, x, out) != AMP_OK) goto fail;
     if (amp__needs_grad(1, in)) {

@@ -46,9 +46,11 @@ static int out_shape(const amp_tensor *x, const bool *red, bool keepdim, int64_t
 }
 
 /* ---- sum / mean ------------------------------------------------------------------ */
+/* The reduced dims and the op's parameter: sum/mean's scale, norm's p. */
 typedef struct {
     bool red[AMP_MAX_DIMS];
     float scale;
+    double p;
 } red_ctx;
 
 static amp_status sum_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
@@ -71,32 +73,40 @@ static amp_status sum_backward_diff(amp_node *n, amp_tensor *const *gout, amp_te
     return g ? AMP_OK : amp_last_status();
 }
 
+static amp_status norm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin);
+
+/* sum, mean (mean: scaled by 1/count) or, for AMP_OP_NORM, the p-norm of x
+ * over the dims red marks, after the checks. */
+static amp_tensor *reduce_dims(const char *fn, amp_op_id op, amp_tensor *x, const bool *red, bool keepdim, bool mean,
+                               double p) {
+    amp_tensor *in[1];
+    int mask;
+    const amp_backend *be = amp__op_begin1(fn, op, &x, in, &mask);
+    if (mask < 0) return NULL;
+    const bool norm = op == AMP_OP_NORM;
+    int64_t shape[AMP_MAX_DIMS];
+    int nd = out_shape(x, red, keepdim, shape);
+    red_ctx c = {.scale = mean ? (float)(1.0 / (double)amp__reduced_count(x, red)) : 1.0f, .p = p};
+    memcpy(c.red, red, sizeof c.red);
+    amp_tensor *out = be ? amp__empty_out_on(fn, amp__dev(x), x->dtype, nd, shape) : NULL;
+    if (out) {
+        amp_status st = norm ? AMP_KCALL(be, reduce, norm, fn, x, p, red, out) : AMP_KCALL(be, reduce, sum, fn, x, red, mean, out);
+        if (st != AMP_OK) {
+            amp_tensor_free(out);
+            out = NULL;
+        }
+    }
+    amp_node_spec spec = {.backward = sum_backward, .backward_diff = sum_backward_diff, .ctx = &c, .ctx_size = sizeof c};
+    if (norm) spec = (amp_node_spec){.backward = norm_backward, .ctx = &c, .ctx_size = sizeof c, .nsave = 2, .save = {x, out}};
+    return amp__op_end(fn, out != NULL, out, in, 1, mask, &spec, NULL, 0);
+}
+
 static amp_tensor *sum_mean(const char *fn, amp_op_id op, amp_tensor *x, const int *dims, int ndims, bool keepdim,
                             bool mean) {
     if (!amp__check_float(fn, x, "x")) return NULL;
     bool red[AMP_MAX_DIMS];
     if (parse_dims(fn, x, dims, ndims, red) != AMP_OK) return NULL;
-    amp_tensor *in[1] = {x};
-    amp_device dev;
-    int mask = amp__autocast_dev(op, in, 1, &dev);
-    if (mask < 0) return NULL;
-    x = in[0];
-    amp_tensor *out = NULL;
-    int64_t shape[AMP_MAX_DIMS];
-    int nd = out_shape(x, red, keepdim, shape);
-    int64_t cnt = amp__reduced_count(x, red);
-    red_ctx c = {.scale = mean ? (float)(1.0 / (double)cnt) : 1.0f};
-    memcpy(c.red, red, sizeof red);
-    amp_node_spec spec = {.backward = sum_backward, .backward_diff = sum_backward_diff, .ctx = &c, .ctx_size = sizeof c};
-    const amp_backend *be = amp__backend(fn, dev);
-    if (!be) goto done;
-    out = amp__empty_out_on(fn, dev, x->dtype, nd, shape);
-    if (out && AMP_KCALL(be, reduce, sum, fn, x, red, mean, out) != AMP_OK) {
-        amp_tensor_free(out);
-        out = NULL;
-    }
-done:
-    return amp__op_end(fn, out != NULL, out, in, 1, mask, &spec, NULL, 0);
+    return reduce_dims(fn, op, x, red, keepdim, mean, 0);
 }
 
 amp_tensor *amp_sum(amp_tensor *x, const int *dims, int ndims, bool keepdim) {
@@ -131,18 +141,13 @@ static amp_status prod_backward(amp_node *n, amp_tensor *const *gout, amp_tensor
 
 amp_tensor *amp_prod(amp_tensor *x, int dim, bool keepdim) {
     static const char *fn = "amp_prod";
-    if (!amp__check_float(fn, x, "x")) return NULL;
-    int d;
-    if (amp__norm_dim0(fn, dim, x, &d) != AMP_OK) return NULL;
-    amp_tensor *in[1] = {x};
-    amp_device dev;
-    int mask = amp__autocast_dev(AMP_OP_PROD, in, 1, &dev);
+    amp_tensor *in[1];
+    int d, mask;
+    const amp_backend *be = amp__op_begin_dim(fn, AMP_OP_PROD, &x, dim, &d, in, &mask);
     if (mask < 0) return NULL;
-    x = in[0];
     int64_t shape[AMP_MAX_DIMS];
     int nd = dim_out_shape(x, d, keepdim, shape);
-    const amp_backend *be = amp__backend(fn, dev);
-    amp_tensor *out = be ? amp__empty_out_on(fn, dev, x->dtype, nd, shape) : NULL;
+    amp_tensor *out = be ? amp__empty_out_on(fn, amp__dev(x), x->dtype, nd, shape) : NULL;
     if (out && AMP_KCALL(be, reduce, prod, fn, x, d, out) != AMP_OK) {
         amp_tensor_free(out);
         out = NULL;
@@ -161,26 +166,16 @@ static amp_status cumsum_backward(amp_node *n, amp_tensor *const *gout, amp_tens
                                         amp__mem_current(AMP_MEM_WORKSPACE), AMP_NEW_UNSCOPED);
     if (!gx) return amp_last_status();
     amp_status st = AMP_KCALL(be, reduce, cumsum, "amp_backward", g, c->dim, true, gx);
-    if (st != AMP_OK) {
-        amp__release(gx);
-        return st;
-    }
-    gin[0] = gx;
-    return AMP_OK;
+    return amp__grad_result(st, gx, &gin[0]);
 }
 
 amp_tensor *amp_cumsum(amp_tensor *x, int dim) {
     static const char *fn = "amp_cumsum";
-    if (!amp__check_float(fn, x, "x")) return NULL;
-    int d;
-    if (amp__norm_dim0(fn, dim, x, &d) != AMP_OK) return NULL;
-    amp_tensor *in[1] = {x};
-    amp_device dev;
-    int mask = amp__autocast_dev(AMP_OP_CUMSUM, in, 1, &dev);
+    amp_tensor *in[1];
+    int d, mask;
+    const amp_backend *be = amp__op_begin_dim(fn, AMP_OP_CUMSUM, &x, dim, &d, in, &mask);
     if (mask < 0) return NULL;
-    x = in[0];
-    const amp_backend *be = amp__backend(fn, dev);
-    amp_tensor *out = be ? amp__empty_out_on(fn, dev, x->dtype, x->ndim, x->shape) : NULL;
+    amp_tensor *out = be ? amp__empty_out_on(fn, amp__dev(x), x->dtype, x->ndim, x->shape) : NULL;
     if (out && AMP_KCALL(be, reduce, cumsum, fn, x, d, false, out) != AMP_OK) {
         amp_tensor_free(out);
         out = NULL;
@@ -210,16 +205,14 @@ amp_tensor *amp_max(amp_tensor *x, int dim, bool keepdim, amp_tensor **indices) 
         return amp_error_null(AMP_ERR_SHAPE, "%s: cannot take the max over dim %d of size 0 (x has shape %s)", fn, dim,
                               amp__shape_fmt(x->ndim, x->shape, b, sizeof b));
     }
-    amp_tensor *in[1] = {x};
-    amp_device dev;
-    int mask = amp__autocast_dev(AMP_OP_MAX, in, 1, &dev);
+    amp_tensor *in[1];
+    int mask;
+    const amp_backend *be = amp__op_begin1(fn, AMP_OP_MAX, &x, in, &mask);
     if (mask < 0) return NULL;
-    x = in[0];
     int64_t shape[AMP_MAX_DIMS];
     int nd = dim_out_shape(x, d, keepdim, shape);
-    const amp_backend *be = amp__backend(fn, dev);
-    amp_tensor *out = be ? amp__empty_out_on(fn, dev, x->dtype, nd, shape) : NULL;
-    amp_tensor *idx = out ? amp__tensor_new_on(fn, dev, AMP_I64, nd, shape, amp__mem_current(AMP_MEM_ACTIVATION),
+    amp_tensor *out = be ? amp__empty_out_on(fn, amp__dev(x), x->dtype, nd, shape) : NULL;
+    amp_tensor *idx = out ? amp__tensor_new_on(fn, amp__dev(x), AMP_I64, nd, shape, amp__mem_current(AMP_MEM_ACTIVATION),
                                                AMP_NEW_UNSCOPED)
                           : NULL;
     if (!idx || AMP_KCALL(be, reduce, max, fn, x, d, out, idx) != AMP_OK) {
@@ -247,13 +240,8 @@ done:
 }
 
 /* ---- norm ---------------------------------------------------------------------------- */
-typedef struct {
-    bool red[AMP_MAX_DIMS];
-    double p;
-} norm_ctx;
-
 static amp_status norm_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
-    norm_ctx *c = n->ctx;
+    red_ctx *c = n->ctx;
     const amp_backend *be = amp__backend_of("amp_backward", gout[0]);
     if (!be) return amp_last_status();
     return AMP_KCALL(be, reduce, norm_backward, "amp_backward", n->saved[0], n->saved[1], gout[0], c->p, c->red, &gin[0]);
@@ -270,25 +258,5 @@ amp_tensor *amp_norm(amp_tensor *x, double p, const int *dims, int ndims, bool k
         return amp_error_null(AMP_ERR_SHAPE, "%s: the %s-norm of zero elements is undefined (x has shape %s)", fn,
                               p > 0 ? "inf" : "-inf", amp__shape_fmt(x->ndim, x->shape, b, sizeof b));
     }
-    amp_tensor *in[1] = {x};
-    amp_device dev;
-    int mask = amp__autocast_dev(AMP_OP_NORM, in, 1, &dev);
-    if (mask < 0) return NULL;
-    x = in[0];
-    amp_tensor *out = NULL;
-    int64_t shape[AMP_MAX_DIMS];
-    int nd = out_shape(x, red, keepdim, shape);
-    norm_ctx c = {.p = p};
-    memcpy(c.red, red, sizeof red);
-    const amp_backend *be = amp__backend(fn, dev);
-    if (!be) goto done;
-    out = amp__empty_out_on(fn, dev, x->dtype, nd, shape);
-    if (out && AMP_KCALL(be, reduce, norm, fn, x, p, red, out) != AMP_OK) {
-        amp_tensor_free(out);
-        out = NULL;
-    }
-done:
-    return amp__op_end(fn, out != NULL, out, in, 1, mask,
-                       &(amp_node_spec){.backward = norm_backward, .ctx = &c, .ctx_size = sizeof c, .nsave = 2, .save = {x, out}},
-                       NULL, 0);
+    return reduce_dims(fn, AMP_OP_NORM, x, red, keepdim, false, p);
 }

@@ -30,16 +30,11 @@ static amp_status softmax_backward_diff(amp_node *n, amp_tensor *const *gout, am
 }
 
 static amp_tensor *softmax_impl(const char *fn, amp_op_id op, amp_tensor *x, int dim, bool log) {
-    if (!amp__check_float(fn, x, "x")) return NULL;
-    int d;
-    if (amp__norm_dim0(fn, dim, x, &d) != AMP_OK) return NULL;
-    amp_tensor *in[1] = {x};
-    amp_device dev;
-    int mask = amp__autocast_dev(op, in, 1, &dev);
+    amp_tensor *in[1];
+    int d, mask;
+    const amp_backend *be = amp__op_begin_dim(fn, op, &x, dim, &d, in, &mask);
     if (mask < 0) return NULL;
-    x = in[0];
-    const amp_backend *be = amp__backend(fn, dev);
-    amp_tensor *out = be ? amp__empty_out_on(fn, dev, x->dtype, x->ndim, x->shape) : NULL;
+    amp_tensor *out = be ? amp__empty_out_on(fn, amp__dev(x), x->dtype, x->ndim, x->shape) : NULL;
     if (!out) goto done;
     if (AMP_KCALL(be, softmax, softmax, fn, x, d, log, out) != AMP_OK) {
         amp_tensor_free(out);

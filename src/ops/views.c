@@ -267,12 +267,7 @@ static amp_status slice_backward(amp_node *n, amp_tensor *const *gout, amp_tenso
     amp_tensor *win = amp__view(g, g->ndim, shape, stride, off);
     amp_status st = win ? amp__copy_convert(win, gout[0]) : amp_last_status();
     amp__release(win);
-    if (st != AMP_OK) {
-        amp__release(g);
-        return st;
-    }
-    gin[0] = g;
-    return AMP_OK;
+    return amp__grad_result(st, g, &gin[0]);
 }
 
 amp_tensor *amp_slice(amp_tensor *x, int dim, int64_t start, int64_t end, int64_t step) {
