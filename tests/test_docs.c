@@ -2,7 +2,7 @@
  * docs/autocast.md the op table's):
  *
  *  - t_quoted_names_exist: in docs/ARCHITECTURE.md, docs/adding-a-backend.md
- *    and docs/adding-an-op.md (when it exists), every code span in backticks
+ *    and docs/adding-an-op.md, every code span in backticks
  *    that names a file (`src/kernels/backend.h`, `kernels/cpu/norm.h`,
  *    `norm.inc`, `amp/ops.h`, `tests/`) names one that exists (looked up
  *    from the source root, src/, include/ and docs/; a bare file name
@@ -11,8 +11,12 @@
  *    `AMP_KCALL(be, ...)`, `AMP_CPU=avx2`'s name) occurs as a word in the
  *    code (src/, include/, tests/, tools/, scripts/, examples/, the build
  *    files). A fenced block whose info string names a file after the
- *    language (```c src/kernels/backend.c) is an excerpt: its lines, less
+ *    language (```c src/kernels/backend.c), or whose first line is
+ *    / * file: PATH * / (adding-an-op.md's), is an excerpt: its lines, less
  *    indentation, must be lines of that file, in order ("..." skips).
+ *  - t_adding_op_files: adding-an-op.md's numbered list under "## The
+ *    files" names at most 5 files, each of which exists (the issue-24 bar
+ *    for a one-operand elementwise op).
  *  - t_links_resolve: every relative link in docs/ (its .md files) and README.md points
  *    at a file that exists, and a link to a heading (notes.md#threads) at a
  *    heading of that file (GitHub's anchors).
@@ -314,6 +318,18 @@ static char *trim(char *s) {
     return s;
 }
 
+/* a line trimmed, less a macro row's trailing continuation (an excerpt may
+ * quote a row with or without it) */
+static char *uncontinued(char *s) {
+    s = trim(s);
+    size_t n = strlen(s);
+    if (n && s[n - 1] == '\\') {
+        s[n - 1] = 0;
+        s = trim(s);
+    }
+    return s;
+}
+
 /* the lines of an excerpt, in order, among the file's lines */
 static void check_excerpt(report *r, const char *doc, int line0, const char *file, char **lines, int n) {
     char p[2048];
@@ -325,7 +341,7 @@ static void check_excerpt(report *r, const char *doc, int line0, const char *fil
     }
     char *cursor = text;
     for (int i = 0; i < n; i++) {
-        char *want = trim(lines[i]);
+        char *want = uncontinued(lines[i]);
         if (!*want || !strcmp(want, "...")) continue;
         bool found = false;
         for (char *q = cursor; *q;) {
@@ -333,7 +349,7 @@ static void check_excerpt(report *r, const char *doc, int line0, const char *fil
             size_t len = eol ? (size_t)(eol - q) : strlen(q);
             char *copy = strndup(q, len);
             assert_non_null(copy);
-            bool eq = !strcmp(trim(copy), want);
+            bool eq = !strcmp(uncontinued(copy), want);
             free(copy);
             q = eol ? eol + 1 : q + len;
             if (eq) {
@@ -352,7 +368,7 @@ static void check_walked_doc(report *r, const char *doc, int *spans, int *excerp
     char p[2048];
     snprintf(p, sizeof p, "%s/%s", ROOT, doc);
     char *text = test_read_file(p, NULL);
-    if (!text) return; /* adding-an-op.md may not exist yet: the caller requires the others */
+    if (!text) return; /* the caller reports a missing doc */
     char *lines[4096];
     int n = 0;
     for (char *q = text; q && *q && n < 4096;) {
@@ -370,8 +386,16 @@ static void check_walked_doc(report *r, const char *doc, int *spans, int *excerp
             int start = i;
             int j = i + 1;
             while (j < n && strncmp(trim(lines[j]), "```", 3)) j++;
+            /* the file after the language, or a first line / * file: PATH * / */
+            const char *hdr = start + 1 < j ? trim(lines[start + 1]) : "";
+            size_t hl = strlen(hdr);
             if (file) {
                 check_excerpt(r, doc, start + 1, trim(file), lines + i + 1, j - i - 1);
+                (*excerpts)++;
+            } else if (!strncmp(hdr, "/* file: ", 9) && hl > 12 && !strcmp(hdr + hl - 3, " */")) {
+                char path[512];
+                snprintf(path, sizeof path, "%.*s", (int)(hl - 12), hdr + 9);
+                check_excerpt(r, doc, start + 2, path, lines + i + 2, j - i - 2);
                 (*excerpts)++;
             }
             i = j;
@@ -410,7 +434,7 @@ static void t_quoted_names_exist(void **st) {
     report r = {0};
     int spans = 0, excerpts = 0;
     for (size_t i = 0; i < sizeof WALKED_DOCS / sizeof WALKED_DOCS[0]; i++) {
-        if (!exists_rel(WALKED_DOCS[i]) && strcmp(WALKED_DOCS[i], "docs/adding-an-op.md"))
+        if (!exists_rel(WALKED_DOCS[i]))
             report_add(&r, "%s is missing", WALKED_DOCS[i]);
         check_walked_doc(&r, WALKED_DOCS[i], &spans, &excerpts);
     }
@@ -602,6 +626,38 @@ static void t_title_refs_resolve(void **st) {
     report_check(&r, "citations of sections that do not exist");
 }
 
+/* adding-an-op.md's file list: numbered 1..n, at most 5 items, each an
+ * existing file in backticks */
+static void t_adding_op_files(void **st) {
+    (void)st;
+    char p[2048];
+    snprintf(p, sizeof p, "%s/docs/adding-an-op.md", ROOT);
+    char *doc = test_read_file(p, NULL);
+    assert_non_null(doc);
+    char *sec = strstr(doc, "\n## The files\n");
+    if (!sec) fail_msg("docs/adding-an-op.md: no '## The files' section");
+    sec += strlen("\n## The files\n");
+    char *end = strstr(sec, "\n## ");
+    if (end) *end = 0;
+    int items = 0;
+    for (char *q = sec; q && *q; q = strchr(q, '\n'), q = q ? q + 1 : NULL) {
+        if (!isdigit((unsigned char)*q)) continue;
+        char *d = q;
+        while (isdigit((unsigned char)*d)) d++;
+        if (d[0] != '.' || d[1] != ' ') continue;
+        items++;
+        if (atoi(q) != items) fail_msg("docs/adding-an-op.md: file list item %d is numbered %d", items, atoi(q));
+        char *open = d + 2, *close = *open == '`' ? strchr(open + 1, '`') : NULL;
+        if (!close) fail_msg("docs/adding-an-op.md: file list item %d does not start with a `file`", items);
+        char rel[512];
+        snprintf(rel, sizeof rel, "%.*s", (int)(close - open - 1), open + 1);
+        if (!exists_rel(rel)) fail_msg("docs/adding-an-op.md: file list item %d names %s, which does not exist", items, rel);
+    }
+    if (items < 1) fail_msg("docs/adding-an-op.md: the file list is empty");
+    if (items > 5) fail_msg("docs/adding-an-op.md: adding a one-operand elementwise op touches %d files (at most 5)", items);
+    free(doc);
+}
+
 /* the checks themselves: a name that is not there, a heading's anchor */
 static void t_checker(void **st) {
     (void)st;
@@ -637,6 +693,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_checker),
         cmocka_unit_test(t_quoted_names_exist),
+        cmocka_unit_test(t_adding_op_files),
         cmocka_unit_test(t_links_resolve),
         cmocka_unit_test(t_title_refs_resolve),
     };
