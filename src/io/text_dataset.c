@@ -394,3 +394,15 @@ const char *amp_shakespeare_path(void) {
     snprintf(buf, sizeof buf, "%s/shakespeare.txt", e && *e ? e : "/usr/local/share/amp/text");
     return buf;
 }
+
+const char *amp_models_dir(void) {
+    const char *e = getenv("AMP_MODELS_DIR");
+    return e && *e ? e : "/usr/local/share/amp/models";
+}
+
+const char *amp_models_path(const char *name) {
+    static _Thread_local char buf[4096];
+    if (!name) return amp_error_null(AMP_ERR_ARG, "amp_models_path: name is NULL");
+    snprintf(buf, sizeof buf, "%s/%s", amp_models_dir(), name);
+    return buf;
+}
