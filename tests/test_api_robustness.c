@@ -23,11 +23,13 @@
  * no-op, as free() does). Argument values that would only break the
  * caller's side of a contract (a count larger than the caller's array) are
  * not tried; tools/gen_api_walk.py lists those cases. */
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "test_support.h"
 
@@ -56,6 +58,7 @@ typedef struct {
     amp_scaler *scaler;
     amp_loader *loader;
     amp_safetensors *st;
+    amp_hf_dir *hf; /* a directory of config.json and model.safetensors (b->st's tensor) */
     amp_checkpoint *ckpt;
     amp_context *ctx;
     amp_setup *setup;
@@ -429,6 +432,18 @@ static void bank_make(api_bank *b) {
     assert_int_equal(amp_safetensors_encode(&w, nm, 1, NULL, 0, &buf, &len), AMP_OK);
     b->st = amp_safetensors_parse(buf, len, "bank");
     free(buf);
+    {
+        char hp[4096];
+        snprintf(hp, sizeof hp, "%s/hf", g_ckpt_dir);
+        assert_true(mkdir(hp, 0755) == 0 || errno == EEXIST); /* one bank per test */
+        snprintf(hp, sizeof hp, "%s/hf/config.json", g_ckpt_dir);
+        test_write_file(hp, "{\"hidden_size\": 3}", 18);
+        snprintf(hp, sizeof hp, "%s/hf/model.safetensors", g_ckpt_dir);
+        assert_int_equal(amp_safetensors_write(hp, &w, nm, 1, NULL, 0), AMP_OK);
+        snprintf(hp, sizeof hp, "%s/hf", g_ckpt_dir);
+        b->hf = amp_hf_dir_open(hp);
+        assert_non_null(b->hf);
+    }
     b->ckpt = amp_checkpoint_open(g_ckpt_dir);
     amp_context_opts co;
     memset(&co, 0, sizeof co);
@@ -474,6 +489,7 @@ static void bank_free(api_bank *b) {
     amp_loader_free(b->loader);
     amp_dataset_free(&b->ds);
     amp_safetensors_free(b->st);
+    amp_hf_dir_close(b->hf);
     amp_text_dataset_free(b->text);
     amp_gpt_cache_free(b->gpt_cache);
     amp_module_free(b->gpt);
@@ -490,7 +506,7 @@ static void bank_free(api_bank *b) {
 static int header_functions(char names[][64], int max) {
     static const char *const hdrs[] = {"amp.h", "base.h", "numeric.h", "cuda.h", "tensor.h", "autograd.h", "autocast.h",
                                        "ops.h", "optim.h", "scaler.h", "policy.h", "nn.h", "initialize.h", "io.h",
-                                       "checkpoint.h", "text.h", "gpt.h", "dist.h"};
+                                       "checkpoint.h", "text.h", "gpt.h", "dist.h", "pretrained.h"};
     return test_header_functions(hdrs, (int)(sizeof hdrs / sizeof hdrs[0]), names, max);
 }
 

@@ -18,6 +18,7 @@
 #include "amp/checkpoint.h"
 #include "amp/text.h"
 #include "amp/gpt.h"
+#include "amp/pretrained.h"
 #include "amp/dist.h"
 
 #endif
