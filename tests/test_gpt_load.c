@@ -18,6 +18,7 @@
  *     32, a second conversion);
  *   - a config that is not GPT-2's, or asks for what amp's GPT does not
  *     compute, is refused naming the key;
+ *   - `amp generate --load-dtype` and its tokens/s line.
  * AMP_TEST_PER_CPU_PATH: CTest also runs this file once per CPU path (the
  * quantized and bf16 kernels of each path). */
 #include <math.h>
@@ -367,5 +368,33 @@ static void t_hf_config_refused(void **state) {
     assert_non_null(strstr(amp_last_error(), "q4_k"));
 }
 
+/* amp generate --load-dtype: the line says the load dtype and the compute precision */
+static void t_cli_load_dtype(void **state) {
+    (void)state;
+    char *err;
+    const char *gen = "generate --checkpoint " TINY "/model.safetensors --n-head 4 --tokens 6 --temperature 0 --stats";
+    char *o32 = test_run_cli_expect(0, &err, "%s", gen);
+    if (!strstr(err, "load f32, compute fp32")) fail_msg("%s", err);
+    free(err);
+    char *o = test_run_cli_expect(0, &err, "%s --load-dtype bf16 --precision bf16", gen);
+    if (!strstr(err, "load bf16, compute bf16")) fail_msg("%s", err);
+    test_free_all(o, err);
+    o = test_run_cli_expect(0, &err, "%s --precision bf16", gen); /* a half precision alone loads in it too */
+    if (!strstr(err, "load bf16, compute bf16")) fail_msg("%s", err);
+    test_free_all(o, err);
+    o = test_run_cli_expect(0, &err, "%s --load-dtype f32 --precision bf16", gen);
+    if (!strstr(err, "load f32, compute bf16")) fail_msg("%s", err);
+    test_free_all(o, err);
+    o = test_run_cli_expect(0, &err, "%s --load-dtype bf16", gen);
+    if (!strstr(err, "load bf16, compute bf16")) fail_msg("%s", err);
+    test_free_all(o, err);
+    o = test_run_cli_expect(0, &err, "%s --load-dtype q8_0", gen);
+    if (!strstr(err, "load q8_0, compute fp32")) fail_msg("%s", err);
+    test_free_all(o, err);
+    o = test_run_cli_expect(2, &err, "%s --load-dtype q5_9", gen);
+    if (!strstr(err, "--load-dtype 'q5_9'")) fail_msg("%s", err);
+    test_free_all(o, err, o32);
+}
+
 AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_hf_f32_golden, t_hf_half_golden, t_bf16_load_no_casts,
-                       t_f16_overflow_named, t_quantized, t_quant_refusals, t_hf_config_refused)
+                       t_f16_overflow_named, t_quantized, t_quant_refusals, t_hf_config_refused, t_cli_load_dtype)
