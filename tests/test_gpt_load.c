@@ -18,7 +18,8 @@
  *     32, a second conversion);
  *   - a config that is not GPT-2's, or asks for what amp's GPT does not
  *     compute, is refused naming the key;
- *   - `amp generate --load-dtype` and its tokens/s line.
+ *   - `amp generate --load-dtype` and its tokens/s line; `amp generate
+ *     --model DIR` on a GPT-2 directory (the library's greedy tokens).
  * AMP_TEST_PER_CPU_PATH: CTest also runs this file once per CPU path (the
  * quantized and bf16 kernels of each path). */
 #include <math.h>
@@ -396,5 +397,39 @@ static void t_cli_load_dtype(void **state) {
     test_free_all(o, err, o32);
 }
 
+/* amp generate --model DIR (or --checkpoint DIR) on a Hugging Face GPT-2 directory */
+static void t_cli_hf_dir(void **state) {
+    (void)state;
+    char *err;
+    const char *gen = "generate --tokens 8 --temperature 0 --prompt ab --stats";
+    char *a = test_run_cli_expect(0, &err, "%s --model %s", gen, TINY);
+    if (!strstr(err, "load f32, compute fp32") || !strstr(err, "model 2L/4H/32 block 32 vocab 256") || !strstr(err, "byte tokenizer"))
+        fail_msg("%s", err);
+    free(err);
+    char *b = test_run_cli_expect(0, NULL, "%s --checkpoint %s --no-kv-cache", gen, SHARDED);
+    assert_string_equal(a, b); /* the sharded directory, without the cache: the same text */
+    free(b);
+    /* the library's greedy tokens on the same prompt */
+    amp_module *m = from_dir(TINY, AMP_LOAD_DTYPE_KEEP);
+    int64_t prompt[2] = {'a', 'b'}, out[8], n = 0;
+    amp_gpt_generate_opts o = AMP_GPT_GENERATE_DEFAULTS;
+    o.max_new_tokens = 8;
+    o.temperature = 0;
+    assert_int_equal(amp_gpt_generate(m, prompt, 2, out, &n, &o), AMP_OK);
+    assert_int_equal(n, 8);
+    char want[16] = "ab";
+    for (int i = 0; i < 8; i++) want[2 + i] = (char)out[i];
+    assert_memory_equal(a, want, 10);
+    amp_module_free(m);
+    free(a);
+    b = test_run_cli_expect(0, &err, "%s --model %s --load-dtype q8_0 --precision bf16", gen, TINY);
+    if (!strstr(err, "load q8_0, compute bf16")) fail_msg("%s", err);
+    test_free_all(b, err);
+    b = test_run_cli_expect(1, &err, "%s --model %s", gen, dir_with("llamacfg", "model_type", "\"llama\""));
+    if (!strstr(err, "generate")) fail_msg("%s", err);
+    test_free_all(b, err);
+}
+
 AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_hf_f32_golden, t_hf_half_golden, t_bf16_load_no_casts,
-                       t_f16_overflow_named, t_quantized, t_quant_refusals, t_hf_config_refused, t_cli_load_dtype)
+                       t_f16_overflow_named, t_quantized, t_quant_refusals, t_hf_config_refused, t_cli_load_dtype,
+                       t_cli_hf_dir)

@@ -16,7 +16,8 @@ void cmd_generate_usage(FILE *f) {
             "                    [--top-k K] [--seed S] [--load-dtype D] [--precision fp32|bf16|fp16]\n"
             "                    [--no-kv-cache]\n\n"
             "Continues a prompt with a GPT and prints the text. DIR is a checkpoint of\n"
-            "'amp train --model gpt' (its configuration and tokenizer come from it); FILE is a\n"
+            "'amp train --model gpt' (its configuration and tokenizer come from it) or a Hugging\n"
+            "Face GPT-2 directory (config.json model_type gpt2; also as --model DIR); FILE is a\n"
             "GPT-2 state_dict in safetensors (nanoGPT's names, or Hugging Face's with Conv1D\n"
             "weights), whose sizes come from its shapes: give --n-head N (and --tokenizer gpt2\n"
             "for GPT-2's vocabulary; default byte when the vocabulary is 256).\n\n"
@@ -62,7 +63,7 @@ int cmd_generate(int argc, char **argv) {
         if (!strcmp(a, "--no-kv-cache")) cache = false;
         else if (!strcmp(a, "--stats")) stats = true;
         else if (!v) return cli_usage_error(cmd_generate_usage, "generate: %s needs a value (or is unknown)", a);
-        else if (!strcmp(a, "--checkpoint")) ckpt = v, i++;
+        else if (!strcmp(a, "--checkpoint") || !strcmp(a, "--model")) ckpt = v, i++;
         else if (!strcmp(a, "--prompt")) prompt = v, i++;
         else if (!strcmp(a, "--precision")) prec = v, i++;
         else if (!strcmp(a, "--load-dtype")) load = v, i++;
@@ -92,7 +93,14 @@ int cmd_generate(int argc, char **argv) {
     char *text = NULL;
     struct stat sb;
     if (stat(ckpt, &sb) != 0) return cli_fail("generate: --checkpoint %s: %s", ckpt, strerror(errno));
-    if (S_ISDIR(sb.st_mode)) {
+    if (S_ISDIR(sb.st_mode) && cli_is_gpt2_dir(ckpt)) { /* a Hugging Face GPT-2 directory */
+        m = amp_gpt_from_pretrained(ckpt, gd.load);
+        if (!m || amp_gpt_get_config(m, &gc) != AMP_OK) {
+            rc = cli_fail("generate: %s", amp_last_error());
+            goto out;
+        }
+        if (!tokname) tokname = gc.vocab_size == 256 ? "byte" : "gpt2";
+    } else if (S_ISDIR(sb.st_mode)) {
         amp_checkpoint *c = amp_checkpoint_open(ckpt);
         if (!c) return cli_fail("generate: %s", amp_last_error());
         const char *model = amp_checkpoint_meta(c, "model");

@@ -1,6 +1,8 @@
 /* amp generate's --load-dtype and --precision for a GPT (gpt_dtypes.h). */
 #include "cli/gpt_dtypes.h"
 
+#include <cjson/cJSON.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -29,4 +31,25 @@ amp_status cli_gpt_dtypes_apply(amp_module *m, const cli_gpt_dtypes *d, char *la
     amp_dtype c = d->compute != AMP_F32 ? d->compute : ld.kind == AMP_LOAD_FLOAT ? ld.dtype : AMP_F32;
     snprintf(label, n, "load %s, compute %s", amp_load_dtype_name(ld), c == AMP_F32 ? "fp32" : c == AMP_BF16 ? "bf16" : "fp16");
     return AMP_OK;
+}
+
+bool cli_is_gpt2_dir(const char *path) {
+    char cfg[4096];
+    if (!path || snprintf(cfg, sizeof cfg, "%s/config.json", path) >= (int)sizeof cfg) return false;
+    FILE *f = fopen(cfg, "rb");
+    if (!f) return false;
+    enum { MAX = 1 << 20 }; /* a config.json is a few KB */
+    char *buf = malloc(MAX + 1);
+    size_t n = buf ? fread(buf, 1, MAX, f) : 0;
+    fclose(f);
+    bool yes = false;
+    if (buf && n < MAX) {
+        buf[n] = 0;
+        cJSON *j = cJSON_Parse(buf);
+        const cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "model_type");
+        yes = cJSON_IsString(mt) && !strcmp(mt->valuestring, "gpt2");
+        cJSON_Delete(j);
+    }
+    free(buf);
+    return yes;
 }

@@ -4,6 +4,7 @@
 #ifndef AMP_CLI_GPT_DTYPES_H
 #define AMP_CLI_GPT_DTYPES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "amp/amp.h"
@@ -23,5 +24,9 @@ int cli_gpt_dtypes_parse(const char *cmd, const char *load, const char *prec, cl
  * sets its forward's autocast region for a half compute precision; label
  * (n bytes) receives "load bf16, compute bf16". */
 amp_status cli_gpt_dtypes_apply(amp_module *m, const cli_gpt_dtypes *d, char *label, size_t n);
+
+/* Whether path is a directory holding a config.json whose model_type is
+ * "gpt2" (a Hugging Face GPT-2: amp_gpt_from_pretrained reads it). */
+bool cli_is_gpt2_dir(const char *path);
 
 #endif
