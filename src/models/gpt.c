@@ -306,10 +306,11 @@ static amp_module *ln_new(gpt_shared *s) {
     return built(m, ok);
 }
 
-/* nn.Linear re-initialised as GPT-2: weight N(0, std), bias 0 */
+/* nn.Linear re-initialised as GPT-2: weight N(0, std), bias 0 (std < 0:
+ * left as nn.Linear made it, for weights loaded next) */
 static amp_module *linear_new(int64_t in, int64_t out, bool bias, double std, amp_generator *g) {
     amp_module *m = amp_nn_linear(in, out, bias, g);
-    if (!m) return NULL;
+    if (!m || std < 0) return m;
     if (amp_tensor_normal_(P(m, "weight"), 0.0, std, g) != AMP_OK || (bias && amp_tensor_zero_(P(m, "bias")) != AMP_OK)) {
         amp_module_free(m);
         return NULL;
@@ -317,17 +318,17 @@ static amp_module *linear_new(int64_t in, int64_t out, bool bias, double std, am
     return m;
 }
 
-static amp_module *block_new(gpt_shared *s, amp_generator *g) {
+static amp_module *block_new(gpt_shared *s, amp_generator *g, bool init) {
     const amp_gpt_config *c = &s->cfg;
     int64_t C = c->n_embd;
-    double proj_std = 0.02 / sqrt(2.0 * (double)c->n_layer);
+    double proj_std = init ? 0.02 / sqrt(2.0 * (double)c->n_layer) : -1, std = init ? 0.02 : -1;
     amp_module *b = new_mod(&block_class, s), *attn = new_mod(&attn_class, s), *mlp = new_mod(&mlp_class, s);
     bool ok = b && attn && mlp;
-    take(attn, "c_attn", linear_new(C, 3 * C, c->bias, 0.02, g), &ok);
+    take(attn, "c_attn", linear_new(C, 3 * C, c->bias, std, g), &ok);
     take(attn, "c_proj", linear_new(C, C, c->bias, proj_std, g), &ok);
     take(attn, "attn_dropout", dropout_new(s), &ok);
     take(attn, "resid_dropout", dropout_new(s), &ok);
-    take(mlp, "c_fc", linear_new(C, 4 * C, c->bias, 0.02, g), &ok);
+    take(mlp, "c_fc", linear_new(C, 4 * C, c->bias, std, g), &ok);
     take(mlp, "gelu", amp_nn_gelu(s->act), &ok);
     take(mlp, "c_proj", linear_new(4 * C, C, c->bias, proj_std, g), &ok);
     take(mlp, "dropout", dropout_new(s), &ok);
@@ -353,8 +354,12 @@ static amp_status check_config(const char *fn, const amp_gpt_config *c) {
     return AMP_OK;
 }
 
-/* amp_gpt_new with LayerNorm eps and the MLP's GELU (a Hugging Face config's) */
-static amp_module *gpt_build(const char *fn, const amp_gpt_config *c, amp_generator *g, double ln_eps, amp_gelu_approx act) {
+/* amp_gpt_new with LayerNorm eps and the MLP's GELU (a Hugging Face
+ * config's); init false skips GPT-2's re-initialisation (N(0, 0.02) draws
+ * for every matrix: seconds for GPT-2 124M) of a model whose weights are
+ * loaded next */
+static amp_module *gpt_build(const char *fn, const amp_gpt_config *c, amp_generator *g, double ln_eps, amp_gelu_approx act,
+                             bool init) {
     if (check_config(fn, c) != AMP_OK) return NULL;
     if (!g) g = amp_default_generator();
     gpt_shared *s = calloc(1, sizeof *s);
@@ -366,13 +371,14 @@ static amp_module *gpt_build(const char *fn, const amp_gpt_config *c, amp_genera
     s->act = act;
     amp_module *m = new_mod(&gpt_class, s), *tr = new_mod(&dict_class, s), *h = amp_nn_module_list();
     amp_module *wte = amp_nn_embedding(c->vocab_size, c->n_embd, g), *wpe = amp_nn_embedding(c->block_size, c->n_embd, g);
-    bool ok = m && tr && h && wte && wpe && amp_tensor_normal_(P(wte, "weight"), 0.0, 0.02, g) == AMP_OK &&
-              amp_tensor_normal_(P(wpe, "weight"), 0.0, 0.02, g) == AMP_OK;
+    bool ok = m && tr && h && wte && wpe &&
+              (!init || (amp_tensor_normal_(P(wte, "weight"), 0.0, 0.02, g) == AMP_OK &&
+                         amp_tensor_normal_(P(wpe, "weight"), 0.0, 0.02, g) == AMP_OK));
     amp_tensor *tied = ok ? P(wte, "weight") : NULL;
     take(tr, "wte", wte, &ok);
     take(tr, "wpe", wpe, &ok);
     take(tr, "drop", dropout_new(s), &ok);
-    for (int64_t l = 0; ok && l < c->n_layer; l++) ok = amp_module_append(h, block_new(s, g)) == AMP_OK;
+    for (int64_t l = 0; ok && l < c->n_layer; l++) ok = amp_module_append(h, block_new(s, g, init)) == AMP_OK;
     take(tr, "h", h, &ok);
     take(tr, "ln_f", ln_new(s), &ok);
     take(m, "transformer", tr, &ok);
@@ -387,7 +393,7 @@ static amp_module *gpt_build(const char *fn, const amp_gpt_config *c, amp_genera
     return built(m, ok);
 }
 
-amp_module *amp_gpt_new(const amp_gpt_config *c, amp_generator *g) { return gpt_build("amp_gpt_new", c, g, 1e-5, AMP_GELU_TANH); }
+amp_module *amp_gpt_new(const amp_gpt_config *c, amp_generator *g) { return gpt_build("amp_gpt_new", c, g, 1e-5, AMP_GELU_TANH, true); }
 
 static amp_status gpt_of(const char *fn, const amp_module *m) {
     if (!m) return amp_error(AMP_ERR_ARG, "%s: model is NULL", fn);
@@ -1011,7 +1017,7 @@ amp_module *amp_gpt_from_pretrained(const char *dir, amp_load_dtype ld) {
         snprintf(k, sizeof k, "%sh.0.ln_1.bias", layout_of(src).prefix);
         c.bias = src_find(src, k) >= 0;
         /* every tensor's shape against the config before the model is allocated */
-        if (check_load_dtype(fn, &c, ld) == AMP_OK && check_sd(fn, dir, src, &c) == AMP_OK) m = gpt_build(fn, &c, NULL, eps, act);
+        if (check_load_dtype(fn, &c, ld) == AMP_OK && check_sd(fn, dir, src, &c) == AMP_OK) m = gpt_build(fn, &c, NULL, eps, act, false);
     }
     if (m && load_src(fn, m, src, dir, &fdt) != AMP_OK) m = (amp_module_free(m), NULL);
     if (m && ld.kind == AMP_LOAD_KEEP) ld = (amp_load_dtype){AMP_LOAD_FLOAT, fdt == AMP_F16 || fdt == AMP_BF16 ? fdt : AMP_F32, AMP_Q8_0};
