@@ -316,6 +316,12 @@ static void t_quant_refusals(void **state) {
     assert_int_equal(amp_gpt_set_load_dtype(m, (amp_load_dtype){AMP_LOAD_QUANT, AMP_F32, AMP_Q8_0}), AMP_OK); /* already */
     expect_error(amp_gpt_set_load_dtype(m, LD_BF16), AMP_ERR_STATE, (const char *[]){"quantized (q8_0)", "one-way"}, 2);
     expect_error(amp_gpt_load(m, TINY "/model.safetensors"), AMP_ERR_STATE, (const char *[]){"amp_gpt_load", "quantized"}, 2);
+    /* a state_dict saved from it holds the placeholders: refused by shape */
+    const char *qf = test_tmp_path("quantized.safetensors");
+    assert_int_equal(amp_model_save(m, qf, NULL, 0), AMP_OK);
+    amp_module *f = small_model(32, 4);
+    expect_error(amp_gpt_load(f, qf), AMP_ERR_SHAPE, (const char *[]){"transformer.wte.weight has shape [0]"}, 1);
+    amp_module_free(f);
     /* generation runs on it */
     int64_t prompt[3] = {1, 2, 3}, out[5], n = 0;
     amp_gpt_generate_opts o = AMP_GPT_GENERATE_DEFAULTS;

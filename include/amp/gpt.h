@@ -113,8 +113,9 @@ AMP_API amp_status amp_gpt_load_ex(amp_module *m, const char *path, amp_load_dty
  *     dequantized to f32). Biases, LayerNorms and wpe stay f32 (a half
  *     model is first widened). The quantized matrices' parameters become
  *     0-element placeholders (their memory is freed; the parameter names
- *     stay), so such a model cannot be saved, loaded into or converted
- *     again: quantizing is one-way (AMP_ERR_STATE afterwards).
+ *     stay): loading into or converting such a model again is refused
+ *     (AMP_ERR_STATE: quantizing is one-way), and a state_dict saved from
+ *     it holds the placeholders, which amp_gpt_load refuses by shape.
  *   keep: nothing changes.
  * The forward is the same code for every load dtype (each Linear either
  * multiplies its float weight or its quantized one). */
