@@ -268,12 +268,14 @@ static void quant_case(golden_file *g, amp_qtype qt, double tol) {
     amp_gpt_cache *c = amp_gpt_cache_new(m, 2);
     amp_no_grad_begin();
     for (int64_t t = 0; t < 12; t++) {
+        amp_scope *sc = amp_scope_begin();
         amp_tensor *xt = amp_contiguous(amp_slice(x, 1, t, t + 1, 1));
         amp_tensor *yt = amp_gpt_forward_cached(m, xt, c), *yf = amp_slice(y, 1, t, t + 1, 1);
         if (!yt) fail_msg("forward_cached: %s", amp_last_error());
         double dd = rel_diff(yt, yf);
         if (dd > 1e-5) fail_msg("%s: position %lld through the KV cache differs from the full forward by %.2e", amp_qtype_name(qt),
                                 (long long)t, dd);
+        amp_scope_end(sc);
     }
     amp_no_grad_end();
     amp_gpt_cache_free(c);
