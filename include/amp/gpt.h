@@ -28,6 +28,8 @@
 #include "amp/checkpoint.h"
 #include "amp/nn.h"
 #include "amp/optim.h"
+#include "amp/pretrained.h"
+#include "amp/quant.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -91,6 +93,52 @@ AMP_API amp_status amp_gpt_apply_weight_decay(amp_module *m, amp_optim *const *o
  * finite values (the first that is not is named); nothing changes unless
  * all check. */
 AMP_API amp_status amp_gpt_load(amp_module *m, const char *path);
+/* ---- load dtypes (the seeds' three dtypes: the file's, the load's, the compute's) ----------
+ * amp_gpt_load, then amp_gpt_set_load_dtype(m, ld); AMP_LOAD_DTYPE_KEEP
+ * keeps the file's dtype (an F32 file f32, a BF16 one bf16; other float
+ * types f32). ld is checked before the file is read. */
+AMP_API amp_status amp_gpt_load_ex(amp_module *m, const char *path, amp_load_dtype ld);
+/* Converts a model's weights in place, once, into the load dtype:
+ *   f32 / f16 / bf16: every parameter but the LayerNorms (kept f32 and
+ *     keep-f32, amp_module_to(m, dt, true)), so a bf16 model under a bf16
+ *     autocast region casts no weight at any token (tests/test_gpt_load.c
+ *     counts). f16: every weight is checked first; one beyond f16's range
+ *     (65504) is named with its element and nothing changes.
+ *   q8_0 / q4_0 / q4_1 (amp/quant.h): the 2-D matrices of the blocks
+ *     (attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj) and the token
+ *     embedding wte, which is also the LM head (as llama.cpp quantizes
+ *     GPT-2's token_embd), quantized with amp_quantize (n_embd a multiple
+ *     of 32); the blocks' Linears run amp_qlinear, the head amp_qlinear on
+ *     the same blocks, the embedding lookup amp_qembedding (rows
+ *     dequantized to f32). Biases, LayerNorms and wpe stay f32 (a half
+ *     model is first widened). The quantized matrices' parameters become
+ *     0-element placeholders (their memory is freed; the parameter names
+ *     stay): loading into or converting such a model again is refused
+ *     (AMP_ERR_STATE: quantizing is one-way), and a state_dict saved from
+ *     it holds the placeholders, which amp_gpt_load refuses by shape.
+ *   keep: nothing changes.
+ * The forward is the same code for every load dtype (each Linear either
+ * multiplies its float weight or its quantized one). */
+AMP_API amp_status amp_gpt_set_load_dtype(amp_module *m, amp_load_dtype ld);
+/* The dtype the model's weights are held in: AMP_LOAD_FLOAT with the
+ * blocks' weight dtype, or AMP_LOAD_QUANT with the qtype. */
+AMP_API amp_status amp_gpt_get_load_dtype(const amp_module *m, amp_load_dtype *out);
+
+/* GPT-2 from a Hugging Face directory (amp/pretrained.h: config.json and
+ * model.safetensors, or its shards and index), loaded in ld. config.json:
+ * model_type "gpt2"; n_layer, n_head, n_embd, n_positions (block_size),
+ * vocab_size; layer_norm_epsilon (default 1e-5); activation_function
+ * gelu_new, gelu_pytorch_tanh or gelu_fast (tanh GELU) or gelu (erf);
+ * n_inner null or 4 n_embd; scale_attn_weights true,
+ * scale_attn_by_inverse_layer_idx and add_cross_attention false (others are
+ * refused by name). Weights: GPT2LMHeadModel's names with or without
+ * "transformer.", Conv1D matrices [in, out] (transposed at load), the
+ * causal-mask buffers ignored, lm_head.weight absent or equal to wte (tied);
+ * biases when h.0.ln_1.bias is there. Every tensor is checked against the
+ * config (amp_gpt_check_state_dict's rules) before the model is allocated.
+ * Dropout 0; the default generator. */
+AMP_API amp_module *amp_gpt_from_pretrained(const char *dir, amp_load_dtype ld);
+
 /* Whether a state_dict (amp_gpt_load's layouts) holds a GPT of
  * configuration c, from the header alone, before any model is made: c
  * valid (amp_gpt_new's rules), every parameter present with its shape and a

@@ -8,13 +8,16 @@
 
 #include "cli/bench_util.h"
 #include "cli/cli.h"
+#include "cli/gpt_dtypes.h"
 
 void cmd_generate_usage(FILE *f) {
     fprintf(f,
             "usage: amp generate --checkpoint DIR|FILE [--prompt TEXT] [--tokens N] [--temperature T]\n"
-            "                    [--top-k K] [--seed S] [--precision fp32|bf16|fp16] [--no-kv-cache]\n\n"
+            "                    [--top-k K] [--seed S] [--load-dtype D] [--precision fp32|bf16|fp16]\n"
+            "                    [--no-kv-cache]\n\n"
             "Continues a prompt with a GPT and prints the text. DIR is a checkpoint of\n"
-            "'amp train --model gpt' (its configuration and tokenizer come from it); FILE is a\n"
+            "'amp train --model gpt' (its configuration and tokenizer come from it) or a Hugging\n"
+            "Face GPT-2 directory (config.json model_type gpt2; also as --model DIR); FILE is a\n"
             "GPT-2 state_dict in safetensors (nanoGPT's names, or Hugging Face's with Conv1D\n"
             "weights), whose sizes come from its shapes: give --n-head N (and --tokenizer gpt2\n"
             "for GPT-2's vocabulary; default byte when the vocabulary is 256).\n\n"
@@ -23,8 +26,13 @@ void cmd_generate_usage(FILE *f) {
             "  --temperature T      softmax temperature (default 0.8; 0: greedy)\n"
             "  --top-k K            sample among the K most likely tokens (default 200; 0: all)\n"
             "  --seed S             sampling seed (default 0): the same seed gives the same text\n"
-            "  --precision P        fp32 (default), or bf16 / fp16: weights and KV cache in the half\n"
-            "                       type, LayerNorms in f32\n"
+            "  --load-dtype D       the dtype the weights are held in: keep (the file's), f32, f16,\n"
+            "                       bf16 (LayerNorms stay f32), q8_0, q4_0, q4_1 (the block matrices\n"
+            "                       and the tied embedding/head quantized; the rest f32). Default:\n"
+            "                       --precision's half type, else keep\n"
+            "  --precision P        compute precision: fp32 (default; a half model computes in its\n"
+            "                       weights' dtype), or bf16 / fp16: an autocast region around each\n"
+            "                       forward (over f32 weights: the casts at every token)\n"
             "  --no-kv-cache        recompute the whole context for every token (the reference;\n"
             "                       gives the same tokens, O(T^2) per token instead of O(T))\n"
             "  --threads T          threads\n"
@@ -46,7 +54,7 @@ static int parse_config(const char *s, amp_gpt_config *c) {
 }
 
 int cmd_generate(int argc, char **argv) {
-    const char *ckpt = NULL, *prompt = NULL, *prec = "fp32", *tokname = NULL;
+    const char *ckpt = NULL, *prompt = NULL, *prec = "fp32", *tokname = NULL, *load = NULL;
     long tokens = 200, topk = 200, seed = 0, threads = 0, nhead = 0;
     double temp = 0.8;
     bool cache = true, stats = false;
@@ -55,9 +63,10 @@ int cmd_generate(int argc, char **argv) {
         if (!strcmp(a, "--no-kv-cache")) cache = false;
         else if (!strcmp(a, "--stats")) stats = true;
         else if (!v) return cli_usage_error(cmd_generate_usage, "generate: %s needs a value (or is unknown)", a);
-        else if (!strcmp(a, "--checkpoint")) ckpt = v, i++;
+        else if (!strcmp(a, "--checkpoint") || !strcmp(a, "--model")) ckpt = v, i++;
         else if (!strcmp(a, "--prompt")) prompt = v, i++;
         else if (!strcmp(a, "--precision")) prec = v, i++;
+        else if (!strcmp(a, "--load-dtype")) load = v, i++;
         else if (!strcmp(a, "--tokenizer")) tokname = v, i++;
         else if (!strcmp(a, "--tokens") && !cli_parse_long(v, 0, 1 << 20, &tokens)) i++;
         else if (!strcmp(a, "--top-k") && !cli_parse_long(v, 0, 1 << 26, &topk)) i++;
@@ -68,11 +77,9 @@ int cmd_generate(int argc, char **argv) {
         else return cli_usage_error(cmd_generate_usage, "generate: bad option or value: %s %s", a, v);
     }
     if (!ckpt) return cli_usage_error(cmd_generate_usage, "generate: --checkpoint DIR|FILE is required");
-    amp_dtype dt;
-    if (!strcmp(prec, "fp32")) dt = AMP_F32;
-    else if (!strcmp(prec, "bf16")) dt = AMP_BF16;
-    else if (!strcmp(prec, "fp16")) dt = AMP_F16;
-    else return cli_usage_error(cmd_generate_usage, "generate: --precision '%s' is not fp32, bf16 or fp16", prec);
+    cli_gpt_dtypes gd;
+    if (cli_gpt_dtypes_parse("generate", load, prec, &gd, cmd_generate_usage)) return CLI_USAGE;
+    char dlabel[96];
     if (tokname && strcmp(tokname, "byte") && strcmp(tokname, "gpt2"))
         return cli_usage_error(cmd_generate_usage, "generate: --tokenizer '%s' is not byte or gpt2", tokname);
     if (threads > 0) amp_set_num_threads((int)threads);
@@ -86,7 +93,14 @@ int cmd_generate(int argc, char **argv) {
     char *text = NULL;
     struct stat sb;
     if (stat(ckpt, &sb) != 0) return cli_fail("generate: --checkpoint %s: %s", ckpt, strerror(errno));
-    if (S_ISDIR(sb.st_mode)) {
+    if (S_ISDIR(sb.st_mode) && cli_is_gpt2_dir(ckpt)) { /* a Hugging Face GPT-2 directory */
+        m = amp_gpt_from_pretrained(ckpt, gd.load);
+        if (!m || amp_gpt_get_config(m, &gc) != AMP_OK) {
+            rc = cli_fail("generate: %s", amp_last_error());
+            goto out;
+        }
+        if (!tokname) tokname = gc.vocab_size == 256 ? "byte" : "gpt2";
+    } else if (S_ISDIR(sb.st_mode)) {
         amp_checkpoint *c = amp_checkpoint_open(ckpt);
         if (!c) return cli_fail("generate: %s", amp_last_error());
         const char *model = amp_checkpoint_meta(c, "model");
@@ -142,7 +156,7 @@ int cmd_generate(int argc, char **argv) {
                       (long long)gc.vocab_size);
         goto out;
     }
-    if (dt != AMP_F32 && amp_module_to(m, dt, true) != AMP_OK) {
+    if (cli_gpt_dtypes_apply(m, &gd, dlabel, sizeof dlabel) != AMP_OK) {
         rc = cli_fail("generate: %s", amp_last_error());
         goto out;
     }
@@ -174,7 +188,7 @@ int cmd_generate(int argc, char **argv) {
     double t0 = bench_now();
     if (amp_gpt_generate(m, seq, (int64_t)n, out, &got, &o) != AMP_OK) {
         free(oid);
-        bool range = amp_last_status() == AMP_ERR_RANGE && dt == AMP_F16;
+        bool range = amp_last_status() == AMP_ERR_RANGE && strstr(dlabel, "f16") != NULL;
         rc = cli_fail("generate: %s%s", amp_last_error(), range ? " (--precision bf16 or fp32)" : "");
         goto out;
     }
@@ -202,7 +216,7 @@ int cmd_generate(int argc, char **argv) {
     if (stats)
         fprintf(stderr, "%samp generate: %lld prompt + %lld new tokens in %.3f s (%.1f tokens/s), %s, %s, %s tokenizer, model "
                         "%lldL/%lldH/%lld block %lld vocab %lld\n",
-                same ? "\n" : "", (long long)n, (long long)got, dt_s, got / (dt_s > 0 ? dt_s : 1e-9), prec, cache ? "KV cache" : "no cache", tokname,
+                same ? "\n" : "", (long long)n, (long long)got, dt_s, got / (dt_s > 0 ? dt_s : 1e-9), dlabel, cache ? "KV cache" : "no cache", tokname,
                 (long long)gc.n_layer, (long long)gc.n_head, (long long)gc.n_embd, (long long)gc.block_size, (long long)gc.vocab_size);
     rc = CLI_OK;
 out:

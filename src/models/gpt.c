@@ -22,11 +22,19 @@ typedef struct {
     amp_gpt_config cfg;
     amp_generator *gen; /* dropout */
     bool checkpoint;
+    double ln_eps;      /* 1e-5 (nanoGPT, GPT-2); a Hugging Face config's layer_norm_epsilon */
+    amp_gelu_approx act; /* tanh (gelu_new); erf for a config's "gelu" */
+    bool quantized;     /* the linear layers and wte hold qtensors (amp_gpt_set_load_dtype) */
+    amp_qtype qtype;
 } gpt_shared;
 
+/* q: a quantized weight standing for a child Linear's (attention, MLP: q[0]
+ * c_attn / c_fc, q[1] c_proj), the head's or the model's wte (q[0]); NULL
+ * while the weights are floats. */
 typedef struct {
     gpt_shared *sh;
     double p; /* Dropout */
+    amp_qtensor *q[2];
 } mod_data;
 
 static gpt_shared *sh_retain(gpt_shared *s) {
@@ -37,6 +45,8 @@ static void sh_destroy(void *data) {
     mod_data *d = data;
     if (d->sh && atomic_fetch_sub(&d->sh->refs, 1) == 1) free(d->sh);
     d->sh = NULL;
+    for (int i = 0; i < 2; i++) amp_qtensor_free(d->q[i]);
+    d->q[0] = d->q[1] = NULL;
 }
 static gpt_shared *SH(const amp_module *m) { return ((mod_data *)amp_module_data(m))->sh; }
 static amp_module *CH(const amp_module *m, const char *name) { return amp_module_get_child(m, name); }
@@ -129,13 +139,26 @@ static const amp_module_class dropout_class = {
 
 /* nanoGPT's LayerNorm: weight and an optional bias */
 static amp_tensor *ln_fwd(amp_module *m, amp_tensor *x) {
-    return amp_layer_norm(x, 1, P(m, "weight"), SH(m)->cfg.bias ? P(m, "bias") : NULL, 1e-5);
+    return amp_layer_norm(x, 1, P(m, "weight"), SH(m)->cfg.bias ? P(m, "bias") : NULL, SH(m)->ln_eps);
 }
 static const amp_module_class ln_class = {
     .name = "LayerNorm", .forward = ln_fwd, .destroy = sh_destroy, .flags = AMP_MODULE_NORM | AMP_MODULE_HALF_IO};
 
+static amp_qtensor *QW(const amp_module *m, int i) { return ((mod_data *)amp_module_data(m))->q[i]; }
+
+/* parent's Linear child name (its quantized weight: parent's q[i]) on x:
+ * the one forward of the float and the quantized model */
+static amp_tensor *lin_fwd(amp_module *parent, int i, const char *name, amp_tensor *x) {
+    amp_module *l = CH(parent, name);
+    amp_qtensor *q = QW(parent, i);
+    if (!q || !x || !l) return amp_module_forward(l, x);
+    return amp_qlinear(x, q, SH(parent)->cfg.bias ? P(l, "bias") : NULL);
+}
+
 /* the LM head: a bias-free Linear whose weight is wte's */
-static amp_tensor *head_fwd(amp_module *m, amp_tensor *x) { return amp_linear(x, P(m, "weight"), NULL); }
+static amp_tensor *head_fwd(amp_module *m, amp_tensor *x) {
+    return QW(m, 0) ? amp_qlinear(x, QW(m, 0), NULL) : amp_linear(x, P(m, "weight"), NULL);
+}
 static void head_repr(const amp_module *m, char *b, size_t n) {
     const amp_gpt_config *c = &SH(m)->cfg;
     snprintf(b, n, "in_features=%lld, out_features=%lld, bias=False", (long long)c->n_embd, (long long)c->vocab_size);
@@ -153,12 +176,12 @@ static void split_heads(amp_tensor *qkv, const amp_gpt_config *c, amp_tensor **h
 static amp_tensor *attn_out(amp_module *m, amp_tensor *y) {
     int64_t B = amp_tensor_dim(y, 0), T = amp_tensor_dim(y, 2), C = SH(m)->cfg.n_embd;
     amp_tensor *yc = amp_reshape(amp_transpose(y, 1, 2), 3, AMP_SHAPE(B, T, C)); /* a copy: transpose is not contiguous */
-    return amp_module_forward(CH(m, "resid_dropout"), amp_module_forward(CH(m, "c_proj"), yc));
+    return amp_module_forward(CH(m, "resid_dropout"), lin_fwd(m, 1, "c_proj", yc));
 }
 
 static amp_tensor *attn_fwd(amp_module *m, amp_tensor *x) { /* x [B, T, C] */
     gpt_shared *s = SH(m);
-    amp_tensor *qkv = amp_module_forward(CH(m, "c_attn"), x); /* [B, T, 3C] */
+    amp_tensor *qkv = lin_fwd(m, 0, "c_attn", x); /* [B, T, 3C] */
     if (!qkv) return NULL;
     amp_tensor *hd[3];
     split_heads(qkv, &s->cfg, hd);
@@ -171,8 +194,8 @@ static amp_tensor *attn_fwd(amp_module *m, amp_tensor *x) { /* x [B, T, C] */
 static const amp_module_class attn_class = {.name = "CausalSelfAttention", .forward = attn_fwd, .destroy = sh_destroy};
 
 static amp_tensor *mlp_fwd(amp_module *m, amp_tensor *x) {
-    amp_tensor *h = amp_module_forward(CH(m, "gelu"), amp_module_forward(CH(m, "c_fc"), x));
-    return amp_module_forward(CH(m, "dropout"), amp_module_forward(CH(m, "c_proj"), h));
+    amp_tensor *h = amp_module_forward(CH(m, "gelu"), lin_fwd(m, 0, "c_fc", x));
+    return amp_module_forward(CH(m, "dropout"), lin_fwd(m, 1, "c_proj", h));
 }
 static const amp_module_class mlp_class = {.name = "MLP", .forward = mlp_fwd, .destroy = sh_destroy};
 
@@ -194,6 +217,17 @@ static amp_tensor *ckpt_block(void *arg, amp_tensor *const *in, int n) {
     return amp_module_forward((amp_module *)arg, in[0]);
 }
 
+/* wte(idx) + wpe(positions pos0 .. pos0 + T - 1) [B, T, C]; a quantized
+ * wte gathers its rows dequantized to f32 */
+static amp_tensor *embed(amp_module *m, amp_tensor *idx, int64_t pos0) {
+    amp_module *tr = CH(m, "transformer");
+    int64_t T = amp_tensor_dim(idx, 1);
+    amp_tensor *pos = amp_tensor_arange((double)pos0, (double)(pos0 + T), 1, AMP_I64);
+    if (pos && amp_tensor_device(idx) != AMP_DEVICE_CPU) pos = amp_tensor_to(pos, amp_tensor_device(idx)); /* beside idx */
+    amp_tensor *tok = QW(m, 0) ? amp_qembedding(QW(m, 0), idx, AMP_F32) : amp_module_forward(CH(tr, "wte"), idx);
+    return amp_add(tok, amp_module_forward(CH(tr, "wpe"), pos));
+}
+
 static amp_tensor *gpt_fwd(amp_module *m, amp_tensor *idx) {
     static const char *fn = "amp_gpt_forward";
     gpt_shared *s = SH(m);
@@ -210,10 +244,7 @@ static amp_tensor *gpt_fwd(amp_module *m, amp_tensor *idx) {
     amp_scope *sc = amp_scope_begin();
     if (!sc) return NULL;
     amp_module *tr = CH(m, "transformer");
-    amp_tensor *pos = amp_tensor_arange(0, (double)T, 1, AMP_I64);
-    if (pos && amp_tensor_device(idx) != AMP_DEVICE_CPU) pos = amp_tensor_to(pos, amp_tensor_device(idx)); /* beside idx */
-    amp_tensor *x = amp_add(amp_module_forward(CH(tr, "wte"), idx), amp_module_forward(CH(tr, "wpe"), pos)); /* [B, T, C] */
-    x = amp_module_forward(CH(tr, "drop"), x);
+    amp_tensor *x = amp_module_forward(CH(tr, "drop"), embed(m, idx, 0)); /* [B, T, C] */
     amp_module *h = CH(tr, "h");
     amp_checkpoint_opts co = {&s->gen, 1};
     for (int l = 0; l < c->n_layer && x; l++) {
@@ -275,10 +306,11 @@ static amp_module *ln_new(gpt_shared *s) {
     return built(m, ok);
 }
 
-/* nn.Linear re-initialised as GPT-2: weight N(0, std), bias 0 */
+/* nn.Linear re-initialised as GPT-2: weight N(0, std), bias 0 (std < 0:
+ * left as nn.Linear made it, for weights loaded next) */
 static amp_module *linear_new(int64_t in, int64_t out, bool bias, double std, amp_generator *g) {
     amp_module *m = amp_nn_linear(in, out, bias, g);
-    if (!m) return NULL;
+    if (!m || std < 0) return m;
     if (amp_tensor_normal_(P(m, "weight"), 0.0, std, g) != AMP_OK || (bias && amp_tensor_zero_(P(m, "bias")) != AMP_OK)) {
         amp_module_free(m);
         return NULL;
@@ -286,18 +318,18 @@ static amp_module *linear_new(int64_t in, int64_t out, bool bias, double std, am
     return m;
 }
 
-static amp_module *block_new(gpt_shared *s, amp_generator *g) {
+static amp_module *block_new(gpt_shared *s, amp_generator *g, bool init) {
     const amp_gpt_config *c = &s->cfg;
     int64_t C = c->n_embd;
-    double proj_std = 0.02 / sqrt(2.0 * (double)c->n_layer);
+    double proj_std = init ? 0.02 / sqrt(2.0 * (double)c->n_layer) : -1, std = init ? 0.02 : -1;
     amp_module *b = new_mod(&block_class, s), *attn = new_mod(&attn_class, s), *mlp = new_mod(&mlp_class, s);
     bool ok = b && attn && mlp;
-    take(attn, "c_attn", linear_new(C, 3 * C, c->bias, 0.02, g), &ok);
+    take(attn, "c_attn", linear_new(C, 3 * C, c->bias, std, g), &ok);
     take(attn, "c_proj", linear_new(C, C, c->bias, proj_std, g), &ok);
     take(attn, "attn_dropout", dropout_new(s), &ok);
     take(attn, "resid_dropout", dropout_new(s), &ok);
-    take(mlp, "c_fc", linear_new(C, 4 * C, c->bias, 0.02, g), &ok);
-    take(mlp, "gelu", amp_nn_gelu(AMP_GELU_TANH), &ok);
+    take(mlp, "c_fc", linear_new(C, 4 * C, c->bias, std, g), &ok);
+    take(mlp, "gelu", amp_nn_gelu(s->act), &ok);
     take(mlp, "c_proj", linear_new(4 * C, C, c->bias, proj_std, g), &ok);
     take(mlp, "dropout", dropout_new(s), &ok);
     take(b, "ln_1", ln_new(s), &ok);
@@ -322,8 +354,12 @@ static amp_status check_config(const char *fn, const amp_gpt_config *c) {
     return AMP_OK;
 }
 
-amp_module *amp_gpt_new(const amp_gpt_config *c, amp_generator *g) {
-    static const char *fn = "amp_gpt_new";
+/* amp_gpt_new with LayerNorm eps and the MLP's GELU (a Hugging Face
+ * config's); init false skips GPT-2's re-initialisation (N(0, 0.02) draws
+ * for every matrix: seconds for GPT-2 124M) of a model whose weights are
+ * loaded next */
+static amp_module *gpt_build(const char *fn, const amp_gpt_config *c, amp_generator *g, double ln_eps, amp_gelu_approx act,
+                             bool init) {
     if (check_config(fn, c) != AMP_OK) return NULL;
     if (!g) g = amp_default_generator();
     gpt_shared *s = calloc(1, sizeof *s);
@@ -331,15 +367,18 @@ amp_module *amp_gpt_new(const amp_gpt_config *c, amp_generator *g) {
     atomic_init(&s->refs, 1); /* this function's; the modules take their own */
     s->cfg = *c;
     s->gen = g;
+    s->ln_eps = ln_eps;
+    s->act = act;
     amp_module *m = new_mod(&gpt_class, s), *tr = new_mod(&dict_class, s), *h = amp_nn_module_list();
     amp_module *wte = amp_nn_embedding(c->vocab_size, c->n_embd, g), *wpe = amp_nn_embedding(c->block_size, c->n_embd, g);
-    bool ok = m && tr && h && wte && wpe && amp_tensor_normal_(P(wte, "weight"), 0.0, 0.02, g) == AMP_OK &&
-              amp_tensor_normal_(P(wpe, "weight"), 0.0, 0.02, g) == AMP_OK;
+    bool ok = m && tr && h && wte && wpe &&
+              (!init || (amp_tensor_normal_(P(wte, "weight"), 0.0, 0.02, g) == AMP_OK &&
+                         amp_tensor_normal_(P(wpe, "weight"), 0.0, 0.02, g) == AMP_OK));
     amp_tensor *tied = ok ? P(wte, "weight") : NULL;
     take(tr, "wte", wte, &ok);
     take(tr, "wpe", wpe, &ok);
     take(tr, "drop", dropout_new(s), &ok);
-    for (int64_t l = 0; ok && l < c->n_layer; l++) ok = amp_module_append(h, block_new(s, g)) == AMP_OK;
+    for (int64_t l = 0; ok && l < c->n_layer; l++) ok = amp_module_append(h, block_new(s, g, init)) == AMP_OK;
     take(tr, "h", h, &ok);
     take(tr, "ln_f", ln_new(s), &ok);
     take(m, "transformer", tr, &ok);
@@ -350,9 +389,11 @@ amp_module *amp_gpt_new(const amp_gpt_config *c, amp_generator *g) {
     }
     ok = ok && head;
     take(m, "lm_head", head, &ok);
-    sh_destroy(&(mod_data){s, 0});
+    sh_destroy(&(mod_data){s, 0, {NULL, NULL}});
     return built(m, ok);
 }
+
+amp_module *amp_gpt_new(const amp_gpt_config *c, amp_generator *g) { return gpt_build("amp_gpt_new", c, g, 1e-5, AMP_GELU_TANH, true); }
 
 static amp_status gpt_of(const char *fn, const amp_module *m) {
     if (!m) return amp_error(AMP_ERR_ARG, "%s: model is NULL", fn);
@@ -479,13 +520,39 @@ typedef struct {
     bool conv1d;
 } sd_layout;
 
-static sd_layout layout_of(const amp_safetensors *f) {
-    sd_layout l = {amp_safetensors_find(f, "wte.weight") >= 0 ? "" : "transformer.", false};
+/* Where a GPT's tensors come from: one safetensors file (f) or a Hugging
+ * Face directory, single-file or sharded (d); indices run over the file's
+ * tensors or the directory's (sorted by name). */
+typedef struct {
+    const amp_safetensors *f;
+    const amp_hf_dir *d;
+} sd_src;
+
+static int src_count(sd_src s) { return s.f ? amp_safetensors_count(s.f) : amp_hf_dir_tensor_count(s.d); }
+static int src_find(sd_src s, const char *name) {
+    if (s.f) return amp_safetensors_find(s.f, name);
+    for (int i = 0, n = src_count(s); i < n; i++)
+        if (!strcmp(amp_hf_dir_tensor_name(s.d, i), name)) return i;
+    return -1;
+}
+static amp_status src_info_at(sd_src s, int i, amp_safetensors_info *in) {
+    return s.f ? amp_safetensors_info_at(s.f, i, in) : amp_hf_dir_tensor_info(s.d, amp_hf_dir_tensor_name(s.d, i), in);
+}
+/* the tensor in its file's dtype (a directory's other float types as f32) */
+static amp_tensor *src_get(sd_src s, const char *name) {
+    if (s.f) return amp_safetensors_get(s.f, name);
+    amp_safetensors_info in;
+    if (amp_hf_dir_tensor_info(s.d, name, &in) != AMP_OK) return NULL;
+    return amp_hf_dir_get(s.d, name, in.dtype == AMP_F16 || in.dtype == AMP_BF16 ? in.dtype : AMP_F32, 0, NULL);
+}
+
+static sd_layout layout_of(sd_src f) {
+    sd_layout l = {src_find(f, "wte.weight") >= 0 ? "" : "transformer.", false};
     char k[64];
     snprintf(k, sizeof k, "%sh.0.attn.c_attn.weight", l.prefix);
     amp_safetensors_info in;
-    int i = amp_safetensors_find(f, k);
-    if (i >= 0 && amp_safetensors_info_at(f, i, &in) == AMP_OK)
+    int i = src_find(f, k);
+    if (i >= 0 && src_info_at(f, i, &in) == AMP_OK)
         l.conv1d = in.ndim == 2 && in.shape[0] > 0 && in.shape[1] == 3 * in.shape[0];
     return l;
 }
@@ -555,12 +622,12 @@ static void shape_text(int nd, const int64_t *sh, char *b, size_t n) {
 
 /* A tied head: lm_head.weight, when the file holds one, is the embedding:
  * its shape, its dtype and its bytes. */
-static amp_status check_head(const char *pre, const amp_safetensors *f, sd_layout l) {
-    int ih = amp_safetensors_find(f, "lm_head.weight"), iw = amp_safetensors_find(f, sd_name(l, "transformer.wte.weight"));
+static amp_status check_head(const char *pre, sd_src f, sd_layout l) {
+    int ih = src_find(f, "lm_head.weight"), iw = src_find(f, sd_name(l, "transformer.wte.weight"));
     if (ih < 0) return AMP_OK;
     amp_safetensors_info h, w;
-    amp_safetensors_info_at(f, ih, &h);
-    amp_safetensors_info_at(f, iw, &w);
+    src_info_at(f, ih, &h);
+    src_info_at(f, iw, &w);
     const char *untied = "amp's GPT ties the LM head to the token embedding (as GPT-2 and nanoGPT) and cannot hold a separate "
                          "head, whose logits would differ";
     char a[64], b[64];
@@ -584,19 +651,19 @@ static amp_status check_head(const char *pre, const amp_safetensors *f, sd_layou
 /* Does the file hold a GPT of configuration c (every tensor with its shape
  * and a float dtype, nothing else but the mask buffers and a tied head)?
  * Reads the header only (and the head's bytes). where: the file, or NULL. */
-static amp_status check_sd(const char *fn, const char *where, const amp_safetensors *f, const amp_gpt_config *c) {
+static amp_status check_sd(const char *fn, const char *where, sd_src f, const amp_gpt_config *c) {
     char pre[1200];
     snprintf(pre, sizeof pre, "%s%s%s", fn, where ? ": " : "", where ? where : "");
     if (check_config(pre, c) != AMP_OK) return amp_last_status();
     sd_layout l = layout_of(f);
-    int nf = amp_safetensors_count(f);
+    int nf = src_count(f);
     bool *used = calloc((size_t)nf + 1, sizeof *used);
     if (!used) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
     amp_status st = AMP_OK;
     sd_entry e;
     for (int64_t k = 0, r; st == AMP_OK && (r = sd_entry_at(c, l, k, &e)) != 0; k++) {
         if (r < 0) continue;
-        int i = amp_safetensors_find(f, e.name);
+        int i = src_find(f, e.name);
         amp_safetensors_info in;
         char a[64], b[64];
         if (i < 0) {
@@ -605,7 +672,7 @@ static amp_status check_sd(const char *fn, const char *where, const amp_safetens
             break;
         }
         used[i] = true;
-        amp_safetensors_info_at(f, i, &in);
+        src_info_at(f, i, &in);
         if (in.ndim != e.ndim || in.shape[0] != e.shape[0] || (e.ndim > 1 && in.shape[1] != e.shape[1])) {
             shape_text(e.ndim, e.shape, b, sizeof b);
             shape_text(in.ndim, in.shape, a, sizeof a);
@@ -618,7 +685,7 @@ static amp_status check_sd(const char *fn, const char *where, const amp_safetens
     }
     for (int k = 0; k < nf && st == AMP_OK; k++) {
         amp_safetensors_info in;
-        amp_safetensors_info_at(f, k, &in);
+        src_info_at(f, k, &in);
         if (!used[k] && !ignorable(in.name))
             st = amp_error(AMP_ERR_FORMAT, "%s: holds %s, which a GPT of n_layer %lld %s has no parameter for", pre,
                            in.name, (long long)c->n_layer, c->bias ? "with biases" : "without biases (bias false)");
@@ -630,49 +697,187 @@ static amp_status check_sd(const char *fn, const char *where, const amp_safetens
 amp_status amp_gpt_check_state_dict(const amp_safetensors *f, const amp_gpt_config *c) {
     static const char *fn = "amp_gpt_check_state_dict";
     if (!f) return amp_error(AMP_ERR_ARG, "%s: f is NULL", fn);
-    return check_sd(fn, NULL, f, c);
+    return check_sd(fn, NULL, (sd_src){f, NULL}, c);
 }
 
-amp_status amp_gpt_config_from_state_dict(const amp_safetensors *f, int64_t n_head, amp_gpt_config *out) {
+amp_status amp_gpt_config_from_state_dict(const amp_safetensors *file, int64_t n_head, amp_gpt_config *out) {
     static const char *fn = "amp_gpt_config_from_state_dict";
-    if (!f || !out) return amp_error(AMP_ERR_ARG, "%s: f and out must not be NULL", fn);
+    if (!file || !out) return amp_error(AMP_ERR_ARG, "%s: f and out must not be NULL", fn);
+    sd_src f = {file, NULL};
     sd_layout l = layout_of(f);
     amp_safetensors_info wte, wpe;
-    int iw = amp_safetensors_find(f, sd_name(l, "transformer.wte.weight"));
-    int ip = amp_safetensors_find(f, sd_name(l, "transformer.wpe.weight"));
+    int iw = src_find(f, sd_name(l, "transformer.wte.weight"));
+    int ip = src_find(f, sd_name(l, "transformer.wpe.weight"));
     if (iw < 0 || ip < 0)
         return amp_error(AMP_ERR_FORMAT, "%s: no tensors transformer.wte.weight and transformer.wpe.weight (or wte.weight and "
                                          "wpe.weight): not a GPT-2 state_dict",
                          fn);
-    amp_safetensors_info_at(f, iw, &wte);
-    amp_safetensors_info_at(f, ip, &wpe);
+    src_info_at(f, iw, &wte);
+    src_info_at(f, ip, &wpe);
     if (wte.ndim != 2 || wpe.ndim != 2)
         return amp_error(AMP_ERR_SHAPE, "%s: %s and %s must be 2-D, are of rank %d and %d", fn, wte.name, wpe.name, wte.ndim, wpe.ndim);
     char k[96];
     int64_t L = 0;
     for (; L <= 1000; L++) {
         snprintf(k, sizeof k, "%sh.%lld.ln_1.weight", l.prefix, (long long)L);
-        if (amp_safetensors_find(f, k) < 0) break;
+        if (src_find(f, k) < 0) break;
     }
     snprintf(k, sizeof k, "%sh.0.ln_1.bias", l.prefix);
-    amp_gpt_config c = {L, n_head, wte.shape[1], wpe.shape[0], wte.shape[0], 0.0, amp_safetensors_find(f, k) >= 0};
+    amp_gpt_config c = {L, n_head, wte.shape[1], wpe.shape[0], wte.shape[0], 0.0, src_find(f, k) >= 0};
     if (check_sd(fn, NULL, f, &c) != AMP_OK) return amp_last_status();
     *out = c;
     return AMP_OK;
 }
 
-amp_status amp_gpt_load(amp_module *m, const char *path) {
-    static const char *fn = "amp_gpt_load";
-    if (gpt_of(fn, m) != AMP_OK) return amp_last_status();
-    if (!path) return amp_error(AMP_ERR_ARG, "%s: path is NULL", fn);
-    amp_safetensors *f = amp_safetensors_read(path);
-    if (!f) return amp_error_chain(AMP_OK, "%s", fn);
-    const amp_gpt_config *c = &SH(m)->cfg;
-    if (check_sd(fn, path, f, c) != AMP_OK) {
-        amp_safetensors_free(f);
-        return amp_last_status();
+/* ---- load dtypes ------------------------------------------------------------------------------------ */
+/* A LayerNorm's parameter: f32 in every load dtype (amp_module_to's keep_norm_f32) */
+static bool norm_param(const char *name) { return strstr(name, ".ln_") != NULL; }
+
+/* A model quantized by amp_gpt_set_load_dtype cannot take float weights again */
+static amp_status not_quantized(const char *fn, const amp_module *m) {
+    const gpt_shared *s = SH(m);
+    if (!s->quantized) return AMP_OK;
+    return amp_error(AMP_ERR_STATE, "%s: the model's weights are quantized (%s) and cannot be replaced or converted: quantizing is "
+                                    "one-way; make the model again (amp_gpt_new, amp_gpt_load_ex) to load it in another dtype",
+                     fn, amp_qtype_name(s->qtype));
+}
+
+/* ld usable for a GPT of configuration c, checked before anything is read or changed */
+static amp_status check_load_dtype(const char *fn, const amp_gpt_config *c, amp_load_dtype ld) {
+    if (ld.kind == AMP_LOAD_KEEP) return AMP_OK;
+    if (ld.kind == AMP_LOAD_FLOAT) {
+        if (ld.dtype == AMP_F32 || ld.dtype == AMP_F16 || ld.dtype == AMP_BF16) return AMP_OK;
+        return amp_error(AMP_ERR_DTYPE, "%s: load dtype %s is not f32, f16 or bf16", fn,
+                         (unsigned)ld.dtype < AMP_DTYPE_COUNT ? amp_dtype_name(ld.dtype) : "(invalid)");
     }
+    if (ld.kind != AMP_LOAD_QUANT) return amp_error(AMP_ERR_ARG, "%s: load dtype kind %d is not keep, float or quantized", fn, (int)ld.kind);
+    if (ld.qtype != AMP_Q8_0 && ld.qtype != AMP_Q4_0 && ld.qtype != AMP_Q4_1)
+        return amp_error(AMP_ERR_UNSUPPORTED, "%s: load dtype %s: a GPT quantizes its weights to q8_0, q4_0 or q4_1", fn,
+                         (unsigned)ld.qtype < AMP_QTYPE_COUNT ? amp_qtype_name(ld.qtype) : "(invalid qtype)");
+    int64_t be = amp_qtype_block_elems(ld.qtype);
+    if (c->n_embd % be)
+        return amp_error(AMP_ERR_SHAPE, "%s: load dtype %s: n_embd %lld is not a multiple of its block of %lld values (each row "
+                                        "of a quantized matrix is a run of whole blocks)",
+                         fn, amp_qtype_name(ld.qtype), (long long)c->n_embd, (long long)be);
+    return AMP_OK;
+}
+
+/* The value of element at (flat, row-major) of t, as f64 */
+static double element_at(amp_tensor *t, int64_t at) {
+    double v = NAN;
+    amp_scope *sc = amp_scope_begin();
+    amp_tensor *e = sc ? amp_slice(amp_reshape(t, 1, AMP_SHAPE(amp_tensor_numel(t))), 0, at, at + 1, 1) : NULL;
+    if (!e || amp_tensor_copy_out(e, &v, AMP_F64) != AMP_OK) v = NAN;
+    if (sc) amp_scope_end(sc);
+    return v;
+}
+
+/* Every parameter that an f16 load converts (all but the LayerNorms) within
+ * f16's range, or an error naming the first weight that would become inf. */
+static amp_status check_f16_range(const char *fn, amp_module *m) {
+    int np = amp_module_parameters(m, NULL, NULL, 0);
+    amp_tensor **ps = calloc((size_t)np + 1, sizeof *ps);
+    const char **names = calloc((size_t)np + 1, sizeof *names);
+    amp_status st = ps && names ? AMP_OK : amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    if (st == AMP_OK) amp_module_parameters(m, ps, names, np);
+    amp_no_grad_begin();
+    for (int i = 0; i < np && st == AMP_OK; i++) {
+        if (norm_param(names[i]) || amp_tensor_dtype(ps[i]) == AMP_F16 || amp_tensor_numel(ps[i]) == 0) continue;
+        amp_scope *sc = amp_scope_begin();
+        amp_tensor *h = sc ? amp_to(ps[i], AMP_F16) : NULL;
+        double bad = 0;
+        int64_t at = h ? first_nonfinite(fn, h, &bad) : -2;
+        if (at == -2) st = amp_last_status();
+        else if (at >= 0) {
+            double v = element_at(ps[i], at);
+            st = isfinite(v) ? amp_error(AMP_ERR_RANGE, "%s: load dtype f16: parameter %s element %lld is %g, beyond f16's largest "
+                                                        "finite value 65504 (it would become %s): load in bf16 (f32's range) or f32",
+                                         fn, names[i], (long long)at, v, v > 0 ? "inf" : "-inf")
+                             : amp_error(AMP_ERR_RANGE, "%s: parameter %s element %lld is %s: the weights must be finite", fn,
+                                         names[i], (long long)at, nonfinite_name(v));
+        }
+        if (sc) amp_scope_end(sc);
+    }
+    amp_no_grad_end();
+    free(ps);
+    free(names);
+    return st;
+}
+
+/* The quantized model: the 4 matrices of each block and wte (= the head)
+ * quantized, installed only when all are; their float parameters replaced
+ * by 0-element placeholders (the memory is freed); the rest f32. */
+static amp_status quantize_model(const char *fn, amp_module *m, amp_qtype qt) {
+    gpt_shared *s = SH(m);
+    static const char *const lin[4][2] = {{"attn", "c_attn"}, {"attn", "c_proj"}, {"mlp", "c_fc"}, {"mlp", "c_proj"}};
+    int64_t L = s->cfg.n_layer, nq = 4 * L + 1;
+    amp_qtensor **q = calloc((size_t)nq, sizeof *q);
+    if (!q) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    amp_status st = amp_module_to(m, AMP_F32, false); /* the rest (norms, biases, wpe) f32 */
+    amp_module *tr = CH(m, "transformer"), *h = CH(tr, "h");
+    for (int64_t k = 0; k < nq && st == AMP_OK; k++) {
+        amp_module *owner = k < 4 * L ? CH(CH(amp_module_child_at(h, (int)(k / 4), NULL), lin[k % 4][0]), lin[k % 4][1]) : CH(tr, "wte");
+        q[k] = amp_quantize(P(owner, "weight"), qt);
+        if (!q[k]) {
+            st = k < 4 * L ? amp_error_chain(AMP_OK, "%s: quantizing transformer.h.%lld.%s.%s.weight to %s", fn, (long long)(k / 4),
+                                             lin[k % 4][0], lin[k % 4][1], amp_qtype_name(qt))
+                           : amp_error_chain(AMP_OK, "%s: quantizing transformer.wte.weight to %s", fn, amp_qtype_name(qt));
+        }
+    }
+    for (int64_t k = 0; k < nq && st == AMP_OK; k++) { /* install: nothing below can fail but the placeholders */
+        amp_module *owner = k < 4 * L ? CH(amp_module_child_at(h, (int)(k / 4), NULL), lin[k % 4][0]) : m;
+        ((mod_data *)amp_module_data(owner))->q[k < 4 * L ? (k % 4) & 1 : 0] = q[k];
+        q[k] = NULL;
+        if (k == 4 * L) ((mod_data *)amp_module_data(CH(m, "lm_head")))->q[0] = amp_qtensor_retain(QW(m, 0));
+    }
+    if (st == AMP_OK) {
+        s->quantized = true;
+        s->qtype = qt;
+    }
+    for (int64_t k = 0; k < nq && st == AMP_OK; k++) { /* the float weights go */
+        amp_module *owner = k < 4 * L ? CH(CH(amp_module_child_at(h, (int)(k / 4), NULL), lin[k % 4][0]), lin[k % 4][1]) : CH(tr, "wte");
+        amp_mem_push_category(AMP_MEM_PARAM);
+        amp_tensor *ph = amp_tensor_empty(AMP_F32, 1, AMP_SHAPE(0));
+        amp_mem_pop_category();
+        if (!ph || amp_module_set_parameter(owner, "weight", ph) != AMP_OK) st = amp_last_status();
+        else if (k == 4 * L) st = amp_module_set_parameter(CH(m, "lm_head"), "weight", amp_tensor_retain(ph));
+    }
+    for (int64_t k = 0; k < nq; k++) amp_qtensor_free(q[k]);
+    free(q);
+    return st;
+}
+
+amp_status amp_gpt_set_load_dtype(amp_module *m, amp_load_dtype ld) {
+    static const char *fn = "amp_gpt_set_load_dtype";
+    if (gpt_of(fn, m) != AMP_OK || check_load_dtype(fn, &SH(m)->cfg, ld) != AMP_OK) return amp_last_status();
+    gpt_shared *s = SH(m);
+    if (ld.kind == AMP_LOAD_KEEP || (s->quantized && ld.kind == AMP_LOAD_QUANT && ld.qtype == s->qtype)) return AMP_OK;
+    if (not_quantized(fn, m) != AMP_OK) return amp_last_status();
+    if (ld.kind == AMP_LOAD_QUANT) return quantize_model(fn, m, ld.qtype);
+    if (ld.dtype == AMP_F16 && check_f16_range(fn, m) != AMP_OK) return amp_last_status();
+    return amp_module_to(m, ld.dtype, ld.dtype != AMP_F32);
+}
+
+amp_status amp_gpt_get_load_dtype(const amp_module *m, amp_load_dtype *out) {
+    static const char *fn = "amp_gpt_get_load_dtype";
+    if (gpt_of(fn, m) != AMP_OK) return amp_last_status();
+    if (!out) return amp_error(AMP_ERR_ARG, "%s: out is NULL", fn);
+    const gpt_shared *s = SH(m);
+    if (s->quantized) *out = (amp_load_dtype){AMP_LOAD_QUANT, AMP_F32, s->qtype};
+    else *out = (amp_load_dtype){AMP_LOAD_FLOAT, amp_tensor_dtype(P(m, "transformer.h.0.attn.c_attn.weight")), AMP_Q8_0};
+    return AMP_OK;
+}
+
+/* Loads m's parameters from f (path: the file or directory, for messages):
+ * every tensor checked (check_sd) and finite before any parameter changes;
+ * *file_dt (may be NULL) receives the dtype of the file's wte. */
+static amp_status load_src(const char *fn, amp_module *m, sd_src f, const char *path, amp_dtype *file_dt) {
+    const amp_gpt_config *c = &SH(m)->cfg;
+    if (check_sd(fn, path, f, c) != AMP_OK) return amp_last_status();
     sd_layout l = layout_of(f);
+    amp_safetensors_info wi;
+    if (file_dt && src_info_at(f, src_find(f, sd_name(l, "transformer.wte.weight")), &wi) == AMP_OK)
+        *file_dt = wi.dtype;
     int np = amp_module_parameters(m, NULL, NULL, 0);
     amp_tensor **ps = calloc((size_t)np, sizeof *ps), **vals = calloc((size_t)np, sizeof *vals);
     const char **names = calloc((size_t)np, sizeof *names);
@@ -684,7 +889,7 @@ amp_status amp_gpt_load(amp_module *m, const char *path) {
     amp_module_parameters(m, ps, names, np);
     for (int i = 0; i < np && st == AMP_OK; i++) { /* check_sd found each with its shape */
         const char *fname = sd_name(l, names[i]);
-        amp_tensor *t = amp_safetensors_get(f, fname);
+        amp_tensor *t = src_get(f, fname);
         double bad = 0;
         int64_t at = t ? first_nonfinite(fn, t, &bad) : -2;
         if (at != -1) {
@@ -716,8 +921,112 @@ out:
     free(vals);
     free(ps);
     free(names);
+    return st;
+}
+
+/* amp_gpt_load's body: *file_dt receives the dtype of the file's wte */
+static amp_status load_sd(const char *fn, amp_module *m, const char *path, amp_dtype *file_dt) {
+    if (gpt_of(fn, m) != AMP_OK || not_quantized(fn, m) != AMP_OK) return amp_last_status();
+    if (!path) return amp_error(AMP_ERR_ARG, "%s: path is NULL", fn);
+    amp_safetensors *f = amp_safetensors_read(path);
+    if (!f) return amp_error_chain(AMP_OK, "%s", fn);
+    amp_status st = load_src(fn, m, (sd_src){f, NULL}, path, file_dt);
     amp_safetensors_free(f);
     return st;
+}
+
+amp_status amp_gpt_load(amp_module *m, const char *path) { return load_sd("amp_gpt_load", m, path, NULL); }
+
+amp_status amp_gpt_load_ex(amp_module *m, const char *path, amp_load_dtype ld) {
+    static const char *fn = "amp_gpt_load_ex";
+    if (gpt_of(fn, m) != AMP_OK || check_load_dtype(fn, &SH(m)->cfg, ld) != AMP_OK) return amp_last_status();
+    amp_dtype fdt = AMP_F32;
+    if (load_sd(fn, m, path, &fdt) != AMP_OK) return amp_last_status();
+    if (ld.kind == AMP_LOAD_KEEP) ld = (amp_load_dtype){AMP_LOAD_FLOAT, fdt == AMP_F16 || fdt == AMP_BF16 ? fdt : AMP_F32, AMP_Q8_0};
+    if (amp_gpt_set_load_dtype(m, ld) != AMP_OK) return amp_error_chain(AMP_OK, "%s: %s", fn, path);
+    return AMP_OK;
+}
+
+/* ---- Hugging Face directories -------------------------------------------------------------------------- */
+/* The GELU of a config's activation_function: GPT-2's gelu_new and its
+ * equals (the tanh approximation) or the exact erf GELU; -1: another */
+static int hf_activation(const char *a) {
+    if (!strcmp(a, "gelu_new") || !strcmp(a, "gelu_pytorch_tanh") || !strcmp(a, "gelu_fast")) return AMP_GELU_TANH;
+    if (!strcmp(a, "gelu")) return AMP_GELU_ERF;
+    return -1;
+}
+
+/* config.json -> the GPT's configuration, eps and activation; the options a
+ * GPT-2 config may set that amp's GPT does not compute are refused by name */
+static amp_status hf_gpt2_config(const char *fn, const amp_hf_dir *d, amp_gpt_config *c, double *eps, amp_gelu_approx *act) {
+    const char *dir = amp_hf_dir_path(d), *s = NULL;
+    if (!amp_hf_config_has(d, "model_type") || amp_hf_config_str(d, "model_type", &s) != AMP_OK || strcmp(s, "gpt2"))
+        return amp_error(AMP_ERR_FORMAT, "%s: %s/config.json: model_type %s%s%s is not \"gpt2\" (a GPT-2 directory)", fn, dir,
+                         s ? "\"" : "", s ? s : "(absent or not a string)", s ? "\"" : "");
+    int64_t v[5];
+    static const char *const keys[5] = {"n_layer", "n_head", "n_embd", "n_positions", "vocab_size"};
+    for (int i = 0; i < 5; i++)
+        if (amp_hf_config_int(d, keys[i], &v[i]) != AMP_OK) return amp_error_chain(AMP_OK, "%s", fn);
+    *c = (amp_gpt_config){v[0], v[1], v[2], v[3], v[4], 0.0, true};
+    *eps = 1e-5;
+    if (amp_hf_config_has(d, "layer_norm_epsilon") && amp_hf_config_float(d, "layer_norm_epsilon", eps) != AMP_OK)
+        return amp_error_chain(AMP_OK, "%s", fn);
+    if (!(*eps >= 0 && *eps < 1))
+        return amp_error(AMP_ERR_RANGE, "%s: %s/config.json: layer_norm_epsilon %g is outside [0, 1)", fn, dir, *eps);
+    const char *a = "gelu_new";
+    if (amp_hf_config_has(d, "activation_function") && amp_hf_config_str(d, "activation_function", &a) != AMP_OK)
+        return amp_error_chain(AMP_OK, "%s", fn);
+    int g = hf_activation(a);
+    if (g < 0)
+        return amp_error(AMP_ERR_UNSUPPORTED, "%s: %s/config.json: activation_function \"%s\": amp's GPT computes gelu_new (tanh GELU, "
+                                              "also gelu_pytorch_tanh, gelu_fast) or gelu (erf)",
+                         fn, dir, a);
+    *act = (amp_gelu_approx)g;
+    int64_t inner = 0;
+    if (amp_hf_config_has(d, "n_inner") && (amp_hf_config_int(d, "n_inner", &inner) != AMP_OK || inner != 4 * c->n_embd))
+        return amp_error(AMP_ERR_UNSUPPORTED, "%s: %s/config.json: n_inner %lld: amp's GPT has an MLP of 4 n_embd = %lld", fn, dir,
+                         (long long)inner, (long long)(4 * c->n_embd));
+    static const struct {
+        const char *key;
+        bool supported;
+    } flags[] = {{"scale_attn_weights", true}, {"scale_attn_by_inverse_layer_idx", false}, {"add_cross_attention", false}};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        bool b = flags[i].supported;
+        if (amp_hf_config_has(d, flags[i].key) && amp_hf_config_bool(d, flags[i].key, &b) != AMP_OK) return amp_error_chain(AMP_OK, "%s", fn);
+        if (b != flags[i].supported)
+            return amp_error(AMP_ERR_UNSUPPORTED, "%s: %s/config.json: %s %s: amp's GPT computes GPT-2's attention (%s)", fn, dir,
+                             flags[i].key, b ? "true" : "false", flags[i].supported ? "scaled by 1/sqrt(head size)" : "without it");
+    }
+    return AMP_OK;
+}
+
+amp_module *amp_gpt_from_pretrained(const char *dir, amp_load_dtype ld) {
+    static const char *fn = "amp_gpt_from_pretrained";
+    if (!dir) return amp_error_null(AMP_ERR_ARG, "%s: dir is NULL", fn);
+    if (check_load_dtype(fn, &AMP_GPT_CONFIG_GPT2, ld) != AMP_OK) return NULL; /* kind and type; the sizes below */
+    amp_hf_dir *d = amp_hf_dir_open(dir);
+    if (!d) return amp_error_chain_null(AMP_OK, "%s", fn);
+    amp_gpt_config c;
+    double eps = 1e-5;
+    amp_gelu_approx act = AMP_GELU_TANH;
+    amp_module *m = NULL;
+    sd_src src = {NULL, d};
+    amp_dtype fdt = AMP_F32;
+    if (hf_gpt2_config(fn, d, &c, &eps, &act) == AMP_OK) {
+        char k[64];
+        snprintf(k, sizeof k, "%sh.0.ln_1.bias", layout_of(src).prefix);
+        c.bias = src_find(src, k) >= 0;
+        /* every tensor's shape against the config before the model is allocated */
+        if (check_load_dtype(fn, &c, ld) == AMP_OK && check_sd(fn, dir, src, &c) == AMP_OK) m = gpt_build(fn, &c, NULL, eps, act, false);
+    }
+    if (m && load_src(fn, m, src, dir, &fdt) != AMP_OK) m = (amp_module_free(m), NULL);
+    if (m && ld.kind == AMP_LOAD_KEEP) ld = (amp_load_dtype){AMP_LOAD_FLOAT, fdt == AMP_F16 || fdt == AMP_BF16 ? fdt : AMP_F32, AMP_Q8_0};
+    if (m && amp_gpt_set_load_dtype(m, ld) != AMP_OK) {
+        amp_error_chain(AMP_OK, "%s: %s", fn, dir);
+        m = (amp_module_free(m), NULL);
+    }
+    amp_hf_dir_close(d);
+    return m;
 }
 
 /* ---- KV cache ---------------------------------------------------------------------------------------------- */
@@ -781,7 +1090,7 @@ static amp_tensor *block_cached(amp_module *blk, amp_tensor *x, amp_gpt_cache *c
     gpt_shared *s = SH(blk);
     int64_t B = amp_tensor_dim(x, 0), Tn = amp_tensor_dim(x, 1), L0 = c->len, S = L0 + Tn;
     int64_t nh = s->cfg.n_head, hs = s->cfg.n_embd / nh, W = s->cfg.block_size;
-    amp_tensor *qkv = amp_module_forward(CH(at, "c_attn"), amp_module_forward(CH(blk, "ln_1"), x));
+    amp_tensor *qkv = lin_fwd(at, 0, "c_attn", amp_module_forward(CH(blk, "ln_1"), x));
     if (!qkv) return NULL;
     amp_tensor *hd[3];
     split_heads(qkv, &s->cfg, hd);
@@ -839,8 +1148,7 @@ amp_tensor *amp_gpt_forward_cached(amp_module *m, amp_tensor *idx, amp_gpt_cache
     bool ac = has_io && io.autocast && amp_autocast_enter(io.autocast_dtype) == AMP_OK;
     amp_scope *sc = amp_scope_begin();
     amp_module *tr = CH(m, "transformer"), *h = CH(tr, "h");
-    amp_tensor *pos = amp_tensor_arange((double)c->len, (double)(c->len + Tn), 1, AMP_I64);
-    amp_tensor *x = amp_add(amp_module_forward(CH(tr, "wte"), idx), amp_module_forward(CH(tr, "wpe"), pos));
+    amp_tensor *x = embed(m, idx, c->len);
     for (int l = 0; l < c->n_layer && x; l++) x = block_cached(amp_module_child_at(h, l, NULL), x, c, l);
     amp_tensor *logits = amp_module_forward(CH(m, "lm_head"), amp_module_forward(CH(tr, "ln_f"), x));
     if (logits && has_io && io.output != AMP_DTYPE_COUNT && amp_tensor_dtype(logits) != io.output) logits = amp_to(logits, io.output);
@@ -904,14 +1212,16 @@ static amp_status check_logits(const char *fn, const amp_module *m, const float 
     int64_t v = 0;
     while (v < V && isfinite(row[v])) v++;
     if (v == V) return AMP_OK;
-    amp_dtype wd = amp_tensor_dtype(P(CH(CH(m, "transformer"), "wte"), "weight"));
+    amp_load_dtype ld;
+    amp_gpt_get_load_dtype(m, &ld);
+    amp_dtype wd = ld.kind == AMP_LOAD_FLOAT ? ld.dtype : AMP_F32; /* a quantized model's activations are f32 */
     amp_module_io io;
     amp_dtype ac = amp_autocast_is_enabled() ? amp_autocast_dtype()
                    : amp_module_get_io(m, &io) && io.autocast ? io.autocast_dtype
                                                                : AMP_DTYPE_COUNT;
     amp_dtype worst = wd == AMP_F16 || ac == AMP_F16 ? AMP_F16 : wd;
     char prec[96];
-    snprintf(prec, sizeof prec, "%s weights%s%s", amp_dtype_name(wd), ac != AMP_DTYPE_COUNT ? ", autocast to " : "",
+    snprintf(prec, sizeof prec, "%s weights%s%s", amp_load_dtype_name(ld), ac != AMP_DTYPE_COUNT ? ", autocast to " : "",
              ac != AMP_DTYPE_COUNT ? amp_dtype_name(ac) : "");
     return amp_error(AMP_ERR_RANGE, "%s: the logits of step %lld are not finite (token %lld: %s) with %s: %s", fn, (long long)step,
                      (long long)v, nonfinite_name(row[v]), prec, range_hint(worst));
