@@ -610,5 +610,148 @@ static void t_open_errors(void **state) {
     free(dir);
 }
 
+/* ---- the real model file ------------------------------------------------------------------------ */
+static int hexval(int c) { return c <= '9' ? c - '0' : (c | 32) - 'a' + 10; }
+
+/* hex -> bytes in out (malloc'd); returns the length. */
+static size_t unhex(const char *h, char **out) {
+    size_t n = strlen(h) / 2;
+    *out = malloc(n + 1);
+    assert_non_null(*out);
+    for (size_t i = 0; i < n; i++) (*out)[i] = (char)(hexval(h[2 * i]) * 16 + hexval(h[2 * i + 1]));
+    (*out)[n] = 0;
+    return n;
+}
+
+static amp_gguf *open_smollm2(void) {
+    const char *p = amp_models_path("SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert_non_null(p);
+    amp_gguf *f = amp_gguf_open(p);
+    if (!f) fail_msg("%s (scripts/deps.sh models installs it)", amp_last_error());
+    return f;
+}
+
+/* Every fact of tests/data/gguf/smollm2.txt (gguf-py's reading of the file) holds in amp's. Rows of
+ * quantized tensors are checked when quantized is true. Returns the number of facts checked. */
+static int check_smollm2(amp_gguf *f, bool quantized) {
+    size_t len;
+    char *txt = test_read_file(DATA "smollm2.txt", &len);
+    assert_non_null(txt);
+    int checked = 0;
+    for (char *line = strtok(txt, "\n"); line; line = strtok(NULL, "\n")) {
+        char kind[16], key[128], val[8192];
+        long long a = 0, b = 0;
+        int64_t iv;
+        if (sscanf(line, "%15s", kind) != 1) continue;
+        if (!strcmp(kind, "kv_count") && sscanf(line, "%*s %lld", &a) == 1) {
+            assert_int_equal(amp_gguf_kv_count(f), a);
+        } else if (!strcmp(kind, "tensor_count") && sscanf(line, "%*s %lld", &a) == 1) {
+            assert_int_equal(amp_gguf_tensor_count(f), a);
+        } else if (!strcmp(kind, "int") && sscanf(line, "%*s %127s %lld", key, &a) == 2) {
+            assert_int_equal(amp_gguf_get_int(f, key, &iv), AMP_OK);
+            assert_int_equal(iv, a);
+        } else if (!strcmp(kind, "float") && sscanf(line, "%*s %127s %8191s", key, val) == 2) {
+            double d;
+            assert_int_equal(amp_gguf_get_float(f, key, &d), AMP_OK);
+            assert_true(d == strtod(val, NULL));
+        } else if (!strcmp(kind, "bool") && sscanf(line, "%*s %127s %lld", key, &a) == 2) {
+            bool bv;
+            assert_int_equal(amp_gguf_get_bool(f, key, &bv), AMP_OK);
+            assert_int_equal(bv, a != 0);
+        } else if (!strcmp(kind, "str") && sscanf(line, "%*s %127s %8191s", key, val) == 2) {
+            char *want;
+            size_t wn = unhex(val, &want), n;
+            const char *s;
+            assert_int_equal(amp_gguf_get_str(f, key, &s, &n), AMP_OK);
+            assert_int_equal(n, wn);
+            assert_memory_equal(s, want, n);
+            free(want);
+        } else if (!strcmp(kind, "arrlen") && sscanf(line, "%*s %127s %lld", key, &a) == 2) {
+            assert_int_equal(amp_gguf_arr_len(f, amp_gguf_find_key(f, key)), a);
+        } else if (!strcmp(kind, "arrstr") && sscanf(line, "%*s %127s %lld %8191s", key, &a, val) == 3) {
+            char *want;
+            size_t wn = unhex(val, &want), n;
+            const char *s;
+            assert_int_equal(amp_gguf_get_arr_str(f, key, (uint64_t)a, &s, &n), AMP_OK);
+            assert_int_equal(n, wn);
+            assert_memory_equal(s, want, n);
+            free(want);
+        } else if (!strcmp(kind, "arrint") && sscanf(line, "%*s %127s %lld %lld", key, &a, &b) == 3) {
+            amp_gguf_type t;
+            const void *p;
+            uint64_t n;
+            assert_int_equal(amp_gguf_get_arr(f, key, &t, &p, &n), AMP_OK);
+            assert_int_equal(t, AMP_GGUF_I32);
+            assert_true((uint64_t)a < n);
+            int32_t v;
+            memcpy(&v, (const char *)p + 4 * a, 4);
+            assert_int_equal(v, b);
+        } else if (!strcmp(kind, "tensor")) {
+            long long type, nd, ne[4] = {1, 1, 1, 1}, off, nbytes;
+            int pos;
+            assert_int_equal(sscanf(line, "%*s %127s %lld %lld%n", key, &type, &nd, &pos), 3);
+            for (int d = 0; d < nd; d++) {
+                int adv;
+                assert_int_equal(sscanf(line + pos, "%lld%n", &ne[d], &adv), 1);
+                pos += adv;
+            }
+            assert_int_equal(sscanf(line + pos, "%lld %lld", &off, &nbytes), 2);
+            amp_gguf_tensor_info in;
+            assert_int_equal(amp_gguf_tensor_at(f, amp_gguf_find_tensor(f, key), &in), AMP_OK);
+            assert_int_equal(in.ggml_type, type);
+            assert_int_equal(in.ndim, nd);
+            for (int d = 0; d < 4; d++) assert_int_equal(in.ne[d], ne[d]);
+            assert_int_equal(amp_gguf_data_offset(f) + in.offset, off); /* gguf-py: from the start of the file */
+            assert_int_equal(in.nbytes, nbytes);
+        } else if (!strcmp(kind, "deq")) {
+            long long row, col0, n;
+            int pos;
+            assert_int_equal(sscanf(line, "%*s %127s %lld %lld %lld%n", key, &row, &col0, &n, &pos), 4);
+            amp_gguf_tensor_info in;
+            assert_int_equal(amp_gguf_tensor_at(f, amp_gguf_find_tensor(f, key), &in), AMP_OK);
+            if (in.ggml_type != 0 && !quantized) continue;
+            amp_tensor *t = amp_gguf_get_tensor(f, key, AMP_F32);
+            if (!t) fail_msg("%s: %s", key, amp_last_error());
+            const float *p = (const float *)amp_tensor_data(t) + row * in.ne[0] + col0;
+            for (long long i = 0; i < n; i++) {
+                int adv;
+                double want;
+                assert_int_equal(sscanf(line + pos, "%lf%n", &want, &adv), 1);
+                pos += adv;
+                /* gguf.quants computes d * q + m in two f32 roundings, a fused multiply-add in one: 1 ulp apart at most */
+                if (fabs(p[i] - want) > 1.2e-7 * fabs(want) + 1e-12)
+                    fail_msg("%s[%lld][%lld] = %.9g, gguf-py gives %.9g", key, row, col0 + i, p[i], want);
+            }
+            amp_tensor_free(t);
+        } else {
+            fail_msg("smollm2.txt: cannot read \"%.80s\"", line);
+        }
+        checked++;
+    }
+    free(txt);
+    return checked;
+}
+
+static void t_smollm2(void **state) {
+    (void)state;
+    amp_gguf *f = open_smollm2();
+    assert_int_equal(amp_gguf_version(f), 3);
+    assert_int_equal(amp_gguf_alignment(f), 32);
+    /* the brief's facts, then gguf-py's */
+    assert_int_equal(amp_gguf_tensor_count(f), 272);
+    assert_int_equal(amp_gguf_kv_count(f), 33);
+    int64_t v;
+    assert_int_equal(amp_gguf_get_int(f, "llama.block_count", &v), AMP_OK);
+    assert_int_equal(v, 30);
+    amp_gguf_tensor_info in;
+    assert_int_equal(amp_gguf_tensor_at(f, amp_gguf_find_tensor(f, "token_embd.weight"), &in), AMP_OK);
+    assert_true(in.ggml_type == 8 && in.ne[0] == 576 && in.ne[1] == 49152);
+    assert_int_equal(amp_gguf_arr_len(f, amp_gguf_find_key(f, "tokenizer.ggml.tokens")), 49152);
+    assert_int_equal(amp_gguf_arr_len(f, amp_gguf_find_key(f, "tokenizer.ggml.merges")), 48900);
+    int n = check_smollm2(f, false);
+    assert_true(n >= 40);
+    amp_gguf_close(f);
+}
+
 AMP_TEST_MAIN(t_meta_scalars, t_meta_arrays, t_tensors, t_close_keeps_tensors, t_truncated, t_bad_header, t_bad_metadata,
-              t_bad_tensors, t_open_errors)
+              t_bad_tensors, t_open_errors, t_smollm2)

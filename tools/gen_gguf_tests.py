@@ -12,6 +12,9 @@ meta.gguf    every metadata value type (scalars, strings, arrays of numbers, of 
              widened by numpy.
 tiny.gguf    the smallest useful file: default alignment (32), two keys, one F32 tensor (also the
              seed of the fuzzer and of the truncation test).
+smollm2.txt  facts of the real model file (scripts/deps.sh models installs it) as gguf-py's reader
+             sees them: counts, metadata values, tensor types/shapes/offsets, and values of a few
+             rows dequantized by gguf.quants (strings hex-encoded; one fact a line).
 
 Deterministic (fixed seeds): running it again rewrites the same bytes."""
 import os
@@ -19,7 +22,8 @@ import sys
 
 import ml_dtypes
 import numpy as np
-from gguf import GGUFWriter, GGMLQuantizationType as T, GGUFValueType as V
+from gguf import GGUFReader, GGUFWriter, GGMLQuantizationType as T, GGUFValueType as V
+from gguf.quants import dequantize
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), ".."))
 OUT = os.path.join(ROOT, "tests", "data", "gguf")
@@ -109,9 +113,71 @@ def tiny():
     write(w, "tiny.gguf")
 
 
+def models_dir():
+    return os.environ.get("AMP_MODELS_DIR", "/usr/local/share/amp/models")
+
+
+def smollm2():
+    path = os.path.join(models_dir(), "SmolLM2-135M-Instruct", "SmolLM2-135M-Instruct.Q4_1.gguf")
+    if not os.path.exists(path):
+        sys.exit(f"gen_gguf_tests: {path} is missing (scripts/deps.sh models installs it)")
+    r = GGUFReader(path)
+    kv = {k: f for k, f in r.fields.items() if not k.startswith("GGUF.")}
+    out = [f"kv_count {len(kv)}", f"tensor_count {len(r.tensors)}"]
+
+    def scalar(k):
+        f = kv[k]
+        return f.parts[f.data[0]][0]
+
+    for k in ["llama.block_count", "llama.context_length", "llama.embedding_length", "llama.feed_forward_length",
+              "llama.attention.head_count", "llama.attention.head_count_kv", "llama.vocab_size",
+              "llama.rope.dimension_count", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+              "general.file_type", "general.quantization_version"]:
+        out.append(f"int {k} {int(scalar(k))}")
+    for k in ["llama.rope.freq_base", "llama.attention.layer_norm_rms_epsilon"]:
+        out.append(f"float {k} {float(scalar(k))!r}")
+    for k in ["tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_space_prefix"]:
+        out.append(f"bool {k} {int(bool(scalar(k)))}")
+    for k in ["general.architecture", "tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.chat_template"]:
+        out.append(f"str {k} {bytes(kv[k].parts[kv[k].data[0]]).hex()}")
+    for k in ["tokenizer.ggml.tokens", "tokenizer.ggml.merges"]:
+        f = kv[k]
+        out.append(f"arrlen {k} {len(f.data)}")
+        for i in [0, 1, 2, 100, 12345, len(f.data) - 1]:
+            out.append(f"arrstr {k} {i} {bytes(f.parts[f.data[i]]).hex()}")
+    f = kv["tokenizer.ggml.token_type"]
+    out.append(f"arrlen tokenizer.ggml.token_type {len(f.data)}")
+    for i in [0, 1, 17, 49151]:
+        out.append(f"arrint tokenizer.ggml.token_type {i} {int(f.parts[f.data[i]][0])}")
+    tens = {t.name: t for t in r.tensors}
+    for t in r.tensors:
+        if t.name in ("token_embd.weight", "output_norm.weight", "blk.0.attn_q.weight", "blk.0.attn_k.weight",
+                      "blk.29.ffn_down.weight", "blk.29.ffn_norm.weight"):
+            ne = " ".join(str(int(x)) for x in t.shape)
+            out.append(f"tensor {t.name} {int(t.tensor_type)} {len(t.shape)} {ne} {t.data_offset} {t.n_bytes}")
+    # rows dequantized by gguf.quants: "deq NAME ROW COL0 N v..." (values as %.9g: exact for f32)
+    for name, row, col0, n in [("token_embd.weight", 0, 0, 8), ("token_embd.weight", 1, 568, 8),
+                               ("token_embd.weight", 12345, 100, 8), ("token_embd.weight", 49151, 0, 8),
+                               ("blk.0.attn_q.weight", 0, 0, 8), ("blk.0.attn_q.weight", 575, 544, 32),
+                               ("blk.29.ffn_down.weight", 575, 1528, 8), ("output_norm.weight", 0, 0, 8),
+                               ("blk.29.ffn_norm.weight", 0, 570, 6)]:
+        t = tens[name]
+        raw = np.asarray(t.data)
+        rows = raw.reshape(-1, raw.shape[-1]) if raw.ndim > 1 else raw.reshape(1, -1)
+        deq = dequantize(rows[row], t.tensor_type).astype(np.float32).reshape(-1)
+        vals = " ".join(f"{float(v):.9g}" for v in deq[col0:col0 + n])
+        out.append(f"deq {name} {row} {col0} {n} {vals}")
+    p = os.path.join(OUT, "smollm2.txt")
+    with open(p + ".tmp", "w") as fo:
+        fo.write("\n".join(out) + "\n")
+    os.replace(p + ".tmp", p)
+    print(f"wrote {os.path.relpath(p, ROOT)}: {len(out)} facts")
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     with np.errstate(over="ignore"):  # 70000 and -1e6 become inf in f16, on purpose
         meta()
     tiny()
+    smollm2()
     sys.exit(0)
