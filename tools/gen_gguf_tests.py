@@ -12,12 +12,18 @@ meta.gguf    every metadata value type (scalars, strings, arrays of numbers, of 
              widened by numpy.
 tiny.gguf    the smallest useful file: default alignment (32), two keys, one F32 tensor (also the
              seed of the fuzzer and of the truncation test).
+fuzz inputs  tests/fuzz/corpus/gguf/ (seeds of fuzz_gguf: the two files above and small hand-made
+             ones, named by their SHA-1 as libFuzzer names its corpus) and tests/data/fuzz/gguf/
+             (hand-made edge cases replayed by test_fuzz_regress: deep nesting, counts and lengths
+             near 2^64, sizes that overflow, offsets that wrap).
 smollm2.txt  facts of the real model file (scripts/deps.sh models installs it) as gguf-py's reader
              sees them: counts, metadata values, tensor types/shapes/offsets, and values of a few
              rows dequantized by gguf.quants (strings hex-encoded; one fact a line).
 
 Deterministic (fixed seeds): running it again rewrites the same bytes."""
+import hashlib
 import os
+import struct
 import sys
 
 import ml_dtypes
@@ -113,6 +119,66 @@ def tiny():
     write(w, "tiny.gguf")
 
 
+def gstr(b):
+    b = b.encode() if isinstance(b, str) else b
+    return struct.pack("<Q", len(b)) + b
+
+
+def header(n_ti, n_kv, version=3):
+    return b"GGUF" + struct.pack("<IQQ", version, n_ti, n_kv)
+
+
+def tinfo(name, ne, typ, off):
+    return gstr(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", x) for x in ne) + struct.pack("<IQ", typ, off)
+
+
+def pad(b, a=32):
+    return b + bytes(-len(b) % a)
+
+
+def fuzz_inputs():
+    seeds = [open(os.path.join(OUT, n), "rb").read() for n in ("tiny.gguf", "meta.gguf")]
+    seeds.append(header(0, 0))
+    # a Q8_0 tensor of 2 rows of 32 (d = 1.0 in f16, q = 0..31) and an IQ1_S one (a type amp lists only)
+    q8 = b"".join(struct.pack("<e", 1.0) + bytes(range(32)) for _ in range(2))
+    img = pad(header(2, 1) + gstr("general.alignment") + struct.pack("<II", 4, 32)
+              + tinfo("q", [32, 2], 8, 0) + tinfo("iq", [256], 19, 96))
+    seeds.append(img + pad(q8) + bytes(50))
+    # arrays of arrays of strings, an empty array, bools
+    arr = struct.pack("<IQ", 9, 2) + struct.pack("<IQ", 8, 2) + gstr("ab") + gstr("") + struct.pack("<IQ", 8, 0)
+    seeds.append(header(0, 3) + gstr("a.nested") + struct.pack("<I", 9) + arr
+                 + gstr("a.empty") + struct.pack("<IIQ", 9, 0, 0) + gstr("a.bools") + struct.pack("<IIQ", 9, 7, 2) + b"\1\0")
+    cdir = os.path.join(ROOT, "tests", "fuzz", "corpus", "gguf")
+    os.makedirs(cdir, exist_ok=True)
+    for b in seeds:
+        with open(os.path.join(cdir, hashlib.sha1(b).hexdigest()), "wb") as fo:
+            fo.write(b)
+    deep = b""
+    for _ in range(5000):
+        deep += struct.pack("<IQ", 9, 1)
+    regress = {
+        "regress-deep-nesting": header(0, 1) + gstr("k") + struct.pack("<I", 9) + deep,
+        "regress-kv-count-2p64": header(0, 2**64 - 1) + bytes(64),
+        "regress-tensor-count-2p63": header(2**63, 0) + bytes(64),
+        "regress-array-len-2p64": header(0, 1) + gstr("k") + struct.pack("<IIQ", 9, 10, 2**64 - 1) + bytes(64),
+        "regress-string-array-len-2p61": header(0, 1) + gstr("k") + struct.pack("<IIQ", 9, 8, 2**61) + bytes(64),
+        "regress-string-len-2p64": header(0, 1) + gstr("k") + struct.pack("<IQ", 8, 2**64 - 1) + bytes(8),
+        "regress-key-len-2p64": header(0, 1) + struct.pack("<Q", 2**64 - 1) + bytes(32),
+        "regress-bytes-overflow": pad(header(1, 0) + tinfo("w", [2**40, 2**20, 2**10], 0, 0)) + bytes(32),
+        "regress-offset-wraps": pad(header(1, 0) + tinfo("w", [8], 0, 2**64 - 32)) + bytes(64),
+        "regress-overlap": pad(header(2, 0) + tinfo("a", [16], 0, 0) + tinfo("b", [8], 0, 32)) + bytes(96),
+        "regress-alignment-2p31": pad(header(0, 1) + gstr("general.alignment") + struct.pack("<II", 4, 2**31)),
+        "regress-unknown-type": pad(header(1, 0) + tinfo("w", [8], 77, 0)) + bytes(32),
+        "regress-nul-in-key": header(0, 1) + gstr(b"a\0b") + struct.pack("<II", 4, 1),
+    }
+    rdir = os.path.join(ROOT, "tests", "data", "fuzz", "gguf")
+    os.makedirs(rdir, exist_ok=True)
+    for n, b in regress.items():
+        with open(os.path.join(rdir, n), "wb") as fo:
+            fo.write(b)
+    print(f"wrote {len(seeds)} seeds to {os.path.relpath(cdir, ROOT)}, {len(regress)} inputs to {os.path.relpath(rdir, ROOT)}")
+
+
 def models_dir():
     return os.environ.get("AMP_MODELS_DIR", "/usr/local/share/amp/models")
 
@@ -179,5 +245,6 @@ if __name__ == "__main__":
     with np.errstate(over="ignore"):  # 70000 and -1e6 become inf in f16, on purpose
         meta()
     tiny()
+    fuzz_inputs()
     smollm2()
     sys.exit(0)
