@@ -753,5 +753,51 @@ static void t_smollm2(void **state) {
     amp_gguf_close(f);
 }
 
+/* amp inspect on GGUF files: keys with types and values (long arrays summarised), tensors, totals. */
+static void t_inspect_cli(void **state) {
+    (void)state;
+    char *out = test_run_cli_expect(0, NULL, "inspect %s", DATA "meta.gguf");
+    static const char *const want[] = {
+        "GGUF v3, 2.4 KiB (data from byte 1536, alignment 64), 23 keys, 13 tensors",
+        "  t.i64                 i64             -4611686018427387904\n",
+        "  t.u64                 u64             18000000000000000000\n",
+        "  t.f32                 f32             0.15625\n",
+        "  t.str                 string          \"h\xc3\xa9llo, GGUF\"\n",
+        "  t.arr_i32             i32[4]          [1, -2, 3, 2147483647]\n",
+        "  t.arr_str             string[5]       [\"a\", \"\", \"\xc4\xa0the\", \"<|im_start|>\", ... 1 more]\n",
+        "  t.arr_arr             array[3]        (arrays, not listed)\n",
+        "  t_4d           F32      [2,1,3,2]           48\n",
+        "  t_bf16         BF16     [2,3,4]             48\n",
+        "total: 13 tensors, 168 elements, 500 B\n",
+        "  F64     1 tensor, 6 elements, 48 B\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(out, want[i])) fail_msg("amp inspect meta.gguf: no \"%s\" in:\n%s", want[i], out);
+    free(out);
+    const char *real = amp_models_path("SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf");
+    amp_gguf_close(open_smollm2()); /* present, or the message saying how to install it */
+    out = test_run_cli_expect(0, NULL, "inspect --no-tensors %s", real);
+    static const char *const want2[] = {
+        "GGUF v3, 93.81 MiB (data from byte 1785664, alignment 32), 33 keys, 272 tensors\n",
+        "  llama.attention.layer_norm_rms_epsilon  f32             1e-05\n",
+        "  tokenizer.ggml.tokens                   string[49152]   [\"<|endoftext|>\", \"<|im_start|>\", \"<|im_end|>\", "
+        "\"<repo_name>\", ... 49148 more]\n",
+        "  tokenizer.ggml.token_type               i32[49152]      [3, 3, 3, 3, 3, 3, 3, 3, ... 49144 more]\n",
+        "(368 bytes)\n",
+        "  Q4_1    210 tensors, 106168320 elements, 63.28 MiB\n",
+        "  Q8_0    1 tensor, 28311552 elements, 28.69 MiB\n",
+    };
+    for (size_t i = 0; i < sizeof want2 / sizeof want2[0]; i++)
+        if (!strstr(out, want2[i])) fail_msg("amp inspect SmolLM2: no \"%s\" in:\n%s", want2[i], out);
+    if (strstr(out, "token_embd.weight")) fail_msg("--no-tensors listed tensors:\n%s", out);
+    free(out);
+    /* a damaged GGUF file: the reader's message, exit 1 */
+    char *err = NULL;
+    out = test_run_cli_expect(1, &err, "inspect %s", AMP_TEST_DATA_DIR "/fuzz/gguf/regress-overlap");
+    assert_non_null(strstr(err, "amp_gguf_open: "));
+    assert_non_null(strstr(err, "tensors 'a' (bytes 0..64) and 'b' (from byte 32) overlap"));
+    test_free_all(out, err);
+}
+
 AMP_TEST_MAIN(t_meta_scalars, t_meta_arrays, t_tensors, t_close_keeps_tensors, t_truncated, t_bad_header, t_bad_metadata,
-              t_bad_tensors, t_open_errors, t_smollm2)
+              t_bad_tensors, t_open_errors, t_smollm2, t_inspect_cli)
