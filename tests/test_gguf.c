@@ -289,6 +289,7 @@ static void t_tensors(void **state) {
     assert_non_null(strstr(amp_last_error(), "no tensor named 'nope'"));
     assert_null(amp_gguf_get_qtensor(f, "t_f32"));
     assert_non_null(strstr(amp_last_error(), "amp_gguf_get_qtensor: "));
+    assert_non_null(strstr(amp_last_error(), "tensor 't_f32' is F32, not a quantized type"));
     amp_gguf_close(f);
 }
 
@@ -753,6 +754,103 @@ static void t_smollm2(void **state) {
     amp_gguf_close(f);
 }
 
+/* ---- quantized tensors ------------------------------------------------------------------------- */
+/* a and b (f32 values of dt) agree to within `ulps` units of dt's precision of the largest |b|:
+ * gguf.quants computes d * q + m in two f32 roundings where a fused multiply-add makes one. */
+static void assert_close_values(amp_tensor *a, amp_tensor *b, double rel, const char *what) {
+    if (!a || !b) fail_msg("%s: %s", what, amp_last_error());
+    assert_int_equal(amp_tensor_ndim(a), amp_tensor_ndim(b));
+    for (int d = 0; d < amp_tensor_ndim(a); d++) assert_int_equal(amp_tensor_shape(a)[d], amp_tensor_shape(b)[d]);
+    amp_tensor *fa = amp_to(a, AMP_F32), *fb = amp_to(b, AMP_F32);
+    const float *pa = amp_tensor_data(fa), *pb = amp_tensor_data(fb);
+    int64_t n = amp_tensor_numel(a);
+    double mx = 0;
+    for (int64_t i = 0; i < n; i++) mx = fmax(mx, fabs(pb[i]));
+    assert_true(mx > 0);
+    for (int64_t i = 0; i < n; i++)
+        if (fabs(pa[i] - pb[i]) > rel * fmax(fabs(pb[i]), 0x1p-20 * mx))
+            fail_msg("%s[%lld] = %.9g, gguf-py gives %.9g", what, (long long)i, pa[i], pb[i]);
+    test_free_tensors(fa, fb);
+}
+
+static void t_quantized(void **state) {
+    (void)state;
+    amp_gguf *f = open_data("quant.gguf");
+    static const struct {
+        const char *name;
+        amp_qtype qt;
+        int64_t rows, cols;
+    } q[] = {{"q8_0", AMP_Q8_0, 3, 64},  {"q4_0", AMP_Q4_0, 2, 96},  {"q4_1", AMP_Q4_1, 4, 32},
+             {"q4_k", AMP_Q4_K, 2, 256}, {"q6_k", AMP_Q6_K, 2, 512}, {"q8_0_3d", AMP_Q8_0, 4, 32}};
+    amp_qtensor *held[6];
+    for (int i = 0; i < 6; i++) {
+        char ref[64], what[96];
+        static const amp_dtype dts[] = {AMP_F32, AMP_F16, AMP_BF16};
+        static const char *const suffix[] = {".deq", ".deq_f16", ".deq_bf16"};
+        static const double rel[] = {0x1p-23, 0x1p-10, 0x1p-7}; /* one unit of the dtype's precision */
+        for (int d = 0; d < 3; d++) {
+            snprintf(ref, sizeof ref, "%s%s", q[i].name, suffix[d]);
+            snprintf(what, sizeof what, "%s -> %s", q[i].name, amp_dtype_name(dts[d]));
+            amp_tensor *a = amp_gguf_get_tensor(f, q[i].name, dts[d]), *b = amp_gguf_get_tensor(f, ref, dts[d]);
+            if (a) assert_int_equal(amp_tensor_dtype(a), dts[d]);
+            assert_close_values(a, b, rel[d], what);
+            test_free_tensors(a, b);
+        }
+        amp_gguf_tensor_info in;
+        assert_int_equal(amp_gguf_tensor_at(f, amp_gguf_find_tensor(f, q[i].name), &in), AMP_OK);
+        held[i] = amp_gguf_get_qtensor(f, q[i].name);
+        if (in.ndim != 2) { /* a qtensor is a matrix */
+            assert_null(held[i]);
+            assert_non_null(strstr(amp_last_error(), "amp_gguf_get_qtensor: "));
+            assert_non_null(strstr(amp_last_error(), "is 3-D"));
+            continue;
+        }
+        if (!held[i]) fail_msg("%s: %s", q[i].name, amp_last_error());
+        assert_int_equal(amp_qtensor_type(held[i]), q[i].qt);
+        assert_int_equal(amp_qtensor_rows(held[i]), q[i].rows);
+        assert_int_equal(amp_qtensor_cols(held[i]), q[i].cols);
+        assert_int_equal(amp_qtensor_nbytes(held[i]), in.nbytes);
+        assert_ptr_equal(amp_qtensor_data(held[i]), in.data); /* the file's own bytes: no copy */
+    }
+    assert_null(amp_gguf_get_qtensor(f, "q8_0.deq"));
+    assert_non_null(strstr(amp_last_error(), "tensor 'q8_0.deq' is F32, not a quantized type"));
+    /* the qtensors outlive the file: they hold the mapping */
+    amp_tensor *want[5];
+    for (int i = 0; i < 5; i++) {
+        char ref[64];
+        snprintf(ref, sizeof ref, "%s.deq", q[i].name);
+        want[i] = amp_gguf_get_tensor(f, ref, AMP_F32);
+    }
+    amp_gguf_close(f);
+    for (int i = 0; i < 5; i++) {
+        amp_tensor *d = amp_dequantize(held[i], AMP_F32);
+        assert_close_values(d, want[i], 0x1p-23, q[i].name);
+        amp_qtensor_free(held[i]);
+        test_free_tensors(d, want[i]);
+    }
+}
+
+/* The real file's quantized rows (gguf-py's dequantization), and a qtensor of it that outlives the file. */
+static void t_smollm2_quantized(void **state) {
+    (void)state;
+    amp_gguf *f = open_smollm2();
+    check_smollm2(f, true);
+    amp_qtensor *emb = amp_gguf_get_qtensor(f, "token_embd.weight"), *q = amp_gguf_get_qtensor(f, "blk.0.attn_q.weight");
+    assert_non_null(emb);
+    assert_non_null(q);
+    assert_int_equal(amp_qtensor_type(emb), AMP_Q8_0);
+    assert_int_equal(amp_qtensor_rows(emb), 49152);
+    assert_int_equal(amp_qtensor_cols(emb), 576);
+    assert_int_equal(amp_qtensor_type(q), AMP_Q4_1);
+    amp_tensor *before = amp_dequantize(q, AMP_F32);
+    amp_gguf_close(f);
+    amp_tensor *after = amp_dequantize(q, AMP_F32);
+    assert_memory_equal(amp_tensor_data(before), amp_tensor_data(after), amp_tensor_nbytes(after));
+    test_free_tensors(before, after);
+    amp_qtensor_free(emb);
+    amp_qtensor_free(q);
+}
+
 /* amp inspect on GGUF files: keys with types and values (long arrays summarised), tensors, totals. */
 static void t_inspect_cli(void **state) {
     (void)state;
@@ -800,4 +898,4 @@ static void t_inspect_cli(void **state) {
 }
 
 AMP_TEST_MAIN(t_meta_scalars, t_meta_arrays, t_tensors, t_close_keeps_tensors, t_truncated, t_bad_header, t_bad_metadata,
-              t_bad_tensors, t_open_errors, t_smollm2, t_inspect_cli)
+              t_bad_tensors, t_open_errors, t_smollm2, t_quantized, t_smollm2_quantized, t_inspect_cli)

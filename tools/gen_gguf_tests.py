@@ -10,9 +10,13 @@ meta.gguf    every metadata value type (scalars, strings, arrays of numbers, of 
              their conversions made by numpy (f16) and ml_dtypes (bf16): tensor "X.to_f16" is X
              converted to f16 by numpy, "X.to_bf16" by ml_dtypes (round to nearest even), "X.to_f32"
              widened by numpy.
+quant.gguf   quantized tensors: Q8_0, Q4_0, Q4_1 quantized by gguf.quants from random weights, Q4_K
+             and Q6_K blocks of random bytes (gguf-py cannot quantize them; the f16 scales are set
+             to small positive values), 2-D and 3-D; beside each, "X.deq" (F32), "X.deq_f16" and
+             "X.deq_bf16": gguf.quants.dequantize's values, rounded by numpy / ml_dtypes.
 tiny.gguf    the smallest useful file: default alignment (32), two keys, one F32 tensor (also the
              seed of the fuzzer and of the truncation test).
-fuzz inputs  tests/fuzz/corpus/gguf/ (seeds of fuzz_gguf: the two files above and small hand-made
+fuzz inputs  tests/fuzz/corpus/gguf/ (seeds of fuzz_gguf: the three files above and small hand-made
              ones, named by their SHA-1 as libFuzzer names its corpus) and tests/data/fuzz/gguf/
              (hand-made edge cases replayed by test_fuzz_regress: deep nesting, counts and lengths
              near 2^64, sizes that overflow, offsets that wrap).
@@ -29,7 +33,7 @@ import sys
 import ml_dtypes
 import numpy as np
 from gguf import GGUFReader, GGUFWriter, GGMLQuantizationType as T, GGUFValueType as V
-from gguf.quants import dequantize
+from gguf.quants import dequantize, quantize
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), ".."))
 OUT = os.path.join(ROOT, "tests", "data", "gguf")
@@ -112,6 +116,42 @@ def meta():
     write(w, "meta.gguf")
 
 
+def random_k_blocks(rng, qtype, nblocks):
+    """Blocks of a K-quant of random bytes whose f16 scale fields hold small positive values."""
+    size = {T.Q4_K: 144, T.Q6_K: 210}[qtype]
+    b = rng.integers(0, 256, size=(nblocks, size), dtype=np.uint8)
+    scales = rng.uniform(1e-3, 2e-2, size=(nblocks, 2)).astype(np.float16).view(np.uint8).reshape(nblocks, 4)
+    if qtype == T.Q4_K:  # d, dmin first
+        b[:, 0:4] = scales
+    else:  # Q6_K: d last
+        b[:, 208:210] = scales[:, 0:2]
+    return b
+
+
+def quant():
+    rng = np.random.default_rng(2025)
+    w = GGUFWriter(None, "amptest")
+    tensors = []
+    for name, qtype, shape in [("q8_0", T.Q8_0, (3, 64)), ("q4_0", T.Q4_0, (2, 96)), ("q4_1", T.Q4_1, (4, 32)),
+                               ("q8_0_3d", T.Q8_0, (2, 2, 32))]:
+        x = (rng.standard_normal(shape) * 0.1).astype(np.float32)
+        x.reshape(-1)[0] = 0.0
+        raw = quantize(x, qtype)
+        tensors.append((name, qtype, raw))
+    for name, qtype, shape in [("q4_k", T.Q4_K, (2, 256)), ("q6_k", T.Q6_K, (2, 512))]:
+        nb = shape[0] * shape[1] // 256
+        raw = random_k_blocks(rng, qtype, nb).reshape(shape[0], -1)
+        tensors.append((name, qtype, raw))
+    for name, qtype, raw in tensors:
+        w.add_tensor(name, raw, raw_dtype=qtype)
+    for name, qtype, raw in tensors:
+        deq = dequantize(raw, qtype).astype(np.float32)
+        w.add_tensor(name + ".deq", deq)
+        w.add_tensor(name + ".deq_f16", deq.astype(np.float16))
+        add_bf16(w, name + ".deq_bf16", deq)
+    write(w, "quant.gguf")
+
+
 def tiny():
     w = GGUFWriter(None, "tiny")
     w.add_key_value("tiny.n", 3, V.UINT32)
@@ -137,7 +177,7 @@ def pad(b, a=32):
 
 
 def fuzz_inputs():
-    seeds = [open(os.path.join(OUT, n), "rb").read() for n in ("tiny.gguf", "meta.gguf")]
+    seeds = [open(os.path.join(OUT, n), "rb").read() for n in ("tiny.gguf", "meta.gguf", "quant.gguf")]
     seeds.append(header(0, 0))
     # a Q8_0 tensor of 2 rows of 32 (d = 1.0 in f16, q = 0..31) and an IQ1_S one (a type amp lists only)
     q8 = b"".join(struct.pack("<e", 1.0) + bytes(range(32)) for _ in range(2))
@@ -244,6 +284,7 @@ if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     with np.errstate(over="ignore"):  # 70000 and -1e6 become inf in f16, on purpose
         meta()
+    quant()
     tiny()
     fuzz_inputs()
     smollm2()

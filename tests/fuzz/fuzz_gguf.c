@@ -3,7 +3,9 @@
  * points inside the input: each key found again by its name, each value read
  * by the getter of its type, each string of each string array inside the
  * input, each tensor's bytes inside the input, found again by its name, and
- * the float tensors converted to f32, f16 and bf16.
+ * the float and quantized tensors converted to f32, f16 and bf16, each 2-D
+ * quantized one wrapped without a copy (one of them kept past amp_gguf_close
+ * and dequantized then: it holds the mapping).
  *
  * tests/test_fuzz_regress.c includes this file with FUZZ_ENTRY renamed to
  * replay the seed corpus and every crash input kept in tests/data/fuzz/. */
@@ -96,6 +98,7 @@ int FUZZ_ENTRY(const uint8_t *data, size_t size) {
     int64_t nt = amp_gguf_tensor_count(f);
     FUZZ_CHECK(nt >= 0);
     uint64_t total = 0;
+    amp_qtensor *kept = NULL;
     for (int64_t i = 0; i < nt; i++) {
         amp_gguf_tensor_info in;
         FUZZ_CHECK(amp_gguf_tensor_at(f, i, &in) == AMP_OK);
@@ -108,9 +111,22 @@ int FUZZ_ENTRY(const uint8_t *data, size_t size) {
         FUZZ_CHECK(amp_gguf_ggml_type_name(in.ggml_type) != NULL);
         static const amp_dtype dts[] = {AMP_F32, AMP_F16, AMP_BF16};
         bool plain = in.ggml_type == 0 || in.ggml_type == 1 || in.ggml_type == 28 || in.ggml_type == 30;
+        amp_qtype qt;
+        bool quant = amp_qtype_from_ggml_id(in.ggml_type, &qt) == AMP_OK;
+        amp_clear_error();
+        amp_qtensor *q = amp_gguf_get_qtensor(f, in.name);
+        FUZZ_CHECK((q != NULL) == (quant && in.ndim == 2));
+        if (q) {
+            FUZZ_CHECK(amp_qtensor_data(q) == in.data && amp_qtensor_nbytes(q) == in.nbytes);
+            FUZZ_CHECK(amp_qtensor_rows(q) == in.ne[1] && amp_qtensor_cols(q) == in.ne[0]);
+            if (!kept) kept = q;
+            else amp_qtensor_free(q);
+        } else {
+            FUZZ_CHECK(amp_last_error()[0] != 0);
+        }
         for (int d = 0; d < 3; d++) {
             amp_tensor *t = amp_gguf_get_tensor(f, in.name, dts[d]);
-            if (plain) FUZZ_CHECK(t != NULL);
+            if (plain || quant) FUZZ_CHECK(t != NULL);
             if (!t) {
                 FUZZ_CHECK(amp_last_error()[0] != 0);
                 continue;
@@ -126,5 +142,11 @@ int FUZZ_ENTRY(const uint8_t *data, size_t size) {
         }
     }
     amp_gguf_close(f);
+    if (kept) {
+        amp_tensor *t = amp_dequantize(kept, AMP_F32);
+        FUZZ_CHECK(t && amp_tensor_numel(t) == amp_qtensor_rows(kept) * amp_qtensor_cols(kept));
+        amp_tensor_free(t);
+        amp_qtensor_free(kept);
+    }
     return 0;
 }
