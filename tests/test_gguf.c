@@ -359,6 +359,54 @@ static void t_truncated(void **state) {
     free(g.b);
 }
 
+/* Every byte of the headers of the small files set to each of a few values: refused with a message
+ * naming the reader, or parsed into a file whose tensors all read (never a crash). */
+static void t_mutated(void **state) {
+    (void)state;
+    static const char *const files[] = {"tiny.gguf", "meta.gguf", "quant.gguf"};
+    static const unsigned char vals[] = {0x00, 0x01, 0x02, 0x07, 0x09, 0x20, 0x7f, 0x80, 0xfe, 0xff};
+    int refused = 0, parsed = 0;
+    for (int fi = 0; fi < 3; fi++) {
+        char p[1024];
+        snprintf(p, sizeof p, DATA "%s", files[fi]);
+        size_t len;
+        unsigned char *buf = (unsigned char *)test_read_file(p, &len);
+        assert_non_null(buf);
+        amp_gguf *g = amp_gguf_parse(buf, len, files[fi]);
+        assert_non_null(g);
+        size_t hdr = (size_t)amp_gguf_data_offset(g);
+        amp_gguf_close(g);
+        for (size_t i = 0; i < hdr; i++) {
+            unsigned char orig = buf[i];
+            for (size_t v = 0; v < sizeof vals; v++) {
+                if (vals[v] == orig) continue;
+                buf[i] = vals[v];
+                amp_clear_error();
+                amp_gguf *f = amp_gguf_parse(buf, len, "mutated");
+                if (!f) {
+                    if (!strstr(amp_last_error(), "amp_gguf_parse: mutated: "))
+                        fail_msg("%s byte %zu = 0x%02x: \"%s\"", files[fi], i, vals[v], amp_last_error());
+                    refused++;
+                    continue;
+                }
+                parsed++;
+                for (int64_t k = 0; k < amp_gguf_tensor_count(f); k++) {
+                    amp_gguf_tensor_info in;
+                    assert_int_equal(amp_gguf_tensor_at(f, k, &in), AMP_OK);
+                    amp_tensor *t = amp_gguf_get_tensor(f, in.name, AMP_F32);
+                    if (!t) assert_non_null(strstr(amp_last_error(), "amp_gguf_get_tensor: "));
+                    amp_tensor_free(t);
+                }
+                amp_gguf_close(f);
+            }
+            buf[i] = orig;
+        }
+        free(buf);
+    }
+    print_message("mutated headers: %d refused, %d parsed\n", refused, parsed);
+    assert_true(refused > 1000 && parsed > 100);
+}
+
 static void t_bad_header(void **state) {
     (void)state;
     gbuf g = {0};
@@ -897,5 +945,5 @@ static void t_inspect_cli(void **state) {
     test_free_all(out, err);
 }
 
-AMP_TEST_MAIN(t_meta_scalars, t_meta_arrays, t_tensors, t_close_keeps_tensors, t_truncated, t_bad_header, t_bad_metadata,
+AMP_TEST_MAIN(t_meta_scalars, t_meta_arrays, t_tensors, t_close_keeps_tensors, t_truncated, t_mutated, t_bad_header, t_bad_metadata,
               t_bad_tensors, t_open_errors, t_smollm2, t_quantized, t_smollm2_quantized, t_inspect_cli)
