@@ -164,9 +164,10 @@ AMP_API amp_tensor *amp_log_softmax(amp_tensor *x, int dim);
  * (may be NULL). torch eps default 1e-5. */
 AMP_API amp_tensor *amp_layer_norm(amp_tensor *x, int normalized_ndim, amp_tensor *weight, amp_tensor *bias, double eps);
 /* torch.nn.functional.rms_norm: x / sqrt(mean(x², last normalized_ndim dims) + eps) * weight (weight may be
- * NULL). eps < 0 or NaN: torch's default (finfo(x.dtype).eps, of the dtype it computes in after autocast).
- * f32 statistics for half inputs, the output in x's dtype rounded once (torch rounds x * rsqrt before the
- * weight). */
+ * NULL). eps < 0 or NaN: torch's default, the machine epsilon of the dtype torch computes in: its code
+ * (aten/src/ATen/native/layer_norm.cpp) upcasts f16/bf16 to f32 and takes float's epsilon, 2^-23 (its docs
+ * say finfo(x.dtype).eps). f32 statistics for half inputs, the weight applied in f32 and the output in x's
+ * dtype rounded once (as torch's current code; torch 2.4 rounded x * rsqrt before the weight). */
 AMP_API amp_tensor *amp_rms_norm(amp_tensor *x, int normalized_ndim, amp_tensor *weight, double eps);
 /* Rotary position embedding of x [B, H, T, D] (D even) at positions pos0 .. pos0+T-1, freq_i = theta^(-2i/D):
  * AMP_ROPE_INTERLEAVED rotates the pairs (x[2i], x[2i+1]) (GGUF / llama.cpp's Llama layout, Q/K permuted by

@@ -152,7 +152,9 @@ amp_tensor *amp_layer_norm(amp_tensor *x, int normalized_ndim, amp_tensor *weigh
 }
 
 /* torch.nn.functional.rms_norm; eps < 0 or NaN: torch's default, the
- * machine epsilon of the dtype it computes in (after autocast) */
+ * machine epsilon of the dtype it computes in (torch's layer_norm.cpp,
+ * rms_norm_symint: std::numeric_limits<float>::epsilon() for f32, f16 and
+ * bf16 inputs, which it upcasts to f32, as amp computes them) */
 amp_tensor *amp_rms_norm(amp_tensor *x, int normalized_ndim, amp_tensor *weight, double eps) {
     static const char *fn = "amp_rms_norm";
     if (!rows_check(fn, x, normalized_ndim, weight, NULL)) return NULL;
@@ -162,8 +164,7 @@ amp_tensor *amp_rms_norm(amp_tensor *x, int normalized_ndim, amp_tensor *weight,
     int mask = amp__autocast_dev(AMP_OP_RMS_NORM, in, 3, &dev);
     if (mask < 0) return NULL;
     x = in[0];
-    if (!(eps >= 0))
-        eps = x->dtype == AMP_F16 ? 0x1p-10 : x->dtype == AMP_BF16 ? 0x1p-7 : 0x1p-23;
+    if (!(eps >= 0)) eps = 0x1p-23;
     int64_t M = amp__numel(lead, x->shape), D = amp__numel(k, x->shape + lead);
     amp_norm_args na = {.M = M, .D = D, .k = k, .eps = eps};
     const amp_backend *be = amp__backend(fn, dev);
