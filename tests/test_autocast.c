@@ -53,6 +53,8 @@ static spec spec_of(int op) {
     case AMP_OP_POW: IN(0, 3, 4); s.lo = 0.5; break;
     case AMP_OP_LOG1P: IN(0, 3, 4); s.lo = -0.5; break;
     case AMP_OP_LAYER_NORM: IN(0, 4, 6); IN(1, 6); IN(2, 6); break;
+    case AMP_OP_RMS_NORM: IN(0, 4, 6); IN(1, 6); break;
+    case AMP_OP_ROPE: IN(0, 1, 2, 3, 4); break;
     case AMP_OP_GROUP_NORM: IN(0, 2, 4, 3); IN(1, 4); IN(2, 4); break;
     case AMP_OP_CROSS_ENTROPY:
     case AMP_OP_NLL_LOSS: IN(0, 4, 5); break;
@@ -66,6 +68,7 @@ static spec spec_of(int op) {
     case AMP_OP_ADDCMUL:
     case AMP_OP_ADDCDIV: IN(0, 3, 4); IN(1, 3, 4); IN(2, 3, 4); s.lo = 0.5; break;
     case AMP_OP_DOT: IN(0, 7); IN(1, 7); break;
+    case AMP_OP_SWIGLU: IN(0, 3, 4); IN(1, 3, 4); break;
     default: IN(0, 3, 4); break;
     }
 #undef IN
@@ -98,6 +101,8 @@ static amp_tensor *invoke(int op, amp_tensor *const *x) {
     case AMP_OP_SOFTMAX: return amp_softmax(x[0], 1);
     case AMP_OP_LOG_SOFTMAX: return amp_log_softmax(x[0], 1);
     case AMP_OP_LAYER_NORM: return amp_layer_norm(x[0], 1, x[1], x[2], 1e-5);
+    case AMP_OP_RMS_NORM: return amp_rms_norm(x[0], 1, x[1], 1e-5);
+    case AMP_OP_ROPE: return amp_rope(x[0], 2, 10000.0, AMP_ROPE_HALVES);
     case AMP_OP_GROUP_NORM: return amp_group_norm(x[0], 2, x[1], x[2], 1e-5);
     case AMP_OP_SUM: return amp_sum(x[0], NULL, 0, false);
     case AMP_OP_PROD: return amp_prod(x[0], 1, false);
@@ -128,6 +133,7 @@ static amp_tensor *invoke(int op, amp_tensor *const *x) {
     case AMP_OP_RELU: return amp_relu(x[0]);
     case AMP_OP_GELU: return amp_gelu(x[0], AMP_GELU_ERF);
     case AMP_OP_SILU: return amp_silu(x[0]);
+    case AMP_OP_SWIGLU: return amp_swiglu(x[0], x[1]);
     case AMP_OP_SIGMOID: return amp_sigmoid(x[0]);
     case AMP_OP_TANH: return amp_tanh(x[0]);
     case AMP_OP_DROPOUT: return amp_dropout(x[0], 0.5, false, NULL);

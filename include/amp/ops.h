@@ -104,6 +104,9 @@ AMP_API amp_tensor *amp_relu(amp_tensor *x);
 typedef enum { AMP_GELU_ERF = 0, AMP_GELU_TANH = 1 } amp_gelu_approx;
 AMP_API amp_tensor *amp_gelu(amp_tensor *x, amp_gelu_approx approx);
 AMP_API amp_tensor *amp_silu(amp_tensor *x);
+/* silu(gate) * up, fused (Llama's SwiGLU MLP): computed in f32 (f64 for f64) and rounded once; gate and up
+ * broadcast and promote as torch's F.silu(gate) * up (no autocast list names silu or mul). */
+AMP_API amp_tensor *amp_swiglu(amp_tensor *gate, amp_tensor *up);
 AMP_API amp_tensor *amp_sigmoid(amp_tensor *x);
 AMP_API amp_tensor *amp_tanh(amp_tensor *x);
 AMP_API amp_tensor *amp_softplus(amp_tensor *x, double beta, double threshold); /* torch: 1, 20 */
@@ -160,6 +163,21 @@ AMP_API amp_tensor *amp_log_softmax(amp_tensor *x, int dim);
 /* Normalises over the last normalized_ndim dims; weight/bias of that shape
  * (may be NULL). torch eps default 1e-5. */
 AMP_API amp_tensor *amp_layer_norm(amp_tensor *x, int normalized_ndim, amp_tensor *weight, amp_tensor *bias, double eps);
+/* torch.nn.functional.rms_norm: x / sqrt(mean(x², last normalized_ndim dims) + eps) * weight (weight may be
+ * NULL). eps < 0 or NaN: torch's default, the machine epsilon of the dtype torch computes in: its code
+ * (aten/src/ATen/native/layer_norm.cpp) upcasts f16/bf16 to f32 and takes float's epsilon, 2^-23 (its docs
+ * say finfo(x.dtype).eps). f32 statistics for half inputs, the weight applied in f32 and the output in x's
+ * dtype rounded once (as torch's current code; torch 2.4 rounded x * rsqrt before the weight). */
+AMP_API amp_tensor *amp_rms_norm(amp_tensor *x, int normalized_ndim, amp_tensor *weight, double eps);
+/* Rotary position embedding of x [B, H, T, D] (D even) at positions pos0 .. pos0+T-1, freq_i = theta^(-2i/D):
+ * AMP_ROPE_INTERLEAVED rotates the pairs (x[2i], x[2i+1]) (GGUF / llama.cpp's Llama layout, Q/K permuted by
+ * the converter); AMP_ROPE_HALVES rotates (x[i], x[i+D/2]) (Hugging Face's rotate_half). Angles in f32 as
+ * each layout's reference computes them: INTERLEAVED as llama.cpp's ggml-cpu (theta_scale = theta^(-2/D),
+ * angle_i = pos * theta_scale^i by repeated f32 products), HALVES as Hugging Face (inv_freq_i =
+ * 1 / theta^(2i/D) in f32, angle = pos * inv_freq_i in f32); cos/sin of the f32 angle correctly rounded to
+ * f32; the rotation in f64 from those, rounded once to x's dtype. Backward is the inverse rotation. */
+typedef enum { AMP_ROPE_INTERLEAVED = 0, AMP_ROPE_HALVES = 1 } amp_rope_layout;
+AMP_API amp_tensor *amp_rope(amp_tensor *x, int64_t pos0, double theta, amp_rope_layout layout);
 /* x [N,C,...]. weight/bias/running stats [C], f32 (may be NULL). Training:
  * batch statistics in f32, running_mean/var updated in place with momentum
  * (unbiased variance, as torch); eval: running statistics. Output dtype is
@@ -187,7 +205,8 @@ AMP_API amp_tensor *amp_masked_fill(amp_tensor *x, amp_tensor *mask, double valu
 
 /* ---- attention ----------------------------------------------------------------
  * torch.nn.functional.scaled_dot_product_attention:
- *   q [..., L, E], k [..., S, E], v [..., S, Ev] (equal batch dims, one dtype)
+ *   q [..., L, E], k [..., S, E], v [..., S, Ev] (equal batch dims, one dtype;
+ *   with enable_gqa the head dims, third from last, may differ: below)
  *   -> [..., L, Ev] = dropout(softmax(q kᵀ * scale + mask), dropout_p) v
  * scale 0 (or NAN) means 1/sqrt(E). is_causal: query i sees keys j <= i
  * (top-left aligned when L != S, as torch). attn_mask (or NULL): u8 (nonzero
@@ -206,8 +225,12 @@ typedef struct {
     double dropout_p;
     double scale;
     amp_generator *generator;
+    /* grouped-query attention (torch 2.5's enable_gqa): q [..., Hq, L, E], k and v [..., Hkv, S, E] with
+     * Hq % Hkv == 0; query head h reads key/value head h / (Hq / Hkv) (torch's repeat_interleave); dk and dv
+     * sum over the query heads of their group. Needs 3 dims at least. */
+    bool enable_gqa;
 } amp_sdpa_opts;
-#define AMP_SDPA_DEFAULTS ((amp_sdpa_opts){NULL, false, 0.0, 0.0, NULL})
+#define AMP_SDPA_DEFAULTS ((amp_sdpa_opts){NULL, false, 0.0, 0.0, NULL, false})
 AMP_API amp_tensor *amp_scaled_dot_product_attention(amp_tensor *q, amp_tensor *k, amp_tensor *v, bool is_causal,
                                              double dropout_p, double scale);
 AMP_API amp_tensor *amp_scaled_dot_product_attention_ex(amp_tensor *q, amp_tensor *k, amp_tensor *v, const amp_sdpa_opts *o);

@@ -32,6 +32,8 @@
     X(SOFTMAX, "softmax", AMP_CAST_FP32, AMP_CAST_NONE)                             \
     X(LOG_SOFTMAX, "log_softmax", AMP_CAST_FP32, AMP_CAST_NONE)                     \
     X(LAYER_NORM, "layer_norm", AMP_CAST_FP32, AMP_CAST_NONE)                       \
+    /* rms_norm: torch's AT_FORALL_FP32 (autocast_mode.h) beside layer_norm; not in the CPU list */ \
+    X(RMS_NORM, "rms_norm", AMP_CAST_FP32, AMP_CAST_NONE)                           \
     X(GROUP_NORM, "group_norm", AMP_CAST_FP32, AMP_CAST_NONE)                       \
     X(SUM, "sum", AMP_CAST_FP32, AMP_CAST_NONE)                                     \
     X(PROD, "prod", AMP_CAST_FP32, AMP_CAST_FP32)                                   \
@@ -48,6 +50,8 @@
     X(CAT, "cat", AMP_CAST_PROMOTE, AMP_CAST_PROMOTE)                               \
     X(STACK, "stack", AMP_CAST_PROMOTE, AMP_CAST_PROMOTE)                           \
     X(ADDCMUL, "addcmul", AMP_CAST_PROMOTE, AMP_CAST_NONE)                          \
+    /* rope: torch writes it with mul/add (in no list: type promotion) */         \
+    X(ROPE, "rope", AMP_CAST_PROMOTE, AMP_CAST_NONE)                                \
     X(ADDCDIV, "addcdiv", AMP_CAST_PROMOTE, AMP_CAST_NONE)                          \
     X(DOT, "dot", AMP_CAST_PROMOTE, AMP_CAST_NONE)                                  \
     /* everything else: inputs' dtype with ordinary type promotion */              \
@@ -64,6 +68,8 @@
     X(RELU, "relu", AMP_CAST_NONE, AMP_CAST_NONE)                                   \
     X(GELU, "gelu", AMP_CAST_NONE, AMP_CAST_NONE)                                   \
     X(SILU, "silu", AMP_CAST_NONE, AMP_CAST_NONE)                                   \
+    /* swiglu: F.silu(gate) * up in torch; silu and mul are in no list */         \
+    X(SWIGLU, "swiglu", AMP_CAST_NONE, AMP_CAST_NONE)                               \
     X(SIGMOID, "sigmoid", AMP_CAST_NONE, AMP_CAST_NONE)                             \
     X(TANH, "tanh", AMP_CAST_NONE, AMP_CAST_NONE)                                   \
     X(DROPOUT, "dropout", AMP_CAST_NONE, AMP_CAST_NONE)                             \
