@@ -17,6 +17,7 @@
 #include "amp/io.h"
 #include "amp/checkpoint.h"
 #include "amp/text.h"
+#include "amp/quant.h"
 #include "amp/gpt.h"
 #include "amp/pretrained.h"
 #include "amp/dist.h"

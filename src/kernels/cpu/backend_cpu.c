@@ -66,4 +66,5 @@ const amp_backend amp_backend_cpu = {
     .attention = &amp__cpu_attention_family,
     .optim = &amp__cpu_optim_family,
     .scaler = &amp__cpu_scaler_family,
+    .quant = &amp__cpu_quant_family,
 };
