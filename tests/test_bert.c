@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "test_support.h"
 
@@ -210,6 +211,85 @@ static void t_half_within_reference_bounds(void **state) {
     half_case(&g, "f16", AMP_F16, g.emb_f16, 2.0);
     half_case(&g, "f32", AMP_BF16, g.emb_bf16, 2.0); /* f32 weights cast by autocast: the same rounding */
     half_case(&g, "bf16", AMP_F32, g.emb_bf16, 2.0); /* pure bf16 (no autocast): norms on bf16 activations */
+    golden_free(&g);
+}
+
+/* From the texts: amp_bert_tokenizer's ids are the reference's (Hugging Face tokenizers on tokenizer.json,
+ * truncated to 256), and amp_bert_embed gives amp_bert_embed_ids' embeddings; the vocab.txt fallback too. */
+static void t_texts_through_the_tokenizer(void **state) {
+    (void)state;
+    golden g;
+    golden_load(&g);
+    amp_module *m = load("keep");
+    amp_tokenizer *t = amp_bert_tokenizer(minilm_dir());
+    if (!t) fail_msg("%s", amp_last_error());
+    const char *texts[16];
+    for (int i = 0; i < g.n; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "text.%d", i);
+        texts[i] = amp_safetensors_meta(g.f, k);
+        assert_non_null(texts[i]);
+        int32_t *ids;
+        size_t n;
+        amp_encode_opts eo = {true, true};
+        assert_int_equal(amp_tokenizer_encode_ex(t, texts[i], strlen(texts[i]), &eo, &ids, &n), AMP_OK);
+        size_t want = (size_t)g.lens[i] < n ? (size_t)g.lens[i] : n; /* the reference's are cut to 256 */
+        if (n > 256) {
+            assert_int_equal(g.lens[i], 256);
+            assert_int_equal(g.ids[i][255], ids[n - 1]); /* [SEP] kept */
+            want = 255;
+        } else {
+            assert_int_equal((int64_t)n, g.lens[i]);
+        }
+        for (size_t k2 = 0; k2 < want; k2++)
+            if (ids[k2] != g.ids[i][k2]) fail_msg("text %d token %zu: id %d, the reference's %d", i, k2, ids[k2], g.ids[i][k2]);
+        free(ids);
+    }
+    amp_tensor *e = NULL;
+    assert_int_equal(amp_bert_embed(m, t, texts, g.n, NULL, &e), AMP_OK);
+    float *ref = embed(m, &g, 32), *got = malloc(sizeof(float) * (size_t)(g.n * H));
+    assert_int_equal(amp_tensor_copy_out(e, got, AMP_F32), AMP_OK);
+    for (int64_t k = 0; k < g.n * H; k++) assert_true(got[k] == ref[k]);
+    /* bad arguments named */
+    amp_tensor *e2 = NULL;
+    assert_int_equal(amp_bert_embed(m, t, (const char *[]){"a", NULL}, 2, NULL, &e2), AMP_ERR_ARG);
+    expect_error("amp_bert_embed: texts[1] is NULL");
+    amp_embed_opts bad = AMP_EMBED_DEFAULTS;
+    bad.max_seq_length = 513;
+    assert_int_equal(amp_bert_embed(m, t, texts, 1, &bad, &e2), AMP_ERR_ARG);
+    expect_error("max_seq_length 513 is outside [2, max_position_embeddings 512]");
+    assert_int_equal(amp_bert_embed_ids(m, (const int32_t *const[]){(const int32_t[]){101, 30522, 102}}, (const int64_t[]){3}, 1, NULL, &e2),
+                     AMP_ERR_RANGE);
+    expect_error("amp_bert_embed_ids: text 0: token id 30522 at 1 is outside the vocabulary [0, 30522)");
+    assert_null(e2);
+    test_free_all(ref, got);
+    amp_tensor_free(e);
+    amp_tokenizer_free(t);
+
+    /* a directory without tokenizer.json: vocab.txt, lowercased (tokenizer_config.json's do_lower_case) */
+    const char *dir = test_tmp_path("vocab_only");
+    assert_int_equal(mkdir(dir, 0755), 0);
+    char from[1200], to[1200];
+    static const char *files[] = {"config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(from, sizeof from, "%s/%s", minilm_dir(), files[i]);
+        snprintf(to, sizeof to, "%s/%s", dir, files[i]);
+        assert_int_equal(symlink(from, to), 0);
+    }
+    t = amp_bert_tokenizer(dir);
+    if (!t) fail_msg("%s", amp_last_error());
+    assert_string_equal(amp_tokenizer_name(t), "wordpiece");
+    int32_t *ids;
+    size_t n;
+    amp_encode_opts eo = {true, false};
+    assert_int_equal(amp_tokenizer_encode_ex(t, texts[0], strlen(texts[0]), &eo, &ids, &n), AMP_OK);
+    assert_int_equal((int64_t)n, g.lens[0]);
+    for (size_t k = 0; k < n; k++) assert_int_equal(ids[k], g.ids[0][k]);
+    free(ids);
+    amp_tokenizer_free(t);
+    assert_null(amp_bert_tokenizer(test_tmp_path("none")));
+    expect_error("amp_bert_tokenizer");
+    amp_module_free(m);
     golden_free(&g);
 }
 
@@ -409,4 +489,4 @@ static void t_prefix_and_forward_checks(void **state) {
 }
 
 AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_f32_matches_reference, t_padding_invariant,
-                       t_half_within_reference_bounds, t_quantized_loads, t_bad_directories, t_prefix_and_forward_checks)
+                       t_half_within_reference_bounds, t_texts_through_the_tokenizer, t_quantized_loads, t_bad_directories, t_prefix_and_forward_checks)
