@@ -42,6 +42,7 @@ static void write_text(const char *dir, const char *file, const char *text) {
 
 /* Tensors a ([2, 3] f32 0..5), b ([4] f16 0.5, 1.5, ...) and c ([3] bf16) in dir/file, as named by na/nb/nc (NULL: left out). */
 static void write_st(const char *dir, const char *file, const char *na, const char *nb, const char *nc) {
+    amp_scope *sc = amp_scope_begin(); /* the temporaries and the tensors written */
     amp_tensor *ts[3];
     const char *names[3];
     int n = 0;
@@ -60,6 +61,7 @@ static void write_st(const char *dir, const char *file, const char *na, const ch
     char p[1200];
     snprintf(p, sizeof p, "%s/%s", dir, file);
     assert_int_equal(amp_safetensors_write(p, ts, names, n, NULL, 0), AMP_OK);
+    amp_scope_end(sc);
 }
 
 static void t_single_file_and_config(void **state) {
@@ -134,7 +136,7 @@ static void t_single_file_and_config(void **state) {
     amp_tensor *c = amp_hf_dir_get(d, "emb", AMP_F16, 1, AMP_SHAPE(3)); /* bf16 -> f16 */
     assert_non_null(c);
     float want = 0;
-    amp_tensor *c0 = amp_to(amp_mul_scalar(amp_tensor_arange(1, 4, 1, AMP_F32), 1.0 / 3.0), AMP_BF16);
+    amp_tensor *c1 = amp_tensor_arange(1, 4, 1, AMP_F32), *c2 = amp_mul_scalar(c1, 1.0 / 3.0), *c0 = amp_to(c2, AMP_BF16);
     for (int k = 0; k < 3; k++) {
         want = (float)amp_tensor_get(c0, (int64_t[]){k});
         assert_true(amp_tensor_get(c, (int64_t[]){k}) == want); /* every bf16 of this range is an f16 */
@@ -149,7 +151,7 @@ static void t_single_file_and_config(void **state) {
     expect_error("has no tensor 'missing.weight'");
     assert_null(amp_hf_dir_get(d, "enc.b", AMP_I64, 0, NULL));
     expect_error("f32, f16 or bf16");
-    test_free_tensors(a, h, c, c0);
+    test_free_tensors(a, h, c, c0, c1, c2);
     amp_hf_dir_close(d);
 }
 
