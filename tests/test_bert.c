@@ -37,7 +37,7 @@ static const char *minilm_dir(void) {
 /* ---- the golden data ---------------------------------------------------------------------------- */
 typedef struct {
     amp_safetensors *f;
-    int n;
+    int n, n_all; /* sentences used, sentences in the file (sim's stride) */
     int32_t *ids[16];
     int64_t lens[16];
     double *emb, *sim, *emb_bf16, *emb_f16; /* [n, 384], [n, n] */
@@ -52,12 +52,20 @@ static double *get_f64(const golden *g, const char *name) {
     return p;
 }
 
+/* make test-asan sets AMP_ASAN: a Debug build under the sanitizers runs the
+ * encoder some 30 times slower, so there the sentences stop before the one
+ * of 256 tokens (which pads every batch to 256) and each path runs once;
+ * the plain build checks everything. */
+static bool short_run(void) { return getenv("AMP_ASAN") != NULL; }
+
 static void golden_load(golden *g) {
     memset(g, 0, sizeof *g);
     g->f = amp_safetensors_read(GOLDEN);
     if (!g->f) fail_msg("%s", amp_last_error());
     g->n = atoi(amp_safetensors_meta(g->f, "n"));
     assert_true(g->n >= 2 && g->n <= 16);
+    g->n_all = g->n;
+    if (short_run()) g->n = 7; /* rows 0..6 of emb / emb_bf16 / emb_f16 (sim is read with the full stride) */
     for (int i = 0; i < g->n; i++) {
         char nm[32];
         snprintf(nm, sizeof nm, "ids.%d", i);
@@ -153,10 +161,10 @@ static void t_f32_matches_reference(void **state) {
         for (int j = 0; j < g.n; j++) {
             double s = 0;
             for (int64_t k = 0; k < H; k++) s += (double)e[i * H + k] * e[j * H + k];
-            if (!(fabs(s - g.sim[i * g.n + j]) <= 1e-4)) fail_msg("similarity [%d][%d] = %.6f, reference %.6f", i, j, s, g.sim[i * g.n + j]);
+            if (!(fabs(s - g.sim[i * g.n_all + j]) <= 1e-4)) fail_msg("similarity [%d][%d] = %.6f, reference %.6f", i, j, s, g.sim[i * g.n_all + j]);
         }
     /* the sentence-transformers README's similarity of "The weather is lovely today." and "It's so sunny outside!" */
-    assert_true(fabs(g.sim[2 * g.n + 3] - 0.6660) < 5e-5);
+    assert_true(fabs(g.sim[2 * g.n_all + 3] - 0.6660) < 5e-5);
     free(e);
     amp_module_free(m);
     golden_free(&g);
@@ -209,8 +217,10 @@ static void t_half_within_reference_bounds(void **state) {
     golden_load(&g);
     half_case(&g, "bf16", AMP_BF16, g.emb_bf16, 2.0);
     half_case(&g, "f16", AMP_F16, g.emb_f16, 2.0);
-    half_case(&g, "f32", AMP_BF16, g.emb_bf16, 2.0); /* f32 weights cast by autocast: the same rounding */
-    half_case(&g, "bf16", AMP_F32, g.emb_bf16, 2.0); /* pure bf16 (no autocast): norms on bf16 activations */
+    if (!short_run()) {
+        half_case(&g, "f32", AMP_BF16, g.emb_bf16, 2.0); /* f32 weights cast by autocast: the same rounding */
+        half_case(&g, "bf16", AMP_F32, g.emb_bf16, 2.0); /* pure bf16 (no autocast): norms on bf16 activations */
+    }
     golden_free(&g);
 }
 
@@ -305,7 +315,7 @@ static void t_quantized_loads(void **state) {
         const char *ld;
         double max_loss;
     } Q[] = {{"q8_0", 2e-3}, {"q4_0", 0.1}, {"q4_1", 0.1}};
-    for (size_t q = 0; q < sizeof Q / sizeof Q[0]; q++) {
+    for (size_t q = 0; q < (short_run() ? 1 : sizeof Q / sizeof Q[0]); q++) {
         amp_module *m = load(Q[q].ld);
         amp_bert_config c;
         assert_int_equal(amp_bert_get_config(m, &c), AMP_OK);
