@@ -261,12 +261,14 @@ static void emulate(amp_qtype t, const void *w, size_t rb, int64_t N, const amp_
             double s = 0, a = 0;
             const char *row = (const char *)w + (size_t)n * rb;
             for (int64_t b = 0; b < x->nb; b++) {
-                const int8_t *xq = x->qs + m * x->nbp * 32 + b * 32;
-                const double dx = x->d[m * x->nbp + b];
+                int8_t xq[32];
+                for (int j = 0; j < 32; j++) xq[j] = x->qs[m * x->nbp * 32 + amp_qact_at(x->paired, b, j)];
+                const int64_t at = m * x->nbp + amp_qact_slot(b);
+                const double dx = x->d[at];
                 int64_t is = 0, qsum = 0;
                 double dw, mw = 0;
                 for (int j = 0; j < 32; j++) qsum += xq[j];
-                assert_int_equal(qsum, x->sum[m * x->nbp + b]);
+                assert_int_equal(qsum, x->sum[at]);
                 if (t == AMP_Q8_0) {
                     const amp_block_q8_0 *wb = (const amp_block_q8_0 *)row + b;
                     for (int j = 0; j < 32; j++) is += wb->qs[j] * xq[j];
@@ -313,14 +315,23 @@ static void t_qlinear_paths(void **st) {
                 float *px = amp_tensor_data(x);
                 if (s == 2) px[K + 3] = 0x1p-140f; /* a subnormal, a zero block */
                 if (s == 2) memset(px + 2 * K, 0, 32 * sizeof(float));
-                for (int64_t m = 0; m < M; m++) {
-                    ref_k->quantize_x(px + m * K, K, xa.qs + m * xa.nbp * 32, xa.d + m * xa.nbp, xa.s + m * xa.nbp, xa.sum + m * xa.nbp);
-                    k->quantize_x(px + m * K, K, xb.qs + m * xb.nbp * 32, xb.d + m * xb.nbp, xb.s + m * xb.nbp, xb.sum + m * xb.nbp);
-                }
-                size_t ab_bytes = sizeof(float) * (size_t)(2 * M * xa.nbp) + sizeof(int32_t) * (size_t)(M * xa.nbp) + (size_t)(M * xa.nbp * 32);
-                if (memcmp(xa.d, xb.d, ab_bytes))
-                    fail_msg("%s: the activation blocks differ from the scalar path's", k->name);
                 for (int t = 0; t < 3; t++) {
+                    xa.paired = xb.paired = t != AMP_Q8_0;
+                    for (int64_t m = 0; m < M; m++) {
+                        ref_k->quantize_x(px + m * K, K, xa.paired, xa.qs + m * xa.nbp * 32, xa.d + m * xa.nbp, xa.s + m * xa.nbp, xa.sum + m * xa.nbp);
+                        k->quantize_x(px + m * K, K, xb.paired, xb.qs + m * xb.nbp * 32, xb.d + m * xb.nbp, xb.s + m * xb.nbp, xb.sum + m * xb.nbp);
+                    }
+                    size_t ab_bytes = sizeof(float) * (size_t)(2 * M * xa.nbp) + sizeof(int32_t) * (size_t)(M * xa.nbp) + (size_t)(M * xa.nbp * 32);
+                    if (memcmp(xa.d, xb.d, ab_bytes)) fail_msg("%s: the activation blocks differ from the scalar path's", k->name);
+                    /* the values where the layout says, in the slots it says */
+                    for (int64_t m = 0; m < M; m++)
+                        for (int64_t b = 0; b < xa.nb; b++) {
+                            float d = xa.d[m * xa.nbp + amp_qact_slot(b)];
+                            for (int j = 0; j < 32 && d == d; j++) {
+                                float v = px[m * K + b * 32 + j], id = d ? 1.0f / d : 0.0f;
+                                assert_int_equal(xa.qs[m * xa.nbp * 32 + amp_qact_at(xa.paired, b, j)], (int)nearbyintf(v * id));
+                            }
+                        }
                     amp_qtensor *q = amp_quantize(w, (amp_qtype)t);
                     size_t rb = amp_qtensor_nbytes(q) / (size_t)N;
                     float *y = malloc(sizeof(float) * (size_t)(M * N)), *y0 = malloc(sizeof(float) * (size_t)(M * N));

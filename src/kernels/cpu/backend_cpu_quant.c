@@ -123,7 +123,7 @@ static amp_status cpu_qlinear(const char *fn, const amp_tensor *x, const amp_qte
         goto done_y;
     }
     const amp_quant_kernels *k = amp_k_quant();
-    amp_qact xa = {.M = M, .K = K, .nb = K / AMP_QK, .nbp = (K / AMP_QK + 3) & ~(int64_t)3};
+    amp_qact xa = {.M = M, .K = K, .nb = K / AMP_QK, .nbp = (K / AMP_QK + 3) & ~(int64_t)3, .paired = w->type != AMP_Q8_0};
     size_t xb = (size_t)(M * xa.nbp) * (AMP_QK + 2 * sizeof(float) + sizeof(int32_t));
     char *ws = amp__ws_alloc(xb);
     if (!ws) {
@@ -135,7 +135,7 @@ static amp_status cpu_qlinear(const char *fn, const amp_tensor *x, const amp_qte
     xa.sum = (int32_t *)(xa.s + M * xa.nbp);
     xa.qs = (int8_t *)(xa.sum + M * xa.nbp);
     AMP_K_FOR(m, M, M * K > AMP_PARALLEL_MIN && M > 1, {
-        k->quantize_x(px + m * K, K, xa.qs + m * xa.nbp * AMP_QK, xa.d + m * xa.nbp, xa.s + m * xa.nbp, xa.sum + m * xa.nbp);
+        k->quantize_x(px + m * K, K, xa.paired, xa.qs + m * xa.nbp * AMP_QK, xa.d + m * xa.nbp, xa.s + m * xa.nbp, xa.sum + m * xa.nbp);
     });
     /* rows of W in chunks of 16: each thread streams its own rows against all of x (a tile of x stays in
      * cache for the chunk) */
