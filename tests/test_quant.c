@@ -434,6 +434,62 @@ static void t_qlinear_grad(void **st) {
     amp_tensor_free(gy);
 }
 
+/* weights taller than one dequantized panel (~1 MiB of f32): the x gradient and a k-quant forward are summed
+ * panel by panel; both against float64 */
+static void t_qlinear_panels(void **st) {
+    (void)st;
+    const int64_t N = 4100, K = 64; /* panels of 4096 rows */
+    amp_tensor *w = amp_test_randn(AMP_F32, 2, AMP_SHAPE(N, K), 31, 0.1, 0.0);
+    amp_qtensor *q = amp_quantize(w, AMP_Q8_0);
+    amp_tensor *wd = amp_dequantize(q, AMP_F32);
+    amp_tensor *x = amp_test_randn(AMP_F32, 2, AMP_SHAPE(3, K), 32, 1.0, 0.0);
+    amp_tensor *gy = amp_test_randn(AMP_F32, 2, AMP_SHAPE(3, N), 33, 1.0, 0.0);
+    amp_tensor_set_requires_grad(x, true);
+    amp_tensor *y = amp_qlinear(x, q, NULL);
+    assert_int_equal(amp_backward_ex(y, gy, false), AMP_OK);
+    const float *pw = amp_tensor_data(wd), *pg = amp_tensor_data(gy), *gx = amp_tensor_data(amp_tensor_grad(x));
+    for (int m = 0; m < 3; m++)
+        for (int k = 0; k < K; k++) {
+            double r = 0, a = 0;
+            for (int64_t n = 0; n < N; n++) {
+                r += (double)pg[m * N + n] * pw[n * K + k];
+                a += fabs((double)pg[m * N + n] * pw[n * K + k]);
+            }
+            assert_true(fabs(gx[m * K + k] - r) <= 1e-5 * a);
+        }
+    amp_tensor_free(y);
+    /* q4_k [1030, 256] (panels of 1024 rows) from seeded bytes with sane scales */
+    const int64_t NK = 1030;
+    uint8_t *raw = malloc((size_t)NK * 144);
+    test_rng rng = {77};
+    for (int64_t i = 0; i < NK * 144; i++) raw[i] = (uint8_t)test_rng_u32(&rng);
+    for (int64_t r = 0; r < NK; r++) {
+        uint16_t d = amp_f32_to_f16(0.01f), dm = amp_f32_to_f16(0.004f);
+        memcpy(raw + r * 144, &d, 2);
+        memcpy(raw + r * 144 + 2, &dm, 2);
+    }
+    amp_qtensor *qk = amp_qtensor_wrap(AMP_Q4_K, NK, 256, raw, (size_t)NK * 144, free, raw);
+    assert_non_null(qk);
+    amp_tensor *kd = amp_dequantize(qk, AMP_F32);
+    amp_tensor *xk = amp_test_randn(AMP_F32, 2, AMP_SHAPE(2, 256), 34, 1.0, 0.0);
+    amp_tensor *b = amp_test_randn(AMP_F32, 1, AMP_SHAPE(NK), 35, 1.0, 0.0);
+    amp_tensor *yk = amp_qlinear(xk, qk, b);
+    assert_non_null(yk);
+    const float *pk = amp_tensor_data(kd), *px = amp_tensor_data(xk), *py = amp_tensor_data(yk), *pb = amp_tensor_data(b);
+    for (int m = 0; m < 2; m++)
+        for (int64_t n = 0; n < NK; n++) {
+            double r = pb[n], a = fabs(pb[n]);
+            for (int k = 0; k < 256; k++) {
+                r += (double)px[m * 256 + k] * pk[n * 256 + k];
+                a += fabs((double)px[m * 256 + k] * pk[n * 256 + k]);
+            }
+            assert_true(fabs(py[m * NK + n] - r) <= 260 * 0x1p-24 * a);
+        }
+    test_free_tensors(kd, xk, b, yk, wd, w, x, gy);
+    amp_qtensor_free(qk);
+    amp_qtensor_free(q);
+}
+
 static void t_qlinear_autocast(void **st) {
     (void)st;
     amp_tensor *w = amp_test_randn(AMP_F32, 2, AMP_SHAPE(8, 64), 7, 0.2, 0.0);
@@ -613,5 +669,5 @@ static void t_qlinear_specials(void **st) {
 }
 
 AMP_TEST_MAIN(t_qtype_table, t_load_dtype, t_quantize_golden, t_quantize_half_inputs, t_dequantize_kquants,
-              t_qlinear_golden, t_qlinear_paths, t_qlinear_grad, t_qlinear_autocast, t_qembedding,
+              t_qlinear_golden, t_qlinear_paths, t_qlinear_grad, t_qlinear_panels, t_qlinear_autocast, t_qembedding,
               t_wrap_refcount_and_errors, t_qlinear_specials)
