@@ -17,7 +17,7 @@
 #include "amp/quant.h"
 #include "cli/bench_util.h"
 #include "cli/cli.h"
-#include "kernels/cpu_paths.h"
+#include "cli/cli_internal.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: amp bench quant [--threads T] [--prefill M] [--pool MB] [--shapes LIST] [--json FILE]\n\n"
