@@ -490,6 +490,35 @@ static void t_qlinear_panels(void **st) {
     amp_qtensor_free(q);
 }
 
+/* through the op: the same bits at 1 and 2 threads, and each row of a prefill (M = 7) equal to that row alone
+ * (decode), for every qtype */
+static void t_qlinear_rows_threads(void **st) {
+    (void)st;
+    const int64_t M = 7, K = 1536, N = 300;
+    amp_tensor *w = amp_test_randn(AMP_F32, 2, AMP_SHAPE(N, K), 41, 0.05, 0.0);
+    amp_tensor *x = amp_test_randn(AMP_F32, 2, AMP_SHAPE(M, K), 42, 1.0, 0.0);
+    amp_tensor *b = amp_test_randn(AMP_F32, 1, AMP_SHAPE(N), 43, 1.0, 0.0);
+    const int nt = amp_get_num_threads();
+    for (int t = 0; t < 3; t++) {
+        amp_qtensor *q = amp_quantize(w, (amp_qtype)t);
+        amp_set_num_threads(1);
+        amp_tensor *y1 = amp_qlinear(x, q, b);
+        amp_set_num_threads(2);
+        amp_tensor *y2 = amp_qlinear(x, q, b);
+        amp_set_num_threads(nt);
+        assert_memory_equal(amp_tensor_data(y1), amp_tensor_data(y2), (size_t)(M * N) * sizeof(float));
+        for (int64_t m = 0; m < M; m++) {
+            amp_tensor *xr = amp_tensor_from_data((const float *)amp_tensor_data(x) + m * K, AMP_F32, 2, AMP_SHAPE(1, K));
+            amp_tensor *yr = amp_qlinear(xr, q, b);
+            assert_memory_equal(amp_tensor_data(yr), (const float *)amp_tensor_data(y1) + m * N, (size_t)N * sizeof(float));
+            test_free_tensors(xr, yr);
+        }
+        test_free_tensors(y1, y2);
+        amp_qtensor_free(q);
+    }
+    test_free_tensors(w, x, b);
+}
+
 static void t_qlinear_autocast(void **st) {
     (void)st;
     amp_tensor *w = amp_test_randn(AMP_F32, 2, AMP_SHAPE(8, 64), 7, 0.2, 0.0);
@@ -669,5 +698,5 @@ static void t_qlinear_specials(void **st) {
 }
 
 AMP_TEST_MAIN(t_qtype_table, t_load_dtype, t_quantize_golden, t_quantize_half_inputs, t_dequantize_kquants,
-              t_qlinear_golden, t_qlinear_paths, t_qlinear_grad, t_qlinear_panels, t_qlinear_autocast, t_qembedding,
+              t_qlinear_golden, t_qlinear_paths, t_qlinear_grad, t_qlinear_panels, t_qlinear_rows_threads, t_qlinear_autocast, t_qembedding,
               t_wrap_refcount_and_errors, t_qlinear_specials)
