@@ -73,6 +73,11 @@ TYPES = {
     "constamp_loader*": "(amp_loader *)arg_obj(b, v, b->loader)",
     "amp_safetensors*": "(amp_safetensors *)arg_obj(b, v, b->st)",
     "constamp_safetensors*": "(amp_safetensors *)arg_obj(b, v, b->st)",
+    "amp_gguf*": "(amp_gguf *)arg_obj(b, v, b->gguf)",
+    "constamp_gguf*": "(amp_gguf *)arg_obj(b, v, b->gguf)",
+    "amp_gguf_tensor_info*": "(amp_gguf_tensor_info *)arg_obj(b, v, b->scratch)",
+    "amp_gguf_type*": "(amp_gguf_type *)arg_obj(b, v, b->scratch)",
+    "constvoid**": "(const void **)arg_obj(b, v, b->scratch)",
     "amp_checkpoint*": "(amp_checkpoint *)arg_obj(b, v, b->ckpt)",
     "constamp_checkpoint*": "(amp_checkpoint *)arg_obj(b, v, b->ckpt)",
     "amp_context*": "(amp_context *)arg_obj(b, v, b->ctx)",
@@ -161,6 +166,7 @@ TYPES = {
     "uint8_t*": "(uint8_t *)arg_obj(b, v, b->scratch)",
     "int64_t*": "(int64_t *)arg_obj(b, v, b->scratch)",
     "size_t*": "(size_t *)arg_obj(b, v, b->scratch)",
+    "uint64_t*": "(uint64_t *)arg_obj(b, v, b->scratch)",
     "bool*": "(bool *)arg_obj(b, v, b->scratch)",
     "amp_dtype*": "(amp_dtype *)arg_obj(b, v, b->scratch)",
     "amp_cpu_path*": "(amp_cpu_path *)arg_obj(b, v, b->scratch)",
@@ -183,7 +189,7 @@ TYPES = {
 }
 ENUMS = ["amp_switch", "amp_dtype", "amp_cpu_path", "amp_mem_category", "amp_status", "amp_format", "amp_autocast_table",
          "amp_cast_category", "amp_gelu_approx", "amp_opt_level", "amp_text_split", "amp_tok_special", "amp_dist_op", "amp_grad_comm",
-         "amp_device"]
+         "amp_device", "amp_gguf_type"]
 for e in ENUMS:
     TYPES[e] = "(" + e + ")arg_enum(v)"
 
@@ -215,6 +221,7 @@ FREE_RESULT = {
     "amp_scaler*": "amp_scaler_free",
     "amp_loader*": "amp_loader_free",
     "amp_safetensors*": "amp_safetensors_free",
+    "amp_gguf*": "amp_gguf_close",
     "amp_checkpoint*": "amp_checkpoint_close",
     "amp_context*": "amp_context_free",
     "amp_setup*": "amp_setup_free",
