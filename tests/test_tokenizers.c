@@ -354,9 +354,13 @@ static void t_bert_bad_files(void **state) {
         {"{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"[UNK]\": 0}, \"unk_token\": \"[UNK]\"}, "
          "\"pre_tokenizer\": {\"type\": \"Whitespace\"}}",
          "pre_tokenizer \"Whitespace\" is not supported"},
-        {"{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"[UNK]\": 0, \"a\": 2}, \"unk_token\": \"[UNK]\"}, "
-         "\"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"}}",
+        {"{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"[UNK]\": 0, \"a\": 2, \"b\": 3}, \"unk_token\": \"[UNK]\"}, "
+         "\"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"}, \"added_tokens\": [{\"id\": 3, \"content\": \"b\"}]}",
          "no token has id 1"},
+        /* a huge id in a small file: refused before anything of that size is allocated */
+        {"{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"[UNK]\": 0, \"a\": 99999999}, \"unk_token\": \"[UNK]\"}, "
+         "\"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"}}",
+         "the largest id is 99999999 but there are 2 tokens"},
         {"{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"[UNK]\": 0, \"a\": 0}, \"unk_token\": \"[UNK]\"}, "
          "\"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"}}",
          "the id is taken twice"},
@@ -393,6 +397,28 @@ static void t_bert_bad_files(void **state) {
     free(ids);
     amp_encode_opts o = {true, true};
     tc_fails_msg(amp_tokenizer_encode_ex(t, "un", 2, &o, &ids, &n) != AMP_OK, "the vocabulary has no [CLS] token");
+    amp_tokenizer_free(t);
+    /* max_input_chars_per_word 10^6 and a word of 10^6 letters: pieces longer than the longest token are not
+     * tried (else 10^12 steps), and the word is [UNK] (no piece matches "x") */
+    const char *big = "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"[UNK]\": 0, \"a\": 1, \"##a\": 2}, "
+                      "\"unk_token\": \"[UNK]\", \"max_input_chars_per_word\": 1000000}, "
+                      "\"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"}}";
+    test_write_file(p, big, strlen(big));
+    t = amp_tokenizer_from_hf_json(p);
+    if (!t) fail_msg("%s", amp_last_error());
+    char *word = malloc(1000001);
+    memset(word, 'a', 1000000);
+    word[999999] = 'x';
+    assert_int_equal(amp_tokenizer_encode(t, word, 1000000, &ids, &n), AMP_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(ids[0], 0);
+    free(ids);
+    assert_int_equal(amp_tokenizer_encode(t, word, 999999, &ids, &n), AMP_OK); /* a ##a ##a ... */
+    assert_int_equal(n, 999999);
+    assert_int_equal(ids[0], 1);
+    assert_int_equal(ids[999998], 2);
+    free(ids);
+    free(word);
     int32_t bad_id = 4;
     char *s = NULL;
     tc_fails_msg(amp_tokenizer_decode(t, &bad_id, 1, &s, &n) != AMP_OK, "id 4 (element 0) is outside the vocabulary");

@@ -59,6 +59,7 @@ struct amp_tokenizer {
     /* wordpiece */
     bool wp_clean, wp_lower, wp_strip, wp_cjk;
     int32_t wp_max_chars; /* longer words are [UNK] */
+    size_t wp_max_token;  /* bytes of the longest token */
     char wp_prefix[16];   /* continuation prefix, "##" */
     size_t wp_prefix_len;
 };
