@@ -17,6 +17,9 @@
  *    lacks: llama-tokenize's, see tools/gen_tokenizer_golden.py); decode
  *    gives the text back. The same arrays under the "gpt2" and "llama3"
  *    pre-tokenizers equal `tokenizers` with those pre-tokenizers.
+ *  - tokenizer.json byte-level BPE: three 500-token tokenizers trained by
+ *    `tokenizers` (ByteLevel; Digits + ByteLevel; Llama 3's Split +
+ *    ByteLevel), special and non-special added tokens: HF's ids.
  *  - special tokens, token ids, parse_special off, user-defined tokens, bad
  *    files, arrays and arguments.
  *  - amp_chat_format: ChatML with SmolLM2's template (read from its GGUF file by
@@ -347,7 +350,7 @@ static void t_bert_bad_files(void **state) {
         const char *json, *msg;
     } bad[] = {
         {"[1]", "is not a JSON object"},
-        {"{\"model\": {\"type\": \"BPE\", \"vocab\": {}}}", "model type \"BPE\" is not supported"},
+        {"{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}", "model type \"Unigram\" is not supported (WordPiece and BPE are)"},
         {"{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"[UNK]\": 0}, \"unk_token\": \"[UNK]\"}, "
          "\"normalizer\": {\"type\": \"NFC\"}, \"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"}}",
          "normalizer \"NFC\" is not supported"},
@@ -540,6 +543,49 @@ static void t_bpe_pre_variants(void **state) {
     tc_fails_msg(amp_tokenizer_from_gguf(NULL) == NULL, "amp_tokenizer_from_gguf: f is NULL");
 }
 
+/* Hugging Face tokenizer.json byte-level BPE: three small tokenizers trained by `tokenizers`. */
+static void t_bpe_hf_json(void **state) {
+    (void)state;
+    static const char *const pres[] = {"smollm", "gpt2", "llama3"};
+    for (int k = 0; k < 3; k++) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/tokenizer_hf_bpe_%s.json", AMP_TEST_DATA_DIR, pres[k]);
+        amp_tokenizer *t = amp_tokenizer_from_hf_json(p);
+        if (!t) fail_msg("%s", amp_last_error());
+        assert_string_equal(amp_tokenizer_name(t), "bpe");
+        assert_int_equal(amp_tokenizer_vocab_size(t), 501);
+        int64_t id = 0;
+        assert_int_equal(amp_tokenizer_token_id(t, "<user>", &id), AMP_OK);
+        assert_int_equal(id, 500);
+        check_golden(t, AMP_TEST_DATA_DIR "/tokenizer_hf_bpe.txt", pres[k], false);
+        amp_tokenizer_free(t);
+    }
+    char *dir = test_mkdtemp(), p[4096];
+    snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+    static const struct {
+        const char *json, *msg;
+    } bad[] = {
+        {"{\"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}, \"pre_tokenizer\": {\"type\": \"Metaspace\"}}",
+         "this BPE pre_tokenizer is not supported"},
+        {"{\"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": [], \"byte_fallback\": true}, "
+         "\"pre_tokenizer\": {\"type\": \"ByteLevel\"}}",
+         "BPE options byte_fallback"},
+        {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 7}, \"merges\": []}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}}",
+         "vocab token \"a\" has id 7 (distinct ids 0 .. 0 expected)"},
+        {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [3]}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}}",
+         "merges[0] is neither"},
+        {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"normalizer\": {\"type\": \"NFC\"}, "
+         "\"pre_tokenizer\": {\"type\": \"ByteLevel\"}}",
+         "a BPE model with a normalizer is not supported"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        test_write_file(p, bad[k].json, strlen(bad[k].json));
+        tc_fails_msg(amp_tokenizer_from_hf_json(p) == NULL, bad[k].msg);
+    }
+    test_rmtree(dir);
+    free(dir);
+}
+
 /* ---- chat ----------------------------------------------------------------------------------------------- */
 /* SmolLM2's template from its GGUF file rendered by jinja2 (tests/data/tokenizer_chat.txt) */
 static void t_chat(void **state) {
@@ -606,4 +652,4 @@ static void t_chat(void **state) {
 }
 
 AMP_TEST_MAIN(t_bert_json_golden, t_bert_vocab_golden, t_bert_specials, t_bert_bad_files, t_bpe_gguf_golden,
-              t_bpe_pre_variants, t_chat)
+              t_bpe_pre_variants, t_bpe_hf_json, t_chat)

@@ -68,8 +68,11 @@ typedef struct {
  * [MASK] when the vocabulary has them ([UNK] must be there). */
 AMP_API amp_tokenizer *amp_tokenizer_wordpiece(const char *vocab_txt, const amp_wordpiece_opts *o);
 /* A Hugging Face tokenizer.json: model WordPiece with the BertNormalizer
- * and BertPreTokenizer (anything else: AMP_ERR_UNSUPPORTED naming it); its
- * added_tokens are matched in the text (parse_special). */
+ * and BertPreTokenizer, or model BPE (byte-level: no normalizer, pre_tokenizer
+ * ByteLevel, Digits(individual_digits) + ByteLevel, or Llama 3's Split +
+ * ByteLevel: the GGUF pre-tokenizers gpt2, smollm, llama3 below); anything
+ * else: AMP_ERR_UNSUPPORTED naming it. Its added_tokens are matched in the
+ * text (special ones with parse_special, the others always, as Hugging Face). */
 AMP_API amp_tokenizer *amp_tokenizer_from_hf_json(const char *tokenizer_json);
 /* A GGUF file's tokenizer (amp/gguf.h): tokenizer.ggml.model "gpt2", the
  * byte-level BPE of GPT-2 built from the file's tokens, token types and

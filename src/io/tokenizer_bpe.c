@@ -1,4 +1,6 @@
-/* A GGUF file's tokenizer (amp/text.h amp_tokenizer_from_gguf): the
+/* Byte-level BPE from a GGUF file or a Hugging Face tokenizer.json.
+ *
+ * A GGUF file's tokenizer (amp/text.h amp_tokenizer_from_gguf): the
  * byte-level BPE of tokenizer.ggml.model "gpt2", read from the metadata
  * llama.cpp writes (tokens, token types, merges, the pre-tokenizer's name,
  * the special token ids, add_bos/add_eos) and built by amp__tokenizer_bpe
@@ -6,6 +8,8 @@
  * file is kept: the tokenizer copies what it needs. */
 #include <stdlib.h>
 #include <string.h>
+
+#include <cjson/cJSON.h>
 
 #include "amp/gguf.h"
 #include "core/error.h"
@@ -136,5 +140,159 @@ done:
     free(toks);
     free(merges);
     free(types);
+    return t;
+}
+
+/* ---- Hugging Face tokenizer.json (model BPE) ------------------------------------------------------------ */
+static const char LLAMA3_PATTERN[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+                                     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+static bool jstr_is(const cJSON *o, const char *key, const char *want) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) && strcmp(v->valuestring, want) == 0;
+}
+
+static bool jbool(const cJSON *o, const char *key, bool dflt) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsBool(v) ? cJSON_IsTrue(v) : dflt;
+}
+
+/* ByteLevel without a prefix space; use_regex as asked */
+static bool is_bytelevel(const cJSON *o, bool use_regex) {
+    return cJSON_IsObject(o) && jstr_is(o, "type", "ByteLevel") && !jbool(o, "add_prefix_space", false) &&
+           jbool(o, "use_regex", true) == use_regex;
+}
+
+/* The pre-tokenizer name amp__tokenizer_bpe knows for a tokenizer.json pre_tokenizer, or NULL. */
+static const char *hf_pre_name(const cJSON *pre) {
+    if (is_bytelevel(pre, true)) return "gpt2";
+    const cJSON *seq = cJSON_GetObjectItemCaseSensitive(pre, "pretokenizers");
+    if (!jstr_is(pre, "type", "Sequence") || cJSON_GetArraySize(seq) != 2) return NULL;
+    const cJSON *a = cJSON_GetArrayItem(seq, 0), *b = cJSON_GetArrayItem(seq, 1);
+    if (jstr_is(a, "type", "Digits") && jbool(a, "individual_digits", false) && is_bytelevel(b, true)) return "smollm";
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(a, "pattern");
+    if (jstr_is(a, "type", "Split") && jstr_is(pat, "Regex", LLAMA3_PATTERN) && jstr_is(a, "behavior", "Isolated") &&
+        !jbool(a, "invert", false) && is_bytelevel(b, false))
+        return "llama3";
+    return NULL;
+}
+
+amp_tokenizer *amp__bpe_from_hf_json(const char *fn, const char *path, const cJSON *j, const void *buf, size_t nb) {
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(j, "model");
+    const cJSON *norm = cJSON_GetObjectItemCaseSensitive(j, "normalizer");
+    const cJSON *pre = cJSON_GetObjectItemCaseSensitive(j, "pre_tokenizer");
+    const cJSON *adds = cJSON_GetObjectItemCaseSensitive(j, "added_tokens");
+    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
+    const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
+    if (norm && !cJSON_IsNull(norm))
+        return amp_error_null(AMP_ERR_UNSUPPORTED, "%s: %s: a BPE model with a normalizer is not supported", fn, path);
+    const char *pname = hf_pre_name(pre);
+    if (!pname)
+        return amp_error_null(AMP_ERR_UNSUPPORTED,
+                              "%s: %s: this BPE pre_tokenizer is not supported (ByteLevel; Digits + ByteLevel; Llama 3's "
+                              "Split + ByteLevel are)",
+                              fn, path);
+    if (jbool(model, "byte_fallback", false) || jbool(model, "ignore_merges", false) != (strcmp(pname, "llama3") == 0) ||
+        !(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(model, "continuing_subword_prefix")) ||
+          !cJSON_GetObjectItemCaseSensitive(model, "continuing_subword_prefix")))
+        return amp_error_null(AMP_ERR_UNSUPPORTED,
+                              "%s: %s: BPE options byte_fallback, continuing_subword_prefix or ignore_merges (other than "
+                              "Llama 3's) are not supported",
+                              fn, path);
+    if (!cJSON_IsObject(vocab) || !cJSON_IsArray(merges) || (adds && !cJSON_IsArray(adds) && !cJSON_IsNull(adds)))
+        return amp_error_null(AMP_ERR_FORMAT, "%s: %s: the BPE model needs a \"vocab\" object and a \"merges\" array", fn,
+                              path);
+    int nv = cJSON_GetArraySize(vocab), nadd = cJSON_IsArray(adds) ? cJSON_GetArraySize(adds) : 0;
+    int nm = cJSON_GetArraySize(merges);
+    int64_t n = (int64_t)nv + nadd; /* ids must be 0 .. n-1 at most */
+    amp__str *toks = calloc((size_t)n + 1, sizeof *toks), *mg = calloc((size_t)nm + 1, sizeof *mg);
+    int32_t *types = calloc((size_t)n + 1, sizeof *types);
+    char *mbuf = NULL;
+    amp_tokenizer *t = NULL;
+    int64_t V = 0;
+    if (!toks || !mg || !types) {
+        amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+        goto done;
+    }
+    for (const cJSON *e = vocab->child; e; e = e->next) {
+        double d = cJSON_IsNumber(e) ? e->valuedouble : -1;
+        if (!(d >= 0 && d < (double)n && d == (double)(int32_t)d) || types[(int32_t)d]) {
+            amp_error(AMP_ERR_FORMAT, "%s: %s: vocab token \"%.40s\" has id %g (distinct ids 0 .. %lld expected)", fn,
+                      path, e->string, d, (long long)n - 1);
+            goto done;
+        }
+        toks[(int32_t)d] = (amp__str){e->string, strlen(e->string)};
+        types[(int32_t)d] = 1;
+        if ((int64_t)d + 1 > V) V = (int64_t)d + 1;
+    }
+    for (int k = 0; k < nadd; k++) {
+        const cJSON *e = cJSON_GetArrayItem(adds, k);
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id"), *c = cJSON_GetObjectItemCaseSensitive(e, "content");
+        double d = cJSON_IsNumber(id) ? id->valuedouble : -1;
+        if (!cJSON_IsString(c) || !(d >= 0 && d < (double)n && d == (double)(int32_t)d)) {
+            amp_error(AMP_ERR_FORMAT, "%s: %s: added_tokens[%d] needs an integer \"id\" in 0 .. %lld and a \"content\"",
+                      fn, path, k, (long long)n - 1);
+            goto done;
+        }
+        int32_t i = (int32_t)d;
+        if (types[i] == 1 && !(toks[i].n == strlen(c->valuestring) && memcmp(toks[i].s, c->valuestring, toks[i].n) == 0)) {
+            amp_error(AMP_ERR_FORMAT, "%s: %s: added token \"%.40s\" has the id %d of vocab token \"%.40s\"", fn, path,
+                      c->valuestring, i, toks[i].s);
+            goto done;
+        }
+        toks[i] = (amp__str){c->valuestring, strlen(c->valuestring)};
+        types[i] = jbool(e, "special", false) ? 3 : 4; /* special: parsed with parse_special; else always */
+        if (i + 1 > V) V = i + 1;
+    }
+    for (int64_t i = 0; i < V; i++)
+        if (!types[i]) {
+            amp_error(AMP_ERR_FORMAT, "%s: %s: no token has id %lld (ids must be 0 .. %lld)", fn, path, (long long)i,
+                      (long long)V - 1);
+            goto done;
+        }
+    /* merges: "a b" strings, or [a, b] pairs (newer files) joined into such strings */
+    size_t mbytes = 0;
+    for (int k = 0; k < nm; k++) {
+        const cJSON *e = cJSON_GetArrayItem(merges, k);
+        if (cJSON_IsArray(e) && cJSON_GetArraySize(e) == 2 && cJSON_IsString(cJSON_GetArrayItem(e, 0)) &&
+            cJSON_IsString(cJSON_GetArrayItem(e, 1)))
+            mbytes += strlen(cJSON_GetArrayItem(e, 0)->valuestring) + strlen(cJSON_GetArrayItem(e, 1)->valuestring) + 1;
+        else if (!cJSON_IsString(e)) {
+            amp_error(AMP_ERR_FORMAT, "%s: %s: merges[%d] is neither \"a b\" nor [\"a\", \"b\"]", fn, path, k);
+            goto done;
+        }
+    }
+    mbuf = malloc(mbytes + 1);
+    if (!mbuf) {
+        amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+        goto done;
+    }
+    size_t mo = 0;
+    for (int k = 0; k < nm; k++) {
+        const cJSON *e = cJSON_GetArrayItem(merges, k);
+        if (cJSON_IsString(e)) {
+            mg[k] = (amp__str){e->valuestring, strlen(e->valuestring)};
+            continue;
+        }
+        const char *a = cJSON_GetArrayItem(e, 0)->valuestring, *b = cJSON_GetArrayItem(e, 1)->valuestring;
+        size_t la = strlen(a), lb = strlen(b);
+        mg[k] = (amp__str){mbuf + mo, la + lb + 1};
+        memcpy(mbuf + mo, a, la);
+        mbuf[mo + la] = ' ';
+        memcpy(mbuf + mo + la + 1, b, lb);
+        mo += la + lb + 1;
+    }
+    const cJSON *unk = cJSON_GetObjectItemCaseSensitive(model, "unk_token");
+    amp__bpe_spec sp = {toks, V, types, mg, nm, NULL, path, path, pname, {-1, -1, -1, -1, -1, -1, -1}, false, false,
+                        false};
+    t = amp__tokenizer_bpe(fn, &sp);
+    if (!t) goto done;
+    if (cJSON_IsString(unk)) t->special[AMP_TOK_UNK] = amp__tok_find(t, unk->valuestring, strlen(unk->valuestring));
+    amp__tok_digest_of(t, buf, nb, NULL, 0);
+done:
+    free(toks);
+    free(mg);
+    free(types);
+    free(mbuf);
     return t;
 }

@@ -110,6 +110,10 @@ typedef struct {
 } amp__bpe_spec;
 amp_tokenizer *amp__tokenizer_bpe(const char *fn, const amp__bpe_spec *sp);
 
+/* tokenizer.json with model BPE (tokenizer_bpe.c): root j of file path (bytes buf[0:nb], the digest). */
+typedef struct cJSON cJSON;
+amp_tokenizer *amp__bpe_from_hf_json(const char *fn, const char *path, const cJSON *j, const void *buf, size_t nb);
+
 /* Decodes one UTF-8 sequence at s[i] (n bytes total): code point and length.
  * Invalid or truncated sequences, overlongs and surrogates give one byte
  * with code point 0x110000 + byte. */

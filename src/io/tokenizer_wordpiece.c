@@ -312,8 +312,14 @@ amp_tokenizer *amp_tokenizer_from_hf_json(const char *tokenizer_json) {
         amp_error(AMP_ERR_FORMAT, "%s: %s: \"model\" is not an object with a \"type\"", fn, f);
         goto fail;
     }
+    if (strcmp(mt, "BPE") == 0) { /* byte-level BPE: tokenizer_bpe.c */
+        t = amp__bpe_from_hf_json(fn, f, j, buf, nb);
+        cJSON_Delete(j);
+        free(buf);
+        return t;
+    }
     if (strcmp(mt, "WordPiece") != 0) {
-        amp_error(AMP_ERR_UNSUPPORTED, "%s: %s: model type \"%.40s\" is not supported (WordPiece is)", fn, f, mt);
+        amp_error(AMP_ERR_UNSUPPORTED, "%s: %s: model type \"%.40s\" is not supported (WordPiece and BPE are)", fn, f, mt);
         goto fail;
     }
     if (!cJSON_IsNull(norm) && norm && !(cJSON_IsObject(norm) && json_type(norm) && strcmp(json_type(norm), "BertNormalizer") == 0)) {
