@@ -59,6 +59,7 @@ typedef struct {
     amp_loader *loader;
     amp_safetensors *st;
     amp_hf_dir *hf; /* a directory of config.json and model.safetensors (b->st's tensor) */
+    amp_gguf *gguf;
     amp_checkpoint *ckpt;
     amp_context *ctx;
     amp_setup *setup;
@@ -462,6 +463,8 @@ static void bank_make(api_bank *b) {
         b->hf = amp_hf_dir_open(hp);
         assert_non_null(b->hf);
     }
+    b->gguf = amp_gguf_open(AMP_TEST_DATA_DIR "/gguf/meta.gguf");
+    assert_non_null(b->gguf);
     b->ckpt = amp_checkpoint_open(g_ckpt_dir);
     amp_context_opts co;
     memset(&co, 0, sizeof co);
@@ -514,6 +517,7 @@ static void bank_free(api_bank *b) {
     amp_dataset_free(&b->ds);
     amp_safetensors_free(b->st);
     amp_hf_dir_close(b->hf);
+    amp_gguf_close(b->gguf);
     amp_text_dataset_free(b->text);
     amp_gpt_cache_free(b->gpt_cache);
     amp_module_free(b->gpt);
@@ -531,7 +535,7 @@ static void bank_free(api_bank *b) {
 static int header_functions(char names[][64], int max) {
     static const char *const hdrs[] = {"amp.h", "base.h", "numeric.h", "cuda.h", "tensor.h", "autograd.h", "autocast.h",
                                        "ops.h", "optim.h", "scaler.h", "policy.h", "nn.h", "initialize.h", "io.h",
-                                       "checkpoint.h", "text.h", "gpt.h", "dist.h", "quant.h", "pretrained.h", "bert.h"};
+                                       "checkpoint.h", "gguf.h", "text.h", "gpt.h", "dist.h", "quant.h", "pretrained.h", "bert.h"};
     return test_header_functions(hdrs, (int)(sizeof hdrs / sizeof hdrs[0]), names, max);
 }
 
@@ -588,6 +592,8 @@ static const char *ANSWERS[] = {
     "amp_optim_grad",           /* NULL: no gradient yet */
     "amp_optim_state",          /* NULL: state not allocated (momentum before the first step) */
     "amp_safetensors_find",     /* -1: no such tensor */
+    "amp_gguf_find_key",        /* -1: no such key */
+    "amp_gguf_find_tensor",     /* -1: no such tensor */
     "amp_safetensors_meta",     /* NULL: no such key */
     "amp_checkpoint_meta",      /* NULL: no such key */
     "amp_context_scaler",       /* NULL: the context does not scale */

@@ -83,6 +83,11 @@ TYPES = {
     "amp_bert_config*": "(amp_bert_config *)arg_obj(b, v, b->scratch)",
     "constint32_t*const*": "(const int32_t *const *)arg_obj(b, v, b->scratch)",
     "constamp_hf_dir*": "(amp_hf_dir *)arg_obj(b, v, b->hf)",
+    "amp_gguf*": "(amp_gguf *)arg_obj(b, v, b->gguf)",
+    "constamp_gguf*": "(amp_gguf *)arg_obj(b, v, b->gguf)",
+    "amp_gguf_tensor_info*": "(amp_gguf_tensor_info *)arg_obj(b, v, b->scratch)",
+    "amp_gguf_type*": "(amp_gguf_type *)arg_obj(b, v, b->scratch)",
+    "constvoid**": "(const void **)arg_obj(b, v, b->scratch)",
     "amp_checkpoint*": "(amp_checkpoint *)arg_obj(b, v, b->ckpt)",
     "constamp_checkpoint*": "(amp_checkpoint *)arg_obj(b, v, b->ckpt)",
     "amp_context*": "(amp_context *)arg_obj(b, v, b->ctx)",
@@ -177,6 +182,7 @@ TYPES = {
     "uint8_t*": "(uint8_t *)arg_obj(b, v, b->scratch)",
     "int64_t*": "(int64_t *)arg_obj(b, v, b->scratch)",
     "size_t*": "(size_t *)arg_obj(b, v, b->scratch)",
+    "uint64_t*": "(uint64_t *)arg_obj(b, v, b->scratch)",
     "bool*": "(bool *)arg_obj(b, v, b->scratch)",
     "amp_dtype*": "(amp_dtype *)arg_obj(b, v, b->scratch)",
     "amp_cpu_path*": "(amp_cpu_path *)arg_obj(b, v, b->scratch)",
@@ -199,7 +205,7 @@ TYPES = {
 }
 ENUMS = ["amp_switch", "amp_dtype", "amp_cpu_path", "amp_mem_category", "amp_status", "amp_format", "amp_autocast_table",
          "amp_cast_category", "amp_gelu_approx", "amp_opt_level", "amp_text_split", "amp_tok_special", "amp_dist_op", "amp_grad_comm",
-         "amp_device", "amp_qtype"]
+         "amp_device", "amp_qtype", "amp_gguf_type"]
 for e in ENUMS:
     TYPES[e] = "(" + e + ")arg_enum(v)"
 
@@ -232,6 +238,7 @@ FREE_RESULT = {
     "amp_loader*": "amp_loader_free",
     "amp_safetensors*": "amp_safetensors_free",
     "amp_hf_dir*": "amp_hf_dir_close",
+    "amp_gguf*": "amp_gguf_close",
     "amp_checkpoint*": "amp_checkpoint_close",
     "amp_context*": "amp_context_free",
     "amp_setup*": "amp_setup_free",

@@ -105,7 +105,9 @@ static amp_status wordpiece_word(const char *fn, const amp_tokenizer *t, const u
         bool ok = true, nomem = false;
         while (start < nc && ok) {
             int32_t cur = -1;
-            size_t end = nc;
+            /* pieces longer than the longest token are not tried (a character is at least a byte) */
+            size_t kl0 = start ? t->wp_prefix_len : 0, end = nc - start > t->wp_max_token ? start + t->wp_max_token : nc;
+            while (end > start && kl0 + boff[end] - boff[start] > t->wp_max_token) end--;
             for (; end > start && cur < 0; end--) {
                 size_t kl = start ? t->wp_prefix_len : 0;
                 memcpy(key, t->wp_prefix, kl);
@@ -195,6 +197,13 @@ amp_status amp__wordpiece_decode(const char *fn, const amp_tokenizer *t, const i
 }
 
 /* ---- loading ----------------------------------------------------------------------------------------- */
+/* the longest token's bytes: WordPiece tries no longer piece (a long word costs O(length x that)) */
+static void set_max_token(amp_tokenizer *t) {
+    t->wp_max_token = 0;
+    for (int64_t i = 0; i < t->vocab; i++)
+        if (t->len[i] > t->wp_max_token) t->wp_max_token = t->len[i];
+}
+
 static void set_specials(amp_tokenizer *t) {
     static const struct {
         int which;
@@ -248,6 +257,7 @@ amp_tokenizer *amp_tokenizer_wordpiece(const char *vocab_txt, const amp_wordpiec
         p = le + 1;
     }
     set_specials(t);
+    set_max_token(t);
     if (t->special[AMP_TOK_UNK] < 0) {
         amp_error(AMP_ERR_FORMAT, "%s: %s has no [UNK] token", fn, vocab_txt);
         goto fail;
@@ -302,8 +312,14 @@ amp_tokenizer *amp_tokenizer_from_hf_json(const char *tokenizer_json) {
         amp_error(AMP_ERR_FORMAT, "%s: %s: \"model\" is not an object with a \"type\"", fn, f);
         goto fail;
     }
+    if (strcmp(mt, "BPE") == 0) { /* byte-level BPE: tokenizer_bpe.c */
+        t = amp__bpe_from_hf_json(fn, f, j, buf, nb);
+        cJSON_Delete(j);
+        free(buf);
+        return t;
+    }
     if (strcmp(mt, "WordPiece") != 0) {
-        amp_error(AMP_ERR_UNSUPPORTED, "%s: %s: model type \"%.40s\" is not supported (WordPiece is)", fn, f, mt);
+        amp_error(AMP_ERR_UNSUPPORTED, "%s: %s: model type \"%.40s\" is not supported (WordPiece and BPE are)", fn, f, mt);
         goto fail;
     }
     if (!cJSON_IsNull(norm) && norm && !(cJSON_IsObject(norm) && json_type(norm) && strcmp(json_type(norm), "BertNormalizer") == 0)) {
@@ -359,6 +375,12 @@ amp_tokenizer *amp_tokenizer_from_hf_json(const char *tokenizer_json) {
         bytes += strlen(c->valuestring);
     }
     int32_t V = (int32_t)maxid + 1;
+    int nvocab = cJSON_GetArraySize(vocab);
+    if ((int64_t)V > (int64_t)nvocab + nadd) { /* checked before allocating V entries */
+        amp_error(AMP_ERR_FORMAT, "%s: %s: the largest id is %d but there are %d tokens (ids must be 0 .. %d)", fn, f,
+                  V - 1, nvocab + nadd, nvocab + nadd - 1);
+        goto fail;
+    }
     t = amp__tok_new(fn, TOK_WORDPIECE, V, bytes);
     if (!t) goto fail;
     amp__tok_digest_of(t, buf, nb, NULL, 0);
@@ -415,6 +437,7 @@ amp_tokenizer *amp_tokenizer_from_hf_json(const char *tokenizer_json) {
         goto fail;
     }
     set_specials(t);
+    set_max_token(t);
     if (!amp__tok_set_added(t, added, (size_t)nadd)) {
         amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
         goto fail;
