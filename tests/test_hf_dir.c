@@ -42,6 +42,7 @@ static void write_text(const char *dir, const char *file, const char *text) {
 
 /* Tensors a ([2, 3] f32 0..5), b ([4] f16 0.5, 1.5, ...) and c ([3] bf16) in dir/file, as named by na/nb/nc (NULL: left out). */
 static void write_st(const char *dir, const char *file, const char *na, const char *nb, const char *nc) {
+    amp_scope *sc = amp_scope_begin(); /* the temporaries and the tensors written */
     amp_tensor *ts[3];
     const char *names[3];
     int n = 0;
@@ -60,6 +61,7 @@ static void write_st(const char *dir, const char *file, const char *na, const ch
     char p[1200];
     snprintf(p, sizeof p, "%s/%s", dir, file);
     assert_int_equal(amp_safetensors_write(p, ts, names, n, NULL, 0), AMP_OK);
+    amp_scope_end(sc);
 }
 
 static void t_single_file_and_config(void **state) {
@@ -134,7 +136,7 @@ static void t_single_file_and_config(void **state) {
     amp_tensor *c = amp_hf_dir_get(d, "emb", AMP_F16, 1, AMP_SHAPE(3)); /* bf16 -> f16 */
     assert_non_null(c);
     float want = 0;
-    amp_tensor *c0 = amp_to(amp_mul_scalar(amp_tensor_arange(1, 4, 1, AMP_F32), 1.0 / 3.0), AMP_BF16);
+    amp_tensor *c1 = amp_tensor_arange(1, 4, 1, AMP_F32), *c2 = amp_mul_scalar(c1, 1.0 / 3.0), *c0 = amp_to(c2, AMP_BF16);
     for (int k = 0; k < 3; k++) {
         want = (float)amp_tensor_get(c0, (int64_t[]){k});
         assert_true(amp_tensor_get(c, (int64_t[]){k}) == want); /* every bf16 of this range is an f16 */
@@ -149,7 +151,36 @@ static void t_single_file_and_config(void **state) {
     expect_error("has no tensor 'missing.weight'");
     assert_null(amp_hf_dir_get(d, "enc.b", AMP_I64, 0, NULL));
     expect_error("f32, f16 or bf16");
-    test_free_tensors(a, h, c, c0);
+    test_free_tensors(a, h, c, c0, c1, c2);
+    amp_hf_dir_close(d);
+}
+
+/* Other JSON files of the directory: sentence_bert_config.json, tokenizer_config.json. */
+static void t_other_json_files(void **state) {
+    (void)state;
+    const char *dir = new_dir("other_json", CONFIG);
+    write_st(dir, "model.safetensors", "a", NULL, NULL);
+    write_text(dir, "sentence_bert_config.json", "{\"max_seq_length\": 256, \"do_lower_case\": false}");
+    write_text(dir, "broken.json", "[1]");
+    amp_hf_dir *d = amp_hf_dir_open(dir);
+    assert_non_null(d);
+    int64_t v = 0;
+    bool b = true;
+    assert_int_equal(amp_hf_file_int(d, "sentence_bert_config.json", "max_seq_length", &v), AMP_OK);
+    assert_int_equal(v, 256);
+    assert_int_equal(amp_hf_file_bool(d, "sentence_bert_config.json", "do_lower_case", &b), AMP_OK);
+    assert_false(b);
+    assert_int_equal(amp_hf_file_int(d, "tokenizer_config.json", "model_max_length", &v), AMP_ERR_IO); /* absent: a default applies */
+    expect_error("amp_hf_file_int");
+    expect_error("has no tokenizer_config.json");
+    assert_int_equal(amp_hf_file_int(d, "sentence_bert_config.json", "do_lower_case", &v), AMP_ERR_FORMAT);
+    expect_error("sentence_bert_config.json: \"do_lower_case\" is a boolean, not an integer");
+    assert_int_equal(amp_hf_file_bool(d, "sentence_bert_config.json", "nope", &b), AMP_ERR_FORMAT);
+    expect_error("sentence_bert_config.json has no key \"nope\"");
+    assert_int_equal(amp_hf_file_int(d, "broken.json", "x", &v), AMP_ERR_FORMAT);
+    expect_error("broken.json: the top level is not a JSON object");
+    assert_int_equal(amp_hf_file_int(d, "../config.json", "x", &v), AMP_ERR_ARG);
+    expect_error("is not a file name in the directory");
     amp_hf_dir_close(d);
 }
 
@@ -350,5 +381,5 @@ static void t_minilm_dir(void **state) {
     amp_hf_dir_close(d);
 }
 
-AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_single_file_and_config, t_integer_tensor_refused, t_sharded,
+AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_single_file_and_config, t_other_json_files, t_integer_tensor_refused, t_sharded,
                        t_sharded_broken, t_bad_directories, t_minilm_dir)

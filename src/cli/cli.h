@@ -59,6 +59,8 @@ int cmd_inspect(int argc, char **argv);
 void cmd_inspect_usage(FILE *f);
 int cmd_predict(int argc, char **argv);
 void cmd_predict_usage(FILE *f);
+int cmd_embed(int argc, char **argv);
+void cmd_embed_usage(FILE *f);
 int cmd_generate(int argc, char **argv);
 void cmd_generate_usage(FILE *f);
 int cmd_bench(int argc, char **argv);
@@ -74,6 +76,7 @@ int bench_train_gpt(int argc, char **argv); /* amp bench train --model gpt (cmd_
 int cmd_bench_gpt(int argc, char **argv);   /* amp bench gpt: the same */
 int bench_gpt_cuda(int argc, char **argv);  /* amp bench gpt --device cuda (cmd_bench_gpt_cuda.c) */
 int cmd_bench_kernels(int argc, char **argv);
+int cmd_bench_quant(int argc, char **argv);
 int cmd_bench_attention(int argc, char **argv);
 int cmd_bench_dist(int argc, char **argv);
 int cmd_bench_load(int argc, char **argv);
