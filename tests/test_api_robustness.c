@@ -23,11 +23,13 @@
  * no-op, as free() does). Argument values that would only break the
  * caller's side of a contract (a count larger than the caller's array) are
  * not tried; tools/gen_api_walk.py lists those cases. */
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "test_support.h"
 
@@ -57,6 +59,7 @@ typedef struct {
     amp_loader *loader;
     amp_safetensors *st;
     amp_gguf *gguf;
+    amp_hf_dir *hf; /* a directory of config.json and model.safetensors (b->st's tensor) */
     amp_checkpoint *ckpt;
     amp_context *ctx;
     amp_setup *setup;
@@ -432,6 +435,18 @@ static void bank_make(api_bank *b) {
     free(buf);
     b->gguf = amp_gguf_open(AMP_TEST_DATA_DIR "/gguf/meta.gguf");
     assert_non_null(b->gguf);
+    {
+        char hp[4096];
+        snprintf(hp, sizeof hp, "%s/hf", g_ckpt_dir);
+        assert_true(mkdir(hp, 0755) == 0 || errno == EEXIST); /* one bank per test */
+        snprintf(hp, sizeof hp, "%s/hf/config.json", g_ckpt_dir);
+        test_write_file(hp, "{\"hidden_size\": 3}", 18);
+        snprintf(hp, sizeof hp, "%s/hf/model.safetensors", g_ckpt_dir);
+        assert_int_equal(amp_safetensors_write(hp, &w, nm, 1, NULL, 0), AMP_OK);
+        snprintf(hp, sizeof hp, "%s/hf", g_ckpt_dir);
+        b->hf = amp_hf_dir_open(hp);
+        assert_non_null(b->hf);
+    }
     b->ckpt = amp_checkpoint_open(g_ckpt_dir);
     amp_context_opts co;
     memset(&co, 0, sizeof co);
@@ -478,6 +493,7 @@ static void bank_free(api_bank *b) {
     amp_dataset_free(&b->ds);
     amp_safetensors_free(b->st);
     amp_gguf_close(b->gguf);
+    amp_hf_dir_close(b->hf);
     amp_text_dataset_free(b->text);
     amp_gpt_cache_free(b->gpt_cache);
     amp_module_free(b->gpt);
@@ -494,7 +510,7 @@ static void bank_free(api_bank *b) {
 static int header_functions(char names[][64], int max) {
     static const char *const hdrs[] = {"amp.h", "base.h", "numeric.h", "cuda.h", "tensor.h", "autograd.h", "autocast.h",
                                        "ops.h", "optim.h", "scaler.h", "policy.h", "nn.h", "initialize.h", "io.h",
-                                       "checkpoint.h", "gguf.h", "text.h", "gpt.h", "dist.h"};
+                                       "checkpoint.h", "gguf.h", "text.h", "gpt.h", "dist.h", "pretrained.h"};
     return test_header_functions(hdrs, (int)(sizeof hdrs / sizeof hdrs[0]), names, max);
 }
 

@@ -19,6 +19,7 @@
 #include "amp/gguf.h"
 #include "amp/text.h"
 #include "amp/gpt.h"
+#include "amp/pretrained.h"
 #include "amp/dist.h"
 
 #endif
