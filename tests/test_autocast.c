@@ -52,6 +52,8 @@ static spec spec_of(int op) {
     case AMP_OP_POW: IN(0, 3, 4); s.lo = 0.5; break;
     case AMP_OP_LOG1P: IN(0, 3, 4); s.lo = -0.5; break;
     case AMP_OP_LAYER_NORM: IN(0, 4, 6); IN(1, 6); IN(2, 6); break;
+    case AMP_OP_RMS_NORM: IN(0, 4, 6); IN(1, 6); break;
+    case AMP_OP_ROPE: IN(0, 1, 2, 3, 4); break;
     case AMP_OP_GROUP_NORM: IN(0, 2, 4, 3); IN(1, 4); IN(2, 4); break;
     case AMP_OP_CROSS_ENTROPY:
     case AMP_OP_NLL_LOSS: IN(0, 4, 5); break;
@@ -95,6 +97,8 @@ static amp_tensor *invoke(int op, amp_tensor *const *x) {
     case AMP_OP_SOFTMAX: return amp_softmax(x[0], 1);
     case AMP_OP_LOG_SOFTMAX: return amp_log_softmax(x[0], 1);
     case AMP_OP_LAYER_NORM: return amp_layer_norm(x[0], 1, x[1], x[2], 1e-5);
+    case AMP_OP_RMS_NORM: return amp_rms_norm(x[0], 1, x[1], 1e-5);
+    case AMP_OP_ROPE: return amp_rope(x[0], 2, 10000.0, AMP_ROPE_HALVES);
     case AMP_OP_GROUP_NORM: return amp_group_norm(x[0], 2, x[1], x[2], 1e-5);
     case AMP_OP_SUM: return amp_sum(x[0], NULL, 0, false);
     case AMP_OP_PROD: return amp_prod(x[0], 1, false);

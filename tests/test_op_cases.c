@@ -533,6 +533,33 @@ static int64_t r_layer_norm(const op_case *c, const double *const *x, double *ou
                       1, inner);
     return n;
 }
+/* rms_norm: ia[0] normalized dims; inputs x, weight (n = 1..2) */
+static int64_t r_rms_norm(const op_case *c, const double *const *x, double *out) {
+    int nd = c->in[0].nd;
+    int64_t inner = numel_of(c->ia[0], c->in[0].s + nd - c->ia[0]), n = numel_of(nd, c->in[0].s);
+    for (int64_t r = 0; r < n / inner; r++) {
+        const double *p = x[0] + r * inner;
+        double ss = 0;
+        for (int64_t i = 0; i < inner; i++) ss += p[i] * p[i];
+        double rs = 1 / sqrt(ss / (double)inner + c->da[0]);
+        for (int64_t i = 0; i < inner; i++) out[r * inner + i] = p[i] * rs * (c->n > 1 ? x[1][i] : 1);
+    }
+    return n;
+}
+/* rope: x [B, H, T, D], ia[0] layout (0 pairs (2i, 2i+1), 1 halves), ia[1] pos0, da[0] theta; exact angles
+ * (positions here are small: the f32 angles are within a few ulps) */
+static int64_t r_rope(const op_case *c, const double *const *x, double *out) {
+    const int64_t *s = c->in[0].s, T = s[2], D = s[3], n = numel_of(4, s);
+    for (int64_t r = 0; r < n / D; r++)
+        for (int64_t i = 0; i < D / 2; i++) {
+            double a = (double)(c->ia[1] + r % T) * pow(c->da[0], -2.0 * (double)i / (double)D);
+            int64_t j0 = c->ia[0] ? i : 2 * i, j1 = c->ia[0] ? i + D / 2 : 2 * i + 1;
+            double x0 = x[0][r * D + j0], x1 = x[0][r * D + j1];
+            out[r * D + j0] = x0 * cos(a) - x1 * sin(a);
+            out[r * D + j1] = x0 * sin(a) + x1 * cos(a);
+        }
+    return n;
+}
 /* group_norm: ia[0] groups; x [N, C, ...], w, b [C] */
 static int64_t r_group_norm(const op_case *c, const double *const *x, double *out) {
     int nd = c->in[0].nd;
@@ -767,6 +794,8 @@ static amp_tensor *f_max_idx(amp_tensor *const *x, const op_case *c) {
 static amp_tensor *f_softmax(amp_tensor *const *x, const op_case *c) { return amp_softmax(X0, c->ia[0]); }
 static amp_tensor *f_log_softmax(amp_tensor *const *x, const op_case *c) { return amp_log_softmax(X0, c->ia[0]); }
 static amp_tensor *f_layer_norm(amp_tensor *const *x, const op_case *c) { return amp_layer_norm(X0, c->ia[0], OPT(1), OPT(2), c->da[0]); }
+static amp_tensor *f_rms_norm(amp_tensor *const *x, const op_case *c) { return amp_rms_norm(X0, c->ia[0], OPT(1), c->da[0]); }
+static amp_tensor *f_rope(amp_tensor *const *x, const op_case *c) { return amp_rope(X0, c->ia[1], c->da[0], (amp_rope_layout)c->ia[0]); }
 static amp_tensor *f_group_norm(amp_tensor *const *x, const op_case *c) { return amp_group_norm(X0, c->ia[0], OPT(1), OPT(2), c->da[0]); }
 static amp_tensor *f_batch_norm(amp_tensor *const *x, const op_case *c) {
     return amp_batch_norm(X0, X1, X2, x[3], x[4], c->ia[0] != 0, 0.1, c->da[0]);
@@ -962,6 +991,12 @@ static const op_case CASES[] = {
     {"amp_layer_norm", "norm", "last dim 37 + w, b", f_layer_norm, r_layer_norm, .n = 3, .in = {IN('n', 3, 37), IN('n', 37), IN('n', 37)}, .ia = {1}, .da = {1e-5}},
     {"amp_layer_norm", "norm", "[2,131] + w, b (vector rows)", f_layer_norm, r_layer_norm, .n = 3, .in = {IN('n', 2, 131), IN('n', 131), IN('n', 131)}, .ia = {1}, .da = {1e-5}},
     {"amp_layer_norm", "norm", "last 2 dims, no affine, transposed", f_layer_norm, r_layer_norm, .n = 1, .in = {INV('n', 't', 2, 3, 5)}, .ia = {2}, .da = {1e-5}},
+    {"amp_rms_norm", "norm", "last dim 37 + w", f_rms_norm, r_rms_norm, .n = 2, .in = {IN('n', 3, 37), IN('n', 37)}, .ia = {1}, .da = {1e-5}},
+    {"amp_rms_norm", "norm", "[2,131] + w (vector rows)", f_rms_norm, r_rms_norm, .n = 2, .in = {IN('n', 2, 131), IN('n', 131)}, .ia = {1}, .da = {1e-6}},
+    {"amp_rms_norm", "norm", "last 2 dims, no weight, transposed", f_rms_norm, r_rms_norm, .n = 1, .in = {INV('n', 't', 2, 3, 5)}, .ia = {2}, .da = {1e-5}},
+    {"amp_rope", "rope", "pairs, [2,3,5,8] at 3", f_rope, r_rope, .n = 1, .in = {IN('n', 2, 3, 5, 8)}, .ia = {0, 3}, .da = {10000.0}},
+    {"amp_rope", "rope", "halves, [1,2,7,16] at 0", f_rope, r_rope, .n = 1, .in = {IN('n', 1, 2, 7, 16)}, .ia = {1, 0}, .da = {100000.0}},
+    {"amp_rope", "rope", "halves, D strided (transposed) at 9", f_rope, r_rope, .n = 1, .in = {INV('n', 't', 1, 2, 6, 4)}, .ia = {1, 9}, .da = {10000.0}},
     {"amp_group_norm", "norm", "3 groups of [2,6,5] + w, b", f_group_norm, r_group_norm, .n = 3, .in = {IN('n', 2, 6, 5), IN('n', 6), IN('n', 6)}, .ia = {3}, .da = {1e-5}},
     {"amp_group_norm", "norm", "2 groups, transposed [2,4,3,5]", f_group_norm, r_group_norm, .n = 3, .in = {INV('n', 't', 2, 4, 3, 5), IN('n', 4), IN('n', 4)}, .ia = {2}, .da = {1e-5}},
     {"amp_batch_norm", "norm", "training [3,2,5,3], eps 1e-3", f_batch_norm, r_batch_norm, .n = 5, .in = {INV('n', 't', 3, 2, 5, 3), STAT('n', 2), STAT('p', 2), INF32('n', 2), INF32('n', 2)}, .ia = {1}, .da = {1e-3}},

@@ -188,7 +188,7 @@ TYPES = {
 }
 ENUMS = ["amp_switch", "amp_dtype", "amp_cpu_path", "amp_mem_category", "amp_status", "amp_format", "amp_autocast_table",
          "amp_cast_category", "amp_gelu_approx", "amp_opt_level", "amp_text_split", "amp_dist_op", "amp_grad_comm",
-         "amp_device", "amp_gguf_type"]
+         "amp_device", "amp_gguf_type", "amp_rope_layout"]
 for e in ENUMS:
     TYPES[e] = "(" + e + ")arg_enum(v)"
 
