@@ -72,6 +72,7 @@ typedef struct {
     void *outptr;
     amp_module *fresh[6];
     amp_tokenizer *tok;
+    amp_qtensor *qt; /* q8_0 [2, 32] */
     amp_text_dataset *text;
     amp_module *gpt;
     amp_gpt_cache *gpt_cache;
@@ -232,6 +233,16 @@ static amp_status walk_callback(void *ctx, amp_status st) {
     return st;
 }
 static amp_grad_hook_fn arg_hook(int v) { return v == V_NULL ? NULL : walk_hook; }
+/* amp_qtensor_wrap's release: a no-op (the walk wraps its scratch buffer) */
+static void walk_release(void *owner) { (void)owner; }
+static void (*arg_release(int v))(void *) { return v == V_NULL ? NULL : walk_release; }
+/* a load dtype: out-of-range fields for the bad variants, q8_0 for valid ones */
+static amp_load_dtype arg_load_dtype(int v) {
+    if (v == V_NULL) return (amp_load_dtype){(amp_load_kind)7, AMP_F32, AMP_Q8_0};
+    if (v == V_DTYPE) return (amp_load_dtype){AMP_LOAD_FLOAT, AMP_I64, AMP_Q8_0};
+    if (v == V_HUGE) return (amp_load_dtype){AMP_LOAD_QUANT, AMP_F32, (amp_qtype)1000};
+    return (amp_load_dtype){AMP_LOAD_QUANT, AMP_F32, AMP_Q8_0};
+}
 static amp_backward_callback_fn arg_callback(int v) { return v == V_NULL ? NULL : walk_callback; }
 
 /* A custom function for amp_function_apply: y = 2 x[0]. */
@@ -461,6 +472,12 @@ static void bank_make(api_bank *b) {
     b->scratch = aligned_alloc(64, 4096);
     memset(b->scratch, 0, 4096);
     b->tok = amp_tokenizer_byte();
+    {
+        amp_tensor *w = amp_tensor_ones(AMP_F32, 2, AMP_SHAPE(2, 32));
+        b->qt = amp_quantize(w, AMP_Q8_0);
+        amp_tensor_free(w);
+        assert_non_null(b->qt);
+    }
     char tp[4096];
     snprintf(tp, sizeof tp, "%s/text.txt", g_ckpt_dir);
     FILE *tf = fopen(tp, "w");
@@ -498,6 +515,7 @@ static void bank_free(api_bank *b) {
     amp_gpt_cache_free(b->gpt_cache);
     amp_module_free(b->gpt);
     amp_tokenizer_free(b->tok);
+    amp_qtensor_free(b->qt);
     amp_checkpoint_close(b->ckpt);
     amp_context_free(b->ctx);
     amp_setup_free(b->setup);
@@ -510,7 +528,7 @@ static void bank_free(api_bank *b) {
 static int header_functions(char names[][64], int max) {
     static const char *const hdrs[] = {"amp.h", "base.h", "numeric.h", "cuda.h", "tensor.h", "autograd.h", "autocast.h",
                                        "ops.h", "optim.h", "scaler.h", "policy.h", "nn.h", "initialize.h", "io.h",
-                                       "checkpoint.h", "gguf.h", "text.h", "gpt.h", "dist.h", "pretrained.h"};
+                                       "checkpoint.h", "gguf.h", "text.h", "gpt.h", "dist.h", "pretrained.h", "quant.h"};
     return test_header_functions(hdrs, (int)(sizeof hdrs / sizeof hdrs[0]), names, max);
 }
 

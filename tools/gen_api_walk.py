@@ -50,6 +50,10 @@ def declarations():
             if params and params != "void":
                 for p in params.split(","):
                     p = p.strip()
+                    fp = re.match(r"^(.*?)\(\s*\*\s*(\w+)\s*\)\s*\((.*)\)$", p)  # a function pointer
+                    if fp:
+                        ps.append((fp.group(1).strip() + "(*)(" + fp.group(3).replace(" ", "") + ")", fp.group(2)))
+                        continue
                     pm = re.match(r"^(.*?)\b(\w+)$", p)
                     ps.append((" ".join(pm.group(1).split()).replace(" *", "*").replace("* ", "*"), pm.group(2)))
             out.append((name, ret.replace(" *", "*").replace("* ", "*"), fn, ps))
@@ -99,6 +103,12 @@ TYPES = {
     "amp_grad_hook_fn": "arg_hook(v)",
     "amp_backward_callback_fn": "arg_callback(v)",
     "amp_tokenizer*": "(amp_tokenizer *)arg_obj(b, v, b->tok)",
+    "amp_qtensor*": "(amp_qtensor *)arg_obj(b, v, b->qt)",
+    "constamp_qtensor*": "(amp_qtensor *)arg_obj(b, v, b->qt)",
+    "amp_qtype*": "(amp_qtype *)arg_obj(b, v, b->scratch)",
+    "amp_load_dtype*": "(amp_load_dtype *)arg_obj(b, v, b->scratch)",
+    "amp_load_dtype": "arg_load_dtype(v)",
+    "void(*)(void*owner)": "arg_release(v)",
     "constamp_tokenizer*": "(amp_tokenizer *)arg_obj(b, v, b->tok)",
     "amp_text_dataset*": "(amp_text_dataset *)arg_obj(b, v, b->text)",
     "constamp_text_dataset*": "(amp_text_dataset *)arg_obj(b, v, b->text)",
@@ -188,7 +198,7 @@ TYPES = {
 }
 ENUMS = ["amp_switch", "amp_dtype", "amp_cpu_path", "amp_mem_category", "amp_status", "amp_format", "amp_autocast_table",
          "amp_cast_category", "amp_gelu_approx", "amp_opt_level", "amp_text_split", "amp_dist_op", "amp_grad_comm",
-         "amp_device", "amp_gguf_type", "amp_rope_layout"]
+         "amp_device", "amp_gguf_type", "amp_rope_layout", "amp_qtype"]
 for e in ENUMS:
     TYPES[e] = "(" + e + ")arg_enum(v)"
 
@@ -228,6 +238,7 @@ FREE_RESULT = {
     "amp_scope*": "amp_scope_end",
     "amp_checkpoint_lock*": "amp_checkpoint_unlock",
     "amp_tokenizer*": "amp_tokenizer_free",
+    "amp_qtensor*": "amp_qtensor_free",
     "amp_text_dataset*": "amp_text_dataset_free",
     "amp_gpt_cache*": "amp_gpt_cache_free",
     "amp_ddp*": "amp_ddp_free",

@@ -18,6 +18,7 @@
 #include "amp/checkpoint.h"
 #include "amp/gguf.h"
 #include "amp/text.h"
+#include "amp/quant.h"
 #include "amp/gpt.h"
 #include "amp/pretrained.h"
 #include "amp/dist.h"

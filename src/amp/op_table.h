@@ -13,6 +13,7 @@
     X(MM, "mm", AMP_CAST_LOWER, AMP_CAST_LOWER)                                     \
     X(BMM, "bmm", AMP_CAST_LOWER, AMP_CAST_LOWER)                                   \
     X(LINEAR, "linear", AMP_CAST_LOWER, AMP_CAST_LOWER)                             \
+    X(QLINEAR, "qlinear", AMP_CAST_LOWER, AMP_CAST_LOWER)                           \
     X(ADDMM, "addmm", AMP_CAST_LOWER, AMP_CAST_LOWER)                               \
     X(BADDBMM, "baddbmm", AMP_CAST_LOWER, AMP_CAST_LOWER)                           \
     X(CONV1D, "conv1d", AMP_CAST_LOWER, AMP_CAST_LOWER)                             \

@@ -67,4 +67,5 @@ const amp_backend amp_backend_cpu = {
     .rope = &amp__cpu_rope_family,
     .optim = &amp__cpu_optim_family,
     .scaler = &amp__cpu_scaler_family,
+    .quant = &amp__cpu_quant_family,
 };
