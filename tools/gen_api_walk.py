@@ -113,6 +113,9 @@ TYPES = {
     "amp_text_dataset*": "(amp_text_dataset *)arg_obj(b, v, b->text)",
     "constamp_text_dataset*": "(amp_text_dataset *)arg_obj(b, v, b->text)",
     "constamp_text_opts*": "(const amp_text_opts *)arg_opts(b, v, OPT_TEXT)",
+    "constamp_wordpiece_opts*": "(const amp_wordpiece_opts *)arg_obj(b, v, b->scratch)",
+    "constamp_encode_opts*": "(const amp_encode_opts *)arg_obj(b, v, b->scratch)",
+    "constamp_chat_msg*": "(const amp_chat_msg *)arg_obj(b, v, b->scratch)",
     "amp_text_digest*": "(amp_text_digest *)arg_obj(b, v, b->scratch)",
     "constint32_t*": "(const int32_t *)arg_obj(b, v, b->scratch)",
     "int32_t**": "(int32_t **)arg_obj(b, v, &b->outptr)",
@@ -197,7 +200,7 @@ TYPES = {
     "float": "(float)arg_double(v, {i})",
 }
 ENUMS = ["amp_switch", "amp_dtype", "amp_cpu_path", "amp_mem_category", "amp_status", "amp_format", "amp_autocast_table",
-         "amp_cast_category", "amp_gelu_approx", "amp_opt_level", "amp_text_split", "amp_dist_op", "amp_grad_comm",
+         "amp_cast_category", "amp_gelu_approx", "amp_opt_level", "amp_text_split", "amp_tok_special", "amp_dist_op", "amp_grad_comm",
          "amp_device", "amp_gguf_type", "amp_rope_layout", "amp_qtype"]
 for e in ENUMS:
     TYPES[e] = "(" + e + ")arg_enum(v)"
