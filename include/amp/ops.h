@@ -104,6 +104,9 @@ AMP_API amp_tensor *amp_relu(amp_tensor *x);
 typedef enum { AMP_GELU_ERF = 0, AMP_GELU_TANH = 1 } amp_gelu_approx;
 AMP_API amp_tensor *amp_gelu(amp_tensor *x, amp_gelu_approx approx);
 AMP_API amp_tensor *amp_silu(amp_tensor *x);
+/* silu(gate) * up, fused (Llama's SwiGLU MLP): computed in f32 (f64 for f64) and rounded once; gate and up
+ * broadcast and promote as torch's F.silu(gate) * up (no autocast list names silu or mul). */
+AMP_API amp_tensor *amp_swiglu(amp_tensor *gate, amp_tensor *up);
 AMP_API amp_tensor *amp_sigmoid(amp_tensor *x);
 AMP_API amp_tensor *amp_tanh(amp_tensor *x);
 AMP_API amp_tensor *amp_softplus(amp_tensor *x, double beta, double threshold); /* torch: 1, 20 */
