@@ -384,4 +384,136 @@ static void t_gguf_refusals(void **state) {
     free(b);
 }
 
-AMP_TEST_MAIN(t_tiny_hf_golden, t_tiny_gguf, t_gguf_refusals, t_structure, t_kv_cache, t_generate, t_errors)
+/* ---- SmolLM2-135M-Instruct (the GGUF file scripts/deps.sh models installs) ---------------------------- */
+static const char *smollm2_path(void) {
+    static char path[4096];
+    const char *p = amp_models_path("SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf");
+    if (!p) fail_msg("amp_models_path: %s", amp_last_error());
+    snprintf(path, sizeof path, "%s", p);
+    FILE *f = fopen(path, "rb");
+    if (!f) fail_msg("%s is missing: `scripts/deps.sh models` installs it (make test does)", path);
+    fclose(f);
+    return path;
+}
+
+static amp_module *smollm2(const char *ld_name) {
+    amp_load_dtype ld;
+    assert_int_equal(amp_load_dtype_parse(ld_name, &ld), AMP_OK);
+    amp_module *m = amp_llama_from_gguf(smollm2_path(), ld);
+    if (!m) fail_msg("load %s: %s", ld_name, amp_last_error());
+    return m;
+}
+
+/* The logits of the golden prompt's 8 positions [8, V] (f32, no autocast). */
+static float *smollm2_logits(amp_module *m, amp_tensor *ids, int64_t V) {
+    amp_scope *s = amp_scope_begin();
+    amp_tensor *lg = amp_llama_forward(m, amp_reshape(ids, 2, AMP_SHAPE(1, 8)), NULL);
+    if (!lg) fail_msg("%s", amp_last_error());
+    tc_assert_shape(lg, 3, AMP_SHAPE(1, 8, V), "logits");
+    float *v = values_f32(lg);
+    amp_scope_end(s);
+    return v;
+}
+
+/* Weights dequantized to f32: the logits of every position within 1e-4 of
+ * the largest from the float64 reference (measured: see the message); the
+ * KV cache (5 positions, then one at a time) gives the full forward's
+ * logits; greedy decoding of "The capital of France is" gives the
+ * reference's tokens, " Paris" first. */
+static void t_smollm2_f32(void **state) {
+    (void)state;
+    amp_safetensors *g = golden_file("llama_smollm2_golden.safetensors");
+    amp_module *m = smollm2("f32");
+    amp_llama_config c;
+    assert_int_equal(amp_llama_get_config(m, &c), AMP_OK);
+    assert_true(c.n_layer == 30 && c.n_embd == 576 && c.n_ff == 1536 && c.n_head == 9 && c.n_head_kv == 3 && c.vocab_size == 49152 &&
+                c.context_length == 8192 && c.rope_theta == 100000 && c.tied && c.rope_layout == AMP_ROPE_INTERLEAVED);
+    amp_scope *s = amp_scope_begin();
+    int64_t V = c.vocab_size;
+    amp_tensor *ids = golden(g, "ids"), *sel = golden(g, "vocab_sel");
+    float *got = smollm2_logits(m, ids, V), *want_last = values_f32(golden(g, "logits_last"));
+    float *want_sel = values_f32(golden(g, "logits_sel")), got_sel[8 * 256];
+    const int64_t *vs = amp_tensor_data(sel);
+    for (int t = 0; t < 8; t++)
+        for (int j = 0; j < 256; j++) got_sel[t * 256 + j] = got[t * V + vs[j]];
+    double e_last = rel_err(got + 7 * V, want_last, V), e_sel = rel_err(got_sel, want_sel, 8 * 256);
+    print_message("SmolLM2 f32: last position's logits %.2e, every position's (256 sampled) %.2e of the largest from the float64 "
+                  "reference\n", e_last, e_sel);
+    assert_true(e_last < 1e-4);
+    assert_true(e_sel < 1e-4);
+    /* the cache: 5 positions, then 1, 1, 1 */
+    amp_llama_cache *cache = amp_llama_cache_new(m, 1, 8);
+    amp_tensor *ids2 = amp_reshape(ids, 2, AMP_SHAPE(1, 8));
+    const int64_t cuts[] = {0, 5, 6, 7, 8};
+    double e_cache = 0;
+    for (int i = 0; i < 4; i++) {
+        int64_t n = cuts[i + 1] - cuts[i];
+        float *lg = values_f32(amp_llama_forward(m, amp_slice(ids2, 1, cuts[i], cuts[i + 1], 1), cache));
+        for (int64_t t = 0; t < n; t++) e_cache = fmax(e_cache, rel_err(lg + t * V, got + (cuts[i] + t) * V, V));
+        free(lg);
+    }
+    print_message("SmolLM2 f32: KV-cache decoding %.2e of the largest from the full-prefix forward\n", e_cache);
+    assert_true(e_cache < 1e-5);
+    amp_llama_cache_free(cache);
+    /* greedy: the reference's 8 tokens */
+    const int64_t prompt[5] = {504, 3575, 282, 4649, 314}; /* "The capital of France is" */
+    int64_t out[8], n = 0;
+    amp_llama_generate_opts o = AMP_LLAMA_GENERATE_DEFAULTS;
+    o.max_new_tokens = 8;
+    o.n_stop = -1;
+    assert_int_equal(amp_llama_generate(m, prompt, 5, out, &n, &o), AMP_OK);
+    assert_int_equal(n, 8);
+    amp_tensor *greedy = golden(g, "greedy");
+    assert_memory_equal(out, amp_tensor_data(greedy), sizeof out);
+    assert_int_equal(out[0], 7042); /* " Paris" */
+    free(got);
+    free(want_last);
+    free(want_sel);
+    amp_scope_end(s);
+    amp_module_free(m);
+    amp_safetensors_free(g);
+}
+
+/* Other load dtypes on the golden prompt: the top-1 token of every position
+ * against f32's, and the logits' distance; keep (the file's Q4_1 matrices
+ * and Q8_0 embedding, integer dot products) still says Paris. */
+static void t_smollm2_load_dtypes(void **state) {
+    (void)state;
+    amp_safetensors *g = golden_file("llama_smollm2_golden.safetensors");
+    amp_scope *s = amp_scope_begin();
+    amp_tensor *ids = golden(g, "ids");
+    int64_t V = 49152;
+    float *ref = NULL;
+    const char *lds[] = {"f32", "keep", "bf16", "q8_0"};
+    const int min_agree[] = {8, 6, 6, 7};
+    for (int i = 0; i < 4; i++) {
+        amp_module *m = smollm2(lds[i]);
+        float *lg = smollm2_logits(m, ids, V);
+        if (!ref) ref = lg;
+        int agree = 0;
+        for (int t = 0; t < 8; t++) {
+            int64_t a = 0, b = 0;
+            for (int64_t v = 1; v < V; v++) {
+                if (lg[t * V + v] > lg[t * V + a]) a = v;
+                if (ref[t * V + v] > ref[t * V + b]) b = v;
+            }
+            agree += a == b;
+        }
+        double e = rel_err(lg, ref, 8 * V);
+        print_message("SmolLM2 load %s: top-1 agrees with f32 at %d of 8 positions, logits %.2e of the largest\n", lds[i], agree, e);
+        assert_true(agree >= min_agree[i]);
+        const int64_t prompt[5] = {504, 3575, 282, 4649, 314};
+        int64_t out[1], n = 0;
+        amp_llama_generate_opts o = AMP_LLAMA_GENERATE_DEFAULTS;
+        o.max_new_tokens = 1;
+        assert_int_equal(amp_llama_generate(m, prompt, 5, out, &n, &o), AMP_OK);
+        assert_int_equal(out[0], 7042); /* " Paris" */
+        if (lg != ref) free(lg);
+        amp_module_free(m);
+    }
+    free(ref);
+    amp_scope_end(s);
+    amp_safetensors_free(g);
+}
+
+AMP_TEST_MAIN(t_tiny_hf_golden, t_tiny_gguf, t_gguf_refusals, t_smollm2_f32, t_smollm2_load_dtypes, t_structure, t_kv_cache, t_generate, t_errors)

@@ -97,7 +97,7 @@ static const amp_module_class norm_class = {.name = "LlamaRMSNorm",
 
 static amp_tensor *mlp_fwd(amp_module *m, amp_tensor *x) {
     amp_tensor *g = amp_module_forward(CH(m, "gate_proj"), x), *u = g ? amp_module_forward(CH(m, "up_proj"), x) : NULL;
-    return u ? amp_module_forward(CH(m, "down_proj"), amp_mul(amp_silu(g), u)) : NULL; /* SwiGLU */
+    return u ? amp_module_forward(CH(m, "down_proj"), amp_swiglu(g, u)) : NULL;
 }
 static const amp_module_class mlp_class = {.name = "LlamaMLP", .forward = mlp_fwd, .destroy = mod_destroy};
 
@@ -167,7 +167,17 @@ static amp_tensor *attn_run(amp_module *m, amp_tensor *x, amp_llama_cache *c, in
     } else {
         o.is_causal = true;
     }
-    amp_tensor *y = amp_scaled_dot_product_attention_ex(q, repeat_kv(k, Hq / Hkv), repeat_kv(v, Hq / Hkv), &o);
+    amp_tensor *y;
+    int64_t g = Hq / Hkv;
+    if (T == 1 && g > 1) {
+        /* one new token: the g query heads of a group are g rows of one
+         * attention over their KV head, [B, Hkv, g, D] (no mask: every cached
+         * key is visible), so the cache is read as it is, never repeated */
+        y = amp_scaled_dot_product_attention_ex(amp_reshape(q, 4, AMP_SHAPE(B, Hkv, g, D)), k, v, &o);
+        y = y ? amp_reshape(y, 4, AMP_SHAPE(B, Hq, 1, D)) : NULL;
+    } else {
+        y = amp_scaled_dot_product_attention_ex(q, repeat_kv(k, g), repeat_kv(v, g), &o);
+    }
     if (!y) return NULL;
     y = amp_reshape(amp_transpose(y, 1, 2), 3, AMP_SHAPE(B, T, Hq * D)); /* a copy: the transpose is not contiguous */
     return amp_module_forward(CH(m, "o_proj"), y);
