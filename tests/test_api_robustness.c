@@ -340,7 +340,7 @@ static const void *arg_opts(api_bank *b, int v, int which) {
         u.text = bad ? (amp_text_opts){-1, NULL, 0} : (amp_text_opts){0.1, "", 1};
         break;
     case OPT_SDPA:
-        u.sdpa = bad ? (amp_sdpa_opts){b->mis[3], true, 1.5, INFINITY, NULL} : AMP_SDPA_DEFAULTS;
+        u.sdpa = bad ? (amp_sdpa_opts){b->mis[3], true, 1.5, INFINITY, NULL, true} : AMP_SDPA_DEFAULTS;
         break;
     case OPT_KV:
         if (bad) {

@@ -620,12 +620,15 @@ static int64_t r_sdpa(const op_case *c, const double *const *x, double *out) {
     int64_t B = numel_of(nd - 2, c->in[0].s);
     double sc = c->da[0] != 0 ? c->da[0] : 1 / sqrt((double)E);
     double *p = malloc(sizeof(double) * (size_t)S);
+    /* ia[1]: grouped-query attention, q item (.., h) reads k/v item (.., h / (Hq / Hkv)) */
+    int64_t Hq = nd >= 3 ? c->in[0].s[nd - 3] : 1, Hk = nd >= 3 ? c->in[1].s[nd - 3] : 1;
     for (int64_t b = 0; b < B; b++)
         for (int64_t i = 0; i < L; i++) {
             double m = -INFINITY, z = 0;
+            int64_t kb = c->ia[1] ? (b / Hq) * Hk + (b % Hq) / (Hq / Hk) : b;
             for (int64_t j = 0; j < S; j++) {
                 double s = 0;
-                for (int64_t e = 0; e < E; e++) s += x[0][(b * L + i) * E + e] * x[1][(b * S + j) * E + e];
+                for (int64_t e = 0; e < E; e++) s += x[0][(b * L + i) * E + e] * x[1][(kb * S + j) * E + e];
                 s *= sc;
                 if (c->ia[0] && j > i) s = -INFINITY;
                 if (c->n > 3) {
@@ -639,7 +642,7 @@ static int64_t r_sdpa(const op_case *c, const double *const *x, double *out) {
             for (int64_t j = 0; j < S; j++) z += (p[j] = exp(p[j] - m));
             for (int64_t e = 0; e < Ev; e++) {
                 double s = 0;
-                for (int64_t j = 0; j < S; j++) s += p[j] / z * x[2][(b * S + j) * Ev + e];
+                for (int64_t j = 0; j < S; j++) s += p[j] / z * x[2][(kb * S + j) * Ev + e];
                 out[(b * L + i) * Ev + e] = s;
             }
         }
@@ -850,6 +853,7 @@ static amp_sdpa_opts sdpa_opts(amp_tensor *const *x, const op_case *c) {
     o.is_causal = c->ia[0] != 0;
     o.scale = c->da[0];
     o.attn_mask = OPT(3);
+    o.enable_gqa = c->ia[1] != 0;
     return o;
 }
 static amp_tensor *f_sdpa(amp_tensor *const *x, const op_case *c) {
@@ -1086,6 +1090,9 @@ static const op_case CASES[] = {
     {"amp_rope", "rope", "pairs, [2,3,5,8] at 3", f_rope, r_rope, .n = 1, .in = {IN('n', 2, 3, 5, 8)}, .ia = {0, 3}, .da = {10000.0}},
     {"amp_rope", "rope", "halves, [1,2,7,16] at 0", f_rope, r_rope, .n = 1, .in = {IN('n', 1, 2, 7, 16)}, .ia = {1, 0}, .da = {100000.0}},
     {"amp_rope", "rope", "halves, D strided (transposed) at 9", f_rope, r_rope, .n = 1, .in = {INV('n', 't', 1, 2, 6, 4)}, .ia = {1, 9}, .da = {10000.0}},
+    {"amp_scaled_dot_product_attention_ex", "attention", "gqa 6 q heads over 2 kv heads, causal L 7", f_sdpa_ex, r_sdpa, .n = 3, .in = {IN('n', 2, 6, 7, 4), IN('n', 2, 2, 7, 4), IN('n', 2, 2, 7, 5)}, .ia = {1, 1}, .fwd = &B_WIDE, .bwd = &B_WIDE, .pol = "scaled_dot_product_attention"},
+    {"amp_scaled_dot_product_attention_ex", "attention", "gqa one query over 9 keys, 1 kv head (decoding)", f_sdpa_ex, r_sdpa, .n = 3, .in = {IN('n', 1, 4, 1, 8), IN('n', 1, 1, 9, 8), IN('n', 1, 1, 9, 8)}, .ia = {0, 1}, .fwd = &B_WIDE, .bwd = &B_WIDE, .pol = "scaled_dot_product_attention"},
+    {"amp_scaled_dot_product_attention_math", "attention", "gqa 4 q heads over 2, L 3 S 6", f_sdpa_math, r_sdpa, .n = 3, .in = {IN('n', 1, 4, 3, 4), IN('n', 1, 2, 6, 4), IN('n', 1, 2, 6, 3)}, .ia = {0, 1}, .fwd = &B_WIDE, .bwd = &B_WIDE, .pol = "scaled_dot_product_attention"},
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
