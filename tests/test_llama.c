@@ -236,6 +236,77 @@ static void t_generate(void **state) {
     amp_module_free(m);
 }
 
+/* Sampling draws from the distribution it says: softmax(logits / T) over
+ * the top_k, then the nucleus of top_p. The first step's logits of a random
+ * model, computed here in float64; 3000 seeded one-token generations per
+ * setting: no token outside the allowed set, and each allowed token's
+ * frequency within 5 standard deviations of its renormalised probability. */
+static void t_sampling(void **state) {
+    (void)state;
+    amp_llama_config c = tiny_cfg();
+    amp_generator gen = amp_generator_make(21);
+    amp_module *m = amp_llama_new(&c, &gen);
+    /* logits large enough to matter: scale the head */
+    amp_tensor *head = amp_module_get_parameter(m, "lm_head.weight");
+    amp_no_grad_begin();
+    assert_int_equal(amp_tensor_copy_(head, amp_mul_scalar(head, 60.0)), AMP_OK);
+    amp_no_grad_end();
+    const int64_t prompt[] = {3, 17, 42};
+    int64_t V = c.vocab_size;
+    amp_scope *s = amp_scope_begin();
+    float *lg = values_f32(amp_llama_forward_last(m, amp_tensor_from_data(prompt, AMP_I64, 2, AMP_SHAPE(1, 3)), NULL));
+    amp_scope_end(s);
+    const struct {
+        double T, top_p;
+        int64_t top_k;
+    } cases[] = {{1.0, 1.0, 0}, {0.7, 1.0, 4}, {1.5, 0.6, 0}, {1.0, 0.8, 5}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        /* the reference: order by logit, keep top_k, then the smallest prefix reaching top_p */
+        int64_t order[64];
+        double p[64], mx = -INFINITY, sum = 0;
+        for (int64_t v = 0; v < V; v++) order[v] = v, mx = fmax(mx, lg[v]);
+        for (int64_t i = 0; i < V; i++)
+            for (int64_t j = i + 1; j < V; j++)
+                if (lg[order[j]] > lg[order[i]]) {
+                    int64_t t = order[i];
+                    order[i] = order[j];
+                    order[j] = t;
+                }
+        int64_t n = cases[k].top_k ? cases[k].top_k : V;
+        for (int64_t i = 0; i < n; i++) sum += p[i] = exp(((double)lg[order[i]] - mx) / cases[k].T);
+        double acc = 0;
+        int64_t keep = 0;
+        while (keep < n && acc < cases[k].top_p * sum) acc += p[keep++];
+        int count[64] = {0};
+        const int N = 3000;
+        amp_llama_generate_opts o = AMP_LLAMA_GENERATE_DEFAULTS;
+        o.max_new_tokens = 1;
+        o.temperature = cases[k].T;
+        o.top_k = cases[k].top_k;
+        o.top_p = cases[k].top_p;
+        for (int r = 0; r < N; r++) {
+            amp_generator g = amp_generator_make(1000 + (uint64_t)r);
+            int64_t out, got;
+            o.generator = &g;
+            assert_int_equal(amp_llama_generate(m, prompt, 3, &out, &got, &o), AMP_OK);
+            count[out]++;
+        }
+        int64_t outside = N;
+        for (int64_t i = 0; i < keep; i++) {
+            double q = p[i] / acc, want = N * q, sd = sqrt(N * q * (1 - q));
+            outside -= count[order[i]];
+            if (fabs(count[order[i]] - want) > 5 * sd + 1)
+                fail_msg("case %zu: token %lld drawn %d times, expected %.1f", k, (long long)order[i], count[order[i]], want);
+        }
+        print_message("sampling T %g top_k %lld top_p %g: %lld tokens allowed, frequencies as expected\n", cases[k].T,
+                      (long long)cases[k].top_k, cases[k].top_p, (long long)keep);
+        assert_true(keep >= 2);
+        assert_int_equal(outside, 0);
+    }
+    free(lg);
+    amp_module_free(m);
+}
+
 static void t_errors(void **state) {
     (void)state;
     amp_llama_config c = tiny_cfg();
@@ -516,4 +587,4 @@ static void t_smollm2_load_dtypes(void **state) {
     amp_safetensors_free(g);
 }
 
-AMP_TEST_MAIN(t_tiny_hf_golden, t_tiny_gguf, t_gguf_refusals, t_smollm2_f32, t_smollm2_load_dtypes, t_structure, t_kv_cache, t_generate, t_errors)
+AMP_TEST_MAIN(t_tiny_hf_golden, t_tiny_gguf, t_gguf_refusals, t_smollm2_f32, t_smollm2_load_dtypes, t_structure, t_kv_cache, t_generate, t_sampling, t_errors)
