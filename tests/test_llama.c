@@ -147,6 +147,17 @@ static void t_kv_cache(void **state) {
     float *last = values_f32(amp_llama_forward_last(m, idx, cache));
     for (int64_t b = 0; b < B; b++) assert_true(rel_err(last + b * V, full + (b * T + T - 1) * V, V) < 1e-6);
     free(last);
+    /* another compute dtype: refused while the cache holds f32 keys, remade after a reset */
+    amp_llama_cache_reset(cache);
+    assert_non_null(amp_llama_forward(m, amp_slice(idx, 1, 0, 2, 1), cache));
+    assert_int_equal(amp_autocast_enter(AMP_BF16), AMP_OK);
+    tc_assert_fails(amp_llama_forward(m, amp_slice(idx, 1, 2, 3, 1), cache), "amp_llama_cache_reset empties it");
+    amp_llama_cache_reset(cache);
+    amp_tensor *hb = amp_llama_forward(m, amp_slice(idx, 1, 0, 2, 1), cache);
+    assert_non_null(hb);
+    amp_autocast_exit();
+    amp_llama_cache_reset(cache);
+    assert_non_null(amp_llama_forward(m, amp_slice(idx, 1, 0, 11, 1), cache));
     /* full: more positions than room */
     assert_null(amp_llama_forward(m, amp_slice(idx, 1, 0, 6, 1), cache));
     assert_non_null(strstr(amp_last_error(), "room"));

@@ -90,8 +90,10 @@ AMP_API int amp_llama_stop_tokens(const amp_module *m, const int64_t **ids);
 
 /* ---- the KV cache ------------------------------------------------------------
  * Per layer the keys and values [batch, n_head_kv, capacity, head_dim] of
- * the positions seen so far (after RoPE), in the dtype of the first forward
- * that fills them (the compute dtype). capacity 0: the model's
+ * the positions seen so far (after RoPE), in the dtype of the forward that
+ * fills them from empty (the compute dtype: a forward of another dtype on a
+ * cache that is not empty is an error, after amp_llama_cache_reset the cache
+ * is remade in it). capacity 0: the model's
  * context_length; at most context_length. Memory is allocated at the first
  * forward. */
 typedef struct amp_llama_cache amp_llama_cache;

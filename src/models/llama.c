@@ -132,6 +132,11 @@ static amp_tensor *attn_run(amp_module *m, amp_tensor *x, amp_llama_cache *c, in
     if (!q || !k || !v) return NULL;
     amp_sdpa_opts o = AMP_SDPA_DEFAULTS;
     if (c) {
+        if (c->k[l] && L0 == 0 && amp_tensor_dtype(c->k[l]) != amp_tensor_dtype(k)) { /* empty: remade in the new dtype */
+            amp_tensor_free(c->k[l]);
+            amp_tensor_free(c->v[l]);
+            c->k[l] = c->v[l] = NULL;
+        }
         if (!c->k[l]) {
             amp_mem_push_category(AMP_MEM_ACTIVATION);
             c->k[l] = amp_tensor_keep(amp_tensor_zeros(amp_tensor_dtype(k), 4, AMP_SHAPE(c->B, Hkv, c->cap, D)));
@@ -141,7 +146,7 @@ static amp_tensor *attn_run(amp_module *m, amp_tensor *x, amp_llama_cache *c, in
         }
         if (amp_tensor_dtype(c->k[l]) != amp_tensor_dtype(k))
             return amp_error_null(AMP_ERR_DTYPE, "amp_llama_forward: the cache holds %s keys, this forward computes %s (the "
-                                                 "autocast state or the load dtype changed: amp_llama_cache_reset)",
+                                                 "autocast state changed: amp_llama_cache_reset empties it)",
                                   amp_dtype_name(amp_tensor_dtype(c->k[l])), amp_dtype_name(amp_tensor_dtype(k)));
         if (amp_tensor_copy_(amp_slice(c->k[l], 2, L0, S, 1), k) != AMP_OK ||
             amp_tensor_copy_(amp_slice(c->v[l], 2, L0, S, 1), v) != AMP_OK)
