@@ -261,12 +261,14 @@ static void emulate(amp_qtype t, const void *w, size_t rb, int64_t N, const amp_
             double s = 0, a = 0;
             const char *row = (const char *)w + (size_t)n * rb;
             for (int64_t b = 0; b < x->nb; b++) {
-                const int8_t *xq = x->qs + m * x->nbp * 32 + b * 32;
-                const double dx = x->d[m * x->nbp + b];
+                int8_t xq[32];
+                for (int j = 0; j < 32; j++) xq[j] = x->qs[m * x->nbp * 32 + amp_qact_at(x->paired, b, j)];
+                const int64_t at = m * x->nbp + amp_qact_slot(b);
+                const double dx = x->d[at];
                 int64_t is = 0, qsum = 0;
                 double dw, mw = 0;
                 for (int j = 0; j < 32; j++) qsum += xq[j];
-                assert_int_equal(qsum, x->sum[m * x->nbp + b]);
+                assert_int_equal(qsum, x->sum[at]);
                 if (t == AMP_Q8_0) {
                     const amp_block_q8_0 *wb = (const amp_block_q8_0 *)row + b;
                     for (int j = 0; j < 32; j++) is += wb->qs[j] * xq[j];
@@ -313,16 +315,30 @@ static void t_qlinear_paths(void **st) {
                 float *px = amp_tensor_data(x);
                 if (s == 2) px[K + 3] = 0x1p-140f; /* a subnormal, a zero block */
                 if (s == 2) memset(px + 2 * K, 0, 32 * sizeof(float));
-                for (int64_t m = 0; m < M; m++) {
-                    ref_k->quantize_x(px + m * K, K, xa.qs + m * xa.nbp * 32, xa.d + m * xa.nbp, xa.s + m * xa.nbp, xa.sum + m * xa.nbp);
-                    k->quantize_x(px + m * K, K, xb.qs + m * xb.nbp * 32, xb.d + m * xb.nbp, xb.s + m * xb.nbp, xb.sum + m * xb.nbp);
-                }
-                size_t ab_bytes = sizeof(float) * (size_t)(2 * M * xa.nbp) + sizeof(int32_t) * (size_t)(M * xa.nbp) + (size_t)(M * xa.nbp * 32);
-                if (memcmp(xa.d, xb.d, ab_bytes))
-                    fail_msg("%s: the activation blocks differ from the scalar path's", k->name);
                 for (int t = 0; t < 3; t++) {
+                    xa.paired = xb.paired = t != AMP_Q8_0;
+                    for (int64_t m = 0; m < M; m++) {
+                        ref_k->quantize_x(px + m * K, K, xa.paired, xa.qs + m * xa.nbp * 32, xa.d + m * xa.nbp, xa.s + m * xa.nbp, xa.sum + m * xa.nbp);
+                        k->quantize_x(px + m * K, K, xb.paired, xb.qs + m * xb.nbp * 32, xb.d + m * xb.nbp, xb.s + m * xb.nbp, xb.sum + m * xb.nbp);
+                    }
+                    size_t ab_bytes = sizeof(float) * (size_t)(2 * M * xa.nbp) + sizeof(int32_t) * (size_t)(M * xa.nbp) + (size_t)(M * xa.nbp * 32);
+                    if (memcmp(xa.d, xb.d, ab_bytes)) fail_msg("%s: the activation blocks differ from the scalar path's", k->name);
+                    /* the values where the layout says, in the slots it says */
+                    for (int64_t m = 0; m < M; m++)
+                        for (int64_t b = 0; b < xa.nb; b++) {
+                            float d = xa.d[m * xa.nbp + amp_qact_slot(b)];
+                            for (int j = 0; j < 32 && d == d; j++) {
+                                float v = px[m * K + b * 32 + j], id = d ? 1.0f / d : 0.0f;
+                                assert_int_equal(xa.qs[m * xa.nbp * 32 + amp_qact_at(xa.paired, b, j)], (int)nearbyintf(v * id));
+                            }
+                        }
                     amp_qtensor *q = amp_quantize(w, (amp_qtype)t);
                     size_t rb = amp_qtensor_nbytes(q) / (size_t)N;
+                    if (t == AMP_Q8_0) { /* -128, which a file may hold and ggml's rounding never writes */
+                        int8_t *qb = (int8_t *)amp_qtensor_data(q);
+                        for (int j = 2; j < 34; j += 3) qb[j] = -128;
+                        qb[rb * (size_t)(N - 1) + 33] = -128;
+                    }
                     float *y = malloc(sizeof(float) * (size_t)(M * N)), *y0 = malloc(sizeof(float) * (size_t)(M * N));
                     double *ref = malloc(sizeof(double) * (size_t)(M * N)), *ab = malloc(sizeof(double) * (size_t)(M * N));
                     k->gemm((amp_qtype)t, amp_qtensor_data(q), rb, N, &xb, y, N);
@@ -421,6 +437,91 @@ static void t_qlinear_grad(void **st) {
     amp_tensor_free(x);
     amp_tensor_free(b);
     amp_tensor_free(gy);
+}
+
+/* weights taller than one dequantized panel (~1 MiB of f32): the x gradient and a k-quant forward are summed
+ * panel by panel; both against float64 */
+static void t_qlinear_panels(void **st) {
+    (void)st;
+    const int64_t N = 4100, K = 64; /* panels of 4096 rows */
+    amp_tensor *w = amp_test_randn(AMP_F32, 2, AMP_SHAPE(N, K), 31, 0.1, 0.0);
+    amp_qtensor *q = amp_quantize(w, AMP_Q8_0);
+    amp_tensor *wd = amp_dequantize(q, AMP_F32);
+    amp_tensor *x = amp_test_randn(AMP_F32, 2, AMP_SHAPE(3, K), 32, 1.0, 0.0);
+    amp_tensor *gy = amp_test_randn(AMP_F32, 2, AMP_SHAPE(3, N), 33, 1.0, 0.0);
+    amp_tensor_set_requires_grad(x, true);
+    amp_tensor *y = amp_qlinear(x, q, NULL);
+    assert_int_equal(amp_backward_ex(y, gy, false), AMP_OK);
+    const float *pw = amp_tensor_data(wd), *pg = amp_tensor_data(gy), *gx = amp_tensor_data(amp_tensor_grad(x));
+    for (int m = 0; m < 3; m++)
+        for (int k = 0; k < K; k++) {
+            double r = 0, a = 0;
+            for (int64_t n = 0; n < N; n++) {
+                r += (double)pg[m * N + n] * pw[n * K + k];
+                a += fabs((double)pg[m * N + n] * pw[n * K + k]);
+            }
+            assert_true(fabs(gx[m * K + k] - r) <= 1e-5 * a);
+        }
+    amp_tensor_free(y);
+    /* q4_k [1030, 256] (panels of 1024 rows) from seeded bytes with sane scales */
+    const int64_t NK = 1030;
+    uint8_t *raw = malloc((size_t)NK * 144);
+    test_rng rng = {77};
+    for (int64_t i = 0; i < NK * 144; i++) raw[i] = (uint8_t)test_rng_u32(&rng);
+    for (int64_t r = 0; r < NK; r++) {
+        uint16_t d = amp_f32_to_f16(0.01f), dm = amp_f32_to_f16(0.004f);
+        memcpy(raw + r * 144, &d, 2);
+        memcpy(raw + r * 144 + 2, &dm, 2);
+    }
+    amp_qtensor *qk = amp_qtensor_wrap(AMP_Q4_K, NK, 256, raw, (size_t)NK * 144, free, raw);
+    assert_non_null(qk);
+    amp_tensor *kd = amp_dequantize(qk, AMP_F32);
+    amp_tensor *xk = amp_test_randn(AMP_F32, 2, AMP_SHAPE(2, 256), 34, 1.0, 0.0);
+    amp_tensor *b = amp_test_randn(AMP_F32, 1, AMP_SHAPE(NK), 35, 1.0, 0.0);
+    amp_tensor *yk = amp_qlinear(xk, qk, b);
+    assert_non_null(yk);
+    const float *pk = amp_tensor_data(kd), *px = amp_tensor_data(xk), *py = amp_tensor_data(yk), *pb = amp_tensor_data(b);
+    for (int m = 0; m < 2; m++)
+        for (int64_t n = 0; n < NK; n++) {
+            double r = pb[n], a = fabs(pb[n]);
+            for (int k = 0; k < 256; k++) {
+                r += (double)px[m * 256 + k] * pk[n * 256 + k];
+                a += fabs((double)px[m * 256 + k] * pk[n * 256 + k]);
+            }
+            assert_true(fabs(py[m * NK + n] - r) <= 260 * 0x1p-24 * a);
+        }
+    test_free_tensors(kd, xk, b, yk, wd, w, x, gy);
+    amp_qtensor_free(qk);
+    amp_qtensor_free(q);
+}
+
+/* through the op: the same bits at 1 and 2 threads, and each row of a prefill (M = 7) equal to that row alone
+ * (decode), for every qtype */
+static void t_qlinear_rows_threads(void **st) {
+    (void)st;
+    const int64_t M = 7, K = 1536, N = 300;
+    amp_tensor *w = amp_test_randn(AMP_F32, 2, AMP_SHAPE(N, K), 41, 0.05, 0.0);
+    amp_tensor *x = amp_test_randn(AMP_F32, 2, AMP_SHAPE(M, K), 42, 1.0, 0.0);
+    amp_tensor *b = amp_test_randn(AMP_F32, 1, AMP_SHAPE(N), 43, 1.0, 0.0);
+    const int nt = amp_get_num_threads();
+    for (int t = 0; t < 3; t++) {
+        amp_qtensor *q = amp_quantize(w, (amp_qtype)t);
+        amp_set_num_threads(1);
+        amp_tensor *y1 = amp_qlinear(x, q, b);
+        amp_set_num_threads(2);
+        amp_tensor *y2 = amp_qlinear(x, q, b);
+        amp_set_num_threads(nt);
+        assert_memory_equal(amp_tensor_data(y1), amp_tensor_data(y2), (size_t)(M * N) * sizeof(float));
+        for (int64_t m = 0; m < M; m++) {
+            amp_tensor *xr = amp_tensor_from_data((const float *)amp_tensor_data(x) + m * K, AMP_F32, 2, AMP_SHAPE(1, K));
+            amp_tensor *yr = amp_qlinear(xr, q, b);
+            assert_memory_equal(amp_tensor_data(yr), (const float *)amp_tensor_data(y1) + m * N, (size_t)N * sizeof(float));
+            test_free_tensors(xr, yr);
+        }
+        test_free_tensors(y1, y2);
+        amp_qtensor_free(q);
+    }
+    test_free_tensors(w, x, b);
 }
 
 static void t_qlinear_autocast(void **st) {
@@ -602,5 +703,5 @@ static void t_qlinear_specials(void **st) {
 }
 
 AMP_TEST_MAIN(t_qtype_table, t_load_dtype, t_quantize_golden, t_quantize_half_inputs, t_dequantize_kquants,
-              t_qlinear_golden, t_qlinear_paths, t_qlinear_grad, t_qlinear_autocast, t_qembedding,
+              t_qlinear_golden, t_qlinear_paths, t_qlinear_grad, t_qlinear_panels, t_qlinear_rows_threads, t_qlinear_autocast, t_qembedding,
               t_wrap_refcount_and_errors, t_qlinear_specials)

@@ -27,7 +27,9 @@
  *   kernels/cpu_paths.h    amp_gemm, amp_gemm_kernel_*: `amp bench gemm` and
  *                          `amp bench precision` time the CPU GEMM kernels of
  *                          each path directly, below the op (the one door
- *                          to kernels/cpu/ from outside src/kernels/)
+ *                          to kernels/cpu/ from outside src/kernels/);
+ *                          amp_k_quant_path, amp_k_quant_set_vnni: `amp bench
+ *                          quant` times the quantized linear per kernel set
  *   kernels/backend.h,     amp__backend and the GEMM entry, device tensors:
  *   tensor/tensor_impl.h   `amp bench precision --device cuda` times the CUDA
  *                          backend's GEMM below the op

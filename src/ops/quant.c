@@ -88,7 +88,7 @@ static amp_status qlinear_backward(amp_node *n, amp_tensor *const *gout, amp_ten
         amp_status st = AMP_KCALL(be, quant, qlinear_backward_x, fn, g, c->w, e->ndim, e->shape, &gin[0]);
         if (st != AMP_OK) return st;
     }
-    if (n->inputs[1].needs_grad) {
+    if (n->n_inputs > 1 && n->inputs[1].needs_grad) { /* the node has b's edge only when b was given */
         int64_t N = c->w->rows, R = N ? amp_tensor_numel(g) / N : 0;
         amp_tensor *gc = g, *gb = NULL;
         if (!amp_tensor_is_contiguous(g)) {

@@ -81,21 +81,35 @@ static amp_status cpu_dequantize(const char *fn, const amp_qtensor *q, amp_tenso
 /* ---- qlinear ------------------------------------------------------------------------------------ */
 static bool int_kernel(amp_qtype t) { return t == AMP_Q8_0 || t == AMP_Q4_0 || t == AMP_Q4_1; }
 
-/* k-quants: the weight dequantized to f32 and the CPU GEMM (no integer kernel for them yet) */
+/* The weight's rows in panels of at most ~1 MiB of f32 (a 49152-row head is not dequantized whole): rows
+ * [n0, n0 + P) of W dequantized into wd [P, K]. */
+static int64_t panel_rows(int64_t K) { return K > 0 && K < 262144 ? 262144 / K : 1; }
+
+static void deq_panel(const amp_qtensor *w, int64_t n0, int64_t P, float *wd) {
+    const int64_t K = w->cols;
+    AMP_K_FOR(r, P, P * K > AMP_PARALLEL_MIN && P > 1, {
+        amp__dequantize_row(w->type, (const char *)w->data + (size_t)(n0 + r) * w->row_bytes, wd + r * K, K);
+    });
+}
+
+/* k-quants: y [M, N] = x · deq(W)ᵀ + b panel by panel through the f32 GEMM (no integer kernel for them yet) */
 static amp_status qlinear_deq(const char *fn, const float *x, int64_t M, const amp_qtensor *w, const float *b, float *y) {
-    int64_t N = w->rows, K = w->cols;
-    size_t wb = (size_t)(N * K > 0 ? N * K : 1) * sizeof(float);
-    float *wd = amp__ws_alloc(wb);
+    const int64_t N = w->rows, K = w->cols, PR = panel_rows(K);
+    size_t wb = (size_t)((N < PR ? N : PR) * K) * sizeof(float);
+    float *wd = amp__ws_alloc(wb ? wb : 1);
     if (!wd) return amp_last_status();
-    AMP_K_FOR(r, N, N * K > AMP_PARALLEL_MIN && N > 1,
-              { amp__dequantize_row(w->type, (const char *)w->data + (size_t)r * w->row_bytes, wd + r * K, K); });
-    amp_gemm_args g = {.trans_b = true, .m = M, .n = N, .k = K, .alpha = 1.0f, .beta = b ? 1.0f : 0.0f,
-                       .a = x, .a_dtype = AMP_F32, .lda = K, .b = wd, .b_dtype = AMP_F32, .ldb = K,
-                       .c = y, .c_dtype = AMP_F32, .ldc = N, .batch = 1, .bias = b, .bias_dtype = AMP_F32,
-                       .bias_rs = 0, .bias_cs = 1};
-    amp_status st = amp_gemm(&g);
-    if (st != AMP_OK) amp_error_chain(st, "%s: the dequantized weight's GEMM failed", fn);
-    amp__ws_free(wd, wb);
+    amp_status st = AMP_OK;
+    for (int64_t n0 = 0; n0 < N && st == AMP_OK; n0 += PR) {
+        const int64_t P = N - n0 < PR ? N - n0 : PR;
+        deq_panel(w, n0, P, wd);
+        amp_gemm_args g = {.trans_b = true, .m = M, .n = P, .k = K, .alpha = 1.0f, .beta = b ? 1.0f : 0.0f,
+                           .a = x, .a_dtype = AMP_F32, .lda = K, .b = wd, .b_dtype = AMP_F32, .ldb = K,
+                           .c = y + n0, .c_dtype = AMP_F32, .ldc = N, .batch = 1, .bias = b ? b + n0 : NULL,
+                           .bias_dtype = AMP_F32, .bias_rs = 0, .bias_cs = 1};
+        st = amp_gemm(&g);
+        if (st != AMP_OK) amp_error_chain(st, "%s: the dequantized weight's GEMM failed", fn);
+    }
+    amp__ws_free(wd, wb ? wb : 1);
     return st;
 }
 
@@ -123,7 +137,7 @@ static amp_status cpu_qlinear(const char *fn, const amp_tensor *x, const amp_qte
         goto done_y;
     }
     const amp_quant_kernels *k = amp_k_quant();
-    amp_qact xa = {.M = M, .K = K, .nb = K / AMP_QK, .nbp = (K / AMP_QK + 3) & ~(int64_t)3};
+    amp_qact xa = {.M = M, .K = K, .nb = K / AMP_QK, .nbp = (K / AMP_QK + 3) & ~(int64_t)3, .paired = w->type != AMP_Q8_0};
     size_t xb = (size_t)(M * xa.nbp) * (AMP_QK + 2 * sizeof(float) + sizeof(int32_t));
     char *ws = amp__ws_alloc(xb);
     if (!ws) {
@@ -135,7 +149,7 @@ static amp_status cpu_qlinear(const char *fn, const amp_tensor *x, const amp_qte
     xa.sum = (int32_t *)(xa.s + M * xa.nbp);
     xa.qs = (int8_t *)(xa.sum + M * xa.nbp);
     AMP_K_FOR(m, M, M * K > AMP_PARALLEL_MIN && M > 1, {
-        k->quantize_x(px + m * K, K, xa.qs + m * xa.nbp * AMP_QK, xa.d + m * xa.nbp, xa.s + m * xa.nbp, xa.sum + m * xa.nbp);
+        k->quantize_x(px + m * K, K, xa.paired, xa.qs + m * xa.nbp * AMP_QK, xa.d + m * xa.nbp, xa.s + m * xa.nbp, xa.sum + m * xa.nbp);
     });
     /* rows of W in chunks of 16: each thread streams its own rows against all of x (a tile of x stays in
      * cache for the chunk) */
@@ -176,18 +190,22 @@ static amp_status cpu_qlinear_backward_x(const char *fn, const amp_tensor *g, co
     }
     bool og;
     const float *pg = amp__f32_view(g, &og);
-    size_t wb = (size_t)(N * K) * sizeof(float);
+    const int64_t PR = panel_rows(K);
+    size_t wb = (size_t)((N < PR ? N : PR) * K) * sizeof(float);
     float *wd = pg ? amp__ws_alloc(wb) : NULL;
     amp_status st = AMP_OK;
     if (!wd) {
         st = amp_last_status();
-    } else {
-        AMP_K_FOR(r, N, N * K > AMP_PARALLEL_MIN && N > 1,
-                  { amp__dequantize_row(w->type, (const char *)w->data + (size_t)r * w->row_bytes, wd + r * K, K); });
-        amp_gemm_args a = {.m = M, .n = K, .k = N, .alpha = 1.0f, .beta = 0.0f, .a = pg, .a_dtype = AMP_F32, .lda = N,
-                           .b = wd, .b_dtype = AMP_F32, .ldb = K, .c = o, .c_dtype = AMP_F32, .ldc = K, .batch = 1};
-        st = amp_gemm(&a);
-        if (st != AMP_OK) amp_error_chain(st, "%s: the backward GEMM failed", fn);
+    } else { /* gx = sum over panels of g[:, panel] · deq(W[panel, :]) */
+        for (int64_t n0 = 0; n0 < N && st == AMP_OK; n0 += PR) {
+            const int64_t P = N - n0 < PR ? N - n0 : PR;
+            deq_panel(w, n0, P, wd);
+            amp_gemm_args a = {.m = M, .n = K, .k = P, .alpha = 1.0f, .beta = n0 ? 1.0f : 0.0f, .a = pg + n0,
+                               .a_dtype = AMP_F32, .lda = N, .b = wd, .b_dtype = AMP_F32, .ldb = K, .c = o,
+                               .c_dtype = AMP_F32, .ldc = K, .batch = 1};
+            st = amp_gemm(&a);
+            if (st != AMP_OK) amp_error_chain(st, "%s: the backward GEMM failed", fn);
+        }
         amp__ws_free(wd, wb);
     }
     if (pg) amp__f32_done(g, pg, og);
