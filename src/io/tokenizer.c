@@ -819,14 +819,17 @@ static amp_status encode_text(const char *fn, const amp_tokenizer *t, const unsi
         i += (size_t)l;
     }
     bo[m] = n;
-    for (size_t p = 0; p < m;) {
-        /* smollm: every number character is a piece of its own, the pattern runs between them */
-        size_t chunk = m;
-        if (t->pre == AMP__PRE_SMOLLM) {
-            if (cl[p] == C_NUMBER) chunk = p + 1;
-            else
-                for (chunk = p; chunk < m && cl[chunk] != C_NUMBER; chunk++) {
-                }
+    for (size_t p = 0, chunk = 0; p < m;) {
+        /* smollm: every number character is a piece of its own, the pattern runs between them (the chunk's
+         * end is found once per chunk: searching again from every piece would be quadratic) */
+        if (p >= chunk) {
+            chunk = m;
+            if (t->pre == AMP__PRE_SMOLLM) {
+                if (cl[p] == C_NUMBER) chunk = p + 1;
+                else
+                    for (chunk = p; chunk < m && cl[chunk] != C_NUMBER; chunk++) {
+                    }
+            }
         }
         size_t e = t->pre == AMP__PRE_LLAMA3 ? pretoken_end_llama3(cp, cl, chunk, p) : pretoken_end(cp, cl, chunk, p);
         int32_t whole = t->ignore_merges ? amp__tok_find(t, (const char *)s + bo[p], bo[e] - bo[p]) : -1;
