@@ -1,4 +1,4 @@
-/* Tokenizers: byte-level and GPT-2 BPE (amp/text.h).
+/* Tokenizers: byte-level and byte-level BPE (amp/text.h).
  *
  * GPT-2: encoder.json maps token strings to ids, written in GPT-2's
  * byte-to-unicode alphabet (each byte a printable code point); vocab.bpe
@@ -13,7 +13,15 @@
  *
  * The pre-tokenizer implements the pattern's alternatives in order at each
  * position (the regex engine's ordered alternation), with the code-point
- * classes of the `regex` package (unicode_tables.h, generated). */
+ * classes of the `regex` package (unicode_tables.h, generated).
+ *
+ * Byte-level BPE in general: GPT-2's files and a GGUF file's (or a
+ * tokenizer.json's) arrays all go through amp__tokenizer_bpe (token strings,
+ * types, "a b" merges), with the pre-tokenizer the file names: GPT-2's
+ * pattern, smollm's (every number character a piece, GPT-2's pattern
+ * between), Llama 3's (pretoken_end_llama3; pieces that are tokens are not
+ * merged). Also here, for every kind: the token table, the added tokens
+ * matched in the text (longest first) and encode_ex. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
