@@ -11,6 +11,8 @@
  * (as the tokenizer's added token). Input is UTF-8; a byte that is not part
  * of valid UTF-8 counts as one symbol that is neither letter, number nor
  * space and is encoded as its byte, so decode(encode(s)) == s for any bytes.
+ * The pretrained models' tokenizers (BERT's WordPiece, a GGUF file's or a
+ * tokenizer.json's byte-level BPE) and ChatML chat formatting are below.
  *
  * Text dataset: a UTF-8 file tokenized once (tokens cached on disk, keyed by
  * the content: a 128-bit digest of the file's bytes and one of the
