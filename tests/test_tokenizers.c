@@ -468,6 +468,19 @@ static void t_bpe_gguf_golden(void **state) {
     assert_int_equal(n, 1);
     free(ids);
     check_golden(t, AMP_TEST_DATA_DIR "/tokenizer_bpe.txt", "smollm", true);
+    /* the file's chat template, kept by the tokenizer, formats ChatML */
+    const char *tpl = amp_tokenizer_chat_template(t);
+    if (!tpl) fail_msg("%s", amp_last_error());
+    assert_non_null(strstr(tpl, "You are a helpful AI assistant named SmolLM"));
+    char *chat = NULL;
+    amp_chat_msg m = {"user", "Hi"};
+    assert_int_equal(amp_chat_format(tpl, &m, 1, true, &chat, &n), AMP_OK);
+    assert_string_equal(chat, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+                              "Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    free(chat);
+    amp_tokenizer_free(t);
+    t = amp_tokenizer_from_hf_json(minilm_file("tokenizer.json"));
+    tc_fails_msg(amp_tokenizer_chat_template(t) == NULL, "this wordpiece tokenizer has no chat template");
     amp_tokenizer_free(t);
 }
 

@@ -588,7 +588,16 @@ void amp_tokenizer_free(amp_tokenizer *t) {
     free(t->strs);
     free(t->added);
     free(t->added_always);
+    free(t->chat_template);
     free(t);
+}
+
+const char *amp_tokenizer_chat_template(const amp_tokenizer *t) {
+    if (!t) return amp_error_null(AMP_ERR_ARG, "amp_tokenizer_chat_template: t is NULL");
+    if (!t->chat_template)
+        return amp_error_null(AMP_ERR_ARG, "amp_tokenizer_chat_template: this %s tokenizer has no chat template",
+                              amp_tokenizer_name(t));
+    return t->chat_template;
 }
 
 const char *amp_tokenizer_name(const amp_tokenizer *t) {
