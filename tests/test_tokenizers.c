@@ -468,6 +468,19 @@ static void t_bpe_gguf_golden(void **state) {
     assert_int_equal(n, 1);
     free(ids);
     check_golden(t, AMP_TEST_DATA_DIR "/tokenizer_bpe.txt", "smollm", true);
+    /* the file's chat template, kept by the tokenizer, formats ChatML */
+    const char *tpl = amp_tokenizer_chat_template(t);
+    if (!tpl) fail_msg("%s", amp_last_error());
+    assert_non_null(strstr(tpl, "You are a helpful AI assistant named SmolLM"));
+    char *chat = NULL;
+    amp_chat_msg m = {"user", "Hi"};
+    assert_int_equal(amp_chat_format(tpl, &m, 1, true, &chat, &n), AMP_OK);
+    assert_string_equal(chat, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+                              "Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    free(chat);
+    amp_tokenizer_free(t);
+    t = amp_tokenizer_from_hf_json(minilm_file("tokenizer.json"));
+    tc_fails_msg(amp_tokenizer_chat_template(t) == NULL, "this wordpiece tokenizer has no chat template");
     amp_tokenizer_free(t);
 }
 
@@ -586,6 +599,56 @@ static void t_bpe_hf_json(void **state) {
     free(dir);
 }
 
+/* Arbitrary bytes (invalid UTF-8 included): WordPiece encodes them (an invalid byte is U+FFFD, dropped as
+ * clean_text drops it); SmolLM2's BPE gives back every byte it has a token for, in order. */
+static void t_random_bytes(void **state) {
+    (void)state;
+    size_t n = 200000;
+    char *b = malloc(n), *want = malloc(n);
+    uint64_t st = 12345;
+    for (size_t i = 0; i < n; i++) b[i] = (char)(xorshift(&st) >> 56);
+    amp_tokenizer *wp = amp_tokenizer_from_hf_json(minilm_file("tokenizer.json"));
+    amp_gguf *f = smollm_open();
+    amp_tokenizer *bpe = amp_tokenizer_from_gguf(f);
+    amp_gguf_close(f);
+    if (!wp || !bpe) fail_msg("%s", amp_last_error());
+    int32_t *ids = NULL;
+    size_t cnt = 0, wn = 0, dn = 0;
+    assert_int_equal(amp_tokenizer_encode(wp, b, n, &ids, &cnt), AMP_OK);
+    assert_true(cnt > 1000);
+    free(ids);
+    assert_int_equal(amp_tokenizer_encode(bpe, b, n, &ids, &cnt), AMP_OK);
+    char *d = NULL;
+    assert_int_equal(amp_tokenizer_decode(bpe, ids, cnt, &d, &dn), AMP_OK);
+    for (size_t i = 0; i < n; i++)
+        if (bpe->byte_id[(unsigned char)b[i]] >= 0) want[wn++] = b[i];
+    assert_true(wn < n); /* some bytes have no token */
+    /* 2 MB without a digit in one call: smollm's chunks between digits are found once, not from every piece
+     * (which made this quadratic: hours) */
+    size_t big = 2000000;
+    char *aa = malloc(big);
+    for (size_t i = 0; i < big; i++) aa[i] = i % 2 ? ' ' : 'a';
+    int32_t *ai = NULL;
+    size_t an = 0;
+    int64_t a_id = 0, sa_id = 0;
+    assert_int_equal(amp_tokenizer_encode(bpe, aa, big - 1, &ai, &an), AMP_OK);
+    assert_int_equal(amp_tokenizer_token_id(bpe, "a", &a_id), AMP_OK);
+    assert_int_equal(amp_tokenizer_token_id(bpe, " a", &sa_id), AMP_OK);
+    assert_int_equal(an, big / 2);
+    assert_int_equal(ai[0], a_id);
+    for (size_t i = 1; i < an; i++) assert_int_equal(ai[i], sa_id);
+    free(ai);
+    free(aa);
+    assert_int_equal(dn, wn);
+    assert_memory_equal(d, want, wn);
+    free(d);
+    free(ids);
+    free(b);
+    free(want);
+    amp_tokenizer_free(wp);
+    amp_tokenizer_free(bpe);
+}
+
 /* ---- chat ----------------------------------------------------------------------------------------------- */
 /* SmolLM2's template from its GGUF file rendered by jinja2 (tests/data/tokenizer_chat.txt) */
 static void t_chat(void **state) {
@@ -652,4 +715,4 @@ static void t_chat(void **state) {
 }
 
 AMP_TEST_MAIN(t_bert_json_golden, t_bert_vocab_golden, t_bert_specials, t_bert_bad_files, t_bpe_gguf_golden,
-              t_bpe_pre_variants, t_bpe_hf_json, t_chat)
+              t_bpe_pre_variants, t_bpe_hf_json, t_random_bytes, t_chat)

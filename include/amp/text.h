@@ -11,6 +11,8 @@
  * (as the tokenizer's added token). Input is UTF-8; a byte that is not part
  * of valid UTF-8 counts as one symbol that is neither letter, number nor
  * space and is encoded as its byte, so decode(encode(s)) == s for any bytes.
+ * The pretrained models' tokenizers (BERT's WordPiece, a GGUF file's or a
+ * tokenizer.json's byte-level BPE) and ChatML chat formatting are below.
  *
  * Text dataset: a UTF-8 file tokenized once (tokens cached on disk, keyed by
  * the content: a 128-bit digest of the file's bytes and one of the
@@ -87,6 +89,10 @@ AMP_API amp_tokenizer *amp_tokenizer_from_hf_json(const char *tokenizer_json);
  * f may be closed afterwards. */
 typedef struct amp_gguf amp_gguf;
 AMP_API amp_tokenizer *amp_tokenizer_from_gguf(const amp_gguf *f);
+/* The chat template the tokenizer's file had (GGUF tokenizer.chat_template,
+ * a NUL-terminated copy the tokenizer owns), for amp_chat_format; NULL and
+ * an error naming the tokenizer when it has none. */
+AMP_API const char *amp_tokenizer_chat_template(const amp_tokenizer *t);
 /* Special tokens: id of a token string ("[CLS]", "<|im_start|>") in *id
  * (not a token: AMP_ERR_ARG naming it); bos/eos/pad/unk/cls/sep/mask (-1: none, and an error
  * message saying which is missing). */

@@ -1,4 +1,4 @@
-/* Tokenizers: byte-level and GPT-2 BPE (amp/text.h).
+/* Tokenizers: byte-level and byte-level BPE (amp/text.h).
  *
  * GPT-2: encoder.json maps token strings to ids, written in GPT-2's
  * byte-to-unicode alphabet (each byte a printable code point); vocab.bpe
@@ -13,7 +13,15 @@
  *
  * The pre-tokenizer implements the pattern's alternatives in order at each
  * position (the regex engine's ordered alternation), with the code-point
- * classes of the `regex` package (unicode_tables.h, generated). */
+ * classes of the `regex` package (unicode_tables.h, generated).
+ *
+ * Byte-level BPE in general: GPT-2's files and a GGUF file's (or a
+ * tokenizer.json's) arrays all go through amp__tokenizer_bpe (token strings,
+ * types, "a b" merges), with the pre-tokenizer the file names: GPT-2's
+ * pattern, smollm's (every number character a piece, GPT-2's pattern
+ * between), Llama 3's (pretoken_end_llama3; pieces that are tokens are not
+ * merged). Also here, for every kind: the token table, the added tokens
+ * matched in the text (longest first) and encode_ex. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -580,7 +588,16 @@ void amp_tokenizer_free(amp_tokenizer *t) {
     free(t->strs);
     free(t->added);
     free(t->added_always);
+    free(t->chat_template);
     free(t);
+}
+
+const char *amp_tokenizer_chat_template(const amp_tokenizer *t) {
+    if (!t) return amp_error_null(AMP_ERR_ARG, "amp_tokenizer_chat_template: t is NULL");
+    if (!t->chat_template)
+        return amp_error_null(AMP_ERR_ARG, "amp_tokenizer_chat_template: this %s tokenizer has no chat template",
+                              amp_tokenizer_name(t));
+    return t->chat_template;
 }
 
 const char *amp_tokenizer_name(const amp_tokenizer *t) {
@@ -819,14 +836,17 @@ static amp_status encode_text(const char *fn, const amp_tokenizer *t, const unsi
         i += (size_t)l;
     }
     bo[m] = n;
-    for (size_t p = 0; p < m;) {
-        /* smollm: every number character is a piece of its own, the pattern runs between them */
-        size_t chunk = m;
-        if (t->pre == AMP__PRE_SMOLLM) {
-            if (cl[p] == C_NUMBER) chunk = p + 1;
-            else
-                for (chunk = p; chunk < m && cl[chunk] != C_NUMBER; chunk++) {
-                }
+    for (size_t p = 0, chunk = 0; p < m;) {
+        /* smollm: every number character is a piece of its own, the pattern runs between them (the chunk's
+         * end is found once per chunk: searching again from every piece would be quadratic) */
+        if (p >= chunk) {
+            chunk = m;
+            if (t->pre == AMP__PRE_SMOLLM) {
+                if (cl[p] == C_NUMBER) chunk = p + 1;
+                else
+                    for (chunk = p; chunk < m && cl[chunk] != C_NUMBER; chunk++) {
+                    }
+            }
         }
         size_t e = t->pre == AMP__PRE_LLAMA3 ? pretoken_end_llama3(cp, cl, chunk, p) : pretoken_end(cp, cl, chunk, p);
         int32_t whole = t->ignore_merges ? amp__tok_find(t, (const char *)s + bo[p], bo[e] - bo[p]) : -1;

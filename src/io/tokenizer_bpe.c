@@ -135,6 +135,19 @@ amp_tokenizer *amp_tokenizer_from_gguf(const amp_gguf *f) {
         if (types) amp__hash128_update(&h, types, (size_t)nt * sizeof *types);
         amp__hash128_update(&h, sp.special, sizeof sp.special);
         amp__hash128_final(&h, t->digest);
+        const char *ct = NULL;
+        size_t cn = 0;
+        if (amp_gguf_find_key(f, "tokenizer.chat_template") >= 0) {
+            if (amp_gguf_get_str(f, "tokenizer.chat_template", &ct, &cn) != AMP_OK || !(t->chat_template = malloc(cn + 1))) {
+                amp_error(AMP_ERR_FORMAT, "%s: %s: tokenizer.chat_template: %s", fn, path,
+                          ct ? "out of memory" : amp_last_error());
+                amp_tokenizer_free(t);
+                t = NULL;
+                goto done;
+            }
+            memcpy(t->chat_template, ct, cn);
+            t->chat_template[cn] = 0;
+        }
     }
 done:
     free(toks);

@@ -40,6 +40,7 @@ struct amp_tokenizer {
     uint32_t *off, *len; /* token id -> bytes in arena */
     str_slot *strs;      /* bytes -> id */
     size_t nstr_cap;
+    char *chat_template; /* the file's, NUL-terminated; NULL: none */
     /* byte-level BPE */
     const char *name;    /* "gpt2", "bpe" */
     int pre;             /* AMP__PRE_* */
