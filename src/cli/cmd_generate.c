@@ -228,7 +228,7 @@ int cmd_generate(int argc, char **argv) {
     double temp = 0.8;
     bool cache = true, stats = false;
     for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--model")) return generate_pretrained(argc, argv);
+        if (!strcmp(argv[i], "--model") && !(i + 1 < argc && cli_is_gpt2_dir(argv[i + 1]))) return generate_pretrained(argc, argv);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--no-kv-cache")) cache = false;
