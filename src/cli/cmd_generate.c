@@ -23,7 +23,7 @@ void cmd_generate_usage(FILE *f) {
             "weights), whose sizes come from its shapes: give --n-head N (and --tokenizer gpt2\n"
             "for GPT-2's vocabulary; default byte when the vocabulary is 256).\n\n"
             "  --prompt TEXT        text to continue (default: a newline, or <|endoftext|> for gpt2)\n"
-            "  --tokens N           tokens to generate (default 200)\n"
+            "  --tokens N           tokens to generate (default 200; --max-new-tokens N is the same)\n"
             "  --temperature T      softmax temperature (default 0.8; 0: greedy)\n"
             "  --top-k K            sample among the K most likely tokens (default 200; 0: all)\n"
             "  --seed S             sampling seed (default 0): the same seed gives the same text\n"
@@ -57,7 +57,8 @@ void cmd_generate_usage(FILE *f) {
             "  --top-k K            sample among the K most likely tokens (default 0: all)\n"
             "  --top-p P            nucleus sampling: the most likely tokens up to probability P (default 1)\n"
             "  --seed S             sampling seed (default 0)\n"
-            "  --max-new-tokens N   at most N new tokens (default 128); the model's end-of-turn tokens stop\n"
+            "  --max-new-tokens N   at most N new tokens (default 128; --tokens N is the same); the model's\n"
+            "                       end-of-turn tokens stop (--stats is accepted: the line is always printed)\n"
             "  --threads N          threads\n");
 }
 
@@ -94,13 +95,14 @@ static int generate_pretrained(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--chat")) chat = true;
+        else if (!strcmp(a, "--stats")) continue; /* the GPT path's flag: this path always prints the line */
         else if (!v) return cli_usage_error(cmd_generate_usage, "generate: %s needs a value (or is unknown)", a);
         else if (!strcmp(a, "--model")) model = v, i++;
         else if (!strcmp(a, "--prompt")) prompt = v, i++;
         else if (!strcmp(a, "--system")) system = v, i++;
         else if (!strcmp(a, "--precision")) prec = v, i++;
         else if (!strcmp(a, "--load-dtype")) lds = v, i++;
-        else if (!strcmp(a, "--max-new-tokens") && !cli_parse_long(v, 0, 1 << 24, &max_new)) i++;
+        else if ((!strcmp(a, "--max-new-tokens") || !strcmp(a, "--tokens")) && !cli_parse_long(v, 0, 1 << 24, &max_new)) i++;
         else if (!strcmp(a, "--top-k") && !cli_parse_long(v, 0, 1 << 26, &topk)) i++;
         else if (!strcmp(a, "--seed") && !cli_parse_long(v, 0, 0x7fffffffffffffffL, &seed)) i++;
         else if (!strcmp(a, "--threads") && !cli_parse_long(v, 1, 1024, &threads)) i++;
@@ -239,7 +241,7 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--precision")) prec = v, i++;
         else if (!strcmp(a, "--load-dtype")) load = v, i++;
         else if (!strcmp(a, "--tokenizer")) tokname = v, i++;
-        else if (!strcmp(a, "--tokens") && !cli_parse_long(v, 0, 1 << 20, &tokens)) i++;
+        else if ((!strcmp(a, "--tokens") || !strcmp(a, "--max-new-tokens")) && !cli_parse_long(v, 0, 1 << 20, &tokens)) i++;
         else if (!strcmp(a, "--top-k") && !cli_parse_long(v, 0, 1 << 26, &topk)) i++;
         else if (!strcmp(a, "--seed") && !cli_parse_long(v, 0, 0x7fffffffffffffffL, &seed)) i++;
         else if (!strcmp(a, "--threads") && !cli_parse_long(v, 1, 1024, &threads)) i++;
