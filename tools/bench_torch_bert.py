@@ -21,6 +21,10 @@ fixed before torch loads, tools/bench_env.py): prints "ready <version>
 ms per batch>" (after one warm-up batch) or "na <why>", until "quit" or end of
 input.
 
+--export-onnx FILE writes the model as ONNX (opset 14, batch and sequence
+dynamic; inputs "ids" and "mask" int64 [B, T], output "emb" [B, H]) for ONNX
+Runtime (tools/bench_ort_bert.py).
+
 --check prints the embeddings of a few fixed id sequences (a self-check of the
 model code against another implementation)."""
 import argparse
@@ -161,6 +165,7 @@ def main():
     ap.add_argument("--model", default=default_model_dir(), help="the model directory (config.json, model.safetensors)")
     ap.add_argument("--serve", action="store_true")
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--export-onnx", metavar="FILE")
     ap.add_argument("--batch", default="1,32", help="batch sizes, comma-separated")
     ap.add_argument("--seq", type=int, default=32)
     ap.add_argument("--reps", type=int, default=10)
@@ -184,6 +189,17 @@ def main():
     model = MiniLM(a.model)
     if a.serve:
         serve(t, model)
+        return
+    if a.export_onnx:
+        import warnings
+        ids, mask = batch_of(2, 16)
+        tmp = a.export_onnx + ".tmp"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(model, (ids, mask), tmp, input_names=["ids", "mask"], output_names=["emb"],
+                              dynamic_axes={"ids": {0: "B", 1: "T"}, "mask": {0: "B", 1: "T"}, "emb": {0: "B"}},
+                              opset_version=14)
+        os.replace(tmp, a.export_onnx)
         return
     if a.check:
         with torch.inference_mode():
