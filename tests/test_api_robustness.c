@@ -23,11 +23,13 @@
  * no-op, as free() does). Argument values that would only break the
  * caller's side of a contract (a count larger than the caller's array) are
  * not tried; tools/gen_api_walk.py lists those cases. */
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "test_support.h"
 
@@ -56,6 +58,8 @@ typedef struct {
     amp_scaler *scaler;
     amp_loader *loader;
     amp_safetensors *st;
+    amp_gguf *gguf;
+    amp_hf_dir *hf; /* a directory of config.json and model.safetensors (b->st's tensor) */
     amp_checkpoint *ckpt;
     amp_context *ctx;
     amp_setup *setup;
@@ -68,6 +72,7 @@ typedef struct {
     void *outptr;
     amp_module *fresh[6];
     amp_tokenizer *tok;
+    amp_qtensor *qt; /* q8_0 [2, 32] */
     amp_text_dataset *text;
     amp_module *gpt;
     amp_gpt_cache *gpt_cache;
@@ -228,6 +233,16 @@ static amp_status walk_callback(void *ctx, amp_status st) {
     return st;
 }
 static amp_grad_hook_fn arg_hook(int v) { return v == V_NULL ? NULL : walk_hook; }
+/* amp_qtensor_wrap's release: a no-op (the walk wraps its scratch buffer) */
+static void walk_release(void *owner) { (void)owner; }
+static void (*arg_release(int v))(void *) { return v == V_NULL ? NULL : walk_release; }
+/* a load dtype: out-of-range fields for the bad variants, q8_0 for valid ones */
+static amp_load_dtype arg_load_dtype(int v) {
+    if (v == V_NULL) return (amp_load_dtype){(amp_load_kind)7, AMP_F32, AMP_Q8_0};
+    if (v == V_DTYPE) return (amp_load_dtype){AMP_LOAD_FLOAT, AMP_I64, AMP_Q8_0};
+    if (v == V_HUGE) return (amp_load_dtype){AMP_LOAD_QUANT, AMP_F32, (amp_qtype)1000};
+    return (amp_load_dtype){AMP_LOAD_QUANT, AMP_F32, AMP_Q8_0};
+}
 static amp_backward_callback_fn arg_callback(int v) { return v == V_NULL ? NULL : walk_callback; }
 
 /* A custom function for amp_function_apply: y = 2 x[0]. */
@@ -429,6 +444,20 @@ static void bank_make(api_bank *b) {
     assert_int_equal(amp_safetensors_encode(&w, nm, 1, NULL, 0, &buf, &len), AMP_OK);
     b->st = amp_safetensors_parse(buf, len, "bank");
     free(buf);
+    b->gguf = amp_gguf_open(AMP_TEST_DATA_DIR "/gguf/meta.gguf");
+    assert_non_null(b->gguf);
+    {
+        char hp[4096];
+        snprintf(hp, sizeof hp, "%s/hf", g_ckpt_dir);
+        assert_true(mkdir(hp, 0755) == 0 || errno == EEXIST); /* one bank per test */
+        snprintf(hp, sizeof hp, "%s/hf/config.json", g_ckpt_dir);
+        test_write_file(hp, "{\"hidden_size\": 3}", 18);
+        snprintf(hp, sizeof hp, "%s/hf/model.safetensors", g_ckpt_dir);
+        assert_int_equal(amp_safetensors_write(hp, &w, nm, 1, NULL, 0), AMP_OK);
+        snprintf(hp, sizeof hp, "%s/hf", g_ckpt_dir);
+        b->hf = amp_hf_dir_open(hp);
+        assert_non_null(b->hf);
+    }
     b->ckpt = amp_checkpoint_open(g_ckpt_dir);
     amp_context_opts co;
     memset(&co, 0, sizeof co);
@@ -443,6 +472,12 @@ static void bank_make(api_bank *b) {
     b->scratch = aligned_alloc(64, 4096);
     memset(b->scratch, 0, 4096);
     b->tok = amp_tokenizer_byte();
+    {
+        amp_tensor *w = amp_tensor_ones(AMP_F32, 2, AMP_SHAPE(2, 32));
+        b->qt = amp_quantize(w, AMP_Q8_0);
+        amp_tensor_free(w);
+        assert_non_null(b->qt);
+    }
     char tp[4096];
     snprintf(tp, sizeof tp, "%s/text.txt", g_ckpt_dir);
     FILE *tf = fopen(tp, "w");
@@ -474,10 +509,13 @@ static void bank_free(api_bank *b) {
     amp_loader_free(b->loader);
     amp_dataset_free(&b->ds);
     amp_safetensors_free(b->st);
+    amp_gguf_close(b->gguf);
+    amp_hf_dir_close(b->hf);
     amp_text_dataset_free(b->text);
     amp_gpt_cache_free(b->gpt_cache);
     amp_module_free(b->gpt);
     amp_tokenizer_free(b->tok);
+    amp_qtensor_free(b->qt);
     amp_checkpoint_close(b->ckpt);
     amp_context_free(b->ctx);
     amp_setup_free(b->setup);
@@ -490,7 +528,7 @@ static void bank_free(api_bank *b) {
 static int header_functions(char names[][64], int max) {
     static const char *const hdrs[] = {"amp.h", "base.h", "numeric.h", "cuda.h", "tensor.h", "autograd.h", "autocast.h",
                                        "ops.h", "optim.h", "scaler.h", "policy.h", "nn.h", "initialize.h", "io.h",
-                                       "checkpoint.h", "text.h", "gpt.h", "dist.h"};
+                                       "checkpoint.h", "gguf.h", "text.h", "gpt.h", "dist.h", "pretrained.h", "quant.h"};
     return test_header_functions(hdrs, (int)(sizeof hdrs / sizeof hdrs[0]), names, max);
 }
 
@@ -547,6 +585,8 @@ static const char *ANSWERS[] = {
     "amp_optim_grad",           /* NULL: no gradient yet */
     "amp_optim_state",          /* NULL: state not allocated (momentum before the first step) */
     "amp_safetensors_find",     /* -1: no such tensor */
+    "amp_gguf_find_key",        /* -1: no such key */
+    "amp_gguf_find_tensor",     /* -1: no such tensor */
     "amp_safetensors_meta",     /* NULL: no such key */
     "amp_checkpoint_meta",      /* NULL: no such key */
     "amp_context_scaler",       /* NULL: the context does not scale */

@@ -41,6 +41,7 @@ static spec spec_of(int op) {
     case AMP_OP_BMM: IN(0, 2, 4, 6); IN(1, 2, 6, 5); break;
     case AMP_OP_SDPA: IN(0, 2, 5, 4); IN(1, 2, 7, 4); IN(2, 2, 7, 3); break;
     case AMP_OP_LINEAR: IN(0, 4, 6); IN(1, 5, 6); IN(2, 5); break;
+    case AMP_OP_QLINEAR: IN(0, 3, 64); IN(1, 5); break; /* x, b; the q8_0 weight g_qw [5, 64] */
     case AMP_OP_ADDMM: IN(0, 4, 5); IN(1, 4, 6); IN(2, 6, 5); break;
     case AMP_OP_BADDBMM: IN(0, 2, 4, 5); IN(1, 2, 4, 6); IN(2, 2, 6, 5); break;
     case AMP_OP_CONV1D: IN(0, 2, 3, 10); IN(1, 4, 3, 3); IN(2, 4); break;
@@ -52,6 +53,8 @@ static spec spec_of(int op) {
     case AMP_OP_POW: IN(0, 3, 4); s.lo = 0.5; break;
     case AMP_OP_LOG1P: IN(0, 3, 4); s.lo = -0.5; break;
     case AMP_OP_LAYER_NORM: IN(0, 4, 6); IN(1, 6); IN(2, 6); break;
+    case AMP_OP_RMS_NORM: IN(0, 4, 6); IN(1, 6); break;
+    case AMP_OP_ROPE: IN(0, 1, 2, 3, 4); break;
     case AMP_OP_GROUP_NORM: IN(0, 2, 4, 3); IN(1, 4); IN(2, 4); break;
     case AMP_OP_CROSS_ENTROPY:
     case AMP_OP_NLL_LOSS: IN(0, 4, 5); break;
@@ -73,6 +76,7 @@ static spec spec_of(int op) {
 
 static amp_tensor *g_target; /* class indices for the classification losses */
 static amp_tensor *g_index, *g_gather, *g_mask; /* index_select [3], gather [3,2], masked_fill [3,4] */
+static amp_qtensor *g_qw;                        /* qlinear's weight, q8_0 [5, 64] */
 
 static amp_tensor *invoke(int op, amp_tensor *const *x) {
     switch (op) {
@@ -80,6 +84,7 @@ static amp_tensor *invoke(int op, amp_tensor *const *x) {
     case AMP_OP_MM: return amp_mm(x[0], x[1]);
     case AMP_OP_BMM: return amp_bmm(x[0], x[1]);
     case AMP_OP_LINEAR: return amp_linear(x[0], x[1], x[2]);
+    case AMP_OP_QLINEAR: return amp_qlinear(x[0], g_qw, x[1]);
     case AMP_OP_ADDMM: return amp_addmm(x[0], x[1], x[2], 0.5, 2.0);
     case AMP_OP_BADDBMM: return amp_baddbmm(x[0], x[1], x[2], 0.5, 2.0);
     case AMP_OP_CONV1D: return amp_conv1d(x[0], x[1], x[2], &(amp_conv_params){.padding = {1, 0}});
@@ -95,6 +100,8 @@ static amp_tensor *invoke(int op, amp_tensor *const *x) {
     case AMP_OP_SOFTMAX: return amp_softmax(x[0], 1);
     case AMP_OP_LOG_SOFTMAX: return amp_log_softmax(x[0], 1);
     case AMP_OP_LAYER_NORM: return amp_layer_norm(x[0], 1, x[1], x[2], 1e-5);
+    case AMP_OP_RMS_NORM: return amp_rms_norm(x[0], 1, x[1], 1e-5);
+    case AMP_OP_ROPE: return amp_rope(x[0], 2, 10000.0, AMP_ROPE_HALVES);
     case AMP_OP_GROUP_NORM: return amp_group_norm(x[0], 2, x[1], x[2], 1e-5);
     case AMP_OP_SUM: return amp_sum(x[0], NULL, 0, false);
     case AMP_OP_PROD: return amp_prod(x[0], 1, false);
@@ -203,6 +210,10 @@ static void t_every_op(void **st) {
     g_index = amp_tensor_from_data((int64_t[]){3, 0, 3}, AMP_I64, 1, AMP_SHAPE(3));
     g_gather = amp_tensor_from_data((int32_t[]){1, 1, 0, 3, 2, 2}, AMP_I32, 2, AMP_SHAPE(3, 2));
     g_mask = amp_tensor_from_data((uint8_t[]){1, 0, 0, 1, 0, 1, 1, 0, 0, 0, 1, 1}, AMP_U8, 2, AMP_SHAPE(3, 4));
+    amp_tensor *qw = amp_tensor_uniform(AMP_F32, 2, AMP_SHAPE(5, 64), -1, 1, NULL);
+    g_qw = amp_quantize(qw, AMP_Q8_0);
+    amp_tensor_free(qw);
+    assert_non_null(g_qw);
     int checked = 0;
     for (int table = 0; table < 2; table++) {
         for (int op = 0; op < AMP_OP_COUNT; op++) {
@@ -222,6 +233,7 @@ static void t_every_op(void **st) {
     }
     assert_true(checked >= 2 * 2 * (AMP_OP_COUNT - 1));
     test_free_tensors(g_target, g_index, g_gather, g_mask);
+    amp_qtensor_free(g_qw);
 }
 
 static void t_passthrough(void **st) {

@@ -30,6 +30,7 @@
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/optim_update.h"
 #include "kernels/cpu/reduce.h"
+#include "kernels/cpu/rope.h"
 #include "kernels/cpu/softmax.h"
 #include "numeric/convert_impl.h"
 #include "op_check.h"
@@ -725,6 +726,20 @@ static void t_layer_norm_paths(void **state) {
                     assert_same(mean2, mean, AMP_F32, M, "layer_norm mean", (amp_cpu_path)p);
                     assert_same(rstd2, rstd, AMP_F32, M, "layer_norm rstd", (amp_cpu_path)p);
                 }
+                if (pb) continue;
+                /* rms_norm: the same rows without the centring */
+                snprintf(what, sizeof what, "rms_norm %lldx%lld %s weight %d", (long long)M, (long long)D,
+                         amp_dtype_name(dt), aff);
+                amp_cpu_select(AMP_CPU_SCALAR);
+                amp_k_rms_norm(wide, AMP_F32, pw, M, D, 1e-6, tmp, AMP_F32, rstd);
+                amp_convert(ref, dt, tmp, AMP_F32, (size_t)n, 0);
+                for (int p = 0; p < AMP_CPU_PATH_COUNT; p++) {
+                    if (!amp_cpu_supported((amp_cpu_path)p)) continue;
+                    amp_cpu_select((amp_cpu_path)p);
+                    amp_k_rms_norm(xin, dt, pw, M, D, 1e-6, got, dt, rstd2);
+                    assert_same(got, ref, dt, n, what, (amp_cpu_path)p);
+                    assert_same(rstd2, rstd, AMP_F32, M, "rms_norm rstd", (amp_cpu_path)p);
+                }
             }
         }
         /* backward */
@@ -743,9 +758,56 @@ static void t_layer_norm_paths(void **state) {
                 assert_same(gw2, gw, AMP_F32, D, "layer_norm backward gw", (amp_cpu_path)p);
                 assert_same(gb2, gb, AMP_F32, D, "layer_norm backward gb", (amp_cpu_path)p);
             }
+            /* rms_norm's backward: mean NULL */
+            amp_cpu_select(AMP_CPU_SCALAR);
+            amp_k_rms_norm(x, AMP_F32, pw, M, D, 1e-6, tmp, AMP_F32, rstd);
+            amp_k_layer_norm_backward(x, g, pw, NULL, rstd, M, D, gx, gw, NULL);
+            for (int p = 1; p < AMP_CPU_PATH_COUNT; p++) {
+                if (!amp_cpu_supported((amp_cpu_path)p)) continue;
+                amp_cpu_select((amp_cpu_path)p);
+                amp_k_layer_norm_backward(x, g, pw, NULL, rstd, M, D, gx2, gw2, NULL);
+                assert_same(gx2, gx, AMP_F32, n, "rms_norm backward gx", (amp_cpu_path)p);
+                assert_same(gw2, gw, AMP_F32, D, "rms_norm backward gw", (amp_cpu_path)p);
+            }
             test_free_all(gx, gw, gb, gx2, gw2, gb2);
         }
         test_free_all(x, g, w, b, xin, got, ref, wide, tmp, mean, rstd, mean2, rstd2);
+    }
+    amp_cpu_select(orig);
+}
+
+/* rope: every path rotates by the same table to the same bits (f32, f16, bf16; both layouts; strided rows) */
+static void t_rope_paths(void **state) {
+    (void)state;
+    static const int64_t shapes[][4] = {{1, 1, 1, 2}, {2, 3, 5, 8}, {1, 9, 17, 64}, {2, 4, 33, 128}, {1, 2, 3, 8192}};
+    static const amp_dtype dts[] = {AMP_F32, AMP_F16, AMP_BF16};
+    test_rng r = {2505};
+    amp_cpu_path orig = amp_cpu_active();
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int64_t *s = shapes[si], n = s[0] * s[1] * s[2] * s[3];
+        float *cs = malloc((size_t)(s[2] * s[3]) * 4);
+        void *xin = malloc((size_t)n * 8), *got = malloc((size_t)n * 4), *ref = malloc((size_t)n * 4);
+        /* x stored [B, T, H, D] and read as [B, H, T, D] */
+        const int64_t sx[3] = {s[2] * s[1] * s[3], s[3], s[1] * s[3]};
+        for (int d = 0; d < 3; d++)
+            for (int lay = 0; lay < 2; lay++)
+                for (int inv = 0; inv < 2; inv++) {
+                    amp_dtype dt = dts[d];
+                    for (int64_t i = 0; i < n; i++) store_val(xin, dt, i, (float)test_rng_normal(&r));
+                    amp_k_rope_table(s[2], s[3], 17, 10000.0, lay, cs);
+                    char what[96];
+                    snprintf(what, sizeof what, "rope %lldx%lldx%lldx%lld %s layout %d inverse %d", (long long)s[0],
+                             (long long)s[1], (long long)s[2], (long long)s[3], amp_dtype_name(dt), lay, inv);
+                    amp_cpu_select(AMP_CPU_SCALAR);
+                    amp_k_rope(xin, dt, s, sx, cs, lay, inv, ref, dt);
+                    for (int p = 1; p < AMP_CPU_PATH_COUNT; p++) {
+                        if (!amp_cpu_supported((amp_cpu_path)p)) continue;
+                        amp_cpu_select((amp_cpu_path)p);
+                        amp_k_rope(xin, dt, s, sx, cs, lay, inv, got, dt);
+                        assert_same(got, ref, dt, n, what, (amp_cpu_path)p);
+                    }
+                }
+        test_free_all(cs, xin, got, ref);
     }
     amp_cpu_select(orig);
 }
@@ -1106,5 +1168,5 @@ static void t_no_fp_contraction(void **state) {
 }
 
 AMP_TEST_MAIN(t_ew_every_op_f32, t_ew_math_sweep, t_ew_halves_and_strides, t_ew_tails, t_softmax_paths, t_xent_paths,
-              t_sumsq_paths, t_layer_norm_paths, t_batch_group_norm_paths, t_reduce_paths, t_ops_on_every_path,
+              t_sumsq_paths, t_layer_norm_paths, t_rope_paths, t_batch_group_norm_paths, t_reduce_paths, t_ops_on_every_path,
               t_no_fp_contraction, t_ew_half_math, t_bf16_round_ways, t_ew_flat_bf16, t_attention_row_paths)

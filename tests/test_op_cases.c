@@ -109,6 +109,10 @@ static const bounds B_WIDE = {1e-7, 4e-5, 6e-3, 4e-2};
  * path (as "highest" elsewhere). */
 static const bounds B_MEDIUM = {1e-7, 2.4e-2, 6e-3, 4e-2};
 
+/* The quantized linear's forward: x in 8-bit blocks (each value within amax / 254 of its block's
+ * largest), against a reference of the unquantized x. */
+static const bounds B_QLIN = {1e-7, 2e-2, 2e-2, 4e-2};
+
 /* ---- the table's types ----------------------------------------------------------------------- */
 typedef struct {
     int nd;
@@ -533,6 +537,33 @@ static int64_t r_layer_norm(const op_case *c, const double *const *x, double *ou
                       1, inner);
     return n;
 }
+/* rms_norm: ia[0] normalized dims; inputs x, weight (n = 1..2) */
+static int64_t r_rms_norm(const op_case *c, const double *const *x, double *out) {
+    int nd = c->in[0].nd;
+    int64_t inner = numel_of(c->ia[0], c->in[0].s + nd - c->ia[0]), n = numel_of(nd, c->in[0].s);
+    for (int64_t r = 0; r < n / inner; r++) {
+        const double *p = x[0] + r * inner;
+        double ss = 0;
+        for (int64_t i = 0; i < inner; i++) ss += p[i] * p[i];
+        double rs = 1 / sqrt(ss / (double)inner + c->da[0]);
+        for (int64_t i = 0; i < inner; i++) out[r * inner + i] = p[i] * rs * (c->n > 1 ? x[1][i] : 1);
+    }
+    return n;
+}
+/* rope: x [B, H, T, D], ia[0] layout (0 pairs (2i, 2i+1), 1 halves), ia[1] pos0, da[0] theta; exact angles
+ * (positions here are small: the f32 angles are within a few ulps) */
+static int64_t r_rope(const op_case *c, const double *const *x, double *out) {
+    const int64_t *s = c->in[0].s, T = s[2], D = s[3], n = numel_of(4, s);
+    for (int64_t r = 0; r < n / D; r++)
+        for (int64_t i = 0; i < D / 2; i++) {
+            double a = (double)(c->ia[1] + r % T) * pow(c->da[0], -2.0 * (double)i / (double)D);
+            int64_t j0 = c->ia[0] ? i : 2 * i, j1 = c->ia[0] ? i + D / 2 : 2 * i + 1;
+            double x0 = x[0][r * D + j0], x1 = x[0][r * D + j1];
+            out[r * D + j0] = x0 * cos(a) - x1 * sin(a);
+            out[r * D + j1] = x0 * sin(a) + x1 * cos(a);
+        }
+    return n;
+}
 /* group_norm: ia[0] groups; x [N, C, ...], w, b [C] */
 static int64_t r_group_norm(const op_case *c, const double *const *x, double *out) {
     int nd = c->in[0].nd;
@@ -685,6 +716,38 @@ static amp_tensor *f_linear(amp_tensor *const *x, const op_case *c) { return amp
 static amp_tensor *f_addmm(amp_tensor *const *x, const op_case *c) { return amp_addmm(X0, X1, X2, c->da[0], c->da[1]); }
 static amp_tensor *f_baddbmm(amp_tensor *const *x, const op_case *c) { return amp_baddbmm(X0, X1, X2, c->da[0], c->da[1]); }
 static amp_tensor *f_dot(amp_tensor *const *x, const op_case *c) { (void)c; return amp_dot(X0, X1); }
+/* qlinear: the weight [ia[1], K] is a fixed f32 matrix quantized to qtype ia[0]; its reference is
+ * x · deq(W)ᵀ + b in float64, so the forward's bound covers x's 8-bit blocks (B_QLIN) */
+static amp_qtensor *qlin_weight(const op_case *c) {
+    int64_t N = c->ia[1], K = c->in[0].s[c->in[0].nd - 1];
+    amp_tensor *w = amp_tensor_empty(AMP_F32, 2, AMP_SHAPE(N, K));
+    float *p = amp_tensor_data(w);
+    for (int64_t i = 0; i < N * K; i++) p[i] = (float)(0.5 * sin(0.37 * (double)(i / K) + 0.11 * (double)(i % K) + 0.5));
+    amp_qtensor *q = amp_quantize(w, (amp_qtype)c->ia[0]);
+    amp_tensor_free(w);
+    return q;
+}
+static amp_tensor *f_qlinear(amp_tensor *const *x, const op_case *c) {
+    amp_qtensor *q = qlin_weight(c);
+    amp_tensor *y = amp_qlinear(X0, q, OPT(1));
+    amp_qtensor_free(q); /* the node holds its own reference */
+    return y;
+}
+static int64_t r_qlinear(const op_case *c, const double *const *x, double *out) {
+    amp_qtensor *q = qlin_weight(c);
+    amp_tensor *wd = amp_dequantize(q, AMP_F32);
+    const float *w = amp_tensor_data(wd);
+    int64_t N = amp_qtensor_rows(q), K = amp_qtensor_cols(q), rows = numel_of(c->in[0].nd, c->in[0].s) / K;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < N; j++) {
+            double s = c->n > 1 ? x[1][j] : 0;
+            for (int64_t k = 0; k < K; k++) s += x[0][r * K + k] * (double)w[j * K + k];
+            out[r * N + j] = s;
+        }
+    amp_tensor_free(wd);
+    amp_qtensor_free(q);
+    return rows * N;
+}
 static amp_conv_params conv_params(const op_case *c) {
     return (amp_conv_params){{c->ia[0], c->ia[1]}, {c->ia[2], c->ia[3]}, {c->ia[4], c->ia[5]}, c->ia[6]};
 }
@@ -767,6 +830,8 @@ static amp_tensor *f_max_idx(amp_tensor *const *x, const op_case *c) {
 static amp_tensor *f_softmax(amp_tensor *const *x, const op_case *c) { return amp_softmax(X0, c->ia[0]); }
 static amp_tensor *f_log_softmax(amp_tensor *const *x, const op_case *c) { return amp_log_softmax(X0, c->ia[0]); }
 static amp_tensor *f_layer_norm(amp_tensor *const *x, const op_case *c) { return amp_layer_norm(X0, c->ia[0], OPT(1), OPT(2), c->da[0]); }
+static amp_tensor *f_rms_norm(amp_tensor *const *x, const op_case *c) { return amp_rms_norm(X0, c->ia[0], OPT(1), c->da[0]); }
+static amp_tensor *f_rope(amp_tensor *const *x, const op_case *c) { return amp_rope(X0, c->ia[1], c->da[0], (amp_rope_layout)c->ia[0]); }
 static amp_tensor *f_group_norm(amp_tensor *const *x, const op_case *c) { return amp_group_norm(X0, c->ia[0], OPT(1), OPT(2), c->da[0]); }
 static amp_tensor *f_batch_norm(amp_tensor *const *x, const op_case *c) {
     return amp_batch_norm(X0, X1, X2, x[3], x[4], c->ia[0] != 0, 0.1, c->da[0]);
@@ -863,6 +928,9 @@ static const op_case CASES[] = {
     {"amp_baddbmm", "gemm", "beta 1 alpha -0.5 [2,3,5]", f_baddbmm, r_addmm, .n = 3, .in = {IN('n', 2, 3, 5), IN('n', 2, 3, 7), IN('n', 2, 7, 5)}, .da = {1.0, -0.5}},
     {"amp_baddbmm", "gemm", "input [5] broadcast, beta 0.25", f_baddbmm, r_addmm, .n = 3, .in = {IN('n', 5), INV('n', 't', 3, 2, 4), IN('n', 3, 4, 5)}, .da = {0.25, 1.0}},
     {"amp_dot", "gemm", "length 37", f_dot, r_matmul, .n = 2, .in = {IN('n', 37), IN('n', 37)}},
+    {"amp_qlinear", "quant", "q8_0 [2,3,64] x [5,64]ᵀ + b", f_qlinear, r_qlinear, .n = 2, .in = {IN('n', 2, 3, 64), IN('n', 5)}, .ia = {AMP_Q8_0, 5}, .fwd = &B_QLIN},
+    {"amp_qlinear", "quant", "q4_1 sliced x [3,64], no bias", f_qlinear, r_qlinear, .n = 1, .in = {INV('n', 's', 3, 64)}, .ia = {AMP_Q4_1, 7}, .fwd = &B_QLIN},
+    {"amp_qlinear", "quant", "q4_0 1-D x [96] + b", f_qlinear, r_qlinear, .n = 2, .in = {IN('n', 96), IN('n', 3)}, .ia = {AMP_Q4_0, 3}, .fwd = &B_QLIN},
     {"amp_dot", "gemm", "sliced length 9", f_dot, r_matmul, .n = 2, .in = {INV('n', 's', 9), IN('n', 9)}},
 
     /* convolution and pooling: ia = stride h,w; pad h,w; dilation h,w; groups */
@@ -962,6 +1030,12 @@ static const op_case CASES[] = {
     {"amp_layer_norm", "norm", "last dim 37 + w, b", f_layer_norm, r_layer_norm, .n = 3, .in = {IN('n', 3, 37), IN('n', 37), IN('n', 37)}, .ia = {1}, .da = {1e-5}},
     {"amp_layer_norm", "norm", "[2,131] + w, b (vector rows)", f_layer_norm, r_layer_norm, .n = 3, .in = {IN('n', 2, 131), IN('n', 131), IN('n', 131)}, .ia = {1}, .da = {1e-5}},
     {"amp_layer_norm", "norm", "last 2 dims, no affine, transposed", f_layer_norm, r_layer_norm, .n = 1, .in = {INV('n', 't', 2, 3, 5)}, .ia = {2}, .da = {1e-5}},
+    {"amp_rms_norm", "norm", "last dim 37 + w", f_rms_norm, r_rms_norm, .n = 2, .in = {IN('n', 3, 37), IN('n', 37)}, .ia = {1}, .da = {1e-5}},
+    {"amp_rms_norm", "norm", "[2,131] + w (vector rows)", f_rms_norm, r_rms_norm, .n = 2, .in = {IN('n', 2, 131), IN('n', 131)}, .ia = {1}, .da = {1e-6}},
+    {"amp_rms_norm", "norm", "last 2 dims, no weight, transposed", f_rms_norm, r_rms_norm, .n = 1, .in = {INV('n', 't', 2, 3, 5)}, .ia = {2}, .da = {1e-5}},
+    {"amp_rope", "rope", "pairs, [2,3,5,8] at 3", f_rope, r_rope, .n = 1, .in = {IN('n', 2, 3, 5, 8)}, .ia = {0, 3}, .da = {10000.0}},
+    {"amp_rope", "rope", "halves, [1,2,7,16] at 0", f_rope, r_rope, .n = 1, .in = {IN('n', 1, 2, 7, 16)}, .ia = {1, 0}, .da = {100000.0}},
+    {"amp_rope", "rope", "halves, D strided (transposed) at 9", f_rope, r_rope, .n = 1, .in = {INV('n', 't', 1, 2, 6, 4)}, .ia = {1, 9}, .da = {10000.0}},
     {"amp_group_norm", "norm", "3 groups of [2,6,5] + w, b", f_group_norm, r_group_norm, .n = 3, .in = {IN('n', 2, 6, 5), IN('n', 6), IN('n', 6)}, .ia = {3}, .da = {1e-5}},
     {"amp_group_norm", "norm", "2 groups, transposed [2,4,3,5]", f_group_norm, r_group_norm, .n = 3, .in = {INV('n', 't', 2, 4, 3, 5), IN('n', 4), IN('n', 4)}, .ia = {2}, .da = {1e-5}},
     {"amp_batch_norm", "norm", "training [3,2,5,3], eps 1e-3", f_batch_norm, r_batch_norm, .n = 5, .in = {INV('n', 't', 3, 2, 5, 3), STAT('n', 2), STAT('p', 2), INF32('n', 2), INF32('n', 2)}, .ia = {1}, .da = {1e-3}},
@@ -1505,13 +1579,24 @@ static void t_reference_gradients(void **state) {
     assert_true(checked > 10);
 }
 
-/* Every op ops.h declares has a case; every case names a declared op. */
+/* Every op ops.h declares has a case; every case names a declared op (of ops.h, or one of OTHER_OPS:
+ * the ops other headers declare, which have cases too). */
+static const char *const OTHER_OPS[] = {"amp_qlinear"}; /* amp/quant.h */
 static void t_table_covers_ops(void **state) {
     (void)state;
     static char names[256][64];
     const char *const hdr[] = {"ops.h"};
     int n = test_header_functions(hdr, 1, names, 256);
     assert_true(n > 60);
+    static char qnames[64][64];
+    const char *const qhdr[] = {"quant.h"};
+    int nq = test_header_functions(qhdr, 1, qnames, 64);
+    for (size_t j = 0; j < sizeof OTHER_OPS / sizeof OTHER_OPS[0]; j++) {
+        bool declared = false, cased = false;
+        for (int i = 0; i < nq && !declared; i++) declared = !strcmp(qnames[i], OTHER_OPS[j]);
+        for (int i = 0; i < N_CASES && !cased; i++) cased = !strcmp(CASES[i].op, OTHER_OPS[j]);
+        assert_true(declared && cased);
+    }
     int missing = 0;
     for (int i = 0; i < n; i++) {
         bool found = false;
@@ -1525,6 +1610,7 @@ static void t_table_covers_ops(void **state) {
     for (int j = 0; j < N_CASES; j++) {
         bool found = false;
         for (int i = 0; i < n && !found; i++) found = !strcmp(CASES[j].op, names[i]);
+        for (size_t i = 0; i < sizeof OTHER_OPS / sizeof OTHER_OPS[0] && !found; i++) found = !strcmp(CASES[j].op, OTHER_OPS[i]);
         if (!found) {
             print_message("CASES[%d] names %s, which ops.h does not declare\n", j, CASES[j].op);
             missing++;

@@ -50,6 +50,10 @@ def declarations():
             if params and params != "void":
                 for p in params.split(","):
                     p = p.strip()
+                    fp = re.match(r"^(.*?)\(\s*\*\s*(\w+)\s*\)\s*\((.*)\)$", p)  # a function pointer
+                    if fp:
+                        ps.append((fp.group(1).strip() + "(*)(" + fp.group(3).replace(" ", "") + ")", fp.group(2)))
+                        continue
                     pm = re.match(r"^(.*?)\b(\w+)$", p)
                     ps.append((" ".join(pm.group(1).split()).replace(" *", "*").replace("* ", "*"), pm.group(2)))
             out.append((name, ret.replace(" *", "*").replace("* ", "*"), fn, ps))
@@ -73,6 +77,13 @@ TYPES = {
     "constamp_loader*": "(amp_loader *)arg_obj(b, v, b->loader)",
     "amp_safetensors*": "(amp_safetensors *)arg_obj(b, v, b->st)",
     "constamp_safetensors*": "(amp_safetensors *)arg_obj(b, v, b->st)",
+    "amp_gguf*": "(amp_gguf *)arg_obj(b, v, b->gguf)",
+    "constamp_gguf*": "(amp_gguf *)arg_obj(b, v, b->gguf)",
+    "amp_gguf_tensor_info*": "(amp_gguf_tensor_info *)arg_obj(b, v, b->scratch)",
+    "amp_gguf_type*": "(amp_gguf_type *)arg_obj(b, v, b->scratch)",
+    "constvoid**": "(const void **)arg_obj(b, v, b->scratch)",
+    "amp_hf_dir*": "(amp_hf_dir *)arg_obj(b, v, b->hf)",
+    "constamp_hf_dir*": "(amp_hf_dir *)arg_obj(b, v, b->hf)",
     "amp_checkpoint*": "(amp_checkpoint *)arg_obj(b, v, b->ckpt)",
     "constamp_checkpoint*": "(amp_checkpoint *)arg_obj(b, v, b->ckpt)",
     "amp_context*": "(amp_context *)arg_obj(b, v, b->ctx)",
@@ -92,10 +103,19 @@ TYPES = {
     "amp_grad_hook_fn": "arg_hook(v)",
     "amp_backward_callback_fn": "arg_callback(v)",
     "amp_tokenizer*": "(amp_tokenizer *)arg_obj(b, v, b->tok)",
+    "amp_qtensor*": "(amp_qtensor *)arg_obj(b, v, b->qt)",
+    "constamp_qtensor*": "(amp_qtensor *)arg_obj(b, v, b->qt)",
+    "amp_qtype*": "(amp_qtype *)arg_obj(b, v, b->scratch)",
+    "amp_load_dtype*": "(amp_load_dtype *)arg_obj(b, v, b->scratch)",
+    "amp_load_dtype": "arg_load_dtype(v)",
+    "void(*)(void*owner)": "arg_release(v)",
     "constamp_tokenizer*": "(amp_tokenizer *)arg_obj(b, v, b->tok)",
     "amp_text_dataset*": "(amp_text_dataset *)arg_obj(b, v, b->text)",
     "constamp_text_dataset*": "(amp_text_dataset *)arg_obj(b, v, b->text)",
     "constamp_text_opts*": "(const amp_text_opts *)arg_opts(b, v, OPT_TEXT)",
+    "constamp_wordpiece_opts*": "(const amp_wordpiece_opts *)arg_obj(b, v, b->scratch)",
+    "constamp_encode_opts*": "(const amp_encode_opts *)arg_obj(b, v, b->scratch)",
+    "constamp_chat_msg*": "(const amp_chat_msg *)arg_obj(b, v, b->scratch)",
     "amp_text_digest*": "(amp_text_digest *)arg_obj(b, v, b->scratch)",
     "constint32_t*": "(const int32_t *)arg_obj(b, v, b->scratch)",
     "int32_t**": "(int32_t **)arg_obj(b, v, &b->outptr)",
@@ -158,6 +178,7 @@ TYPES = {
     "uint8_t*": "(uint8_t *)arg_obj(b, v, b->scratch)",
     "int64_t*": "(int64_t *)arg_obj(b, v, b->scratch)",
     "size_t*": "(size_t *)arg_obj(b, v, b->scratch)",
+    "uint64_t*": "(uint64_t *)arg_obj(b, v, b->scratch)",
     "bool*": "(bool *)arg_obj(b, v, b->scratch)",
     "amp_dtype*": "(amp_dtype *)arg_obj(b, v, b->scratch)",
     "amp_cpu_path*": "(amp_cpu_path *)arg_obj(b, v, b->scratch)",
@@ -179,8 +200,8 @@ TYPES = {
     "float": "(float)arg_double(v, {i})",
 }
 ENUMS = ["amp_switch", "amp_dtype", "amp_cpu_path", "amp_mem_category", "amp_status", "amp_format", "amp_autocast_table",
-         "amp_cast_category", "amp_gelu_approx", "amp_opt_level", "amp_text_split", "amp_dist_op", "amp_grad_comm",
-         "amp_device"]
+         "amp_cast_category", "amp_gelu_approx", "amp_opt_level", "amp_text_split", "amp_tok_special", "amp_dist_op", "amp_grad_comm",
+         "amp_device", "amp_gguf_type", "amp_rope_layout", "amp_qtype"]
 for e in ENUMS:
     TYPES[e] = "(" + e + ")arg_enum(v)"
 
@@ -212,12 +233,15 @@ FREE_RESULT = {
     "amp_scaler*": "amp_scaler_free",
     "amp_loader*": "amp_loader_free",
     "amp_safetensors*": "amp_safetensors_free",
+    "amp_gguf*": "amp_gguf_close",
+    "amp_hf_dir*": "amp_hf_dir_close",
     "amp_checkpoint*": "amp_checkpoint_close",
     "amp_context*": "amp_context_free",
     "amp_setup*": "amp_setup_free",
     "amp_scope*": "amp_scope_end",
     "amp_checkpoint_lock*": "amp_checkpoint_unlock",
     "amp_tokenizer*": "amp_tokenizer_free",
+    "amp_qtensor*": "amp_qtensor_free",
     "amp_text_dataset*": "amp_text_dataset_free",
     "amp_gpt_cache*": "amp_gpt_cache_free",
     "amp_ddp*": "amp_ddp_free",

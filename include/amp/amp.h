@@ -16,8 +16,11 @@
 #include "amp/initialize.h"
 #include "amp/io.h"
 #include "amp/checkpoint.h"
+#include "amp/gguf.h"
 #include "amp/text.h"
+#include "amp/quant.h"
 #include "amp/gpt.h"
+#include "amp/pretrained.h"
 #include "amp/dist.h"
 
 #endif

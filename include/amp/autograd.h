@@ -80,7 +80,7 @@ AMP_API amp_tensor *amp_detach(amp_tensor *t);
  * Ops with one: matmul/mm/bmm/dot/linear/addmm/baddbmm, add/sub/mul/div and
  * their scalar forms, neg, pow, exp, log, log1p, sqrt, rsqrt, reciprocal,
  * abs, clamp, relu, gelu (both), silu, sigmoid, tanh, softplus, dropout,
- * softmax, log_softmax, layer_norm, sum, mean, the views (to, contiguous,
+ * softmax, log_softmax, layer_norm, rms_norm, rope, sum, mean, the views (to, contiguous,
  * clone, reshape, flatten, squeeze, unsqueeze, transpose, permute, slice,
  * expand, cat, stack), mse_loss, cross_entropy, nll_loss, amp_scaler_scale
  * and custom functions (below). Any other op reached by create_graph fails

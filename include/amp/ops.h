@@ -160,6 +160,20 @@ AMP_API amp_tensor *amp_log_softmax(amp_tensor *x, int dim);
 /* Normalises over the last normalized_ndim dims; weight/bias of that shape
  * (may be NULL). torch eps default 1e-5. */
 AMP_API amp_tensor *amp_layer_norm(amp_tensor *x, int normalized_ndim, amp_tensor *weight, amp_tensor *bias, double eps);
+/* torch.nn.functional.rms_norm: x / sqrt(mean(x², last normalized_ndim dims) + eps) * weight (weight may be
+ * NULL). eps < 0 or NaN: torch's default (finfo(x.dtype).eps, of the dtype it computes in after autocast).
+ * f32 statistics for half inputs, the output in x's dtype rounded once (torch rounds x * rsqrt before the
+ * weight). */
+AMP_API amp_tensor *amp_rms_norm(amp_tensor *x, int normalized_ndim, amp_tensor *weight, double eps);
+/* Rotary position embedding of x [B, H, T, D] (D even) at positions pos0 .. pos0+T-1, freq_i = theta^(-2i/D):
+ * AMP_ROPE_INTERLEAVED rotates the pairs (x[2i], x[2i+1]) (GGUF / llama.cpp's Llama layout, Q/K permuted by
+ * the converter); AMP_ROPE_HALVES rotates (x[i], x[i+D/2]) (Hugging Face's rotate_half). Angles in f32 as
+ * each layout's reference computes them: INTERLEAVED as llama.cpp's ggml-cpu (theta_scale = theta^(-2/D),
+ * angle_i = pos * theta_scale^i by repeated f32 products), HALVES as Hugging Face (inv_freq_i =
+ * 1 / theta^(2i/D) in f32, angle = pos * inv_freq_i in f32); cos/sin of the f32 angle correctly rounded to
+ * f32; the rotation in f64 from those, rounded once to x's dtype. Backward is the inverse rotation. */
+typedef enum { AMP_ROPE_INTERLEAVED = 0, AMP_ROPE_HALVES = 1 } amp_rope_layout;
+AMP_API amp_tensor *amp_rope(amp_tensor *x, int64_t pos0, double theta, amp_rope_layout layout);
 /* x [N,C,...]. weight/bias/running stats [C], f32 (may be NULL). Training:
  * batch statistics in f32, running_mean/var updated in place with momentum
  * (unbiased variance, as torch); eval: running statistics. Output dtype is

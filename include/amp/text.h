@@ -37,15 +37,68 @@ AMP_API amp_tokenizer *amp_tokenizer_gpt2(const char *encoder_json, const char *
 /* "byte" or "gpt2" (NULL dir arguments) by name. */
 AMP_API amp_tokenizer *amp_tokenizer_by_name(const char *name);
 AMP_API void amp_tokenizer_free(amp_tokenizer *t);
-AMP_API const char *amp_tokenizer_name(const amp_tokenizer *t); /* "byte", "gpt2" */
+AMP_API const char *amp_tokenizer_name(const amp_tokenizer *t); /* "byte", "gpt2", "wordpiece" */
 AMP_API int64_t amp_tokenizer_vocab_size(const amp_tokenizer *t); /* 256, 50257 */
 /* The end-of-text token: *id = 50256 for gpt2, -1 for byte (which has none). */
 AMP_API amp_status amp_tokenizer_eot(const amp_tokenizer *t, int64_t *id);
 /* Encodes n bytes of text into *ids (malloc'd, *count entries; free()). */
 AMP_API amp_status amp_tokenizer_encode(const amp_tokenizer *t, const char *text, size_t n, int32_t **ids, size_t *count);
 /* Decodes ids into *text (malloc'd, *n bytes plus a NUL; free()). An id
- * outside the vocabulary is an error naming it. */
+ * outside the vocabulary is an error naming it. WordPiece: the tokens joined
+ * as Hugging Face's WordPiece decoder does (" " between words, "##" pieces
+ * glued, its cleanup of " ." " ," " 's" ...), special tokens kept. */
 AMP_API amp_status amp_tokenizer_decode(const amp_tokenizer *t, const int32_t *ids, size_t count, char **text, size_t *n);
+/* ---- pretrained models' tokenizers ------------------------------------------ */
+/* BERT: BasicTokenizer (clean text: control/format characters and U+FFFD
+ * dropped, white space made ' '; CJK ideographs split off; lowercase + strip
+ * accents (NFD, drop Mn); punctuation split, every ASCII non-alphanumeric
+ * symbol counting as punctuation) then WordPiece (greedy longest match,
+ * "##" continuation, [UNK] for words > 100 characters or unmatched), exactly
+ * as Hugging Face `tokenizers`' BertNormalizer + BertPreTokenizer + WordPiece
+ * (the Unicode classes are read off that library: tools/gen_unicode_tables.py).
+ * Bytes that are not valid UTF-8 count as U+FFFD (dropped). Name "wordpiece". */
+typedef struct {
+    bool lowercase;
+    bool strip_accents;
+    bool tokenize_chinese_chars;
+} amp_wordpiece_opts;
+#define AMP_WORDPIECE_DEFAULTS ((amp_wordpiece_opts){true, true, true})
+/* From vocab.txt (one token a line, id = line number; a token twice is an
+ * error); o NULL: the defaults. Special tokens: [PAD] [UNK] [CLS] [SEP]
+ * [MASK] when the vocabulary has them ([UNK] must be there). */
+AMP_API amp_tokenizer *amp_tokenizer_wordpiece(const char *vocab_txt, const amp_wordpiece_opts *o);
+/* A Hugging Face tokenizer.json: model WordPiece with the BertNormalizer
+ * and BertPreTokenizer (anything else: AMP_ERR_UNSUPPORTED naming it); its
+ * added_tokens are matched in the text (parse_special). */
+AMP_API amp_tokenizer *amp_tokenizer_from_hf_json(const char *tokenizer_json);
+/* Special tokens: id of a token string ("[CLS]", "<|im_start|>") in *id
+ * (not a token: AMP_ERR_ARG naming it); bos/eos/pad/unk/cls/sep/mask (-1: none, and an error
+ * message saying which is missing). */
+AMP_API amp_status amp_tokenizer_token_id(const amp_tokenizer *t, const char *token, int64_t *id);
+typedef enum { AMP_TOK_BOS = 0, AMP_TOK_EOS, AMP_TOK_PAD, AMP_TOK_UNK, AMP_TOK_CLS, AMP_TOK_SEP, AMP_TOK_MASK } amp_tok_special;
+AMP_API int64_t amp_tokenizer_special(const amp_tokenizer *t, amp_tok_special which);
+/* encode with options: add_special (WordPiece: [CLS] ... [SEP]), parse_special
+ * (the added/special tokens' strings in the text become their ids, as
+ * Hugging Face's added tokens; without it they are ordinary text).
+ * amp_tokenizer_encode is encode_ex with {add_special false, parse_special
+ * true} (GPT-2's "<|endoftext|>" as before). */
+typedef struct {
+    bool add_special;
+    bool parse_special;
+} amp_encode_opts;
+AMP_API amp_status amp_tokenizer_encode_ex(const amp_tokenizer *t, const char *text, size_t n, const amp_encode_opts *o,
+                                           int32_t **ids, size_t *count);
+/* Chat: messages formatted by the model's template (ChatML recognised from a
+ * GGUF tokenizer.chat_template, including its default system message);
+ * add_generation_prompt appends "<|im_start|>assistant\n". *out malloc'd,
+ * NUL-terminated, *n_out bytes. An unknown template: AMP_ERR_UNSUPPORTED. */
+typedef struct {
+    const char *role;
+    const char *content;
+} amp_chat_msg;
+AMP_API amp_status amp_chat_format(const char *chat_template, const amp_chat_msg *msgs, int n,
+                                   bool add_generation_prompt, char **out, size_t *n_out);
+
 /* Directory with encoder.json and vocab.bpe: $AMP_GPT2_DIR, else the
  * installed share/amp/gpt2, else the source tree's share/gpt2. */
 AMP_API const char *amp_gpt2_vocab_dir(void);

@@ -13,6 +13,7 @@
     X(MM, "mm", AMP_CAST_LOWER, AMP_CAST_LOWER)                                     \
     X(BMM, "bmm", AMP_CAST_LOWER, AMP_CAST_LOWER)                                   \
     X(LINEAR, "linear", AMP_CAST_LOWER, AMP_CAST_LOWER)                             \
+    X(QLINEAR, "qlinear", AMP_CAST_LOWER, AMP_CAST_LOWER)                           \
     X(ADDMM, "addmm", AMP_CAST_LOWER, AMP_CAST_LOWER)                               \
     X(BADDBMM, "baddbmm", AMP_CAST_LOWER, AMP_CAST_LOWER)                           \
     X(CONV1D, "conv1d", AMP_CAST_LOWER, AMP_CAST_LOWER)                             \
@@ -31,6 +32,7 @@
     X(SOFTMAX, "softmax", AMP_CAST_FP32, AMP_CAST_NONE)                             \
     X(LOG_SOFTMAX, "log_softmax", AMP_CAST_FP32, AMP_CAST_NONE)                     \
     X(LAYER_NORM, "layer_norm", AMP_CAST_FP32, AMP_CAST_NONE)                       \
+    X(RMS_NORM, "rms_norm", AMP_CAST_FP32, AMP_CAST_NONE)                           \
     X(GROUP_NORM, "group_norm", AMP_CAST_FP32, AMP_CAST_NONE)                       \
     X(SUM, "sum", AMP_CAST_FP32, AMP_CAST_NONE)                                     \
     X(PROD, "prod", AMP_CAST_FP32, AMP_CAST_FP32)                                   \
@@ -47,6 +49,7 @@
     X(CAT, "cat", AMP_CAST_PROMOTE, AMP_CAST_PROMOTE)                               \
     X(STACK, "stack", AMP_CAST_PROMOTE, AMP_CAST_PROMOTE)                           \
     X(ADDCMUL, "addcmul", AMP_CAST_PROMOTE, AMP_CAST_NONE)                          \
+    X(ROPE, "rope", AMP_CAST_PROMOTE, AMP_CAST_NONE)                                \
     X(ADDCDIV, "addcdiv", AMP_CAST_PROMOTE, AMP_CAST_NONE)                          \
     X(DOT, "dot", AMP_CAST_PROMOTE, AMP_CAST_NONE)                                  \
     /* everything else: inputs' dtype with ordinary type promotion */              \

@@ -29,38 +29,8 @@
 #include "io/tokenizer_impl.h"
 #include "io/unicode_tables.h"
 
-#define TOK_BYTE 0
-#define TOK_GPT2 1
-
-typedef struct {
-    uint64_t key; /* (a << 32 | b) + 1; 0 = empty */
-    int32_t rank, merged;
-} pair_slot;
-
-typedef struct {
-    const char *s; /* into the token arena */
-    uint32_t len;
-    int32_t id;    /* -1 = empty */
-} str_slot;
-
-struct amp_tokenizer {
-    int kind;
-    int64_t vocab;
-    int32_t eot;
-    uint64_t digest[2]; /* of the kind and the files' bytes (amp__tokenizer_digest) */
-    /* gpt2 */
-    char *arena;
-    size_t arena_len;
-    uint32_t *off, *len; /* token id -> bytes in arena */
-    int32_t byte_id[256];
-    pair_slot *pairs;
-    size_t npair_cap;
-    str_slot *strs;
-    size_t nstr_cap;
-};
-
 /* ---- Unicode classes ------------------------------------------------------------------------------ */
-static bool in_ranges(const uint32_t (*r)[2], size_t n, uint32_t c) {
+bool amp__in_ranges(const uint32_t (*r)[2], size_t n, uint32_t c) {
     size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -82,16 +52,14 @@ static int cls_of(uint32_t c) {
         return C_OTHER;
     }
     if (c > 0x10FFFF) return C_OTHER; /* invalid byte marker */
-    if (in_ranges(amp_uni_letter, NRANGES(amp_uni_letter), c)) return C_LETTER;
-    if (in_ranges(amp_uni_number, NRANGES(amp_uni_number), c)) return C_NUMBER;
-    if (in_ranges(amp_uni_space, NRANGES(amp_uni_space), c)) return C_SPACE;
+    if (amp__in_ranges(amp_uni_letter, NRANGES(amp_uni_letter), c)) return C_LETTER;
+    if (amp__in_ranges(amp_uni_number, NRANGES(amp_uni_number), c)) return C_NUMBER;
+    if (amp__in_ranges(amp_uni_space, NRANGES(amp_uni_space), c)) return C_SPACE;
     return C_OTHER;
 }
 
-/* Decodes one UTF-8 sequence at s[i] (n bytes total): code point and length.
- * Invalid or truncated sequences, overlongs and surrogates give one byte
- * with code point 0x110000 + byte (classed as other). */
-static uint32_t utf8_next(const unsigned char *s, size_t n, size_t i, int *len) {
+/* Invalid bytes (code point 0x110000 + byte) are classed as other. */
+uint32_t amp__utf8_next(const unsigned char *s, size_t n, size_t i, int *len) {
     unsigned char b = s[i];
     uint32_t c;
     int need;
@@ -129,6 +97,30 @@ static uint32_t utf8_next(const unsigned char *s, size_t n, size_t i, int *len) 
     }
     *len = need + 1;
     return c;
+}
+
+int amp__utf8_put(uint32_t c, char *out) {
+    unsigned char *o = (unsigned char *)out;
+    if (c < 0x80) {
+        o[0] = (unsigned char)c;
+        return 1;
+    }
+    if (c < 0x800) {
+        o[0] = (unsigned char)(0xC0 | (c >> 6));
+        o[1] = (unsigned char)(0x80 | (c & 0x3F));
+        return 2;
+    }
+    if (c < 0x10000) {
+        o[0] = (unsigned char)(0xE0 | (c >> 12));
+        o[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+        o[2] = (unsigned char)(0x80 | (c & 0x3F));
+        return 3;
+    }
+    o[0] = (unsigned char)(0xF0 | (c >> 18));
+    o[1] = (unsigned char)(0x80 | ((c >> 12) & 0x3F));
+    o[2] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+    o[3] = (unsigned char)(0x80 | (c & 0x3F));
+    return 4;
 }
 
 /* ---- hashing ----------------------------------------------------------------------------------------- */
@@ -192,7 +184,7 @@ static bool unalphabet(const uint32_t *u2b_keys, const char *s, size_t n, char *
     size_t o = 0;
     for (size_t i = 0; i < n;) {
         int l;
-        uint32_t c = utf8_next((const unsigned char *)s, n, i, &l);
+        uint32_t c = amp__utf8_next((const unsigned char *)s, n, i, &l);
         if (c >= 324) return false;
         uint32_t b = u2b_keys[c];
         if (b > 255) return false;
@@ -210,10 +202,71 @@ static size_t pow2_at_least(size_t n) {
     return p;
 }
 
+amp_tokenizer *amp__tok_new(const char *fn, int kind, int64_t vocab, size_t arena_bytes) {
+    if (vocab < 0 || vocab > INT32_MAX / 4 || arena_bytes > UINT32_MAX)
+        return amp_error_null(AMP_ERR_RANGE, "%s: %lld tokens of %zu bytes in all is too large", fn, (long long)vocab,
+                              arena_bytes);
+    amp_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) return amp_error_null(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    t->kind = kind;
+    t->vocab = vocab;
+    t->eot = -1;
+    for (int i = 0; i <= AMP_TOK_MASK; i++) t->special[i] = -1;
+    for (int b = 0; b < 256; b++) t->byte_id[b] = -1;
+    t->off = calloc((size_t)vocab + 1, sizeof *t->off);
+    t->len = calloc((size_t)vocab + 1, sizeof *t->len);
+    t->arena = malloc(arena_bytes + 1);
+    t->nstr_cap = pow2_at_least((size_t)vocab * 2 + 16);
+    t->strs = malloc(t->nstr_cap * sizeof *t->strs);
+    if (!t->off || !t->len || !t->arena || !t->strs) {
+        amp_tokenizer_free(t);
+        return amp_error_null(AMP_ERR_NOMEM, "%s: out of memory for %lld tokens", fn, (long long)vocab);
+    }
+    for (size_t i = 0; i < t->nstr_cap; i++) t->strs[i].id = -1;
+    return t;
+}
+
+bool amp__tok_set(amp_tokenizer *t, int32_t id, const char *s, size_t n) {
+    if (str_find(t, s, n) >= 0) return false;
+    memcpy(t->arena + t->arena_len, s, n);
+    t->off[id] = (uint32_t)t->arena_len;
+    t->len[id] = (uint32_t)n;
+    str_put(t, t->arena + t->arena_len, n, id);
+    t->arena_len += n;
+    return true;
+}
+
+int32_t amp__tok_find(const amp_tokenizer *t, const char *s, size_t n) { return str_find(t, s, n); }
+
+bool amp__tok_set_added(amp_tokenizer *t, const int32_t *ids, size_t n) {
+    int32_t *a = malloc((n ? n : 1) * sizeof *a);
+    if (!a) return false;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) { /* insertion by length, longest first; empty strings never match */
+        int32_t id = ids[i];
+        if (t->len[id] == 0) continue;
+        size_t j = m++;
+        while (j > 0 && t->len[a[j - 1]] < t->len[id]) {
+            a[j] = a[j - 1];
+            j--;
+        }
+        a[j] = id;
+    }
+    free(t->added);
+    t->added = a;
+    t->nadded = m;
+    memset(t->added_first, 0, sizeof t->added_first);
+    for (size_t i = 0; i < m; i++) {
+        unsigned char b = (unsigned char)t->arena[t->off[a[i]]];
+        t->added_first[b >> 3] |= (unsigned char)(1u << (b & 7));
+    }
+    return true;
+}
+
 /* The digest of what makes the tokenizer: its kind, and for GPT-2 the bytes
  * of encoder.json and vocab.bpe (each preceded by its length, so no two
  * pairs of files run together into the same stream). */
-static void digest_of(amp_tokenizer *t, const char *enc, size_t ne, const char *bpe, size_t nb) {
+void amp__tok_digest_of(amp_tokenizer *t, const void *enc, size_t ne, const void *bpe, size_t nb) {
     amp__hash128 h;
     amp__hash128_init(&h);
     uint64_t head[3] = {(uint64_t)t->kind, ne, nb};
@@ -234,8 +287,9 @@ amp_tokenizer *amp_tokenizer_byte(void) {
     t->kind = TOK_BYTE;
     t->vocab = 256;
     t->eot = -1;
+    for (int i = 0; i <= AMP_TOK_MASK; i++) t->special[i] = -1;
     for (int b = 0; b < 256; b++) t->byte_id[b] = b;
-    digest_of(t, NULL, 0, NULL, 0);
+    amp__tok_digest_of(t, NULL, 0, NULL, 0);
     return t;
 }
 
@@ -283,31 +337,14 @@ amp_tokenizer *amp_tokenizer_gpt2(const char *encoder_json, const char *vocab_bp
         amp_error(AMP_ERR_FORMAT, "%s: %s is not a JSON object of token -> id", fn, encoder_json);
         return gpt2_fail(NULL, j, je, jv);
     }
-    amp_tokenizer *t = calloc(1, sizeof *t);
-    if (!t) {
-        amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
-        return gpt2_fail(NULL, j, je, jv);
-    }
-    t->kind = TOK_GPT2;
-    t->eot = -1;
-    digest_of(t, je, ne, jv, nv);
     int n = cJSON_GetArraySize(j);
-    t->vocab = n;
-    t->off = calloc((size_t)n + 1, sizeof *t->off);
-    t->len = calloc((size_t)n + 1, sizeof *t->len);
-    t->arena = malloc(ne + 1);
-    t->nstr_cap = pow2_at_least((size_t)n * 2 + 16);
-    t->strs = malloc(t->nstr_cap * sizeof *t->strs);
-    if (!t->off || !t->len || !t->arena || !t->strs) {
-        amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
-        return gpt2_fail(t, j, je, jv);
-    }
-    for (size_t i = 0; i < t->nstr_cap; i++) t->strs[i].id = -1;
+    amp_tokenizer *t = amp__tok_new(fn, TOK_GPT2, n, ne);
+    if (!t) return gpt2_fail(NULL, j, je, jv);
+    amp__tok_digest_of(t, je, ne, jv, nv);
     uint32_t b2u[256], u2b[324];
     byte_alphabet(b2u);
     for (int i = 0; i < 324; i++) u2b[i] = 1000;
     for (int b = 0; b < 256; b++) u2b[b2u[b]] = (uint32_t)b;
-    for (int b = 0; b < 256; b++) t->byte_id[b] = -1;
     unsigned char *seen = calloc((size_t)n, 1);
     if (!seen) {
         amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
@@ -349,6 +386,7 @@ amp_tokenizer *amp_tokenizer_gpt2(const char *encoder_json, const char *vocab_bp
         }
         ao += bl;
     }
+    t->arena_len = ao;
     free(seen);
     cJSON_Delete(j);
     j = NULL;
@@ -404,6 +442,14 @@ amp_tokenizer *amp_tokenizer_gpt2(const char *encoder_json, const char *vocab_bp
         p = le + 1;
     }
     free(jv);
+    if (t->eot >= 0) {
+        /* GPT2Tokenizer's bos, eos and unk are all <|endoftext|>, its one added token */
+        t->special[AMP_TOK_BOS] = t->special[AMP_TOK_EOS] = t->special[AMP_TOK_UNK] = t->eot;
+        if (!amp__tok_set_added(t, &t->eot, 1)) {
+            amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+            return gpt2_fail(t, NULL, NULL, NULL);
+        }
+    }
     return t;
 }
 
@@ -421,12 +467,13 @@ void amp_tokenizer_free(amp_tokenizer *t) {
     free(t->len);
     free(t->pairs);
     free(t->strs);
+    free(t->added);
     free(t);
 }
 
 const char *amp_tokenizer_name(const amp_tokenizer *t) {
     if (!t) return amp_error_null(AMP_ERR_ARG, "amp_tokenizer_name: t is NULL");
-    return t->kind == TOK_BYTE ? "byte" : "gpt2";
+    return t->kind == TOK_BYTE ? "byte" : t->kind == TOK_GPT2 ? "gpt2" : "wordpiece";
 }
 
 int64_t amp_tokenizer_vocab_size(const amp_tokenizer *t) {
@@ -441,12 +488,7 @@ amp_status amp_tokenizer_eot(const amp_tokenizer *t, int64_t *id) {
 }
 
 /* ---- encoding ---------------------------------------------------------------------------------------- */
-typedef struct {
-    int32_t *v;
-    size_t n, cap;
-} ivec;
-
-static bool ivec_push(ivec *a, int32_t x) {
+bool amp__ivec_push(amp__ivec *a, int32_t x) {
     if (a->n == a->cap) {
         size_t cap = a->cap ? a->cap * 2 : 1024;
         int32_t *nv = realloc(a->v, cap * sizeof *nv);
@@ -497,7 +539,7 @@ static bpe_ent bpe_pop(bpe_ent *h, size_t *n) {
     return top;
 }
 
-static bool bpe_long(const amp_tokenizer *t, const unsigned char *s, size_t n, ivec *out) {
+static bool bpe_long(const amp_tokenizer *t, const unsigned char *s, size_t n, amp__ivec *out) {
     int32_t *sym = malloc(n * sizeof *sym);
     uint32_t *nx = malloc(n * sizeof *nx), *pv = malloc(n * sizeof *pv);
     unsigned char *alive = malloc(n);
@@ -537,7 +579,7 @@ static bool bpe_long(const amp_tokenizer *t, const unsigned char *s, size_t n, i
                 }
             }
         }
-        for (uint32_t i = 0; ok && i != NONE; i = nx[i]) ok = ivec_push(out, sym[i]);
+        for (uint32_t i = 0; ok && i != NONE; i = nx[i]) ok = amp__ivec_push(out, sym[i]);
     }
     free(sym);
     free(nx);
@@ -551,7 +593,7 @@ static bool bpe_long(const amp_tokenizer *t, const unsigned char *s, size_t n, i
  * Pass by pass, as encoder.py: merge every occurrence of the lowest-ranked
  * adjacent pair, left to right; pieces longer than 32 bytes take the heap
  * version (same result). */
-static bool bpe_piece(const amp_tokenizer *t, const unsigned char *s, size_t n, int32_t *sym, ivec *out) {
+static bool bpe_piece(const amp_tokenizer *t, const unsigned char *s, size_t n, int32_t *sym, amp__ivec *out) {
     if (n > 32 && n < UINT32_MAX) return bpe_long(t, s, n, out);
     size_t m = n;
     for (size_t i = 0; i < n; i++) sym[i] = t->byte_id[s[i]];
@@ -579,7 +621,7 @@ static bool bpe_piece(const amp_tokenizer *t, const unsigned char *s, size_t n, 
         m = w;
     }
     for (size_t i = 0; i < m; i++)
-        if (!ivec_push(out, sym[i])) return false;
+        if (!amp__ivec_push(out, sym[i])) return false;
     return true;
 }
 
@@ -605,7 +647,7 @@ static size_t pretoken_end(const uint32_t *cp, const unsigned char *cl, size_t n
     return q;                      /* \s+ */
 }
 
-static amp_status encode_text(const char *fn, const amp_tokenizer *t, const unsigned char *s, size_t n, ivec *out) {
+static amp_status encode_text(const char *fn, const amp_tokenizer *t, const unsigned char *s, size_t n, amp__ivec *out) {
     uint32_t *cp = malloc((n ? n : 1) * sizeof *cp);
     size_t *bo = malloc((n + 1) * sizeof *bo);
     unsigned char *cl = malloc(n ? n : 1);
@@ -618,7 +660,7 @@ static amp_status encode_text(const char *fn, const amp_tokenizer *t, const unsi
     size_t m = 0;
     for (size_t i = 0; i < n;) {
         int l;
-        cp[m] = utf8_next(s, n, i, &l);
+        cp[m] = amp__utf8_next(s, n, i, &l);
         cl[m] = (unsigned char)cls_of(cp[m]);
         bo[m++] = i;
         i += (size_t)l;
@@ -640,51 +682,110 @@ done:
     return st;
 }
 
-amp_status amp_tokenizer_encode(const amp_tokenizer *t, const char *text, size_t n, int32_t **ids, size_t *count) {
-    static const char *fn = "amp_tokenizer_encode";
+/* The text of one kind's encoding, without added tokens in it. */
+static amp_status encode_plain(const char *fn, const amp_tokenizer *t, const unsigned char *s, size_t n, amp__ivec *out) {
+    switch (t->kind) {
+    case TOK_BYTE:
+        for (size_t i = 0; i < n; i++)
+            if (!amp__ivec_push(out, s[i])) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+        return AMP_OK;
+    case TOK_WORDPIECE:
+        return amp__wordpiece_encode(fn, t, s, n, out);
+    default:
+        return encode_text(fn, t, s, n, out);
+    }
+}
+
+/* The added token whose text starts at s[0:n] (the longest), or -1. */
+static int32_t added_at(const amp_tokenizer *t, const char *s, size_t n) {
+    unsigned char b = (unsigned char)s[0];
+    if (!(t->added_first[b >> 3] & (1u << (b & 7)))) return -1;
+    for (size_t k = 0; k < t->nadded; k++) {
+        int32_t id = t->added[k];
+        size_t l = t->len[id];
+        if (l <= n && memcmp(s, t->arena + t->off[id], l) == 0) return id;
+    }
+    return -1;
+}
+
+static amp_status encode_ex(const char *fn, const amp_tokenizer *t, const char *text, size_t n, const amp_encode_opts *o,
+                            int32_t **ids, size_t *count) {
     if (!t) return amp_error(AMP_ERR_ARG, "%s: t is NULL", fn);
     if (!ids || !count) return amp_error(AMP_ERR_ARG, "%s: ids and count must not be NULL", fn);
     *ids = NULL;
     *count = 0;
     if (!text && n) return amp_error(AMP_ERR_ARG, "%s: text is NULL", fn);
-    ivec out = {0};
-    if (t->kind == TOK_BYTE) {
-        out.v = malloc((n ? n : 1) * sizeof *out.v);
-        if (!out.v) return amp_error(AMP_ERR_NOMEM, "%s: out of memory for %zu tokens", fn, n);
-        for (size_t i = 0; i < n; i++) out.v[i] = (unsigned char)text[i];
-        out.n = n;
-    } else {
-        /* split at the special token's text, as the tokenizer's added token */
-        static const char eot[] = "<|endoftext|>";
-        const size_t el = sizeof eot - 1;
-        size_t a = 0;
-        for (;;) {
-            const char *hit = NULL;
-            if (t->eot >= 0)
-                for (size_t i = a; i + el <= n; i++)
-                    if (text[i] == '<' && memcmp(text + i, eot, el) == 0) {
-                        hit = text + i;
-                        break;
-                    }
-            size_t b = hit ? (size_t)(hit - text) : n;
-            amp_status st = encode_text(fn, t, (const unsigned char *)text + a, b - a, &out);
-            if (st != AMP_OK) {
-                free(out.v);
-                return st;
-            }
-            if (!hit) break;
-            if (!ivec_push(&out, t->eot)) {
-                free(out.v);
-                return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
-            }
-            a = b + el;
-        }
-        if (!out.v) out.v = malloc(sizeof *out.v);
-        if (!out.v) return amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+    int32_t first = -1, last = -1;
+    if (o->add_special && t->kind == TOK_WORDPIECE) {
+        first = t->special[AMP_TOK_CLS];
+        last = t->special[AMP_TOK_SEP];
+        if (first < 0 || last < 0)
+            return amp_error(AMP_ERR_ARG, "%s: add_special: the vocabulary has no %s token", fn,
+                             first < 0 ? "[CLS]" : "[SEP]");
     }
+    amp__ivec out = {0};
+    amp_status st = AMP_OK;
+    if (first >= 0 && !amp__ivec_push(&out, first)) goto nomem;
+    for (size_t a = 0, i = 0;;) {
+        int32_t hit = -1;
+        if (o->parse_special && t->nadded)
+            for (; i < n; i++)
+                if ((hit = added_at(t, text + i, n - i)) >= 0) break;
+        size_t b = hit >= 0 ? i : n;
+        st = encode_plain(fn, t, (const unsigned char *)text + a, b - a, &out);
+        if (st != AMP_OK) goto fail;
+        if (hit < 0) break;
+        if (!amp__ivec_push(&out, hit)) goto nomem;
+        a = i = b + t->len[hit];
+    }
+    if (last >= 0 && !amp__ivec_push(&out, last)) goto nomem;
+    if (!out.v && !(out.v = malloc(sizeof *out.v))) goto nomem;
     *ids = out.v;
     *count = out.n;
     return AMP_OK;
+nomem:
+    st = amp_error(AMP_ERR_NOMEM, "%s: out of memory for %zu bytes of text", fn, n);
+fail:
+    free(out.v);
+    return st;
+}
+
+amp_status amp_tokenizer_encode(const amp_tokenizer *t, const char *text, size_t n, int32_t **ids, size_t *count) {
+    const amp_encode_opts o = {false, true};
+    return encode_ex("amp_tokenizer_encode", t, text, n, &o, ids, count);
+}
+
+amp_status amp_tokenizer_encode_ex(const amp_tokenizer *t, const char *text, size_t n, const amp_encode_opts *o,
+                                   int32_t **ids, size_t *count) {
+    const amp_encode_opts d = {false, true};
+    return encode_ex("amp_tokenizer_encode_ex", t, text, n, o ? o : &d, ids, count);
+}
+
+amp_status amp_tokenizer_token_id(const amp_tokenizer *t, const char *token, int64_t *id) {
+    static const char *fn = "amp_tokenizer_token_id";
+    if (!t || !token || !id)
+        return amp_error(AMP_ERR_ARG, "%s: %s is NULL", fn, !t ? "t" : !token ? "token" : "id");
+    *id = -1;
+    size_t n = strlen(token);
+    int32_t r = -1;
+    for (size_t k = 0; k < t->nadded && r < 0; k++)
+        if (t->len[t->added[k]] == n && memcmp(t->arena + t->off[t->added[k]], token, n) == 0) r = t->added[k];
+    if (r < 0 && t->kind == TOK_BYTE && n == 1) r = (unsigned char)token[0];
+    if (r < 0 && t->strs) r = str_find(t, token, n);
+    if (r < 0) return amp_error(AMP_ERR_ARG, "%s: \"%.60s\" is not a token of this %s tokenizer", fn, token, amp_tokenizer_name(t));
+    *id = r;
+    return AMP_OK;
+}
+
+int64_t amp_tokenizer_special(const amp_tokenizer *t, amp_tok_special which) {
+    static const char *fn = "amp_tokenizer_special";
+    if (!t) return amp_error(AMP_ERR_ARG, "%s: t is NULL", fn);
+    if ((int)which < 0 || (int)which > AMP_TOK_MASK)
+        return amp_error(AMP_ERR_ARG, "%s: which = %d is not an amp_tok_special", fn, (int)which);
+    static const char *const names[] = {"bos", "eos", "pad", "unk", "cls", "sep", "mask"};
+    if (t->special[which] < 0) /* -1: none (the message says so, for a caller that reports it) */
+        return amp_error(AMP_ERR_ARG, "%s: this %s tokenizer has no %s token", fn, amp_tokenizer_name(t), names[which]);
+    return t->special[which];
 }
 
 amp_status amp_tokenizer_decode(const amp_tokenizer *t, const int32_t *ids, size_t count, char **text, size_t *n) {
@@ -694,13 +795,13 @@ amp_status amp_tokenizer_decode(const amp_tokenizer *t, const int32_t *ids, size
     *text = NULL;
     *n = 0;
     if (!ids && count) return amp_error(AMP_ERR_ARG, "%s: ids is NULL", fn);
-    size_t total = 0;
-    for (size_t i = 0; i < count; i++) {
+    for (size_t i = 0; i < count; i++)
         if (ids[i] < 0 || ids[i] >= t->vocab)
             return amp_error(AMP_ERR_RANGE, "%s: id %d (element %zu) is outside the vocabulary of %lld tokens", fn,
                              (int)ids[i], i, (long long)t->vocab);
-        total += t->kind == TOK_BYTE ? 1 : t->len[ids[i]];
-    }
+    if (t->kind == TOK_WORDPIECE) return amp__wordpiece_decode(fn, t, ids, count, text, n);
+    size_t total = 0;
+    for (size_t i = 0; i < count; i++) total += t->kind == TOK_BYTE ? 1 : t->len[ids[i]];
     char *o = malloc(total + 1);
     if (!o) return amp_error(AMP_ERR_NOMEM, "%s: out of memory for %zu bytes", fn, total);
     size_t w = 0;

@@ -47,7 +47,9 @@
 #include "kernels/family/norm.h"
 #include "kernels/family/optim.h"
 #include "kernels/family/pool.h"
+#include "kernels/family/quant.h"
 #include "kernels/family/reduce.h"
+#include "kernels/family/rope.h"
 #include "kernels/family/scaler.h"
 #include "kernels/family/softmax.h"
 
@@ -64,8 +66,10 @@
     X(pool, amp_pool_family, AMP_POOL_ENTRIES) \
     X(conv, amp_conv_family, AMP_CONV_ENTRIES) \
     X(attention, amp_attention_family, AMP_ATTENTION_ENTRIES) \
+    X(rope, amp_rope_family, AMP_ROPE_ENTRIES) \
     X(optim, amp_optim_family, AMP_OPTIM_ENTRIES) \
-    X(scaler, amp_scaler_family, AMP_SCALER_ENTRIES)
+    X(scaler, amp_scaler_family, AMP_SCALER_ENTRIES) \
+    X(quant, amp_quant_family, AMP_QUANT_ENTRIES)
 
 /* ---- the table --------------------------------------------------------------- */
 typedef struct amp_backend {

@@ -64,6 +64,8 @@ const amp_backend amp_backend_cpu = {
     .pool = &amp__cpu_pool_family,
     .conv = &amp__cpu_conv_family,
     .attention = &amp__cpu_attention_family,
+    .rope = &amp__cpu_rope_family,
     .optim = &amp__cpu_optim_family,
     .scaler = &amp__cpu_scaler_family,
+    .quant = &amp__cpu_quant_family,
 };

@@ -19,8 +19,10 @@ extern const amp_gather_family amp__cpu_gather_family;       /* backend_cpu_gath
 extern const amp_pool_family amp__cpu_pool_family;           /* backend_cpu_pool.c */
 extern const amp_conv_family amp__cpu_conv_family;           /* backend_cpu_conv.c */
 extern const amp_attention_family amp__cpu_attention_family; /* backend_cpu_attention.c */
+extern const amp_rope_family amp__cpu_rope_family;           /* backend_cpu_rope.c */
 extern const amp_optim_family amp__cpu_optim_family;         /* backend_cpu_optim.c */
 extern const amp_scaler_family amp__cpu_scaler_family;       /* backend_cpu_optim.c */
+extern const amp_quant_family amp__cpu_quant_family;         /* backend_cpu_quant.c */
 
 /* The reduce family's sum_to_shape entry, which the loss family's backward
  * also uses (broadcast gradients summed back to an operand's shape). */

@@ -26,6 +26,11 @@ void amp_k_layer_norm(const void *x, amp_dtype xdt, const float *w, const float 
     norm_k()->layer_norm(x, xdt, w, b, M, D, eps, y, ydt, mean, rstd);
 }
 
+void amp_k_rms_norm(const void *x, amp_dtype xdt, const float *w, int64_t M, int64_t D, double eps, void *y,
+                    amp_dtype ydt, float *rstd) {
+    norm_k()->rms_norm(x, xdt, w, M, D, eps, y, ydt, rstd);
+}
+
 void amp_k_layer_norm_backward(const float *x, const float *g, const float *w, const float *mean, const float *rstd,
                                int64_t M, int64_t D, float *gx, float *gw, float *gb) {
     norm_k()->layer_norm_backward(x, g, w, mean, rstd, M, D, gx, gw, gb);
@@ -131,47 +136,74 @@ static bool backward_begin(views *v, const amp_tensor *x, const amp_tensor *w, c
     return true;
 }
 
-/* ---- layer_norm ---------------------------------------------------------------------------- */
-static amp_status amp__cpu_layer_norm(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
-                                      const amp_tensor *b, amp_tensor *y, amp_tensor *mean, amp_tensor *rstd) {
-    AMP_UNUSED(fn);
+/* ---- layer_norm, rms_norm ---------------------------------------------------------------- */
+/* Both forwards (rms: mean and b NULL): x straight from its memory when it
+ * is contiguous f32, or contiguous half with rows the kernel widens one at
+ * a time; else an f32 copy */
+static amp_status rows_forward(const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w, const amp_tensor *b,
+                               amp_tensor *y, amp_tensor *mean, amp_tensor *rstd, bool rms) {
     int64_t M = a->M, D = a->D;
-    /* x straight from its memory when it is contiguous f32, or contiguous
-     * half with rows the kernel widens one at a time; else an f32 copy */
     bool direct = amp_tensor_is_contiguous(x) &&
                   (x->dtype == AMP_F32 || ((x->dtype == AMP_F16 || x->dtype == AMP_BF16) && D <= AMP_K_ROW_MAX));
     views v;
     const amp_tensor *ts[3] = {direct ? NULL : x, w, b};
     if (!views_get(&v, 3, ts)) return amp_last_status();
-    if (direct) {
-        amp_k_layer_norm(amp__data(x), x->dtype, v.p[1], v.p[2], M, D, a->eps, amp__data(y), y->dtype, amp__data(mean),
-                         amp__data(rstd));
-    } else {
-        float *po = amp__f32_out_begin(y);
-        if (!po) {
-            views_done(&v);
-            return amp_last_status();
-        }
-        amp_k_layer_norm(v.p[0], AMP_F32, v.p[1], v.p[2], M, D, a->eps, po, AMP_F32, amp__data(mean), amp__data(rstd));
-        amp__f32_out_end(y, po);
+    const void *px = direct ? amp__data(x) : (const void *)v.p[0];
+    amp_dtype pxdt = direct ? x->dtype : AMP_F32;
+    void *po = direct ? amp__data(y) : amp__f32_out_begin(y);
+    if (!po) {
+        views_done(&v);
+        return amp_last_status();
     }
+    amp_dtype podt = direct ? y->dtype : AMP_F32;
+    if (rms) amp_k_rms_norm(px, pxdt, v.p[1], M, D, a->eps, po, podt, amp__data(rstd));
+    else amp_k_layer_norm(px, pxdt, v.p[1], v.p[2], M, D, a->eps, po, podt, amp__data(mean), amp__data(rstd));
+    if (!direct) amp__f32_out_end(y, po);
     views_done(&v);
     return AMP_OK;
+}
+
+/* Both backwards: gradients of x, w (and b unless rms) [x's last k dims] */
+static amp_status rows_backward(const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w, const amp_tensor *mean,
+                                const amp_tensor *rstd, const amp_tensor *g, const bool *need, amp_tensor **gin) {
+    int lead = x->ndim - a->k;
+    int nd[3] = {x->ndim, a->k, a->k};
+    const int64_t *shp[3] = {x->shape, x->shape + lead, x->shape + lead};
+    bool nd3[3] = {need[0], need[1], mean && need[2]}; /* rms: need and gin have two entries */
+    amp_tensor *g3[3];
+    views v;
+    if (!backward_begin(&v, x, w, g, nd3, nd, shp, g3)) return amp_last_status();
+    amp_k_layer_norm_backward(v.p[0], v.p[2], v.p[1], mean ? (const float *)amp__data(mean) : NULL, amp__data(rstd),
+                              a->M, a->D, gdata(g3[0]), gdata(g3[1]), gdata(g3[2]));
+    views_done(&v);
+    for (int i = 0; i < (mean ? 3 : 2); i++) gin[i] = g3[i];
+    return AMP_OK;
+}
+
+static amp_status amp__cpu_layer_norm(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
+                                      const amp_tensor *b, amp_tensor *y, amp_tensor *mean, amp_tensor *rstd) {
+    AMP_UNUSED(fn);
+    return rows_forward(a, x, w, b, y, mean, rstd, false);
 }
 
 static amp_status amp__cpu_layer_norm_backward(const char *fn, const amp_norm_args *a, const amp_tensor *x,
                                                const amp_tensor *w, const amp_tensor *mean, const amp_tensor *rstd,
                                                const amp_tensor *g, const bool *need, amp_tensor **gin) {
     AMP_UNUSED(fn);
-    int lead = x->ndim - a->k;
-    int nd[3] = {x->ndim, a->k, a->k};
-    const int64_t *shp[3] = {x->shape, x->shape + lead, x->shape + lead};
-    views v;
-    if (!backward_begin(&v, x, w, g, need, nd, shp, gin)) return amp_last_status();
-    amp_k_layer_norm_backward(v.p[0], v.p[2], v.p[1], amp__data(mean), amp__data(rstd), a->M, a->D, gdata(gin[0]),
-                              gdata(gin[1]), gdata(gin[2]));
-    views_done(&v);
-    return AMP_OK;
+    return rows_backward(a, x, w, mean, rstd, g, need, gin);
+}
+
+static amp_status amp__cpu_rms_norm(const char *fn, const amp_norm_args *a, const amp_tensor *x, const amp_tensor *w,
+                                    amp_tensor *y, amp_tensor *rstd) {
+    AMP_UNUSED(fn);
+    return rows_forward(a, x, w, NULL, y, NULL, rstd, true);
+}
+
+static amp_status amp__cpu_rms_norm_backward(const char *fn, const amp_norm_args *a, const amp_tensor *x,
+                                             const amp_tensor *w, const amp_tensor *rstd, const amp_tensor *g,
+                                             const bool *need, amp_tensor **gin) {
+    AMP_UNUSED(fn);
+    return rows_backward(a, x, w, NULL, rstd, g, need, gin);
 }
 
 /* ---- batch_norm -------------------------------------------------------------------------------- */
@@ -361,6 +393,7 @@ static amp_status amp__cpu_group_norm_backward(const char *fn, const amp_norm_ar
 
 const amp_norm_family amp__cpu_norm_family = {
     .layer_norm = amp__cpu_layer_norm, .layer_norm_backward = amp__cpu_layer_norm_backward,
+    .rms_norm = amp__cpu_rms_norm, .rms_norm_backward = amp__cpu_rms_norm_backward,
     .batch_norm = amp__cpu_batch_norm, .batch_norm_backward = amp__cpu_batch_norm_backward,
     .group_norm = amp__cpu_group_norm, .group_norm_backward = amp__cpu_group_norm_backward,
 };

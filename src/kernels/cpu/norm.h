@@ -22,7 +22,14 @@ void amp_k_row_stats(const float *x, int64_t rows, int64_t len, double eps, floa
  * D <= AMP_K_ROW_MAX (kernel_util.h). y may be x. */
 void amp_k_layer_norm(const void *x, amp_dtype xdt, const float *w, const float *b, int64_t M, int64_t D, double eps,
                       void *y, amp_dtype ydt, float *mean, float *rstd);
-/* Gradients from the saved mean/rstd; gx, gw, gb may each be NULL. */
+/* RMS norm over rows of x [M, D]: y = (x * rstd) * w (w [D] or NULL), rstd =
+ * 1/sqrt(mean(x^2) + eps) per row [M]: layer_norm's row with the mean taken
+ * as 0 (the same sums, lanes and rounding, the same dtype rules). */
+void amp_k_rms_norm(const void *x, amp_dtype xdt, const float *w, int64_t M, int64_t D, double eps, void *y,
+                    amp_dtype ydt, float *rstd);
+/* Gradients from the saved mean/rstd; gx, gw, gb may each be NULL. mean
+ * NULL: the RMS norm's gradients (the mean 0 and no centring term:
+ * gx = rstd * (g*w - xhat * mean(g*w*xhat)), xhat = x * rstd; gb NULL). */
 void amp_k_layer_norm_backward(const float *x, const float *g, const float *w, const float *mean, const float *rstd,
                                int64_t M, int64_t D, float *gx, float *gw, float *gb);
 
@@ -70,6 +77,8 @@ typedef struct {
                        void *y, amp_dtype ydt, float *mean, float *rstd);
     void (*layer_norm_backward)(const float *x, const float *g, const float *w, const float *mean, const float *rstd,
                                 int64_t M, int64_t D, float *gx, float *gw, float *gb);
+    void (*rms_norm)(const void *x, amp_dtype xdt, const float *w, int64_t M, int64_t D, double eps, void *y,
+                     amp_dtype ydt, float *rstd);
     void (*channel_stats)(const void *x, amp_dtype dt, int64_t N, int64_t C, int64_t L, float *mean, float *var);
     void (*channel_affine)(const void *x, amp_dtype xdt, int64_t N, int64_t C, int64_t L, const float *mean,
                            const float *scale, const float *shift, void *y, amp_dtype ydt);

@@ -1,0 +1,3 @@
+/* rope.inc built for AVX2 + FMA + F16C. */
+#define AMP_KPATH avx2
+#include "kernels/cpu/rope.inc"

@@ -1,0 +1,4 @@
+/* rope.inc built for AVX-512. */
+#define AMP_KPATH avx512
+#define AMP_KPATH_AVX512 1
+#include "kernels/cpu/rope.inc"
