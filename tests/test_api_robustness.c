@@ -211,7 +211,7 @@ static int arg_enum(int v) { return v == V_NEG ? -1 : v == V_HUGE ? 1000 : 0; }
 enum {
     OPT_POLICY, OPT_SCALER_STATE, OPT_OPTIM, OPT_SCALER, OPT_CONV, OPT_POOL, OPT_LOSS, OPT_LR, OPT_AUTOCAST, OPT_CONTEXT,
     OPT_LOADER, OPT_KV, OPT_TRAIN_STATE, OPT_SDPA, OPT_MODULE_CLASS, OPT_TEXT, OPT_FUNCTION, OPT_INIT, OPT_MODULE_IO,
-    OPT_CKPT, OPT_GPT, OPT_GEN, OPT_DDP, N_OPTS
+    OPT_CKPT, OPT_GPT, OPT_GEN, OPT_DDP, OPT_BERT_LOAD, OPT_EMBED, N_OPTS
 };
 
 /* A checkpointed region for amp_activation_checkpoint: y = 2 x[0]. */
@@ -283,6 +283,8 @@ static const void *arg_opts(api_bank *b, int v, int which) {
         amp_gpt_config gpt;
         amp_gpt_generate_opts gen;
         amp_ddp_opts ddp;
+        amp_bert_load_opts bert;
+        amp_embed_opts embed;
         char raw[512];
     } u;
     if (v == V_NULL) return NULL;
@@ -371,6 +373,11 @@ static const void *arg_opts(api_bank *b, int v, int which) {
     case OPT_MODULE_IO:
         u.io = bad ? (amp_module_io){AMP_I64, true, AMP_F32, AMP_U8} : (amp_module_io){AMP_DTYPE_COUNT, true, AMP_BF16, AMP_F32};
         break;
+    case OPT_BERT_LOAD:
+        u.bert = AMP_BERT_LOAD_DEFAULTS;
+        if (bad) u.bert.load_dtype = (amp_load_dtype){(amp_load_kind)7, AMP_I64, (amp_qtype)99};
+        break;
+    case OPT_EMBED: u.embed = bad ? (amp_embed_opts){-4, -1, true} : AMP_EMBED_DEFAULTS; break;
     case OPT_CKPT: u.ck = (amp_checkpoint_opts){NULL, bad ? 3 : 0}; break;
     case OPT_GPT: u.gpt = bad ? (amp_gpt_config){-1, 3, 4, -4, 0, 2.0, true} : (amp_gpt_config){1, 1, 4, 4, 8, 0.0, true}; break;
     case OPT_GEN:
@@ -528,7 +535,7 @@ static void bank_free(api_bank *b) {
 static int header_functions(char names[][64], int max) {
     static const char *const hdrs[] = {"amp.h", "base.h", "numeric.h", "cuda.h", "tensor.h", "autograd.h", "autocast.h",
                                        "ops.h", "optim.h", "scaler.h", "policy.h", "nn.h", "initialize.h", "io.h",
-                                       "checkpoint.h", "gguf.h", "text.h", "gpt.h", "dist.h", "pretrained.h", "quant.h"};
+                                       "checkpoint.h", "gguf.h", "text.h", "gpt.h", "dist.h", "pretrained.h", "quant.h", "bert.h"};
     return test_header_functions(hdrs, (int)(sizeof hdrs / sizeof hdrs[0]), names, max);
 }
 

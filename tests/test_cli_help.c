@@ -71,6 +71,7 @@ static void t_help_everywhere(void **state) {
         {"autocast", "--table cpu --markdown"},
         {"inspect", "--no-tensors x.safetensors"},
         {"predict", "--checkpoint x --limit 5"},
+        {"embed", "--model x --load-dtype bf16 --precision bf16"},
         {"bench", NULL}, /* the parts below */
     };
     char names[32][32];

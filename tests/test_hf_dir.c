@@ -153,6 +153,35 @@ static void t_single_file_and_config(void **state) {
     amp_hf_dir_close(d);
 }
 
+/* Other JSON files of the directory: sentence_bert_config.json, tokenizer_config.json. */
+static void t_other_json_files(void **state) {
+    (void)state;
+    const char *dir = new_dir("other_json", CONFIG);
+    write_st(dir, "model.safetensors", "a", NULL, NULL);
+    write_text(dir, "sentence_bert_config.json", "{\"max_seq_length\": 256, \"do_lower_case\": false}");
+    write_text(dir, "broken.json", "[1]");
+    amp_hf_dir *d = amp_hf_dir_open(dir);
+    assert_non_null(d);
+    int64_t v = 0;
+    bool b = true;
+    assert_int_equal(amp_hf_file_int(d, "sentence_bert_config.json", "max_seq_length", &v), AMP_OK);
+    assert_int_equal(v, 256);
+    assert_int_equal(amp_hf_file_bool(d, "sentence_bert_config.json", "do_lower_case", &b), AMP_OK);
+    assert_false(b);
+    assert_int_equal(amp_hf_file_int(d, "tokenizer_config.json", "model_max_length", &v), AMP_ERR_IO); /* absent: a default applies */
+    expect_error("amp_hf_file_int");
+    expect_error("has no tokenizer_config.json");
+    assert_int_equal(amp_hf_file_int(d, "sentence_bert_config.json", "do_lower_case", &v), AMP_ERR_FORMAT);
+    expect_error("sentence_bert_config.json: \"do_lower_case\" is a boolean, not an integer");
+    assert_int_equal(amp_hf_file_bool(d, "sentence_bert_config.json", "nope", &b), AMP_ERR_FORMAT);
+    expect_error("sentence_bert_config.json has no key \"nope\"");
+    assert_int_equal(amp_hf_file_int(d, "broken.json", "x", &v), AMP_ERR_FORMAT);
+    expect_error("broken.json: the top level is not a JSON object");
+    assert_int_equal(amp_hf_file_int(d, "../config.json", "x", &v), AMP_ERR_ARG);
+    expect_error("is not a file name in the directory");
+    amp_hf_dir_close(d);
+}
+
 static void t_integer_tensor_refused(void **state) {
     (void)state;
     const char *dir = new_dir("ints", CONFIG);
@@ -350,5 +379,5 @@ static void t_minilm_dir(void **state) {
     amp_hf_dir_close(d);
 }
 
-AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_single_file_and_config, t_integer_tensor_refused, t_sharded,
+AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_single_file_and_config, t_other_json_files, t_integer_tensor_refused, t_sharded,
                        t_sharded_broken, t_bad_directories, t_minilm_dir)

@@ -21,6 +21,7 @@
 #include "amp/quant.h"
 #include "amp/gpt.h"
 #include "amp/pretrained.h"
+#include "amp/bert.h"
 #include "amp/dist.h"
 
 #endif

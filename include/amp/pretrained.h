@@ -40,6 +40,12 @@ AMP_API amp_status amp_hf_config_float(const amp_hf_dir *d, const char *key, dou
 AMP_API amp_status amp_hf_config_str(const amp_hf_dir *d, const char *key, const char **out);
 AMP_API amp_status amp_hf_config_bool(const amp_hf_dir *d, const char *key, bool *out);
 AMP_API bool amp_hf_config_has(const amp_hf_dir *d, const char *key); /* present and not null */
+/* The same on another JSON file of the directory ("sentence_bert_config.json",
+ * "tokenizer_config.json"; a plain file name), read at each call:
+ * AMP_ERR_IO when the file is absent (a default applies), AMP_ERR_FORMAT
+ * when it is not a JSON object or the key is absent or of another type. */
+AMP_API amp_status amp_hf_file_int(const amp_hf_dir *d, const char *file, const char *key, int64_t *out);
+AMP_API amp_status amp_hf_file_bool(const amp_hf_dir *d, const char *file, const char *key, bool *out);
 
 /* The tensors of all files, sorted by name. */
 AMP_API int amp_hf_dir_tensor_count(const amp_hf_dir *d);

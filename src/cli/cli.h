@@ -59,6 +59,8 @@ int cmd_inspect(int argc, char **argv);
 void cmd_inspect_usage(FILE *f);
 int cmd_predict(int argc, char **argv);
 void cmd_predict_usage(FILE *f);
+int cmd_embed(int argc, char **argv);
+void cmd_embed_usage(FILE *f);
 int cmd_generate(int argc, char **argv);
 void cmd_generate_usage(FILE *f);
 int cmd_bench(int argc, char **argv);

@@ -23,6 +23,9 @@ static const struct {
      false},
     {{"predict", "run a saved mlp/cnn on IDX images: accuracy or predictions, in fp32/fp16/bf16", cmd_predict, cmd_predict_usage},
      false},
+    {{"embed", "sentence embeddings of a BERT model directory (all-MiniLM-L6-v2) and their cosine similarities", cmd_embed,
+      cmd_embed_usage},
+     false},
     {{"bench", "benchmarks (make bench runs them all):", cmd_bench, cmd_bench_usage}, true}, /* + the parts (cmd_bench.c) */
 };
 #define N_COMMANDS (sizeof g_commands / sizeof g_commands[0])

@@ -336,10 +336,9 @@ static const char *json_kind(const cJSON *j) {
     return "invalid";
 }
 
-/* The value at a dotted key; NULL with the error (naming fn, key and file) when absent. */
-static const cJSON *config_at(const char *fn, const amp_hf_dir *d, const char *key, bool quiet) {
-    if (!d || !key) return quiet ? NULL : amp_error_null(AMP_ERR_ARG, "%s: d or key is NULL", fn);
-    const cJSON *j = d->config;
+/* The value at a dotted key of root (read from path); NULL with the error (naming fn, key and file) when absent. */
+static const cJSON *json_at(const char *fn, const cJSON *root, const char *path, const char *key, bool quiet) {
+    const cJSON *j = root;
     const char *p = key;
     char part[256];
     for (;;) {
@@ -355,25 +354,39 @@ static const cJSON *config_at(const char *fn, const amp_hf_dir *d, const char *k
         if (!j || !dot) break;
         p = dot + 1;
     }
-    if ((!j || cJSON_IsNull(j)) && !quiet)
-        amp_error(AMP_ERR_FORMAT, "%s: %s has no key \"%.200s\"", fn, d->config_path, key);
+    if ((!j || cJSON_IsNull(j)) && !quiet) amp_error(AMP_ERR_FORMAT, "%s: %s has no key \"%.200s\"", fn, path, key);
     return j && !cJSON_IsNull(j) ? j : NULL;
 }
 
-static amp_status wrong_kind(const char *fn, const amp_hf_dir *d, const char *key, const char *want, const cJSON *j) {
-    return amp_error(AMP_ERR_FORMAT, "%s: %s: \"%.200s\" is %s, not %s", fn, d->config_path, key, json_kind(j), want);
+static const cJSON *config_at(const char *fn, const amp_hf_dir *d, const char *key, bool quiet) {
+    if (!d || !key) return quiet ? NULL : amp_error_null(AMP_ERR_ARG, "%s: d or key is NULL", fn);
+    return json_at(fn, d->config, d->config_path, key, quiet);
+}
+
+static amp_status wrong_kind(const char *fn, const char *path, const char *key, const char *want, const cJSON *j) {
+    return amp_error(AMP_ERR_FORMAT, "%s: %s: \"%.200s\" is %s, not %s", fn, path, key, json_kind(j), want);
+}
+
+/* The integer / boolean at j (read from path, key); the error names fn, key and file. */
+static amp_status json_int(const char *fn, const cJSON *j, const char *path, const char *key, int64_t *out) {
+    double v = cJSON_IsNumber(j) ? j->valuedouble : NAN;
+    if (!(v >= -9007199254740992.0 && v <= 9007199254740992.0) || v != (double)(int64_t)v)
+        return wrong_kind(fn, path, key, "an integer", j);
+    *out = (int64_t)v;
+    return AMP_OK;
+}
+
+static amp_status json_bool(const char *fn, const cJSON *j, const char *path, const char *key, bool *out) {
+    if (!cJSON_IsBool(j)) return wrong_kind(fn, path, key, "a boolean", j);
+    *out = cJSON_IsTrue(j);
+    return AMP_OK;
 }
 
 amp_status amp_hf_config_int(const amp_hf_dir *d, const char *key, int64_t *out) {
     static const char *fn = "amp_hf_config_int";
     if (!out) return amp_error(AMP_ERR_ARG, "%s: out is NULL", fn);
     const cJSON *j = config_at(fn, d, key, false);
-    if (!j) return amp_last_status();
-    double v = cJSON_IsNumber(j) ? j->valuedouble : NAN;
-    if (!(v >= -9007199254740992.0 && v <= 9007199254740992.0) || v != (double)(int64_t)v)
-        return wrong_kind(fn, d, key, "an integer", j);
-    *out = (int64_t)v;
-    return AMP_OK;
+    return j ? json_int(fn, j, d->config_path, key, out) : amp_last_status();
 }
 
 amp_status amp_hf_config_float(const amp_hf_dir *d, const char *key, double *out) {
@@ -381,7 +394,7 @@ amp_status amp_hf_config_float(const amp_hf_dir *d, const char *key, double *out
     if (!out) return amp_error(AMP_ERR_ARG, "%s: out is NULL", fn);
     const cJSON *j = config_at(fn, d, key, false);
     if (!j) return amp_last_status();
-    if (!cJSON_IsNumber(j)) return wrong_kind(fn, d, key, "a number", j);
+    if (!cJSON_IsNumber(j)) return wrong_kind(fn, d->config_path, key, "a number", j);
     *out = j->valuedouble;
     return AMP_OK;
 }
@@ -391,7 +404,7 @@ amp_status amp_hf_config_str(const amp_hf_dir *d, const char *key, const char **
     if (!out) return amp_error(AMP_ERR_ARG, "%s: out is NULL", fn);
     const cJSON *j = config_at(fn, d, key, false);
     if (!j) return amp_last_status();
-    if (!cJSON_IsString(j) || !j->valuestring) return wrong_kind(fn, d, key, "a string", j);
+    if (!cJSON_IsString(j) || !j->valuestring) return wrong_kind(fn, d->config_path, key, "a string", j);
     *out = j->valuestring;
     return AMP_OK;
 }
@@ -400,10 +413,7 @@ amp_status amp_hf_config_bool(const amp_hf_dir *d, const char *key, bool *out) {
     static const char *fn = "amp_hf_config_bool";
     if (!out) return amp_error(AMP_ERR_ARG, "%s: out is NULL", fn);
     const cJSON *j = config_at(fn, d, key, false);
-    if (!j) return amp_last_status();
-    if (!cJSON_IsBool(j)) return wrong_kind(fn, d, key, "a boolean", j);
-    *out = cJSON_IsTrue(j);
-    return AMP_OK;
+    return j ? json_bool(fn, j, d->config_path, key, out) : amp_last_status();
 }
 
 bool amp_hf_config_has(const amp_hf_dir *d, const char *key) {
@@ -412,6 +422,33 @@ bool amp_hf_config_has(const amp_hf_dir *d, const char *key) {
         return false;
     }
     return config_at("amp_hf_config_has", d, key, true) != NULL;
+}
+
+/* A key of another JSON file of the directory: kind 0 int, 1 bool. */
+static amp_status file_get(const char *fn, const amp_hf_dir *d, const char *file, const char *key, int kind, void *out) {
+    if (!d || !file || !key || !out) return amp_error(AMP_ERR_ARG, "%s: NULL argument", fn);
+    if (!plain_file_name(file)) return amp_error(AMP_ERR_ARG, "%s: \"%.200s\" is not a file name in the directory", fn, file);
+    char *p = join(fn, d->path, file);
+    if (!p) return amp_last_status();
+    amp_status st;
+    if (!is_file(p)) {
+        st = amp_error(AMP_ERR_IO, "%s: %s has no %s", fn, d->path, file);
+    } else {
+        cJSON *root = read_json(fn, p);
+        const cJSON *j = root ? json_at(fn, root, p, key, false) : NULL;
+        st = !j ? amp_last_status() : kind == 0 ? json_int(fn, j, p, key, out) : json_bool(fn, j, p, key, out);
+        cJSON_Delete(root);
+    }
+    free(p);
+    return st;
+}
+
+amp_status amp_hf_file_int(const amp_hf_dir *d, const char *file, const char *key, int64_t *out) {
+    return file_get("amp_hf_file_int", d, file, key, 0, out);
+}
+
+amp_status amp_hf_file_bool(const amp_hf_dir *d, const char *file, const char *key, bool *out) {
+    return file_get("amp_hf_file_bool", d, file, key, 1, out);
 }
 
 /* ---- tensors ------------------------------------------------------------------------ */
