@@ -76,6 +76,8 @@ typedef struct {
     amp_text_dataset *text;
     amp_module *gpt;
     amp_gpt_cache *gpt_cache;
+    amp_module *llama;
+    amp_llama_cache *llama_cache;
     amp_dist_group *group; /* the world of one this process is */
     amp_ddp *ddp;          /* data parallel over f32[0] */
 } api_bank;
@@ -211,7 +213,7 @@ static int arg_enum(int v) { return v == V_NEG ? -1 : v == V_HUGE ? 1000 : 0; }
 enum {
     OPT_POLICY, OPT_SCALER_STATE, OPT_OPTIM, OPT_SCALER, OPT_CONV, OPT_POOL, OPT_LOSS, OPT_LR, OPT_AUTOCAST, OPT_CONTEXT,
     OPT_LOADER, OPT_KV, OPT_TRAIN_STATE, OPT_SDPA, OPT_MODULE_CLASS, OPT_TEXT, OPT_FUNCTION, OPT_INIT, OPT_MODULE_IO,
-    OPT_CKPT, OPT_GPT, OPT_GEN, OPT_DDP, OPT_BERT_LOAD, OPT_EMBED, N_OPTS
+    OPT_CKPT, OPT_GPT, OPT_GEN, OPT_DDP, OPT_BERT_LOAD, OPT_EMBED, OPT_LLAMA, OPT_LLAMA_GEN, N_OPTS
 };
 
 /* A checkpointed region for amp_activation_checkpoint: y = 2 x[0]. */
@@ -282,6 +284,8 @@ static const void *arg_opts(api_bank *b, int v, int which) {
         amp_checkpoint_opts ck;
         amp_gpt_config gpt;
         amp_gpt_generate_opts gen;
+        amp_llama_config llama;
+        amp_llama_generate_opts llama_gen;
         amp_ddp_opts ddp;
         amp_bert_load_opts bert;
         amp_embed_opts embed;
@@ -338,7 +342,7 @@ static const void *arg_opts(api_bank *b, int v, int which) {
         u.text = bad ? (amp_text_opts){-1, NULL, 0} : (amp_text_opts){0.1, "", 1};
         break;
     case OPT_SDPA:
-        u.sdpa = bad ? (amp_sdpa_opts){b->mis[3], true, 1.5, INFINITY, NULL} : AMP_SDPA_DEFAULTS;
+        u.sdpa = bad ? (amp_sdpa_opts){b->mis[3], true, 1.5, INFINITY, NULL, true} : AMP_SDPA_DEFAULTS;
         break;
     case OPT_KV:
         if (bad) {
@@ -384,6 +388,15 @@ static const void *arg_opts(api_bank *b, int v, int which) {
         u.gen = AMP_GPT_GENERATE_DEFAULTS;
         u.gen.max_new_tokens = 2;
         if (bad) u.gen.temperature = -1, u.gen.top_k = -3;
+        break;
+    case OPT_LLAMA:
+        u.llama = (amp_llama_config){1, 8, 8, 2, 1, 16, 8, 10000.0, 1e-6, AMP_ROPE_HALVES, true};
+        if (bad) u.llama.n_head = 3, u.llama.rms_eps = -1, u.llama.rope_layout = (amp_rope_layout)9;
+        break;
+    case OPT_LLAMA_GEN:
+        u.llama_gen = AMP_LLAMA_GENERATE_DEFAULTS;
+        u.llama_gen.max_new_tokens = 2;
+        if (bad) u.llama_gen.top_p = 0, u.llama_gen.top_k = -3, u.llama_gen.n_stop = 2;
         break;
     case OPT_FUNCTION:
         u.fnc = (amp_function){.name = "Walk", .forward = walk_fn_forward, .backward = walk_fn_backward};
@@ -501,6 +514,10 @@ static void bank_make(api_bank *b) {
     b->gpt = amp_gpt_new(&gc, &b->gen);
     b->gpt_cache = amp_gpt_cache_new(b->gpt, 1);
     assert_true(b->gpt && b->gpt_cache);
+    amp_llama_config lc = {1, 8, 8, 2, 1, 16, 8, 10000.0, 1e-6, AMP_ROPE_HALVES, true};
+    b->llama = amp_llama_new(&lc, &b->gen);
+    b->llama_cache = amp_llama_cache_new(b->llama, 1, 4);
+    assert_true(b->llama && b->llama_cache);
     assert_true(b->module && b->optim && b->scaler && b->loader && b->st && b->ckpt && b->ctx && b->devnull && b->setup);
 }
 
@@ -520,6 +537,8 @@ static void bank_free(api_bank *b) {
     amp_hf_dir_close(b->hf);
     amp_text_dataset_free(b->text);
     amp_gpt_cache_free(b->gpt_cache);
+    amp_llama_cache_free(b->llama_cache);
+    amp_module_free(b->llama);
     amp_module_free(b->gpt);
     amp_tokenizer_free(b->tok);
     amp_qtensor_free(b->qt);
@@ -535,7 +554,7 @@ static void bank_free(api_bank *b) {
 static int header_functions(char names[][64], int max) {
     static const char *const hdrs[] = {"amp.h", "base.h", "numeric.h", "cuda.h", "tensor.h", "autograd.h", "autocast.h",
                                        "ops.h", "optim.h", "scaler.h", "policy.h", "nn.h", "initialize.h", "io.h",
-                                       "checkpoint.h", "gguf.h", "text.h", "gpt.h", "dist.h", "pretrained.h", "quant.h", "bert.h"};
+                                       "checkpoint.h", "gguf.h", "text.h", "gpt.h", "dist.h", "pretrained.h", "quant.h", "bert.h", "llama.h"};
     return test_header_functions(hdrs, (int)(sizeof hdrs / sizeof hdrs[0]), names, max);
 }
 

@@ -68,6 +68,7 @@ static spec spec_of(int op) {
     case AMP_OP_ADDCMUL:
     case AMP_OP_ADDCDIV: IN(0, 3, 4); IN(1, 3, 4); IN(2, 3, 4); s.lo = 0.5; break;
     case AMP_OP_DOT: IN(0, 7); IN(1, 7); break;
+    case AMP_OP_SWIGLU: IN(0, 3, 4); IN(1, 3, 4); break;
     default: IN(0, 3, 4); break;
     }
 #undef IN
@@ -132,6 +133,7 @@ static amp_tensor *invoke(int op, amp_tensor *const *x) {
     case AMP_OP_RELU: return amp_relu(x[0]);
     case AMP_OP_GELU: return amp_gelu(x[0], AMP_GELU_ERF);
     case AMP_OP_SILU: return amp_silu(x[0]);
+    case AMP_OP_SWIGLU: return amp_swiglu(x[0], x[1]);
     case AMP_OP_SIGMOID: return amp_sigmoid(x[0]);
     case AMP_OP_TANH: return amp_tanh(x[0]);
     case AMP_OP_DROPOUT: return amp_dropout(x[0], 0.5, false, NULL);

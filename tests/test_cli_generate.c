@@ -340,6 +340,37 @@ static void t_config_checked_first(void **state) {
     }
 }
 
+/* amp generate --model (a pretrained Llama): each bad argument named, before
+ * the model is loaded where it can be. */
+static void t_model_refusals(void **state) {
+    (void)state;
+    static const struct {
+        const char *args;
+        int rc; /* 2: a usage error; 1: a failure */
+        const char *want;
+    } cases[] = {
+        {"--model %s", 2, "--model needs --prompt TEXT"},
+        {"--model %s --prompt hi --load-dtype q3", 2, "--load-dtype 'q3' is not keep, f32, f16, bf16, q8_0, q4_0 or q4_1"},
+        {"--model %s --prompt hi --precision fp8", 2, "--precision 'fp8' is not fp32, bf16 or fp16"},
+        {"--model %s --prompt hi --system 'be brief'", 2, "--system needs --chat"},
+        {"--model %s --prompt hi --top-p 0", 2, "bad option or value for the --model path: --top-p 0"},
+        {"--model %s --prompt hi --temperature -1", 2, "bad option or value for the --model path: --temperature -1"},
+        {"--model %s --prompt hi --max-new-tokens x", 2, "bad option or value for the --model path: --max-new-tokens x"},
+        {"--model %s/nonexistent.gguf --prompt hi", 1, "nonexistent.gguf: No such file or directory"},
+        /* the tiny test model has no tokenizer */
+        {"--model %s/llama_tiny.gguf --prompt hi", 1, "amp_llama_tokenizer: this model has no tokenizer"},
+        {"--model %s/llama_tiny_hf/config.json --prompt hi", 1, "amp_llama_from_gguf"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *err = NULL, args[2048];
+        snprintf(args, sizeof args, cases[i].args, AMP_TEST_DATA_DIR);
+        free(test_run_cli_expect(cases[i].rc, &err, "generate %s", args));
+        if (!err || !strstr(err, cases[i].want)) fail_msg("amp generate %s:\n%s\nwants: %s", args, err ? err : "", cases[i].want);
+        free(err);
+    }
+}
+
 AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_other_model_named, t_nonfinite_refused,
                        t_nonfinite_checkpoint, t_tiny_temperature, t_generate_api_nonfinite,
-                       t_generate_api_first_nonfinite, t_nonfinite_f64_file, t_lm_head, t_config_checked_first)
+                       t_generate_api_first_nonfinite, t_nonfinite_f64_file, t_lm_head, t_config_checked_first,
+                       t_model_refusals)

@@ -35,6 +35,10 @@ const char *__asan_default_options(void) { return "allocator_may_return_null=1";
 #define FUZZ_ENTRY fuzz_shapes_one
 #include "fuzz/fuzz_shapes.c"
 #undef FUZZ_ENTRY
+#undef FUZZ_CHECK
+#define FUZZ_ENTRY fuzz_gguf_one
+#include "fuzz/fuzz_gguf.c"
+#undef FUZZ_ENTRY
 
 typedef int (*fuzz_fn)(const uint8_t *, size_t);
 
@@ -107,4 +111,36 @@ static void t_shapes(void **state) {
     assert_true(replay("shapes", fuzz_shapes_one) >= 10);
 }
 
-AMP_TEST_MAIN(t_shapes, t_safetensors, t_idx, t_policy)
+/* The GGUF reader: the seeds, the hand-made edge cases (every one refused with a message naming
+ * the reader), the test files and every cut of the small one. */
+static void t_gguf(void **state) {
+    (void)state;
+    assert_true(replay("gguf", fuzz_gguf_one) >= 15);
+    DIR *d = opendir(AMP_TEST_DATA_DIR "/fuzz/gguf");
+    assert_non_null(d);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char path[2048];
+        snprintf(path, sizeof path, "%s/fuzz/gguf/%s", AMP_TEST_DATA_DIR, e->d_name);
+        size_t len;
+        char *buf = test_read_file(path, &len);
+        assert_non_null(buf);
+        amp_gguf *f = amp_gguf_parse(buf, len, e->d_name);
+        if (f || !strstr(amp_last_error(), "amp_gguf_parse: ")) fail_msg("%s: %s", e->d_name, f ? "parsed" : amp_last_error());
+        free(buf);
+    }
+    closedir(d);
+    static const char *const files[] = {"meta.gguf", "quant.gguf", "tiny.gguf"}; /* the last one cut everywhere */
+    for (int i = 0; i < 3; i++) {
+        char path[2048];
+        snprintf(path, sizeof path, "%s/gguf/%s", AMP_TEST_DATA_DIR, files[i]);
+        size_t len;
+        char *buf = test_read_file(path, &len);
+        assert_non_null(buf);
+        for (size_t cut = i == 2 ? 0 : len; cut <= len; cut++) fuzz_gguf_one((const uint8_t *)buf, cut);
+        free(buf);
+    }
+}
+
+AMP_TEST_MAIN(t_shapes, t_safetensors, t_idx, t_policy, t_gguf)

@@ -289,6 +289,7 @@ static void t_tensors(void **state) {
     assert_non_null(strstr(amp_last_error(), "no tensor named 'nope'"));
     assert_null(amp_gguf_get_qtensor(f, "t_f32"));
     assert_non_null(strstr(amp_last_error(), "amp_gguf_get_qtensor: "));
+    assert_non_null(strstr(amp_last_error(), "tensor 't_f32' is F32, not a quantized type"));
     amp_gguf_close(f);
 }
 
@@ -356,6 +357,54 @@ static void t_truncated(void **state) {
     g.n = 2;
     EXPECT_BAD(&g, "truncated: the magic \"GGUF\" at byte 0 needs 4 bytes, the file has 2 left");
     free(g.b);
+}
+
+/* Every byte of the headers of the small files set to each of a few values: refused with a message
+ * naming the reader, or parsed into a file whose tensors all read (never a crash). */
+static void t_mutated(void **state) {
+    (void)state;
+    static const char *const files[] = {"tiny.gguf", "meta.gguf", "quant.gguf"};
+    static const unsigned char vals[] = {0x00, 0x01, 0x02, 0x07, 0x09, 0x20, 0x7f, 0x80, 0xfe, 0xff};
+    int refused = 0, parsed = 0;
+    for (int fi = 0; fi < 3; fi++) {
+        char p[1024];
+        snprintf(p, sizeof p, DATA "%s", files[fi]);
+        size_t len;
+        unsigned char *buf = (unsigned char *)test_read_file(p, &len);
+        assert_non_null(buf);
+        amp_gguf *g = amp_gguf_parse(buf, len, files[fi]);
+        assert_non_null(g);
+        size_t hdr = (size_t)amp_gguf_data_offset(g);
+        amp_gguf_close(g);
+        for (size_t i = 0; i < hdr; i++) {
+            unsigned char orig = buf[i];
+            for (size_t v = 0; v < sizeof vals; v++) {
+                if (vals[v] == orig) continue;
+                buf[i] = vals[v];
+                amp_clear_error();
+                amp_gguf *f = amp_gguf_parse(buf, len, "mutated");
+                if (!f) {
+                    if (!strstr(amp_last_error(), "amp_gguf_parse: mutated: "))
+                        fail_msg("%s byte %zu = 0x%02x: \"%s\"", files[fi], i, vals[v], amp_last_error());
+                    refused++;
+                    continue;
+                }
+                parsed++;
+                for (int64_t k = 0; k < amp_gguf_tensor_count(f); k++) {
+                    amp_gguf_tensor_info in;
+                    assert_int_equal(amp_gguf_tensor_at(f, k, &in), AMP_OK);
+                    amp_tensor *t = amp_gguf_get_tensor(f, in.name, AMP_F32);
+                    if (!t) assert_non_null(strstr(amp_last_error(), "amp_gguf_get_tensor: "));
+                    amp_tensor_free(t);
+                }
+                amp_gguf_close(f);
+            }
+            buf[i] = orig;
+        }
+        free(buf);
+    }
+    print_message("mutated headers: %d refused, %d parsed\n", refused, parsed);
+    assert_true(refused > 1000 && parsed > 100);
 }
 
 static void t_bad_header(void **state) {
@@ -610,5 +659,291 @@ static void t_open_errors(void **state) {
     free(dir);
 }
 
-AMP_TEST_MAIN(t_meta_scalars, t_meta_arrays, t_tensors, t_close_keeps_tensors, t_truncated, t_bad_header, t_bad_metadata,
-              t_bad_tensors, t_open_errors)
+/* ---- the real model file ------------------------------------------------------------------------ */
+static int hexval(int c) { return c <= '9' ? c - '0' : (c | 32) - 'a' + 10; }
+
+/* hex -> bytes in out (malloc'd); returns the length. */
+static size_t unhex(const char *h, char **out) {
+    size_t n = strlen(h) / 2;
+    *out = malloc(n + 1);
+    assert_non_null(*out);
+    for (size_t i = 0; i < n; i++) (*out)[i] = (char)(hexval(h[2 * i]) * 16 + hexval(h[2 * i + 1]));
+    (*out)[n] = 0;
+    return n;
+}
+
+static amp_gguf *open_smollm2(void) {
+    const char *p = amp_models_path("SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert_non_null(p);
+    amp_gguf *f = amp_gguf_open(p);
+    if (!f) fail_msg("%s (scripts/deps.sh models installs it)", amp_last_error());
+    return f;
+}
+
+/* Every fact of tests/data/gguf/smollm2.txt (gguf-py's reading of the file) holds in amp's. Rows of
+ * quantized tensors are checked when quantized is true. Returns the number of facts checked. */
+static int check_smollm2(amp_gguf *f, bool quantized) {
+    size_t len;
+    char *txt = test_read_file(DATA "smollm2.txt", &len);
+    assert_non_null(txt);
+    int checked = 0;
+    for (char *line = strtok(txt, "\n"); line; line = strtok(NULL, "\n")) {
+        char kind[16], key[128], val[8192];
+        long long a = 0, b = 0;
+        int64_t iv;
+        if (sscanf(line, "%15s", kind) != 1) continue;
+        if (!strcmp(kind, "kv_count") && sscanf(line, "%*s %lld", &a) == 1) {
+            assert_int_equal(amp_gguf_kv_count(f), a);
+        } else if (!strcmp(kind, "tensor_count") && sscanf(line, "%*s %lld", &a) == 1) {
+            assert_int_equal(amp_gguf_tensor_count(f), a);
+        } else if (!strcmp(kind, "int") && sscanf(line, "%*s %127s %lld", key, &a) == 2) {
+            assert_int_equal(amp_gguf_get_int(f, key, &iv), AMP_OK);
+            assert_int_equal(iv, a);
+        } else if (!strcmp(kind, "float") && sscanf(line, "%*s %127s %8191s", key, val) == 2) {
+            double d;
+            assert_int_equal(amp_gguf_get_float(f, key, &d), AMP_OK);
+            assert_true(d == strtod(val, NULL));
+        } else if (!strcmp(kind, "bool") && sscanf(line, "%*s %127s %lld", key, &a) == 2) {
+            bool bv;
+            assert_int_equal(amp_gguf_get_bool(f, key, &bv), AMP_OK);
+            assert_int_equal(bv, a != 0);
+        } else if (!strcmp(kind, "str") && sscanf(line, "%*s %127s %8191s", key, val) == 2) {
+            char *want;
+            size_t wn = unhex(val, &want), n;
+            const char *s;
+            assert_int_equal(amp_gguf_get_str(f, key, &s, &n), AMP_OK);
+            assert_int_equal(n, wn);
+            assert_memory_equal(s, want, n);
+            free(want);
+        } else if (!strcmp(kind, "arrlen") && sscanf(line, "%*s %127s %lld", key, &a) == 2) {
+            assert_int_equal(amp_gguf_arr_len(f, amp_gguf_find_key(f, key)), a);
+        } else if (!strcmp(kind, "arrstr") && sscanf(line, "%*s %127s %lld %8191s", key, &a, val) == 3) {
+            char *want;
+            size_t wn = unhex(val, &want), n;
+            const char *s;
+            assert_int_equal(amp_gguf_get_arr_str(f, key, (uint64_t)a, &s, &n), AMP_OK);
+            assert_int_equal(n, wn);
+            assert_memory_equal(s, want, n);
+            free(want);
+        } else if (!strcmp(kind, "arrint") && sscanf(line, "%*s %127s %lld %lld", key, &a, &b) == 3) {
+            amp_gguf_type t;
+            const void *p;
+            uint64_t n;
+            assert_int_equal(amp_gguf_get_arr(f, key, &t, &p, &n), AMP_OK);
+            assert_int_equal(t, AMP_GGUF_I32);
+            assert_true((uint64_t)a < n);
+            int32_t v;
+            memcpy(&v, (const char *)p + 4 * a, 4);
+            assert_int_equal(v, b);
+        } else if (!strcmp(kind, "tensor")) {
+            long long type, nd, ne[4] = {1, 1, 1, 1}, off, nbytes;
+            int pos;
+            assert_int_equal(sscanf(line, "%*s %127s %lld %lld%n", key, &type, &nd, &pos), 3);
+            for (int d = 0; d < nd; d++) {
+                int adv;
+                assert_int_equal(sscanf(line + pos, "%lld%n", &ne[d], &adv), 1);
+                pos += adv;
+            }
+            assert_int_equal(sscanf(line + pos, "%lld %lld", &off, &nbytes), 2);
+            amp_gguf_tensor_info in;
+            assert_int_equal(amp_gguf_tensor_at(f, amp_gguf_find_tensor(f, key), &in), AMP_OK);
+            assert_int_equal(in.ggml_type, type);
+            assert_int_equal(in.ndim, nd);
+            for (int d = 0; d < 4; d++) assert_int_equal(in.ne[d], ne[d]);
+            assert_int_equal(amp_gguf_data_offset(f) + in.offset, off); /* gguf-py: from the start of the file */
+            assert_int_equal(in.nbytes, nbytes);
+        } else if (!strcmp(kind, "deq")) {
+            long long row, col0, n;
+            int pos;
+            assert_int_equal(sscanf(line, "%*s %127s %lld %lld %lld%n", key, &row, &col0, &n, &pos), 4);
+            amp_gguf_tensor_info in;
+            assert_int_equal(amp_gguf_tensor_at(f, amp_gguf_find_tensor(f, key), &in), AMP_OK);
+            if (in.ggml_type != 0 && !quantized) continue;
+            amp_tensor *t = amp_gguf_get_tensor(f, key, AMP_F32);
+            if (!t) fail_msg("%s: %s", key, amp_last_error());
+            const float *p = (const float *)amp_tensor_data(t) + row * in.ne[0] + col0;
+            for (long long i = 0; i < n; i++) {
+                int adv;
+                double want;
+                assert_int_equal(sscanf(line + pos, "%lf%n", &want, &adv), 1);
+                pos += adv;
+                /* gguf.quants computes d * q + m in two f32 roundings, a fused multiply-add in one: 1 ulp apart at most */
+                if (fabs(p[i] - want) > 1.2e-7 * fabs(want) + 1e-12)
+                    fail_msg("%s[%lld][%lld] = %.9g, gguf-py gives %.9g", key, row, col0 + i, p[i], want);
+            }
+            amp_tensor_free(t);
+        } else {
+            fail_msg("smollm2.txt: cannot read \"%.80s\"", line);
+        }
+        checked++;
+    }
+    free(txt);
+    return checked;
+}
+
+static void t_smollm2(void **state) {
+    (void)state;
+    amp_gguf *f = open_smollm2();
+    assert_int_equal(amp_gguf_version(f), 3);
+    assert_int_equal(amp_gguf_alignment(f), 32);
+    /* the brief's facts, then gguf-py's */
+    assert_int_equal(amp_gguf_tensor_count(f), 272);
+    assert_int_equal(amp_gguf_kv_count(f), 33);
+    int64_t v;
+    assert_int_equal(amp_gguf_get_int(f, "llama.block_count", &v), AMP_OK);
+    assert_int_equal(v, 30);
+    amp_gguf_tensor_info in;
+    assert_int_equal(amp_gguf_tensor_at(f, amp_gguf_find_tensor(f, "token_embd.weight"), &in), AMP_OK);
+    assert_true(in.ggml_type == 8 && in.ne[0] == 576 && in.ne[1] == 49152);
+    assert_int_equal(amp_gguf_arr_len(f, amp_gguf_find_key(f, "tokenizer.ggml.tokens")), 49152);
+    assert_int_equal(amp_gguf_arr_len(f, amp_gguf_find_key(f, "tokenizer.ggml.merges")), 48900);
+    int n = check_smollm2(f, false);
+    assert_true(n >= 40);
+    amp_gguf_close(f);
+}
+
+/* ---- quantized tensors ------------------------------------------------------------------------- */
+/* a and b (f32 values of dt) agree to within `ulps` units of dt's precision of the largest |b|:
+ * gguf.quants computes d * q + m in two f32 roundings where a fused multiply-add makes one. */
+static void assert_close_values(amp_tensor *a, amp_tensor *b, double rel, const char *what) {
+    if (!a || !b) fail_msg("%s: %s", what, amp_last_error());
+    assert_int_equal(amp_tensor_ndim(a), amp_tensor_ndim(b));
+    for (int d = 0; d < amp_tensor_ndim(a); d++) assert_int_equal(amp_tensor_shape(a)[d], amp_tensor_shape(b)[d]);
+    amp_tensor *fa = amp_to(a, AMP_F32), *fb = amp_to(b, AMP_F32);
+    const float *pa = amp_tensor_data(fa), *pb = amp_tensor_data(fb);
+    int64_t n = amp_tensor_numel(a);
+    double mx = 0;
+    for (int64_t i = 0; i < n; i++) mx = fmax(mx, fabs(pb[i]));
+    assert_true(mx > 0);
+    for (int64_t i = 0; i < n; i++)
+        if (fabs(pa[i] - pb[i]) > rel * fmax(fabs(pb[i]), 0x1p-20 * mx))
+            fail_msg("%s[%lld] = %.9g, gguf-py gives %.9g", what, (long long)i, pa[i], pb[i]);
+    test_free_tensors(fa, fb);
+}
+
+static void t_quantized(void **state) {
+    (void)state;
+    amp_gguf *f = open_data("quant.gguf");
+    static const struct {
+        const char *name;
+        amp_qtype qt;
+        int64_t rows, cols;
+    } q[] = {{"q8_0", AMP_Q8_0, 3, 64},  {"q4_0", AMP_Q4_0, 2, 96},  {"q4_1", AMP_Q4_1, 4, 32},
+             {"q4_k", AMP_Q4_K, 2, 256}, {"q6_k", AMP_Q6_K, 2, 512}, {"q8_0_3d", AMP_Q8_0, 4, 32}};
+    amp_qtensor *held[6];
+    for (int i = 0; i < 6; i++) {
+        char ref[64], what[96];
+        static const amp_dtype dts[] = {AMP_F32, AMP_F16, AMP_BF16};
+        static const char *const suffix[] = {".deq", ".deq_f16", ".deq_bf16"};
+        static const double rel[] = {0x1p-23, 0x1p-10, 0x1p-7}; /* one unit of the dtype's precision */
+        for (int d = 0; d < 3; d++) {
+            snprintf(ref, sizeof ref, "%s%s", q[i].name, suffix[d]);
+            snprintf(what, sizeof what, "%s -> %s", q[i].name, amp_dtype_name(dts[d]));
+            amp_tensor *a = amp_gguf_get_tensor(f, q[i].name, dts[d]), *b = amp_gguf_get_tensor(f, ref, dts[d]);
+            if (a) assert_int_equal(amp_tensor_dtype(a), dts[d]);
+            assert_close_values(a, b, rel[d], what);
+            test_free_tensors(a, b);
+        }
+        amp_gguf_tensor_info in;
+        assert_int_equal(amp_gguf_tensor_at(f, amp_gguf_find_tensor(f, q[i].name), &in), AMP_OK);
+        held[i] = amp_gguf_get_qtensor(f, q[i].name);
+        if (in.ndim != 2) { /* a qtensor is a matrix */
+            assert_null(held[i]);
+            assert_non_null(strstr(amp_last_error(), "amp_gguf_get_qtensor: "));
+            assert_non_null(strstr(amp_last_error(), "is 3-D"));
+            continue;
+        }
+        if (!held[i]) fail_msg("%s: %s", q[i].name, amp_last_error());
+        assert_int_equal(amp_qtensor_type(held[i]), q[i].qt);
+        assert_int_equal(amp_qtensor_rows(held[i]), q[i].rows);
+        assert_int_equal(amp_qtensor_cols(held[i]), q[i].cols);
+        assert_int_equal(amp_qtensor_nbytes(held[i]), in.nbytes);
+        assert_ptr_equal(amp_qtensor_data(held[i]), in.data); /* the file's own bytes: no copy */
+    }
+    assert_null(amp_gguf_get_qtensor(f, "q8_0.deq"));
+    assert_non_null(strstr(amp_last_error(), "tensor 'q8_0.deq' is F32, not a quantized type"));
+    /* the qtensors outlive the file: they hold the mapping */
+    amp_tensor *want[5];
+    for (int i = 0; i < 5; i++) {
+        char ref[64];
+        snprintf(ref, sizeof ref, "%s.deq", q[i].name);
+        want[i] = amp_gguf_get_tensor(f, ref, AMP_F32);
+    }
+    amp_gguf_close(f);
+    for (int i = 0; i < 5; i++) {
+        amp_tensor *d = amp_dequantize(held[i], AMP_F32);
+        assert_close_values(d, want[i], 0x1p-23, q[i].name);
+        amp_qtensor_free(held[i]);
+        test_free_tensors(d, want[i]);
+    }
+}
+
+/* The real file's quantized rows (gguf-py's dequantization), and a qtensor of it that outlives the file. */
+static void t_smollm2_quantized(void **state) {
+    (void)state;
+    amp_gguf *f = open_smollm2();
+    check_smollm2(f, true);
+    amp_qtensor *emb = amp_gguf_get_qtensor(f, "token_embd.weight"), *q = amp_gguf_get_qtensor(f, "blk.0.attn_q.weight");
+    assert_non_null(emb);
+    assert_non_null(q);
+    assert_int_equal(amp_qtensor_type(emb), AMP_Q8_0);
+    assert_int_equal(amp_qtensor_rows(emb), 49152);
+    assert_int_equal(amp_qtensor_cols(emb), 576);
+    assert_int_equal(amp_qtensor_type(q), AMP_Q4_1);
+    amp_tensor *before = amp_dequantize(q, AMP_F32);
+    amp_gguf_close(f);
+    amp_tensor *after = amp_dequantize(q, AMP_F32);
+    assert_memory_equal(amp_tensor_data(before), amp_tensor_data(after), amp_tensor_nbytes(after));
+    test_free_tensors(before, after);
+    amp_qtensor_free(emb);
+    amp_qtensor_free(q);
+}
+
+/* amp inspect on GGUF files: keys with types and values (long arrays summarised), tensors, totals. */
+static void t_inspect_cli(void **state) {
+    (void)state;
+    char *out = test_run_cli_expect(0, NULL, "inspect %s", DATA "meta.gguf");
+    static const char *const want[] = {
+        "GGUF v3, 2.4 KiB (data from byte 1536, alignment 64), 23 keys, 13 tensors",
+        "  t.i64                 i64             -4611686018427387904\n",
+        "  t.u64                 u64             18000000000000000000\n",
+        "  t.f32                 f32             0.15625\n",
+        "  t.str                 string          \"h\xc3\xa9llo, GGUF\"\n",
+        "  t.arr_i32             i32[4]          [1, -2, 3, 2147483647]\n",
+        "  t.arr_str             string[5]       [\"a\", \"\", \"\xc4\xa0the\", \"<|im_start|>\", ... 1 more]\n",
+        "  t.arr_arr             array[3]        (arrays, not listed)\n",
+        "  t_4d           F32      [2,1,3,2]           48\n",
+        "  t_bf16         BF16     [2,3,4]             48\n",
+        "total: 13 tensors, 168 elements, 500 B\n",
+        "  F64     1 tensor, 6 elements, 48 B\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(out, want[i])) fail_msg("amp inspect meta.gguf: no \"%s\" in:\n%s", want[i], out);
+    free(out);
+    const char *real = amp_models_path("SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf");
+    amp_gguf_close(open_smollm2()); /* present, or the message saying how to install it */
+    out = test_run_cli_expect(0, NULL, "inspect --no-tensors %s", real);
+    static const char *const want2[] = {
+        "GGUF v3, 93.81 MiB (data from byte 1785664, alignment 32), 33 keys, 272 tensors\n",
+        "  llama.attention.layer_norm_rms_epsilon  f32             1e-05\n",
+        "  tokenizer.ggml.tokens                   string[49152]   [\"<|endoftext|>\", \"<|im_start|>\", \"<|im_end|>\", "
+        "\"<repo_name>\", ... 49148 more]\n",
+        "  tokenizer.ggml.token_type               i32[49152]      [3, 3, 3, 3, 3, 3, 3, 3, ... 49144 more]\n",
+        "(368 bytes)\n",
+        "  Q4_1    210 tensors, 106168320 elements, 63.28 MiB\n",
+        "  Q8_0    1 tensor, 28311552 elements, 28.69 MiB\n",
+    };
+    for (size_t i = 0; i < sizeof want2 / sizeof want2[0]; i++)
+        if (!strstr(out, want2[i])) fail_msg("amp inspect SmolLM2: no \"%s\" in:\n%s", want2[i], out);
+    if (strstr(out, "token_embd.weight")) fail_msg("--no-tensors listed tensors:\n%s", out);
+    free(out);
+    /* a damaged GGUF file: the reader's message, exit 1 */
+    char *err = NULL;
+    out = test_run_cli_expect(1, &err, "inspect %s", AMP_TEST_DATA_DIR "/fuzz/gguf/regress-overlap");
+    assert_non_null(strstr(err, "amp_gguf_open: "));
+    assert_non_null(strstr(err, "tensors 'a' (bytes 0..64) and 'b' (from byte 32) overlap"));
+    test_free_all(out, err);
+}
+
+AMP_TEST_MAIN(t_meta_scalars, t_meta_arrays, t_tensors, t_close_keeps_tensors, t_truncated, t_mutated, t_bad_header, t_bad_metadata,
+              t_bad_tensors, t_open_errors, t_smollm2, t_quantized, t_smollm2_quantized, t_inspect_cli)

@@ -18,18 +18,6 @@ static amp_gpt_config small_cfg(double dropout) {
     return c;
 }
 
-static amp_tensor *tokens(int64_t B, int64_t T, int64_t V, uint64_t seed) {
-    int64_t *v = malloc(sizeof(int64_t) * (size_t)(B * T));
-    uint64_t s = seed * 2654435761u + 1;
-    for (int64_t i = 0; i < B * T; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        v[i] = (int64_t)((s >> 33) % (uint64_t)V);
-    }
-    amp_tensor *t = amp_tensor_from_data(v, AMP_I64, 2, AMP_SHAPE(B, T));
-    free(v);
-    return t;
-}
-
 static void t_structure(void **state) {
     (void)state;
     amp_gpt_config c = {3, 2, 16, 8, 50, 0.1, true};
@@ -161,7 +149,7 @@ static void checkpoint_case(run_mode mode, const char *what) {
     assert_non_null(m);
     assert_int_equal(amp_gpt_set_generator(m, &gdrop), AMP_OK);
     if (mode == MODE_BF16_O2) assert_int_equal(amp_module_to(m, AMP_BF16, true), AMP_OK);
-    amp_tensor *x = tokens(4, 32, c.vocab_size, 1), *y = tokens(4, 32, c.vocab_size, 2);
+    amp_tensor *x = test_tokens(4, 32, c.vocab_size, 1), *y = test_tokens(4, 32, c.vocab_size, 2);
     amp_tensor *ps[128];
     int np = amp_module_parameters(m, ps, NULL, 128);
     assert_true(np <= 128);
@@ -304,7 +292,7 @@ static void kv_case(bool bf16) {
     amp_module *m = test_gpt_new(&c, 21);
     amp_module_train(m, false);
     if (bf16) assert_int_equal(amp_module_to(m, AMP_BF16, true), AMP_OK);
-    amp_tensor *x = tokens(2, 16, c.vocab_size, 9);
+    amp_tensor *x = test_tokens(2, 16, c.vocab_size, 9);
     amp_scope *s = amp_scope_begin();
     amp_no_grad_begin();
     amp_tensor *full = amp_module_forward(m, x); /* [2, 16, V] */
@@ -556,7 +544,7 @@ static void t_errors(void **state) {
     c = small_cfg(0.0);
     amp_module *m = amp_gpt_new(&c, NULL);
     amp_scope *s = amp_scope_begin();
-    amp_tensor *x = tokens(1, 17, c.vocab_size, 1); /* longer than the block */
+    amp_tensor *x = test_tokens(1, 17, c.vocab_size, 1); /* longer than the block */
     assert_null(amp_module_forward(m, x));
     assert_non_null(strstr(amp_last_error(), "block_size"));
     amp_tensor *bad = amp_tensor_full(AMP_I64, 2, AMP_SHAPE(1, 4), (double)c.vocab_size);

@@ -223,6 +223,7 @@ static double pw_gelu(const double *v, const op_case *c) {
     return 0.5 * x * (1 + erf(x / sqrt(2)));
 }
 static double pw_silu(const double *v, const op_case *c) { (void)c; return v[0] * sigm(v[0]); }
+static double pw_swiglu(const double *v, const op_case *c) { (void)c; return v[0] * sigm(v[0]) * v[1]; }
 static double pw_sigmoid(const double *v, const op_case *c) { (void)c; return sigm(v[0]); }
 static double pw_tanh(const double *v, const op_case *c) { (void)c; return tanh(v[0]); }
 static double pw_softplus(const double *v, const op_case *c) {
@@ -619,12 +620,15 @@ static int64_t r_sdpa(const op_case *c, const double *const *x, double *out) {
     int64_t B = numel_of(nd - 2, c->in[0].s);
     double sc = c->da[0] != 0 ? c->da[0] : 1 / sqrt((double)E);
     double *p = malloc(sizeof(double) * (size_t)S);
+    /* ia[1]: grouped-query attention, q item (.., h) reads k/v item (.., h / (Hq / Hkv)) */
+    int64_t Hq = nd >= 3 ? c->in[0].s[nd - 3] : 1, Hk = nd >= 3 ? c->in[1].s[nd - 3] : 1;
     for (int64_t b = 0; b < B; b++)
         for (int64_t i = 0; i < L; i++) {
             double m = -INFINITY, z = 0;
+            int64_t kb = c->ia[1] ? (b / Hq) * Hk + (b % Hq) / (Hq / Hk) : b;
             for (int64_t j = 0; j < S; j++) {
                 double s = 0;
-                for (int64_t e = 0; e < E; e++) s += x[0][(b * L + i) * E + e] * x[1][(b * S + j) * E + e];
+                for (int64_t e = 0; e < E; e++) s += x[0][(b * L + i) * E + e] * x[1][(kb * S + j) * E + e];
                 s *= sc;
                 if (c->ia[0] && j > i) s = -INFINITY;
                 if (c->n > 3) {
@@ -638,7 +642,7 @@ static int64_t r_sdpa(const op_case *c, const double *const *x, double *out) {
             for (int64_t j = 0; j < S; j++) z += (p[j] = exp(p[j] - m));
             for (int64_t e = 0; e < Ev; e++) {
                 double s = 0;
-                for (int64_t j = 0; j < S; j++) s += p[j] / z * x[2][(b * S + j) * Ev + e];
+                for (int64_t j = 0; j < S; j++) s += p[j] / z * x[2][(kb * S + j) * Ev + e];
                 out[(b * L + i) * Ev + e] = s;
             }
         }
@@ -784,6 +788,7 @@ static amp_tensor *f_adaptive(amp_tensor *const *x, const op_case *c) { return a
 static amp_tensor *f_relu(amp_tensor *const *x, const op_case *c) { (void)c; return amp_relu(X0); }
 static amp_tensor *f_gelu(amp_tensor *const *x, const op_case *c) { return amp_gelu(X0, (amp_gelu_approx)c->ia[0]); }
 static amp_tensor *f_silu(amp_tensor *const *x, const op_case *c) { (void)c; return amp_silu(X0); }
+static amp_tensor *f_swiglu(amp_tensor *const *x, const op_case *c) { (void)c; return amp_swiglu(X0, X1); }
 static amp_tensor *f_sigmoid(amp_tensor *const *x, const op_case *c) { (void)c; return amp_sigmoid(X0); }
 static amp_tensor *f_tanh(amp_tensor *const *x, const op_case *c) { (void)c; return amp_tanh(X0); }
 static amp_tensor *f_softplus(amp_tensor *const *x, const op_case *c) { return amp_softplus(X0, c->da[0], c->da[1]); }
@@ -848,6 +853,7 @@ static amp_sdpa_opts sdpa_opts(amp_tensor *const *x, const op_case *c) {
     o.is_causal = c->ia[0] != 0;
     o.scale = c->da[0];
     o.attn_mask = OPT(3);
+    o.enable_gqa = c->ia[1] != 0;
     return o;
 }
 static amp_tensor *f_sdpa(amp_tensor *const *x, const op_case *c) {
@@ -1030,12 +1036,6 @@ static const op_case CASES[] = {
     {"amp_layer_norm", "norm", "last dim 37 + w, b", f_layer_norm, r_layer_norm, .n = 3, .in = {IN('n', 3, 37), IN('n', 37), IN('n', 37)}, .ia = {1}, .da = {1e-5}},
     {"amp_layer_norm", "norm", "[2,131] + w, b (vector rows)", f_layer_norm, r_layer_norm, .n = 3, .in = {IN('n', 2, 131), IN('n', 131), IN('n', 131)}, .ia = {1}, .da = {1e-5}},
     {"amp_layer_norm", "norm", "last 2 dims, no affine, transposed", f_layer_norm, r_layer_norm, .n = 1, .in = {INV('n', 't', 2, 3, 5)}, .ia = {2}, .da = {1e-5}},
-    {"amp_rms_norm", "norm", "last dim 37 + w", f_rms_norm, r_rms_norm, .n = 2, .in = {IN('n', 3, 37), IN('n', 37)}, .ia = {1}, .da = {1e-5}},
-    {"amp_rms_norm", "norm", "[2,131] + w (vector rows)", f_rms_norm, r_rms_norm, .n = 2, .in = {IN('n', 2, 131), IN('n', 131)}, .ia = {1}, .da = {1e-6}},
-    {"amp_rms_norm", "norm", "last 2 dims, no weight, transposed", f_rms_norm, r_rms_norm, .n = 1, .in = {INV('n', 't', 2, 3, 5)}, .ia = {2}, .da = {1e-5}},
-    {"amp_rope", "rope", "pairs, [2,3,5,8] at 3", f_rope, r_rope, .n = 1, .in = {IN('n', 2, 3, 5, 8)}, .ia = {0, 3}, .da = {10000.0}},
-    {"amp_rope", "rope", "halves, [1,2,7,16] at 0", f_rope, r_rope, .n = 1, .in = {IN('n', 1, 2, 7, 16)}, .ia = {1, 0}, .da = {100000.0}},
-    {"amp_rope", "rope", "halves, D strided (transposed) at 9", f_rope, r_rope, .n = 1, .in = {INV('n', 't', 1, 2, 6, 4)}, .ia = {1, 9}, .da = {10000.0}},
     {"amp_group_norm", "norm", "3 groups of [2,6,5] + w, b", f_group_norm, r_group_norm, .n = 3, .in = {IN('n', 2, 6, 5), IN('n', 6), IN('n', 6)}, .ia = {3}, .da = {1e-5}},
     {"amp_group_norm", "norm", "2 groups, transposed [2,4,3,5]", f_group_norm, r_group_norm, .n = 3, .in = {INV('n', 't', 2, 4, 3, 5), IN('n', 4), IN('n', 4)}, .ia = {2}, .da = {1e-5}},
     {"amp_batch_norm", "norm", "training [3,2,5,3], eps 1e-3", f_batch_norm, r_batch_norm, .n = 5, .in = {INV('n', 't', 3, 2, 5, 3), STAT('n', 2), STAT('p', 2), INF32('n', 2), INF32('n', 2)}, .ia = {1}, .da = {1e-3}},
@@ -1080,6 +1080,19 @@ static const op_case CASES[] = {
     {"amp_binary_cross_entropy_with_logits", "loss", "none, pos_weight [5]", f_bce, PWL(pw_bce), .n = 3, .in = {IN('n', 3, 5), IN('b', 3, 5), STAT('p', 5)}, .ia = {AMP_REDUCTION_NONE}},
     {"amp_kl_div", "loss", "mean", f_kl, PWL(pw_kl), .n = 2, .in = {IN('n', 4, 7), IN('b', 4, 7)}, .ia = {AMP_REDUCTION_MEAN}},
     {"amp_kl_div", "loss", "sum, log_target", f_kl, PWL(pw_kl), .n = 2, .in = {IN('n', 3, 5), IN('n', 3, 5)}, .ia = {AMP_REDUCTION_SUM, 1}},
+    /* issue 25's ops, appended: a case's inputs are seeded by its index, so rows added in between would draw
+     * other values for every case after them */
+    {"amp_swiglu", "elementwise", "[3,37] x [3,37]", f_swiglu, PW(pw_swiglu), .n = 2, .in = {IN('n', 3, 37), IN('n', 3, 37)}, .flags = F64},
+    {"amp_swiglu", "elementwise", "up broadcast [5] over transposed [3,5]", f_swiglu, PW(pw_swiglu), .n = 2, .in = {INV('n', 't', 3, 5), IN('n', 5)}, .flags = F64},
+    {"amp_rms_norm", "norm", "last dim 37 + w", f_rms_norm, r_rms_norm, .n = 2, .in = {IN('n', 3, 37), IN('n', 37)}, .ia = {1}, .da = {1e-5}},
+    {"amp_rms_norm", "norm", "[2,131] + w (vector rows)", f_rms_norm, r_rms_norm, .n = 2, .in = {IN('n', 2, 131), IN('n', 131)}, .ia = {1}, .da = {1e-6}},
+    {"amp_rms_norm", "norm", "last 2 dims, no weight, transposed", f_rms_norm, r_rms_norm, .n = 1, .in = {INV('n', 't', 2, 3, 5)}, .ia = {2}, .da = {1e-5}},
+    {"amp_rope", "rope", "pairs, [2,3,5,8] at 3", f_rope, r_rope, .n = 1, .in = {IN('n', 2, 3, 5, 8)}, .ia = {0, 3}, .da = {10000.0}},
+    {"amp_rope", "rope", "halves, [1,2,7,16] at 0", f_rope, r_rope, .n = 1, .in = {IN('n', 1, 2, 7, 16)}, .ia = {1, 0}, .da = {100000.0}},
+    {"amp_rope", "rope", "halves, D strided (transposed) at 9", f_rope, r_rope, .n = 1, .in = {INV('n', 't', 1, 2, 6, 4)}, .ia = {1, 9}, .da = {10000.0}},
+    {"amp_scaled_dot_product_attention_ex", "attention", "gqa 6 q heads over 2 kv heads, causal L 7", f_sdpa_ex, r_sdpa, .n = 3, .in = {IN('n', 2, 6, 7, 4), IN('n', 2, 2, 7, 4), IN('n', 2, 2, 7, 5)}, .ia = {1, 1}, .fwd = &B_WIDE, .bwd = &B_WIDE, .pol = "scaled_dot_product_attention"},
+    {"amp_scaled_dot_product_attention_ex", "attention", "gqa one query over 9 keys, 1 kv head (decoding)", f_sdpa_ex, r_sdpa, .n = 3, .in = {IN('n', 1, 4, 1, 8), IN('n', 1, 1, 9, 8), IN('n', 1, 1, 9, 8)}, .ia = {0, 1}, .fwd = &B_WIDE, .bwd = &B_WIDE, .pol = "scaled_dot_product_attention"},
+    {"amp_scaled_dot_product_attention_math", "attention", "gqa 4 q heads over 2, L 3 S 6", f_sdpa_math, r_sdpa, .n = 3, .in = {IN('n', 1, 4, 3, 4), IN('n', 1, 2, 6, 4), IN('n', 1, 2, 6, 3)}, .ia = {0, 1}, .fwd = &B_WIDE, .bwd = &B_WIDE, .pol = "scaled_dot_product_attention"},
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 

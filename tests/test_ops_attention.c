@@ -5,7 +5,8 @@
  * differences of that reference, the fused op against the naive
  * composition (amp_scaled_dot_product_attention_math) with and without
  * dropout, strided (transposed-view) operands, autocast, thread-count
- * independence, O(T) memory at T = 1024 (amp_memory_stats), bad inputs.
+ * independence, O(T) memory at T = 1024 (amp_memory_stats), grouped-query
+ * attention (enable_gqa) against the expanded-heads equivalent, bad inputs.
  *
  * Tolerances (measured, then given about 3-10x room):
  *  - fused vs float64: f32 rtol 2e-5 / atol 2e-6 (f32 sums over S and E);
@@ -401,6 +402,132 @@ static void t_memory(void **state) {
     }
 }
 
+/* ---- grouped-query attention ------------------------------------------------------------------
+ * enable_gqa against the expanded-heads equivalent: the same values with
+ * each key/value head repeated for its group of query heads (torch's
+ * repeat_interleave), through the ordinary op. The fused kernel reads the
+ * same rows in the same order, so the output and dq are the same bits; dk
+ * and dv are the expanded op's per-head gradients summed over each group
+ * (in double here and in amp, rounded once: equal to an f32 ulp of the
+ * sum of magnitudes). Cases: L == S causal (prefill), L = 1 over S keys
+ * (decoding with a cache), L < S across a 64-column tile, Hkv = 1 (multi-
+ * query), f32 and bf16; and the math reference with enable_gqa against
+ * the fused op (the bounds of t_fused_vs_naive). */
+static double *repeat_heads(const double *x, int64_t B, int64_t H, int64_t G, int64_t inner) {
+    double *r = malloc(sizeof(double) * (size_t)(B * H * G * inner));
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H * G; h++) memcpy(r + (b * H * G + h) * inner, x + (b * H + h / G) * inner, sizeof(double) * (size_t)inner);
+    return r;
+}
+
+static void t_gqa(void **state) {
+    (void)state;
+    test_rng r = {2507};
+    struct {
+        int64_t hq, hkv, L, S;
+        bool causal;
+    } cases[] = {{6, 2, 9, 9, true}, {6, 2, 1, 13, false}, {4, 1, 5, 70, false}, {3, 3, 4, 4, true}, {8, 2, 66, 66, true}};
+    const amp_dtype dts[2] = {AMP_F32, AMP_BF16};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+        for (int di = 0; di < 2; di++) {
+            amp_dtype dt = dts[di];
+            const int64_t B = 2, E = 8, Ev = 5, Hq = cases[ci].hq, Hk = cases[ci].hkv, G = Hq / Hk, L = cases[ci].L,
+                          S = cases[ci].S;
+            char what[96];
+            snprintf(what, sizeof what, "gqa Hq %lld Hkv %lld L %lld S %lld %s %s", (long long)Hq, (long long)Hk, (long long)L,
+                     (long long)S, cases[ci].causal ? "causal" : "", amp_dtype_name(dt));
+            amp_tensor *q = tc_randn_grad(&r, dt, 4, AMP_SHAPE(B, Hq, L, E), 1.0, true);
+            amp_tensor *k = tc_randn_grad(&r, dt, 4, AMP_SHAPE(B, Hk, S, E), 1.0, true);
+            amp_tensor *v = tc_randn_grad(&r, dt, 4, AMP_SHAPE(B, Hk, S, Ev), 1.0, true);
+            double *qv = tc_values(q), *kv = tc_values(k), *vv = tc_values(v);
+            double *kr = repeat_heads(kv, B, Hk, G, S * E), *vr = repeat_heads(vv, B, Hk, G, S * Ev);
+            amp_tensor *qe = tc_from_values(dt, 4, AMP_SHAPE(B, Hq, L, E), qv);
+            amp_tensor *ke = tc_from_values(dt, 4, AMP_SHAPE(B, Hq, S, E), kr), *ve = tc_from_values(dt, 4, AMP_SHAPE(B, Hq, S, Ev), vr);
+            amp_tensor_set_requires_grad(qe, true);
+            amp_tensor_set_requires_grad(ke, true);
+            amp_tensor_set_requires_grad(ve, true);
+            amp_sdpa_opts o = AMP_SDPA_DEFAULTS;
+            o.is_causal = cases[ci].causal;
+            o.enable_gqa = true;
+            amp_tensor *y = amp_scaled_dot_product_attention_ex(q, k, v, &o);
+            o.enable_gqa = false;
+            amp_tensor *ye = amp_scaled_dot_product_attention_ex(qe, ke, ve, &o);
+            assert_non_null(y);
+            assert_non_null(ye);
+            tc_assert_shape(y, 4, AMP_SHAPE(B, Hq, L, Ev), what);
+            int64_t no = B * Hq * L * Ev;
+            double *yv = tc_values(y), *yev = tc_values(ye);
+            for (int64_t i = 0; i < no; i++)
+                if (yv[i] != yev[i]) fail_msg("%s: output %lld: %.9g, expanded heads %.9g", what, (long long)i, yv[i], yev[i]);
+            /* backward with one upstream gradient (multiples of 1/64) */
+            double *R = malloc(sizeof(double) * (size_t)no);
+            for (int64_t i = 0; i < no; i++) R[i] = (double)((int64_t)(test_rng_u64(&r) % 129) - 64) / 64;
+            amp_tensor *Rt = tc_from_values(AMP_F32, 4, AMP_SHAPE(B, Hq, L, Ev), R);
+            amp_tensor *l = amp_sum(amp_mul(amp_to(y, AMP_F32), Rt), NULL, 0, false);
+            amp_tensor *le = amp_sum(amp_mul(amp_to(ye, AMP_F32), Rt), NULL, 0, false);
+            assert_int_equal(amp_backward(l), AMP_OK);
+            assert_int_equal(amp_backward(le), AMP_OK);
+            double *dq = tc_values(amp_tensor_grad(q)), *dqe = tc_values(amp_tensor_grad(qe));
+            for (int64_t i = 0; i < B * Hq * L * E; i++)
+                if (dq[i] != dqe[i]) fail_msg("%s: dq %lld: %.9g, expanded heads %.9g", what, (long long)i, dq[i], dqe[i]);
+            for (int w = 0; w < 2; w++) {
+                int64_t inner = S * (w ? Ev : E);
+                double *dk = tc_values(amp_tensor_grad(w ? v : k)), *dke = tc_values(amp_tensor_grad(w ? ve : ke));
+                double ulp = dt == AMP_F32 ? 0x1p-23 : 0x1p-7; /* the expanded grads are stored in dt before the sum */
+                for (int64_t b = 0; b < B; b++)
+                    for (int64_t h = 0; h < Hk; h++)
+                        for (int64_t e = 0; e < inner; e++) {
+                            double sum = 0, mag = 0;
+                            for (int64_t g = 0; g < G; g++) {
+                                double x = dke[(b * Hq + h * G + g) * inner + e];
+                                sum += x;
+                                mag += fabs(x);
+                            }
+                            double got = dk[(b * Hk + h) * inner + e];
+                            if (!(fabs(got - sum) <= ulp * (mag + fabs(sum)) + 1e-30))
+                                fail_msg("%s: d%s (%lld, %lld, %lld): %.9g, expanded heads summed %.9g", what, w ? "v" : "k",
+                                         (long long)b, (long long)h, (long long)e, got, sum);
+                        }
+                test_free_all(dk, dke);
+            }
+            /* the math reference with enable_gqa */
+            if (dt == AMP_F32) {
+                o.enable_gqa = true;
+                amp_tensor *ym = amp_scaled_dot_product_attention_math(q, k, v, &o);
+                assert_non_null(ym);
+                double *ymv = tc_values(ym), mx = 0;
+                for (int64_t i = 0; i < no; i++) mx = fmax(mx, fabs(yv[i]));
+                for (int64_t i = 0; i < no; i++)
+                    if (!(fabs(ymv[i] - yv[i]) <= 1e-5 * mx)) fail_msg("%s: math reference %lld: %.9g, fused %.9g", what, (long long)i, ymv[i], yv[i]);
+                free(ymv);
+                amp_tensor_free(ym);
+            }
+            test_free_all(qv, kv, vv, kr, vr, yv, yev, R, dq, dqe);
+            test_free_tensors(l, le, Rt, y, ye, q, k, v, qe, ke, ve);
+        }
+    /* math reference's gradients with enable_gqa (f32) against the fused op's: dk, dv summed over the group */
+    amp_tensor *q = tc_randn_grad(&r, AMP_F32, 4, AMP_SHAPE(1, 4, 6, 8), 1.0, true);
+    amp_tensor *k = tc_randn_grad(&r, AMP_F32, 4, AMP_SHAPE(1, 2, 6, 8), 1.0, true);
+    amp_tensor *v = tc_randn_grad(&r, AMP_F32, 4, AMP_SHAPE(1, 2, 6, 8), 1.0, true);
+    amp_sdpa_opts o = AMP_SDPA_DEFAULTS;
+    o.is_causal = true;
+    o.enable_gqa = true;
+    amp_tensor *grads[2][3];
+    for (int m = 0; m < 2; m++) {
+        amp_tensor *y = m ? amp_scaled_dot_product_attention_math(q, k, v, &o) : amp_scaled_dot_product_attention_ex(q, k, v, &o);
+        amp_tensor *l = amp_sum(amp_mul(y, y), NULL, 0, false), *in[3] = {q, k, v};
+        assert_int_equal(amp_grad(&l, 1, NULL, in, 3, grads[m], false, false), AMP_OK);
+        test_free_tensors(l, y);
+    }
+    for (int i = 0; i < 3; i++) {
+        double *a = tc_values(grads[0][i]), *b = tc_values(grads[1][i]);
+        tc_assert_close_n(a, b, amp_tensor_numel(grads[0][i]), 1e-5, 1e-5, i == 0 ? "gqa math dq" : i == 1 ? "gqa math dk" : "gqa math dv");
+        test_free_all(a, b);
+        test_free_tensors(grads[0][i], grads[1][i]);
+    }
+    test_free_tensors(q, k, v);
+}
+
 static void t_bad_inputs(void **state) {
     (void)state;
     amp_tensor *q = amp_tensor_zeros(AMP_F32, 3, AMP_SHAPE(2, 4, 8)), *k = amp_tensor_zeros(AMP_F32, 3, AMP_SHAPE(2, 5, 8));
@@ -426,6 +553,20 @@ static void t_bad_inputs(void **state) {
     tc_assert_fails(amp_scaled_dot_product_attention_ex(q, k, v, &o), "attn_mask and is_causal are exclusive");
     tc_assert_fails(amp_scaled_dot_product_attention_math(q, kh, v, NULL), "amp_scaled_dot_product_attention_math: q, k and v");
     (void)fn;
+    /* grouped-query attention: a heads dim, and kv heads dividing q's */
+    amp_tensor *q4 = amp_tensor_zeros(AMP_F32, 4, AMP_SHAPE(1, 6, 4, 8)), *k4 = amp_tensor_zeros(AMP_F32, 4, AMP_SHAPE(1, 4, 5, 8));
+    amp_tensor *k2 = amp_tensor_zeros(AMP_F32, 4, AMP_SHAPE(1, 2, 5, 8)), *v3 = amp_tensor_zeros(AMP_F32, 4, AMP_SHAPE(1, 3, 5, 8));
+    amp_tensor *kb4 = amp_tensor_zeros(AMP_F32, 4, AMP_SHAPE(2, 2, 5, 8));
+    amp_sdpa_opts g = AMP_SDPA_DEFAULTS;
+    g.enable_gqa = true;
+    tc_assert_fails(amp_scaled_dot_product_attention_ex(q4, k4, k4, &g), "enable_gqa: q has 6 heads, k 4 and v 4");
+    tc_assert_fails(amp_scaled_dot_product_attention_ex(q4, k2, v3, &g), "enable_gqa: q has 6 heads, k 2 and v 3");
+    tc_assert_fails(amp_scaled_dot_product_attention_ex(q4, kb4, kb4, &g), "with equal batch dims (but the heads, third from last)");
+    tc_assert_fails(amp_scaled_dot_product_attention_math(q4, k4, k4, &g), "amp_scaled_dot_product_attention_math: enable_gqa: q has 6");
+    amp_tensor *q2 = amp_tensor_zeros(AMP_F32, 2, AMP_SHAPE(4, 8)), *k2d = amp_tensor_zeros(AMP_F32, 2, AMP_SHAPE(5, 8));
+    tc_assert_fails(amp_scaled_dot_product_attention_ex(q2, k2d, k2d, &g), "enable_gqa needs q, k, v with a heads dim");
+    tc_assert_fails(amp_scaled_dot_product_attention_ex(q4, k2, k2, NULL), "with equal batch dims");
+    test_free_tensors(q4, k4, k2, v3, kb4, q2, k2d);
     /* empty key set: zeros (softmax over nothing, product over nothing) */
     amp_tensor *k0 = amp_tensor_zeros(AMP_F32, 3, AMP_SHAPE(2, 0, 8)), *v0 = amp_tensor_zeros(AMP_F32, 3, AMP_SHAPE(2, 0, 3));
     amp_tensor *y0 = amp_scaled_dot_product_attention(q, k0, v0, false, 0, 0);
@@ -435,5 +576,5 @@ static void t_bad_inputs(void **state) {
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) amp_tensor_free(ts[i]);
 }
 
-AMP_TEST_MAIN(t_reference, t_masks, t_fused_vs_naive, t_strided_threads, t_autocast, t_autocast_mixed, t_memory,
+AMP_TEST_MAIN(t_reference, t_masks, t_fused_vs_naive, t_strided_threads, t_autocast, t_autocast_mixed, t_memory, t_gqa,
               t_bad_inputs)

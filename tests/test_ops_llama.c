@@ -1,5 +1,5 @@
-/* The ops the Llama and BERT models need: amp_rms_norm and amp_rope (more
- * follow). Each × f32/f16/bf16: forward against float64 reference loops
+/* The ops the Llama and BERT models need: amp_rms_norm, amp_rope and
+ * amp_swiglu (grouped-query attention: test_ops_attention.c). Each × f32/f16/bf16: forward against float64 reference loops
  * written here, backward against central differences of them, and a
  * bad-input walk.
  *
@@ -313,6 +313,76 @@ static void t_rope_conventions(void **state) {
     }
 }
 
+/* ---- swiglu -------------------------------------------------------------------------------- */
+typedef struct {
+    int64_t n, nup; /* up broadcast along the leading dim when nup < n */
+} sw_ctx;
+
+static void sw_ref(const double *const *in, double *out, void *vc) {
+    const sw_ctx *c = vc;
+    for (int64_t i = 0; i < c->n; i++) {
+        double g = in[0][i], u = in[1][i % c->nup];
+        out[i] = g / (1 + exp(-g)) * u;
+    }
+}
+
+static void t_swiglu(void **state) {
+    (void)state;
+    test_rng r = {2506};
+    const amp_dtype dts[4] = {AMP_F32, AMP_F16, AMP_BF16, AMP_F64};
+    for (int di = 0; di < 4; di++) {
+        amp_dtype dt = dts[di];
+        for (int bc = 0; bc < 2; bc++) {
+            const int64_t sg[2] = {5, 37}, su[2] = {bc ? 1 : 5, 37};
+            amp_tensor *gate = tc_randn_grad(&r, dt, 2, sg, 3.0, true), *up = tc_randn_grad(&r, dt, 2, su, 1.0, true);
+            amp_tensor *y = amp_swiglu(gate, up);
+            assert_non_null(y);
+            assert_int_equal(amp_tensor_dtype(y), dt);
+            tc_assert_shape(y, 2, sg, "swiglu shape");
+            sw_ctx c = {5 * 37, bc ? 37 : 5 * 37};
+            double *gv = tc_values(gate), *uv = tc_values(up), want[5 * 37];
+            const double *ins[2] = {gv, uv};
+            sw_ref(ins, want, &c);
+            char what[64];
+            snprintf(what, sizeof what, "swiglu %s%s", amp_dtype_name(dt), bc ? " (up broadcast)" : "");
+            /* fused: one rounding of a result computed in f32 (f64) */
+            double tol = dt == AMP_F64 ? 1e-14 : dt == AMP_F32 ? 1e-6 : tc_rtol(dt, 0.5);
+            tc_assert_tensor(y, want, tol, tol, what);
+            amp_tensor *xs[2] = {gate, up};
+            tc_gradcheck(y, xs, 2, sw_ref, &c, dt == AMP_F64 ? 1e-6 : gtol(dt, 1e-3, 10), dt == AMP_F64 ? 1e-8 : gtol(dt, 1e-5, 5),
+                         what);
+            test_free_all(gv, uv);
+            test_free_tensors(y, gate, up);
+        }
+    }
+    /* mixed dtypes promote (f16 with bf16 -> f32), as silu(gate) * up in torch */
+    amp_tensor *a = tc_randn_grad(&r, AMP_F16, 1, AMP_SHAPE(8), 1.0, false), *b = tc_randn_grad(&r, AMP_BF16, 1, AMP_SHAPE(8), 1.0, false);
+    amp_tensor *y = amp_swiglu(a, b);
+    assert_int_equal(amp_tensor_dtype(y), AMP_F32);
+    test_free_tensors(y, a, b);
+    /* create_graph: d/dgate of sum(dL/dgate * z) against central differences of the float64 first gradient */
+    amp_tensor *g1 = tc_randn_grad(&r, AMP_F32, 1, AMP_SHAPE(6), 2.0, true), *u1 = tc_randn_grad(&r, AMP_F32, 1, AMP_SHAPE(6), 1.0, true);
+    amp_tensor *z1 = tc_randn_grad(&r, AMP_F32, 1, AMP_SHAPE(6), 1.0, false);
+    amp_tensor *l1 = amp_sum(amp_swiglu(g1, u1), NULL, 0, false), *grads[1] = {NULL};
+    assert_int_equal(amp_grad(&l1, 1, NULL, &g1, 1, grads, true, false), AMP_OK);
+    amp_tensor *l2 = amp_sum(amp_mul(grads[0], z1), NULL, 0, false);
+    assert_int_equal(amp_backward(l2), AMP_OK);
+    double *gv = tc_values(g1), *uv = tc_values(u1), *zv = tc_values(z1), *h2 = tc_values(amp_tensor_grad(g1));
+    double *hu = tc_values(amp_tensor_grad(u1));
+    for (int k = 0; k < 6; k++) { /* first gradient wrt gate: u * silu'(g); its derivatives wrt g and u */
+        double fd[2];
+        for (int sgn = 0; sgn < 2; sgn++) {
+            double x = gv[k] + (sgn ? -1e-6 : 1e-6), s = 1 / (1 + exp(-x));
+            fd[sgn] = uv[k] * s * (1 + x * (1 - s)) * zv[k];
+        }
+        double want = (fd[0] - fd[1]) / 2e-6, s = 1 / (1 + exp(-gv[k]));
+        assert_true(fabs(h2[k] - want) <= 1e-5 * fabs(want) + 1e-6);
+        assert_true(fabs(hu[k] - s * (1 + gv[k] * (1 - s)) * zv[k]) <= 1e-6);
+    }
+    test_free_all(gv, uv, zv, h2, hu);
+    test_free_tensors(grads[0], l2, l1, z1, u1, g1);
+}
+
 static void t_bad_inputs(void **state) {
     (void)state;
     amp_tensor *x = amp_tensor_zeros(AMP_F32, 3, AMP_SHAPE(2, 3, 4)), *xi = amp_tensor_zeros(AMP_I64, 2, AMP_SHAPE(2, 4));
@@ -335,7 +405,13 @@ static void t_bad_inputs(void **state) {
     tc_assert_fails(amp_rope(x4, 0, 1e300, AMP_ROPE_HALVES), "amp_rope: theta 1e+300 must be positive and finite in f32");
     tc_assert_fails(amp_rope(x4, -1, 1e4, AMP_ROPE_HALVES), "amp_rope: positions -1");
     tc_assert_fails(amp_rope(x4, (int64_t)1 << 24, 1e4, AMP_ROPE_HALVES), "must lie in [0, 2^24]");
-    test_free_tensors(x, xi, w3, wi, x4, x5, xi4);
+    amp_tensor *g3 = amp_tensor_zeros(AMP_F32, 1, AMP_SHAPE(3));
+    tc_assert_fails(amp_swiglu(NULL, x4), "amp_swiglu: gate is NULL");
+    tc_assert_fails(amp_swiglu(x4, NULL), "amp_swiglu: up is NULL");
+    tc_assert_fails(amp_swiglu(xi4, x4), "amp_swiglu: gate has dtype i32");
+    tc_assert_fails(amp_swiglu(x4, xi4), "amp_swiglu: up has dtype i32");
+    tc_assert_fails(amp_swiglu(x4, g3), "amp_swiglu: shapes [1,2,3,4] and [3] do not broadcast");
+    test_free_tensors(x, xi, w3, wi, x4, x5, xi4, g3);
 }
 
-AMP_TEST_MAIN(t_rms_norm, t_rms_norm_more, t_rope, t_rope_conventions, t_bad_inputs)
+AMP_TEST_MAIN(t_rms_norm, t_rms_norm_more, t_rope, t_rope_conventions, t_swiglu, t_bad_inputs)

@@ -243,35 +243,45 @@ static void t_qlinear_golden(void **st) {
     golden_close(g);
 }
 
-/* The integer scheme in float64: x's blocks (from the scalar kernel, which every path must reproduce bit for
- * bit), the exact integer block sums, the terms in double. */
-static void emulate(amp_qtype t, const void *w, size_t rb, int64_t N, const amp_block_q8_1f *xq, int64_t M, int64_t nb,
-                    double *ref, double *ab) {
-    for (int64_t m = 0; m < M; m++)
+/* An amp_qact for M rows of K (freed with free(a.d)). */
+static amp_qact qact_new(int64_t M, int64_t K) {
+    amp_qact a = {.M = M, .K = K, .nb = K / 32, .nbp = (K / 32 + 3) & ~(int64_t)3};
+    a.d = malloc(sizeof(float) * (size_t)(2 * M * a.nbp) + sizeof(int32_t) * (size_t)(M * a.nbp) + (size_t)(M * a.nbp * 32));
+    a.s = a.d + M * a.nbp;
+    a.sum = (int32_t *)(a.s + M * a.nbp);
+    a.qs = (int8_t *)(a.sum + M * a.nbp);
+    return a;
+}
+
+/* The integer scheme in float64 on x's blocks: the exact integer block sums, the terms in double (and
+ * sum |term|). */
+static void emulate(amp_qtype t, const void *w, size_t rb, int64_t N, const amp_qact *x, double *ref, double *ab) {
+    for (int64_t m = 0; m < x->M; m++)
         for (int64_t n = 0; n < N; n++) {
             double s = 0, a = 0;
             const char *row = (const char *)w + (size_t)n * rb;
-            for (int64_t b = 0; b < nb; b++) {
-                const amp_block_q8_1f *xb = &xq[m * nb + b];
+            for (int64_t b = 0; b < x->nb; b++) {
+                const int8_t *xq = x->qs + m * x->nbp * 32 + b * 32;
+                const double dx = x->d[m * x->nbp + b];
                 int64_t is = 0, qsum = 0;
                 double dw, mw = 0;
-                for (int j = 0; j < 32; j++) qsum += xb->qs[j];
+                for (int j = 0; j < 32; j++) qsum += xq[j];
+                assert_int_equal(qsum, x->sum[m * x->nbp + b]);
                 if (t == AMP_Q8_0) {
                     const amp_block_q8_0 *wb = (const amp_block_q8_0 *)row + b;
-                    for (int j = 0; j < 32; j++) is += wb->qs[j] * xb->qs[j];
+                    for (int j = 0; j < 32; j++) is += wb->qs[j] * xq[j];
                     dw = amp_f16_to_f32(wb->d);
                 } else if (t == AMP_Q4_0) {
                     const amp_block_q4_0 *wb = (const amp_block_q4_0 *)row + b;
-                    for (int j = 0; j < 16; j++)
-                        is += ((wb->qs[j] & 15) - 8) * xb->qs[j] + ((wb->qs[j] >> 4) - 8) * xb->qs[j + 16];
+                    for (int j = 0; j < 16; j++) is += ((wb->qs[j] & 15) - 8) * xq[j] + ((wb->qs[j] >> 4) - 8) * xq[j + 16];
                     dw = amp_f16_to_f32(wb->d);
                 } else {
                     const amp_block_q4_1 *wb = (const amp_block_q4_1 *)row + b;
-                    for (int j = 0; j < 16; j++) is += (wb->qs[j] & 15) * xb->qs[j] + (wb->qs[j] >> 4) * xb->qs[j + 16];
+                    for (int j = 0; j < 16; j++) is += (wb->qs[j] & 15) * xq[j] + (wb->qs[j] >> 4) * xq[j + 16];
                     dw = amp_f16_to_f32(wb->d);
                     mw = amp_f16_to_f32(wb->m);
                 }
-                double term = (double)(float)(dw * xb->d) * (double)is, mt = (double)mw * xb->d * (double)qsum;
+                double term = (double)(float)(dw * dx) * (double)is, mt = mw * dx * (double)qsum;
                 s += term + mt;
                 a += fabs(term) + fabs(mt);
             }
@@ -280,11 +290,13 @@ static void emulate(amp_qtype t, const void *w, size_t rb, int64_t N, const amp_
         }
 }
 
-/* every path's kernels (and VNNI where there is one) against the integer scheme: activation blocks bit for bit
- * equal to the scalar path's, outputs within the accumulation bound; SmolLM2-like shapes and odd ones */
+/* every path's kernels (and VNNI where the CPU has it) against the scalar path's: activations and outputs bit
+ * for bit (kernels/cpu/quant.h fixes the f32 order), and the scalar outputs within the accumulation bound of the
+ * float64 sum of the same integer terms; SmolLM2's shapes and odd ones (tails of 1-3 blocks, 1-4 rows of x) */
 static void t_qlinear_paths(void **st) {
     (void)st;
-    static const int64_t shapes[][3] = {{1, 576, 64}, {3, 1536, 40}, {7, 96, 17}, {1, 32, 1}, {33, 64, 9}};
+    static const int64_t shapes[][3] = {{1, 576, 64}, {3, 1536, 40}, {7, 96, 17}, {1, 32, 1},
+                                        {6, 64, 9},   {5, 160, 33}, {2, 224, 5}};
     const amp_quant_kernels *ref_k = amp_k_quant_path(AMP_CPU_SCALAR, false);
     assert_non_null(ref_k);
     int checked = 0;
@@ -294,41 +306,62 @@ static void t_qlinear_paths(void **st) {
             if (!k) continue;
             checked++;
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-                int64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2], nb = K / 32;
+                int64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
                 amp_tensor *x = amp_test_randn(AMP_F32, 2, AMP_SHAPE(M, K), 11 + s, 2.0, 0.1);
                 amp_tensor *w = amp_test_randn(AMP_F32, 2, AMP_SHAPE(N, K), 21 + s, 0.05, 0.0);
-                amp_block_q8_1f *xa = malloc(sizeof *xa * (size_t)(M * nb)), *xb = malloc(sizeof *xb * (size_t)(M * nb));
-                const float *px = amp_tensor_data(x);
+                amp_qact xa = qact_new(M, K), xb = qact_new(M, K);
+                float *px = amp_tensor_data(x);
+                if (s == 2) px[K + 3] = 0x1p-140f; /* a subnormal, a zero block */
+                if (s == 2) memset(px + 2 * K, 0, 32 * sizeof(float));
                 for (int64_t m = 0; m < M; m++) {
-                    ref_k->quantize_x(px + m * K, K, xa + m * nb);
-                    k->quantize_x(px + m * K, K, xb + m * nb);
+                    ref_k->quantize_x(px + m * K, K, xa.qs + m * xa.nbp * 32, xa.d + m * xa.nbp, xa.s + m * xa.nbp, xa.sum + m * xa.nbp);
+                    k->quantize_x(px + m * K, K, xb.qs + m * xb.nbp * 32, xb.d + m * xb.nbp, xb.s + m * xb.nbp, xb.sum + m * xb.nbp);
                 }
-                for (int64_t i = 0; i < M * nb; i++)
-                    if (xa[i].d != xb[i].d || xa[i].s != xb[i].s || memcmp(xa[i].qs, xb[i].qs, 32))
-                        fail_msg("%s: activation block %lld differs from the scalar path's", k->name, (long long)i);
+                size_t ab_bytes = sizeof(float) * (size_t)(2 * M * xa.nbp) + sizeof(int32_t) * (size_t)(M * xa.nbp) + (size_t)(M * xa.nbp * 32);
+                if (memcmp(xa.d, xb.d, ab_bytes))
+                    fail_msg("%s: the activation blocks differ from the scalar path's", k->name);
                 for (int t = 0; t < 3; t++) {
                     amp_qtensor *q = amp_quantize(w, (amp_qtype)t);
                     size_t rb = amp_qtensor_nbytes(q) / (size_t)N;
-                    float *y = malloc(sizeof(float) * (size_t)(M * N));
+                    float *y = malloc(sizeof(float) * (size_t)(M * N)), *y0 = malloc(sizeof(float) * (size_t)(M * N));
                     double *ref = malloc(sizeof(double) * (size_t)(M * N)), *ab = malloc(sizeof(double) * (size_t)(M * N));
-                    k->gemv((amp_qtype)t, amp_qtensor_data(q), rb, N, xb, M, nb, y, N);
-                    emulate((amp_qtype)t, amp_qtensor_data(q), rb, N, xa, M, nb, ref, ab);
+                    k->gemm((amp_qtype)t, amp_qtensor_data(q), rb, N, &xb, y, N);
+                    ref_k->gemm((amp_qtype)t, amp_qtensor_data(q), rb, N, &xa, y0, N);
                     char what[64];
                     snprintf(what, sizeof what, "%s %s [%lld,%lld]x[%lld]", k->name, amp_qtype_name((amp_qtype)t),
                              (long long)M, (long long)K, (long long)N);
-                    check_lin(what, y, ref, ab, M * N, nb);
+                    for (int64_t i = 0; i < M * N; i++)
+                        if (!same_f32(y[i], y0[i])) fail_msg("%s: y[%lld] = %.9g, the scalar path's %.9g", what, (long long)i, y[i], y0[i]);
+                    /* one weight row at a time and one x row at a time: the same bits (no dependence on tiling) */
+                    for (int64_t m = 0; m < M; m++) {
+                        amp_qact one = xb;
+                        one.M = 1;
+                        one.qs += m * xb.nbp * 32;
+                        one.d += m * xb.nbp;
+                        one.s += m * xb.nbp;
+                        one.sum += m * xb.nbp;
+                        for (int64_t n = 0; n < N; n++) {
+                            float y1;
+                            k->gemm((amp_qtype)t, (const char *)amp_qtensor_data(q) + (size_t)n * rb, rb, 1, &one, &y1, 1);
+                            if (!same_f32(y1, y[m * N + n])) fail_msg("%s: y[%lld, %lld] alone differs", what, (long long)m, (long long)n);
+                        }
+                    }
+                    emulate((amp_qtype)t, amp_qtensor_data(q), rb, N, &xa, ref, ab);
+                    check_lin(what, y0, ref, ab, M * N, xa.nb);
                     free(y);
+                    free(y0);
                     free(ref);
                     free(ab);
                     amp_qtensor_free(q);
                 }
-                free(xa);
-                free(xb);
+                free(xa.d);
+                free(xb.d);
                 amp_tensor_free(x);
                 amp_tensor_free(w);
             }
         }
     assert_true(checked >= 1);
+    if (amp_cpu_supported(AMP_CPU_AVX512)) assert_true(checked >= 3);
 }
 
 /* x's gradient: dy · deq(W) (float64 check, and central differences of the f64 function x ↦ x · deq(W)ᵀ + b,

@@ -8,7 +8,17 @@
  *    without [CLS]/[SEP]; decode is HF's WordPiece decoder; 300 KB of
  *    Shakespeare and a 200 KB multilingual text give HF's ids line for line
  *    (a digest per 32 lines).
- *  - special tokens, token ids, parse_special off, bad files and arguments.
+ *  - SmolLM2's byte-level BPE from its GGUF file (pre-tokenizer "smollm"):
+ *    78 hard cases (numbers, contractions, white-space runs, newlines, emoji,
+ *    CJK, accented Latin, code, the ChatML special tokens, with and without
+ *    parse_special) give exactly the ids of `tokenizers` built from the same
+ *    arrays AND of llama.cpp's llama-tokenize on the file; the two large
+ *    texts give those ids line for line (lines holding a byte the vocabulary
+ *    lacks: llama-tokenize's, see tools/gen_tokenizer_golden.py); decode
+ *    gives the text back. The same arrays under the "gpt2" and "llama3"
+ *    pre-tokenizers equal `tokenizers` with those pre-tokenizers.
+ *  - special tokens, token ids, parse_special off, user-defined tokens, bad
+ *    files, arrays and arguments.
  *  - amp_chat_format: ChatML with SmolLM2's template (read from its GGUF file by
  *    the generator) gives what jinja2 renders, for 10 conversations. */
 #include <stdio.h>
@@ -16,6 +26,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "amp/gguf.h"
+#include "io/tokenizer_impl.h" /* amp__tokenizer_bpe: the GGUF arrays under another pre-tokenizer */
 #include "test_support.h"
 
 /* what (the expression) must have failed, with an error message containing needle */
@@ -117,36 +129,64 @@ static char *multilingual_text(size_t nbytes, size_t *len) {
     return out;
 }
 
-/* ---- BERT ---------------------------------------------------------------------------------------------- */
-/* Checks every line of tests/data/tokenizer_bert.txt against t. */
-static void check_bert_golden(amp_tokenizer *t) {
+/* ---- golden data ------------------------------------------------------------------------------------ */
+static void check_ids(amp_tokenizer *t, const char *buf, size_t n, amp_encode_opts o, const int32_t *want, size_t nw,
+                      const char *what, const char *idl) {
+    int32_t *ids = NULL;
+    size_t cnt = 0;
+    if (amp_tokenizer_encode_ex(t, buf, n, &o, &ids, &cnt) != AMP_OK) fail_msg("%s", amp_last_error());
+    if (cnt != nw || memcmp(ids, want, nw * sizeof *ids) != 0) {
+        fprintf(stderr, "case \"%.*s\" (add_special %d, parse_special %d): got %zu ids, want %zu\n got ", (int)n, buf,
+                o.add_special, o.parse_special, cnt, nw);
+        for (size_t i = 0; i < cnt; i++) fprintf(stderr, "%d,", ids[i]);
+        fprintf(stderr, "\nwant %s\n", idl);
+        fail_msg("%s tokenizer differs from %s", amp_tokenizer_name(t), what);
+    }
+    bool dropped = false; /* bytes without a token (SmolLM2 has none for 21 bytes) are dropped */
+    for (size_t i = 0; i < n; i++) dropped |= t->byte_id[(unsigned char)buf[i]] < 0;
+    if (strcmp(amp_tokenizer_name(t), "bpe") == 0 && !dropped) { /* byte-level: decode gives the text back */
+        char *s = NULL;
+        size_t sn = 0;
+        if (amp_tokenizer_decode(t, ids, cnt, &s, &sn) != AMP_OK) fail_msg("%s", amp_last_error());
+        if (sn != n || memcmp(s, buf, n) != 0) fail_msg("decode(encode(\"%.*s\")) = \"%s\"", (int)n, buf, s);
+        free(s);
+    }
+    free(ids);
+}
+
+/* Checks the lines of a tests/data/tokenizer_*.txt file against t: BERT's
+ * (pre NULL), or the BPE's C lines of pre-tokenizer pre (L lines and large
+ * texts too when big). */
+static void check_golden(amp_tokenizer *t, const char *file, const char *pre, bool big) {
     size_t glen = 0;
-    char *g = test_read_file(AMP_TEST_DATA_DIR "/tokenizer_bert.txt", &glen);
+    char *g = test_read_file(file, &glen);
     char *text = NULL, *buf = malloc(1 << 16);
     size_t tlen = 0;
     int32_t *want = malloc(sizeof *want * 8192);
-    int cases = 0, decodes = 0, blocks = 0;
+    int cases = 0, decodes = 0, blocks = 0, llama = 0;
     const char *tname = "";
     /* line offsets of the current large text */
     size_t *lo = NULL, nlines = 0;
-    for (char *line = strtok(g, "\n"); line; line = strtok(NULL, "\n")) {
-        if (line[0] == 'C') {
+    char *save = NULL;
+    for (char *line = strtok_r(g, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (line[0] == 'C' && !pre) {
             int sp;
             char hx[8192], idl[65536];
             assert_int_equal(sscanf(line, "C %d %8191s %65535s", &sp, hx, idl), 3);
             size_t n = unhex(hx, buf), nw = parse_ids(idl, want, 8192);
-            int32_t *ids = NULL;
-            size_t cnt = 0;
-            amp_encode_opts o = {sp != 0, true};
-            if (amp_tokenizer_encode_ex(t, buf, n, &o, &ids, &cnt) != AMP_OK) fail_msg("%s", amp_last_error());
-            if (cnt != nw || memcmp(ids, want, nw * sizeof *ids) != 0) {
-                fprintf(stderr, "case \"%.*s\" (special %d): got %zu ids, want %zu\n got ", (int)n, buf, sp, cnt, nw);
-                for (size_t i = 0; i < cnt; i++) fprintf(stderr, "%d,", ids[i]);
-                fprintf(stderr, "\nwant %s\n", idl);
-                fail_msg("WordPiece differs from Hugging Face on a hard case");
-            }
-            free(ids);
+            check_ids(t, buf, n, (amp_encode_opts){sp != 0, true}, want, nw, "Hugging Face", idl);
             cases++;
+        } else if ((line[0] == 'C' || line[0] == 'L') && pre) {
+            int parse;
+            char p[32] = "smollm", hx[8192], idl[65536];
+            if (line[0] == 'C') assert_int_equal(sscanf(line, "C %31s %d %8191s %65535s", p, &parse, hx, idl), 4);
+            else assert_int_equal(sscanf(line, "L %d %8191s %65535s", &parse, hx, idl), 3);
+            if (strcmp(p, pre) != 0 || (line[0] == 'L' && !big)) continue;
+            size_t n = unhex(hx, buf), nw = parse_ids(idl, want, 8192);
+            check_ids(t, buf, n, (amp_encode_opts){false, parse != 0}, want, nw,
+                      line[0] == 'L' ? "llama.cpp's llama-tokenize" : "Hugging Face", idl);
+            cases++;
+            llama += line[0] == 'L';
         } else if (line[0] == 'D') {
             char idl[65536], hx[8192];
             assert_int_equal(sscanf(line, "D %65535s %8191s", idl, hx), 2);
@@ -157,7 +197,7 @@ static void check_bert_golden(amp_tokenizer *t) {
             if (sn != n || memcmp(s, buf, n) != 0) fail_msg("decode: got \"%s\", want \"%.*s\"", s, (int)n, buf);
             free(s);
             decodes++;
-        } else if (line[0] == 'T') {
+        } else if (line[0] == 'T' && big) {
             char name[64];
             size_t nbytes;
             unsigned long long dig;
@@ -183,7 +223,7 @@ static void check_bert_golden(amp_tokenizer *t) {
             for (size_t i = 0; i < tlen; i++)
                 if (text[i] == '\n') lo[nlines++] = i + 1;
             lo[nlines] = tlen + 1; /* line k is [lo[k], lo[k+1] - 1) */
-        } else if (line[0] == 'B') {
+        } else if (line[0] == 'B' && big) {
             char name[64];
             size_t first, cnt;
             unsigned long long dig;
@@ -210,8 +250,10 @@ static void check_bert_golden(amp_tokenizer *t) {
             blocks++;
         }
     }
-    printf("wordpiece: %d hard cases, %d decodes, %d blocks of 32 lines equal Hugging Face's\n", cases, decodes, blocks);
-    assert_true(cases >= 90 && decodes >= 6 && blocks >= 300);
+    printf("%s%s%s: %d hard cases (%d of them llama-tokenize's), %d decodes, %d blocks of 32 lines equal\n",
+           amp_tokenizer_name(t), pre ? " " : "", pre ? pre : "", cases, llama, decodes, blocks);
+    if (pre) assert_true(cases >= 150 && (!big || (llama >= 150 && blocks >= 300)));
+    else assert_true(cases >= 90 && decodes >= 6 && blocks >= 300);
     free(lo);
     free(text);
     free(want);
@@ -225,7 +267,7 @@ static void t_bert_json_golden(void **state) {
     if (!t) fail_msg("%s", amp_last_error());
     assert_string_equal(amp_tokenizer_name(t), "wordpiece");
     assert_int_equal(amp_tokenizer_vocab_size(t), 30522);
-    check_bert_golden(t);
+    check_golden(t, AMP_TEST_DATA_DIR "/tokenizer_bert.txt", NULL, true);
     amp_tokenizer_free(t);
 }
 
@@ -234,7 +276,7 @@ static void t_bert_vocab_golden(void **state) {
     amp_tokenizer *t = amp_tokenizer_wordpiece(minilm_file("vocab.txt"), NULL);
     if (!t) fail_msg("%s", amp_last_error());
     assert_int_equal(amp_tokenizer_vocab_size(t), 30522);
-    check_bert_golden(t);
+    check_golden(t, AMP_TEST_DATA_DIR "/tokenizer_bert.txt", NULL, true);
     amp_tokenizer_free(t);
 }
 
@@ -359,6 +401,119 @@ static void t_bert_bad_files(void **state) {
     free(dir);
 }
 
+/* ---- GGUF byte-level BPE ------------------------------------------------------------------------------ */
+static amp_gguf *smollm_open(void) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", amp_models_path("SmolLM2-135M-Instruct"));
+    if (access(p, R_OK) != 0) fail_msg("%s is missing: scripts/deps.sh models installs it (make test does)", p);
+    amp_gguf *f = amp_gguf_open(p);
+    if (!f) fail_msg("%s", amp_last_error());
+    return f;
+}
+
+static void t_bpe_gguf_golden(void **state) {
+    (void)state;
+    amp_gguf *f = smollm_open();
+    amp_tokenizer *t = amp_tokenizer_from_gguf(f);
+    amp_gguf_close(f); /* the tokenizer keeps nothing of the file */
+    if (!t) fail_msg("%s", amp_last_error());
+    assert_string_equal(amp_tokenizer_name(t), "bpe");
+    assert_int_equal(amp_tokenizer_vocab_size(t), 49152);
+    assert_int_equal(amp_tokenizer_special(t, AMP_TOK_BOS), 1);
+    assert_int_equal(amp_tokenizer_special(t, AMP_TOK_EOS), 2);
+    assert_int_equal(amp_tokenizer_special(t, AMP_TOK_UNK), 0);
+    assert_int_equal(amp_tokenizer_special(t, AMP_TOK_PAD), 2);
+    amp_clear_error();
+    int64_t id = 0, eot = 0;
+    assert_int_equal(amp_tokenizer_token_id(t, "<|im_start|>", &id), AMP_OK);
+    assert_int_equal(id, 1);
+    assert_int_equal(amp_tokenizer_token_id(t, "<|im_end|>", &id), AMP_OK);
+    assert_int_equal(id, 2);
+    assert_int_equal(amp_tokenizer_eot(t, &eot), AMP_OK);
+    assert_int_equal(eot, 2);
+    /* add_bos_token is false in SmolLM2's file: add_special adds nothing */
+    int32_t *ids = NULL;
+    size_t n = 0;
+    amp_encode_opts o = {true, true};
+    assert_int_equal(amp_tokenizer_encode_ex(t, "Hi", 2, &o, &ids, &n), AMP_OK);
+    assert_int_equal(n, 1);
+    free(ids);
+    check_golden(t, AMP_TEST_DATA_DIR "/tokenizer_bpe.txt", "smollm", true);
+    amp_tokenizer_free(t);
+}
+
+/* The same arrays under the other pre-tokenizers amp knows (gpt2, llama3) against tokenizers built alike. */
+static void t_bpe_pre_variants(void **state) {
+    (void)state;
+    amp_gguf *f = smollm_open();
+    int64_t nt = amp_gguf_arr_len(f, amp_gguf_find_key(f, "tokenizer.ggml.tokens"));
+    int64_t nm = amp_gguf_arr_len(f, amp_gguf_find_key(f, "tokenizer.ggml.merges"));
+    amp__str *toks = malloc((size_t)nt * sizeof *toks), *merges = malloc((size_t)nm * sizeof *merges);
+    int32_t *types = malloc((size_t)nt * sizeof *types);
+    for (int64_t i = 0; i < nt; i++)
+        assert_int_equal(amp_gguf_get_arr_str(f, "tokenizer.ggml.tokens", (uint64_t)i, &toks[i].s, &toks[i].n), AMP_OK);
+    for (int64_t i = 0; i < nm; i++)
+        assert_int_equal(amp_gguf_get_arr_str(f, "tokenizer.ggml.merges", (uint64_t)i, &merges[i].s, &merges[i].n), AMP_OK);
+    amp_gguf_type ty;
+    const void *data;
+    uint64_t n = 0;
+    assert_int_equal(amp_gguf_get_arr(f, "tokenizer.ggml.token_type", &ty, &data, &n), AMP_OK);
+    memcpy(types, data, (size_t)nt * sizeof *types);
+    static const char *const pres[] = {"gpt2", "llama3", "smollm"};
+    for (int k = 0; k < 3; k++) {
+        amp__bpe_spec sp = {toks, nt, types, merges, nm, NULL, "tokens", "merges", pres[k], {1, 2, 2, 0, -1, -1, -1},
+                            false, false, false};
+        amp_tokenizer *t = amp__tokenizer_bpe("test", &sp);
+        if (!t) fail_msg("%s", amp_last_error());
+        check_golden(t, AMP_TEST_DATA_DIR "/tokenizer_bpe.txt", pres[k], false);
+        amp_tokenizer_free(t);
+    }
+    /* bad arrays: messages name the problem */
+    amp__bpe_spec sp = {toks, nt, types, merges, nm, NULL, "tokens", "merges", "qwen2", {-1, -1, -1, -1, -1, -1, -1},
+                        false, false, false};
+    tc_fails_msg(amp__tokenizer_bpe("test", &sp) == NULL, "pre-tokenizer \"qwen2\" is not supported");
+    sp.pre = "smollm";
+    amp__str bad_merge = {"Ġ t h", 5};
+    sp.merges = &bad_merge;
+    sp.nmerges = 1;
+    tc_fails_msg(amp__tokenizer_bpe("test", &sp) == NULL, "merges merge 0: expected two tokens separated by one space");
+    amp__str unknown_merge = {"zzqq xxjj", 9};
+    sp.merges = &unknown_merge;
+    tc_fails_msg(amp__tokenizer_bpe("test", &sp) == NULL, "merge \"zzqq xxjj\" names a token that is not in tokens");
+    sp.nmerges = 0;
+    sp.all_bytes = true; /* GPT-2's files must have them all; SmolLM2 lacks 0x04 */
+    tc_fails_msg(amp__tokenizer_bpe("test", &sp) == NULL, "tokens has no token for byte 0x04");
+    sp.all_bytes = false;
+    sp.ntokens = nt;
+    sp.special[AMP_TOK_BOS] = nt;
+    tc_fails_msg(amp__tokenizer_bpe("test", &sp) == NULL, "special token id 49152 is outside the vocabulary");
+    sp.special[AMP_TOK_BOS] = -1;
+    sp.add_bos = true;
+    tc_fails_msg(amp__tokenizer_bpe("test", &sp) == NULL, "add_bos_token is set but there is no bos token");
+    sp.add_bos = false;
+    int32_t t7 = types[5];
+    types[5] = 9;
+    tc_fails_msg(amp__tokenizer_bpe("test", &sp) == NULL, "token 5 has type 9");
+    types[5] = t7;
+    /* a user-defined token (type 4) is matched without parse_special too, a control one (3) only with it */
+    types[1] = 4;
+    amp_tokenizer *t = amp__tokenizer_bpe("test", &sp);
+    if (!t) fail_msg("%s", amp_last_error());
+    int32_t *ids = NULL;
+    size_t cnt = 0;
+    amp_encode_opts o = {false, false};
+    const char *txt = "<|im_start|><|im_end|>";
+    assert_int_equal(amp_tokenizer_encode_ex(t, txt, strlen(txt), &o, &ids, &cnt), AMP_OK);
+    assert_true(cnt > 2 && ids[0] == 1 && ids[1] != 2);
+    free(ids);
+    amp_tokenizer_free(t);
+    free(toks);
+    free(merges);
+    free(types);
+    amp_gguf_close(f);
+    tc_fails_msg(amp_tokenizer_from_gguf(NULL) == NULL, "amp_tokenizer_from_gguf: f is NULL");
+}
+
 /* ---- chat ----------------------------------------------------------------------------------------------- */
 /* SmolLM2's template from its GGUF file rendered by jinja2 (tests/data/tokenizer_chat.txt) */
 static void t_chat(void **state) {
@@ -424,4 +579,5 @@ static void t_chat(void **state) {
     free(g);
 }
 
-AMP_TEST_MAIN(t_bert_json_golden, t_bert_vocab_golden, t_bert_specials, t_bert_bad_files, t_chat)
+AMP_TEST_MAIN(t_bert_json_golden, t_bert_vocab_golden, t_bert_specials, t_bert_bad_files, t_bpe_gguf_golden,
+              t_bpe_pre_variants, t_chat)

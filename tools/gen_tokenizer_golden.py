@@ -4,6 +4,14 @@ written by Hugging Face `tokenizers` (never by amp):
 
   tests/data/tokenizer_bert.txt   all-MiniLM-L6-v2's tokenizer.json (BERT
                                   WordPiece, lowercasing, accent stripping)
+  tests/data/tokenizer_bpe.txt    SmolLM2's byte-level BPE (tokens, merges, token types read from the GGUF
+                                  file by gguf-py), built in `tokenizers` with the pre-tokenizer of each
+                                  tokenizer.ggml.pre amp knows: smollm (Digits(individual_digits) + ByteLevel),
+                                  gpt2 (ByteLevel), llama3 (Split(Llama 3's regex) + ByteLevel, ignore_merges);
+                                  and llama.cpp's own llama-tokenize on the real file for the hard cases:
+                                  C <pre> <parse_special 0|1> <hex text> <ids,>   (HF)
+                                  L <parse_special 0|1> <hex text> <ids,>         (llama-tokenize, smollm)
+                                  T/B lines as below, for pre smollm (B <name> ...: HF's ids)
   tests/data/tokenizer_chat.txt   SmolLM2's chat template (from the GGUF file) rendered by jinja2:
                                   P <hex template>, then K <add_generation_prompt> <n> (<hex role> <hex content>)*n
                                   <hex output>
@@ -47,6 +55,30 @@ def fnv_bytes(bs):
     for b in bs:
         h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
     return h
+
+
+def large_texts():
+    sh = open(SHAKES, "rb").read()
+    cut = sh.index(b"\n", 300000) + 1
+    return [("shakespeare", sh[:cut].decode()), ("multi", multilingual_text(200000))]
+
+
+def text_lines(out, name, text, encode_lines):
+    """T and B lines of a large text; encode_lines(lines) -> ids per line."""
+    raw = text.encode()
+    out.append(f"T {name} {len(raw)} {fnv_bytes(raw):016x}")
+    lines = text.split("\n")
+    enc = encode_lines(lines)
+    for i in range(0, len(lines), BLOCK):
+        out.append(f"B {name} {i} {len(lines[i:i + BLOCK])} {fnv(enc[i:i + BLOCK]):016x}")
+
+
+def write(name, out, note=""):
+    path = os.path.join(ROOT, "tests", "data", name)
+    with open(path + ".tmp", "w") as f:
+        f.write("\n".join(out) + "\n")
+    os.replace(path + ".tmp", path)
+    print(f"{path}: {len(out)} lines{note}", file=sys.stderr)
 
 
 # code-point pools of the multilingual text: (first, last) ranges
@@ -135,15 +167,131 @@ def chat_golden():
         for gen in (False, True):
             text = j.render(messages=[{"role": a, "content": b} for a, b in msgs], add_generation_prompt=gen)
             out.append(f"K {int(gen)} {len(msgs)} " + "".join(f"{h(a)} {h(b)} " for a, b in msgs) + h(text))
-    path = os.path.join(ROOT, "tests", "data", "tokenizer_chat.txt")
-    with open(path + ".tmp", "w") as f:
-        f.write("\n".join(out) + "\n")
-    os.replace(path + ".tmp", path)
-    print(f"{path}: {len(out)} lines", file=sys.stderr)
+    write("tokenizer_chat.txt", out)
+
+
+LLAMA3_PAT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+              r"\s*[\r\n]+|\s+(?!\S)|\s+")
+LLAMA_TOKENIZE = os.environ.get("LLAMA_TOKENIZE", "/work/peers/llama-build/bin/llama-tokenize")
+
+
+def bpe_cases():
+    return bert_cases() + [
+        "12345 1234567890 3.14159 1,000,000 ٣٤٥ ²³ ½ Ⅻ", "2024-01-01T12:00:00Z", "a1b22c333d4444",
+        "I'm you're he's we've they'll she'd it't", "I'M YOU'RE HE'S WE'VE THEY'LL", "'s 's's ''s",
+        "  two  spaces   three    four", "trailing   ", "   leading", "\n\n\nnewlines\n\n", "a\r\nb\r\n\r\nc",
+        "tabs\t\tand\t spaces \t\n mixed", " \n ", "\n", "x\n  y", "x \n\n  y",
+        "def f(x):\n    return x**2  # square\n", "if (a && b) { c[i] = d->e; } // done", "<div class=\"x\">&amp;</div>",
+        "SELECT * FROM t WHERE id = 42;", "naïve façade Ærø Øresund ÿ ß İ", "Здравствуй, мир! Ёлка",
+        "东京是日本的首都。北京是中国的首都。", "😀😃😄 👨‍👩‍👧‍👦 🇫🇷 ✓✗", "<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n",
+        "<|endoftext|>text<|endoftext|>", "<|im_start|><|im_end|><|im_start", "a<|im_end|>b <|im_start|> c",
+        "<repo_name>x<file_sep>y", "The capital of France is", " The capital of France is Paris.",
+    ]
+
+
+def bpe_tokenizer(toks, merges, types, pre):
+    from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
+    vocab = {t: i for i, t in enumerate(toks)}
+    m = models.BPE(vocab=vocab, merges=[tuple(x.split(" ")) for x in merges], ignore_merges=(pre == "llama3"))
+    tk = Tokenizer(m)
+    bl = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=(pre != "llama3"))
+    if pre == "smollm":
+        tk.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), bl])
+    elif pre == "gpt2":
+        tk.pre_tokenizer = bl
+    else:
+        tk.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(LLAMA3_PAT), behavior="isolated"), bl])
+    tk.decoder = decoders.ByteLevel()
+    tk.add_special_tokens([AddedToken(toks[i], special=True, normalized=False) for i in range(len(toks)) if types[i] == 3])
+    return tk
+
+
+def hf_ids(tk, s, parse):
+    tk.encode_special_tokens = not parse
+    return tk.encode(s, add_special_tokens=False).ids
+
+
+def llama_ids(gguf_path, s, parse):
+    import subprocess
+    import tempfile
+    with tempfile.NamedTemporaryFile("wb", suffix=".txt", delete=False) as f:
+        f.write(s.encode())
+    try:
+        cmd = [LLAMA_TOKENIZE, "-m", gguf_path, "-f", f.name, "--ids", "--log-disable", "--no-bos", "--no-escape"]
+        if not parse:
+            cmd.append("--no-parse-special")
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "LD_LIBRARY_PATH": os.path.dirname(LLAMA_TOKENIZE)})
+        if r.returncode != 0:
+            raise RuntimeError(f"llama-tokenize failed: {r.stderr[-500:]}")
+        return [int(x) for x in r.stdout.strip().splitlines()[-1].strip("[]").split(",") if x.strip()]
+    finally:
+        os.unlink(f.name)
+
+
+def bpe_golden():
+    from gguf import GGUFReader
+    path = os.path.join(MODELS, "SmolLM2-135M-Instruct", "SmolLM2-135M-Instruct.Q4_1.gguf")
+    r = GGUFReader(path)
+    toks = r.fields["tokenizer.ggml.tokens"].contents()
+    merges = r.fields["tokenizer.ggml.merges"].contents()
+    types = r.fields["tokenizer.ggml.token_type"].contents()
+    h = lambda ids: ",".join(map(str, ids)) or "-"
+    out = ["# tests/data/tokenizer_bpe.txt: generated by tools/gen_tokenizer_golden.py with tokenizers "
+           + __import__("tokenizers").__version__ + " and llama.cpp's llama-tokenize from SmolLM2-135M-Instruct.Q4_1.gguf"
+           ": do not edit"]
+    tks = {pre: bpe_tokenizer(toks, merges, types, pre) for pre in ("smollm", "gpt2", "llama3")}
+    have_llama = os.access(LLAMA_TOKENIZE, os.X_OK)
+    differ = 0
+    for s in bpe_cases():
+        hx = s.encode().hex() or "-"
+        for pre, tk in tks.items():
+            for parse in (1, 0):
+                out.append(f"C {pre} {parse} {hx} {h(hf_ids(tk, s, parse))}")
+        if have_llama and s:
+            for parse in (1, 0):
+                ids = llama_ids(path, s, parse)
+                if ids != hf_ids(tks["smollm"], s, parse):
+                    differ += 1
+                    print(f"llama.cpp and tokenizers differ on {s!r} (parse {parse})", file=sys.stderr)
+                out.append(f"L {parse} {hx} {h(ids)}")
+    if not have_llama:
+        print(f"warning: {LLAMA_TOKENIZE} not found: no L lines", file=sys.stderr)
+    tk = tks["smollm"]
+    tk.encode_special_tokens = False
+    # Bytes the vocabulary has no token for (SmolLM2 lacks 21): tokenizers drops them before merging, so
+    # their neighbours may merge; llama.cpp keeps them as symbols that merge with nothing and drops them
+    # after. amp does what llama.cpp does (the GGUF's runtime): lines holding such a byte take
+    # llama-tokenize's ids.
+    b2u, n = {}, 0
+    for b in range(256):
+        printable = 33 <= b <= 126 or 0xA1 <= b <= 0xAC or 0xAE <= b <= 0xFF
+        b2u[b] = chr(b) if printable else chr(256 + n)
+        n += not printable
+    vocab = set(toks)
+    missing = {b for b in range(256) if b2u[b] not in vocab}
+
+    def encode_lines(lines, name):
+        enc = [e.ids for e in tk.encode_batch(lines, add_special_tokens=False)]
+        nl = ndiff = 0
+        for i, line in enumerate(lines):
+            if have_llama and line and any(b in missing for b in line.encode()):
+                ids = llama_ids(path, line, 1)
+                nl += 1
+                ndiff += ids != enc[i]
+                enc[i] = ids
+        print(f"{name}: {nl} lines with a byte the vocabulary lacks, llama.cpp's ids differ from tokenizers' on "
+              f"{ndiff}", file=sys.stderr)
+        return enc
+
+    for name, text in large_texts():
+        text_lines(out, name, text, lambda lines: encode_lines(lines, name))
+    write("tokenizer_bpe.txt", out, f"; llama.cpp and tokenizers differ on {differ} cases")
 
 
 def main():
     chat_golden()
+    bpe_golden()
     tk = Tokenizer.from_file(os.path.join(MODELS, "all-MiniLM-L6-v2", "tokenizer.json"))
     tk.no_truncation()
     tk.no_padding()
@@ -157,21 +305,9 @@ def main():
               "中文 and 日本語", "do not go"]:
         ids = tk.encode(s, add_special_tokens=True).ids
         out.append(f"D {','.join(map(str, ids))} {tk.decode(ids, skip_special_tokens=False).encode().hex() or '-'}")
-    sh = open(SHAKES, "rb").read()
-    cut = sh.index(b"\n", 300000) + 1
-    texts = [("shakespeare", sh[:cut].decode()), ("multi", multilingual_text(200000))]
-    for name, text in texts:
-        raw = text.encode()
-        out.append(f"T {name} {len(raw)} {fnv_bytes(raw):016x}")
-        lines = text.split("\n")
-        enc = [e.ids for e in tk.encode_batch(lines, add_special_tokens=False)]
-        for i in range(0, len(lines), BLOCK):
-            out.append(f"B {name} {i} {len(lines[i:i + BLOCK])} {fnv(enc[i:i + BLOCK]):016x}")
-    path = os.path.join(ROOT, "tests", "data", "tokenizer_bert.txt")
-    with open(path + ".tmp", "w") as f:
-        f.write("\n".join(out) + "\n")
-    os.replace(path + ".tmp", path)
-    print(f"{path}: {len(out)} lines", file=sys.stderr)
+    for name, text in large_texts():
+        text_lines(out, name, text, lambda lines: [e.ids for e in tk.encode_batch(lines, add_special_tokens=False)])
+    write("tokenizer_bert.txt", out)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@
 #include "amp/gpt.h"
 #include "amp/pretrained.h"
 #include "amp/bert.h"
+#include "amp/llama.h"
 #include "amp/dist.h"
 
 #endif

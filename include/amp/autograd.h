@@ -79,7 +79,7 @@ AMP_API amp_tensor *amp_detach(amp_tensor *t);
  * fused kernels; create_graph runs each op's differentiable backward instead.
  * Ops with one: matmul/mm/bmm/dot/linear/addmm/baddbmm, add/sub/mul/div and
  * their scalar forms, neg, pow, exp, log, log1p, sqrt, rsqrt, reciprocal,
- * abs, clamp, relu, gelu (both), silu, sigmoid, tanh, softplus, dropout,
+ * abs, clamp, relu, gelu (both), silu, swiglu, sigmoid, tanh, softplus, dropout,
  * softmax, log_softmax, layer_norm, rms_norm, rope, sum, mean, the views (to, contiguous,
  * clone, reshape, flatten, squeeze, unsqueeze, transpose, permute, slice,
  * expand, cat, stack), mse_loss, cross_entropy, nll_loss, amp_scaler_scale

@@ -104,6 +104,9 @@ AMP_API amp_tensor *amp_relu(amp_tensor *x);
 typedef enum { AMP_GELU_ERF = 0, AMP_GELU_TANH = 1 } amp_gelu_approx;
 AMP_API amp_tensor *amp_gelu(amp_tensor *x, amp_gelu_approx approx);
 AMP_API amp_tensor *amp_silu(amp_tensor *x);
+/* silu(gate) * up, fused (Llama's SwiGLU MLP): computed in f32 (f64 for f64) and rounded once; gate and up
+ * broadcast and promote as torch's F.silu(gate) * up (no autocast list names silu or mul). */
+AMP_API amp_tensor *amp_swiglu(amp_tensor *gate, amp_tensor *up);
 AMP_API amp_tensor *amp_sigmoid(amp_tensor *x);
 AMP_API amp_tensor *amp_tanh(amp_tensor *x);
 AMP_API amp_tensor *amp_softplus(amp_tensor *x, double beta, double threshold); /* torch: 1, 20 */
@@ -201,7 +204,8 @@ AMP_API amp_tensor *amp_masked_fill(amp_tensor *x, amp_tensor *mask, double valu
 
 /* ---- attention ----------------------------------------------------------------
  * torch.nn.functional.scaled_dot_product_attention:
- *   q [..., L, E], k [..., S, E], v [..., S, Ev] (equal batch dims, one dtype)
+ *   q [..., L, E], k [..., S, E], v [..., S, Ev] (equal batch dims, one dtype;
+ *   with enable_gqa the head dims, third from last, may differ: below)
  *   -> [..., L, Ev] = dropout(softmax(q kᵀ * scale + mask), dropout_p) v
  * scale 0 (or NAN) means 1/sqrt(E). is_causal: query i sees keys j <= i
  * (top-left aligned when L != S, as torch). attn_mask (or NULL): u8 (nonzero
@@ -220,8 +224,12 @@ typedef struct {
     double dropout_p;
     double scale;
     amp_generator *generator;
+    /* grouped-query attention (torch 2.5's enable_gqa): q [..., Hq, L, E], k and v [..., Hkv, S, E] with
+     * Hq % Hkv == 0; query head h reads key/value head h / (Hq / Hkv) (torch's repeat_interleave); dk and dv
+     * sum over the query heads of their group. Needs 3 dims at least. */
+    bool enable_gqa;
 } amp_sdpa_opts;
-#define AMP_SDPA_DEFAULTS ((amp_sdpa_opts){NULL, false, 0.0, 0.0, NULL})
+#define AMP_SDPA_DEFAULTS ((amp_sdpa_opts){NULL, false, 0.0, 0.0, NULL, false})
 AMP_API amp_tensor *amp_scaled_dot_product_attention(amp_tensor *q, amp_tensor *k, amp_tensor *v, bool is_causal,
                                              double dropout_p, double scale);
 AMP_API amp_tensor *amp_scaled_dot_product_attention_ex(amp_tensor *q, amp_tensor *k, amp_tensor *v, const amp_sdpa_opts *o);

@@ -37,7 +37,7 @@ AMP_API amp_tokenizer *amp_tokenizer_gpt2(const char *encoder_json, const char *
 /* "byte" or "gpt2" (NULL dir arguments) by name. */
 AMP_API amp_tokenizer *amp_tokenizer_by_name(const char *name);
 AMP_API void amp_tokenizer_free(amp_tokenizer *t);
-AMP_API const char *amp_tokenizer_name(const amp_tokenizer *t); /* "byte", "gpt2", "wordpiece" */
+AMP_API const char *amp_tokenizer_name(const amp_tokenizer *t); /* "byte", "gpt2", "wordpiece", "bpe" */
 AMP_API int64_t amp_tokenizer_vocab_size(const amp_tokenizer *t); /* 256, 50257 */
 /* The end-of-text token: *id = 50256 for gpt2, -1 for byte (which has none). */
 AMP_API amp_status amp_tokenizer_eot(const amp_tokenizer *t, int64_t *id);
@@ -71,13 +71,26 @@ AMP_API amp_tokenizer *amp_tokenizer_wordpiece(const char *vocab_txt, const amp_
  * and BertPreTokenizer (anything else: AMP_ERR_UNSUPPORTED naming it); its
  * added_tokens are matched in the text (parse_special). */
 AMP_API amp_tokenizer *amp_tokenizer_from_hf_json(const char *tokenizer_json);
+/* A GGUF file's tokenizer (amp/gguf.h): tokenizer.ggml.model "gpt2", the
+ * byte-level BPE of GPT-2 built from the file's tokens, token types and
+ * merges (name "bpe"), with the pre-tokenizer tokenizer.ggml.pre names:
+ * "gpt2" (GPT-2's pattern), "smollm" (every \p{N} a piece of its own, then
+ * GPT-2's pattern), "llama3"/"llama-bpe" (Llama 3's pattern, pieces that are
+ * tokens not merged); any other: AMP_ERR_UNSUPPORTED naming it. Control
+ * (type 3) and unknown (2) tokens are matched in the text with parse_special,
+ * user-defined ones (4) always, as llama.cpp; bos/eos/pad/unk from the
+ * metadata; add_special adds bos/eos as tokenizer.ggml.add_bos_token /
+ * add_eos_token say (SmolLM2: neither). The tokenizer copies what it needs:
+ * f may be closed afterwards. */
+typedef struct amp_gguf amp_gguf;
+AMP_API amp_tokenizer *amp_tokenizer_from_gguf(const amp_gguf *f);
 /* Special tokens: id of a token string ("[CLS]", "<|im_start|>") in *id
  * (not a token: AMP_ERR_ARG naming it); bos/eos/pad/unk/cls/sep/mask (-1: none, and an error
  * message saying which is missing). */
 AMP_API amp_status amp_tokenizer_token_id(const amp_tokenizer *t, const char *token, int64_t *id);
 typedef enum { AMP_TOK_BOS = 0, AMP_TOK_EOS, AMP_TOK_PAD, AMP_TOK_UNK, AMP_TOK_CLS, AMP_TOK_SEP, AMP_TOK_MASK } amp_tok_special;
 AMP_API int64_t amp_tokenizer_special(const amp_tokenizer *t, amp_tok_special which);
-/* encode with options: add_special (WordPiece: [CLS] ... [SEP]), parse_special
+/* encode with options: add_special (WordPiece: [CLS] ... [SEP]; GGUF BPE: bos/eos as the file says), parse_special
  * (the added/special tokens' strings in the text become their ids, as
  * Hugging Face's added tokens; without it they are ordinary text).
  * amp_tokenizer_encode is encode_ex with {add_special false, parse_special

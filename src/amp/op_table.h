@@ -66,6 +66,7 @@
     X(RELU, "relu", AMP_CAST_NONE, AMP_CAST_NONE)                                   \
     X(GELU, "gelu", AMP_CAST_NONE, AMP_CAST_NONE)                                   \
     X(SILU, "silu", AMP_CAST_NONE, AMP_CAST_NONE)                                   \
+    X(SWIGLU, "swiglu", AMP_CAST_NONE, AMP_CAST_NONE)                               \
     X(SIGMOID, "sigmoid", AMP_CAST_NONE, AMP_CAST_NONE)                             \
     X(TANH, "tanh", AMP_CAST_NONE, AMP_CAST_NONE)                                   \
     X(DROPOUT, "dropout", AMP_CAST_NONE, AMP_CAST_NONE)                             \

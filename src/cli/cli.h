@@ -76,6 +76,7 @@ int bench_train_gpt(int argc, char **argv); /* amp bench train --model gpt (cmd_
 int cmd_bench_gpt(int argc, char **argv);   /* amp bench gpt: the same */
 int bench_gpt_cuda(int argc, char **argv);  /* amp bench gpt --device cuda (cmd_bench_gpt_cuda.c) */
 int cmd_bench_kernels(int argc, char **argv);
+int cmd_bench_quant(int argc, char **argv);
 int cmd_bench_attention(int argc, char **argv);
 int cmd_bench_dist(int argc, char **argv);
 int cmd_bench_load(int argc, char **argv);

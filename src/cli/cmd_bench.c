@@ -16,6 +16,7 @@ static const bench_part g_parts[] = {
     {"precision", "the seeds' benchmarks: 4096^2 matmul, Linear(1024,10) inference, batch-1 layers", cmd_bench_precision},
     {"attention", "fused scaled_dot_product_attention vs the naive composition: ms and peak memory", cmd_bench_attention},
     {"kernels", "bandwidth-bound ops (elementwise, softmax, layer_norm, sum, casts) vs triad", cmd_bench_kernels},
+    {"quant", "quantized linear (q8_0/q4_0/q4_1) decode GB/s vs triad and prefill GFLOP/s, beside f32/bf16", cmd_bench_quant},
     {"train", "ms per training step fp32 / fp16+scaler / bf16 / O2, beside PyTorch CPU", cmd_bench_train},
     {"gpt", "the GPT (shakespeare-char, GPT-2 124M): ms/step and tokens/s beside PyTorch and llm.c", cmd_bench_gpt},
     {"dist", "data parallel under mpirun: 1 rank x 2 threads vs 2 ranks, overlap, bf16 gradients, ZeRO-1, 1-8 ranks", cmd_bench_dist},

@@ -15,6 +15,8 @@
 
 #include "amp/gguf.h"
 #include "amp/numeric.h"
+#include "amp/ops.h"
+#include "amp/quant.h"
 #include "core/checked.h"
 #include "io/io_util.h"
 #include "tensor/tensor_impl.h"
@@ -848,17 +850,56 @@ static void convert_plain(uint32_t src, const unsigned char *p, amp_dtype dt, vo
     }
 }
 
+/* The qtype of a ggml type amp computes with; false for the others. */
+static bool ggml_qtype(uint32_t ggml, amp_qtype *out) {
+    for (int t = 0; t < AMP_QTYPE_COUNT; t++)
+        if (amp_qtype_ggml_id((amp_qtype)t) == ggml) {
+            *out = (amp_qtype)t;
+            return true;
+        }
+    return false;
+}
+
+/* The tensor's blocks as a [rows = ne[1] * ne[2] * ne[3], cols = ne[0]] qtensor holding a reference to
+ * the mapping. */
+static amp_qtensor *wrap_q(const amp_gguf *f, const gguf_ti *t, amp_qtype qt) {
+    int64_t rows = t->ne[1] * t->ne[2] * t->ne[3]; /* bounded by the validated byte count */
+    atomic_fetch_add(&f->map->refs, 1);
+    amp_qtensor *q = amp_qtensor_wrap(qt, rows, t->ne[0], f->buf + f->data_off + t->offset, (size_t)t->nbytes, map_release, f->map);
+    if (!q) map_release(f->map); /* wrap failed: it holds nothing */
+    return q;
+}
+
+/* A quantized tensor dequantized to dt in the file's shape (torch order). */
+static amp_tensor *get_dequantized(const char *fn, const amp_gguf *f, const gguf_ti *t, amp_qtype qt, amp_dtype dt,
+                                   const int64_t *shape) {
+    amp_qtensor *q = wrap_q(f, t, qt);
+    if (!q) return amp_error_chain_null(amp_last_status(), "%s: %s: tensor '%s'", fn, f->fname, t->name);
+    amp_mem_push_category(amp__mem_current(AMP_MEM_DATA)); /* a loaded weight, unless the caller says otherwise */
+    amp_tensor *d = amp_dequantize(q, dt);
+    amp_mem_pop_category();
+    amp_qtensor_free(q);
+    if (!d) return amp_error_chain_null(amp_last_status(), "%s: %s: tensor '%s'", fn, f->fname, t->name);
+    if (t->ndim == 2) return d;
+    amp_tensor *r = amp_reshape(d, t->ndim, shape);
+    amp_tensor_free(d);
+    if (!r) return amp_error_chain_null(amp_last_status(), "%s: %s: tensor '%s'", fn, f->fname, t->name);
+    return r;
+}
+
 amp_tensor *amp_gguf_get_tensor(const amp_gguf *f, const char *name, amp_dtype dt) {
     static const char *fn = "amp_gguf_get_tensor";
     const gguf_ti *t = ti_get(fn, f, name);
     if (!t) return NULL;
     if (dt != AMP_F32 && dt != AMP_F16 && dt != AMP_BF16)
         return amp_error_null(AMP_ERR_DTYPE, "%s: dt %s: a GGUF tensor converts to f32, f16 or bf16", fn, amp_dtype_name(dt));
+    int64_t shape[GGUF_MAX_DIMS];
+    for (int d = 0; d < t->ndim; d++) shape[d] = t->ne[t->ndim - 1 - d];
+    amp_qtype qt;
+    if (ggml_qtype(t->type, &qt)) return get_dequantized(fn, f, t, qt, dt, shape);
     if (t->type != GGML_F32 && t->type != GGML_F16 && t->type != GGML_BF16 && t->type != GGML_F64)
         return amp_error_null(AMP_ERR_UNSUPPORTED, "%s: %s: tensor '%s' is %s, which amp cannot convert to %s", fn, f->fname, name,
                               g_ggml[t->type].name, amp_dtype_name(dt));
-    int64_t shape[GGUF_MAX_DIMS];
-    for (int d = 0; d < t->ndim; d++) shape[d] = t->ne[t->ndim - 1 - d];
     amp_tensor *out = amp__tensor_new(fn, dt, t->ndim, shape, amp__mem_current(AMP_MEM_DATA), 0);
     if (!out) return NULL;
     size_t n = (size_t)(t->nbytes / g_ggml[t->type].bytes);
@@ -870,6 +911,18 @@ amp_qtensor *amp_gguf_get_qtensor(const amp_gguf *f, const char *name) {
     static const char *fn = "amp_gguf_get_qtensor";
     const gguf_ti *t = ti_get(fn, f, name);
     if (!t) return NULL;
-    return amp_error_null(AMP_ERR_UNSUPPORTED, "%s: %s: tensor '%s' is %s: quantized tensors are not read yet", fn, f->fname, name,
-                          g_ggml[t->type].name);
+    amp_qtype qt;
+    if (!ggml_qtype(t->type, &qt)) {
+        bool plain = t->type == GGML_F32 || t->type == GGML_F16 || t->type == GGML_BF16 || t->type == GGML_F64;
+        return amp_error_null(plain ? AMP_ERR_DTYPE : AMP_ERR_UNSUPPORTED, "%s: %s: tensor '%s' is %s, %s", fn, f->fname, name,
+                              g_ggml[t->type].name,
+                              plain ? "not a quantized type (amp_gguf_get_tensor reads it)"
+                                    : "a quantized type amp does not compute with (q8_0, q4_0, q4_1, q4_k, q6_k)");
+    }
+    if (t->ndim != 2)
+        return amp_error_null(AMP_ERR_SHAPE, "%s: %s: tensor '%s' is %d-D: a qtensor is a matrix (amp_gguf_get_tensor dequantizes it)",
+                              fn, f->fname, name, t->ndim);
+    amp_qtensor *q = wrap_q(f, t, qt);
+    if (!q) return amp_error_chain_null(amp_last_status(), "%s: %s: tensor '%s'", fn, f->fname, name);
+    return q;
 }

@@ -238,9 +238,14 @@ bool amp__tok_set(amp_tokenizer *t, int32_t id, const char *s, size_t n) {
 
 int32_t amp__tok_find(const amp_tokenizer *t, const char *s, size_t n) { return str_find(t, s, n); }
 
-bool amp__tok_set_added(amp_tokenizer *t, const int32_t *ids, size_t n) {
+bool amp__tok_set_added_always(amp_tokenizer *t, const int32_t *ids, const unsigned char *always, size_t n) {
     int32_t *a = malloc((n ? n : 1) * sizeof *a);
-    if (!a) return false;
+    unsigned char *al = calloc(n ? n : 1, 1);
+    if (!a || !al) {
+        free(a);
+        free(al);
+        return false;
+    }
     size_t m = 0;
     for (size_t i = 0; i < n; i++) { /* insertion by length, longest first; empty strings never match */
         int32_t id = ids[i];
@@ -248,19 +253,29 @@ bool amp__tok_set_added(amp_tokenizer *t, const int32_t *ids, size_t n) {
         size_t j = m++;
         while (j > 0 && t->len[a[j - 1]] < t->len[id]) {
             a[j] = a[j - 1];
+            al[j] = al[j - 1];
             j--;
         }
         a[j] = id;
+        al[j] = always ? always[i] : 0;
     }
     free(t->added);
+    free(t->added_always);
     t->added = a;
+    t->added_always = al;
     t->nadded = m;
+    t->any_always = false;
     memset(t->added_first, 0, sizeof t->added_first);
     for (size_t i = 0; i < m; i++) {
+        t->any_always |= al[i] != 0;
         unsigned char b = (unsigned char)t->arena[t->off[a[i]]];
         t->added_first[b >> 3] |= (unsigned char)(1u << (b & 7));
     }
     return true;
+}
+
+bool amp__tok_set_added(amp_tokenizer *t, const int32_t *ids, size_t n) {
+    return amp__tok_set_added_always(t, ids, NULL, n);
 }
 
 /* The digest of what makes the tokenizer: its kind, and for GPT-2 the bytes
@@ -307,11 +322,166 @@ const char *amp_gpt2_vocab_dir(void) {
     return "/usr/local/share/amp/gpt2";
 }
 
-static amp_tokenizer *gpt2_fail(amp_tokenizer *t, cJSON *j, char *a, char *b) {
+/* ---- byte-level BPE from arrays --------------------------------------------------------------------- */
+static bool raw_type(int32_t ty) { return ty == 2 || ty == 3 || ty == 4; } /* UNKNOWN, CONTROL, USER_DEFINED */
+
+static void merge_where(const amp__bpe_spec *sp, int64_t i, char *buf, size_t n) {
+    if (sp->merge_line) snprintf(buf, n, "line %lld", (long long)sp->merge_line[i]);
+    else snprintf(buf, n, "merge %lld", (long long)i);
+}
+
+amp_tokenizer *amp__tokenizer_bpe(const char *fn, const amp__bpe_spec *sp) {
+    int pre;
+    bool ignore_merges = false;
+    const char *p = sp->pre ? sp->pre : "gpt2";
+    if (strcmp(p, "gpt2") == 0 || strcmp(p, "default") == 0) pre = AMP__PRE_GPT2;
+    else if (strcmp(p, "smollm") == 0) pre = AMP__PRE_SMOLLM;
+    else if (strcmp(p, "llama3") == 0 || strcmp(p, "llama-bpe") == 0 || strcmp(p, "llama-v3") == 0) {
+        pre = AMP__PRE_LLAMA3;
+        ignore_merges = true; /* as llama.cpp and the Llama 3 tokenizer.json */
+    } else
+        return amp_error_null(AMP_ERR_UNSUPPORTED,
+                              "%s: %s: pre-tokenizer \"%.40s\" is not supported (gpt2, smollm, llama3/llama-bpe are)", fn,
+                              sp->tokens_src, p);
+    if (sp->ntokens < 1 || sp->ntokens > INT32_MAX / 4 || sp->nmerges < 0 || sp->nmerges > INT32_MAX)
+        return amp_error_null(AMP_ERR_FORMAT, "%s: %s: %lld tokens and %lld merges (1 .. 2^29 tokens expected)", fn,
+                              sp->tokens_src, (long long)sp->ntokens, (long long)sp->nmerges);
+    size_t bytes = 0;
+    for (int64_t i = 0; i < sp->ntokens; i++) {
+        if (sp->tokens[i].n > 4096)
+            return amp_error_null(AMP_ERR_FORMAT, "%s: %s: token %lld is %zu bytes long (at most 4096)", fn,
+                                  sp->tokens_src, (long long)i, sp->tokens[i].n);
+        bytes += sp->tokens[i].n;
+    }
+    amp_tokenizer *t = amp__tok_new(fn, TOK_GPT2, sp->ntokens, bytes);
+    if (!t) return NULL;
+    t->name = "bpe";
+    t->pre = pre;
+    t->ignore_merges = ignore_merges;
+    t->add_bos = sp->add_bos;
+    t->add_eos = sp->add_eos;
+    int32_t *added = NULL;
+    unsigned char *always = NULL;
+    char where[64];
+    uint32_t b2u[256], u2b[324];
+    byte_alphabet(b2u);
+    for (int i = 0; i < 324; i++) u2b[i] = 1000;
+    for (int b = 0; b < 256; b++) u2b[b2u[b]] = (uint32_t)b;
+    size_t nadd = 0;
+    added = malloc((size_t)sp->ntokens * sizeof *added);
+    always = malloc((size_t)sp->ntokens);
+    if (!added || !always) {
+        amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+        goto fail;
+    }
+    for (int64_t i = 0; i < sp->ntokens; i++) {
+        const amp__str *k = &sp->tokens[i];
+        int32_t ty = sp->types ? sp->types[i] : 1, id = (int32_t)i;
+        if (ty < 1 || ty > 6) {
+            amp_error(AMP_ERR_FORMAT, "%s: %s: token %d has type %d (1 .. 6 expected)", fn, sp->tokens_src, id, ty);
+            goto fail;
+        }
+        if (raw_type(ty)) { /* raw text, matched in the input; decodes to its text */
+            memcpy(t->arena + t->arena_len, k->s, k->n);
+            t->off[id] = (uint32_t)t->arena_len;
+            t->len[id] = (uint32_t)k->n;
+            t->arena_len += k->n;
+            added[nadd] = id;
+            always[nadd++] = ty == 4;
+            continue;
+        }
+        size_t bl = 0;
+        if (!unalphabet(u2b, k->s, k->n, t->arena + t->arena_len, &bl)) {
+            amp_error(AMP_ERR_FORMAT, "%s: %s: token %d \"%.40s\" has a character outside the byte-level alphabet", fn,
+                      sp->tokens_src, id, k->s);
+            goto fail;
+        }
+        const char *tb = t->arena + t->arena_len;
+        if (str_find(t, tb, bl) >= 0) {
+            amp_error(AMP_ERR_FORMAT, "%s: %s: token %d \"%.40s\" appears twice (first as token %d)", fn, sp->tokens_src,
+                      id, k->s, str_find(t, tb, bl));
+            goto fail;
+        }
+        str_put(t, tb, bl, id);
+        t->off[id] = (uint32_t)t->arena_len;
+        t->len[id] = (uint32_t)bl;
+        t->arena_len += bl;
+        if (bl == 1) t->byte_id[(unsigned char)tb[0]] = id;
+    }
+    for (int b = 0; b < 256 && sp->all_bytes; b++)
+        if (t->byte_id[b] < 0) {
+            amp_error(AMP_ERR_FORMAT, "%s: %s has no token for byte 0x%02x", fn, sp->tokens_src, b);
+            goto fail;
+        }
+    t->npair_cap = pow2_at_least((size_t)sp->nmerges * 2 + 16);
+    t->pairs = calloc(t->npair_cap, sizeof *t->pairs);
+    if (!t->pairs) {
+        amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+        goto fail;
+    }
+    int32_t rank = 0;
+    char ba[1024], bb[1024];
+    for (int64_t i = 0; i < sp->nmerges; i++) {
+        const char *m = sp->merges[i].s;
+        size_t ll = sp->merges[i].n;
+        const char *sep = memchr(m, ' ', ll);
+        size_t la = sep ? (size_t)(sep - m) : 0, lb = sep ? ll - la - 1 : 0, oa = 0, ob = 0;
+        if (!sep || la == 0 || lb == 0 || la >= sizeof ba || lb >= sizeof bb || memchr(sep + 1, ' ', lb) ||
+            !unalphabet(u2b, m, la, ba, &oa) || !unalphabet(u2b, sep + 1, lb, bb, &ob)) {
+            merge_where(sp, i, where, sizeof where);
+            amp_error(AMP_ERR_FORMAT, "%s: %s %s: expected two tokens separated by one space", fn, sp->merges_src, where);
+            goto fail;
+        }
+        int32_t a = str_find(t, ba, oa), b = str_find(t, bb, ob);
+        char cat[2048];
+        memcpy(cat, ba, oa);
+        memcpy(cat + oa, bb, ob);
+        int32_t r = str_find(t, cat, oa + ob);
+        if (a < 0 || b < 0 || r < 0) {
+            merge_where(sp, i, where, sizeof where);
+            amp_error(AMP_ERR_FORMAT, "%s: %s %s: merge \"%.*s\" names a token that is not in %s", fn, sp->merges_src,
+                      where, (int)(ll > 80 ? 80 : ll), m, sp->tokens_src);
+            goto fail;
+        }
+        if (pair_put(t, a, b, rank, r)) rank++; /* a repeated merge keeps its first rank */
+    }
+    for (int k = 0; k <= AMP_TOK_MASK; k++) {
+        if (sp->special[k] >= sp->ntokens || sp->special[k] < -1) {
+            amp_error(AMP_ERR_FORMAT, "%s: %s: special token id %lld is outside the vocabulary of %lld", fn,
+                      sp->tokens_src, (long long)sp->special[k], (long long)sp->ntokens);
+            goto fail;
+        }
+        t->special[k] = (int32_t)sp->special[k];
+    }
+    if ((sp->add_bos && t->special[AMP_TOK_BOS] < 0) || (sp->add_eos && t->special[AMP_TOK_EOS] < 0)) {
+        amp_error(AMP_ERR_FORMAT, "%s: %s: add_%s_token is set but there is no %s token", fn, sp->tokens_src,
+                  sp->add_bos && t->special[AMP_TOK_BOS] < 0 ? "bos" : "eos",
+                  sp->add_bos && t->special[AMP_TOK_BOS] < 0 ? "bos" : "eos");
+        goto fail;
+    }
+    t->eot = t->special[AMP_TOK_EOS];
+    if (!amp__tok_set_added_always(t, added, always, nadd)) {
+        amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
+        goto fail;
+    }
+    free(added);
+    free(always);
+    return t;
+fail:
+    free(added);
+    free(always);
     amp_tokenizer_free(t);
+    return NULL;
+}
+
+/* ---- GPT-2's files ---------------------------------------------------------------------------------- */
+static amp_tokenizer *gpt2_fail(cJSON *j, char *a, char *b, void *c, void *d, void *e) {
     cJSON_Delete(j);
     free(a);
     free(b);
+    free(c);
+    free(d);
+    free(e);
     return NULL;
 }
 
@@ -331,125 +501,66 @@ amp_tokenizer *amp_tokenizer_gpt2(const char *encoder_json, const char *vocab_bp
     char *je = amp__read_regular(fn, encoder_json, &ne);
     if (!je) return NULL;
     char *jv = amp__read_regular(fn, vocab_bpe, &nv);
-    if (!jv) return gpt2_fail(NULL, NULL, je, NULL);
+    if (!jv) return gpt2_fail(NULL, je, NULL, NULL, NULL, NULL);
     cJSON *j = cJSON_ParseWithLength(je, ne);
     if (!cJSON_IsObject(j)) {
         amp_error(AMP_ERR_FORMAT, "%s: %s is not a JSON object of token -> id", fn, encoder_json);
-        return gpt2_fail(NULL, j, je, jv);
+        return gpt2_fail(j, je, jv, NULL, NULL, NULL);
     }
+    /* encoder.json -> tokens by id (<|endoftext|>: a control token, raw text) */
     int n = cJSON_GetArraySize(j);
-    amp_tokenizer *t = amp__tok_new(fn, TOK_GPT2, n, ne);
-    if (!t) return gpt2_fail(NULL, j, je, jv);
-    amp__tok_digest_of(t, je, ne, jv, nv);
-    uint32_t b2u[256], u2b[324];
-    byte_alphabet(b2u);
-    for (int i = 0; i < 324; i++) u2b[i] = 1000;
-    for (int b = 0; b < 256; b++) u2b[b2u[b]] = (uint32_t)b;
-    unsigned char *seen = calloc((size_t)n, 1);
-    if (!seen) {
+    amp__str *toks = calloc((size_t)n + 1, sizeof *toks);
+    int32_t *types = calloc((size_t)n + 1, sizeof *types);
+    if (!toks || !types) {
         amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
-        return gpt2_fail(t, j, je, jv);
+        return gpt2_fail(j, je, jv, toks, types, NULL);
     }
-    size_t ao = 0;
+    int32_t eot = -1;
     for (cJSON *e = j->child; e; e = e->next) {
         double idd = cJSON_IsNumber(e) ? e->valuedouble : -1;
-        if (!(idd >= 0 && idd < n && idd == (double)(int32_t)idd) || seen[(int32_t)idd]) {
-            free(seen);
+        if (!(idd >= 0 && idd < n && idd == (double)(int32_t)idd) || types[(int32_t)idd]) {
             amp_error(AMP_ERR_FORMAT, "%s: %s: token \"%.40s\" has id %g; expected distinct integers 0 to %d", fn,
                       encoder_json, e->string ? e->string : "", idd, n - 1);
-            return gpt2_fail(t, j, je, jv);
+            return gpt2_fail(j, je, jv, toks, types, NULL);
         }
         int32_t id = (int32_t)idd;
-        seen[id] = 1;
-        const char *key = e->string;
-        size_t kl = strlen(key), bl = 0;
-        if (strcmp(key, "<|endoftext|>") == 0) {
-            t->eot = id;
-            memcpy(t->arena + ao, key, kl); /* decodes to its text */
-            bl = kl;
-        } else if (!unalphabet(u2b, key, kl, t->arena + ao, &bl)) {
-            free(seen);
-            amp_error(AMP_ERR_FORMAT, "%s: %s: token \"%.40s\" has a character outside GPT-2's byte alphabet", fn,
-                      encoder_json, key);
-            return gpt2_fail(t, j, je, jv);
-        }
-        t->off[id] = (uint32_t)ao;
-        t->len[id] = (uint32_t)bl;
-        if (id != t->eot) {
-            if (str_find(t, t->arena + ao, bl) >= 0) {
-                free(seen);
-                amp_error(AMP_ERR_FORMAT, "%s: %s: token \"%.40s\" appears twice", fn, encoder_json, key);
-                return gpt2_fail(t, j, je, jv);
-            }
-            str_put(t, t->arena + ao, bl, id);
-            if (bl == 1) t->byte_id[(unsigned char)t->arena[ao]] = id;
-        }
-        ao += bl;
+        bool is_eot = strcmp(e->string, "<|endoftext|>") == 0;
+        types[id] = is_eot ? 3 : 1;
+        if (is_eot) eot = id;
+        toks[id] = (amp__str){e->string, strlen(e->string)};
     }
-    t->arena_len = ao;
-    free(seen);
-    cJSON_Delete(j);
-    j = NULL;
-    free(je);
-    je = NULL;
-    for (int b = 0; b < 256; b++)
-        if (t->byte_id[b] < 0) {
-            amp_error(AMP_ERR_FORMAT, "%s: %s has no token for byte 0x%02x", fn, encoder_json, b);
-            return gpt2_fail(t, NULL, NULL, jv);
-        }
-    /* merges */
-    size_t lines = 0;
+    /* vocab.bpe -> merges (a first "#version" line and empty lines skipped) */
+    size_t lines = 1;
     for (size_t i = 0; i < nv; i++) lines += jv[i] == '\n';
-    t->npair_cap = pow2_at_least(lines * 2 + 16);
-    t->pairs = calloc(t->npair_cap, sizeof *t->pairs);
-    if (!t->pairs) {
+    amp__str *merges = malloc(lines * sizeof *merges);
+    int64_t *lineno = malloc(lines * sizeof *lineno), nm = 0;
+    if (!merges || !lineno) {
+        free(lineno);
         amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
-        return gpt2_fail(t, NULL, NULL, jv);
+        return gpt2_fail(j, je, jv, toks, types, merges);
     }
-    int32_t rank = 0;
-    size_t lineno = 0;
-    char ba[1024], bb[1024];
+    size_t ln = 0;
     for (char *p = jv, *end = jv + nv; p < end;) {
         char *nl = memchr(p, '\n', (size_t)(end - p));
         char *le = nl ? nl : end;
-        lineno++;
         size_t ll = (size_t)(le - p);
+        ln++;
         if (ll && p[ll - 1] == '\r') ll--;
-        if (lineno == 1 && ll >= 8 && memcmp(p, "#version", 8) == 0) goto next;
-        if (ll == 0) goto next;
-        {
-            char *sp = memchr(p, ' ', ll);
-            size_t la = sp ? (size_t)(sp - p) : 0, lb = sp ? ll - la - 1 : 0, oa = 0, ob = 0;
-            if (!sp || la == 0 || lb == 0 || la >= sizeof ba || lb >= sizeof bb || memchr(sp + 1, ' ', lb) ||
-                !unalphabet(u2b, p, la, ba, &oa) || !unalphabet(u2b, sp + 1, lb, bb, &ob)) {
-                amp_error(AMP_ERR_FORMAT, "%s: %s line %zu: expected two tokens separated by one space", fn, vocab_bpe,
-                          lineno);
-                return gpt2_fail(t, NULL, NULL, jv);
-            }
-            int32_t a = str_find(t, ba, oa), b = str_find(t, bb, ob);
-            char cat[2048];
-            memcpy(cat, ba, oa);
-            memcpy(cat + oa, bb, ob);
-            int32_t m = str_find(t, cat, oa + ob);
-            if (a < 0 || b < 0 || m < 0) {
-                amp_error(AMP_ERR_FORMAT, "%s: %s line %zu: merge \"%.*s\" names a token that is not in %s", fn,
-                          vocab_bpe, lineno, (int)ll, p, encoder_json);
-                return gpt2_fail(t, NULL, NULL, jv);
-            }
-            if (pair_put(t, a, b, rank, m)) rank++;
+        if (ll && !(ln == 1 && ll >= 8 && memcmp(p, "#version", 8) == 0)) {
+            merges[nm] = (amp__str){p, ll};
+            lineno[nm++] = (int64_t)ln;
         }
-    next:
         p = le + 1;
     }
-    free(jv);
-    if (t->eot >= 0) {
-        /* GPT2Tokenizer's bos, eos and unk are all <|endoftext|>, its one added token */
-        t->special[AMP_TOK_BOS] = t->special[AMP_TOK_EOS] = t->special[AMP_TOK_UNK] = t->eot;
-        if (!amp__tok_set_added(t, &t->eot, 1)) {
-            amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
-            return gpt2_fail(t, NULL, NULL, NULL);
-        }
+    amp__bpe_spec sp = {toks, n, types, merges, nm, lineno, encoder_json, vocab_bpe, "gpt2",
+                        {eot, eot, -1, eot, -1, -1, -1}, false, false, true};
+    amp_tokenizer *t = amp__tokenizer_bpe(fn, &sp);
+    free(lineno);
+    if (t) {
+        t->name = "gpt2";
+        amp__tok_digest_of(t, je, ne, jv, nv);
     }
+    gpt2_fail(j, je, jv, toks, types, merges);
     return t;
 }
 
@@ -468,12 +579,13 @@ void amp_tokenizer_free(amp_tokenizer *t) {
     free(t->pairs);
     free(t->strs);
     free(t->added);
+    free(t->added_always);
     free(t);
 }
 
 const char *amp_tokenizer_name(const amp_tokenizer *t) {
     if (!t) return amp_error_null(AMP_ERR_ARG, "amp_tokenizer_name: t is NULL");
-    return t->kind == TOK_BYTE ? "byte" : t->kind == TOK_GPT2 ? "gpt2" : "wordpiece";
+    return t->kind == TOK_BYTE ? "byte" : t->kind == TOK_GPT2 ? t->name : "wordpiece";
 }
 
 int64_t amp_tokenizer_vocab_size(const amp_tokenizer *t) {
@@ -579,7 +691,8 @@ static bool bpe_long(const amp_tokenizer *t, const unsigned char *s, size_t n, a
                 }
             }
         }
-        for (uint32_t i = 0; ok && i != NONE; i = nx[i]) ok = amp__ivec_push(out, sym[i]);
+        for (uint32_t i = 0; ok && i != NONE; i = nx[i])
+            if (sym[i] >= 0) ok = amp__ivec_push(out, sym[i]); /* a byte without a token is dropped */
     }
     free(sym);
     free(nx);
@@ -621,7 +734,7 @@ static bool bpe_piece(const amp_tokenizer *t, const unsigned char *s, size_t n, 
         m = w;
     }
     for (size_t i = 0; i < m; i++)
-        if (!amp__ivec_push(out, sym[i])) return false;
+        if (sym[i] >= 0 && !amp__ivec_push(out, sym[i])) return false; /* a byte without a token is dropped */
     return true;
 }
 
@@ -647,6 +760,46 @@ static size_t pretoken_end(const uint32_t *cp, const unsigned char *cl, size_t n
     return q;                      /* \s+ */
 }
 
+static bool is_crlf(uint32_t c) { return c == '\r' || c == '\n'; }
+
+/* End of the pre-token starting at p, Llama 3's pattern:
+ *   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|
+ *   \s+(?!\S)|\s+ */
+static size_t pretoken_end_llama3(const uint32_t *cp, const unsigned char *cl, size_t n, size_t p) {
+    uint32_t c = cp[p];
+    if (c == '\'' && p + 1 < n) {
+        uint32_t c1 = cp[p + 1] | 0x20, c2 = p + 2 < n ? cp[p + 2] | 0x20 : 0; /* ASCII case folded */
+        if (cp[p + 1] < 128 && (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd')) return p + 2;
+        if (cp[p + 1] < 128 && p + 2 < n && cp[p + 2] < 128 &&
+            ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')))
+            return p + 3;
+    }
+    size_t q = p;
+    if (!is_crlf(c) && cl[p] != C_NUMBER && (cl[p] == C_LETTER || (p + 1 < n && cl[p + 1] == C_LETTER))) {
+        q++; /* [^\r\n\p{L}\p{N}]?\p{L}+ */
+        while (q < n && cl[q] == C_LETTER) q++;
+        return q;
+    }
+    if (cl[p] == C_NUMBER) { /* \p{N}{1,3} */
+        while (q < n && q < p + 3 && cl[q] == C_NUMBER) q++;
+        return q;
+    }
+    q = p + (c == ' ' && p + 1 < n && cl[p + 1] == C_OTHER ? 1 : 0);
+    if (cl[q] == C_OTHER) { /* ' ?[^\s\p{L}\p{N}]+[\r\n]*' */
+        while (q < n && cl[q] == C_OTHER) q++;
+        while (q < n && is_crlf(cp[q])) q++;
+        return q;
+    }
+    /* here cp[p] is white space: \s*[\r\n]+ ends after the run's last \r or \n */
+    size_t last = 0;
+    for (q = p; q < n && cl[q] == C_SPACE; q++)
+        if (is_crlf(cp[q])) last = q + 1;
+    if (last) return last;
+    if (q == n) return q;         /* \s+(?!\S) at the end */
+    if (q - p >= 2) return q - 1; /* \s+(?!\S) */
+    return q;                     /* \s+ */
+}
+
 static amp_status encode_text(const char *fn, const amp_tokenizer *t, const unsigned char *s, size_t n, amp__ivec *out) {
     uint32_t *cp = malloc((n ? n : 1) * sizeof *cp);
     size_t *bo = malloc((n + 1) * sizeof *bo);
@@ -667,8 +820,17 @@ static amp_status encode_text(const char *fn, const amp_tokenizer *t, const unsi
     }
     bo[m] = n;
     for (size_t p = 0; p < m;) {
-        size_t e = pretoken_end(cp, cl, m, p);
-        if (!bpe_piece(t, s + bo[p], bo[e] - bo[p], sym, out)) {
+        /* smollm: every number character is a piece of its own, the pattern runs between them */
+        size_t chunk = m;
+        if (t->pre == AMP__PRE_SMOLLM) {
+            if (cl[p] == C_NUMBER) chunk = p + 1;
+            else
+                for (chunk = p; chunk < m && cl[chunk] != C_NUMBER; chunk++) {
+                }
+        }
+        size_t e = t->pre == AMP__PRE_LLAMA3 ? pretoken_end_llama3(cp, cl, chunk, p) : pretoken_end(cp, cl, chunk, p);
+        int32_t whole = t->ignore_merges ? amp__tok_find(t, (const char *)s + bo[p], bo[e] - bo[p]) : -1;
+        if (whole >= 0 ? !amp__ivec_push(out, whole) : !bpe_piece(t, s + bo[p], bo[e] - bo[p], sym, out)) {
             st = amp_error(AMP_ERR_NOMEM, "%s: out of memory", fn);
             goto done;
         }
@@ -696,11 +858,13 @@ static amp_status encode_plain(const char *fn, const amp_tokenizer *t, const uns
     }
 }
 
-/* The added token whose text starts at s[0:n] (the longest), or -1. */
-static int32_t added_at(const amp_tokenizer *t, const char *s, size_t n) {
+/* The added token whose text starts at s[0:n] (the longest), or -1; without
+ * parse, only those matched always. */
+static int32_t added_at(const amp_tokenizer *t, const char *s, size_t n, bool parse) {
     unsigned char b = (unsigned char)s[0];
     if (!(t->added_first[b >> 3] & (1u << (b & 7)))) return -1;
     for (size_t k = 0; k < t->nadded; k++) {
+        if (!parse && !t->added_always[k]) continue;
         int32_t id = t->added[k];
         size_t l = t->len[id];
         if (l <= n && memcmp(s, t->arena + t->off[id], l) == 0) return id;
@@ -722,15 +886,18 @@ static amp_status encode_ex(const char *fn, const amp_tokenizer *t, const char *
         if (first < 0 || last < 0)
             return amp_error(AMP_ERR_ARG, "%s: add_special: the vocabulary has no %s token", fn,
                              first < 0 ? "[CLS]" : "[SEP]");
+    } else if (o->add_special && t->kind == TOK_GPT2) { /* GGUF add_bos_token / add_eos_token */
+        first = t->add_bos ? t->special[AMP_TOK_BOS] : -1;
+        last = t->add_eos ? t->special[AMP_TOK_EOS] : -1;
     }
     amp__ivec out = {0};
     amp_status st = AMP_OK;
     if (first >= 0 && !amp__ivec_push(&out, first)) goto nomem;
     for (size_t a = 0, i = 0;;) {
         int32_t hit = -1;
-        if (o->parse_special && t->nadded)
+        if (t->nadded && (o->parse_special || t->any_always))
             for (; i < n; i++)
-                if ((hit = added_at(t, text + i, n - i)) >= 0) break;
+                if ((hit = added_at(t, text + i, n - i, o->parse_special)) >= 0) break;
         size_t b = hit >= 0 ? i : n;
         st = encode_plain(fn, t, (const unsigned char *)text + a, b - a, &out);
         if (st != AMP_OK) goto fail;

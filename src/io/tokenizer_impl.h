@@ -1,6 +1,7 @@
 /* Internal: what the library knows of a tokenizer beyond amp/text.h, shared
  * by the files of src/io/tokenizer*.c (tokenizer.c: the common parts, byte
- * and GPT-2; tokenizer_wordpiece.c: BERT). */
+ * and byte-level BPE (GPT-2's files, or arrays); tokenizer_wordpiece.c: BERT;
+ * tokenizer_bpe.c: a GGUF file's BPE; tokenizer_chat.c: chat templates). */
 #ifndef AMP_IO_TOKENIZER_IMPL_H
 #define AMP_IO_TOKENIZER_IMPL_H
 
@@ -13,6 +14,9 @@
 #define TOK_BYTE 0
 #define TOK_GPT2 1
 #define TOK_WORDPIECE 2
+
+/* byte-level BPE pre-tokenizers (GGUF tokenizer.ggml.pre) */
+enum { AMP__PRE_GPT2 = 0, AMP__PRE_SMOLLM, AMP__PRE_LLAMA3 };
 
 typedef struct {
     uint64_t key; /* (a << 32 | b) + 1; 0 = empty */
@@ -36,8 +40,12 @@ struct amp_tokenizer {
     uint32_t *off, *len; /* token id -> bytes in arena */
     str_slot *strs;      /* bytes -> id */
     size_t nstr_cap;
-    /* gpt2 */
-    int32_t byte_id[256];
+    /* byte-level BPE */
+    const char *name;    /* "gpt2", "bpe" */
+    int pre;             /* AMP__PRE_* */
+    bool ignore_merges;  /* a pre-token that is a token is not merged (Llama 3) */
+    bool add_bos, add_eos;
+    int32_t byte_id[256]; /* -1: the byte has no token (dropped) */
     pair_slot *pairs;
     size_t npair_cap;
     /* special tokens: bos, eos, ... (amp_tok_special order; -1 none) */
@@ -45,6 +53,8 @@ struct amp_tokenizer {
     /* added tokens: their text in the input becomes their id (encode_ex's parse_special), longest first */
     int32_t *added;
     size_t nadded;
+    bool any_always;
+    unsigned char *added_always; /* per added token: matched without parse_special too (GGUF USER_DEFINED) */
     unsigned char added_first[32]; /* bitmap of their first bytes */
     /* wordpiece */
     bool wp_clean, wp_lower, wp_strip, wp_cjk;
@@ -70,6 +80,34 @@ bool amp__tok_set(amp_tokenizer *t, int32_t id, const char *s, size_t n);
 int32_t amp__tok_find(const amp_tokenizer *t, const char *s, size_t n);
 /* Registers the added tokens (ids, any order: sorted longest first here); false: out of memory. */
 bool amp__tok_set_added(amp_tokenizer *t, const int32_t *ids, size_t n);
+/* The same, each with a flag: matched even without parse_special. */
+bool amp__tok_set_added_always(amp_tokenizer *t, const int32_t *ids, const unsigned char *always, size_t n);
+
+/* A byte-level BPE vocabulary (GPT-2's files, a GGUF file's arrays). Token
+ * strings are in GPT-2's byte-to-unicode alphabet except those of type
+ * CONTROL (3), USER_DEFINED (4) and UNKNOWN (2), which are raw text and
+ * become added tokens (CONTROL and UNKNOWN matched with parse_special,
+ * USER_DEFINED always, as llama.cpp). Merges are "a b" (one space), highest
+ * priority first; each must name two tokens whose concatenation is a token. */
+typedef struct {
+    const char *s;
+    size_t n;
+} amp__str;
+typedef struct {
+    const amp__str *tokens;
+    int64_t ntokens;
+    const int32_t *types;   /* GGUF token types (1 normal ... 6 byte); NULL: all normal */
+    const amp__str *merges;
+    int64_t nmerges;
+    const int64_t *merge_line; /* for messages: the line of each merge in its file; NULL: "merge i" */
+    const char *tokens_src, *merges_src; /* names in messages */
+    const char *pre;        /* "gpt2", "smollm", "llama3", "llama-bpe", ... */
+    int64_t special[AMP_TOK_MASK + 1]; /* -1: none */
+    bool add_bos, add_eos;
+    bool all_bytes; /* every byte must be a token (GPT-2); else a byte without one is dropped, as llama.cpp
+                     * and Hugging Face do (SmolLM2 lacks 21 of them: 0x04, 0xc0, 0xff, ...) */
+} amp__bpe_spec;
+amp_tokenizer *amp__tokenizer_bpe(const char *fn, const amp__bpe_spec *sp);
 
 /* Decodes one UTF-8 sequence at s[i] (n bytes total): code point and length.
  * Invalid or truncated sequences, overlongs and surrogates give one byte

@@ -10,11 +10,14 @@
  *  - amp_gemm: the CPU GEMM on host pointers (kernels/family/gemm.h);
  *  - amp_gemm_kernel_name: which path amp_gemm takes for a dtype pair;
  *  - amp_gemm_kernel_active / amp_gemm_kernel_pairs: the active path's
- *    kernel set (its name and fma_loop, the peak probe of `amp bench gemm`). */
+ *    kernel set (its name and fma_loop, the peak probe of `amp bench gemm`);
+ *  - amp_k_quant / amp_k_quant_set_vnni (kernels/cpu/quant.h): the quantized
+ *    linear's kernel set and its VNNI switch (`amp bench quant`). */
 #ifndef AMP_KERNELS_CPU_PATHS_H
 #define AMP_KERNELS_CPU_PATHS_H
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_internal.h"
+#include "kernels/cpu/quant.h"
 
 #endif

@@ -74,6 +74,7 @@
     X(PRELU, "prelu", 2, (x > K(0) ? K(1) : y) * x)                                                            \
     X(ADDCMUL, "addcmul", 3, x + s0 * y * z)                                                                   \
     X(ADDCDIV, "addcdiv", 3, x + s0 * y / z)                                                                   \
+    X(SWIGLU, "swiglu", 2, x * SIGM(x) * y) /* silu(gate) * up: x = gate, y = up */                            \
     /* ---- gradients: x is the upstream gradient g ---- */                                                    \
     X(G_MUL_OUT, "g_mul", 2, x * y)                           /* exp: y = out */                               \
     X(G_DIV, "g_div", 2, x / y)                               /* log: y = input; div wrt a: y = b */           \
@@ -100,7 +101,9 @@
     X(G_PRELU_W, "g_prelu_w", 2, (y > K(0) ? K(0) : y) * x)                                                    \
     X(G_SCALED_MUL, "g_scaled_mul", 2, x * y * s0)            /* addcmul wrt t1, t2; mul_scalar */             \
     X(G_SCALED_DIV, "g_scaled_div", 2, x * s0 / y)            /* addcdiv wrt t1 */                             \
-    X(G_ADDCDIV_T2, "g_addcdiv_t2", 3, -x * s0 * y / (z * z))
+    X(G_ADDCDIV_T2, "g_addcdiv_t2", 3, -x * s0 * y / (z * z))                                                  \
+    X(G_SWIGLU_GATE, "g_swiglu_gate", 3, EWF(g_silu)(x * z, y)) /* swiglu wrt gate: y = gate, z = up */         \
+    X(G_SWIGLU_UP, "g_swiglu_up", 2, x * (y * SIGM(y)))         /* swiglu wrt up: y = gate */
 
 /* The public one-operand ops without parameters: amp_<fn>(x) (declared in
  * include/amp/ops.h) is generated from its row here by

@@ -1,4 +1,4 @@
-/* Activations: gelu (erf and tanh forms), softplus, prelu, dropout (relu,
+/* Activations: gelu (erf and tanh forms), softplus, prelu, swiglu, dropout (relu,
  * silu, sigmoid and tanh come from kernels/ew_ops.h's AMP_EW_UNARY_API rows,
  * generated in elementwise.c). Kernels: src/kernels/cpu/elementwise.c; helpers:
  * ops/elementwise.h. f32, f16, bf16 and f64 inputs. */
@@ -24,6 +24,57 @@ amp_tensor *amp_softplus(amp_tensor *x, double beta, double threshold) {
     if (isnan(threshold)) return amp_error_null(AMP_ERR_ARG, "%s: threshold is NaN", fn);
     amp_ew_params p = {.s0 = beta, .s1 = threshold};
     return amp__ew_unary(fn, AMP_OP_SOFTPLUS, x, true, AMP_EW_SOFTPLUS, &p, AMP_EW_G_SOFTPLUS, &p, AMP_EW_SAVE_INPUT);
+}
+
+/* ---- swiglu --------------------------------------------------------------------------------- */
+/* silu(gate) * up in one pass (the catalogue's SWIGLU row): f32 (f64)
+ * arithmetic, rounded once; gate and up broadcast and promote as torch's
+ * F.silu(gate) * up would (silu and mul are in no autocast list). */
+static amp_status swiglu_backward(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    const amp_tensor *g = gout[0], *gate = n->saved[0], *up = n->saved[1];
+    if (n->inputs[0].needs_grad &&
+        !(gin[0] = amp__ew_grad(n, 0, AMP_EW_G_SWIGLU_GATE, NULL, 3, (const amp_tensor *[]){g, gate, up})))
+        return amp_last_status();
+    if (n->inputs[1].needs_grad && !(gin[1] = amp__ew_grad(n, 1, AMP_EW_G_SWIGLU_UP, NULL, 2, (const amp_tensor *[]){g, gate})))
+        return amp_last_status();
+    return AMP_OK;
+}
+
+/* create_graph: silu'(gate) = s (1 + gate (1 - s)), s = sigmoid(gate), with ops */
+static amp_status swiglu_backward_diff(amp_node *n, amp_tensor *const *gout, amp_tensor **gin) {
+    amp_tensor *g = gout[0], *gate = amp__saved_input(n, 0), *up = amp__saved_input(n, 1);
+    for (int i = 0; i < 2; i++) {
+        const amp_edge *e = &n->inputs[i];
+        if (!e->needs_grad) continue;
+        amp_tensor *t;
+        if (i == 0) {
+            amp_tensor *sg = amp_sigmoid(gate);
+            amp_tensor *d = amp_mul(sg, amp_add_scalar(amp_mul(gate, amp_rsub_scalar(sg, 1.0)), 1.0));
+            t = amp_mul(amp_mul(g, up), d);
+        } else {
+            t = amp_mul(g, amp_silu(gate));
+        }
+        if (!(gin[i] = amp__sum_to_diff(t, e->ndim, e->shape))) return amp_last_status();
+    }
+    return AMP_OK;
+}
+
+amp_tensor *amp_swiglu(amp_tensor *gate, amp_tensor *up) {
+    static const char *fn = "amp_swiglu";
+    if (!amp__arg(fn, gate, "gate") || !amp__arg(fn, up, "up")) return NULL;
+    if (!amp__check_float64ok(fn, gate, "gate") || !amp__check_float64ok(fn, up, "up")) return NULL;
+    amp_tensor *in[2] = {gate, up};
+    int mask = amp__autocast_dev(AMP_OP_SWIGLU, in, 2, NULL);
+    if (mask < 0) return NULL;
+    amp_tensor *out = NULL;
+    int ndim;
+    int64_t shape[AMP_MAX_DIMS];
+    if (amp__broadcast_shapes(fn, in[0], in[1], &ndim, shape) == AMP_OK)
+        out = amp__ew_apply(fn, AMP_EW_SWIGLU, NULL, amp__ew_result_type(in, 2), 2, (const amp_tensor *const *)in, ndim,
+                            shape);
+    amp_node_spec spec = {.backward = swiglu_backward, .backward_diff = swiglu_backward_diff, .nsave = 2,
+                          .save = {in[0], in[1]}};
+    return amp__op_end(fn, out != NULL, out, in, 2, mask, &spec, NULL, 0);
 }
 
 /* ---- prelu ------------------------------------------------------------------------------------ */

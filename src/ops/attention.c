@@ -6,7 +6,9 @@
  * scale defaults to 1/sqrt(E); is_causal keeps key j <= query i (top-left
  * aligned when L != S, as torch); attn_mask is bool (u8: true = take part)
  * or float (added), broadcastable to [..., L, S]. The batch dims of q, k, v
- * must be equal, and so must their dtypes, outside autocast. Autocast: lower
+ * must be equal (with enable_gqa, but the heads: k and v have a divisor of
+ * q's heads, each serving a group of query heads), and so must their
+ * dtypes, outside autocast. Autocast: lower
  * precision (torch's CPU and CUDA lists): q, k, v and a float mask are cast to
  * the region's dtype first, as torch's cached_cast does for every floating
  * tensor argument, so mixed input dtypes meet there.
@@ -68,13 +70,29 @@ static amp_status sdpa_check(const char *fn, const amp_tensor *q, const amp_tens
                          amp__shape_fmt(q->ndim, q->shape, a, sizeof a), amp__shape_fmt(k->ndim, k->shape, b, sizeof b),
                          amp__shape_fmt(v->ndim, v->shape, cbuf, sizeof cbuf));
     int nd = q->ndim;
+    if (o->enable_gqa && nd < 3)
+        return amp_error(AMP_ERR_SHAPE, "%s: enable_gqa needs q, k, v with a heads dim: [..., H, L, E] (got q %s)", fn,
+                         amp__shape_fmt(q->ndim, q->shape, a, sizeof a));
     bool ok = q->shape[nd - 1] == k->shape[nd - 1] && k->shape[nd - 2] == v->shape[nd - 2];
-    for (int d = 0; d < nd - 2; d++) ok = ok && q->shape[d] == k->shape[d] && q->shape[d] == v->shape[d];
+    for (int d = 0; d < nd - 2; d++) {
+        if (o->enable_gqa && d == nd - 3) continue; /* the heads: below */
+        ok = ok && q->shape[d] == k->shape[d] && q->shape[d] == v->shape[d];
+    }
     if (!ok)
         return amp_error(AMP_ERR_SHAPE,
                          "%s: q %s, k %s, v %s: expected q [..., L, E], k [..., S, E], v [..., S, Ev] with equal "
-                         "batch dims", fn, amp__shape_fmt(q->ndim, q->shape, a, sizeof a),
-                         amp__shape_fmt(k->ndim, k->shape, b, sizeof b), amp__shape_fmt(v->ndim, v->shape, cbuf, sizeof cbuf));
+                         "batch dims%s", fn, amp__shape_fmt(q->ndim, q->shape, a, sizeof a),
+                         amp__shape_fmt(k->ndim, k->shape, b, sizeof b), amp__shape_fmt(v->ndim, v->shape, cbuf, sizeof cbuf),
+                         o->enable_gqa ? " (but the heads, third from last)" : "");
+    if (o->enable_gqa) {
+        int64_t hq = q->shape[nd - 3], hk = k->shape[nd - 3], hv = v->shape[nd - 3];
+        if (hk != hv || hk == 0 || hq % hk != 0)
+            return amp_error(AMP_ERR_SHAPE,
+                             "%s: enable_gqa: q has %lld heads, k %lld and v %lld: k and v need the same number of "
+                             "heads, a divisor of q's (q %s, k %s, v %s)", fn, (long long)hq, (long long)hk, (long long)hv,
+                             amp__shape_fmt(q->ndim, q->shape, a, sizeof a), amp__shape_fmt(k->ndim, k->shape, b, sizeof b),
+                             amp__shape_fmt(v->ndim, v->shape, cbuf, sizeof cbuf));
+    }
     if (!(o->dropout_p >= 0.0 && o->dropout_p < 1.0))
         return amp_error(AMP_ERR_ARG, "%s: dropout_p = %g is outside [0, 1)", fn, o->dropout_p);
     if (!isfinite(o->scale) && !isnan(o->scale))
@@ -123,6 +141,29 @@ static int sdpa_autocast(const char *fn, amp_tensor **in, const amp_sdpa_opts *o
     *oc = *o;
     oc->attn_mask = in[3];
     return mask;
+}
+
+/* query heads per key/value head: 1 without enable_gqa */
+static int64_t sdpa_group(const amp_tensor *q, const amp_tensor *k, const amp_sdpa_opts *o) {
+    return o->enable_gqa ? q->shape[q->ndim - 3] / k->shape[k->ndim - 3] : 1;
+}
+
+/* k or v [..., Hkv, S, E] with each head repeated group times in place,
+ * [..., Hkv * group, S, E] (torch's repeat_interleave on the heads: query
+ * head h meets kv head h / group), through ops so that the gradient sums
+ * over the group */
+static amp_tensor *gqa_expand(amp_tensor *x, int64_t group) {
+    if (group == 1) return x;
+    int nd = x->ndim;
+    int64_t es[AMP_MAX_DIMS + 1], rs[AMP_MAX_DIMS];
+    for (int d = 0; d < nd - 2; d++) es[d] = rs[d] = x->shape[d];
+    es[nd - 2] = group;
+    es[nd - 1] = x->shape[nd - 2];
+    es[nd] = x->shape[nd - 1];
+    rs[nd - 3] = x->shape[nd - 3] * group;
+    rs[nd - 2] = x->shape[nd - 2];
+    rs[nd - 1] = x->shape[nd - 1];
+    return amp_reshape(amp_expand(amp_unsqueeze(x, nd - 2), nd + 1, es), nd, rs);
 }
 
 static double sdpa_scale(const amp_sdpa_opts *o, int64_t E) {
@@ -261,7 +302,7 @@ static amp_tensor *sdpa_fused(const char *fn, amp_tensor *q, amp_tensor *k, amp_
         }
         c.a = (amp_att_args){.nb = nb, .L = L, .S = S, .E = E, .Ev = Ev, .scale = (float)sdpa_scale(o, E),
                              .causal = o->is_causal, .dropout_p = o->dropout_p,
-                             .precision = amp_matmul_precision_get()};
+                             .precision = amp_matmul_precision_get(), .group = sdpa_group(q, k, o)};
         if (o->dropout_p > 0.0) {
             c.a.seed = g->seed;
             c.a.offset = amp__gen_reserve(g, (uint64_t)nb * (uint64_t)L * (uint64_t)S); /* atomic: generators may be shared; a counter, wraps by design */
@@ -322,7 +363,9 @@ amp_tensor *amp_scaled_dot_product_attention_math(amp_tensor *q, amp_tensor *k, 
     amp_tensor *out = NULL;
     amp_scope *s = amp_scope_begin();
     if (s) {
-        amp_tensor *w = amp_mul_scalar(amp_matmul(in[0], amp_transpose(in[1], -2, -1)), sdpa_scale(o, E));
+        const int64_t group = sdpa_group(in[0], in[1], o);
+        amp_tensor *kk = gqa_expand(in[1], group), *vv = gqa_expand(in[2], group);
+        amp_tensor *w = amp_mul_scalar(amp_matmul(in[0], amp_transpose(kk, -2, -1)), sdpa_scale(o, E));
         if (w && (o->is_causal || o->attn_mask)) {
             amp_tensor *bias = mask_bias(fn, in[0], in[1], o, in[0]->dtype, AMP_MEM_DATA);
             if (bias) amp__scope_register(bias);
@@ -330,7 +373,7 @@ amp_tensor *amp_scaled_dot_product_attention_math(amp_tensor *q, amp_tensor *k, 
         }
         w = amp_softmax(w, -1);
         if (w && o->dropout_p > 0.0) w = amp_dropout(w, o->dropout_p, true, o->generator);
-        out = amp_matmul(w, in[2]);
+        out = amp_matmul(w, vv);
         if (out) amp_tensor_keep(out);
         amp_scope_end(s);
         if (out) amp__scope_register(out);

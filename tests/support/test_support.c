@@ -470,3 +470,15 @@ int test_header_functions(const char *const *hdrs, int nhdrs, char names[][64], 
     }
     return n;
 }
+
+amp_tensor *test_tokens(int64_t B, int64_t T, int64_t V, uint64_t seed) {
+    int64_t *v = malloc(sizeof(int64_t) * (size_t)(B * T));
+    uint64_t s = seed * 2654435761u + 1;
+    for (int64_t i = 0; i < B * T; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        v[i] = (int64_t)((s >> 33) % (uint64_t)V);
+    }
+    amp_tensor *t = amp_tensor_from_data(v, AMP_I64, 2, AMP_SHAPE(B, T));
+    free(v);
+    return t;
+}

@@ -82,6 +82,8 @@ void amp_test_cuda_stop_if_dead(const char *what, const char *err);
  * draws from amp_generator_make(seed), drawn in float64, times scale plus
  * shift, then converted to dt once. Fails the test if it cannot be made. */
 amp_tensor *amp_test_randn(amp_dtype dt, int nd, const int64_t *shape, uint64_t seed, double scale, double shift);
+/* Token ids i64 [B, T] in 0..V-1 from a seeded LCG (a language model's input). */
+amp_tensor *test_tokens(int64_t B, int64_t T, int64_t V, uint64_t seed);
 /* amp_tensor_to(t, d) (a copy of t on device d); where that returns NULL,
  * amp_test_cuda_stop_if_dead, then fails the test with amp's message. */
 amp_tensor *amp_test_to(const amp_tensor *t, amp_device d);

@@ -20,8 +20,10 @@
 #include "tensor/tensor_impl.h"
 
 /* Offsets of the nb batch items of t ([..., r, c], batch dims nbd) in
- * row-major batch order; bstrides may be broadcast (0). */
-static void batch_offsets(const amp_tensor *t, int nbd, const int64_t *bshape, int64_t *off, int64_t nb) {
+ * row-major batch order; bstrides may be broadcast (0). group > 1 (k and v
+ * under grouped-query attention): the last batch index (the head) h is
+ * t's head h / group. */
+static void batch_offsets(const amp_tensor *t, int nbd, const int64_t *bshape, int64_t *off, int64_t nb, int64_t group) {
     int64_t st[AMP_MAX_DIMS] = {0};
     int tb = t->ndim - 2;
     for (int d = 0; d < nbd; d++) {
@@ -31,7 +33,7 @@ static void batch_offsets(const amp_tensor *t, int nbd, const int64_t *bshape, i
     for (int64_t b = 0; b < nb; b++) {
         int64_t rem = b, o = t->offset;
         for (int d = nbd - 1; d >= 0; d--) {
-            o += (rem % bshape[d]) * st[d];
+            o += (rem % bshape[d]) / (d == nbd - 1 ? group : 1) * st[d];
             rem /= bshape[d];
         }
         off[b] = o - t->offset; /* relative to amp__data(t) */
@@ -78,10 +80,11 @@ static amp_status operands(const char *fn, const amp_att_args *a, const amp_tens
     kv[2] = kv[1] ? kernel_view(fn, v, &t[2]) : NULL;
     if (!kv[2]) return amp_last_status();
     int nbd = q->ndim - 2;
-    batch_offsets(kv[0], nbd, q->shape, *boff, nb);
-    batch_offsets(kv[1], nbd, q->shape, *boff + nb, nb);
-    batch_offsets(kv[2], nbd, q->shape, *boff + 2 * nb, nb);
-    if (bias) batch_offsets(bias, nbd, q->shape, *boff + 3 * nb, nb);
+    int64_t group = a->group > 1 ? a->group : 1;
+    batch_offsets(kv[0], nbd, q->shape, *boff, nb, 1);
+    batch_offsets(kv[1], nbd, q->shape, *boff + nb, nb, group);
+    batch_offsets(kv[2], nbd, q->shape, *boff + 2 * nb, nb, group);
+    if (bias) batch_offsets(bias, nbd, q->shape, *boff + 3 * nb, nb, 1);
     return AMP_OK;
 }
 
@@ -110,6 +113,29 @@ static amp_status amp__cpu_attention(const char *fn, const amp_att_args *a, cons
     return st;
 }
 
+/* Grouped-query attention's dk or dv: *d [.., Hkv * group, S, E] (per
+ * query head, contiguous f32) summed over each group of heads into a new
+ * [.., Hkv, S, E] of t's shape, which replaces *d: the heads added in order,
+ * in double, rounded once. */
+static amp_status group_sum(const char *fn, const amp_tensor *t, int64_t group, amp_tensor **d) {
+    amp_tensor *r = amp__tensor_new(fn, AMP_F32, t->ndim, t->shape, amp__mem_current(AMP_MEM_WORKSPACE), AMP_NEW_UNSCOPED);
+    if (!r) return amp_last_status();
+    const int nd = t->ndim;
+    const int64_t inner = t->shape[nd - 2] * t->shape[nd - 1], outer = amp_tensor_numel(t) / (inner ? inner : 1);
+    const float *src = amp__data(*d);
+    float *dst = amp__data(r);
+    AMP_K_FOR(o, outer, outer * inner * group > AMP_PARALLEL_MIN && outer > 1, {
+        for (int64_t e = 0; e < inner; e++) {
+            double acc = 0;
+            for (int64_t g = 0; g < group; g++) acc += src[(o * group + g) * inner + e];
+            dst[o * inner + e] = (float)acc;
+        }
+    });
+    amp__release(*d);
+    *d = r;
+    return AMP_OK;
+}
+
 static amp_status amp__cpu_attention_backward(const char *fn, const amp_att_args *a, const amp_tensor *q,
                                               const amp_tensor *k, const amp_tensor *v, const amp_tensor *bias,
                                               const amp_tensor *out, const amp_tensor *lse, const amp_tensor *g,
@@ -121,9 +147,13 @@ static amp_status amp__cpu_attention_backward(const char *fn, const amp_att_args
     bool og = false;
     amp_status st = operands(fn, a, q, k, v, bias, kv, t, &boff);
     if (st != AMP_OK) goto out;
+    /* dq, dk, dv per query batch item (under grouped-query attention dk and
+     * dv have q's batch shape here, summed into k's and v's below) */
     for (int i = 0; i < 3; i++) {
-        d[i] = amp__tensor_new(fn, AMP_F32, kv[i]->ndim, kv[i]->shape, amp__mem_current(AMP_MEM_WORKSPACE),
-                               AMP_NEW_UNSCOPED);
+        int64_t shp[AMP_MAX_DIMS];
+        memcpy(shp, kv[i]->shape, sizeof(int64_t) * (size_t)kv[i]->ndim);
+        if (i > 0 && a->group > 1) shp[kv[i]->ndim - 3] *= a->group;
+        d[i] = amp__tensor_new(fn, AMP_F32, kv[i]->ndim, shp, amp__mem_current(AMP_MEM_WORKSPACE), AMP_NEW_UNSCOPED);
         if (!d[i]) {
             st = amp_last_status();
             goto out;
@@ -143,6 +173,7 @@ static amp_status amp__cpu_attention_backward(const char *fn, const amp_att_args
     }
     st = amp_k_attention_backward(&ka, &iq, &ik, &iv, amp__data(out), out->dtype, pg, amp__data(lse),
                                   amp__data(d[0]), amp__data(d[1]), amp__data(d[2]));
+    for (int i = 1; i < 3 && st == AMP_OK && a->group > 1; i++) st = group_sum(fn, kv[i], a->group, &d[i]);
     if (st == AMP_OK)
         for (int i = 0; i < 3; i++) {
             gin[i] = d[i];

@@ -14,19 +14,36 @@
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/quant.h"
 
+static bool have_vnni(void) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    return __builtin_cpu_supports("avx512vnni");
+#else
+    return false;
+#endif
+}
+
 const amp_quant_kernels *amp_k_quant_path(amp_cpu_path p, bool vnni) {
     if (!amp_cpu_supported(p)) return NULL;
     switch (p) {
     case AMP_CPU_SCALAR: return vnni ? NULL : &amp_quant_kernels_scalar;
     case AMP_CPU_AVX2: return vnni ? NULL : &amp_quant_kernels_avx2;
     case AMP_CPU_AVX512:
-    case AMP_CPU_AVX512BF16: return vnni ? NULL : &amp_quant_kernels_avx512;
+    case AMP_CPU_AVX512BF16: return !vnni ? &amp_quant_kernels_avx512 : have_vnni() ? &amp_quant_kernels_avx512vnni : NULL;
     default: return NULL;
     }
 }
 
+static _Atomic int g_use_vnni = -1; /* -1: AMP_QUANT_VNNI not read yet (0 turns VNNI off) */
+
+void amp_k_quant_set_vnni(bool on) { g_use_vnni = on; }
+
 const amp_quant_kernels *amp_k_quant(void) {
-    const amp_quant_kernels *k = amp_k_quant_path(amp_cpu_active(), true);
+    int use = g_use_vnni;
+    if (use < 0) {
+        const char *e = getenv("AMP_QUANT_VNNI");
+        g_use_vnni = use = !(e && !strcmp(e, "0"));
+    }
+    const amp_quant_kernels *k = use ? amp_k_quant_path(amp_cpu_active(), true) : NULL;
     return k ? k : amp_k_quant_path(amp_cpu_active(), false);
 }
 
@@ -106,24 +123,31 @@ static amp_status cpu_qlinear(const char *fn, const amp_tensor *x, const amp_qte
         goto done_y;
     }
     const amp_quant_kernels *k = amp_k_quant();
-    int64_t nb = K / AMP_QK;
-    size_t xb = (size_t)(M * nb) * sizeof(amp_block_q8_1f);
-    amp_block_q8_1f *xq = amp__ws_alloc(xb);
-    if (!xq) {
+    amp_qact xa = {.M = M, .K = K, .nb = K / AMP_QK, .nbp = (K / AMP_QK + 3) & ~(int64_t)3};
+    size_t xb = (size_t)(M * xa.nbp) * (AMP_QK + 2 * sizeof(float) + sizeof(int32_t));
+    char *ws = amp__ws_alloc(xb);
+    if (!ws) {
         st = amp_last_status();
         goto done_y;
     }
-    AMP_K_FOR(m, M, M * K > AMP_PARALLEL_MIN && M > 1, { k->quantize_x(px + m * K, K, xq + m * nb); });
-    /* rows of W in chunks of 16 (a GEMV's unit of work: each thread streams its own rows) */
+    xa.d = (float *)ws;
+    xa.s = xa.d + M * xa.nbp;
+    xa.sum = (int32_t *)(xa.s + M * xa.nbp);
+    xa.qs = (int8_t *)(xa.sum + M * xa.nbp);
+    AMP_K_FOR(m, M, M * K > AMP_PARALLEL_MIN && M > 1, {
+        k->quantize_x(px + m * K, K, xa.qs + m * xa.nbp * AMP_QK, xa.d + m * xa.nbp, xa.s + m * xa.nbp, xa.sum + m * xa.nbp);
+    });
+    /* rows of W in chunks of 16: each thread streams its own rows against all of x (a tile of x stays in
+     * cache for the chunk) */
     const int64_t RC = 16, nch = (N + RC - 1) / RC;
     AMP_K_FOR(c, nch, (double)N * K * M > AMP_PARALLEL_MIN && nch > 1, {
         int64_t r0 = c * RC, nr = N - r0 < RC ? N - r0 : RC;
-        k->gemv(w->type, (const char *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes, nr, xq, M, nb, y + r0, N);
+        k->gemm(w->type, (const char *)w->data + (size_t)r0 * w->row_bytes, w->row_bytes, nr, &xa, y + r0, N);
     });
     if (pb)
         for (int64_t m = 0; m < M; m++)
             for (int64_t n = 0; n < N; n++) y[m * N + n] += pb[n];
-    amp__ws_free(xq, xb);
+    amp__ws_free(ws, xb);
 done_y:
     if (st == AMP_OK) amp__f32_out_end(out, y);
     else if (out->dtype != AMP_F32) amp__ws_free(y, (size_t)amp_tensor_numel(out) * sizeof(float));

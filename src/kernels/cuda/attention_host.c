@@ -65,6 +65,10 @@ static amp_status att_setup(const char *fn, const amp_att_args *a, const amp_ten
     if (!att_dtype_ok(q->dtype) || k->dtype != q->dtype || v->dtype != q->dtype)
         return amp_error(AMP_ERR_DTYPE, "%s: attention on cuda takes f32, f16 or bf16 q, k, v of one dtype (got %s, %s, %s)",
                          fn, amp_dtype_name(q->dtype), amp_dtype_name(k->dtype), amp_dtype_name(v->dtype));
+    if (a->group > 1)
+        return amp_error(AMP_ERR_UNSUPPORTED,
+                         "%s: grouped-query attention (enable_gqa: %lld query heads per key/value head) is not "
+                         "implemented on cuda yet", fn, (long long)a->group);
     if (a->E > AMP_CU_ATT_MAX_HEAD || a->Ev > AMP_CU_ATT_MAX_HEAD)
         return amp_error(AMP_ERR_UNSUPPORTED,
                          "%s: head dims above %d are not implemented on cuda yet (E = %lld, Ev = %lld)", fn,

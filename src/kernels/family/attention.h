@@ -18,6 +18,11 @@ typedef struct {
     double dropout_p;   /* on the weights: element (b, i, j) kept when the Philox word for offset + (b L + i) S + j >= thresh */
     uint64_t seed, offset, thresh;
     amp_matmul_precision precision;
+    /* grouped-query attention: query heads per key/value head (0 or 1: none).
+     * q's batch item (..., h) (h its last batch dim, the heads) reads k's and
+     * v's item (..., h / group); dk, dv (gin[1], gin[2]) have k's and v's
+     * shapes, each the sum over its group's query heads. */
+    int64_t group;
 } amp_att_args;
 
 #define AMP_ATTENTION_ENTRIES(X, a) X(a, attention) X(a, attention_backward)
