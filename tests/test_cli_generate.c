@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "test_support.h"
 
@@ -370,7 +371,37 @@ static void t_model_refusals(void **state) {
     }
 }
 
+/* amp generate --model on SmolLM2-135M-Instruct (scripts/deps.sh models):
+ * the greedy text names Paris, the tokens/s line follows on stderr; --chat
+ * formats the ChatML turn with the file's default system message (37
+ * tokens, as llama.cpp's llama-tokenize gives for that text) and stops at
+ * <|im_end|>; a bf16 load under bf16 autocast runs too. */
+static void t_model_smollm2(void **state) {
+    (void)state;
+    const char *p = amp_models_path("SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert_non_null(p);
+    char model[4096], *err = NULL;
+    snprintf(model, sizeof model, "%s", p);
+    if (access(model, R_OK) != 0) fail_msg("%s is missing: `scripts/deps.sh models` installs it (make test does)", model);
+    char *out = test_run_cli_expect(0, &err, "generate --model %s --prompt 'The capital of France is' --max-new-tokens 4 --threads 2",
+                                    model);
+    if (strncmp(out, "The capital of France is Paris", 30)) fail_msg("stdout: %s", out);
+    if (!strstr(err, "prefill 5 tokens") || !strstr(err, "decode 3 tokens") || !strstr(err, "tokens/s") || !strstr(err, "load keep"))
+        fail_msg("stderr: %s", err);
+    free(out);
+    free(err);
+    out = test_run_cli_expect(0, &err, "generate --model %s --chat --prompt 'What is the capital of France?' --max-new-tokens 64", model);
+    if (!strstr(err, "prefill 37 tokens") || strstr(out, "<|im_end|>") || strlen(out) < 2) fail_msg("stdout: %s\nstderr: %s", out, err);
+    free(out);
+    free(err);
+    out = test_run_cli_expect(0, &err, "generate --model %s --prompt 'The capital of France is' --max-new-tokens 2 --load-dtype bf16 "
+                                       "--precision bf16", model);
+    if (!strstr(out, "Paris") || !strstr(err, "load bf16, bf16")) fail_msg("stdout: %s\nstderr: %s", out, err);
+    free(out);
+    free(err);
+}
+
 AMP_TEST_MAIN_FIXTURES(test_tmpdir_setup, test_tmpdir_teardown, t_other_model_named, t_nonfinite_refused,
                        t_nonfinite_checkpoint, t_tiny_temperature, t_generate_api_nonfinite,
                        t_generate_api_first_nonfinite, t_nonfinite_f64_file, t_lm_head, t_config_checked_first,
-                       t_model_refusals)
+                       t_model_refusals, t_model_smollm2)

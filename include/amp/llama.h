@@ -76,9 +76,10 @@ AMP_API amp_status amp_llama_get_config(const amp_module *m, amp_llama_config *o
  * one decode step reads: matrices, embedding rows aside, and norms). */
 AMP_API amp_load_dtype amp_llama_load_dtype(const amp_module *m);
 AMP_API int64_t amp_llama_weight_bytes(const amp_module *m);
-/* The model's tokenizer (from the GGUF file, or tokenizer.json of the
- * directory); borrowed: valid while the model lives. NULL with an error
- * when the model has none. */
+/* The model's tokenizer (a GGUF file's: amp_tokenizer_from_gguf); borrowed:
+ * valid while the model lives. NULL with an error when the model has none
+ * (amp_llama_new, a Hugging Face directory: its tokenizer.json is a BPE
+ * amp_tokenizer_from_hf_json does not read). */
 AMP_API const amp_tokenizer *amp_llama_tokenizer(const amp_module *m);
 /* The chat template the file carries (GGUF tokenizer.chat_template), or
  * NULL (no error) when it has none; valid while the model lives. */

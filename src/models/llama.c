@@ -115,13 +115,6 @@ static amp_tensor *heads(amp_tensor *x, int64_t H, int64_t D) {
     return amp_transpose(amp_reshape(x, 4, AMP_SHAPE(B, T, H, D)), 1, 2);
 }
 
-/* Query head h reads KV head h / (Hq / Hkv): [B, Hkv, S, D] -> [B, Hq, S, D]. */
-static amp_tensor *repeat_kv(amp_tensor *k, int64_t g) {
-    if (g == 1) return k;
-    int64_t B = amp_tensor_dim(k, 0), H = amp_tensor_dim(k, 1), S = amp_tensor_dim(k, 2), D = amp_tensor_dim(k, 3);
-    return amp_reshape(amp_expand(amp_unsqueeze(k, 2), 5, AMP_SHAPE(B, H, g, S, D)), 4, AMP_SHAPE(B, H * g, S, D));
-}
-
 /* Self-attention of x [B, T, C] at positions pos0 .. pos0 + T - 1: without a
  * cache (pos0 0) causal over x; with one, the new keys and values go to
  * layer l's cache and the queries attend to every cached position up to
@@ -167,17 +160,8 @@ static amp_tensor *attn_run(amp_module *m, amp_tensor *x, amp_llama_cache *c, in
     } else {
         o.is_causal = true;
     }
-    amp_tensor *y;
-    int64_t g = Hq / Hkv;
-    if (T == 1 && g > 1) {
-        /* one new token: the g query heads of a group are g rows of one
-         * attention over their KV head, [B, Hkv, g, D] (no mask: every cached
-         * key is visible), so the cache is read as it is, never repeated */
-        y = amp_scaled_dot_product_attention_ex(amp_reshape(q, 4, AMP_SHAPE(B, Hkv, g, D)), k, v, &o);
-        y = y ? amp_reshape(y, 4, AMP_SHAPE(B, Hq, 1, D)) : NULL;
-    } else {
-        y = amp_scaled_dot_product_attention_ex(q, repeat_kv(k, g), repeat_kv(v, g), &o);
-    }
+    o.enable_gqa = Hq != Hkv; /* query head h reads KV head h / (Hq / Hkv): the cache is never repeated */
+    amp_tensor *y = amp_scaled_dot_product_attention_ex(q, k, v, &o);
     if (!y) return NULL;
     y = amp_reshape(amp_transpose(y, 1, 2), 3, AMP_SHAPE(B, T, Hq * D)); /* a copy: the transpose is not contiguous */
     return amp_module_forward(CH(m, "o_proj"), y);
@@ -468,7 +452,7 @@ int64_t amp_llama_weight_bytes(const amp_module *m) {
 const amp_tokenizer *amp_llama_tokenizer(const amp_module *m) {
     if (llama_of("amp_llama_tokenizer", m) != AMP_OK) return NULL;
     if (!SH(m)->tok) return amp_error_null(AMP_ERR_ARG, "amp_llama_tokenizer: this model has no tokenizer (made by amp_llama_new, "
-                                                        "or its file has none)");
+                                                        "from a Hugging Face directory, or a GGUF file without one)");
     return SH(m)->tok;
 }
 
@@ -727,6 +711,11 @@ amp_module *amp_llama_from_gguf(const char *path, amp_load_dtype ld) {
     m = build(s, gguf_source, &src);
     const char *tpl;
     size_t tn;
+    if (m && amp_gguf_find_key(f, "tokenizer.ggml.model") >= 0 && !(s->tok = amp_tokenizer_from_gguf(f))) {
+        amp_error_chain(AMP_OK, "%s: %s: its tokenizer", fn, path);
+        amp_module_free(m);
+        m = NULL;
+    }
     if (m && amp_gguf_find_key(f, "tokenizer.chat_template") >= 0) {
         bool got = amp_gguf_get_str(f, "tokenizer.chat_template", &tpl, &tn) == AMP_OK;
         if (!got || !(s->chat_template = malloc(tn + 1))) {
