@@ -38,7 +38,7 @@ static void usage(FILE *f) {
             "  --model-llama FILE   a Llama GGUF file (default: SmolLM2-135M-Instruct.Q4_1.gguf in\n"
             "                       amp_models_dir(); scripts/deps.sh models installs it)\n"
             "  --model-bert DIR     a BERT directory (default: all-MiniLM-L6-v2 there)\n"
-            "  --load-dtypes LIST   default f32,bf16,f16,q8_0,q4_1 (also keep, q4_0)\n"
+            "  --load-dtypes LIST   default f32,bf16,f16,q8_0,q4_1,keep (keep: the file's own types; also q4_0)\n"
             "  --prompt-tokens P    prefill: one forward of P random tokens (default 512)\n"
             "  --decode-tokens D    decode: D steps of one token with the KV cache (default 128)\n"
             "  --bert-seq T         tokens per sentence of the BERT batches (default 32)\n"
@@ -201,7 +201,7 @@ static double bert_round(amp_module *m, int64_t B, int64_t T, amp_dtype compute)
 static double med(const double *v, int n) { return bench_median_pos(v, n); }
 
 int cmd_bench_infer(int argc, char **argv) {
-    const char *llama = NULL, *bert = NULL, *dtypes = "f32,bf16,f16,q8_0,q4_1", *lcpp = getenv("AMP_LLAMACPP_DIR");
+    const char *llama = NULL, *bert = NULL, *dtypes = "f32,bf16,f16,q8_0,q4_1,keep", *lcpp = getenv("AMP_LLAMACPP_DIR");
     long P = 512, D = 128, rounds = 3, bseq = 32;
     bool no_llama = false, no_bert = false, peers = false, no_ort = false;
     bench_opts o = {.script = "tools/bench_torch_bert.py"};
@@ -345,6 +345,7 @@ int cmd_bench_infer(int argc, char **argv) {
         else printf("ONNX Runtime: not available (%s: pip install onnxruntime)\n", ort_script);
         double t1[2][BI_MAX_ROUNDS], tn[2][BI_MAX_ROUNDS], o1[2][BI_MAX_ROUNDS], on[2][BI_MAX_ROUNDS];
         for (int i = 0; i < nd; i++) {
+            if (d[i].ld.kind == AMP_LOAD_KEEP) continue; /* the file's F32: the f32 row again */
             amp_bert_load_opts bo = AMP_BERT_LOAD_DEFAULTS;
             bo.load_dtype = d[i].ld;
             m[i] = amp_bert_from_pretrained(bpath, &bo);

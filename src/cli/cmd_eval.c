@@ -37,7 +37,7 @@ void cmd_eval_usage(FILE *f) {
             "  --model PATH         FILE.gguf or a model directory (amp_models_path: scripts/deps.sh models\n"
             "                       installs SmolLM2-135M-Instruct and all-MiniLM-L6-v2)\n"
             "  --data FILE          UTF-8 text\n"
-            "  --load-dtypes LIST   comma-separated load dtypes (default f32,bf16,f16,q8_0,q4_1): keep (the\n"
+            "  --load-dtypes LIST   comma-separated load dtypes (default f32,bf16,f16,q8_0,q4_1,keep): keep (the\n"
             "                       file's own types), f32, f16, bf16, q8_0, q4_0, q4_1. f32 is the reference,\n"
             "                       loaded (and listed first) whether named or not\n"
             "  --tokens N           decoder: tokens scored from the start of the text (default 1024)\n"
@@ -204,7 +204,7 @@ static double weight_bytes(amp_module *m, eval_kind kind, amp_module *ref, amp_l
 }
 
 int cmd_eval(int argc, char **argv) {
-    const char *model = NULL, *data = NULL, *dtypes = "f32,bf16,f16,q8_0,q4_1", *prec = "fp32", *split = "all", *json = NULL;
+    const char *model = NULL, *data = NULL, *dtypes = "f32,bf16,f16,q8_0,q4_1,keep", *prec = "fp32", *split = "all", *json = NULL;
     long tokens = 1024, context = 256, lines = 64, threads = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
