@@ -389,7 +389,8 @@ int cmd_eval(int argc, char **argv) {
                 rc = cli_fail("eval: %s in %s: %s", model, amp_load_dtype_name(e[i].ld), amp_last_error());
                 goto out_grad;
             }
-            amp_tensor *f = amp_contiguous(amp_to(emb[i], AMP_F32));
+            amp_scope *sc = amp_scope_begin(); /* amp_to's result, when a new tensor, ends with it */
+            amp_tensor *f = amp_scope_end_keep(sc, amp_contiguous(amp_to(emb[i], AMP_F32)));
             amp_tensor_free(emb[i]);
             emb[i] = f;
             if (!f) {
