@@ -80,29 +80,20 @@ def main():
     except Exception as e:  # noqa: BLE001 (the reason goes back to amp)
         print("na %s" % str(e).replace("\n", " "), flush=True)
         return
-    print("ready ort-%s %d" % (ort.__version__, threads), flush=True)
-    for line in sys.stdin:
-        f = line.split()
-        if not f or f[0] == "quit":
-            break
-        try:
-            if f[0] != "bert" or len(f) != 5:
-                raise ValueError("bad request: " + line.strip())
-            B, T, reps, want = (int(v) for v in f[1:5])
-            if threads > 0 and want != threads:
-                print("na this worker runs %d threads, not %d" % (threads, want), flush=True)
-                continue
-            ids, mask = batch_of(B, T)
-            feed = {"ids": ids, "mask": mask}
-            sess.run(None, feed)  # warm-up
-            times = []
-            for _ in range(reps):
-                t0 = time.perf_counter()
-                sess.run(None, feed)
-                times.append(time.perf_counter() - t0)
-            print("ok %.6f" % (1e3 * statistics.median(times)), flush=True)
-        except Exception as e:  # noqa: BLE001
-            print("na %s" % str(e).replace("\n", " "), flush=True)
+    def time_batch(B, T, reps):
+        ids, mask = batch_of(B, T)
+        feed = {"ids": ids, "mask": mask}
+        sess.run(None, feed)  # warm-up
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            sess.run(None, feed)
+            times.append(time.perf_counter() - t0)
+        return 1e3 * statistics.median(times)
+
+    sys.path.insert(0, HERE)
+    from bench_bert_serve import serve
+    serve(threads, "ready ort-%s %d" % (ort.__version__, threads), time_batch)
 
 
 if __name__ == "__main__":

@@ -143,21 +143,9 @@ def time_batch(model, B, T, reps):
 def serve(threads, model):
     if threads > 0:
         torch.set_num_threads(threads)
-    print("ready %s %d" % (torch.__version__, torch.get_num_threads()), flush=True)
-    for line in sys.stdin:
-        f = line.split()
-        if not f or f[0] == "quit":
-            break
-        try:
-            if f[0] != "bert" or len(f) != 5:
-                raise ValueError("bad request: " + line.strip())
-            B, T, reps, want = (int(v) for v in f[1:5])
-            if threads > 0 and want != threads:
-                print("na this worker runs %d threads, not %d" % (threads, want), flush=True)
-                continue
-            print("ok %.6f" % time_batch(model, B, T, reps), flush=True)
-        except Exception as e:  # noqa: BLE001 (the reason goes back to amp)
-            print("na %s" % str(e).replace("\n", " "), flush=True)
+    from bench_bert_serve import serve as serve_loop
+    serve_loop(threads, "ready %s %d" % (torch.__version__, torch.get_num_threads()),
+               lambda B, T, reps: time_batch(model, B, T, reps))
 
 
 def main():
