@@ -1,5 +1,7 @@
 # amp — the targets people type. CMake does the building in build/.
-#   make run        install missing Debian packages, build, run the main job
+#   make run        install missing Debian packages, build, run the main job: the
+#                   training comparison (mlp on Fashion-MNIST per precision) and the
+#                   inference comparison (the pretrained SmolLM2 and MiniLM per load dtype)
 #   make test       install missing Debian packages, build, run the whole suite
 #   make test-asan  the whole suite under AddressSanitizer + UBSan (+ LeakSanitizer)
 #   make test-tsan  the multi-threaded tests and example under ThreadSanitizer (clang)
@@ -33,10 +35,19 @@ build:
 	@sed -n 's/^-- amp: /amp: /p' $(BUILD).configure.log
 	@cmake --build $(BUILD) -j $(JOBS)
 
+# the inference half: SmolLM2-135M per load dtype (speed, memory, the decode
+# bound) and, on Shakespeare's held-out part, its difference from f32
+# (perplexity, KL, top-1), then MiniLM's embeddings per dtype (cosine to f32)
+RUN_MODELS ?= $${AMP_MODELS_DIR:-/usr/local/share/amp/models}
+RUN_TEXT ?= $${AMP_TEXT_DIR:-/usr/local/share/amp/text}/shakespeare.txt
 run:
 	@scripts/deps.sh build test run text models
 	@$(MAKE) --no-print-directory build
 	./$(BUILD)/amp compare --model mlp --epochs 1
+	./$(BUILD)/amp bench infer --no-bert --rounds 1 --prompt-tokens 128 --decode-tokens 32
+	./$(BUILD)/amp eval --model $(RUN_MODELS)/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf \
+	  --data $(RUN_TEXT) --split val --tokens 512 --context 256
+	./$(BUILD)/amp eval --model $(RUN_MODELS)/all-MiniLM-L6-v2 --data $(RUN_TEXT) --split val --lines 64
 
 test:
 	@scripts/deps.sh build test text models

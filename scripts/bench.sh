@@ -21,6 +21,12 @@ parts=${parts//memory-gpt/}
 if [ -z "${AMP_LLMC_DIR:-}" ]; then
   echo "note: AMP_LLMC_DIR is not set: amp bench gpt runs without llm.c (tools/llmc_setup.sh builds it)" >&2
 fi
+# llama.cpp for the inference part (llama-bench on the same GGUF file):
+# tools/llamacpp_setup.sh builds it outside the repository; without
+# AMP_LLAMACPP_DIR the part runs amp alone
+if [ -z "${AMP_LLAMACPP_DIR:-}" ]; then
+  echo "note: AMP_LLAMACPP_DIR is not set: amp bench infer runs without llama.cpp (tools/llamacpp_setup.sh builds it)" >&2
+fi
 doc=docs/BENCHMARKS.md
 tmp=$(mktemp "$doc.XXXXXX")
 # the CPU every figure comes from, and amp's path on it (AMP_CPU may force one)
@@ -71,6 +77,7 @@ for p in $parts; do
     echo
     for r in "${runs[@]}"; do
       if [ -n "$r" ]; then args=(--preset "$r" --json "$OUT/$p-$r.json"); else args=(--json "$OUT/$p.json"); fi
+      if [ "$p" = infer ] && [ -n "${AMP_LLAMACPP_DIR:-}" ]; then args+=(--peers); fi
       echo '```'
       echo "\$ amp bench $p ${args[*]}"
       echo '```'

@@ -72,6 +72,7 @@ static void t_help_everywhere(void **state) {
         {"inspect", "--no-tensors x.safetensors"},
         {"predict", "--checkpoint x --limit 5"},
         {"embed", "--model x --load-dtype bf16 --precision bf16"},
+        {"eval", "--model x.gguf --tokens 64 --load-dtypes q8_0"},
         {"bench", NULL}, /* the parts below */
     };
     char names[32][32];

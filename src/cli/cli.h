@@ -23,6 +23,10 @@ int cli_is_help(const char *arg);
 /* Strict number parsing: the whole string must be a number in range. */
 int cli_parse_long(const char *s, long lo, long hi, long *out);
 int cli_parse_double(const char *s, double *out);
+/* A comma-separated list of load dtypes ("f32,bf16,q8_0": amp_load_dtype_parse's spellings) into
+ * out[0..max): the count (>= 1), or -1 with the reason in why (a word that is not a load dtype, one
+ * named twice, more than max, an empty list). */
+int cli_parse_load_dtypes(const char *s, amp_load_dtype *out, int max, char *why, size_t nwhy);
 /* An inference pass over a loader: cli_eval_begin puts m in eval mode under
  * no_grad and returns whether it was training (cli_eval_end(m, was) undoes
  * both); cli_next_batch gives the next batch in its own scope, which the
@@ -63,6 +67,8 @@ int cmd_embed(int argc, char **argv);
 void cmd_embed_usage(FILE *f);
 int cmd_generate(int argc, char **argv);
 void cmd_generate_usage(FILE *f);
+int cmd_eval(int argc, char **argv);
+void cmd_eval_usage(FILE *f);
 int cmd_bench(int argc, char **argv);
 void cmd_bench_usage(FILE *f);
 /* The bench parts' names, each after sep (the first after first). */
@@ -80,5 +86,6 @@ int cmd_bench_quant(int argc, char **argv);
 int cmd_bench_attention(int argc, char **argv);
 int cmd_bench_dist(int argc, char **argv);
 int cmd_bench_load(int argc, char **argv);
+int cmd_bench_infer(int argc, char **argv);
 
 #endif

@@ -112,3 +112,35 @@ amp_scope *cli_next_batch(amp_loader *l, amp_tensor **x, amp_tensor **y) {
     amp_scope_end(s);
     return NULL;
 }
+
+int cli_parse_load_dtypes(const char *s, amp_load_dtype *out, int max, char *why, size_t nwhy) {
+    int n = 0;
+    for (const char *p = s;; p++) {
+        const size_t k = strcspn(p, ",");
+        char w[32];
+        if (k == 0 || k >= sizeof w) {
+            snprintf(why, nwhy, "'%.*s' is not a load dtype", (int)(k < 64 ? k : 64), p);
+            return -1;
+        }
+        memcpy(w, p, k);
+        w[k] = 0;
+        amp_load_dtype d;
+        if (amp_load_dtype_parse(w, &d) != AMP_OK) {
+            snprintf(why, nwhy, "'%s' is not a load dtype (%s)", w, amp_last_error());
+            amp_clear_error();
+            return -1;
+        }
+        for (int i = 0; i < n; i++)
+            if (!strcmp(amp_load_dtype_name(out[i]), amp_load_dtype_name(d))) {
+                snprintf(why, nwhy, "'%s' is named twice", w);
+                return -1;
+            }
+        if (n == max) {
+            snprintf(why, nwhy, "more than %d load dtypes", max);
+            return -1;
+        }
+        out[n++] = d;
+        p += k;
+        if (!*p) return n;
+    }
+}

@@ -20,6 +20,7 @@ static const bench_part g_parts[] = {
     {"train", "ms per training step fp32 / fp16+scaler / bf16 / O2, beside PyTorch CPU", cmd_bench_train},
     {"gpt", "the GPT (shakespeare-char, GPT-2 124M): ms/step and tokens/s beside PyTorch and llm.c", cmd_bench_gpt},
     {"dist", "data parallel under mpirun: 1 rank x 2 threads vs 2 ranks, overlap, bf16 gradients, ZeRO-1, 1-8 ranks", cmd_bench_dist},
+    {"infer", "pretrained SmolLM2 / MiniLM per load dtype: prefill, decode, sentences/s vs the bandwidth bound, llama.cpp, PyTorch", cmd_bench_infer},
     {"load", "training steps beside busy processes: 1 thread vs all, adaptive vs fixed thread count", cmd_bench_load},
 };
 #define N_PARTS (sizeof g_parts / sizeof g_parts[0])

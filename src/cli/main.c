@@ -26,6 +26,9 @@ static const struct {
     {{"embed", "sentence embeddings of a BERT model directory (all-MiniLM-L6-v2) and their cosine similarities", cmd_embed,
       cmd_embed_usage},
      false},
+    {{"eval", "a pretrained model per load dtype vs f32: perplexity, KL, top-1 (decoder) or cosine (encoder)", cmd_eval,
+      cmd_eval_usage},
+     false},
     {{"bench", "benchmarks (make bench runs them all):", cmd_bench, cmd_bench_usage}, true}, /* + the parts (cmd_bench.c) */
 };
 #define N_COMMANDS (sizeof g_commands / sizeof g_commands[0])
