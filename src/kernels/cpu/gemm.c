@@ -299,6 +299,13 @@ static void plan_gemm(gemm_plan *P, const gemm_kernel *K, const amp_gemm_args *g
             P->x_direct = small_m ? (g->a_dtype == AMP_F32 && !g->trans_a) : (g->b_dtype == AMP_F32 && g->trans_b);
             P->x_elems = P->x_direct ? 0 : (size_t)round_up(mx * k, 16);
         }
+        /* A few rows against a long operand (gemv: batch-1 decoding) read
+         * each element of Y for at most 4 multiply-adds: memory-bound, so a
+         * second thread pays from a far smaller product than the compute-
+         * bound threshold (a 576 x 576 gemv from DRAM: 85 us on one thread).
+         * Each output is one thread's sum in the same order whatever the
+         * split, so the bits do not depend on it. */
+        if (mx <= 4) T = pick_threads(work * (double)batch * 8.0 / (double)mx);
         P->threads = T;
         P->item_parallel = batch >= T && T > 1;
         P->parts = P->item_parallel ? 1 : T;
