@@ -260,7 +260,9 @@ static void t_sampling(void **state) {
     /* logits large enough to matter: scale the head */
     amp_tensor *head = amp_module_get_parameter(m, "lm_head.weight");
     amp_no_grad_begin();
-    assert_int_equal(amp_tensor_copy_(head, amp_mul_scalar(head, 60.0)), AMP_OK);
+    amp_tensor *scaled = amp_mul_scalar(head, 60.0);
+    assert_int_equal(amp_tensor_copy_(head, scaled), AMP_OK);
+    amp_tensor_free(scaled);
     amp_no_grad_end();
     const int64_t prompt[] = {3, 17, 42};
     int64_t V = c.vocab_size;

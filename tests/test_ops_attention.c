@@ -422,6 +422,7 @@ static double *repeat_heads(const double *x, int64_t B, int64_t H, int64_t G, in
 
 static void t_gqa(void **state) {
     (void)state;
+    amp_scope *test_scope = amp_scope_begin();
     test_rng r = {2507};
     struct {
         int64_t hq, hkv, L, S;
@@ -526,6 +527,7 @@ static void t_gqa(void **state) {
         test_free_tensors(grads[0][i], grads[1][i]);
     }
     test_free_tensors(q, k, v);
+    amp_scope_end(test_scope); /* frees what the checks above made (LeakSanitizer) */
 }
 
 static void t_bad_inputs(void **state) {

@@ -93,6 +93,7 @@ static void t_rms_norm(void **state) {
  * each dtype (torch: finfo(dtype).eps), and create_graph through the op. */
 static void t_rms_norm_more(void **state) {
     (void)state;
+    amp_scope *test_scope = amp_scope_begin();
     test_rng r = {2502};
     for (int di = 0; di < 3; di++) {
         amp_dtype dt = DTS[di];
@@ -157,6 +158,7 @@ static void t_rms_norm_more(void **state) {
     }
     test_free_all(xv, cv, zv, h2);
     test_free_tensors(grads[0], l2, lg, yg, zg, cg, xg, y1, y2, xc, xt, x0);
+    amp_scope_end(test_scope); /* frees what the checks above made (LeakSanitizer) */
 }
 
 /* ---- rope ---------------------------------------------------------------------------------- */
@@ -271,6 +273,7 @@ static void t_rope(void **state) {
  * rotation, through the gradient) restores x. */
 static void t_rope_conventions(void **state) {
     (void)state;
+    amp_scope *test_scope = amp_scope_begin();
     test_rng r = {2504};
     for (int lay = 0; lay < 2; lay++) {
         const int64_t s[4] = {1, 2, 6, 64};
@@ -312,6 +315,7 @@ static void t_rope_conventions(void **state) {
         test_free_all(gv, zv);
         test_free_tensors(l, y, gz, z, x);
     }
+    amp_scope_end(test_scope); /* frees what the checks above made (LeakSanitizer) */
 }
 
 /* ---- swiglu -------------------------------------------------------------------------------- */
@@ -329,6 +333,7 @@ static void sw_ref(const double *const *in, double *out, void *vc) {
 
 static void t_swiglu(void **state) {
     (void)state;
+    amp_scope *test_scope = amp_scope_begin();
     test_rng r = {2506};
     const amp_dtype dts[4] = {AMP_F32, AMP_F16, AMP_BF16, AMP_F64};
     for (int di = 0; di < 4; di++) {
@@ -382,6 +387,7 @@ static void t_swiglu(void **state) {
     }
     test_free_all(gv, uv, zv, h2, hu);
     test_free_tensors(grads[0], l2, l1, z1, u1, g1);
+    amp_scope_end(test_scope); /* frees what the checks above made (LeakSanitizer) */
 }
 
 static void t_bad_inputs(void **state) {
